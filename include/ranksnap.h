@@ -1,0 +1,136 @@
+/*
+ * ranksnap.h — the one public header of ranksnap.
+ *
+ * ranksnap is a per-rank GPU caching allocator with a recorder of every allocation event, whose
+ * snapshots are compared across the ranks of an MPI/NCCL job. This header is includable from C and
+ * C++ without CUDA or MPI headers: streams are `void *` (a cudaStream_t), communicators are passed
+ * by address (`&comm`, an MPI_Comm *), so that the header does not depend on either ABI.
+ *
+ * Every call returns a ranksnap_status; ranksnap_strerror() names the code and
+ * ranksnap_last_error() gives the detail of the last failure on the calling thread (file, option,
+ * sizes), e.g. the full out-of-memory message.
+ */
+#ifndef RANKSNAP_H
+#define RANKSNAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(RANKSNAP_BUILDING)
+#define RANKSNAP_API __attribute__((visibility("default")))
+#else
+#define RANKSNAP_API
+#endif
+
+#define RANKSNAP_VERSION_MAJOR 0
+#define RANKSNAP_VERSION_MINOR 1
+#define RANKSNAP_VERSION_PATCH 0
+#define RANKSNAP_VERSION_STRING "0.1.0"
+
+/* Error codes. Stable numbers: they appear in logs and in the snapshot's last error. */
+typedef enum ranksnap_status {
+    RANKSNAP_OK = 0,
+    RANKSNAP_ERR_INVALID_ARGUMENT = 1, /* a NULL where a pointer was needed, a bad size, ...   */
+    RANKSNAP_ERR_OUT_OF_MEMORY = 2,    /* device memory (or the RANKSNAP_MEMORY_LIMIT) ran out */
+    RANKSNAP_ERR_HOST_MEMORY = 3,      /* malloc of ranksnap's own bookkeeping failed          */
+    RANKSNAP_ERR_NOT_INITIALIZED = 4,  /* a call that needs ranksnap_init() first              */
+    RANKSNAP_ERR_OPTION = 5,           /* an environment option could not be parsed            */
+    RANKSNAP_ERR_BACKEND = 6,          /* the CUDA runtime (or the sim device) returned an error */
+    RANKSNAP_ERR_UNKNOWN_POINTER = 7,  /* free/record_stream of a pointer ranksnap did not hand out */
+    RANKSNAP_ERR_IO = 8,               /* a file could not be opened, written, synced or renamed */
+    RANKSNAP_ERR_FORMAT = 9,           /* a snapshot file is truncated, corrupt or not ours     */
+    RANKSNAP_ERR_UNSUPPORTED = 10,     /* e.g. the cuda backend in a build without CUDA          */
+    RANKSNAP_ERR_MPI = 11,             /* an MPI call failed                                     */
+    RANKSNAP_ERR_DISABLED = 12         /* RANKSNAP_DISABLE=1: ranksnap is a pass-through         */
+} ranksnap_status;
+
+/* The name and meaning of a status code; never NULL, static storage. */
+RANKSNAP_API const char *ranksnap_strerror(ranksnap_status status);
+
+/* Detail of the last failing call on this thread ("" if none). Valid until the next call on this
+ * thread that fails. */
+RANKSNAP_API const char *ranksnap_last_error(void);
+
+/* "0.1.0" */
+RANKSNAP_API const char *ranksnap_version(void);
+
+/* Starts ranksnap in this process: reads the RANKSNAP_* environment (a bad value is an error
+ * that names the variable), picks the backend and creates the allocator and the recorder.
+ * `mpi_comm` is the address of an MPI_Comm whose ranks take part, or NULL for a process on its
+ * own (rank and world size are then read from the launcher's environment when present).
+ * Calling it twice returns RANKSNAP_OK without doing anything the second time. */
+RANKSNAP_API ranksnap_status ranksnap_init(const void *mpi_comm);
+
+/* Releases cached device memory and the recorder. Blocks still allocated stay valid for the
+ * backend but are no longer tracked. Safe to call when not initialised. */
+RANKSNAP_API ranksnap_status ranksnap_finalize(void);
+
+/* Device memory from the caching allocator, ordered on `stream` (NULL = the default stream).
+ * size 0 gives *ptr = NULL and RANKSNAP_OK, as cudaMalloc does. On OOM the message of
+ * ranksnap_last_error() has PyTorch's parts: the request, the device capacity and free memory,
+ * the bytes allocated and the bytes reserved but unallocated. */
+RANKSNAP_API ranksnap_status ranksnap_malloc(void **ptr, size_t size, void *stream);
+
+/* Returns a block to the cache. NULL is a no-op. A block used on other streams (see
+ * ranksnap_record_stream) is reused only after the work queued on those streams has finished. */
+RANKSNAP_API ranksnap_status ranksnap_free(void *ptr);
+
+/* Marks `ptr` as used on `stream` (PyTorch's recordStream). */
+RANKSNAP_API ranksnap_status ranksnap_record_stream(void *ptr, void *stream);
+
+/* Releases every cached segment that holds no allocated block (PyTorch's empty_cache). */
+RANKSNAP_API ranksnap_status ranksnap_empty_cache(void);
+
+/* Marks the start of training step `step` (monotonic, chosen by the application). */
+RANKSNAP_API ranksnap_status ranksnap_step(int64_t step);
+
+/* Named ranges in the history ("forward", "optimizer"); begin and end must nest. */
+RANKSNAP_API ranksnap_status ranksnap_annotate_begin(const char *name);
+RANKSNAP_API ranksnap_status ranksnap_annotate_end(const char *name);
+
+/* Switches the recorder on (1) or off (0) at run time. The allocator keeps working either way. */
+RANKSNAP_API ranksnap_status ranksnap_record(int on);
+RANKSNAP_API int ranksnap_is_recording(void);
+
+/* Statistics, named as PyTorch's memory_stats() names them. */
+typedef struct ranksnap_stats {
+    uint64_t allocated_bytes;       /* bytes in blocks handed out (rounded sizes)   */
+    uint64_t allocated_bytes_peak;
+    uint64_t requested_bytes;       /* bytes the program asked for (unrounded)      */
+    uint64_t requested_bytes_peak;
+    uint64_t reserved_bytes;        /* bytes in segments taken from the device      */
+    uint64_t reserved_bytes_peak;
+    uint64_t active_bytes;          /* allocated + freed but awaiting stream events */
+    uint64_t active_bytes_peak;
+    uint64_t inactive_split_bytes;  /* free parts of split segments                 */
+    uint64_t num_allocs;
+    uint64_t num_frees;
+    uint64_t num_alloc_retries;     /* device reservations retried after emptying the cache */
+    uint64_t num_ooms;
+    uint64_t num_segment_allocs;
+    uint64_t num_segment_frees;
+    uint64_t num_sync_all_streams;  /* times the cache was flushed waiting for events */
+    uint64_t peak_time_us;          /* wall clock (µs since the epoch) of allocated_bytes_peak */
+    int64_t peak_step;              /* step current at allocated_bytes_peak, -1 before any step */
+    uint64_t events_recorded;       /* events written to the ring since init        */
+    uint64_t events_dropped;        /* events overwritten because the ring was full */
+    uint64_t device_total_bytes;    /* capacity as the backend reports it           */
+    uint64_t memory_limit_bytes;    /* RANKSNAP_MEMORY_LIMIT for this rank, 0 = none */
+} ranksnap_stats;
+
+RANKSNAP_API ranksnap_status ranksnap_get_stats(ranksnap_stats *out);
+RANKSNAP_API ranksnap_status ranksnap_reset_peak_stats(void);
+
+/* Writes this rank's snapshot (msgpack, docs/FORMAT.md) to `path` atomically: a temporary file
+ * in the same directory, fsync, rename. The file is created 0600. NULL = the default path,
+ * RANKSNAP_DIR/rank-RRRRR.rsnap (the directory is created 0700 when missing). */
+RANKSNAP_API ranksnap_status ranksnap_dump(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RANKSNAP_H */

@@ -1,0 +1,1146 @@
+/*
+ * alloc.c — the caching allocator: PyTorch's CUDACachingAllocator policy, in C.
+ *
+ * Memory comes from the backend in segments; a segment is cut into blocks, a doubly linked list
+ * in address order (prev/next). Every block is in exactly one of three states:
+ *   - inactive: free, in its pool's index, reusable;
+ *   - active_allocated: handed out, in the address map;
+ *   - active_awaiting_free: freed by the program but used on other streams (record_stream);
+ *     held until the events recorded on those streams at free time complete.
+ *
+ * Data structures, chosen so that a warm malloc+free costs a few hundred instructions:
+ *   - two pools (small: blocks of segments for requests <= 1 MiB; large: the rest), each an
+ *     intrusive treap keyed by (stream, size, address): best fit is a lower_bound on
+ *     (stream, size, 0) — the smallest fitting block of that stream, lowest address on ties —
+ *     exactly the order of PyTorch's BlockComparatorSize;
+ *   - an open-addressing map (linear probing, backward-shift deletion) from the address of an
+ *     allocated block to the block, for O(1) free, record_stream and owns;
+ *   - block structs recycled through a free list, so the warm path never calls malloc;
+ *   - the events of awaiting blocks in one FIFO, polled at the start of each malloc (only when
+ *     it is not empty) and synchronized before a reservation is retried.
+ *
+ * inactive_split_bytes is derived rather than tracked per block: every reserved byte is active
+ * or inactive, and an inactive block that is a whole segment is the only unsplit case, so
+ * inactive_split = reserved - active - (bytes of free whole segments), and only the last term
+ * needs maintaining, in pool_insert/pool_remove.
+ *
+ * Trace sizes follow PyTorch's record_trace: alloc, free_requested and free_completed carry the
+ * requested (unrounded) size; segment_alloc/segment_free the segment size; oom the request, with
+ * the device's free bytes as the address. One mutex guards everything and the observer runs
+ * under it. rs_alloc_destroy does not call the observer: the recorder may already be gone.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "errors.h"
+#include "log.h"
+#include "options.h"
+
+typedef struct rs_block rs_block;
+typedef struct rs_segment rs_segment;
+
+struct rs_block {
+    uintptr_t addr;
+    size_t size;
+    void *stream;          /* the segment's stream                         */
+    rs_block *child[2], *parent; /* treap links while inactive              */
+    uint32_t prio;         /* treap heap priority                           */
+    uint32_t stack_id;     /* from the observer's alloc event               */
+    uint8_t state;         /* rs_block_state                                */
+    uint32_t event_count;  /* events still pending (awaiting free)          */
+    size_t requested;      /* unrounded request while active                */
+    rs_block *prev, *next; /* neighbours in the segment; next = free list link when recycled */
+    rs_segment *seg;
+    void **uses;           /* other streams the block was used on (record_stream) */
+    uint32_t n_uses, cap_uses;
+};
+
+struct rs_segment {
+    uintptr_t addr;
+    size_t size;
+    void *stream;
+    int is_small;
+    uint32_t stack_id;
+    rs_block *head; /* lowest-address block; never recycled by a merge (it absorbs its next) */
+    rs_segment *prev, *next;
+};
+
+typedef struct pending_event {
+    rs_dev_event ev;
+    void *stream;
+    rs_block *block;
+} pending_event;
+
+typedef struct map_slot {
+    uintptr_t key; /* 0 = empty: no block starts at address 0 */
+    rs_block *block;
+} map_slot;
+
+struct rs_alloc {
+    pthread_mutex_t mu;
+    rs_backend *backend;
+    rs_alloc_observer observer;
+    void *observer_ctx;
+    uint64_t memory_limit;
+    uint64_t max_split;
+    int device_index;
+    uint64_t device_total;
+
+    rs_block *small_root, *large_root;
+    map_slot *map;
+    size_t map_mask, map_count;
+    unsigned map_shift;
+    rs_block *spare; /* recycled block structs, linked through ->next */
+    size_t n_spare;
+    rs_segment *segments;
+    size_t n_segments;
+    pending_event *pending;
+    size_t n_pending, cap_pending;
+
+    uint64_t whole_free; /* bytes of inactive blocks that span a whole segment */
+    uint32_t rng;
+    int64_t step;
+    ranksnap_stats st;
+    int have_oom;
+    rs_oom_info oom;
+};
+
+/* ---- policy ---------------------------------------------------------------------------------- */
+
+size_t rs_round_size(size_t size)
+{
+    if (size < RS_MIN_BLOCK_SIZE) return RS_MIN_BLOCK_SIZE;
+    return RS_MIN_BLOCK_SIZE * ((size + RS_MIN_BLOCK_SIZE - 1) / RS_MIN_BLOCK_SIZE);
+}
+
+size_t rs_allocation_size(size_t rounded)
+{
+    if (rounded <= RS_SMALL_SIZE) return RS_SMALL_BUFFER;
+    if (rounded < RS_MIN_LARGE_ALLOC) return RS_LARGE_BUFFER;
+    return RS_ROUND_LARGE * ((rounded + RS_ROUND_LARGE - 1) / RS_ROUND_LARGE);
+}
+
+/* Large blocks are split only for requests below max_split_size and when more than 1 MiB would
+ * remain, so that large segments are not shredded into pieces no large request can use. */
+static int should_split(const rs_alloc *a, const rs_block *b, size_t rounded)
+{
+    size_t remaining = b->size - rounded;
+    if (b->seg->is_small) return remaining >= RS_MIN_BLOCK_SIZE;
+    return rounded < a->max_split && remaining > RS_SMALL_SIZE;
+}
+
+/* ---- treap of inactive blocks, keyed by (stream, size, address) ---------------------------- */
+
+static int key_less(const rs_block *x, const rs_block *y)
+{
+    uintptr_t xs = (uintptr_t)x->stream, ys = (uintptr_t)y->stream;
+    if (xs != ys) return xs < ys;
+    if (x->size != y->size) return x->size < y->size;
+    return x->addr < y->addr;
+}
+
+/* Puts x in the place of its parent, keeping the in-order sequence. */
+static void treap_rotate_up(rs_block **root, rs_block *x)
+{
+    rs_block *p = x->parent, *g = p->parent;
+    int d = p->child[1] == x; /* x is p's child on side d; p becomes x's child on side !d */
+    p->child[d] = x->child[!d];
+    if (p->child[d]) p->child[d]->parent = p;
+    x->child[!d] = p;
+    p->parent = x;
+    x->parent = g;
+    if (!g)
+        *root = x;
+    else
+        g->child[g->child[1] == p] = x;
+}
+
+static void treap_insert(rs_block **root, rs_block *n)
+{
+    rs_block *p = NULL, **link = root;
+    while (*link) {
+        p = *link;
+        link = key_less(n, p) ? &p->child[0] : &p->child[1];
+    }
+    n->child[0] = n->child[1] = NULL;
+    n->parent = p;
+    *link = n;
+    while (n->parent && n->parent->prio < n->prio) treap_rotate_up(root, n);
+}
+
+/* With parent links a known node is removed without a search: rotate it down below its
+ * higher-priority child until it has at most one child (expected O(1) rotations), then splice. */
+static void treap_remove(rs_block **root, rs_block *n)
+{
+    while (n->child[0] && n->child[1])
+        treap_rotate_up(root, n->child[n->child[1]->prio > n->child[0]->prio]);
+    rs_block *c = n->child[0] ? n->child[0] : n->child[1];
+    rs_block *p = n->parent;
+    if (c) c->parent = p;
+    if (!p)
+        *root = c;
+    else
+        p->child[p->child[1] == n] = c;
+    n->child[0] = n->child[1] = n->parent = NULL;
+}
+
+/* The smallest block of `stream` with size >= `size` (lowest address among equals), or NULL.
+ * *pred is the largest key below (stream, size, 0), i.e. the in-order predecessor of the
+ * result: the last node the descent passed on its right. */
+static rs_block *treap_lower_bound(rs_block *t, void *stream, size_t size, rs_block **pred)
+{
+    uintptr_t s = (uintptr_t)stream;
+    rs_block *best = NULL, *below = NULL;
+    while (t) {
+        uintptr_t ts = (uintptr_t)t->stream;
+        if (ts > s || (ts == s && t->size >= size)) {
+            best = t;
+            t = t->child[0];
+        } else {
+            below = t;
+            t = t->child[1];
+        }
+    }
+    *pred = below;
+    return (best && best->stream == stream) ? best : NULL;
+}
+
+static rs_block *treap_next(rs_block *n)
+{
+    if (n->child[1]) {
+        n = n->child[1];
+        while (n->child[0]) n = n->child[0];
+        return n;
+    }
+    while (n->parent && n->parent->child[1] == n) n = n->parent;
+    return n->parent;
+}
+
+/* n takes old's place in the tree; the caller guarantees n's key sorts exactly where old's did. */
+static void treap_replace(rs_block **root, rs_block *old, rs_block *n)
+{
+    n->child[0] = old->child[0];
+    n->child[1] = old->child[1];
+    n->parent = old->parent;
+    n->prio = old->prio;
+    if (n->child[0]) n->child[0]->parent = n;
+    if (n->child[1]) n->child[1]->parent = n;
+    if (!n->parent)
+        *root = n;
+    else
+        n->parent->child[n->parent->child[1] == old] = n;
+    old->child[0] = old->child[1] = old->parent = NULL;
+}
+
+static rs_block **pool_root(rs_alloc *a, const rs_block *b)
+{
+    return b->seg->is_small ? &a->small_root : &a->large_root;
+}
+
+/* A free block that spans its whole segment is the one inactive block that is not "split". */
+static int is_whole(const rs_block *b)
+{
+    return !b->prev && !b->next;
+}
+
+static void pool_insert(rs_alloc *a, rs_block *b)
+{
+    a->rng ^= a->rng << 13;
+    a->rng ^= a->rng >> 17;
+    a->rng ^= a->rng << 5;
+    b->prio = a->rng;
+    b->state = RS_BLOCK_INACTIVE;
+    treap_insert(pool_root(a, b), b);
+    if (is_whole(b)) a->whole_free += b->size;
+}
+
+static void pool_remove(rs_alloc *a, rs_block *b)
+{
+    treap_remove(pool_root(a, b), b);
+    if (is_whole(b)) a->whole_free -= b->size;
+}
+
+/* Re-sorts b, already in the pool and not whole, after its size grew (absorbing neighbours):
+ * a bigger key keeps its place unless it passed its successor, the usual case being that it
+ * did not, which spares a descent from the root. */
+static void pool_grown(rs_alloc *a, rs_block *b)
+{
+    rs_block *next = treap_next(b);
+    if (next && key_less(next, b)) {
+        rs_block **root = pool_root(a, b);
+        treap_remove(root, b);
+        treap_insert(root, b);
+    }
+    if (is_whole(b)) a->whole_free += b->size;
+}
+
+/* PyTorch's get_free_block: best fit, but a request below max_split_size never takes an
+ * oversized block, and an oversized request takes one only if it wastes less than 20 MiB. */
+static rs_block *pool_best_fit(rs_alloc *a, int small, void *stream, size_t rounded,
+                               rs_block **pred)
+{
+    rs_block *b = treap_lower_bound(small ? a->small_root : a->large_root, stream, rounded, pred);
+    if (!b) return NULL;
+    if (rounded < a->max_split && b->size >= a->max_split) return NULL;
+    if (rounded >= a->max_split && b->size - rounded >= RS_LARGE_BUFFER) return NULL;
+    return b;
+}
+
+/* ---- address map of allocated blocks --------------------------------------------------------- */
+
+static size_t map_home(const rs_alloc *a, uintptr_t key)
+{
+    return (size_t)(((uint64_t)key * UINT64_C(0x9E3779B97F4A7C15)) >> a->map_shift);
+}
+
+static map_slot *map_find(rs_alloc *a, uintptr_t key)
+{
+    size_t i = map_home(a, key);
+    for (;;) {
+        map_slot *s = &a->map[i];
+        if (s->key == key) return s;
+        if (s->key == 0) return NULL;
+        i = (i + 1) & a->map_mask;
+    }
+}
+
+static void map_put(map_slot *slots, size_t mask, unsigned shift, uintptr_t key, rs_block *b)
+{
+    size_t i = (size_t)(((uint64_t)key * UINT64_C(0x9E3779B97F4A7C15)) >> shift);
+    while (slots[i].key) i = (i + 1) & mask;
+    slots[i].key = key;
+    slots[i].block = b;
+}
+
+static ranksnap_status map_resize(rs_alloc *a, size_t cap)
+{
+    map_slot *slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY,
+                        "allocator: could not grow the block map to %zu slots", cap);
+    unsigned bits = 0;
+    while (((size_t)1 << bits) < cap) bits++;
+    unsigned shift = 64 - bits;
+    if (a->map)
+        for (size_t i = 0; i <= a->map_mask; i++)
+            if (a->map[i].key) map_put(slots, cap - 1, shift, a->map[i].key, a->map[i].block);
+    free(a->map);
+    a->map = slots;
+    a->map_mask = cap - 1;
+    a->map_shift = shift;
+    return RANKSNAP_OK;
+}
+
+/* Keeps the load at most 1/2 after one more insert; called before any state changes. */
+static ranksnap_status map_reserve_one(rs_alloc *a)
+{
+    if ((a->map_count + 1) * 2 <= a->map_mask + 1) return RANKSNAP_OK;
+    return map_resize(a, (a->map_mask + 1) * 2);
+}
+
+static void map_insert(rs_alloc *a, rs_block *b)
+{
+    map_put(a->map, a->map_mask, a->map_shift, b->addr, b);
+    a->map_count++;
+}
+
+/* Backward-shift deletion: keeps every probe chain unbroken without tombstones. */
+static void map_erase(rs_alloc *a, map_slot *s)
+{
+    size_t i = (size_t)(s - a->map), j = i;
+    for (;;) {
+        j = (j + 1) & a->map_mask;
+        if (a->map[j].key == 0) break;
+        size_t k = map_home(a, a->map[j].key);
+        /* Move j back into the hole at i unless its home lies cyclically in (i, j]. */
+        int stays = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
+        if (!stays) {
+            a->map[i] = a->map[j];
+            i = j;
+        }
+    }
+    a->map[i].key = 0;
+    a->map[i].block = NULL;
+    a->map_count--;
+}
+
+/* ---- block structs ----------------------------------------------------------------------------- */
+
+static ranksnap_status spare_reserve(rs_alloc *a, size_t n)
+{
+    while (a->n_spare < n) {
+        rs_block *b = calloc(1, sizeof *b);
+        if (!b)
+            return rs_error(RANKSNAP_ERR_HOST_MEMORY,
+                            "allocator: out of host memory for block bookkeeping");
+        b->next = a->spare;
+        a->spare = b;
+        a->n_spare++;
+    }
+    return RANKSNAP_OK;
+}
+
+/* Only after spare_reserve guaranteed one. */
+static rs_block *spare_pop(rs_alloc *a)
+{
+    rs_block *b = a->spare;
+    a->spare = b->next;
+    a->n_spare--;
+    b->prev = b->next = NULL;
+    b->child[0] = b->child[1] = b->parent = NULL;
+    b->event_count = 0;
+    b->n_uses = 0;
+    b->requested = 0;
+    b->stack_id = 0;
+    return b;
+}
+
+static void spare_push(rs_alloc *a, rs_block *b)
+{
+    b->seg = NULL;
+    b->next = a->spare;
+    a->spare = b;
+    a->n_spare++;
+}
+
+static void block_free_struct(rs_block *b)
+{
+    free(b->uses);
+    free(b);
+}
+
+/* ---- observer and stats ------------------------------------------------------------------------ */
+
+static uint32_t observe(rs_alloc *a, rs_action act, uint64_t addr, uint64_t size, void *stream)
+{
+    if (!a->observer) return 0;
+    return a->observer(a->observer_ctx, act, addr, size, stream);
+}
+
+static void reserved_add(rs_alloc *a, uint64_t n)
+{
+    a->st.reserved_bytes += n;
+    if (a->st.reserved_bytes > a->st.reserved_bytes_peak)
+        a->st.reserved_bytes_peak = a->st.reserved_bytes;
+}
+
+/* ---- returning blocks to the pool --------------------------------------------------------------- */
+
+/* PyTorch's free_block: the block is no longer used by anyone; merge it with free neighbours of
+ * the same segment and make it reusable. */
+static void block_to_pool(rs_alloc *a, rs_block *b)
+{
+    a->st.active_bytes -= b->size;
+    a->st.requested_bytes -= b->requested;
+    observe(a, RS_ACT_FREE_COMPLETED, b->addr, b->requested, b->stream);
+    b->requested = 0;
+    b->stack_id = 0;
+    b->n_uses = 0;
+
+    /* Merging changes keys in the pool; the merged block usually sorts where the neighbour it
+     * absorbed or grew from did, so it takes that node's place instead of a new descent. */
+    rs_block *p = b->prev, *n = b->next;
+    int merge_prev = p && p->state == RS_BLOCK_INACTIVE;
+    int merge_next = n && n->state == RS_BLOCK_INACTIVE;
+    if (merge_prev) {
+        if (merge_next) {
+            pool_remove(a, n);
+            p->size += n->size;
+            b->next = n->next;
+            spare_push(a, n);
+        }
+        p->size += b->size;
+        p->next = b->next;
+        if (p->next) p->next->prev = p;
+        spare_push(a, b);
+        pool_grown(a, p);
+    } else if (merge_next) {
+        rs_block *after = treap_next(n);
+        b->size += n->size;
+        b->next = n->next;
+        if (b->next) b->next->prev = b;
+        b->state = RS_BLOCK_INACTIVE;
+        if (!after || key_less(b, after)) {
+            treap_replace(pool_root(a, n), n, b);
+        } else {
+            treap_remove(pool_root(a, n), n);
+            treap_insert(pool_root(a, b), b);
+        }
+        spare_push(a, n);
+        if (is_whole(b)) a->whole_free += b->size;
+    } else {
+        pool_insert(a, b);
+    }
+}
+
+/* An event of an awaiting block completed (and is destroyed). */
+static void event_done(rs_alloc *a, pending_event *pe)
+{
+    a->backend->ops->event_destroy(a->backend, pe->ev);
+    if (--pe->block->event_count == 0) block_to_pool(a, pe->block);
+}
+
+/* Polls pending events; events on one stream complete in order, so once one is pending the
+ * later ones of that stream are not queried. */
+static ranksnap_status process_events(rs_alloc *a)
+{
+    void *blocked[8];
+    size_t n_blocked = 0, w = 0, i;
+    ranksnap_status st = RANKSNAP_OK;
+    for (i = 0; i < a->n_pending; i++) {
+        pending_event pe = a->pending[i];
+        size_t k = 0;
+        while (k < n_blocked && blocked[k] != pe.stream) k++;
+        if (k < n_blocked) {
+            a->pending[w++] = pe;
+            continue;
+        }
+        int r = a->backend->ops->event_query(a->backend, pe.ev);
+        if (r < 0) {
+            st = (ranksnap_status)-r;
+            break;
+        }
+        if (r == 0) {
+            a->pending[w++] = pe;
+            if (n_blocked < sizeof blocked / sizeof blocked[0]) blocked[n_blocked++] = pe.stream;
+            continue;
+        }
+        event_done(a, &pe);
+    }
+    for (; i < a->n_pending; i++) a->pending[w++] = a->pending[i];
+    a->n_pending = w;
+    return st;
+}
+
+/* PyTorch's synchronize_and_free_events: wait for every pending event. */
+static ranksnap_status sync_events(rs_alloc *a)
+{
+    a->st.num_sync_all_streams++;
+    size_t i;
+    ranksnap_status st = RANKSNAP_OK;
+    for (i = 0; i < a->n_pending; i++) {
+        st = a->backend->ops->event_synchronize(a->backend, a->pending[i].ev);
+        if (st != RANKSNAP_OK) break;
+        pending_event pe = a->pending[i];
+        event_done(a, &pe);
+    }
+    size_t w = 0;
+    for (; i < a->n_pending; i++) a->pending[w++] = a->pending[i];
+    a->n_pending = w;
+    return st;
+}
+
+/* ---- segments ---------------------------------------------------------------------------------- */
+
+static ranksnap_status segment_release(rs_alloc *a, rs_segment *s)
+{
+    rs_block *b = s->head;
+    pool_remove(a, b);
+    ranksnap_status st = a->backend->ops->release(a->backend, (void *)s->addr, s->size);
+    if (st != RANKSNAP_OK) {
+        pool_insert(a, b);
+        return st;
+    }
+    a->st.reserved_bytes -= s->size;
+    a->st.num_segment_frees++;
+    observe(a, RS_ACT_SEGMENT_FREE, s->addr, s->size, s->stream);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        a->segments = s->next;
+    if (s->next) s->next->prev = s->prev;
+    a->n_segments--;
+    spare_push(a, b);
+    free(s);
+    return RANKSNAP_OK;
+}
+
+/* Gives back every segment that is one free block. */
+static ranksnap_status release_free_segments(rs_alloc *a)
+{
+    rs_segment *s = a->segments;
+    while (s) {
+        rs_segment *next = s->next;
+        if (s->head->state == RS_BLOCK_INACTIVE && !s->head->next) RS_CHECK(segment_release(a, s));
+        s = next;
+    }
+    return RANKSNAP_OK;
+}
+
+/* PyTorch's release_cached_blocks: wait for events, then give back whole free segments. */
+static ranksnap_status release_cached(rs_alloc *a)
+{
+    RS_CHECK(sync_events(a));
+    return release_free_segments(a);
+}
+
+static ranksnap_status reserve(rs_alloc *a, size_t seg_size, void **ptr)
+{
+    if (a->memory_limit && a->st.reserved_bytes + seg_size > a->memory_limit)
+        return rs_error(RANKSNAP_ERR_OUT_OF_MEMORY,
+                        "memory limit of %" PRIu64 " bytes reached", a->memory_limit);
+    return a->backend->ops->reserve(a->backend, seg_size, ptr);
+}
+
+static ranksnap_status oom_error(rs_alloc *a, size_t size, size_t seg_size, void *stream)
+{
+    uint64_t dfree = 0, dtotal = a->device_total;
+    if (a->backend->ops->mem_info(a->backend, &dfree, &dtotal) != RANKSNAP_OK) {
+        dfree = 0;
+        dtotal = a->device_total;
+    }
+    a->st.num_ooms++;
+    a->have_oom = 1;
+    a->oom.requested = size;
+    a->oom.rounded = seg_size;
+    a->oom.device_free = dfree;
+    a->oom.device_total = dtotal;
+    a->oom.allocated = a->st.allocated_bytes;
+    a->oom.reserved = a->st.reserved_bytes;
+    a->oom.memory_limit = a->memory_limit;
+    a->oom.time_us = rs_now_us();
+    a->oom.stream = stream;
+    observe(a, RS_ACT_OOM, dfree, size, stream);
+
+    char req[32], seg[32], total[32], fr[32], al[32], un[32], lim[32];
+    rs_format_bytes(size, req, sizeof req);
+    rs_format_bytes(seg_size, seg, sizeof seg);
+    rs_format_bytes(dtotal, total, sizeof total);
+    rs_format_bytes(dfree, fr, sizeof fr);
+    rs_format_bytes(a->st.allocated_bytes, al, sizeof al);
+    rs_format_bytes(a->st.reserved_bytes - a->st.allocated_bytes, un, sizeof un);
+    rs_format_bytes(a->memory_limit, lim, sizeof lim);
+    return rs_error(RANKSNAP_ERR_OUT_OF_MEMORY,
+                    "out of memory: tried to allocate %s (device %d, in a new segment of %s). "
+                    "The device has a total capacity of %s of which %s is free. Of the allocated "
+                    "memory %s is allocated by ranksnap, and %s is reserved by ranksnap but "
+                    "unallocated.%s%s%s",
+                    req, a->device_index, seg, total, fr, al, un,
+                    a->memory_limit ? " [memory limit " : "", a->memory_limit ? lim : "",
+                    a->memory_limit ? "]" : "");
+}
+
+/* No cached block fits: reserve a new segment, or free the cache and retry, or report OOM.
+ * On success *out is either the block of a new segment (*in_pool = 0) or a cached block that
+ * waiting for the pending events gave back (*in_pool = 1). PyTorch goes straight to freeing the
+ * cache there; looking again first avoids an OOM when the awaited block sits in a split
+ * segment that freeing the cache cannot give back. */
+static ranksnap_status malloc_slow(rs_alloc *a, size_t size, size_t rounded, int small,
+                                   void *stream, rs_block **out, int *in_pool)
+{
+    *in_pool = 0;
+    size_t seg_size = rs_allocation_size(rounded);
+    RS_CHECK(spare_reserve(a, 2));
+    rs_segment *s = calloc(1, sizeof *s);
+    if (!s) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "allocator: out of host memory for "
+                                                      "segment bookkeeping");
+    void *ptr = NULL;
+    ranksnap_status st = reserve(a, seg_size, &ptr);
+    if (st == RANKSNAP_ERR_OUT_OF_MEMORY) {
+        st = sync_events(a);
+        if (st == RANKSNAP_OK) {
+            rs_block *pred;
+            rs_block *b = pool_best_fit(a, small, stream, rounded, &pred);
+            if (b) {
+                free(s);
+                *out = b;
+                *in_pool = 1;
+                return RANKSNAP_OK;
+            }
+            st = release_free_segments(a);
+        }
+        if (st == RANKSNAP_OK) {
+            a->st.num_alloc_retries++;
+            st = reserve(a, seg_size, &ptr);
+            if (st == RANKSNAP_ERR_OUT_OF_MEMORY) st = oom_error(a, size, seg_size, stream);
+        }
+    }
+    if (st != RANKSNAP_OK) {
+        free(s);
+        return st;
+    }
+
+    s->addr = (uintptr_t)ptr;
+    s->size = seg_size;
+    s->stream = stream;
+    s->is_small = small;
+    s->next = a->segments;
+    if (a->segments) a->segments->prev = s;
+    a->segments = s;
+    a->n_segments++;
+    reserved_add(a, seg_size);
+    a->st.num_segment_allocs++;
+    s->stack_id = observe(a, RS_ACT_SEGMENT_ALLOC, s->addr, seg_size, stream);
+
+    rs_block *b = spare_pop(a);
+    b->addr = s->addr;
+    b->size = seg_size;
+    b->stream = stream;
+    b->seg = s;
+    b->state = RS_BLOCK_INACTIVE;
+    s->head = b;
+    *out = b;
+    return RANKSNAP_OK;
+}
+
+static ranksnap_status malloc_locked(rs_alloc *a, size_t size, void *stream, void **ptr)
+{
+    if (a->n_pending) RS_CHECK(process_events(a));
+    RS_CHECK(map_reserve_one(a));
+    RS_CHECK(spare_reserve(a, 1));
+
+    size_t rounded = rs_round_size(size);
+    int small = rounded <= RS_SMALL_SIZE;
+    rs_block *pred = NULL;
+    rs_block *b = pool_best_fit(a, small, stream, rounded, &pred);
+    int in_pool = b != NULL, pred_known = b != NULL;
+    if (!b) RS_CHECK(malloc_slow(a, size, rounded, small, stream, &b, &in_pool));
+
+    if (should_split(a, b, rounded)) {
+        rs_block *r = spare_pop(a);
+        if (in_pool && is_whole(b)) a->whole_free -= b->size;
+        r->addr = b->addr + rounded;
+        r->size = b->size - rounded;
+        r->stream = b->stream;
+        r->seg = b->seg;
+        r->state = RS_BLOCK_INACTIVE;
+        r->prev = b;
+        r->next = b->next;
+        if (r->next) r->next->prev = r;
+        b->next = r;
+        b->size = rounded;
+        /* The remainder sorts before b's old key, and after b's predecessor unless it shrank
+         * past it: then it takes b's node as it is. */
+        if (in_pool && pred_known && (!pred || key_less(pred, r))) {
+            treap_replace(pool_root(a, b), b, r);
+        } else {
+            if (in_pool) treap_remove(pool_root(a, b), b);
+            pool_insert(a, r);
+        }
+    } else if (in_pool) {
+        pool_remove(a, b);
+    }
+
+    b->state = RS_BLOCK_ACTIVE_ALLOCATED;
+    b->requested = size;
+    map_insert(a, b);
+
+    ranksnap_stats *s = &a->st;
+    s->allocated_bytes += b->size;
+    s->active_bytes += b->size;
+    s->requested_bytes += size;
+    s->num_allocs++;
+    if (s->allocated_bytes > s->allocated_bytes_peak) {
+        s->allocated_bytes_peak = s->allocated_bytes;
+        s->peak_time_us = rs_now_us();
+        s->peak_step = a->step;
+    }
+    if (s->active_bytes > s->active_bytes_peak) s->active_bytes_peak = s->active_bytes;
+    if (s->requested_bytes > s->requested_bytes_peak) s->requested_bytes_peak = s->requested_bytes;
+
+    b->stack_id = observe(a, RS_ACT_ALLOC, b->addr, size, stream);
+    *ptr = (void *)b->addr;
+    return RANKSNAP_OK;
+}
+
+/* ---- public API --------------------------------------------------------------------------------- */
+
+ranksnap_status rs_alloc_create(rs_backend *backend, const rs_alloc_config *cfg, rs_alloc **out)
+{
+    if (!out) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_alloc_create: out is NULL");
+    *out = NULL;
+    if (!backend || !backend->ops)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_alloc_create: expected a backend");
+    rs_device_info info;
+    RS_CHECK(backend->ops->device_info(backend, &info));
+
+    rs_alloc *a = calloc(1, sizeof *a);
+    if (!a) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rs_alloc_create: out of host memory");
+    int rc = pthread_mutex_init(&a->mu, NULL);
+    if (rc != 0) {
+        free(a);
+        return rs_error(RANKSNAP_ERR_BACKEND, "rs_alloc_create: pthread_mutex_init failed (%s)",
+                        strerror(rc));
+    }
+    a->backend = backend;
+    a->max_split = UINT64_MAX;
+    if (cfg) {
+        a->memory_limit = cfg->memory_limit;
+        /* 0 from a zero-initialised config means "no cap", as UINT64_MAX does. */
+        if (cfg->max_split_size) a->max_split = cfg->max_split_size;
+        a->device_index = cfg->device_index;
+        a->observer = cfg->observer;
+        a->observer_ctx = cfg->observer_ctx;
+    }
+    a->device_total = info.total_bytes;
+    a->rng = 0x9e3779b9u;
+    a->step = -1;
+    a->st.peak_step = -1;
+    ranksnap_status st = map_resize(a, 1024);
+    if (st != RANKSNAP_OK) {
+        pthread_mutex_destroy(&a->mu);
+        free(a);
+        return st;
+    }
+    *out = a;
+    return RANKSNAP_OK;
+}
+
+void rs_alloc_destroy(rs_alloc *a)
+{
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    const rs_backend_ops *ops = a->backend->ops;
+    for (size_t i = 0; i < a->n_pending; i++) {
+        if (ops->event_synchronize(a->backend, a->pending[i].ev) != RANKSNAP_OK)
+            RS_WARN(RS_SUB_ALLOC, "allocator teardown: waiting for an event failed: %s",
+                    ranksnap_last_error());
+        ops->event_destroy(a->backend, a->pending[i].ev);
+    }
+    rs_segment *s = a->segments;
+    while (s) {
+        rs_segment *next = s->next;
+        if (ops->release(a->backend, (void *)s->addr, s->size) != RANKSNAP_OK)
+            RS_WARN(RS_SUB_ALLOC, "allocator teardown: releasing segment 0x%" PRIxPTR
+                    " (%zu bytes) failed: %s", s->addr, s->size, ranksnap_last_error());
+        rs_block *b = s->head;
+        while (b) {
+            rs_block *bn = b->next;
+            block_free_struct(b);
+            b = bn;
+        }
+        free(s);
+        s = next;
+    }
+    rs_block *b = a->spare;
+    while (b) {
+        rs_block *bn = b->next;
+        block_free_struct(b);
+        b = bn;
+    }
+    free(a->pending);
+    free(a->map);
+    pthread_mutex_unlock(&a->mu);
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+}
+
+ranksnap_status rs_alloc_malloc(rs_alloc *a, size_t size, void *stream, void **ptr)
+{
+    if (!a || !ptr)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
+                        "rs_alloc_malloc: expected an allocator and an output pointer");
+    *ptr = NULL;
+    if (size == 0) return RANKSNAP_OK;
+    /* Rounding to a 2 MiB multiple must not wrap around. */
+    if (size > SIZE_MAX / 2)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
+                        "rs_alloc_malloc: %zu bytes: expected a size below %zu", size,
+                        SIZE_MAX / 2);
+    pthread_mutex_lock(&a->mu);
+    ranksnap_status st = malloc_locked(a, size, stream, ptr);
+    pthread_mutex_unlock(&a->mu);
+    return st;
+}
+
+/* Records an event on each stream the block was used on, all or none. */
+static ranksnap_status record_events(rs_alloc *a, rs_block *b)
+{
+    size_t need = a->n_pending + b->n_uses;
+    if (need > a->cap_pending) {
+        size_t cap = a->cap_pending ? a->cap_pending * 2 : 64;
+        while (cap < need) cap *= 2;
+        pending_event *p = realloc(a->pending, cap * sizeof *p);
+        if (!p)
+            return rs_error(RANKSNAP_ERR_HOST_MEMORY,
+                            "allocator: could not grow the pending event list to %zu", cap);
+        a->pending = p;
+        a->cap_pending = cap;
+    }
+    size_t base = a->n_pending;
+    for (uint32_t i = 0; i < b->n_uses; i++) {
+        rs_dev_event ev = NULL;
+        ranksnap_status st = a->backend->ops->event_record(a->backend, b->uses[i], &ev);
+        if (st != RANKSNAP_OK) {
+            for (size_t k = base; k < base + i; k++)
+                a->backend->ops->event_destroy(a->backend, a->pending[k].ev);
+            return st;
+        }
+        a->pending[base + i].ev = ev;
+        a->pending[base + i].stream = b->uses[i];
+        a->pending[base + i].block = b;
+    }
+    a->n_pending = need;
+    b->event_count = b->n_uses;
+    return RANKSNAP_OK;
+}
+
+ranksnap_status rs_alloc_free(rs_alloc *a, void *ptr)
+{
+    if (!a) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_alloc_free: allocator is NULL");
+    if (!ptr) return RANKSNAP_OK;
+    pthread_mutex_lock(&a->mu);
+    map_slot *slot = map_find(a, (uintptr_t)ptr);
+    if (!slot) {
+        pthread_mutex_unlock(&a->mu);
+        return rs_error(RANKSNAP_ERR_UNKNOWN_POINTER,
+                        "free of %p: expected the start of a block allocated by ranksnap and not "
+                        "yet freed (never allocated here, or freed twice)",
+                        ptr);
+    }
+    rs_block *b = slot->block;
+    if (b->n_uses) {
+        ranksnap_status st = record_events(a, b);
+        if (st != RANKSNAP_OK) {
+            pthread_mutex_unlock(&a->mu);
+            return st;
+        }
+    }
+    map_erase(a, slot);
+    a->st.allocated_bytes -= b->size;
+    a->st.num_frees++;
+    observe(a, RS_ACT_FREE_REQUESTED, b->addr, b->requested, b->stream);
+    if (b->event_count) {
+        b->state = RS_BLOCK_ACTIVE_AWAITING_FREE;
+        b->n_uses = 0;
+    } else {
+        block_to_pool(a, b);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return RANKSNAP_OK;
+}
+
+ranksnap_status rs_alloc_record_stream(rs_alloc *a, void *ptr, void *stream)
+{
+    if (!a) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_alloc_record_stream: allocator "
+                                                           "is NULL");
+    ranksnap_status st = RANKSNAP_OK;
+    pthread_mutex_lock(&a->mu);
+    map_slot *slot = ptr ? map_find(a, (uintptr_t)ptr) : NULL;
+    if (!slot) {
+        st = rs_error(RANKSNAP_ERR_UNKNOWN_POINTER,
+                      "record_stream of %p: expected the start of a block allocated by ranksnap "
+                      "and not yet freed",
+                      ptr);
+        goto out;
+    }
+    rs_block *b = slot->block;
+    if (stream == b->stream) goto out;
+    for (uint32_t i = 0; i < b->n_uses; i++)
+        if (b->uses[i] == stream) goto out;
+    if (b->n_uses == b->cap_uses) {
+        uint32_t cap = b->cap_uses ? b->cap_uses * 2 : 4;
+        void **u = realloc(b->uses, cap * sizeof *u);
+        if (!u) {
+            st = rs_error(RANKSNAP_ERR_HOST_MEMORY,
+                          "record_stream of %p: out of host memory for its stream list", ptr);
+            goto out;
+        }
+        b->uses = u;
+        b->cap_uses = cap;
+    }
+    b->uses[b->n_uses++] = stream;
+out:
+    pthread_mutex_unlock(&a->mu);
+    return st;
+}
+
+ranksnap_status rs_alloc_empty_cache(rs_alloc *a)
+{
+    if (!a) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_alloc_empty_cache: allocator is "
+                                                           "NULL");
+    pthread_mutex_lock(&a->mu);
+    ranksnap_status st = release_cached(a);
+    pthread_mutex_unlock(&a->mu);
+    return st;
+}
+
+int rs_alloc_owns(rs_alloc *a, const void *ptr)
+{
+    if (!a || !ptr) return 0;
+    pthread_mutex_lock(&a->mu);
+    int owns = map_find(a, (uintptr_t)ptr) != NULL;
+    pthread_mutex_unlock(&a->mu);
+    return owns;
+}
+
+void rs_alloc_get_stats(rs_alloc *a, ranksnap_stats *out)
+{
+    if (!a || !out) return;
+    pthread_mutex_lock(&a->mu);
+    const ranksnap_stats *s = &a->st;
+    out->allocated_bytes = s->allocated_bytes;
+    out->allocated_bytes_peak = s->allocated_bytes_peak;
+    out->requested_bytes = s->requested_bytes;
+    out->requested_bytes_peak = s->requested_bytes_peak;
+    out->reserved_bytes = s->reserved_bytes;
+    out->reserved_bytes_peak = s->reserved_bytes_peak;
+    out->active_bytes = s->active_bytes;
+    out->active_bytes_peak = s->active_bytes_peak;
+    out->inactive_split_bytes = s->reserved_bytes - s->active_bytes - a->whole_free;
+    out->num_allocs = s->num_allocs;
+    out->num_frees = s->num_frees;
+    out->num_alloc_retries = s->num_alloc_retries;
+    out->num_ooms = s->num_ooms;
+    out->num_segment_allocs = s->num_segment_allocs;
+    out->num_segment_frees = s->num_segment_frees;
+    out->num_sync_all_streams = s->num_sync_all_streams;
+    out->peak_time_us = s->peak_time_us;
+    out->peak_step = s->peak_step;
+    out->device_total_bytes = a->device_total;
+    out->memory_limit_bytes = a->memory_limit;
+    pthread_mutex_unlock(&a->mu);
+}
+
+void rs_alloc_reset_peak_stats(rs_alloc *a)
+{
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    ranksnap_stats *s = &a->st;
+    s->allocated_bytes_peak = s->allocated_bytes;
+    s->requested_bytes_peak = s->requested_bytes;
+    s->reserved_bytes_peak = s->reserved_bytes;
+    s->active_bytes_peak = s->active_bytes;
+    s->peak_time_us = rs_now_us();
+    s->peak_step = a->step;
+    pthread_mutex_unlock(&a->mu);
+}
+
+void rs_alloc_set_step(rs_alloc *a, int64_t step)
+{
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    a->step = step;
+    pthread_mutex_unlock(&a->mu);
+}
+
+int rs_alloc_last_oom(rs_alloc *a, rs_oom_info *out)
+{
+    if (!a) return 0;
+    pthread_mutex_lock(&a->mu);
+    int have = a->have_oom;
+    if (have && out) *out = a->oom;
+    pthread_mutex_unlock(&a->mu);
+    return have;
+}
+
+uint64_t rs_alloc_memory_limit(const rs_alloc *a)
+{
+    if (!a) return 0;
+    rs_alloc *m = (rs_alloc *)(uintptr_t)a; /* the lock is not part of the logical state */
+    pthread_mutex_lock(&m->mu);
+    uint64_t limit = a->memory_limit;
+    pthread_mutex_unlock(&m->mu);
+    return limit;
+}
+
+void rs_alloc_set_memory_limit(rs_alloc *a, uint64_t limit)
+{
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    a->memory_limit = limit;
+    pthread_mutex_unlock(&a->mu);
+}
+
+void rs_alloc_lock(rs_alloc *a)
+{
+    pthread_mutex_lock(&a->mu);
+}
+
+void rs_alloc_unlock(rs_alloc *a)
+{
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* ---- state for the snapshot --------------------------------------------------------------------- */
+
+static int segment_addr_cmp(const void *x, const void *y)
+{
+    const rs_segment *a = *(rs_segment *const *)x, *b = *(rs_segment *const *)y;
+    return (a->addr > b->addr) - (a->addr < b->addr);
+}
+
+void rs_alloc_state_free(rs_alloc_state *s)
+{
+    if (!s) return;
+    for (size_t i = 0; i < s->n_segments; i++) free(s->segments[i].blocks);
+    free(s->segments);
+    s->segments = NULL;
+    s->n_segments = 0;
+}
+
+ranksnap_status rs_alloc_state_take_locked(rs_alloc *a, rs_alloc_state *out)
+{
+    if (!a || !out)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
+                        "rs_alloc_state_take: expected an allocator and an output state");
+    out->n_segments = 0;
+    out->segments = NULL;
+    ranksnap_status st = RANKSNAP_OK;
+    size_t n = a->n_segments;
+    rs_segment **order = malloc((n ? n : 1) * sizeof *order);
+    rs_segment_info *segs = calloc(n ? n : 1, sizeof *segs);
+    if (!order || !segs) {
+        free(order);
+        free(segs);
+        st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "allocator state: out of host memory for %zu "
+                                                "segments", n);
+        goto out;
+    }
+    size_t i = 0;
+    for (rs_segment *s = a->segments; s; s = s->next) order[i++] = s;
+    qsort(order, n, sizeof *order, segment_addr_cmp);
+    out->segments = segs;
+    out->n_segments = n;
+    for (i = 0; i < n; i++) {
+        const rs_segment *s = order[i];
+        rs_segment_info *si = &segs[i];
+        size_t nb = 0;
+        for (const rs_block *b = s->head; b; b = b->next) nb++;
+        si->blocks = malloc(nb * sizeof *si->blocks);
+        if (!si->blocks) {
+            rs_alloc_state_free(out);
+            st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "allocator state: out of host memory for "
+                                                    "%zu blocks", nb);
+            break;
+        }
+        si->addr = s->addr;
+        si->total_size = s->size;
+        si->stream = s->stream;
+        si->is_small = s->is_small;
+        si->stack_id = s->stack_id;
+        si->n_blocks = nb;
+        size_t k = 0;
+        for (const rs_block *b = s->head; b; b = b->next, k++) {
+            rs_block_info *bi = &si->blocks[k];
+            bi->addr = b->addr;
+            bi->size = b->size;
+            bi->requested_size = b->requested;
+            bi->stack_id = b->stack_id;
+            bi->state = b->state;
+            if (b->state == RS_BLOCK_ACTIVE_ALLOCATED) si->allocated_size += b->size;
+            if (b->state != RS_BLOCK_INACTIVE) {
+                si->active_size += b->size;
+                si->requested_size += b->requested;
+            }
+        }
+    }
+    free(order);
+out:
+    return st;
+}
+
+ranksnap_status rs_alloc_state_take(rs_alloc *a, rs_alloc_state *out)
+{
+    if (!a || !out)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
+                        "rs_alloc_state_take: expected an allocator and an output state");
+    pthread_mutex_lock(&a->mu);
+    ranksnap_status st = rs_alloc_state_take_locked(a, out);
+    pthread_mutex_unlock(&a->mu);
+    return st;
+}

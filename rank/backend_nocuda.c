@@ -1,0 +1,17 @@
+/* backend_nocuda.c — the cuda backend of a build without the CUDA toolkit
+ * (-DRANKSNAP_WITH_CUDA=OFF): it reports itself unavailable, so auto picks sim. */
+#include "backend.h"
+#include "errors.h"
+
+ranksnap_status rs_backend_cuda_create(rs_backend **out)
+{
+    *out = NULL;
+    return rs_error(RANKSNAP_ERR_UNSUPPORTED,
+                    "RANKSNAP_BACKEND=cuda: this ranksnap was built without CUDA "
+                    "(-DRANKSNAP_WITH_CUDA=OFF); use RANKSNAP_BACKEND=sim or rebuild");
+}
+
+int rs_backend_cuda_available(void)
+{
+    return 0;
+}

@@ -1,0 +1,26 @@
+/*
+ * fuzz_rsnap.c — libFuzzer target for the .rsnap reader.
+ *
+ * Any input must either be rejected with RANKSNAP_ERR_FORMAT or decode into a snapshot whose
+ * indexes are all in range (model_check.h); ASan/UBSan catch reads past the buffer, leaks and
+ * overflows, libFuzzer's malloc limit catches allocations the input could not back.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "model_check.h"
+#include "read_rsnap.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    rsn_snapshot *s = NULL;
+    ranksnap_status st = rsn_decode(data, size, "fuzz", &s);
+    if (st == RANKSNAP_OK ? (s == NULL || !model_is_consistent(s))
+                          : (st != RANKSNAP_ERR_FORMAT || s != NULL))
+        abort();
+    rsn_free(s);
+    return 0;
+}

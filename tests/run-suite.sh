@@ -1,0 +1,31 @@
+#!/bin/bash
+# The whole test suite, as CI runs it (.ci/run): a warnings-as-errors build with the unit and MPI
+# tests, an ASan/UBSan build of the unit tests, the thread test under ThreadSanitizer, and a short
+# libFuzzer run of the snapshot decoder. GPU tests (label gpu) skip with a reason where no GPU is.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc 2>/dev/null || echo 2)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "build (gcc, -Werror)"
+cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRANKSNAP_WERROR=ON >/dev/null
+cmake --build build-ci -j "$jobs"
+step "unit, mpi and gpu tests"
+ctest --test-dir build-ci -L 'unit|mpi|gpu' --output-on-failure -j "$jobs"
+
+step "ASan/UBSan build of the unit tests (clang)"
+CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug \
+  -DRANKSNAP_SANITIZE=address,undefined -DRANKSNAP_FUZZ=ON >/dev/null
+cmake --build build-asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan -L unit --output-on-failure -j "$jobs"
+
+step "ThreadSanitizer: allocator and recorder under threads"
+CC=clang CXX=clang++ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DRANKSNAP_SANITIZE=thread >/dev/null
+cmake --build build-tsan -j "$jobs" --target test_alloc_threads
+ctest --test-dir build-tsan -R 'threads' --output-on-failure
+
+step "fuzz: the snapshot decoder, short run"
+ctest --test-dir build-asan -L fuzz --output-on-failure

@@ -1,0 +1,18 @@
+#!/bin/sh
+# Installs what building and testing ranksnap needs, from Debian/Ubuntu packages. Idempotent;
+# uses sudo when not run as root. The CUDA toolkit is optional (it is looked for in
+# /usr/local/cuda; without it the build is CPU-only with the sim backend).
+set -eu
+pkgs="cmake make gcc g++ clang pkg-config libopenmpi-dev openmpi-bin libmsgpack-dev libunwind-dev"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  echo "setup-deps: installing$missing"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi
+echo "setup-deps: ok"
