@@ -8,11 +8,14 @@
  *   - active_awaiting_free: freed by the program but used on other streams (record_stream);
  *     held until the events recorded on those streams at free time complete.
  *
- * Data structures, chosen so that a warm malloc+free costs a few hundred instructions:
- *   - two pools (small: blocks of segments for requests <= 1 MiB; large: the rest), each an
- *     intrusive treap keyed by (stream, size, address): best fit is a lower_bound on
- *     (stream, size, 0) — the smallest fitting block of that stream, lowest address on ties —
- *     exactly the order of PyTorch's BlockComparatorSize;
+ * Data structures, chosen so that a warm malloc+free costs well under 100 ns:
+ *   - pools: one per (stream, small|large), as PyTorch keys its pools' order by stream first.
+ *     A pool bins its inactive blocks by size class (exact 512 B steps below 32 KiB, then 32
+ *     classes per power of two); each bin is an intrusive treap keyed by (size, address), and a
+ *     two-level bitmap says which bins are non-empty. Best fit is the lower_bound of the
+ *     request in its own bin, else the leftmost block of the next non-empty bin: the smallest
+ *     fitting block of that stream, lowest address on ties — PyTorch's BlockComparatorSize order
+ *     — while every tree stays a few nodes deep, however many blocks are cached;
  *   - an open-addressing map (linear probing, backward-shift deletion) from the address of an
  *     allocated block to the block, for O(1) free, record_stream and owns;
  *   - block structs recycled through a free list, so the warm path never calls malloc;
@@ -31,6 +34,7 @@
  */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,33 +44,44 @@
 #include "log.h"
 #include "options.h"
 
+#define NBINS 2048 /* size classes; enough for any size below 2^63 bytes */
+
 typedef struct rs_block rs_block;
 typedef struct rs_segment rs_segment;
+typedef struct rs_pool rs_pool;
 
 struct rs_block {
     uintptr_t addr;
     size_t size;
-    void *stream;          /* the segment's stream                         */
-    rs_block *child[2], *parent; /* treap links while inactive              */
-    uint32_t prio;         /* treap heap priority                           */
-    uint32_t stack_id;     /* from the observer's alloc event               */
-    uint8_t state;         /* rs_block_state                                */
-    uint32_t event_count;  /* events still pending (awaiting free)          */
-    size_t requested;      /* unrounded request while active                */
-    rs_block *prev, *next; /* neighbours in the segment; next = free list link when recycled */
+    rs_block *child[2], *parent; /* treap links while inactive                    */
+    uint32_t prio;               /* treap heap priority (max at the root)          */
+    uint32_t stack_id;           /* from the observer's alloc event                */
+    uint8_t state;               /* rs_block_state                                 */
+    uint32_t event_count;        /* events still pending (awaiting free)           */
+    size_t requested;            /* unrounded request while active                 */
+    rs_block *prev, *next;       /* neighbours in the segment; next links the spare list */
+    rs_pool *pool;               /* the segment's pool                             */
     rs_segment *seg;
-    void **uses;           /* other streams the block was used on (record_stream) */
+    void **uses;                 /* other streams it was used on (record_stream)  */
     uint32_t n_uses, cap_uses;
 };
 
 struct rs_segment {
     uintptr_t addr;
     size_t size;
-    void *stream;
-    int is_small;
+    rs_pool *pool;
     uint32_t stack_id;
     rs_block *head; /* lowest-address block; never recycled by a merge (it absorbs its next) */
     rs_segment *prev, *next;
+};
+
+struct rs_pool {
+    void *stream;
+    int is_small;
+    rs_pool *next;
+    uint64_t summary;             /* bit w: bitmap[w] != 0    */
+    uint64_t bitmap[NBINS / 64];  /* bit c: bins[c] non-empty */
+    rs_block *bins[NBINS];        /* treap roots              */
 };
 
 typedef struct pending_event {
@@ -90,7 +105,7 @@ struct rs_alloc {
     int device_index;
     uint64_t device_total;
 
-    rs_block *small_root, *large_root;
+    rs_pool *pools[2]; /* [is_small], most recently used first */
     map_slot *map;
     size_t map_mask, map_count;
     unsigned map_shift;
@@ -129,16 +144,23 @@ size_t rs_allocation_size(size_t rounded)
 static int should_split(const rs_alloc *a, const rs_block *b, size_t rounded)
 {
     size_t remaining = b->size - rounded;
-    if (b->seg->is_small) return remaining >= RS_MIN_BLOCK_SIZE;
+    if (b->pool->is_small) return remaining >= RS_MIN_BLOCK_SIZE;
     return rounded < a->max_split && remaining > RS_SMALL_SIZE;
 }
 
-/* ---- treap of inactive blocks, keyed by (stream, size, address) ---------------------------- */
+/* ---- pools: size-class bins of treaps keyed by (size, address) ------------------------------- */
+
+/* Monotonic in size: 64 exact classes of 512 B, then 32 classes per power of two. */
+static unsigned size_class(size_t size)
+{
+    uint64_t u = (uint64_t)size >> 9;
+    if (u < 64) return (unsigned)u;
+    unsigned k = 63u - (unsigned)__builtin_clzll(u);
+    return 64u + (k - 6u) * 32u + (unsigned)((u >> (k - 5u)) & 31u);
+}
 
 static int key_less(const rs_block *x, const rs_block *y)
 {
-    uintptr_t xs = (uintptr_t)x->stream, ys = (uintptr_t)y->stream;
-    if (xs != ys) return xs < ys;
     if (x->size != y->size) return x->size < y->size;
     return x->addr < y->addr;
 }
@@ -172,8 +194,8 @@ static void treap_insert(rs_block **root, rs_block *n)
     while (n->parent && n->parent->prio < n->prio) treap_rotate_up(root, n);
 }
 
-/* With parent links a known node is removed without a search: rotate it down below its
- * higher-priority child until it has at most one child (expected O(1) rotations), then splice. */
+/* With parent links a known node is removed without a search: rotate it below its
+ * higher-priority child until it has at most one child, then splice it out. */
 static void treap_remove(rs_block **root, rs_block *n)
 {
     while (n->child[0] && n->child[1])
@@ -188,57 +210,79 @@ static void treap_remove(rs_block **root, rs_block *n)
     n->child[0] = n->child[1] = n->parent = NULL;
 }
 
-/* The smallest block of `stream` with size >= `size` (lowest address among equals), or NULL.
- * *pred is the largest key below (stream, size, 0), i.e. the in-order predecessor of the
- * result: the last node the descent passed on its right. */
-static rs_block *treap_lower_bound(rs_block *t, void *stream, size_t size, rs_block **pred)
+/* The smallest block with size >= `size`, lowest address among equals, or NULL. */
+static rs_block *treap_lower_bound(rs_block *t, size_t size)
 {
-    uintptr_t s = (uintptr_t)stream;
-    rs_block *best = NULL, *below = NULL;
+    rs_block *best = NULL;
     while (t) {
-        uintptr_t ts = (uintptr_t)t->stream;
-        if (ts > s || (ts == s && t->size >= size)) {
+        if (t->size >= size) {
             best = t;
             t = t->child[0];
         } else {
-            below = t;
             t = t->child[1];
         }
     }
-    *pred = below;
-    return (best && best->stream == stream) ? best : NULL;
+    return best;
+}
+
+static rs_block *treap_first(rs_block *t)
+{
+    while (t && t->child[0]) t = t->child[0];
+    return t;
 }
 
 static rs_block *treap_next(rs_block *n)
 {
-    if (n->child[1]) {
-        n = n->child[1];
-        while (n->child[0]) n = n->child[0];
-        return n;
-    }
+    if (n->child[1]) return treap_first(n->child[1]);
     while (n->parent && n->parent->child[1] == n) n = n->parent;
     return n->parent;
 }
 
-/* n takes old's place in the tree; the caller guarantees n's key sorts exactly where old's did. */
-static void treap_replace(rs_block **root, rs_block *old, rs_block *n)
+/* The first non-empty bin at or after `c`, or -1. */
+static int pool_next_bin(const rs_pool *p, unsigned c)
 {
-    n->child[0] = old->child[0];
-    n->child[1] = old->child[1];
-    n->parent = old->parent;
-    n->prio = old->prio;
-    if (n->child[0]) n->child[0]->parent = n;
-    if (n->child[1]) n->child[1]->parent = n;
-    if (!n->parent)
-        *root = n;
-    else
-        n->parent->child[n->parent->child[1] == old] = n;
-    old->child[0] = old->child[1] = old->parent = NULL;
+    if (c >= NBINS) return -1;
+    unsigned w = c >> 6;
+    uint64_t m = p->bitmap[w] & (~UINT64_C(0) << (c & 63u));
+    if (m) return (int)(w * 64u + (unsigned)__builtin_ctzll(m));
+    uint64_t sm = (w + 1 < 64) ? p->summary & (~UINT64_C(0) << (w + 1)) : 0;
+    if (!sm) return -1;
+    w = (unsigned)__builtin_ctzll(sm);
+    return (int)(w * 64u + (unsigned)__builtin_ctzll(p->bitmap[w]));
 }
 
-static rs_block **pool_root(rs_alloc *a, const rs_block *b)
+/* The pool of (stream, kind), moved to the front of its list so that the usual one or two
+ * streams are found at once; NULL if the stream never had a segment of that kind. */
+static rs_pool *pool_find(rs_alloc *a, int small, void *stream)
 {
-    return b->seg->is_small ? &a->small_root : &a->large_root;
+    rs_pool **link = &a->pools[small], *p = *link;
+    if (p && p->stream == stream) return p;
+    for (; p; link = &p->next, p = *link) {
+        if (p->stream == stream) {
+            *link = p->next;
+            p->next = a->pools[small];
+            a->pools[small] = p;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static ranksnap_status pool_get(rs_alloc *a, int small, void *stream, rs_pool **out)
+{
+    rs_pool *p = pool_find(a, small, stream);
+    if (!p) {
+        p = calloc(1, sizeof *p);
+        if (!p)
+            return rs_error(RANKSNAP_ERR_HOST_MEMORY,
+                            "allocator: out of host memory for the pool of stream %p", stream);
+        p->stream = stream;
+        p->is_small = small;
+        p->next = a->pools[small];
+        a->pools[small] = p;
+    }
+    *out = p;
+    return RANKSNAP_OK;
 }
 
 /* A free block that spans its whole segment is the one inactive block that is not "split". */
@@ -249,42 +293,46 @@ static int is_whole(const rs_block *b)
 
 static void pool_insert(rs_alloc *a, rs_block *b)
 {
+    rs_pool *p = b->pool;
+    unsigned c = size_class(b->size);
     a->rng ^= a->rng << 13;
     a->rng ^= a->rng >> 17;
     a->rng ^= a->rng << 5;
     b->prio = a->rng;
     b->state = RS_BLOCK_INACTIVE;
-    treap_insert(pool_root(a, b), b);
+    if (!p->bins[c]) {
+        p->bitmap[c >> 6] |= UINT64_C(1) << (c & 63u);
+        p->summary |= UINT64_C(1) << (c >> 6);
+    }
+    treap_insert(&p->bins[c], b);
     if (is_whole(b)) a->whole_free += b->size;
 }
 
 static void pool_remove(rs_alloc *a, rs_block *b)
 {
-    treap_remove(pool_root(a, b), b);
-    if (is_whole(b)) a->whole_free -= b->size;
-}
-
-/* Re-sorts b, already in the pool and not whole, after its size grew (absorbing neighbours):
- * a bigger key keeps its place unless it passed its successor, the usual case being that it
- * did not, which spares a descent from the root. */
-static void pool_grown(rs_alloc *a, rs_block *b)
-{
-    rs_block *next = treap_next(b);
-    if (next && key_less(next, b)) {
-        rs_block **root = pool_root(a, b);
-        treap_remove(root, b);
-        treap_insert(root, b);
+    rs_pool *p = b->pool;
+    unsigned c = size_class(b->size);
+    treap_remove(&p->bins[c], b);
+    if (!p->bins[c]) {
+        p->bitmap[c >> 6] &= ~(UINT64_C(1) << (c & 63u));
+        if (!p->bitmap[c >> 6]) p->summary &= ~(UINT64_C(1) << (c >> 6));
     }
-    if (is_whole(b)) a->whole_free += b->size;
+    if (is_whole(b)) a->whole_free -= b->size;
 }
 
 /* PyTorch's get_free_block: best fit, but a request below max_split_size never takes an
  * oversized block, and an oversized request takes one only if it wastes less than 20 MiB. */
-static rs_block *pool_best_fit(rs_alloc *a, int small, void *stream, size_t rounded,
-                               rs_block **pred)
+static rs_block *pool_best_fit(rs_alloc *a, int small, void *stream, size_t rounded)
 {
-    rs_block *b = treap_lower_bound(small ? a->small_root : a->large_root, stream, rounded, pred);
-    if (!b) return NULL;
+    rs_pool *p = pool_find(a, small, stream);
+    if (!p) return NULL;
+    unsigned c = size_class(rounded);
+    rs_block *b = treap_lower_bound(p->bins[c], rounded);
+    if (!b) {
+        int n = pool_next_bin(p, c + 1);
+        if (n < 0) return NULL;
+        b = treap_first(p->bins[n]);
+    }
     if (rounded < a->max_split && b->size >= a->max_split) return NULL;
     if (rounded >= a->max_split && b->size - rounded >= RS_LARGE_BUFFER) return NULL;
     return b;
@@ -368,7 +416,7 @@ static void map_erase(rs_alloc *a, map_slot *s)
     a->map_count--;
 }
 
-/* ---- block structs ----------------------------------------------------------------------------- */
+/* ---- block structs --------------------------------------------------------------------------- */
 
 static ranksnap_status spare_reserve(rs_alloc *a, size_t n)
 {
@@ -413,7 +461,7 @@ static void block_free_struct(rs_block *b)
     free(b);
 }
 
-/* ---- observer and stats ------------------------------------------------------------------------ */
+/* ---- observer and stats ---------------------------------------------------------------------- */
 
 static uint32_t observe(rs_alloc *a, rs_action act, uint64_t addr, uint64_t size, void *stream)
 {
@@ -428,7 +476,7 @@ static void reserved_add(rs_alloc *a, uint64_t n)
         a->st.reserved_bytes_peak = a->st.reserved_bytes;
 }
 
-/* ---- returning blocks to the pool --------------------------------------------------------------- */
+/* ---- returning blocks to the pool ------------------------------------------------------------ */
 
 /* PyTorch's free_block: the block is no longer used by anyone; merge it with free neighbours of
  * the same segment and make it reusable. */
@@ -436,45 +484,29 @@ static void block_to_pool(rs_alloc *a, rs_block *b)
 {
     a->st.active_bytes -= b->size;
     a->st.requested_bytes -= b->requested;
-    observe(a, RS_ACT_FREE_COMPLETED, b->addr, b->requested, b->stream);
+    observe(a, RS_ACT_FREE_COMPLETED, b->addr, b->requested, b->pool->stream);
     b->requested = 0;
     b->stack_id = 0;
     b->n_uses = 0;
 
-    /* Merging changes keys in the pool; the merged block usually sorts where the neighbour it
-     * absorbed or grew from did, so it takes that node's place instead of a new descent. */
-    rs_block *p = b->prev, *n = b->next;
-    int merge_prev = p && p->state == RS_BLOCK_INACTIVE;
-    int merge_next = n && n->state == RS_BLOCK_INACTIVE;
-    if (merge_prev) {
-        if (merge_next) {
-            pool_remove(a, n);
-            p->size += n->size;
-            b->next = n->next;
-            spare_push(a, n);
-        }
+    rs_block *p = b->prev;
+    if (p && p->state == RS_BLOCK_INACTIVE) {
+        pool_remove(a, p);
         p->size += b->size;
         p->next = b->next;
         if (p->next) p->next->prev = p;
         spare_push(a, b);
-        pool_grown(a, p);
-    } else if (merge_next) {
-        rs_block *after = treap_next(n);
+        b = p;
+    }
+    rs_block *n = b->next;
+    if (n && n->state == RS_BLOCK_INACTIVE) {
+        pool_remove(a, n);
         b->size += n->size;
         b->next = n->next;
         if (b->next) b->next->prev = b;
-        b->state = RS_BLOCK_INACTIVE;
-        if (!after || key_less(b, after)) {
-            treap_replace(pool_root(a, n), n, b);
-        } else {
-            treap_remove(pool_root(a, n), n);
-            treap_insert(pool_root(a, b), b);
-        }
         spare_push(a, n);
-        if (is_whole(b)) a->whole_free += b->size;
-    } else {
-        pool_insert(a, b);
     }
+    pool_insert(a, b);
 }
 
 /* An event of an awaiting block completed (and is destroyed). */
@@ -534,7 +566,7 @@ static ranksnap_status sync_events(rs_alloc *a)
     return st;
 }
 
-/* ---- segments ---------------------------------------------------------------------------------- */
+/* ---- segments -------------------------------------------------------------------------------- */
 
 static ranksnap_status segment_release(rs_alloc *a, rs_segment *s)
 {
@@ -547,7 +579,7 @@ static ranksnap_status segment_release(rs_alloc *a, rs_segment *s)
     }
     a->st.reserved_bytes -= s->size;
     a->st.num_segment_frees++;
-    observe(a, RS_ACT_SEGMENT_FREE, s->addr, s->size, s->stream);
+    observe(a, RS_ACT_SEGMENT_FREE, s->addr, s->size, s->pool->stream);
     if (s->prev)
         s->prev->next = s->next;
     else
@@ -606,16 +638,22 @@ static ranksnap_status oom_error(rs_alloc *a, size_t size, size_t seg_size, void
     a->oom.stream = stream;
     observe(a, RS_ACT_OOM, dfree, size, stream);
 
-    char req[32], seg[32], total[32], fr[32], al[32], un[32], lim[32];
+    char req[32], seg[64], total[32], fr[32], al[32], un[32], lim[32];
     rs_format_bytes(size, req, sizeof req);
-    rs_format_bytes(seg_size, seg, sizeof seg);
+    seg[0] = '\0';
+    if (seg_size != rs_round_size(size)) {
+        /* Small requests fail for want of a whole 2 or 20 MiB segment: say so. */
+        char b[32];
+        rs_format_bytes(seg_size, b, sizeof b);
+        snprintf(seg, sizeof seg, ", needing a new segment of %s", b);
+    }
     rs_format_bytes(dtotal, total, sizeof total);
     rs_format_bytes(dfree, fr, sizeof fr);
     rs_format_bytes(a->st.allocated_bytes, al, sizeof al);
     rs_format_bytes(a->st.reserved_bytes - a->st.allocated_bytes, un, sizeof un);
     rs_format_bytes(a->memory_limit, lim, sizeof lim);
     return rs_error(RANKSNAP_ERR_OUT_OF_MEMORY,
-                    "out of memory: tried to allocate %s (device %d, in a new segment of %s). "
+                    "out of memory: tried to allocate %s (device %d%s). "
                     "The device has a total capacity of %s of which %s is free. Of the allocated "
                     "memory %s is allocated by ranksnap, and %s is reserved by ranksnap but "
                     "unallocated.%s%s%s",
@@ -634,7 +672,9 @@ static ranksnap_status malloc_slow(rs_alloc *a, size_t size, size_t rounded, int
 {
     *in_pool = 0;
     size_t seg_size = rs_allocation_size(rounded);
+    rs_pool *pool = NULL;
     RS_CHECK(spare_reserve(a, 2));
+    RS_CHECK(pool_get(a, small, stream, &pool));
     rs_segment *s = calloc(1, sizeof *s);
     if (!s) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "allocator: out of host memory for "
                                                       "segment bookkeeping");
@@ -643,8 +683,7 @@ static ranksnap_status malloc_slow(rs_alloc *a, size_t size, size_t rounded, int
     if (st == RANKSNAP_ERR_OUT_OF_MEMORY) {
         st = sync_events(a);
         if (st == RANKSNAP_OK) {
-            rs_block *pred;
-            rs_block *b = pool_best_fit(a, small, stream, rounded, &pred);
+            rs_block *b = pool_best_fit(a, small, stream, rounded);
             if (b) {
                 free(s);
                 *out = b;
@@ -666,8 +705,7 @@ static ranksnap_status malloc_slow(rs_alloc *a, size_t size, size_t rounded, int
 
     s->addr = (uintptr_t)ptr;
     s->size = seg_size;
-    s->stream = stream;
-    s->is_small = small;
+    s->pool = pool;
     s->next = a->segments;
     if (a->segments) a->segments->prev = s;
     a->segments = s;
@@ -679,7 +717,7 @@ static ranksnap_status malloc_slow(rs_alloc *a, size_t size, size_t rounded, int
     rs_block *b = spare_pop(a);
     b->addr = s->addr;
     b->size = seg_size;
-    b->stream = stream;
+    b->pool = pool;
     b->seg = s;
     b->state = RS_BLOCK_INACTIVE;
     s->head = b;
@@ -695,34 +733,23 @@ static ranksnap_status malloc_locked(rs_alloc *a, size_t size, void *stream, voi
 
     size_t rounded = rs_round_size(size);
     int small = rounded <= RS_SMALL_SIZE;
-    rs_block *pred = NULL;
-    rs_block *b = pool_best_fit(a, small, stream, rounded, &pred);
-    int in_pool = b != NULL, pred_known = b != NULL;
+    rs_block *b = pool_best_fit(a, small, stream, rounded);
+    int in_pool = b != NULL;
     if (!b) RS_CHECK(malloc_slow(a, size, rounded, small, stream, &b, &in_pool));
+    if (in_pool) pool_remove(a, b);
 
     if (should_split(a, b, rounded)) {
         rs_block *r = spare_pop(a);
-        if (in_pool && is_whole(b)) a->whole_free -= b->size;
         r->addr = b->addr + rounded;
         r->size = b->size - rounded;
-        r->stream = b->stream;
+        r->pool = b->pool;
         r->seg = b->seg;
-        r->state = RS_BLOCK_INACTIVE;
         r->prev = b;
         r->next = b->next;
         if (r->next) r->next->prev = r;
         b->next = r;
         b->size = rounded;
-        /* The remainder sorts before b's old key, and after b's predecessor unless it shrank
-         * past it: then it takes b's node as it is. */
-        if (in_pool && pred_known && (!pred || key_less(pred, r))) {
-            treap_replace(pool_root(a, b), b, r);
-        } else {
-            if (in_pool) treap_remove(pool_root(a, b), b);
-            pool_insert(a, r);
-        }
-    } else if (in_pool) {
-        pool_remove(a, b);
+        pool_insert(a, r);
     }
 
     b->state = RS_BLOCK_ACTIVE_ALLOCATED;
@@ -747,7 +774,7 @@ static ranksnap_status malloc_locked(rs_alloc *a, size_t size, void *stream, voi
     return RANKSNAP_OK;
 }
 
-/* ---- public API --------------------------------------------------------------------------------- */
+/* ---- public API ------------------------------------------------------------------------------ */
 
 ranksnap_status rs_alloc_create(rs_backend *backend, const rs_alloc_config *cfg, rs_alloc **out)
 {
@@ -821,6 +848,14 @@ void rs_alloc_destroy(rs_alloc *a)
         rs_block *bn = b->next;
         block_free_struct(b);
         b = bn;
+    }
+    for (int k = 0; k < 2; k++) {
+        rs_pool *p = a->pools[k];
+        while (p) {
+            rs_pool *pn = p->next;
+            free(p);
+            p = pn;
+        }
     }
     free(a->pending);
     free(a->map);
@@ -903,7 +938,7 @@ ranksnap_status rs_alloc_free(rs_alloc *a, void *ptr)
     map_erase(a, slot);
     a->st.allocated_bytes -= b->size;
     a->st.num_frees++;
-    observe(a, RS_ACT_FREE_REQUESTED, b->addr, b->requested, b->stream);
+    observe(a, RS_ACT_FREE_REQUESTED, b->addr, b->requested, b->pool->stream);
     if (b->event_count) {
         b->state = RS_BLOCK_ACTIVE_AWAITING_FREE;
         b->n_uses = 0;
@@ -929,7 +964,7 @@ ranksnap_status rs_alloc_record_stream(rs_alloc *a, void *ptr, void *stream)
         goto out;
     }
     rs_block *b = slot->block;
-    if (stream == b->stream) goto out;
+    if (stream == b->pool->stream) goto out;
     for (uint32_t i = 0; i < b->n_uses; i++)
         if (b->uses[i] == stream) goto out;
     if (b->n_uses == b->cap_uses) {
@@ -1056,7 +1091,7 @@ void rs_alloc_unlock(rs_alloc *a)
     pthread_mutex_unlock(&a->mu);
 }
 
-/* ---- state for the snapshot --------------------------------------------------------------------- */
+/* ---- state for the snapshot ------------------------------------------------------------------ */
 
 static int segment_addr_cmp(const void *x, const void *y)
 {
@@ -1110,8 +1145,8 @@ ranksnap_status rs_alloc_state_take_locked(rs_alloc *a, rs_alloc_state *out)
         }
         si->addr = s->addr;
         si->total_size = s->size;
-        si->stream = s->stream;
-        si->is_small = s->is_small;
+        si->stream = s->pool->stream;
+        si->is_small = s->pool->is_small;
         si->stack_id = s->stack_id;
         si->n_blocks = nb;
         size_t k = 0;
@@ -1143,4 +1178,121 @@ ranksnap_status rs_alloc_state_take(rs_alloc *a, rs_alloc_state *out)
     ranksnap_status st = rs_alloc_state_take_locked(a, out);
     pthread_mutex_unlock(&a->mu);
     return st;
+}
+
+/* ---- self-check ------------------------------------------------------------------------------ */
+
+#define FAIL_IF(cond, ...)                                                                         \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, __VA_ARGS__);                                  \
+            return 0;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* Every node of one bin: parent links, heap order, key order, class, state and pool. */
+static int validate_bin(const rs_pool *p, unsigned c, size_t limit, size_t *count)
+{
+    const rs_block *root = p->bins[c];
+    int bit = (p->bitmap[c >> 6] >> (c & 63u)) & 1u;
+    FAIL_IF(bit != (root != NULL), "bin %u: bitmap bit %d disagrees with the tree", c, bit);
+    FAIL_IF(root && root->parent, "bin %u: root has a parent", c);
+    const rs_block *prev = NULL;
+    for (rs_block *b = treap_first((rs_block *)(uintptr_t)root); b; b = treap_next(b)) {
+        FAIL_IF(++*count > limit, "bin %u: more nodes than blocks (a cycle?)", c);
+        FAIL_IF(b->state != RS_BLOCK_INACTIVE, "block 0x%" PRIxPTR " in a bin is not inactive",
+                b->addr);
+        FAIL_IF(b->pool != p, "block 0x%" PRIxPTR " is in the bins of another pool", b->addr);
+        FAIL_IF(size_class(b->size) != c, "block 0x%" PRIxPTR " of %zu bytes is in bin %u",
+                b->addr, b->size, c);
+        FAIL_IF(prev && !key_less(prev, b), "bin %u: blocks out of (size, address) order", c);
+        for (int k = 0; k < 2; k++)
+            FAIL_IF(b->child[k] && (b->child[k]->parent != b || b->child[k]->prio > b->prio),
+                    "bin %u: bad parent link or heap order below 0x%" PRIxPTR, c, b->addr);
+        prev = b;
+    }
+    return 1;
+}
+
+static int validate(rs_alloc *a)
+{
+    uint64_t allocated = 0, active = 0, requested = 0, reserved = 0, whole = 0;
+    size_t n_blocks = 0, n_inactive = 0, n_allocated = 0, n_events = 0, n_segs = 0;
+    for (const rs_segment *s = a->segments; s; s = s->next) {
+        FAIL_IF(++n_segs > a->n_segments, "more segments listed than counted");
+        FAIL_IF(s->next && s->next->prev != s, "segment list links broken");
+        reserved += s->size;
+        uintptr_t at = s->addr;
+        FAIL_IF(!s->head || s->head->prev, "segment 0x%" PRIxPTR ": bad head block", s->addr);
+        for (const rs_block *b = s->head; b; b = b->next) {
+            n_blocks++;
+            FAIL_IF(b->addr != at, "segment 0x%" PRIxPTR ": gap or overlap at 0x%" PRIxPTR,
+                    s->addr, b->addr);
+            FAIL_IF(b->seg != s || b->pool != s->pool,
+                    "block 0x%" PRIxPTR ": wrong segment or pool", b->addr);
+            FAIL_IF(b->next && b->next->prev != b, "block 0x%" PRIxPTR ": broken next link",
+                    b->addr);
+            at += b->size;
+            if (b->state == RS_BLOCK_INACTIVE) {
+                n_inactive++;
+                FAIL_IF(b->next && b->next->state == RS_BLOCK_INACTIVE,
+                        "free neighbours 0x%" PRIxPTR " and 0x%" PRIxPTR " did not coalesce",
+                        b->addr, b->next->addr);
+                if (is_whole(b)) whole += b->size;
+                continue;
+            }
+            active += b->size;
+            requested += b->requested;
+            if (b->state == RS_BLOCK_ACTIVE_ALLOCATED) {
+                n_allocated++;
+                allocated += b->size;
+                map_slot *slot = map_find(a, b->addr);
+                FAIL_IF(!slot || slot->block != b, "allocated block 0x%" PRIxPTR " not in the map",
+                        b->addr);
+            } else {
+                FAIL_IF(b->event_count == 0, "awaiting block 0x%" PRIxPTR " has no events",
+                        b->addr);
+                n_events += b->event_count;
+            }
+        }
+        FAIL_IF(at != s->addr + s->size, "segment 0x%" PRIxPTR ": blocks do not add up",
+                s->addr);
+    }
+    FAIL_IF(n_segs != a->n_segments, "segment count %zu, listed %zu", a->n_segments, n_segs);
+    FAIL_IF(allocated != a->st.allocated_bytes, "allocated_bytes %" PRIu64 ", blocks %" PRIu64,
+            a->st.allocated_bytes, allocated);
+    FAIL_IF(active != a->st.active_bytes, "active_bytes %" PRIu64 ", blocks %" PRIu64,
+            a->st.active_bytes, active);
+    FAIL_IF(requested != a->st.requested_bytes, "requested_bytes %" PRIu64 ", blocks %" PRIu64,
+            a->st.requested_bytes, requested);
+    FAIL_IF(reserved != a->st.reserved_bytes, "reserved_bytes %" PRIu64 ", segments %" PRIu64,
+            a->st.reserved_bytes, reserved);
+    FAIL_IF(whole != a->whole_free, "whole free bytes %" PRIu64 ", blocks %" PRIu64,
+            a->whole_free, whole);
+    FAIL_IF(n_allocated != a->map_count, "map holds %zu blocks, %zu allocated", a->map_count,
+            n_allocated);
+    FAIL_IF(n_events != a->n_pending, "%zu pending events, blocks await %zu", a->n_pending,
+            n_events);
+    size_t in_bins = 0;
+    for (int k = 0; k < 2; k++) {
+        for (const rs_pool *p = a->pools[k]; p; p = p->next) {
+            FAIL_IF(p->is_small != k, "pool of stream %p is in the wrong list", p->stream);
+            for (unsigned w = 0; w < NBINS / 64; w++)
+                FAIL_IF(((p->summary >> w) & 1u) != (p->bitmap[w] != 0),
+                        "pool summary bit %u disagrees with its bitmap", w);
+            for (unsigned c = 0; c < NBINS; c++)
+                if (!validate_bin(p, c, n_blocks, &in_bins)) return 0;
+        }
+    }
+    FAIL_IF(in_bins != n_inactive, "%zu blocks in bins, %zu inactive", in_bins, n_inactive);
+    return 1;
+}
+
+int rs_alloc_check(rs_alloc *a)
+{
+    if (!a) return 0;
+    pthread_mutex_lock(&a->mu);
+    int ok = validate(a);
+    pthread_mutex_unlock(&a->mu);
+    return ok;
 }

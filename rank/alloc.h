@@ -117,6 +117,12 @@ ranksnap_status rs_alloc_state_take(rs_alloc *a, rs_alloc_state *out);
 ranksnap_status rs_alloc_state_take_locked(rs_alloc *a, rs_alloc_state *out);
 void rs_alloc_state_free(rs_alloc_state *s);
 
+/* Walks every structure and checks its invariants: blocks tile their segments, free neighbours
+ * are coalesced, the pools' bins are ordered, the counters match the blocks. 1 if all hold;
+ * otherwise 0, and the thread's last error names the first violation. Costs a walk of the whole
+ * allocator, under the lock: for tests and debugging. */
+int rs_alloc_check(rs_alloc *a);
+
 /* Policy helpers, exposed for the tests. */
 size_t rs_round_size(size_t size);
 size_t rs_allocation_size(size_t rounded);

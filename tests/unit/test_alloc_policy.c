@@ -68,6 +68,8 @@ static void fx_init(fixture *f, uint64_t capacity, uint64_t limit, uint64_t max_
 
 static void fx_done(fixture *f)
 {
+    CHECK(rs_alloc_check(f->a));
+    if (!rs_alloc_check(f->a)) fprintf(stderr, "  %s\n", ranksnap_last_error());
     rs_alloc_destroy(f->a);
     CHECK_EQ_U64(rs_sim_used_bytes(f->b), 0);
     CHECK_EQ_U64(rs_sim_live_events(f->b), 0);
@@ -172,7 +174,7 @@ TEST(size_zero_gives_null_and_ok_without_touching_stats)
     fx_done(&f);
 }
 
-/* ---- splitting -------------------------------------------------------------------------------- */
+/* ---- splitting ------------------------------------------------------------------------------- */
 
 TEST(small_blocks_split_down_to_the_last_512_bytes)
 {
@@ -280,7 +282,7 @@ TEST(without_max_split_size_a_large_cached_block_is_split_for_a_smaller_request)
     fx_done(&f);
 }
 
-/* ---- best fit and coalescing ------------------------------------------------------------------ */
+/* ---- best fit and coalescing ----------------------------------------------------------------- */
 
 TEST(best_fit_chooses_the_smallest_fitting_block_even_at_a_higher_address)
 {
@@ -368,7 +370,7 @@ TEST(free_blocks_of_adjacent_segments_do_not_coalesce)
     fx_done(&f);
 }
 
-/* ---- retry, memory limit, OOM ----------------------------------------------------------------- */
+/* ---- retry, memory limit, OOM ---------------------------------------------------------------- */
 
 TEST(failed_reservation_frees_the_cache_and_retries_once)
 {
@@ -444,7 +446,7 @@ TEST(oom_reports_request_capacity_free_allocated_and_unallocated_bytes)
     CHECK(rs_alloc_malloc(f.a, 30 * MiB, (void *)0x77, &q) == RANKSNAP_ERR_OUT_OF_MEMORY);
     CHECK(q == NULL);
     const char *msg = ranksnap_last_error();
-    CHECK_STR_CONTAINS(msg, "out of memory: tried to allocate 30.00 MiB (device 0");
+    CHECK_STR_CONTAINS(msg, "out of memory: tried to allocate 30.00 MiB (device 0). ");
     CHECK_STR_CONTAINS(msg, "total capacity of 64.00 MiB of which 22.00 MiB is free");
     CHECK_STR_CONTAINS(msg, "40.50 MiB is allocated by ranksnap");
     CHECK_STR_CONTAINS(msg, "1.50 MiB is reserved by ranksnap but unallocated");
@@ -477,6 +479,24 @@ TEST(oom_reports_request_capacity_free_allocated_and_unallocated_bytes)
     CHECK_EQ_U64(s.num_alloc_retries, 2);
     CHECK_EQ_U64(s.num_ooms, 1);
     CHECK_EQ_U64(s.reserved_bytes, 32 * MiB);
+    fx_done(&f);
+}
+
+TEST(oom_of_a_small_request_names_the_segment_it_needed)
+{
+    fixture f;
+    fx_init(&f, 64 * MiB, 0, 0);
+    rs_alloc_set_memory_limit(f.a, 20 * MiB);
+    must_alloc(f.a, 12 * MiB, NULL);
+    void *q = NULL;
+    CHECK(rs_alloc_malloc(f.a, 5 * MiB, NULL, &q) == RANKSNAP_ERR_OUT_OF_MEMORY);
+    CHECK_STR_CONTAINS(ranksnap_last_error(),
+                       "tried to allocate 5.00 MiB (device 0, needing a new segment of 20.00 MiB)");
+    CHECK_STR_CONTAINS(ranksnap_last_error(), "[memory limit 20.00 MiB]");
+    rs_oom_info oom;
+    CHECK(rs_alloc_last_oom(f.a, &oom) == 1);
+    CHECK_EQ_U64(oom.requested, 5 * MiB);
+    CHECK_EQ_U64(oom.rounded, 20 * MiB);
     fx_done(&f);
 }
 
@@ -524,6 +544,7 @@ TEST(injected_reservation_failures_leave_consistent_state_for_every_n)
                     ooms++;
                 }
             }
+            CHECK(rs_alloc_check(f.a));
             ranksnap_stats s = stats_of(f.a);
             CHECK_EQ_U64(s.reserved_bytes, rs_sim_used_bytes(f.b));
             CHECK(s.allocated_bytes <= s.reserved_bytes);
@@ -571,7 +592,7 @@ TEST(injected_failure_is_absorbed_by_the_retry)
     fx_done(&f);
 }
 
-/* ---- bad frees -------------------------------------------------------------------------------- */
+/* ---- bad frees ------------------------------------------------------------------------------- */
 
 TEST(free_of_an_unknown_pointer_is_an_error_naming_it)
 {
@@ -611,7 +632,7 @@ TEST(double_free_is_an_error_and_leaves_state_intact)
     fx_done(&f);
 }
 
-/* ---- stats, observer, state ------------------------------------------------------------------- */
+/* ---- stats, observer, state ------------------------------------------------------------------ */
 
 TEST(stats_track_current_values_and_peaks)
 {
@@ -768,6 +789,180 @@ TEST(destroy_releases_segments_that_still_hold_allocated_blocks)
     fx_done(&f); /* checks the device is empty afterwards */
 }
 
+
+/* ---- the policy against a reference model ---------------------------------------------------- */
+
+/* The policy written the obvious way: every block in one array, best fit by linear scan. */
+typedef struct mblock {
+    uint64_t addr, size;
+    void *stream;
+    int small, free, seg;
+} mblock;
+
+typedef struct model {
+    mblock b[4096];
+    int n;
+    uint64_t max_split;
+} model;
+
+static int model_best_fit(const model *m, void *stream, int small, uint64_t rounded)
+{
+    int best = -1;
+    for (int i = 0; i < m->n; i++) {
+        const mblock *x = &m->b[i];
+        if (!x->free || x->stream != stream || x->small != small || x->size < rounded) continue;
+        if (best < 0 || x->size < m->b[best].size ||
+            (x->size == m->b[best].size && x->addr < m->b[best].addr))
+            best = i;
+    }
+    if (best < 0) return -1;
+    if (rounded < m->max_split && m->b[best].size >= m->max_split) return -1;
+    if (rounded >= m->max_split && m->b[best].size - rounded >= 20 * MiB) return -1;
+    return best;
+}
+
+/* Allocates `rounded` from block i (splitting per policy); returns the block's address. */
+static uint64_t model_take(model *m, int i, uint64_t rounded)
+{
+    mblock *x = &m->b[i];
+    uint64_t rest = x->size - rounded;
+    int split = x->small ? rest >= 512 : (rounded < m->max_split && rest > MiB);
+    x->free = 0;
+    if (split) {
+        mblock r = *x;
+        r.addr = x->addr + rounded;
+        r.size = rest;
+        r.free = 1;
+        x->size = rounded;
+        m->b[m->n++] = r;
+    }
+    return x->addr;
+}
+
+static int model_find(const model *m, uint64_t addr)
+{
+    for (int i = 0; i < m->n; i++)
+        if (m->b[i].addr == addr) return i;
+    return -1;
+}
+
+static void model_remove(model *m, int i)
+{
+    m->b[i] = m->b[--m->n];
+}
+
+static void model_free(model *m, uint64_t addr)
+{
+    int i = model_find(m, addr);
+    m->b[i].free = 1;
+    int j = model_find(m, m->b[i].addr + m->b[i].size);
+    if (j >= 0 && m->b[j].free && m->b[j].seg == m->b[i].seg) {
+        m->b[i].size += m->b[j].size;
+        model_remove(m, j);
+        i = model_find(m, addr);
+    }
+    for (j = 0; j < m->n; j++) {
+        if (m->b[j].free && m->b[j].seg == m->b[i].seg &&
+            m->b[j].addr + m->b[j].size == m->b[i].addr) {
+            m->b[j].size += m->b[i].size;
+            model_remove(m, i);
+            break;
+        }
+    }
+}
+
+/* empty_cache: segments that are one free block go. */
+static void model_empty_cache(model *m, int *n_segments)
+{
+    for (int i = 0; i < m->n;) {
+        int alone = m->b[i].free;
+        for (int j = 0; alone && j < m->n; j++)
+            if (j != i && m->b[j].seg == m->b[i].seg) alone = 0;
+        if (alone) {
+            model_remove(m, i);
+            (*n_segments)--;
+        } else {
+            i++;
+        }
+    }
+}
+
+static void random_sequence_against_model(uint64_t max_split, uint64_t seed)
+{
+    fixture f;
+    fx_init(&f, 1ull << 40, 0, max_split);
+    static model m;
+    memset(&m, 0, sizeof m);
+    m.max_split = max_split;
+    void *streams[3] = {NULL, (void *)0x10, (void *)0x20};
+    uint64_t live[512];
+    int n_live = 0, n_segments = 0, next_seg = 0, mismatches = 0;
+    uint64_t x = seed;
+    for (int op = 0; op < 4000 && mismatches < 5; op++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        unsigned r = (unsigned)(x % 100);
+        if (r < 55 && n_live < 512) {
+            size_t size;
+            unsigned cls = (unsigned)((x >> 8) % 10);
+            if (cls < 6) size = 1 + (size_t)((x >> 16) % (256 * KiB));
+            else if (cls < 8) size = 1 + (size_t)((x >> 16) % MiB);
+            else if (cls < 9) size = MiB + 1 + (size_t)((x >> 16) % (15 * MiB));
+            else size = 16 * MiB + (size_t)((x >> 16) % (48 * MiB));
+            void *stream = streams[(x >> 40) % 3];
+            uint64_t rounded = rs_round_size(size);
+            int small = rounded <= MiB;
+            int want = model_best_fit(&m, stream, small, rounded);
+            f.rec.n = 0;
+            void *p = must_alloc(f.a, size, stream);
+            uint64_t expect;
+            if (want >= 0) {
+                expect = model_take(&m, want, rounded);
+                if (f.rec.n != 1) mismatches++;
+            } else {
+                /* A new segment, at the address the device chose. */
+                if (!(f.rec.n == 2 && f.rec.ev[0].act == RS_ACT_SEGMENT_ALLOC &&
+                      f.rec.ev[0].size == rs_allocation_size(rounded))) {
+                    mismatches++;
+                    fprintf(stderr, "  op %d: expected a new segment for %zu bytes\n", op, size);
+                    continue;
+                }
+                mblock nb = {f.rec.ev[0].addr, f.rec.ev[0].size, stream, small, 1, next_seg++};
+                m.b[m.n++] = nb;
+                n_segments++;
+                expect = model_take(&m, m.n - 1, rounded);
+            }
+            if (expect != u(p)) {
+                mismatches++;
+                fprintf(stderr, "  op %d: %zu bytes on stream %p: got 0x%llx, model 0x%llx\n",
+                        op, size, stream, (unsigned long long)u(p), (unsigned long long)expect);
+            }
+            live[n_live++] = u(p);
+        } else if (r < 97 && n_live > 0) {
+            int k = (int)((x >> 20) % (uint64_t)n_live);
+            CHECK(rs_alloc_free(f.a, (void *)(uintptr_t)live[k]) == RANKSNAP_OK);
+            model_free(&m, live[k]);
+            live[k] = live[--n_live];
+        } else {
+            CHECK(rs_alloc_empty_cache(f.a) == RANKSNAP_OK);
+            model_empty_cache(&m, &n_segments);
+            CHECK_EQ_U64(stats_of(f.a).num_segment_allocs - stats_of(f.a).num_segment_frees,
+                         n_segments);
+        }
+        if (op % 97 == 0) CHECK(rs_alloc_check(f.a));
+    }
+    CHECK_EQ_U64(mismatches, 0);
+    fx_done(&f);
+}
+
+TEST(random_sequences_pick_the_blocks_a_reference_best_fit_model_picks)
+{
+    random_sequence_against_model(UINT64_MAX, 0x1234567887654321ull);
+    random_sequence_against_model(UINT64_MAX, 0xdeadbeefcafef00dull);
+    random_sequence_against_model(32 * MiB, 0x0badc0ffee0ddf00ull);
+}
+
 int main(void)
 {
     RUN(rounds_requests_up_to_512_byte_multiples);
@@ -790,6 +985,7 @@ int main(void)
     RUN(cached_segment_of_another_stream_is_freed_for_a_retry);
     RUN(memory_limit_caps_reserved_bytes_below_the_device_capacity);
     RUN(oom_reports_request_capacity_free_allocated_and_unallocated_bytes);
+    RUN(oom_of_a_small_request_names_the_segment_it_needed);
     RUN(allocator_recovers_after_an_oom);
     RUN(injected_reservation_failures_leave_consistent_state_for_every_n);
     RUN(injected_failure_is_absorbed_by_the_retry);
@@ -800,5 +996,6 @@ int main(void)
     RUN(allocator_works_without_an_observer_and_without_a_config);
     RUN(state_lists_segments_by_address_with_blocks_in_address_order);
     RUN(destroy_releases_segments_that_still_hold_allocated_blocks);
+    RUN(random_sequences_pick_the_blocks_a_reference_best_fit_model_picks);
     return check_summary();
 }

@@ -55,6 +55,8 @@ static void fx_init(fixture *f, uint64_t capacity)
 
 static void fx_done(fixture *f)
 {
+    CHECK(rs_alloc_check(f->a));
+    if (!rs_alloc_check(f->a)) fprintf(stderr, "  %s\n", ranksnap_last_error());
     rs_alloc_destroy(f->a);
     CHECK_EQ_U64(rs_sim_used_bytes(f->b), 0);
     CHECK_EQ_U64(rs_sim_live_events(f->b), 0);

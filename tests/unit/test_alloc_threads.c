@@ -62,9 +62,10 @@ static size_t random_size(worker *w)
     return 10 * MiB + (size_t)(r % (30 * MiB));                   /* large, own segments    */
 }
 
-/* Every segment is tiled by its blocks and its sums match them. */
+/* The allocator's own invariants hold, and the snapshot it gives is tiled and sorted. */
 static int state_consistent(rs_alloc *a)
 {
+    if (!rs_alloc_check(a)) return 0;
     rs_alloc_state st;
     if (rs_alloc_state_take(a, &st) != RANKSNAP_OK) return 0;
     int ok = 1;

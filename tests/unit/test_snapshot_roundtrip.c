@@ -382,7 +382,7 @@ static void synthetic_trace(rs_recorder *r, const uint32_t *sites)
         }
         uint64_t x = rng();
         spin_us(x % 50 == 0 ? 20 + x % 180 : x % 4);
-        int g = (int)(x >> 8) % SIZE_SEGMENTS;
+        int g = (int)((x >> 8) % SIZE_SEGMENTS);
         uint64_t base = FX_SEG0 + (uint64_t)g * (32 * FX_MIB);
         uint64_t size = ((x >> 16) % 4 == 0 ? ((x >> 20) % (8 * FX_MIB)) : ((x >> 20) % 65536));
         size = (size + 511) / 512 * 512;

@@ -96,7 +96,7 @@ TEST(summary_lists_live_sites_by_bytes_including_unresolved_and_missing_stacks)
 /* Hand-built: twelve sites, two of which are two pcs on one line and must count as one. */
 TEST(summary_merges_pcs_of_one_line_and_shows_the_top_ten)
 {
-    static char fn[13][16], file[] = "net.c", unknown[] = "??", mod[] = "/opt/libnet.so";
+    static char fn[13][24], file[] = "net.c", unknown[] = "??", mod[] = "/opt/libnet.so";
     rsn_frame frames[13];
     rsn_stack stacks[13];
     uint32_t idx[13];
