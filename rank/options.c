@@ -13,6 +13,7 @@
  * value and what was expected; unknown RANKSNAP_* variables only warn, with a suggestion.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,8 @@ extern char **environ;
 /* The enum fields are written through an int *; this keeps that honest. */
 _Static_assert(sizeof(rs_backend_kind) == sizeof(int), "enum fields are stored as int");
 _Static_assert(sizeof(rs_stacks_mode) == sizeof(int), "enum fields are stored as int");
+_Static_assert(sizeof(rs_gather_mode) == sizeof(int), "enum fields are stored as int");
+_Static_assert(sizeof(rs_write_mode) == sizeof(int), "enum fields are stored as int");
 /* String rows carry their field's size in `max`. */
 _Static_assert(sizeof(((rs_options *)0)->dir) == RS_PATH_MAX, "RANKSNAP_DIR row's max");
 _Static_assert(sizeof(((rs_options *)0)->job) == RS_JOB_MAX, "RANKSNAP_JOB row's max");
@@ -366,6 +369,24 @@ static int parse_string(const rs_opt *opt, const char *value, void *field, char 
     return 0;
 }
 
+/* "5%", "5" or "2.5%": a percentage in (0, 1000]. */
+static int parse_percent(const rs_opt *opt, const char *value, void *field, char *why,
+                         size_t why_n)
+{
+    (void)opt;
+    (void)why;
+    (void)why_n;
+    char *end;
+    errno = 0;
+    double v = strtod(value, &end);
+    if (end == value || errno) return -1;
+    end = (char *)skip_space(end);
+    if (*end == '%') end = (char *)skip_space(end + 1);
+    if (*end || !(v > 0.0) || v > 1000.0) return -1;
+    *(double *)field = v;
+    return 0;
+}
+
 /* ---- the table ----------------------------------------------------------------------------- */
 
 static const rs_opt_word rs_bool_words[] = {{"0", 0},   {"1", 1},  {"true", 1}, {"false", 0},
@@ -375,6 +396,10 @@ static const rs_opt_word rs_backend_words[] = {
     {"auto", RS_BACKEND_AUTO}, {"cuda", RS_BACKEND_CUDA}, {"sim", RS_BACKEND_SIM}, {NULL, 0}};
 static const rs_opt_word rs_stacks_words[] = {
     {"native", RS_STACKS_NATIVE}, {"fp", RS_STACKS_FP}, {"none", RS_STACKS_NONE}, {NULL, 0}};
+static const rs_opt_word rs_gather_words[] = {
+    {"auto", RS_GATHER_AUTO}, {"all", RS_GATHER_ALL}, {"flagged", RS_GATHER_FLAGGED}, {NULL, 0}};
+static const rs_opt_word rs_write_words[] = {
+    {"all", RS_WRITE_ALL}, {"rank0", RS_WRITE_RANK0}, {"none", RS_WRITE_NONE}, {NULL, 0}};
 static const rs_opt_word rs_debug_words[] = {{"NONE", RS_LOG_NONE},
                                              {"WARN", RS_LOG_WARN},
                                              {"INFO", RS_LOG_INFO},
@@ -427,6 +452,38 @@ static const rs_opt rs_option_table[] = {
      "job id written into each snapshot; unset: SLURM_JOB_ID, PBS_JOBID, LSB_JOBID, ... or "
      "local-HOST-PPID",
      "a job id shorter than 256 bytes", parse_string, RS_FIELD(job), 0, RS_JOB_MAX, NULL},
+    {"RANKSNAP_STEPS", "ranges", "",
+     "steps recorded on every rank: 10:15 (steps 10..14), 10:15,100:105, 10: (from 10 on), "
+     "time:30:40 (seconds 30..40 after init); empty = the whole run",
+     "step ranges such as 10:15 or 10:15,100:105 or 10: or time:30:40", parse_string,
+     RS_FIELD(steps), 0, sizeof(((rs_options *)0)->steps), NULL},
+    {"RANKSNAP_STEP_ON", "MPI_Name:N", "",
+     "count steps for programs that never call ranksnap_step: every N calls of an MPI "
+     "collective, e.g. MPI_Allreduce:1 or MPI_Barrier:2",
+     "an MPI collective and a count such as MPI_Allreduce:1", parse_string, RS_FIELD(step_on), 0,
+     sizeof(((rs_options *)0)->step_on), NULL},
+    {"RANKSNAP_TRIGGER_STEPS", "integer", "5",
+     "steps recorded after a trigger (ranksnap trigger, or SIGUSR1 to rank 0)", NULL, parse_int,
+     RS_FIELD(trigger_steps), 1, 1000000, NULL},
+    {"RANKSNAP_TRIGGER_LAG", "integer", "2",
+     "steps between rank 0 seeing a trigger and the range starting, so every rank gets it first",
+     NULL, parse_int, RS_FIELD(trigger_lag), 1, 1000, NULL},
+    {"RANKSNAP_GATHER", NULL, "auto",
+     "full snapshots sent to rank 0: all, or only the flagged ranks and the reference (flagged); "
+     "auto = all up to 16 ranks",
+     NULL, parse_word, RS_FIELD(gather), 0, 0, rs_gather_words},
+    {"RANKSNAP_GATHER_TIMEOUT", "seconds", "60",
+     "how long rank 0 waits for a rank's data before naming it missing", NULL, parse_int,
+     RS_FIELD(gather_timeout), 1, 86400, NULL},
+    {"RANKSNAP_WRITE", NULL, "all",
+     "which ranks write their own rank-RRRRR.rsnap into RANKSNAP_DIR", NULL, parse_word,
+     RS_FIELD(write), 0, 0, rs_write_words},
+    {"RANKSNAP_DIVERGENCE", "percent", "5%",
+     "a rank whose peak is this far from the median (and beyond the noise, median/MAD) is flagged",
+     "a percentage such as 5% or 2.5", parse_percent, RS_FIELD(divergence), 0, 0, NULL},
+    {"RANKSNAP_REPORT", "bool", "1",
+     "rank 0 prints the text report at the end of each recorded range and writes report.txt/json",
+     RS_BOOL_EXPECTED, parse_word, RS_FIELD(report), 0, 0, rs_bool_words},
 };
 
 #define RS_N_OPTIONS (sizeof rs_option_table / sizeof rs_option_table[0])

@@ -15,6 +15,8 @@
 
 typedef enum rs_backend_kind { RS_BACKEND_AUTO = 0, RS_BACKEND_CUDA, RS_BACKEND_SIM } rs_backend_kind;
 typedef enum rs_stacks_mode { RS_STACKS_NATIVE = 0, RS_STACKS_FP, RS_STACKS_NONE } rs_stacks_mode;
+typedef enum rs_gather_mode { RS_GATHER_AUTO = 0, RS_GATHER_ALL, RS_GATHER_FLAGGED } rs_gather_mode;
+typedef enum rs_write_mode { RS_WRITE_ALL = 0, RS_WRITE_RANK0, RS_WRITE_NONE } rs_write_mode;
 
 #define RS_MAX_RANK_LIMITS 64
 #define RS_MAX_STACK_DEPTH 64
@@ -47,6 +49,15 @@ typedef struct rs_options {
     unsigned debug_subsys;        /* RANKSNAP_DEBUG_SUBSYS: bit mask of rs_log_subsys */
     char dir[RS_PATH_MAX];        /* RANKSNAP_DIR */
     char job[RS_JOB_MAX];         /* RANKSNAP_JOB: "" = take the batch system's job id */
+    char steps[512];              /* RANKSNAP_STEPS, parsed by schedule.c ("" = whole run) */
+    char step_on[128];            /* RANKSNAP_STEP_ON: "MPI_Allreduce:N", "" = app's ranksnap_step */
+    int trigger_steps;            /* RANKSNAP_TRIGGER_STEPS: length of a triggered range */
+    int trigger_lag;              /* RANKSNAP_TRIGGER_LAG: steps between a trigger and its start */
+    rs_gather_mode gather;        /* RANKSNAP_GATHER */
+    int gather_timeout;           /* RANKSNAP_GATHER_TIMEOUT, seconds */
+    rs_write_mode write;          /* RANKSNAP_WRITE */
+    double divergence;            /* RANKSNAP_DIVERGENCE, percent */
+    int report;                   /* RANKSNAP_REPORT: rank 0 prints the text report */
 } rs_options;
 
 /* Where values come from; getenv in production, a table in tests. */
