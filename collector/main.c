@@ -6,14 +6,20 @@
  * Exit codes: 0 success, 1 a file or the work on it failed (the others are still processed),
  * 2 a usage error (unknown verb or flag, missing argument), as most Unix tools do.
  */
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <msgpack.h>
 
+#include "compare.h"
 #include "options.h"
 #include "ranksnap.h"
 #include "read_rsnap.h"
+#include "snapshot.h"
 #include "summary.h"
 
 enum { RS_EXIT_OK = 0, RS_EXIT_FAILED = 1, RS_EXIT_USAGE = 2 };
@@ -22,12 +28,14 @@ typedef struct rs_verb {
     const char *name;
     const char *args;    /* as shown in the usage line */
     const char *summary; /* one line for `ranksnap --help` */
+    const char *details; /* the flags, for `ranksnap VERB --help`; NULL when there are none */
     int (*run)(const struct rs_verb *verb, int argc, char **argv);
 } rs_verb;
 
 static void verb_usage(FILE *out, const rs_verb *verb)
 {
     fprintf(out, "usage: ranksnap %s %s\n  %s\n", verb->name, verb->args, verb->summary);
+    if (verb->details) fprintf(out, "\n%s", verb->details);
 }
 
 /* Prints the failure of `path`, naming the file once whether or not the detail already does. */
@@ -93,9 +101,407 @@ static int run_summary(const rs_verb *verb, int argc, char **argv)
     return code;
 }
 
+/* ---- report ----------------------------------------------------------------------------------
+ * `ranksnap report DIR|FILE...`: the comparison of rank snapshots written to disk, as rank 0
+ * prints it live. It works the way the gather does, so that a thousand files do not all sit in
+ * memory: each file is read, summarized and freed; the summaries decide the reference and the
+ * flagged ranks; only those files are read again, whole, for their allocation sites. */
+
+typedef struct report_opts {
+    int json;
+    int allow_mixed_jobs;
+    const char *out_dir;
+    const char *divergence; /* NULL: RANKSNAP_DIVERGENCE or its default */
+} report_opts;
+
+typedef struct report_file {
+    char *path;
+    rsc_summary sum;
+} report_file;
+
+/* The paths to read: each operand, a directory standing for its rank-*.rsnap files. */
+typedef struct path_list {
+    size_t n, cap;
+    char **v;
+} path_list;
+
+static int path_push(path_list *l, const char *dir, const char *name)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char **v = realloc(l->v, cap * sizeof *v);
+        if (!v) return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    size_t len = (dir ? strlen(dir) + 1 : 0) + strlen(name) + 1;
+    char *p = malloc(len);
+    if (!p) return -1;
+    if (dir)
+        snprintf(p, len, "%s/%s", dir, name);
+    else
+        snprintf(p, len, "%s", name);
+    l->v[l->n++] = p;
+    return 0;
+}
+
+static void path_list_free(path_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int is_rank_file(const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(name, "rank-", 5) == 0 && n > 11 && strcmp(name + n - 6, ".rsnap") == 0;
+}
+
+/* Adds the rank files of `dir` in name order; -1 (and a message) when there are none. */
+static int add_dir(path_list *l, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "ranksnap: %s: cannot open the directory: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    size_t first = l->n;
+    struct dirent *e;
+    int oom = 0;
+    while ((e = readdir(d)) != NULL)
+        if (is_rank_file(e->d_name) && path_push(l, dir, e->d_name) != 0) oom = 1;
+    closedir(d);
+    if (oom) {
+        fprintf(stderr, "ranksnap: %s: out of memory listing the directory\n", dir);
+        return -1;
+    }
+    if (l->n == first) {
+        fprintf(stderr, "ranksnap: %s: no rank-*.rsnap files in this directory\n", dir);
+        return -1;
+    }
+    qsort(l->v + first, l->n - first, sizeof *l->v, cmp_str);
+    return 0;
+}
+
+static const char *divergence_from(const char *name, void *ctx)
+{
+    const char *flag = ctx;
+    if (strcmp(name, "RANKSNAP_DIVERGENCE") != 0) return NULL;
+    return flag ? flag : getenv(name);
+}
+
+/* The flag, else RANKSNAP_DIVERGENCE, parsed by the options table's own parser; only that one
+ * variable is read, so that a bad value of an unrelated RANKSNAP_* does not stop a report. */
+static int report_divergence(const report_opts *o, double *pct)
+{
+    rs_options opts;
+    if (rs_options_load(&opts, divergence_from, (void *)o->divergence) != RANKSNAP_OK) {
+        if (o->divergence)
+            fprintf(stderr, "ranksnap report: --divergence '%s': expected a percentage such as "
+                            "5%% or 2.5, above 0 and at most 1000\n", o->divergence);
+        else
+            fprintf(stderr, "ranksnap: %s\n", ranksnap_last_error());
+        return -1;
+    }
+    *pct = opts.divergence;
+    return 0;
+}
+
+/* `--name VALUE` or `--name=VALUE`; returns 1 when argv[*i] is the flag (advancing *i over its
+ * value), 0 when it is not, -1 when its value is missing. */
+static int flag_value(const char *name, int argc, char **argv, int *i, const char **value)
+{
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n) != 0) return 0;
+    if (a[n] == '=') {
+        *value = a + n + 1;
+        return 1;
+    }
+    if (a[n] != '\0') return 0;
+    if (*i + 1 >= argc) return -1;
+    *value = argv[++*i];
+    return 1;
+}
+
+static int report_parse(const rs_verb *verb, int argc, char **argv, report_opts *o,
+                        path_list *operands, int *code)
+{
+    int flags_done = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (flags_done || a[0] != '-' || a[1] == '\0') {
+            if (path_push(operands, NULL, a) != 0) {
+                fprintf(stderr, "ranksnap report: out of memory\n");
+                *code = RS_EXIT_FAILED;
+                return -1;
+            }
+            continue;
+        }
+        int got;
+        if (strcmp(a, "--") == 0) {
+            flags_done = 1;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            verb_usage(stdout, verb);
+            *code = RS_EXIT_OK;
+            return -1;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+        } else if (strcmp(a, "--allow-mixed-jobs") == 0) {
+            o->allow_mixed_jobs = 1;
+        } else if ((got = flag_value("--out", argc, argv, &i, &o->out_dir)) != 0 ||
+                   (got = flag_value("--divergence", argc, argv, &i, &o->divergence)) != 0) {
+            if (got < 0 || (o->out_dir && !*o->out_dir) || (o->divergence && !*o->divergence)) {
+                fprintf(stderr, "ranksnap report: %s expects a value\n", a);
+                verb_usage(stderr, verb);
+                *code = RS_EXIT_USAGE;
+                return -1;
+            }
+        } else {
+            fprintf(stderr, "ranksnap report: unknown option '%s'\n", a);
+            verb_usage(stderr, verb);
+            *code = RS_EXIT_USAGE;
+            return -1;
+        }
+    }
+    if (operands->n == 0) {
+        fprintf(stderr, "ranksnap report: expected a directory or at least one FILE\n");
+        verb_usage(stderr, verb);
+        *code = RS_EXIT_USAGE;
+        return -1;
+    }
+    return 0;
+}
+
+static int cmp_file_rank(const void *pa, const void *pb)
+{
+    const report_file *a = pa, *b = pb;
+    if (a->sum.rank != b->sum.rank) return a->sum.rank < b->sum.rank ? -1 : 1;
+    return strcmp(a->path, b->path);
+}
+
+/* Two files of one rank, or of two jobs without --allow-mixed-jobs: the report would compare the
+ * wrong things, so there is none. Files are in rank order. */
+static int report_check_files(const report_opts *o, const report_file *f, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        if (f[i].sum.rank == f[i - 1].sum.rank) {
+            fprintf(stderr, "ranksnap: %s and %s are both rank %d; give one snapshot per rank\n",
+                    f[i - 1].path, f[i].path, (int)f[i].sum.rank);
+            return -1;
+        }
+    }
+    if (o->allow_mixed_jobs) return 0;
+    for (size_t i = 1; i < n; i++) {
+        if (strcmp(f[i].sum.job, f[0].sum.job) != 0) {
+            fprintf(stderr, "ranksnap: %s is from job %s but %s is from job %s; pass "
+                            "--allow-mixed-jobs to compare them anyway\n",
+                    f[i].path, f[i].sum.job[0] ? f[i].sum.job : "(none)", f[0].path,
+                    f[0].sum.job[0] ? f[0].sum.job : "(none)");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* 1 when rank's full snapshot is wanted: the reference and every rank with a verdict. */
+static int needs_full(const rsc_result *r, int32_t rank)
+{
+    if (rank == r->reference_rank) return 1;
+    for (size_t i = 0; i < r->n_oom; i++)
+        if (r->oom[i].rank == rank) return 1;
+    for (size_t i = 0; i < r->n_divergent; i++)
+        if (r->divergent[i].rank == rank) return 1;
+    return 0;
+}
+
+/* Renders the report into a malloc'ed string. */
+static ranksnap_status render(const rsc_result *r, int json, char **text, size_t *len)
+{
+    *text = NULL;
+    *len = 0;
+    FILE *m = open_memstream(text, len);
+    if (!m) return RANKSNAP_ERR_HOST_MEMORY;
+    ranksnap_status st = json ? rsc_report_json(m, r) : rsc_report_text(m, r);
+    if (fclose(m) != 0 && st == RANKSNAP_OK) st = RANKSNAP_ERR_HOST_MEMORY;
+    if (st != RANKSNAP_OK) {
+        free(*text);
+        *text = NULL;
+    }
+    return st;
+}
+
+static int write_reports(const char *dir, const char *txt, size_t txt_len, const char *json,
+                         size_t json_len)
+{
+    struct stat sb;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ranksnap: --out %s: cannot create the directory: %s\n", dir,
+                strerror(errno));
+        return -1;
+    }
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "ranksnap: --out %s: not a directory\n", dir);
+        return -1;
+    }
+    const char *names[2] = {"report.txt", "report.json"};
+    const char *bufs[2] = {txt, json};
+    size_t lens[2] = {txt_len, json_len};
+    for (int i = 0; i < 2; i++) {
+        size_t n = strlen(dir) + strlen(names[i]) + 2;
+        char *path = malloc(n);
+        if (!path) {
+            fprintf(stderr, "ranksnap: out of memory\n");
+            return -1;
+        }
+        snprintf(path, n, "%s/%s", dir, names[i]);
+        ranksnap_status st = rs_write_file_atomic(path, bufs[i], lens[i]);
+        if (st != RANKSNAP_OK) report_failure(path, st);
+        free(path);
+        if (st != RANKSNAP_OK) return -1;
+    }
+    return 0;
+}
+
+/* Compares the summaries, re-reads the flagged and reference files whole for their sites, and
+ * prints or writes the report. `failed` are the operands that could not be read. */
+static int report_emit(const report_opts *o, double pct, report_file *f, size_t n,
+                       const path_list *failed)
+{
+    int code = RS_EXIT_FAILED;
+    rsc_config cfg;
+    rsc_config_default(&cfg);
+    cfg.divergence_pct = pct;
+    int world = 0;
+    rsc_summary *sums = malloc(n * sizeof *sums);
+    rsn_snapshot **full = calloc(n, sizeof *full);
+    rsc_result *r = NULL;
+    char *txt = NULL, *json = NULL;
+    size_t txt_len = 0, json_len = 0;
+    if (!sums || !full) {
+        fprintf(stderr, "ranksnap: out of memory for %zu summaries\n", n);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sums[i] = f[i].sum;
+        if (sums[i].world_size > world) world = sums[i].world_size;
+    }
+    ranksnap_status st = rsc_compare(sums, NULL, n, world, &cfg, &r);
+    for (size_t i = 0; st == RANKSNAP_OK && i < n; i++) {
+        if (!needs_full(r, sums[i].rank)) continue;
+        /* A file that changed or vanished since the first read falls back to its summary. */
+        if (rsn_read_file(f[i].path, &full[i]) != RANKSNAP_OK ||
+            full[i]->rank != sums[i].rank) {
+            rsn_free(full[i]);
+            full[i] = NULL;
+        }
+    }
+    if (st == RANKSNAP_OK) {
+        rsc_result_free(r);
+        r = NULL;
+        st = rsc_compare(sums, (const rsn_snapshot *const *)full, n, world, &cfg, &r);
+    }
+    for (size_t i = 0; st == RANKSNAP_OK && i < failed->n; i++)
+        st = rsc_result_add_note(r, "%s could not be read and is left out", failed->v[i]);
+    if (st == RANKSNAP_OK && (!o->json || o->out_dir)) st = render(r, 0, &txt, &txt_len);
+    if (st == RANKSNAP_OK && (o->json || o->out_dir)) st = render(r, 1, &json, &json_len);
+    if (st != RANKSNAP_OK) {
+        const char *d = ranksnap_last_error();
+        fprintf(stderr, "ranksnap: report: %s\n", d[0] ? d : ranksnap_strerror(st));
+        goto done;
+    }
+    if (o->json)
+        fwrite(json, 1, json_len, stdout);
+    else
+        fwrite(txt, 1, txt_len, stdout);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "ranksnap: writing the report to stdout failed: %s\n", strerror(errno));
+        goto done;
+    }
+    if (o->out_dir && write_reports(o->out_dir, txt, txt_len, json, json_len) != 0) goto done;
+    code = RS_EXIT_OK;
+done:
+    for (size_t i = 0; full && i < n; i++) rsn_free(full[i]);
+    free(full);
+    free(sums);
+    rsc_result_free(r);
+    free(txt);
+    free(json);
+    return code;
+}
+
+static int run_report(const rs_verb *verb, int argc, char **argv)
+{
+    report_opts o = {0, 0, NULL, NULL};
+    path_list operands = {0, 0, NULL}, paths = {0, 0, NULL}, failed = {0, 0, NULL};
+    report_file *files = NULL;
+    size_t n = 0;
+    int code = RS_EXIT_OK;
+    double pct = 0;
+    if (report_parse(verb, argc, argv, &o, &operands, &code) != 0) goto done;
+    if (report_divergence(&o, &pct) != 0) {
+        code = RS_EXIT_USAGE;
+        goto done;
+    }
+    code = RS_EXIT_FAILED;
+    for (size_t i = 0; i < operands.n; i++) {
+        struct stat sb;
+        int bad = 0;
+        if (stat(operands.v[i], &sb) == 0 && S_ISDIR(sb.st_mode))
+            bad = add_dir(&paths, operands.v[i]);
+        else
+            bad = path_push(&paths, NULL, operands.v[i]);
+        if (bad && path_push(&failed, NULL, operands.v[i]) != 0) goto done;
+    }
+    files = calloc(paths.n ? paths.n : 1, sizeof *files);
+    if (!files) goto done;
+    for (size_t i = 0; i < paths.n; i++) {
+        rsn_snapshot *snap = NULL;
+        ranksnap_status st = rsn_read_file(paths.v[i], &snap);
+        if (st != RANKSNAP_OK) {
+            report_failure(paths.v[i], st);
+            if (path_push(&failed, NULL, paths.v[i]) != 0) goto done;
+            continue;
+        }
+        files[n].path = paths.v[i];
+        rsc_summarize(snap, &files[n].sum);
+        rsn_free(snap);
+        n++;
+    }
+    if (n == 0) {
+        fprintf(stderr, "ranksnap report: no snapshot could be read\n");
+        goto done;
+    }
+    qsort(files, n, sizeof *files, cmp_file_rank);
+    if (report_check_files(&o, files, n) != 0) goto done;
+    code = report_emit(&o, pct, files, n, &failed);
+done:
+    free(files);
+    path_list_free(&operands);
+    path_list_free(&paths);
+    path_list_free(&failed);
+    return code;
+}
+
 static const rs_verb rs_verbs[] = {
-    {"summary", "FILE...", "print identity, totals and peaks of each .rsnap snapshot",
+    {"summary", "FILE...", "print identity, totals and peaks of each .rsnap snapshot", NULL,
      run_summary},
+    {"report", "DIR|FILE... [--json] [--out DIR] [--divergence PCT] [--allow-mixed-jobs]",
+     "compare the ranks: peaks, OOMs, ranks diverging from the median, and the sites why",
+     "  DIR                 every rank-*.rsnap in it\n"
+     "  --json              print report.json (schema: docs/FORMAT.md) instead of the text\n"
+     "  --out DIR           also write DIR/report.txt and DIR/report.json\n"
+     "  --divergence PCT    flag ranks whose peak is more than PCT% from the median\n"
+     "                      (default: RANKSNAP_DIVERGENCE, else 5%)\n"
+     "  --allow-mixed-jobs  compare snapshots of different jobs instead of refusing\n"
+     "exit status: 0 a report was produced, 1 no snapshot could be read (or two of one rank,\n"
+     "or of different jobs), 2 usage error\n",
+     run_report},
 };
 
 #define RS_N_VERBS (sizeof rs_verbs / sizeof rs_verbs[0])
@@ -107,7 +513,7 @@ static void usage(FILE *out)
                  "Compare the GPU memory of the ranks of an MPI job from their ranksnap "
                  "snapshots.\n\nverbs:\n");
     for (size_t i = 0; i < RS_N_VERBS; i++)
-        fprintf(out, "  %-10s %-12s %s\n", rs_verbs[i].name, rs_verbs[i].args,
+        fprintf(out, "  %-8s %s\n  %-8s   %s\n", rs_verbs[i].name, rs_verbs[i].args, "",
                 rs_verbs[i].summary);
     fprintf(out, "\noptions:\n"
                  "  -h, --help     this text (ranksnap VERB --help for a verb)\n"

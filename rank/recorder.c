@@ -29,11 +29,13 @@ static_assert(sizeof(rs_event) == 32, "an event is 32 bytes (see recorder.h)");
 #define RS_TABLE_MIN_SLOTS 16u
 
 struct rs_recorder {
-    int enabled; /* first: the only field an append reads while recording is off */
+    rs_recorder_head pub; /* first (see rs_recorder_on): the only field an append reads while
+                            * recording is off */
     int with_stacks;
     rs_event *ring;
     uint64_t capacity, head, count, total;
     rs_stacks *stacks;
+    rs_fastclock clock; /* event times: a TSC read instead of clock_gettime (clock.h) */
 
     void *last_stream; /* cache of the last non-NULL stream and its index */
     uint16_t last_index;
@@ -89,6 +91,7 @@ ranksnap_status rs_recorder_create(uint64_t capacity, rs_stacks *stacks, rs_reco
     r->stacks = stacks;
     r->with_stacks = stacks != NULL && rs_stacks_mode_of(stacks) != RS_STACKS_NONE;
     r->grow_budget = UINT64_MAX;
+    rs_fastclock_init(&r->clock);
     *out = r;
     return RANKSNAP_OK;
 }
@@ -107,12 +110,12 @@ void rs_recorder_destroy(rs_recorder *r)
 
 void rs_recorder_set_enabled(rs_recorder *r, int on)
 {
-    if (r) r->enabled = on ? 1 : 0;
+    if (r) r->pub.enabled = on ? 1 : 0;
 }
 
 int rs_recorder_enabled(const rs_recorder *r)
 {
-    return r ? r->enabled : 0;
+    return r ? r->pub.enabled : 0;
 }
 
 void rs_recorder_fail_allocs_after(rs_recorder *r, uint64_t n)
@@ -226,7 +229,7 @@ static inline void rs_push(rs_recorder *r, rs_action act, uint64_t addr, uint64_
                            void *stream, uint32_t stack_id)
 {
     rs_event *e = &r->ring[r->head];
-    e->time_us = rs_now_us();
+    e->time_us = rs_fastclock_now_us(&r->clock);
     e->addr = addr;
     e->size = size;
     e->stack_id = stack_id;
@@ -257,7 +260,7 @@ __attribute__((noinline)) static uint32_t rs_append_slow(rs_recorder *r, rs_acti
 uint32_t rs_recorder_append(rs_recorder *r, rs_action act, uint64_t addr, uint64_t size,
                             void *stream, int with_stack, int skip)
 {
-    if (!r->enabled) return 0;
+    if (!r->pub.enabled) return 0;
     uint32_t stack_id = rs_append_slow(r, act, addr, size, stream, with_stack, skip);
     atomic_signal_fence(memory_order_seq_cst);
     return stack_id;
@@ -266,7 +269,7 @@ uint32_t rs_recorder_append(rs_recorder *r, rs_action act, uint64_t addr, uint64
 void rs_recorder_append_id(rs_recorder *r, rs_action act, uint64_t addr, uint64_t size,
                            void *stream, uint32_t stack_id)
 {
-    if (!r->enabled) return;
+    if (!r->pub.enabled) return;
     rs_push(r, act, addr, size, stream, stack_id);
 }
 

@@ -36,6 +36,20 @@ void rs_recorder_destroy(rs_recorder *r);
 void rs_recorder_set_enabled(rs_recorder *r, int on);
 int rs_recorder_enabled(const rs_recorder *r);
 
+/* The first member of every recorder: its switch, readable inline where a call to
+ * rs_recorder_enabled (in another file, so never inlined) is too dear, as in the allocator's
+ * observer, which runs three times per malloc+free pair. A pointer to a struct points to its
+ * first member (C11 6.7.2.1), so the cast below is well defined. */
+typedef struct rs_recorder_head {
+    int enabled;
+} rs_recorder_head;
+
+/* rs_recorder_enabled for a non-NULL recorder, inline. Same locking as every recorder call. */
+static inline int rs_recorder_on(const rs_recorder *r)
+{
+    return ((const rs_recorder_head *)(const void *)r)->enabled;
+}
+
 /* Appends one event stamped now; captures and interns the stack when `with_stack` and stacks
  * are on (skipping `skip` innermost frames). Returns the stack id (0 = none). No-op returning 0
  * when recording is off. */

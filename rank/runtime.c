@@ -30,11 +30,17 @@
 #include "alloc.h"
 #include "backend.h"
 #include "clock.h"
+#include "compare.h"
+#include "coord.h"
 #include "errors.h"
 #include "log.h"
 #include "options.h"
+#include "passthrough.h"
+#include "pmpi.h"
+#include "read_rsnap.h"
 #include "recorder.h"
 #include "runtime.h"
+#include "schedule.h"
 #include "snapshot.h"
 #include "stacks.h"
 
@@ -57,6 +63,20 @@ typedef struct rs_runtime {
     size_t n_ranges;       /* recorded step ranges, guarded by the allocator lock */
     rs_step_range ranges[RS_MAX_RANGES];
     uint64_t outside_peak; /* device memory used outside the allocator, highest sample */
+    rs_coord *coord;       /* the ranks, over MPI (a world of one without) */
+    rs_schedule sched;     /* RANKSNAP_STEPS plus triggered ranges */
+    int in_range;          /* a scheduled range is being recorded (guarded by the allocator lock) */
+    int reported;          /* a range ended and was gathered; finalize need not repeat it */
+    pthread_t timer;       /* drives time:A:B ranges */
+    int timer_running;
+    pthread_mutex_t timer_mu;
+    pthread_cond_t timer_cv;
+    int timer_stop;
+    int64_t epoch_us;      /* init, on rank 0's time base (time:A:B counts from here) */
+    char step_on_name[64]; /* RANKSNAP_STEP_ON's collective, "" = none */
+    long step_on_every;
+    long step_on_calls;
+    int64_t step_on_next;
 } rs_runtime;
 
 static pthread_mutex_t rs_init_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -119,19 +139,32 @@ static void rs_job_from_env(rs_runtime *rt)
 
 /* ---- observer ------------------------------------------------------------------------------- */
 
-/* Called by the allocator with its lock held. */
-static uint32_t rs_observe(void *ctx, rs_action act, uint64_t addr, uint64_t size, void *stream)
+/* The observer while recording. Out of line so that rs_observe, with recording off, is a load,
+ * a test and a return: the register saves this part needs are not made for every event. */
+__attribute__((noinline)) static uint32_t rs_observe_on(rs_runtime *rt, rs_action act,
+                                                        uint64_t addr, uint64_t size, void *stream)
 {
-    rs_runtime *rt = ctx;
-    if (!rs_recorder_enabled(rt->recorder)) return 0;
     uint32_t id = 0;
-    if (rs_pending.n > 0 &&
-        (act == RS_ACT_ALLOC || act == RS_ACT_SEGMENT_ALLOC || act == RS_ACT_OOM)) {
-        if (rs_pending.id == 0) rs_pending.id = rs_stacks_intern(rt->stacks, rs_pending.pcs, rs_pending.n);
-        id = rs_pending.id;
+    /* The thread-local buffer only with stacks on: each access to it is a call to
+     * __tls_get_addr from a shared library. */
+    if (rt->stacks && (act == RS_ACT_ALLOC || act == RS_ACT_SEGMENT_ALLOC || act == RS_ACT_OOM)) {
+        rs_pending_stack *ps = &rs_pending;
+        if (ps->n > 0) {
+            if (ps->id == 0) ps->id = rs_stacks_intern(rt->stacks, ps->pcs, ps->n);
+            id = ps->id;
+        }
     }
     rs_recorder_append_id(rt->recorder, act, addr, size, stream, id);
     return id;
+}
+
+/* Called by the allocator with its lock held. rs_recorder_on is inline, not a call into
+ * recorder.c: with recording off this is all an event costs. */
+static uint32_t rs_observe(void *ctx, rs_action act, uint64_t addr, uint64_t size, void *stream)
+{
+    rs_runtime *rt = ctx;
+    if (!rs_recorder_on(rt->recorder)) return 0;
+    return rs_observe_on(rt, act, addr, size, stream);
 }
 
 /* ---- init / finalize ------------------------------------------------------------------------ */
@@ -144,14 +177,48 @@ static ranksnap_status rs_backend_open(rs_runtime *rt)
     return rs_backend_sim_create(rt->opts.sim_capacity, &rt->backend);
 }
 
+static void rs_timer_stop(rs_runtime *rt);
+
 static void rs_runtime_destroy(rs_runtime *rt)
 {
     if (!rt) return;
+    rs_timer_stop(rt);
     if (rt->alloc) rs_alloc_destroy(rt->alloc);
     if (rt->recorder) rs_recorder_destroy(rt->recorder);
     if (rt->stacks) rs_stacks_destroy(rt->stacks);
     if (rt->backend) rt->backend->ops->destroy(rt->backend);
+    if (rt->coord) rs_coord_destroy(rt->coord);
     free(rt);
+}
+
+/* The collectives RANKSNAP_STEP_ON can count (pmpi.c wraps each of them). */
+static const char *const rs_step_on_names[] = {"MPI_Allreduce", "MPI_Barrier",   "MPI_Bcast",
+                                               "MPI_Reduce",    "MPI_Allgather", "MPI_Alltoall",
+                                               "MPI_Reduce_scatter", NULL};
+
+static ranksnap_status rs_parse_step_on(rs_runtime *rt)
+{
+    const char *v = rt->opts.step_on;
+    if (!v[0]) return RANKSNAP_OK;
+    const char *colon = strchr(v, ':');
+    size_t n = colon ? (size_t)(colon - v) : strlen(v);
+    long every = 1;
+    if (colon) {
+        char *end;
+        errno = 0;
+        every = strtol(colon + 1, &end, 10);
+        if (errno || *end || end == colon + 1 || every < 1) n = 0;
+    }
+    for (const char *const *name = rs_step_on_names; n && *name; name++)
+        if (strlen(*name) == n && !strncmp(*name, v, n)) {
+            snprintf(rt->step_on_name, sizeof rt->step_on_name, "%s", *name);
+            rt->step_on_every = every;
+            return RANKSNAP_OK;
+        }
+    return rs_error(RANKSNAP_ERR_OPTION,
+                    "RANKSNAP_STEP_ON=%.100s: expected a collective and a call count such as "
+                    "MPI_Allreduce:1; collectives: MPI_Allreduce, MPI_Barrier, MPI_Bcast, MPI_Reduce, "
+                    "MPI_Allgather, MPI_Alltoall, MPI_Reduce_scatter", v);
 }
 
 static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
@@ -161,31 +228,26 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
     ranksnap_status st = rs_options_load_env(&rt->opts);
     if (st != RANKSNAP_OK) goto fail;
     if (rt->opts.disable) {
-        st = rs_error(RANKSNAP_ERR_DISABLED, "RANKSNAP_DISABLE is set: ranksnap stays out of the way");
+        st = rs_passthrough_init(rt->opts.backend, rt->opts.sim_capacity);
+        if (st == RANKSNAP_OK)
+            st = rs_error(RANKSNAP_ERR_DISABLED, "RANKSNAP_DISABLE is set: ranksnap passes calls through");
         goto fail;
     }
+    if ((st = rs_schedule_parse(rt->opts.steps, &rt->sched)) != RANKSNAP_OK) goto fail;
+    if ((st = rs_parse_step_on(rt)) != RANKSNAP_OK) goto fail;
     if (gethostname(rt->host, sizeof rt->host) != 0) snprintf(rt->host, sizeof rt->host, "unknown");
     rt->host[sizeof rt->host - 1] = '\0';
     rs_identity_from_env(rt);
+    if ((st = rs_coord_create(mpi_comm, &rt->coord)) != RANKSNAP_OK) goto fail;
     if (mpi_comm) {
-#if defined(RANKSNAP_HAVE_MPI)
-        int inited = 0;
-        MPI_Comm comm = *(const MPI_Comm *)mpi_comm;
-        if (MPI_Initialized(&inited) != MPI_SUCCESS || !inited) {
-            st = rs_error(RANKSNAP_ERR_MPI, "ranksnap_init: a communicator was given but MPI is not initialized");
-            goto fail;
-        }
-        if (MPI_Comm_rank(comm, &rt->rank) != MPI_SUCCESS ||
-            MPI_Comm_size(comm, &rt->world_size) != MPI_SUCCESS) {
-            st = rs_error(RANKSNAP_ERR_MPI, "ranksnap_init: MPI_Comm_rank/MPI_Comm_size failed on the given communicator");
-            goto fail;
-        }
-#else
-        st = rs_error(RANKSNAP_ERR_UNSUPPORTED, "ranksnap_init: this ranksnap was built without MPI; pass NULL");
-        goto fail;
-#endif
+        rt->rank = rs_coord_rank(rt->coord);
+        rt->world_size = rs_coord_size(rt->coord);
     }
-    rs_job_from_env(rt);
+    rt->epoch_us = (int64_t)rs_now_us() + rs_coord_clock_offset_us(rt->coord);
+    if (rt->opts.job[0])
+        snprintf(rt->job, sizeof rt->job, "%s", rt->opts.job);
+    else
+        rs_job_from_env(rt);
     rs_log_configure(rt->opts.debug_level, rt->opts.debug_subsys, rt->rank);
     rt->step = -1;
 
@@ -212,22 +274,36 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
     st = rs_alloc_create(rt->backend, &cfg, &rt->alloc);
     if (st != RANKSNAP_OK) goto fail;
 
-    if (rt->opts.record) {
+    /* The whole run (RANKSNAP_STEPS empty) is one range that starts now; step ranges start at
+     * their first step, time ranges when the timer says so. */
+    if (rt->opts.record && rt->sched.whole_run) {
         rs_recorder_set_enabled(rt->recorder, 1);
         atomic_store(&rt->recording, 1);
+        rt->in_range = 1;
         rt->ranges[0].begin = 0;
         rt->ranges[0].end = -1;
         rt->n_ranges = 1;
     }
-    RS_INFO(RS_SUB_INIT, "init: rank %d of %d, backend %s (%s, %llu bytes), limit %llu, stacks %s",
+    RS_INFO(RS_SUB_INIT, "init: rank %d of %d, backend %s (%s, %llu bytes), limit %llu, stacks %s, steps \"%s\"",
             rt->rank, rt->world_size, rt->backend->ops->name, rt->device.name,
             (unsigned long long)rt->device.total_bytes, (unsigned long long)rt->memory_limit,
-            rt->opts.stacks == RS_STACKS_NONE ? "none" : rt->opts.stacks == RS_STACKS_FP ? "fp" : "native");
+            rt->opts.stacks == RS_STACKS_NONE ? "none" : rt->opts.stacks == RS_STACKS_FP ? "fp" : "native",
+            rt->opts.steps);
     *out = rt;
     return RANKSNAP_OK;
 fail:
     rs_runtime_destroy(rt);
     return st;
+}
+
+static ranksnap_status rs_end_of_range(rs_runtime *rt);
+static ranksnap_status rs_timer_start(rs_runtime *rt);
+
+/* For processes whose MPI ranksnap started: gather and finalise MPI even if the program never
+ * calls ranksnap_finalize. */
+static void rs_atexit_finalize(void)
+{
+    ranksnap_finalize();
 }
 
 ranksnap_status ranksnap_init(const void *mpi_comm)
@@ -236,8 +312,20 @@ ranksnap_status ranksnap_init(const void *mpi_comm)
     ranksnap_status st = RANKSNAP_OK;
     if (!rs_get()) {
         rs_runtime *rt = NULL;
+        if (!mpi_comm) {
+            int joined = rs_mpi_join(&mpi_comm);
+            if (joined < 0) {
+                pthread_mutex_unlock(&rs_init_lock);
+                return rs_error(RANKSNAP_ERR_MPI, "ranksnap_init: launched as one of several ranks, "
+                                "but MPI_Init_thread failed (RANKSNAP_MPI=0 keeps ranksnap off MPI)");
+            }
+            if (joined > 0) atexit(rs_atexit_finalize);
+        }
         st = rs_runtime_create(mpi_comm, &rt);
-        if (st == RANKSNAP_OK) atomic_store_explicit(&rs_instance, rt, memory_order_release);
+        if (st == RANKSNAP_OK) {
+            atomic_store_explicit(&rs_instance, rt, memory_order_release);
+            if (rt->sched.time_based && rt->opts.record) st = rs_timer_start(rt);
+        }
     }
     pthread_mutex_unlock(&rs_init_lock);
     return st;
@@ -246,10 +334,27 @@ ranksnap_status ranksnap_init(const void *mpi_comm)
 ranksnap_status ranksnap_finalize(void)
 {
     pthread_mutex_lock(&rs_init_lock);
-    rs_runtime *rt = atomic_exchange(&rs_instance, NULL);
+    rs_runtime *rt = rs_get();
+    ranksnap_status st = RANKSNAP_OK;
+    if (rt) {
+        rs_timer_stop(rt);
+        /* A range still open (the whole run, "10:", a time range) or a time range that ended
+         * since the last step is gathered and reported now, while MPI still works. */
+        if (rt->in_range || (rt->sched.time_based && !rt->reported && rt->n_ranges > 0)) {
+            rs_alloc_lock(rt->alloc);
+            if (rt->n_ranges > 0 && rt->ranges[rt->n_ranges - 1].end < 0)
+                rt->ranges[rt->n_ranges - 1].end = rt->step < 0 ? 0 : rt->step + 1;
+            rt->in_range = 0;
+            rs_alloc_unlock(rt->alloc);
+            st = rs_end_of_range(rt);
+        }
+    }
+    atomic_store(&rs_instance, NULL);
     pthread_mutex_unlock(&rs_init_lock);
     rs_runtime_destroy(rt);
-    return RANKSNAP_OK;
+    rs_passthrough_shutdown();
+    rs_mpi_release();
+    return st;
 }
 
 #define RS_NEED(rt)                                                                                \
@@ -262,20 +367,32 @@ ranksnap_status ranksnap_malloc(void **ptr, size_t size, void *stream)
 {
     if (!ptr) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_malloc: ptr is NULL");
     *ptr = NULL;
-    RS_NEED(rt);
-    rs_pending.n = 0;
-    rs_pending.id = 0;
-    if (rt->stacks && atomic_load_explicit(&rt->recording, memory_order_relaxed))
-        rs_pending.n = rs_stacks_capture_pcs(rt->stacks, 1, rs_pending.pcs);
+    rs_runtime *rt = rs_get();
+    if (!rt) {
+        if (rs_passthrough_on()) return rs_passthrough_malloc(ptr, size);
+        return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "ranksnap_malloc: call ranksnap_init() first");
+    }
+    /* Without stacks to capture the thread-local buffer is not touched (its address is a call
+     * to __tls_get_addr in a shared library): it holds n == 0 between calls, so the observer
+     * finds no stack. */
+    if (!rt->stacks || !atomic_load_explicit(&rt->recording, memory_order_relaxed))
+        return rs_alloc_malloc(rt->alloc, size, stream, ptr);
+    rs_pending_stack *ps = &rs_pending;
+    ps->id = 0;
+    ps->n = rs_stacks_capture_pcs(rt->stacks, 1, ps->pcs);
     ranksnap_status st = rs_alloc_malloc(rt->alloc, size, stream, ptr);
-    rs_pending.n = 0;
+    ps->n = 0;
     return st;
 }
 
 ranksnap_status ranksnap_free(void *ptr)
 {
     if (!ptr) return RANKSNAP_OK;
-    RS_NEED(rt);
+    rs_runtime *rt = rs_get();
+    if (!rt) {
+        if (rs_passthrough_on()) return rs_passthrough_free(ptr);
+        return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "ranksnap_free: call ranksnap_init() first");
+    }
     return rs_alloc_free(rt->alloc, ptr);
 }
 
@@ -306,19 +423,149 @@ static uint64_t rs_sample_outside(rs_runtime *rt, uint64_t reserved)
     return outside;
 }
 
+/* Starts a recorded range at the current step: fresh history and peaks, so that the range's
+ * snapshot and report are about the range. Allocator lock held. */
+static void rs_range_begin_locked(rs_runtime *rt, int64_t at)
+{
+    rs_recorder_clear(rt->recorder);
+    rs_recorder_set_enabled(rt->recorder, 1);
+    atomic_store(&rt->recording, 1);
+    rt->in_range = 1;
+    rt->reported = 0;
+    if (rt->n_ranges < RS_MAX_RANGES) {
+        rt->ranges[rt->n_ranges].begin = at;
+        rt->ranges[rt->n_ranges].end = -1;
+        rt->n_ranges++;
+    } else {
+        /* past RS_MAX_RANGES the last slot stands for every later range */
+        rt->ranges[RS_MAX_RANGES - 1].end = -1;
+    }
+}
+
+static void rs_range_end_locked(rs_runtime *rt, int64_t at)
+{
+    rs_recorder_set_enabled(rt->recorder, 0);
+    atomic_store(&rt->recording, 0);
+    rt->in_range = 0;
+    if (rt->n_ranges > 0) rt->ranges[rt->n_ranges - 1].end = at;
+}
+
 ranksnap_status ranksnap_step(int64_t step)
 {
     RS_NEED(rt);
+    ranksnap_status st = RANKSNAP_OK;
+    int64_t start;
+    if (rs_coord_poll_trigger(rt->coord, step, rt->opts.dir, rt->opts.trigger_lag, &start)) {
+        /* A start already passed (this rank ran ahead) begins at once: the snapshot's ranges
+         * say which steps it really holds. */
+        if (start < step) start = step;
+        if (rs_schedule_add(&rt->sched, start, start + rt->opts.trigger_steps) != RANKSNAP_OK)
+            RS_WARN(RS_SUB_RECORD, "trigger: %s", ranksnap_last_error());
+    }
+    int want = !rt->sched.time_based && !rt->sched.whole_run && rt->opts.record &&
+               rs_schedule_contains(&rt->sched, step);
+    int ended = 0;
     rs_alloc_set_step(rt->alloc, step);
+    if (want && !rt->in_range) rs_alloc_reset_peak_stats(rt->alloc);
     ranksnap_stats s;
     memset(&s, 0, sizeof s);
     rs_alloc_get_stats(rt->alloc, &s);
     rs_alloc_lock(rt->alloc);
     rt->step = step;
+    if (!rt->sched.time_based && !rt->sched.whole_run) {
+        if (want && !rt->in_range) {
+            rs_range_begin_locked(rt, step);
+            RS_INFO(RS_SUB_RECORD, "recording from step %lld", (long long)step);
+        } else if (!want && rt->in_range) {
+            rs_range_end_locked(rt, step);
+            ended = 1;
+        }
+    }
     rs_sample_outside(rt, s.reserved_bytes);
     rs_recorder_append_id(rt->recorder, RS_ACT_STEP, 0, (uint64_t)step, NULL, 0);
     rs_alloc_unlock(rt->alloc);
+    if (ended) {
+        RS_INFO(RS_SUB_RECORD, "recorded range ends before step %lld: gathering", (long long)step);
+        st = rs_end_of_range(rt);
+    }
+    return st;
+}
+
+/* RANKSNAP_STEP_ON: pmpi.c reports each completed call of a wrapped collective. Every N-th call
+ * of the configured one is a step boundary, numbered from 0. */
+void rs_runtime_collective_done(const char *name)
+{
+    rs_runtime *rt = rs_get();
+    if (!rt || !rt->step_on_every || strcmp(name, rt->step_on_name) != 0) return;
+    if (++rt->step_on_calls % rt->step_on_every != 0) return;
+    ranksnap_step(rt->step_on_next++);
+}
+
+/* ---- time ranges -------------------------------------------------------------------------- */
+
+/* Sleeps until `at_us` on rank 0's time base, or until stopped; 0 when stopped. */
+static int rs_timer_sleep_until(rs_runtime *rt, int64_t at_us)
+{
+    int64_t local = at_us - rs_coord_clock_offset_us(rt->coord);
+    struct timespec ts = {(time_t)(local / 1000000), (long)(local % 1000000) * 1000};
+    pthread_mutex_lock(&rt->timer_mu);
+    while (!rt->timer_stop)
+        if (pthread_cond_timedwait(&rt->timer_cv, &rt->timer_mu, &ts) == ETIMEDOUT) break;
+    int go = !rt->timer_stop;
+    pthread_mutex_unlock(&rt->timer_mu);
+    return go;
+}
+
+/* time:A:B ranges start and stop recording on every rank at the same instant of rank 0's clock;
+ * the gather that needs every rank at once waits for finalize, a point all ranks reach. */
+static void *rs_timer_main(void *arg)
+{
+    rs_runtime *rt = arg;
+    for (size_t i = 0; i < rt->sched.n; i++) {
+        const rs_range *r = &rt->sched.r[i];
+        if (!rs_timer_sleep_until(rt, rt->epoch_us + r->begin * 1000000)) return NULL;
+        rs_alloc_reset_peak_stats(rt->alloc);
+        rs_alloc_lock(rt->alloc);
+        rs_range_begin_locked(rt, rt->step < 0 ? 0 : rt->step);
+        rs_alloc_unlock(rt->alloc);
+        RS_INFO(RS_SUB_RECORD, "time range %lld:%lld s: recording", (long long)r->begin, (long long)r->end);
+        if (r->end < 0) return NULL;
+        if (!rs_timer_sleep_until(rt, rt->epoch_us + r->end * 1000000)) return NULL;
+        rs_alloc_lock(rt->alloc);
+        rs_range_end_locked(rt, rt->step < 0 ? 0 : rt->step + 1);
+        rs_alloc_unlock(rt->alloc);
+        RS_INFO(RS_SUB_RECORD, "time range %lld:%lld s: stopped", (long long)r->begin, (long long)r->end);
+    }
+    return NULL;
+}
+
+static ranksnap_status rs_timer_start(rs_runtime *rt)
+{
+    pthread_condattr_t ca;
+    if (pthread_mutex_init(&rt->timer_mu, NULL) != 0 || pthread_condattr_init(&ca) != 0)
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_STEPS=time:...: cannot create the timer");
+    /* the deadlines are wall-clock times (rank 0's epoch), so the condition waits on CLOCK_REALTIME */
+    pthread_condattr_setclock(&ca, CLOCK_REALTIME);
+    int rc = pthread_cond_init(&rt->timer_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc != 0) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_STEPS=time:...: cannot create the timer");
+    if (pthread_create(&rt->timer, NULL, rs_timer_main, rt) != 0)
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_STEPS=time:...: cannot start the timer thread");
+    rt->timer_running = 1;
     return RANKSNAP_OK;
+}
+
+static void rs_timer_stop(rs_runtime *rt)
+{
+    if (!rt->timer_running) return;
+    pthread_mutex_lock(&rt->timer_mu);
+    rt->timer_stop = 1;
+    pthread_cond_broadcast(&rt->timer_cv);
+    pthread_mutex_unlock(&rt->timer_mu);
+    pthread_join(rt->timer, NULL);
+    rt->timer_running = 0;
+    pthread_cond_destroy(&rt->timer_cv);
+    pthread_mutex_destroy(&rt->timer_mu);
 }
 
 static ranksnap_status rs_annotate(rs_action act, const char *name, const char *fn)
@@ -423,14 +670,10 @@ ranksnap_status rs_runtime_default_path(char *buf, size_t n)
     return RANKSNAP_OK;
 }
 
-ranksnap_status rs_runtime_dump(const char *path, int complete)
+/* Encodes this rank's snapshot into a malloc'ed buffer: state, history and stacks taken at one
+ * instant under the allocator lock. */
+static ranksnap_status rs_runtime_encode(rs_runtime *rt, int complete, char **out, size_t *out_len)
 {
-    RS_NEED(rt);
-    char defpath[RS_PATH_MAX + 32];
-    if (!path) {
-        RS_CHECK(rs_runtime_default_path(defpath, sizeof defpath));
-        path = defpath;
-    }
     uint64_t t0 = rs_now_us();
     rs_snapshot_src src;
     memset(&src, 0, sizeof src);
@@ -494,18 +737,127 @@ ranksnap_status rs_runtime_dump(const char *path, int complete)
         src.recorder = rt->recorder;
         src.symbols = rt->stacks ? &sym : NULL;
         src.time_us = t0;
+        src.clock_offset_us = rs_coord_clock_offset_us(rt->coord);
+        src.clock_uncertainty_us = rs_coord_clock_uncertainty_us(rt->coord);
         st = rs_snapshot_encode(&src, &buf, &len);
     }
     rs_alloc_unlock(rt->alloc);
     rs_symbols_free(&sym);
     rs_alloc_state_free(&state);
     if (st != RANKSNAP_OK) return st;
-    st = rs_write_file_atomic(path, buf, len);
+    RS_INFO(RS_SUB_DUMP, "encoded %zu bytes in %.1f ms", len, (double)(rs_now_us() - t0) / 1000.0);
+    *out = buf;
+    *out_len = len;
+    return RANKSNAP_OK;
+}
+
+ranksnap_status rs_runtime_dump(const char *path, int complete)
+{
+    RS_NEED(rt);
+    char defpath[RS_PATH_MAX + 32];
+    if (!path) {
+        RS_CHECK(rs_runtime_default_path(defpath, sizeof defpath));
+        path = defpath;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    RS_CHECK(rs_runtime_encode(rt, complete, &buf, &len));
+    ranksnap_status st = rs_write_file_atomic(path, buf, len);
     free(buf);
-    if (st == RANKSNAP_OK)
-        RS_INFO(RS_SUB_DUMP, "dump: %s, %zu bytes in %.1f ms", path, len, (double)(rs_now_us() - t0) / 1000.0);
+    if (st == RANKSNAP_OK) RS_INFO(RS_SUB_DUMP, "dump: %s, %zu bytes", path, len);
     return st;
 }
+
+/* Writes `text` of `n` bytes to RANKSNAP_DIR/name atomically. */
+static void rs_write_report_file(rs_runtime *rt, const char *name, const char *text, size_t n)
+{
+    char path[RS_PATH_MAX + 32];
+    if (rs_ensure_dir(rt->opts.dir) != RANKSNAP_OK ||
+        snprintf(path, sizeof path, "%s/%s", rt->opts.dir, name) >= (int)sizeof path ||
+        rs_write_file_atomic(path, text, n) != RANKSNAP_OK)
+        RS_WARN(RS_SUB_DUMP, "report: %s", ranksnap_last_error());
+}
+
+/* Rank 0: compares what the gather brought and prints/writes the report. */
+static void rs_report(rs_runtime *rt, const rs_gather_result *g)
+{
+    rsc_config cfg;
+    rsc_config_default(&cfg);
+    cfg.divergence_pct = rt->opts.divergence;
+    rsc_result *res = NULL;
+    if (rsc_compare(g->summaries, (const rsn_snapshot *const *)g->full, g->n, g->world_size, &cfg,
+                    &res) != RANKSNAP_OK) {
+        RS_WARN(RS_SUB_DUMP, "report: %s", ranksnap_last_error());
+        return;
+    }
+    char *text = NULL, *json = NULL;
+    size_t text_n = 0, json_n = 0;
+    FILE *ft = open_memstream(&text, &text_n);
+    FILE *fj = open_memstream(&json, &json_n);
+    int ok = ft && fj && rsc_report_text(ft, res) == RANKSNAP_OK && rsc_report_json(fj, res) == RANKSNAP_OK;
+    /* the streams' buffers are complete only once closed */
+    if (ft && fclose(ft) != 0) ok = 0;
+    if (fj && fclose(fj) != 0) ok = 0;
+    if (ok) {
+        if (rt->opts.report) {
+            fwrite(text, 1, text_n, stdout);
+            fflush(stdout);
+        }
+        rs_write_report_file(rt, "report.txt", text, text_n);
+        rs_write_report_file(rt, "report.json", json, json_n);
+    } else {
+        RS_WARN(RS_SUB_DUMP, "report: could not be formatted: %s", ranksnap_last_error());
+    }
+    free(text);
+    free(json);
+    rsc_result_free(res);
+    RS_INFO(RS_SUB_MPI, "gather: %zu of %d ranks in %.3f s, %llu bytes of summaries, %llu bytes of snapshots",
+            g->n, g->world_size, g->seconds, (unsigned long long)g->bytes_summaries,
+            (unsigned long long)g->bytes_full);
+}
+
+/* At the end of a recorded range (and at finalize for an open one), on every rank at the same
+ * step: write this rank's file, gather to rank 0, and report there. */
+static ranksnap_status rs_end_of_range(rs_runtime *rt)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    RS_CHECK(rs_runtime_encode(rt, 1, &buf, &len));
+    ranksnap_status st = RANKSNAP_OK;
+    if (rt->opts.write == RS_WRITE_ALL || (rt->opts.write == RS_WRITE_RANK0 && rt->rank == 0)) {
+        char path[RS_PATH_MAX + 32];
+        st = rs_runtime_default_path(path, sizeof path);
+        if (st == RANKSNAP_OK) st = rs_write_file_atomic(path, buf, len);
+        if (st != RANKSNAP_OK) RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
+    }
+    /* The summary is computed by the same code that reads files afterwards, from this very
+     * encoding, so the live report and `ranksnap report` cannot disagree. */
+    rsn_snapshot *self = NULL;
+    rsc_summary mine;
+    memset(&mine, 0, sizeof mine);
+    ranksnap_status dst = rsn_decode(buf, len, "this rank's snapshot", &self);
+    if (dst == RANKSNAP_OK) {
+        rsc_summarize(self, &mine);
+        rsn_free(self);
+    } else {
+        RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
+        mine.rank = rt->rank;
+        mine.world_size = rt->world_size;
+    }
+    rs_gather_result g;
+    ranksnap_status gst = rs_coord_gather(rt->coord, buf, len, &mine, rt->opts.gather,
+                                          rt->opts.gather_timeout, rt->opts.divergence, &g);
+    free(buf);
+    if (gst != RANKSNAP_OK) {
+        RS_WARN(RS_SUB_MPI, "gather: %s", ranksnap_last_error());
+        return gst;
+    }
+    if (rt->rank == 0 && g.n > 0) rs_report(rt, &g);
+    rs_gather_result_free(&g);
+    rt->reported = 1;
+    return st;
+}
+
 
 ranksnap_status ranksnap_dump(const char *path)
 {

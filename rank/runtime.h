@@ -14,4 +14,7 @@ ranksnap_status rs_runtime_default_path(char *buf, size_t n);
  * default path above. */
 ranksnap_status rs_runtime_dump(const char *path, int complete);
 
+/* pmpi.c: a wrapped collective completed (RANKSNAP_STEP_ON counts them). */
+void rs_runtime_collective_done(const char *name);
+
 #endif

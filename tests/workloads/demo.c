@@ -1,174 +1,297 @@
 /*
- * demo.c — a small "training loop" that allocates the way a transformer step does, through
- * ranksnap's public API: parameters and optimizer state once, per step activations that grow
- * layer by layer in the forward pass and are freed in reverse in the backward pass, short-lived
- * workspaces, gradients that live from the first backward on. It marks steps and annotates the
- * phases, then writes this rank's snapshot, so `ranksnap summary` has something real to show.
+ * demo.c — ranksnap-demo: a data-parallel transformer training loop, shaped for memory.
  *
- *   demo [--steps N] [--layers L] [--hidden H] [--batch B] [--out PATH] [--quiet]
+ * Each rank allocates through ranksnap's public API the way a data-parallel transformer step
+ * does: parameters, gradients and Adam state (exp_avg, exp_avg_sq) once; per layer, in the
+ * forward pass, the block's activations and attention scores, freed in reverse in the backward
+ * pass; short-lived matmul workspaces; a bucketed all-reduce of the gradients at the end of each
+ * step (MPI on the sim backend). Flags make one rank different, which is what ranksnap is for:
  *
- * Sizes are in bytes of fp32 elements; the defaults need about 1 GiB of the (simulated) device.
+ *   --diverge R:F     rank R's batch is F times larger (a constant offset)
+ *   --leak R:BYTES    rank R keeps BYTES more every step (growth)
+ *   --oom R           rank R's batch grows every step until it exceeds a memory cap
+ *   --on-oom abort|continue   what a rank does on OOM (MPI_Abort, or skip the step and go on)
+ *   --hang R:STEP:S   rank R sleeps S seconds before step STEP (a straggler)
+ *   --iters N  --layers L  --hidden H  --batch B  --quiet
+ *
+ * MPI_Init starts ranksnap (the library's PMPI wrapper) and MPI_Finalize gathers and reports, so
+ * the program itself only marks steps and annotates phases.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ranksnap.h"
 
+#define DEMO_MAX_LAYERS 256
+#define DEMO_BUCKET ((uint64_t)25 << 20) /* DDP's default bucket: 25 MiB */
+
 typedef struct demo_cfg {
-    int steps;
-    int layers;
-    uint64_t hidden;
-    uint64_t batch;
-    const char *out;
+    int iters, layers;
+    uint64_t hidden, batch;
+    int diverge_rank;
+    double diverge_factor;
+    int leak_rank;
+    uint64_t leak_bytes;
+    int oom_rank;
+    int oom_abort;
+    int hang_rank, hang_step, hang_seconds;
     int quiet;
 } demo_cfg;
 
-#define DEMO_MAX_LAYERS 256
+static int rank_ = 0;
 
-static int demo_fail(const char *what, ranksnap_status st)
+static void usage(void)
 {
-    fprintf(stderr, "demo: %s: %s: %s\n", what, ranksnap_strerror(st), ranksnap_last_error());
-    return 1;
+    fprintf(stderr, "usage: ranksnap-demo [--iters N] [--layers L] [--hidden H] [--batch B] "
+                    "[--diverge R:F] [--leak R:BYTES] [--oom R] [--on-oom abort|continue] "
+                    "[--hang R:STEP:SECONDS] [--quiet]\n");
 }
 
-/* Separate, non-inlined functions so that the snapshot's stacks name real allocation sites. */
-__attribute__((noinline)) static ranksnap_status alloc_parameters(void **p, uint64_t bytes)
+static int bad(const char *flag, const char *v, const char *expected)
 {
-    return ranksnap_malloc(p, bytes, NULL);
+    if (rank_ == 0) fprintf(stderr, "ranksnap-demo: %s \"%s\": expected %s\n", flag, v ? v : "", expected);
+    return -1;
 }
 
-__attribute__((noinline)) static ranksnap_status alloc_optimizer_state(void **p, uint64_t bytes)
-{
-    return ranksnap_malloc(p, bytes, NULL);
-}
-
-__attribute__((noinline)) static ranksnap_status alloc_activation(void **p, uint64_t bytes)
-{
-    return ranksnap_malloc(p, bytes, NULL);
-}
-
-__attribute__((noinline)) static ranksnap_status alloc_workspace(void **p, uint64_t bytes)
-{
-    return ranksnap_malloc(p, bytes, NULL);
-}
-
-__attribute__((noinline)) static ranksnap_status alloc_gradient(void **p, uint64_t bytes)
-{
-    return ranksnap_malloc(p, bytes, NULL);
-}
-
-static int parse_u64(const char *flag, const char *v, uint64_t *out)
+static int parse_u64(const char *s, uint64_t *out)
 {
     char *end;
     errno = 0;
-    unsigned long long x = strtoull(v ? v : "", &end, 10);
-    if (!v || !*v || *end || errno || x == 0) {
-        fprintf(stderr, "demo: %s expects a positive integer, got \"%s\"\n", flag, v ? v : "");
-        return -1;
-    }
+    unsigned long long x = strtoull(s, &end, 10);
+    if (!*s || *end || errno || *s == '-') return -1;
     *out = x;
     return 0;
 }
 
 static int parse_args(int argc, char **argv, demo_cfg *c)
 {
-    c->steps = 6;
-    c->layers = 8;
-    c->hidden = 4096;
-    c->batch = 2048;
-    c->out = NULL;
-    c->quiet = 0;
+    *c = (demo_cfg){.iters = 8, .layers = 8, .hidden = 1024, .batch = 2048, .diverge_rank = -1,
+                    .diverge_factor = 1.0, .leak_rank = -1, .oom_rank = -1, .oom_abort = 1,
+                    .hang_rank = -1};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t x;
-        if (!strcmp(a, "--steps")) {
-            if (parse_u64(a, v, &x) || x > 1000000) return -1;
-            c->steps = (int)x, i++;
-        } else if (!strcmp(a, "--layers")) {
-            if (parse_u64(a, v, &x) || x > DEMO_MAX_LAYERS) return -1;
-            c->layers = (int)x, i++;
-        } else if (!strcmp(a, "--hidden")) {
-            if (parse_u64(a, v, &c->hidden)) return -1;
-            i++;
-        } else if (!strcmp(a, "--batch")) {
-            if (parse_u64(a, v, &c->batch)) return -1;
-            i++;
-        } else if (!strcmp(a, "--out")) {
-            if (!v) {
-                fprintf(stderr, "demo: --out expects a path\n");
-                return -1;
-            }
-            c->out = v, i++;
-        } else if (!strcmp(a, "--quiet")) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t x, y;
+        if (!strcmp(a, "--quiet")) {
             c->quiet = 1;
+            continue;
+        }
+        if (!v) return bad(a, NULL, "a value");
+        i++;
+        if (!strcmp(a, "--iters") || !strcmp(a, "--steps")) {
+            if (parse_u64(v, &x) || x < 1 || x > 1000000) return bad(a, v, "a step count from 1 to 1000000");
+            c->iters = (int)x;
+        } else if (!strcmp(a, "--layers")) {
+            if (parse_u64(v, &x) || x < 1 || x > DEMO_MAX_LAYERS) return bad(a, v, "1 to 256 layers");
+            c->layers = (int)x;
+        } else if (!strcmp(a, "--hidden")) {
+            if (parse_u64(v, &c->hidden) || c->hidden < 8) return bad(a, v, "a hidden size of at least 8");
+        } else if (!strcmp(a, "--batch")) {
+            if (parse_u64(v, &c->batch) || c->batch < 1) return bad(a, v, "a positive batch size");
+        } else if (!strcmp(a, "--diverge")) {
+            char *end;
+            long r = strtol(v, &end, 10);
+            double f = *end == ':' ? strtod(end + 1, &end) : 0;
+            if (r < 0 || *end || !(f > 0)) return bad(a, v, "RANK:FACTOR such as 2:1.5");
+            c->diverge_rank = (int)r;
+            c->diverge_factor = f;
+        } else if (!strcmp(a, "--leak")) {
+            char buf[64];
+            snprintf(buf, sizeof buf, "%s", v);
+            char *colon = strchr(buf, ':');
+            if (!colon) return bad(a, v, "RANK:BYTES such as 1:8388608");
+            *colon = '\0';
+            if (parse_u64(buf, &x) || parse_u64(colon + 1, &y) || y == 0) return bad(a, v, "RANK:BYTES such as 1:8388608");
+            c->leak_rank = (int)x;
+            c->leak_bytes = y;
+        } else if (!strcmp(a, "--oom")) {
+            if (parse_u64(v, &x)) return bad(a, v, "a rank");
+            c->oom_rank = (int)x;
+        } else if (!strcmp(a, "--on-oom")) {
+            if (strcmp(v, "abort") && strcmp(v, "continue")) return bad(a, v, "abort or continue");
+            c->oom_abort = !strcmp(v, "abort");
+        } else if (!strcmp(a, "--hang")) {
+            unsigned long long r, st, sec;
+            char tail;
+            if (sscanf(v, "%llu:%llu:%llu%c", &r, &st, &sec, &tail) != 3) return bad(a, v, "RANK:STEP:SECONDS");
+            c->hang_rank = (int)r;
+            c->hang_step = (int)st;
+            c->hang_seconds = (int)sec;
         } else {
-            fprintf(stderr, "demo: unknown flag \"%s\"\n"
-                            "usage: demo [--steps N] [--layers L] [--hidden H] [--batch B] "
-                            "[--out PATH] [--quiet]\n", a);
+            if (rank_ == 0) fprintf(stderr, "ranksnap-demo: unknown flag \"%s\"\n", a);
+            usage();
             return -1;
         }
     }
     return 0;
 }
 
-int main(int argc, char **argv)
+typedef struct model {
+    int layers;
+    void *param[DEMO_MAX_LAYERS], *grad[DEMO_MAX_LAYERS];
+    void *exp_avg[DEMO_MAX_LAYERS], *exp_avg_sq[DEMO_MAX_LAYERS];
+    void *act[DEMO_MAX_LAYERS], *scores[DEMO_MAX_LAYERS];
+    void **leaked;
+    int n_leaked;
+} model;
+
+/* One function per kind of tensor, never inlined or folded, so sites have names. */
+__attribute__((noinline)) static ranksnap_status init_parameters(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
+__attribute__((noinline)) static ranksnap_status adam_state(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
+__attribute__((noinline)) static ranksnap_status grad_buffer(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
+__attribute__((noinline)) static ranksnap_status block_activations(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
+__attribute__((noinline)) static ranksnap_status attention_scores(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
+__attribute__((noinline)) static ranksnap_status matmul_workspace(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
+__attribute__((noinline)) static ranksnap_status allreduce_bucket(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
+__attribute__((noinline)) static ranksnap_status leaky_cache(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
+
+static int fail(const char *what, ranksnap_status st)
 {
-    demo_cfg c;
-    if (parse_args(argc, argv, &c)) return 2;
-    ranksnap_status st = ranksnap_init(NULL);
-    if (st != RANKSNAP_OK) return demo_fail("ranksnap_init", st);
+    fprintf(stderr, "ranksnap-demo: rank %d: %s: %s\n", rank_, what, ranksnap_last_error());
+    return st == RANKSNAP_ERR_OUT_OF_MEMORY ? 2 : 1;
+}
 
-    void *params[DEMO_MAX_LAYERS] = {0}, *grads[DEMO_MAX_LAYERS] = {0}, *acts[DEMO_MAX_LAYERS] = {0};
-    void *momentum = NULL;
-    const uint64_t weight = c.hidden * c.hidden * 4;   /* one layer's fp32 weights  */
-    const uint64_t act = c.batch * c.hidden * 4;       /* one layer's activations   */
+#define TRY(what, call)                                                                            \
+    do {                                                                                           \
+        ranksnap_status st_ = (call);                                                              \
+        if (st_ != RANKSNAP_OK) return fail(what, st_);                                            \
+    } while (0)
+
+/* One training step. Returns 0, 1 (error) or 2 (out of memory). */
+static int train_step(const demo_cfg *c, model *m, uint64_t batch, int step)
+{
+    const uint64_t act = batch * c->hidden * 4, scores = batch * c->hidden * 2;
     int rc = 0;
-
-    for (int l = 0; l < c.layers; l++)
-        if ((st = alloc_parameters(&params[l], weight)) != RANKSNAP_OK) { rc = demo_fail("parameters", st); goto out; }
-
-    for (int s = 0; s < c.steps; s++) {
-        ranksnap_step(s);
-        ranksnap_annotate_begin("forward");
-        for (int l = 0; l < c.layers; l++) {
-            void *ws = NULL;
-            if ((st = alloc_activation(&acts[l], act)) != RANKSNAP_OK) { rc = demo_fail("activation", st); goto out; }
-            /* a matmul workspace and a small bias buffer that die at once */
-            if ((st = alloc_workspace(&ws, act / 4 + 512 * (uint64_t)(l + 1))) != RANKSNAP_OK) { rc = demo_fail("workspace", st); goto out; }
-            ranksnap_free(ws);
-        }
-        ranksnap_annotate_end("forward");
+    ranksnap_annotate_begin("forward");
+    int l = 0;
+    ranksnap_status st;
+    for (; l < m->layers; l++) {
+        void *ws = NULL;
+        if ((st = block_activations(&m->act[l], act)) != RANKSNAP_OK) { rc = fail("block_activations", st); break; }
+        if ((st = attention_scores(&m->scores[l], scores)) != RANKSNAP_OK) { rc = fail("attention_scores", st); break; }
+        if ((st = matmul_workspace(&ws, act / 2 + 4096)) != RANKSNAP_OK) { rc = fail("matmul_workspace", st); break; }
+        ranksnap_free(ws);
+    }
+    ranksnap_annotate_end("forward");
+    if (rc == 0) {
         ranksnap_annotate_begin("backward");
-        for (int l = c.layers - 1; l >= 0; l--) {
-            if (!grads[l] && (st = alloc_gradient(&grads[l], weight)) != RANKSNAP_OK) { rc = demo_fail("gradient", st); goto out; }
-            ranksnap_free(acts[l]);
-            acts[l] = NULL;
+        for (l = m->layers - 1; l >= 0; l--) {
+            void *ws = NULL;
+            if ((st = matmul_workspace(&ws, act / 2 + 4096)) != RANKSNAP_OK) {
+                rc = fail("matmul_workspace", st);
+                break;
+            }
+            ranksnap_free(ws);
+            ranksnap_free(m->scores[l]);
+            ranksnap_free(m->act[l]);
+            m->scores[l] = m->act[l] = NULL;
         }
         ranksnap_annotate_end("backward");
-        ranksnap_annotate_begin("optimizer");
-        if (!momentum && (st = alloc_optimizer_state(&momentum, weight * (uint64_t)c.layers)) != RANKSNAP_OK) { rc = demo_fail("optimizer", st); goto out; }
-        ranksnap_annotate_end("optimizer");
     }
+    /* whatever the step left behind after a failure is freed, as autograd would */
+    for (l = 0; l < m->layers; l++) {
+        ranksnap_free(m->scores[l]);
+        ranksnap_free(m->act[l]);
+        m->scores[l] = m->act[l] = NULL;
+    }
+    if (rc) return rc;
 
-    ranksnap_stats stats;
-    ranksnap_get_stats(&stats);
-    if ((st = ranksnap_dump(c.out)) != RANKSNAP_OK) { rc = demo_fail("ranksnap_dump", st); goto out; }
-    if (!c.quiet)
-        printf("demo: %d steps, peak allocated %" PRIu64 " bytes, peak reserved %" PRIu64
-               " bytes, %" PRIu64 " allocs, %" PRIu64 " events; snapshot %s\n",
-               c.steps, stats.allocated_bytes_peak, stats.reserved_bytes_peak, stats.num_allocs,
-               stats.events_recorded, c.out ? c.out : "written to RANKSNAP_DIR");
-out:
-    for (int l = 0; l < c.layers; l++) {
-        ranksnap_free(params[l]);
-        ranksnap_free(grads[l]);
-        ranksnap_free(acts[l]);
+    /* bucketed all-reduce of the gradients: a staging bucket per 25 MiB of gradients */
+    ranksnap_annotate_begin("allreduce");
+    uint64_t grad_bytes = (uint64_t)m->layers * c->hidden * c->hidden * 4;
+    float host[256];
+    for (uint64_t done = 0; done < grad_bytes; done += DEMO_BUCKET) {
+        void *bucket = NULL;
+        uint64_t n = grad_bytes - done < DEMO_BUCKET ? grad_bytes - done : DEMO_BUCKET;
+        TRY("allreduce_bucket", allreduce_bucket(&bucket, n));
+        for (int i = 0; i < 256; i++) host[i] = (float)(rank_ + step);
+        MPI_Allreduce(MPI_IN_PLACE, host, 256, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        ranksnap_free(bucket);
     }
-    ranksnap_free(momentum);
-    ranksnap_finalize();
-    return rc;
+    ranksnap_annotate_end("allreduce");
+
+    if (rank_ == c->leak_rank) {
+        void **grown = realloc(m->leaked, (size_t)(m->n_leaked + 1) * sizeof *grown);
+        if (!grown) return fail("realloc", RANKSNAP_ERR_HOST_MEMORY);
+        m->leaked = grown;
+        TRY("leaky_cache", leaky_cache(&m->leaked[m->n_leaked], c->leak_bytes));
+        m->n_leaked++;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    /* The rank is known from the launcher before MPI_Init, for the flags that must act early. */
+    const char *er = getenv("OMPI_COMM_WORLD_RANK");
+    if (er) rank_ = atoi(er);
+    demo_cfg c;
+    if (parse_args(argc, argv, &c)) return 2;
+    const uint64_t weight = c.hidden * c.hidden * 4;
+    if (c.oom_rank >= 0 && !getenv("RANKSNAP_MEMORY_LIMIT")) {
+        /* the OOM rank gets a cap that its growing batch crosses after a few steps */
+        uint64_t steady = (uint64_t)c.layers * (4 * weight + c.batch * c.hidden * 6) + 2 * DEMO_BUCKET;
+        char limit[64];
+        snprintf(limit, sizeof limit, "%d:%" PRIu64, c.oom_rank, steady * 2);
+        setenv("RANKSNAP_MEMORY_LIMIT", limit, 1);
+    }
+    MPI_Init(&argc, &argv);
+    int size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+    model m;
+    memset(&m, 0, sizeof m);
+    m.layers = c.layers;
+    int rc = 0;
+    for (int l = 0; l < c.layers && !rc; l++) {
+        ranksnap_status st;
+        if ((st = init_parameters(&m.param[l], weight)) != RANKSNAP_OK ||
+            (st = grad_buffer(&m.grad[l], weight)) != RANKSNAP_OK ||
+            (st = adam_state(&m.exp_avg[l], weight)) != RANKSNAP_OK ||
+            (st = adam_state(&m.exp_avg_sq[l], weight)) != RANKSNAP_OK)
+            rc = fail("model state", st) == 2 ? 2 : 1;
+    }
+    for (int s = 0; s < c.iters && rc != 1; s++) {
+        if (rank_ == c.hang_rank && s == c.hang_step) sleep((unsigned)c.hang_seconds);
+        ranksnap_step(s);
+        uint64_t batch = c.batch;
+        if (rank_ == c.diverge_rank) batch = (uint64_t)((double)batch * c.diverge_factor);
+        if (rank_ == c.oom_rank) batch = batch * (uint64_t)(s + 1) * (uint64_t)(s + 1);
+        int r = rc ? rc : train_step(&c, &m, batch, s);
+        if (r == 2 && c.oom_abort) {
+            fprintf(stderr, "ranksnap-demo: rank %d ran out of memory at step %d; aborting the job\n", rank_, s);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+        if (r == 1) rc = 1;
+        /* a rank that skipped its step still takes part in the collectives of the others */
+        if (r == 2) {
+            float host[256] = {0};
+            uint64_t grad_bytes = (uint64_t)c.layers * weight;
+            for (uint64_t d = 0; d < grad_bytes; d += DEMO_BUCKET)
+                MPI_Allreduce(MPI_IN_PLACE, host, 256, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        }
+    }
+    ranksnap_step(c.iters); /* closes a range that ends with the last step */
+
+    ranksnap_stats st;
+    if (!c.quiet && ranksnap_get_stats(&st) == RANKSNAP_OK)
+        printf("ranksnap-demo: rank %d: peak allocated %" PRIu64 " bytes, peak reserved %" PRIu64
+               " bytes, %" PRIu64 " allocs, %" PRIu64 " OOMs\n", rank_, st.allocated_bytes_peak,
+               st.reserved_bytes_peak, st.num_allocs, st.num_ooms);
+    fflush(stdout);
+    for (int l = 0; l < c.layers; l++) {
+        ranksnap_free(m.param[l]);
+        ranksnap_free(m.grad[l]);
+        ranksnap_free(m.exp_avg[l]);
+        ranksnap_free(m.exp_avg_sq[l]);
+    }
+    for (int i = 0; i < m.n_leaked; i++) ranksnap_free(m.leaked[i]);
+    free(m.leaked);
+    MPI_Finalize();
+    return rc == 1 ? 1 : 0;
 }

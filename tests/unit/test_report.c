@@ -1,0 +1,398 @@
+/*
+ * test_report.c — the text and JSON reports say which rank diverged, when, by how much and from
+ * where, in words and in a schema; and the whole path works end to end: four processes (fork)
+ * run a small training loop through the public API, each writes its snapshot, and the files are
+ * read, summarized and compared.
+ *
+ * Run as `test_report --write DIR [--job JOB] [--ranks 0,1,3] [--world N]` it only writes such
+ * snapshots (rank 2's activations 1.5 times larger), for the `ranksnap report` tests in
+ * tests/CMakeLists.txt.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "compare.h"
+#include "ranksnap.h"
+#include "synth_snapshot.h"
+
+#define MIB SY_MIB
+
+/* ---- rendering helpers ----------------------------------------------------------------------- */
+
+static char *render_text(const rsc_result *r)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m) return NULL;
+    CHECK(rsc_report_text(m, r) == RANKSNAP_OK);
+    fclose(m);
+    return text;
+}
+
+static char *render_json(const rsc_result *r)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m) return NULL;
+    CHECK(rsc_report_json(m, r) == RANKSNAP_OK);
+    fclose(m);
+    return text;
+}
+
+/* Compares four synthetic ranks; rank `odd` uses `odd_cfg`. */
+static rsc_result *compare_four(int odd, const train_cfg *odd_cfg)
+{
+    rsn_snapshot *full[4];
+    rsc_summary sums[4];
+    for (int i = 0; i < 4; i++) {
+        train_cfg c = train_default();
+        full[i] = synth_train(i, 4, "job-1", i == odd ? odd_cfg : &c);
+        rsc_summarize(full[i], &sums[i]);
+    }
+    rsc_result *r = NULL;
+    CHECK(rsc_compare(sums, (const rsn_snapshot *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
+    for (int i = 0; i < 4; i++) rsn_free(full[i]);
+    return r;
+}
+
+/* ---- text ------------------------------------------------------------------------------------ */
+
+TEST(text_report_says_which_rank_peaks_above_the_median_from_when_and_where)
+{
+    train_cfg c = train_default();
+    c.act_factor = 1.5;
+    rsc_result *r = compare_four(2, &c);
+    char *t = r ? render_text(r) : NULL;
+    CHECK_STR_CONTAINS(t, "ranksnap: 4 of 4 ranks, reference rank 0 (median peak 129.00 MiB)");
+    CHECK_STR_CONTAINS(t, "peak allocated");
+    CHECK_STR_CONTAINS(t, "fragmentation");
+    CHECK_STR_CONTAINS(t, "reference");
+    CHECK_STR_CONTAINS(t, "*     2  node02");
+    CHECK_STR_CONTAINS(t, "rank 2 peaks 25% above the median (161.00 MiB vs 129.00 MiB) from step "
+                          "0, a constant offset: +32.00 MiB at attention_scores (model.c:211)");
+    CHECK(t && !strstr(t, "no rank diverges"));
+    free(t);
+    rsc_result_free(r);
+}
+
+TEST(text_report_calls_a_growing_rank_a_leak)
+{
+    train_cfg c = train_default();
+    c.leak_from = 3;
+    c.leak_bytes = 20 * MIB;
+    rsc_result *r = compare_four(1, &c);
+    char *t = r ? render_text(r) : NULL;
+    CHECK_STR_CONTAINS(t, "rank 1 grows step after step from step 3 (a leak?), peaking 77% above "
+                          "the median (228.00 MiB vs 129.00 MiB): +100.00 MiB at "
+                          "keep_for_logging (train.c:57)");
+    free(t);
+    rsc_result_free(r);
+}
+
+TEST(text_report_explains_an_oom_with_the_request_and_the_memory_state)
+{
+    train_cfg c = train_default();
+    c.oom_step = 5;
+    c.oom_request = (uint64_t)2 << 30;
+    rsc_result *r = compare_four(3, &c);
+    char *t = r ? render_text(r) : NULL;
+    CHECK_STR_CONTAINS(t, "rank 3 ran out of memory at step 5: tried to allocate 2.00 GiB with "
+                          "819.20 MiB free of 80.00 GiB (allocated 128.00 MiB, reserved 128.00 "
+                          "MiB) at train_step (train.c:99)");
+    CHECK_STR_CONTAINS(t, "live at that moment:");
+    CHECK_STR_CONTAINS(t, "64.00 MiB  attention_scores (model.c:211)");
+    CHECK_STR_CONTAINS(t, "no rank diverges beyond 5% of the median");
+    free(t);
+    rsc_result_free(r);
+}
+
+TEST(text_report_of_identical_ranks_has_no_verdict)
+{
+    train_cfg c = train_default();
+    rsc_result *r = compare_four(-1, &c);
+    char *t = r ? render_text(r) : NULL;
+    CHECK_STR_CONTAINS(t, "no rank diverges beyond 5% of the median\n");
+    CHECK(t && !strstr(t, "above the median") && !strstr(t, "out of memory") &&
+          !strstr(t, "missing"));
+    free(t);
+    rsc_result_free(r);
+}
+
+TEST(text_report_lists_missing_ranks_as_ranges)
+{
+    rsc_summary s[2];
+    memset(s, 0, sizeof s);
+    s[0].rank = 0;
+    s[1].rank = 3;
+    s[0].peak_step = s[1].peak_step = -1;
+    s[0].complete = s[1].complete = 1;
+    rsc_result *r = NULL;
+    CHECK(rsc_compare(s, NULL, 2, 6, NULL, &r) == RANKSNAP_OK);
+    char *t = r ? render_text(r) : NULL;
+    CHECK_STR_CONTAINS(t, "ranksnap: 2 of 6 ranks");
+    CHECK_STR_CONTAINS(t, "missing: ranks 1-2, 4-5 (no data");
+    free(t);
+    rsc_result_free(r);
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------ */
+
+TEST(json_report_has_the_schema_fields_with_integer_bytes)
+{
+    train_cfg c = train_default();
+    c.act_factor = 1.5;
+    rsc_result *r = compare_four(2, &c);
+    char *j = r ? render_json(r) : NULL;
+    CHECK_STR_CONTAINS(j, "\"world_size\": 4");
+    CHECK_STR_CONTAINS(j, "\"reference_rank\": 0");
+    CHECK_STR_CONTAINS(j, "\"median_peak_allocated\": 135266304");
+    CHECK_STR_CONTAINS(j, "{\"rank\": 2, \"host\": \"node02\", \"job\": \"job-1\", "
+                          "\"peak_allocated\": 168820736, \"peak_reserved\": ");
+    CHECK_STR_CONTAINS(j, "\"oom\": false, \"complete\": true");
+    CHECK_STR_CONTAINS(j, "\"step_peaks\": [{\"step\": 0, \"peak\": 168820736}, {\"step\": 1, ");
+    CHECK_STR_CONTAINS(j, "\"missing_ranks\": []");
+    CHECK_STR_CONTAINS(j, "\"oom_ranks\": []");
+    CHECK_STR_CONTAINS(j, "{\"rank\": 2, \"peak_allocated\": 168820736, \"reference_peak\": "
+                          "135266304, \"divergence_pct\": 24.81, \"first_divergent_step\": 0, "
+                          "\"pattern\": \"offset\", \"sites\": [{\"function\": "
+                          "\"attention_scores\", \"file\": \"src/model.c\", \"line\": 211, "
+                          "\"bytes_delta\": 33554432}");
+    CHECK_STR_CONTAINS(j, "\"notes\": []");
+    free(j);
+    rsc_result_free(r);
+}
+
+TEST(json_report_of_an_oom_has_request_stack_and_live_sites)
+{
+    train_cfg c = train_default();
+    c.oom_step = 5;
+    c.oom_request = (uint64_t)2 << 30;
+    rsc_result *r = compare_four(3, &c);
+    char *j = r ? render_json(r) : NULL;
+    CHECK_STR_CONTAINS(j, "{\"rank\": 3, \"requested\": 2147483648, \"step\": 5, ");
+    CHECK_STR_CONTAINS(j, "\"stack\": {\"function\": \"train_step\", \"file\": \"src/train.c\", "
+                          "\"line\": 99}, \"live_sites\": [{\"function\": ");
+    CHECK_STR_CONTAINS(j, "\"oom\": true");
+    CHECK_STR_CONTAINS(j, "\"divergent_ranks\": []");
+    free(j);
+    rsc_result_free(r);
+}
+
+TEST(json_strings_escape_quotes_controls_and_bytes_that_are_not_utf8)
+{
+    rsc_result r;
+    memset(&r, 0, sizeof r);
+    r.reference_rank = -1;
+    char note[] = "a \"q\" b\\c\nd\te\x01 \xc3\xa9 \xff \xe2\x82 \xed\xa0\x80 \x7f";
+    char *notes[1] = {note};
+    r.notes = notes;
+    r.n_notes = 1;
+    r.divergence_pct = 7.5;
+    int32_t missing[2] = {1, 2};
+    r.missing = missing;
+    r.n_missing = 2;
+    r.world_size = 3;
+    char *j = render_json(&r);
+    CHECK_STR_CONTAINS(j, "\"a \\\"q\\\" b\\\\c\\nd\\te\\u0001 \xc3\xa9 \\ufffd \\ufffd\\ufffd "
+                          "\\ufffd\\ufffd\\ufffd \x7f\"");
+    CHECK_STR_CONTAINS(j, "\"reference_rank\": null");
+    CHECK_STR_CONTAINS(j, "\"divergence_threshold_pct\": 7.5,");
+    CHECK_STR_CONTAINS(j, "\"missing_ranks\": [1, 2]");
+    CHECK_STR_CONTAINS(j, "\"ranks\": [],");
+    free(j);
+}
+
+/* ---- end to end through the public API ---------------------------------------------------- */
+
+/* The allocation sites. Each leaves a different mark after its call so that the compiler cannot
+ * fold the three into one function (gcc's identical code folding at -O2) nor make the call a tail
+ * call: each must keep a frame of its own. */
+static volatile int last_site;
+
+__attribute__((noinline)) static void *load_weights(size_t n)
+{
+    void *p = NULL;
+    ranksnap_status st = ranksnap_malloc(&p, n, NULL);
+    last_site = 1;
+    return st == RANKSNAP_OK ? p : NULL;
+}
+
+__attribute__((noinline)) static void *layer_activation(size_t n)
+{
+    void *p = NULL;
+    ranksnap_status st = ranksnap_malloc(&p, n, NULL);
+    last_site = 2;
+    return st == RANKSNAP_OK ? p : NULL;
+}
+
+__attribute__((noinline)) static void *matmul_workspace(size_t n)
+{
+    void *p = NULL;
+    ranksnap_status st = ranksnap_malloc(&p, n, NULL);
+    last_site = 3;
+    return st == RANKSNAP_OK ? p : NULL;
+}
+
+/* One rank's life, in a child process: the runtime is a per-process singleton. */
+static int run_rank(const char *dir, const char *job, int rank, int world)
+{
+    char num[16];
+    setenv("RANKSNAP_DIR", dir, 1);
+    setenv("RANKSNAP_JOB", job, 1);
+    setenv("RANKSNAP_BACKEND", "sim", 1);
+    setenv("RANKSNAP_REPORT", "0", 1);
+    snprintf(num, sizeof num, "%d", rank);
+    setenv("RANK", num, 1);
+    snprintf(num, sizeof num, "%d", world);
+    setenv("WORLD_SIZE", num, 1);
+    if (ranksnap_init(NULL) != RANKSNAP_OK) {
+        fprintf(stderr, "rank %d: ranksnap_init: %s\n", rank, ranksnap_last_error());
+        return 1;
+    }
+    size_t act = (size_t)(rank == 2 ? 24 : 16) * MIB;
+    void *w = load_weights(64 * MIB);
+    void *acts[4];
+    int ok = w != NULL;
+    for (int step = 0; step < 6 && ok; step++) {
+        ok = ranksnap_step(step) == RANKSNAP_OK;
+        for (int l = 0; l < 4 && ok; l++) {
+            acts[l] = layer_activation(act);
+            void *ws = matmul_workspace(MIB);
+            ok = acts[l] && ws && ranksnap_free(ws) == RANKSNAP_OK;
+        }
+        for (int l = 4; l-- > 0 && ok;) ok = ranksnap_free(acts[l]) == RANKSNAP_OK;
+    }
+    if (ok) ok = ranksnap_dump(NULL) == RANKSNAP_OK;
+    if (!ok) fprintf(stderr, "rank %d: %s\n", rank, ranksnap_last_error());
+    ranksnap_free(w);
+    ranksnap_finalize();
+    return ok ? 0 : 1;
+}
+
+/* Forks one process per listed rank; returns 0 when all of them wrote their snapshot. */
+static int write_ranks(const char *dir, const char *job, const int *ranks, int n, int world)
+{
+    pid_t pids[64];
+    int failed = 0;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "%s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    fflush(NULL);
+    for (int i = 0; i < n && i < 64; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) _exit(run_rank(dir, job, ranks[i], world));
+        if (pids[i] < 0) failed = 1;
+    }
+    for (int i = 0; i < n && i < 64; i++) {
+        int status = 0;
+        if (pids[i] > 0 && (waitpid(pids[i], &status, 0) != pids[i] || !WIFEXITED(status) ||
+                            WEXITSTATUS(status) != 0))
+            failed = 1;
+    }
+    return failed ? -1 : 0;
+}
+
+TEST(four_processes_through_the_public_api_flag_the_rank_with_larger_activations)
+{
+    char dir[] = "/tmp/ranksnap-report-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    int ranks[4] = {0, 1, 2, 3};
+    CHECK(write_ranks(dir, "job-e2e", ranks, 4, 4) == 0);
+    rsn_snapshot *full[4] = {NULL, NULL, NULL, NULL};
+    rsc_summary sums[4];
+    int n = 0;
+    for (int i = 0; i < 4; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/rank-%05d.rsnap", dir, i);
+        if (rsn_read_file(path, &full[n]) == RANKSNAP_OK) {
+            rsc_summarize(full[n], &sums[n]);
+            n++;
+        } else {
+            fprintf(stderr, "%s\n", ranksnap_last_error());
+        }
+        unlink(path);
+    }
+    rmdir(dir);
+    CHECK_EQ_U64(n, 4);
+    rsc_result *r = NULL;
+    if (n == 4)
+        CHECK(rsc_compare(sums, (const rsn_snapshot *const *)full, 4, 0, NULL, &r) ==
+              RANKSNAP_OK);
+    CHECK(r && r->n_divergent == 1 && r->n_oom == 0 && r->n_missing == 0);
+    if (r && r->n_divergent == 1) {
+        const rsc_divergent *d = &r->divergent[0];
+        CHECK_EQ_U64(d->rank, 2);
+        CHECK_EQ_U64(d->first_divergent_step, 0);
+        CHECK_EQ_U64(d->growth, 0);
+        CHECK(d->n_sites >= 1);
+        if (d->n_sites >= 1) {
+            CHECK(strcmp(d->sites[0].function, "layer_activation") == 0);
+            CHECK_EQ_U64(d->sites[0].bytes, 32 * MIB);
+            CHECK(strstr(d->sites[0].file, "test_report.c") != NULL);
+            CHECK(d->sites[0].line > 0);
+        }
+        /* Every rank recorded every step. */
+        for (int i = 0; i < 4; i++) CHECK_EQ_U64(r->ranks[i].n_steps, 6);
+        CHECK_EQ_U64(r->ranks[0].step_peak[3], (64 + 64 + 1) * MIB);
+        CHECK_EQ_U64(r->ranks[2].step_peak[3], (64 + 96 + 1) * MIB);
+    }
+    char *t = r ? render_text(r) : NULL;
+    CHECK_STR_CONTAINS(t, "rank 2 peaks 25% above the median");
+    CHECK_STR_CONTAINS(t, "layer_activation (test_report.c:");
+    free(t);
+    rsc_result_free(r);
+    for (int i = 0; i < n; i++) rsn_free(full[i]);
+}
+
+static int writer_main(int argc, char **argv)
+{
+    const char *dir = NULL, *job = "job-A";
+    int ranks[64], n = 0, world = 4;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--write") == 0 && i + 1 < argc)
+            dir = argv[++i];
+        else if (strcmp(argv[i], "--job") == 0 && i + 1 < argc)
+            job = argv[++i];
+        else if (strcmp(argv[i], "--world") == 0 && i + 1 < argc)
+            world = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc)
+            for (char *p = argv[++i]; *p && n < 64;) {
+                char *end;
+                ranks[n++] = (int)strtol(p, &end, 10);
+                p = *end == ',' ? end + 1 : end + strlen(end);
+            }
+        else {
+            fprintf(stderr, "usage: %s --write DIR [--job JOB] [--ranks 0,1,3] [--world N]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (!dir) return 2;
+    if (n == 0)
+        for (n = 0; n < world && n < 64; n++) ranks[n] = n;
+    return write_ranks(dir, job, ranks, n, world) == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1) return writer_main(argc, argv);
+    RUN(text_report_says_which_rank_peaks_above_the_median_from_when_and_where);
+    RUN(text_report_calls_a_growing_rank_a_leak);
+    RUN(text_report_explains_an_oom_with_the_request_and_the_memory_state);
+    RUN(text_report_of_identical_ranks_has_no_verdict);
+    RUN(text_report_lists_missing_ranks_as_ranges);
+    RUN(json_report_has_the_schema_fields_with_integer_bytes);
+    RUN(json_report_of_an_oom_has_request_stack_and_live_sites);
+    RUN(json_strings_escape_quotes_controls_and_bytes_that_are_not_utf8);
+    RUN(four_processes_through_the_public_api_flag_the_rank_with_larger_activations);
+    return check_summary();
+}
