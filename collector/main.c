@@ -21,6 +21,7 @@
 #include "read_rsnap.h"
 #include "snapshot.h"
 #include "summary.h"
+#include "commands.h"
 
 enum { RS_EXIT_OK = 0, RS_EXIT_FAILED = 1, RS_EXIT_USAGE = 2 };
 
@@ -488,6 +489,12 @@ done:
     return code;
 }
 
+static int run_trigger(const rs_verb *verb, int argc, char **argv)
+{
+    (void)verb;
+    return rs_cmd_trigger(argc, argv);
+}
+
 static const rs_verb rs_verbs[] = {
     {"summary", "FILE...", "print identity, totals and peaks of each .rsnap snapshot", NULL,
      run_summary},
@@ -502,6 +509,8 @@ static const rs_verb rs_verbs[] = {
      "exit status: 0 a report was produced, 1 no snapshot could be read (or two of one rank,\n"
      "or of different jobs), 2 usage error\n",
      run_report},
+    {"trigger", "[DIR]", "start recording on every rank of a running job at its next step", NULL,
+     run_trigger},
 };
 
 #define RS_N_VERBS (sizeof rs_verbs / sizeof rs_verbs[0])

@@ -14,6 +14,7 @@
 
 #include "errors.h"
 #include "options.h"
+#include "compare.h"
 #include "summary.h"
 
 #define RSN_TOP_SITES 10
@@ -219,6 +220,23 @@ ranksnap_status rsn_print_summary(FILE *out, const rsn_snapshot *s, const char *
             fprintf(out, "  ... and %zu more sites\n", n_sites - RSN_TOP_SITES);
     }
     free(sites);
+
+    /* Live blocks at the end are often few (a program frees its tensors before it exits); the
+     * question is usually what was live at the peak, which the history answers. */
+    rsc_site *peak = NULL;
+    size_t n_peak = 0;
+    if (s->history.count > 0 && rsc_sites_at_peak(s, &peak, &n_peak) == RANKSNAP_OK && n_peak) {
+        if (s->has_oom)
+            fprintf(out, "largest allocation sites at the OOM:\n");
+        else
+            fprintf(out, "largest allocation sites at the peak (step %" PRId64 "):\n", t->peak_step);
+        for (size_t i = 0; i < n_peak && i < RSN_TOP_SITES; i++) {
+            rs_format_bytes((uint64_t)(peak[i].bytes > 0 ? peak[i].bytes : 0), a, sizeof a);
+            fprintf(out, "  %12s  %6d block%s  %s %s:%d\n", a, (int)peak[i].blocks,
+                    peak[i].blocks == 1 ? " " : "s", peak[i].function, peak[i].file, (int)peak[i].line);
+        }
+    }
+    free(peak);
 
     if (ferror(out) || fflush(out) != 0)
         return rs_error(RANKSNAP_ERR_IO, "%s: writing the summary failed: %s", name,

@@ -1,0 +1,8 @@
+/* commands.h — verbs of the `ranksnap` command that live outside main.c. Each takes the
+ * arguments after the verb and returns the exit status (0 ok, 1 failed, 2 usage). */
+#ifndef RANKSNAP_COMMANDS_H
+#define RANKSNAP_COMMANDS_H
+
+int rs_cmd_trigger(int argc, char **argv);
+
+#endif
