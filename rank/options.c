@@ -482,7 +482,8 @@ static const rs_opt rs_option_table[] = {
      "a rank whose peak is this far from the median (and beyond the noise, median/MAD) is flagged",
      "a percentage such as 5% or 2.5", parse_percent, RS_FIELD(divergence), 0, 0, NULL},
     {"RANKSNAP_REPORT", "bool", "1",
-     "rank 0 prints the text report at the end of each recorded range and writes report.txt/json",
+     "gather to rank 0 at the end of each recorded range, print the text report there and write "
+     "report.txt/json; 0: each rank only writes its file (RANKSNAP_WRITE)",
      RS_BOOL_EXPECTED, parse_word, RS_FIELD(report), 0, 0, rs_bool_words},
 };
 

@@ -799,10 +799,8 @@ static void rs_report(rs_runtime *rt, const rs_gather_result *g)
     if (ft && fclose(ft) != 0) ok = 0;
     if (fj && fclose(fj) != 0) ok = 0;
     if (ok) {
-        if (rt->opts.report) {
-            fwrite(text, 1, text_n, stdout);
-            fflush(stdout);
-        }
+        fwrite(text, 1, text_n, stdout);
+        fflush(stdout);
         rs_write_report_file(rt, "report.txt", text, text_n);
         rs_write_report_file(rt, "report.json", json, json_n);
     } else {
@@ -820,6 +818,12 @@ static void rs_report(rs_runtime *rt, const rs_gather_result *g)
  * step: write this rank's file, gather to rank 0, and report there. */
 static ranksnap_status rs_end_of_range(rs_runtime *rt)
 {
+    /* Nothing to write and nothing to report: every rank reads the same environment, so all of
+     * them skip the gather together. */
+    if (rt->opts.write == RS_WRITE_NONE && !rt->opts.report) {
+        rt->reported = 1;
+        return RANKSNAP_OK;
+    }
     char *buf = NULL;
     size_t len = 0;
     RS_CHECK(rs_runtime_encode(rt, 1, &buf, &len));
@@ -829,6 +833,11 @@ static ranksnap_status rs_end_of_range(rs_runtime *rt)
         st = rs_runtime_default_path(path, sizeof path);
         if (st == RANKSNAP_OK) st = rs_write_file_atomic(path, buf, len);
         if (st != RANKSNAP_OK) RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
+    }
+    if (!rt->opts.report) { /* RANKSNAP_REPORT=0: files only, `ranksnap report DIR` later */
+        free(buf);
+        rt->reported = 1;
+        return st;
     }
     /* The summary is computed by the same code that reads files afterwards, from this very
      * encoding, so the live report and `ranksnap report` cannot disagree. */
