@@ -1152,6 +1152,13 @@ void rs_alloc_lock(rs_alloc *a)
     rs_mutex_lock(&a->mu);
 }
 
+int rs_alloc_trylock(rs_alloc *a)
+{
+    int c = 0;
+    return atomic_compare_exchange_strong_explicit(&a->mu.v, &c, 1, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
 void rs_alloc_unlock(rs_alloc *a)
 {
     rs_mutex_unlock(&a->mu);

@@ -82,6 +82,9 @@ void rs_alloc_set_memory_limit(rs_alloc *a, uint64_t limit);
 
 void rs_alloc_lock(rs_alloc *a);
 void rs_alloc_unlock(rs_alloc *a);
+/* 1 if the lock was free and is now held; for the crash path, which must not wait forever on a
+ * thread that died holding it. */
+int rs_alloc_trylock(rs_alloc *a);
 
 /* The state for the snapshot: segments sorted by address, each with its blocks in address order.
  * Built under the lock into memory the caller frees with rs_alloc_state_free. */

@@ -29,6 +29,8 @@ _Static_assert(sizeof(rs_backend_kind) == sizeof(int), "enum fields are stored a
 _Static_assert(sizeof(rs_stacks_mode) == sizeof(int), "enum fields are stored as int");
 _Static_assert(sizeof(rs_gather_mode) == sizeof(int), "enum fields are stored as int");
 _Static_assert(sizeof(rs_write_mode) == sizeof(int), "enum fields are stored as int");
+_Static_assert(sizeof(rs_on_oom) == sizeof(int), "enum fields are stored as int");
+_Static_assert(sizeof(rs_ring_kind) == sizeof(int), "enum fields are stored as int");
 /* String rows carry their field's size in `max`. */
 _Static_assert(sizeof(((rs_options *)0)->dir) == RS_PATH_MAX, "RANKSNAP_DIR row's max");
 _Static_assert(sizeof(((rs_options *)0)->job) == RS_JOB_MAX, "RANKSNAP_JOB row's max");
@@ -400,6 +402,12 @@ static const rs_opt_word rs_gather_words[] = {
     {"auto", RS_GATHER_AUTO}, {"all", RS_GATHER_ALL}, {"flagged", RS_GATHER_FLAGGED}, {NULL, 0}};
 static const rs_opt_word rs_write_words[] = {
     {"all", RS_WRITE_ALL}, {"rank0", RS_WRITE_RANK0}, {"none", RS_WRITE_NONE}, {NULL, 0}};
+static const rs_opt_word rs_on_oom_words[] = {{"dump", RS_ON_OOM_DUMP},
+                                              {"dump-and-abort", RS_ON_OOM_DUMP_AND_ABORT},
+                                              {"none", RS_ON_OOM_NONE},
+                                              {NULL, 0}};
+static const rs_opt_word rs_ring_words[] = {
+    {"mmap", RS_RING_MMAP}, {"memory", RS_RING_MEMORY}, {NULL, 0}};
 static const rs_opt_word rs_debug_words[] = {{"NONE", RS_LOG_NONE},
                                              {"WARN", RS_LOG_WARN},
                                              {"INFO", RS_LOG_INFO},
@@ -485,6 +493,21 @@ static const rs_opt rs_option_table[] = {
      "gather to rank 0 at the end of each recorded range, print the text report there and write "
      "report.txt/json; 0: each rank only writes its file (RANKSNAP_WRITE)",
      RS_BOOL_EXPECTED, parse_word, RS_FIELD(report), 0, 0, rs_bool_words},
+    {"RANKSNAP_ON_OOM", NULL, "dump",
+     "on an out-of-memory: write this rank's snapshot before returning the error (dump); also "
+     "MPI_Abort the job so that every rank dumps (dump-and-abort); or nothing (none)",
+     NULL, parse_word, RS_FIELD(on_oom), 0, 0, rs_on_oom_words},
+    {"RANKSNAP_SIGNALS", "bool", "1",
+     "dump the snapshot on SIGTERM, SIGINT, SIGABRT, SIGSEGV and SIGBUS, then die as before",
+     RS_BOOL_EXPECTED, parse_word, RS_FIELD(signals), 0, 0, rs_bool_words},
+    {"RANKSNAP_DUMP_TIMEOUT_MS", "integer", "800",
+     "how long a fatal signal waits for the dump; mpirun sends SIGKILL 1 s after SIGTERM by "
+     "default (docs/POSTMORTEM.md)",
+     NULL, parse_int, RS_FIELD(dump_timeout_ms), 1, 600000, NULL},
+    {"RANKSNAP_RING", NULL, "mmap",
+     "where the event ring lives: a file-backed mapping in RANKSNAP_DIR that survives SIGKILL "
+     "(mmap), or plain memory",
+     NULL, parse_word, RS_FIELD(ring), 0, 0, rs_ring_words},
 };
 
 #define RS_N_OPTIONS (sizeof rs_option_table / sizeof rs_option_table[0])

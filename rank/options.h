@@ -17,6 +17,8 @@ typedef enum rs_backend_kind { RS_BACKEND_AUTO = 0, RS_BACKEND_CUDA, RS_BACKEND_
 typedef enum rs_stacks_mode { RS_STACKS_NATIVE = 0, RS_STACKS_FP, RS_STACKS_NONE } rs_stacks_mode;
 typedef enum rs_gather_mode { RS_GATHER_AUTO = 0, RS_GATHER_ALL, RS_GATHER_FLAGGED } rs_gather_mode;
 typedef enum rs_write_mode { RS_WRITE_ALL = 0, RS_WRITE_RANK0, RS_WRITE_NONE } rs_write_mode;
+typedef enum rs_on_oom { RS_ON_OOM_DUMP = 0, RS_ON_OOM_DUMP_AND_ABORT, RS_ON_OOM_NONE } rs_on_oom;
+typedef enum rs_ring_kind { RS_RING_MMAP = 0, RS_RING_MEMORY } rs_ring_kind;
 
 #define RS_MAX_RANK_LIMITS 64
 #define RS_MAX_STACK_DEPTH 64
@@ -58,6 +60,10 @@ typedef struct rs_options {
     rs_write_mode write;          /* RANKSNAP_WRITE */
     double divergence;            /* RANKSNAP_DIVERGENCE, percent */
     int report;                   /* RANKSNAP_REPORT: rank 0 prints the text report */
+    rs_on_oom on_oom;             /* RANKSNAP_ON_OOM */
+    int signals;                  /* RANKSNAP_SIGNALS: dump on fatal signals */
+    int dump_timeout_ms;          /* RANKSNAP_DUMP_TIMEOUT_MS */
+    rs_ring_kind ring;            /* RANKSNAP_RING */
 } rs_options;
 
 /* Where values come from; getenv in production, a table in tests. */

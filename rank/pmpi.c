@@ -143,6 +143,15 @@ int rs_mpi_join(const void **comm_out)
     return 1;
 }
 
+void rs_mpi_abort(int code)
+{
+    int inited = 0, finalized = 0;
+    PMPI_Initialized(&inited);
+    PMPI_Finalized(&finalized);
+    if (inited && !finalized) PMPI_Abort(MPI_COMM_WORLD, code);
+    abort();
+}
+
 void rs_mpi_release(void)
 {
     if (!rs_we_own_mpi) return;
@@ -162,6 +171,12 @@ int rs_mpi_join(const void **comm_out)
 
 void rs_mpi_release(void)
 {
+}
+
+void rs_mpi_abort(int code)
+{
+    (void)code;
+    abort();
 }
 
 #endif

@@ -11,4 +11,7 @@ int rs_mpi_join(const void **comm_out);
 /* Finalises MPI if ranksnap initialised it. */
 void rs_mpi_release(void);
 
+/* MPI_Abort on MPI_COMM_WORLD when MPI is up, else abort(): RANKSNAP_ON_OOM=dump-and-abort. */
+void rs_mpi_abort(int code);
+
 #endif

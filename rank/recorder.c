@@ -52,6 +52,14 @@ struct rs_recorder {
     size_t string_bytes;
 
     uint64_t grow_budget; /* fault injection: growths left before they fail */
+
+    /* RANKSNAP_RING=mmap: the ring lives in a file mapping owned by the caller, and the count
+     * and the stream handles are published into that file's header after each write. */
+    int external_ring;
+    _Atomic uint64_t *pub_total;
+    uint64_t *pub_streams;
+    uint64_t *pub_n_streams;
+    size_t pub_streams_max;
 };
 
 ranksnap_status rs_recorder_create(uint64_t capacity, rs_stacks *stacks, rs_recorder **out)
@@ -96,6 +104,25 @@ ranksnap_status rs_recorder_create(uint64_t capacity, rs_stacks *stacks, rs_reco
     return RANKSNAP_OK;
 }
 
+ranksnap_status rs_recorder_create_on(uint64_t capacity, rs_stacks *stacks, const rs_ring_pub *pub,
+                                     rs_recorder **out)
+{
+    RS_CHECK(rs_recorder_create(1, stacks, out));
+    rs_recorder *r = *out;
+    free(r->ring);
+    r->ring = pub->ring;
+    r->capacity = capacity;
+    r->external_ring = 1;
+    r->pub_total = pub->total;
+    r->pub_streams = pub->streams;
+    r->pub_n_streams = pub->n_streams;
+    r->pub_streams_max = pub->streams_max;
+    atomic_store_explicit(r->pub_total, 0, memory_order_release);
+    if (r->pub_n_streams) *r->pub_n_streams = r->pub_streams_max ? 1 : 0;
+    if (r->pub_streams && r->pub_streams_max) r->pub_streams[0] = 0;
+    return RANKSNAP_OK;
+}
+
 void rs_recorder_destroy(rs_recorder *r)
 {
     if (!r) return;
@@ -104,7 +131,7 @@ void rs_recorder_destroy(rs_recorder *r)
     free(r->string_slots);
     free(r->streams);
     free(r->stream_slots);
-    free(r->ring);
+    if (!r->external_ring) free(r->ring);
     free(r);
 }
 
@@ -178,6 +205,10 @@ __attribute__((noinline)) static uint16_t rs_stream_add(rs_recorder *r, void *st
     }
     uint16_t idx = (uint16_t)r->n_streams++;
     r->streams[idx] = stream;
+    if (r->pub_streams && idx < r->pub_streams_max) {
+        r->pub_streams[idx] = (uint64_t)(uintptr_t)stream;
+        *r->pub_n_streams = (uint64_t)idx + 1;
+    }
     rs_stream_slots_put(r->stream_slots, r->stream_slot_cap, r->streams, idx);
     return idx;
 overflow:
@@ -239,6 +270,8 @@ static inline void rs_push(rs_recorder *r, rs_action act, uint64_t addr, uint64_
     if (++r->head == r->capacity) r->head = 0;
     if (r->count < r->capacity) r->count++;
     r->total++;
+    /* after the event: a reader of the file never counts a slot that is half written */
+    if (r->pub_total) atomic_store_explicit(r->pub_total, r->total, memory_order_release);
 }
 
 /* Recording on: capture the stack and write the event. The stack is captured here, where the
@@ -308,6 +341,7 @@ void rs_recorder_clear(rs_recorder *r)
     r->head = 0;
     r->count = 0;
     r->total = 0;
+    if (r->pub_total) atomic_store_explicit(r->pub_total, 0, memory_order_release);
 }
 
 rs_stacks *rs_recorder_stacks(const rs_recorder *r)

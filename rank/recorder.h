@@ -11,6 +11,7 @@
 #define RANKSNAP_RECORDER_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "../common/rsnap_format.h"
@@ -32,6 +33,20 @@ typedef struct rs_recorder rs_recorder;
 /* `stacks` may be NULL (no stacks). The recorder does not own it. */
 ranksnap_status rs_recorder_create(uint64_t capacity, rs_stacks *stacks, rs_recorder **out);
 void rs_recorder_destroy(rs_recorder *r);
+
+/* Where a recorder on a file mapping (RANKSNAP_RING=mmap, ring_file.c) writes: `ring` holds
+ * `capacity` events and is not freed by the recorder; `total` is stored after every event; the
+ * first `streams_max` stream handles are copied to `streams` and their count to `n_streams`. */
+typedef struct rs_ring_pub {
+    rs_event *ring;
+    _Atomic uint64_t *total;
+    uint64_t *streams;
+    uint64_t *n_streams;
+    size_t streams_max;
+} rs_ring_pub;
+
+ranksnap_status rs_recorder_create_on(uint64_t capacity, rs_stacks *stacks, const rs_ring_pub *pub,
+                                     rs_recorder **out);
 
 void rs_recorder_set_enabled(rs_recorder *r, int on);
 int rs_recorder_enabled(const rs_recorder *r);

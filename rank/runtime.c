@@ -38,7 +38,9 @@
 #include "passthrough.h"
 #include "pmpi.h"
 #include "read_rsnap.h"
+#include "postmortem.h"
 #include "recorder.h"
+#include "ring_file.h"
 #include "runtime.h"
 #include "schedule.h"
 #include "snapshot.h"
@@ -77,6 +79,8 @@ typedef struct rs_runtime {
     long step_on_every;
     long step_on_calls;
     int64_t step_on_next;
+    rs_ring_file *ring_file; /* RANKSNAP_RING=mmap */
+    int postmortem;          /* signal handlers installed */
 } rs_runtime;
 
 static pthread_mutex_t rs_init_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -89,6 +93,9 @@ typedef struct rs_pending_stack {
     uintptr_t pcs[RS_MAX_STACK_DEPTH];
 } rs_pending_stack;
 static _Thread_local rs_pending_stack rs_pending;
+
+static ranksnap_status rs_ensure_dir(const char *dir);
+static void rs_crash_dump(int sig);
 
 static rs_runtime *rs_get(void)
 {
@@ -163,6 +170,10 @@ __attribute__((noinline)) static uint32_t rs_observe_on(rs_runtime *rt, rs_actio
 static uint32_t rs_observe(void *ctx, rs_action act, uint64_t addr, uint64_t size, void *stream)
 {
     rs_runtime *rt = ctx;
+    /* the file's segment table follows the allocator whether or not events are recorded */
+    if (rt->ring_file && (act == RS_ACT_SEGMENT_ALLOC || act == RS_ACT_SEGMENT_FREE))
+        rs_ring_file_segment(rt->ring_file, act == RS_ACT_SEGMENT_ALLOC, addr, size, 0,
+                             size == RS_SMALL_BUFFER);
     if (!rs_recorder_on(rt->recorder)) return 0;
     return rs_observe_on(rt, act, addr, size, stream);
 }
@@ -183,8 +194,10 @@ static void rs_runtime_destroy(rs_runtime *rt)
 {
     if (!rt) return;
     rs_timer_stop(rt);
+    if (rt->postmortem) rs_postmortem_stop();
     if (rt->alloc) rs_alloc_destroy(rt->alloc);
     if (rt->recorder) rs_recorder_destroy(rt->recorder);
+    if (rt->ring_file) rs_ring_file_close(rt->ring_file, 1);
     if (rt->stacks) rs_stacks_destroy(rt->stacks);
     if (rt->backend) rt->backend->ops->destroy(rt->backend);
     if (rt->coord) rs_coord_destroy(rt->coord);
@@ -260,10 +273,29 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
         st = rs_stacks_create(rt->opts.stacks, rt->opts.stack_depth, &rt->stacks);
         if (st != RANKSNAP_OK) goto fail;
     }
-    st = rs_recorder_create(rt->opts.max_entries, rt->stacks, &rt->recorder);
-    if (st != RANKSNAP_OK) goto fail;
-
     rt->memory_limit = rs_memory_limit_for_rank(&rt->opts.memory_limit, rt->rank);
+    if (rt->opts.ring == RS_RING_MMAP) {
+        rs_ring_identity id = {rt->rank, rt->world_size, (int64_t)getpid(), rt->job, rt->host,
+                               rt->device.name, rt->device.total_bytes, rt->memory_limit,
+                               rs_coord_clock_offset_us(rt->coord)};
+        rs_ring_pub pub;
+        if ((st = rs_ensure_dir(rt->opts.dir)) == RANKSNAP_OK &&
+            (st = rs_ring_file_open(rt->opts.dir, rt->opts.max_entries, &id, &rt->ring_file)) == RANKSNAP_OK) {
+            rs_ring_file_pub(rt->ring_file, &pub);
+            st = rs_recorder_create_on(rt->opts.max_entries, rt->stacks, &pub, &rt->recorder);
+        }
+        if (st != RANKSNAP_OK) {
+            /* the job goes on; only a SIGKILL would lose more than it would have anyway */
+            RS_WARN(RS_SUB_INIT, "%s; keeping the event ring in memory (RANKSNAP_RING=memory)",
+                    ranksnap_last_error());
+            if (rt->ring_file) rs_ring_file_close(rt->ring_file, 1);
+            rt->ring_file = NULL;
+        }
+    }
+    if (!rt->recorder) {
+        st = rs_recorder_create(rt->opts.max_entries, rt->stacks, &rt->recorder);
+        if (st != RANKSNAP_OK) goto fail;
+    }
     rs_alloc_config cfg = {
         .memory_limit = rt->memory_limit,
         .max_split_size = rt->opts.max_split_size,
@@ -283,6 +315,12 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
         rt->ranges[0].begin = 0;
         rt->ranges[0].end = -1;
         rt->n_ranges = 1;
+    }
+    if (rt->opts.signals) {
+        if (rs_postmortem_start(rs_crash_dump, rt->opts.dump_timeout_ms) == RANKSNAP_OK)
+            rt->postmortem = 1;
+        else
+            RS_WARN(RS_SUB_INIT, "%s", ranksnap_last_error());
     }
     RS_INFO(RS_SUB_INIT, "init: rank %d of %d, backend %s (%s, %llu bytes), limit %llu, stacks %s, steps \"%s\"",
             rt->rank, rt->world_size, rt->backend->ops->name, rt->device.name,
@@ -361,6 +399,63 @@ ranksnap_status ranksnap_finalize(void)
     rs_runtime *rt = rs_get();                                                                     \
     if (!rt) return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "%s: call ranksnap_init() first", __func__)
 
+/* ---- out of memory and fatal signals ------------------------------------------------------- */
+
+static void rs_mpi_abort_job(int code)
+{
+    rs_mpi_abort(code);
+}
+
+/* Before the OOM error goes back to the program: the snapshot on disk (RANKSNAP_ON_OOM=dump),
+ * and with dump-and-abort the whole job aborted so that every other rank dumps on the SIGTERM
+ * mpirun sends it, instead of hanging in a collective with the rank that gave up. */
+static void rs_after_oom(rs_runtime *rt)
+{
+    if (rt->opts.on_oom == RS_ON_OOM_NONE) return;
+    /* the program reads the OOM message through ranksnap_last_error: keep it */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ranksnap_last_error());
+    ranksnap_status st = rs_runtime_dump(NULL, 1);
+    if (st != RANKSNAP_OK)
+        RS_WARN(RS_SUB_DUMP, "OOM dump failed: %s", ranksnap_last_error());
+    else
+        RS_INFO(RS_SUB_DUMP, "OOM: snapshot written before returning the error");
+    if (rt->opts.on_oom == RS_ON_OOM_DUMP_AND_ABORT) {
+        fprintf(stderr, "ranksnap: rank %d: %s\nranksnap: RANKSNAP_ON_OOM=dump-and-abort: aborting the job\n",
+                rt->rank, msg);
+        rs_mpi_abort_job(3);
+    }
+    rs_error(RANKSNAP_ERR_OUT_OF_MEMORY, "%s", msg);
+}
+
+/* The dumper thread, on a fatal signal. The allocator lock may be held by the very thread the
+ * signal stopped (it would never be released): probe it for half the timeout and give up if it
+ * stays taken — the ring file (RANKSNAP_RING=mmap) still holds the history then. */
+static void rs_crash_dump(int sig)
+{
+    rs_runtime *rt = rs_get();
+    if (!rt) return;
+    int budget_ms = rt->opts.dump_timeout_ms / 2, got = 0;
+    for (int waited = 0; waited <= budget_ms; waited++) {
+        if (rs_alloc_trylock(rt->alloc)) {
+            got = 1;
+            break;
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (!got) {
+        RS_WARN(RS_SUB_DUMP, "signal %d: the allocator is locked by the stopped thread; %s", sig,
+                rt->ring_file ? "the ring file keeps the history" : "no snapshot written");
+        return;
+    }
+    rs_alloc_unlock(rt->alloc);
+    if (rs_runtime_dump(NULL, 0) == RANKSNAP_OK)
+        RS_INFO(RS_SUB_DUMP, "signal %d: snapshot written", sig);
+    else
+        RS_WARN(RS_SUB_DUMP, "signal %d: dump failed: %s", sig, ranksnap_last_error());
+}
+
 /* ---- allocation ----------------------------------------------------------------------------- */
 
 ranksnap_status ranksnap_malloc(void **ptr, size_t size, void *stream)
@@ -375,13 +470,17 @@ ranksnap_status ranksnap_malloc(void **ptr, size_t size, void *stream)
     /* Without stacks to capture the thread-local buffer is not touched (its address is a call
      * to __tls_get_addr in a shared library): it holds n == 0 between calls, so the observer
      * finds no stack. */
-    if (!rt->stacks || !atomic_load_explicit(&rt->recording, memory_order_relaxed))
-        return rs_alloc_malloc(rt->alloc, size, stream, ptr);
-    rs_pending_stack *ps = &rs_pending;
-    ps->id = 0;
-    ps->n = rs_stacks_capture_pcs(rt->stacks, 1, ps->pcs);
-    ranksnap_status st = rs_alloc_malloc(rt->alloc, size, stream, ptr);
-    ps->n = 0;
+    ranksnap_status st;
+    if (!rt->stacks || !atomic_load_explicit(&rt->recording, memory_order_relaxed)) {
+        st = rs_alloc_malloc(rt->alloc, size, stream, ptr);
+    } else {
+        rs_pending_stack *ps = &rs_pending;
+        ps->id = 0;
+        ps->n = rs_stacks_capture_pcs(rt->stacks, 1, ps->pcs);
+        st = rs_alloc_malloc(rt->alloc, size, stream, ptr);
+        ps->n = 0;
+    }
+    if (__builtin_expect(st == RANKSNAP_ERR_OUT_OF_MEMORY, 0)) rs_after_oom(rt);
     return st;
 }
 
@@ -482,6 +581,7 @@ ranksnap_status ranksnap_step(int64_t step)
         }
     }
     rs_sample_outside(rt, s.reserved_bytes);
+    rs_ring_file_step(rt->ring_file, step);
     rs_recorder_append_id(rt->recorder, RS_ACT_STEP, 0, (uint64_t)step, NULL, 0);
     rs_alloc_unlock(rt->alloc);
     if (ended) {
@@ -649,15 +749,22 @@ ranksnap_status ranksnap_reset_peak_stats(void)
 /* Creates RANKSNAP_DIR (0700) if it is missing; an existing one is used as it is. */
 static ranksnap_status rs_ensure_dir(const char *dir)
 {
-    if (mkdir(dir, 0700) == 0 || errno == EEXIST) {
-        struct stat sb;
-        if (stat(dir, &sb) != 0)
-            return rs_error(RANKSNAP_ERR_IO, "RANKSNAP_DIR=%s: %s", dir, strerror(errno));
-        if (!S_ISDIR(sb.st_mode))
-            return rs_error(RANKSNAP_ERR_IO, "RANKSNAP_DIR=%s: exists and is not a directory", dir);
-        return RANKSNAP_OK;
-    }
-    return rs_error(RANKSNAP_ERR_IO, "RANKSNAP_DIR=%s: cannot create: %s", dir, strerror(errno));
+    /* Several ranks of a node create it at once: EEXIST is the common case. The checks below
+     * refuse a directory that another user could swap or read under us. */
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return rs_error(RANKSNAP_ERR_IO, "RANKSNAP_DIR=%s: cannot create: %s", dir, strerror(errno));
+    struct stat sb;
+    if (lstat(dir, &sb) != 0)
+        return rs_error(RANKSNAP_ERR_IO, "RANKSNAP_DIR=%s: %s", dir, strerror(errno));
+    if (S_ISLNK(sb.st_mode))
+        return rs_error(RANKSNAP_ERR_IO, "RANKSNAP_DIR=%s: is a symbolic link; refusing to write "
+                        "snapshots through it (give the real path)", dir);
+    if (!S_ISDIR(sb.st_mode))
+        return rs_error(RANKSNAP_ERR_IO, "RANKSNAP_DIR=%s: exists and is not a directory", dir);
+    if (sb.st_uid != geteuid())
+        return rs_error(RANKSNAP_ERR_IO, "RANKSNAP_DIR=%s: owned by uid %u, not by this user (uid %u); "
+                        "refusing to write snapshots there", dir, (unsigned)sb.st_uid, (unsigned)geteuid());
+    return RANKSNAP_OK;
 }
 
 ranksnap_status rs_runtime_default_path(char *buf, size_t n)
@@ -764,7 +871,10 @@ ranksnap_status rs_runtime_dump(const char *path, int complete)
     RS_CHECK(rs_runtime_encode(rt, complete, &buf, &len));
     ranksnap_status st = rs_write_file_atomic(path, buf, len);
     free(buf);
-    if (st == RANKSNAP_OK) RS_INFO(RS_SUB_DUMP, "dump: %s, %zu bytes", path, len);
+    if (st == RANKSNAP_OK) {
+        RS_INFO(RS_SUB_DUMP, "dump: %s, %zu bytes", path, len);
+        if (rt->ring_file) rs_ring_file_snapshot_written(rt->ring_file, rs_now_us());
+    }
     return st;
 }
 
@@ -833,6 +943,7 @@ static ranksnap_status rs_end_of_range(rs_runtime *rt)
         st = rs_runtime_default_path(path, sizeof path);
         if (st == RANKSNAP_OK) st = rs_write_file_atomic(path, buf, len);
         if (st != RANKSNAP_OK) RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
+        else if (rt->ring_file) rs_ring_file_snapshot_written(rt->ring_file, rs_now_us());
     }
     if (!rt->opts.report) { /* RANKSNAP_REPORT=0: files only, `ranksnap report DIR` later */
         free(buf);

@@ -632,6 +632,20 @@ static ranksnap_status rs_resolve_frame(rs_frame_info *f)
     return RANKSNAP_OK;
 }
 
+void rs_symbols_prewarm(void)
+{
+#if defined(RANKSNAP_HAVE_LIBBACKTRACE)
+    /* libbacktrace reads the debug info of every loaded module at its first lookup (~0.1 s for
+     * a small program, more for a large one); done once here, a dump later pays only for its
+     * own frames. */
+    pthread_once(&rs_bt_once, rs_bt_init);
+    if (rs_bt_state) {
+        struct rs_bt_info bi = {NULL, NULL, 0, 0};
+        backtrace_pcinfo(rs_bt_state, (uintptr_t)&rs_symbols_prewarm, rs_bt_pcinfo, rs_bt_error, &bi);
+    }
+#endif
+}
+
 static int rs_cmp_pc(const void *a, const void *b)
 {
     uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;

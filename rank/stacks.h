@@ -73,6 +73,9 @@ ranksnap_status rs_symbols_resolve(const rs_stacks *s, rs_symbols *out);
 /* Index of `pc` in out->frames, or -1. */
 long rs_symbols_find(const rs_symbols *sym, uint64_t pc);
 void rs_symbols_free(rs_symbols *sym);
+/* Loads the debug info resolution needs, ahead of the first dump (the dumper thread does this
+ * while the program starts, so that a dump on a fatal signal fits in its time budget). */
+void rs_symbols_prewarm(void);
 /* 1 when this build resolves file and line (libbacktrace reading DWARF), 0 when frames get only
  * the dynamic symbol name from dladdr. */
 int rs_symbols_have_file_lines(void);

@@ -1,0 +1,158 @@
+/*
+ * ring_file.c — the event ring and the segment table in a file mapping that outlives the process.
+ *
+ * With RANKSNAP_RING=mmap the recorder writes its events straight into a MAP_SHARED mapping of
+ * RANKSNAP_DIR/rank-RRRRR.ring. Pages of a shared file mapping belong to the page cache: what
+ * was stored is in the file as soon as the store is done, even if the process is then killed
+ * with SIGKILL, which no handler can catch. Nothing is msync'ed on the hot path — surviving the
+ * process is the point, not surviving the machine. A clean finalize marks the file closed and
+ * removes it; a file left behind is a rank that died, which `ranksnap report` recovers.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "errors.h"
+#include "ring_file.h"
+
+_Static_assert(sizeof(rs_ring_header) <= RS_RING_HEADER_SIZE, "the ring header fits its page");
+_Static_assert(sizeof(rs_ring_event) == sizeof(rs_event), "the file's events are the recorder's");
+_Static_assert(sizeof(rs_ring_segment) == 24, "segment table entries are 24 bytes");
+
+struct rs_ring_file {
+    int fd;
+    void *map;
+    size_t len;
+    rs_ring_header *hdr;
+    rs_ring_segment *segs;
+    rs_event *events;
+    char path[RS_PATH_MAX + 32];
+};
+
+ranksnap_status rs_ring_file_open(const char *dir, uint64_t capacity, const rs_ring_identity *id,
+                                  rs_ring_file **out)
+{
+    *out = NULL;
+    rs_ring_file *f = calloc(1, sizeof *f);
+    if (!f) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_RING=mmap: out of host memory");
+    snprintf(f->path, sizeof f->path, "%s/rank-%05d.ring", dir, id->rank);
+    size_t seg_bytes = RS_RING_MAX_SEGMENTS * sizeof(rs_ring_segment);
+    f->len = RS_RING_HEADER_SIZE + seg_bytes + (size_t)capacity * sizeof(rs_event);
+    /* a previous run's file of this rank is replaced, never followed if it is a link */
+    unlink(f->path);
+    f->fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (f->fd < 0) {
+        ranksnap_status st = rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: %s", f->path, strerror(errno));
+        free(f);
+        return st;
+    }
+    if (ftruncate(f->fd, (off_t)f->len) != 0) {
+        ranksnap_status st = rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: cannot size it to %zu bytes: %s",
+                                      f->path, f->len, strerror(errno));
+        close(f->fd);
+        unlink(f->path);
+        free(f);
+        return st;
+    }
+    f->map = mmap(NULL, f->len, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
+    if (f->map == MAP_FAILED) {
+        ranksnap_status st = rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: mmap of %zu bytes failed: %s",
+                                      f->path, f->len, strerror(errno));
+        close(f->fd);
+        unlink(f->path);
+        free(f);
+        return st;
+    }
+    f->hdr = f->map;
+    f->segs = (rs_ring_segment *)((char *)f->map + RS_RING_HEADER_SIZE);
+    f->events = (rs_event *)((char *)f->map + RS_RING_HEADER_SIZE + seg_bytes);
+    rs_ring_header *h = f->hdr;
+    h->version = RS_RING_VERSION;
+    h->endian = RS_RING_ENDIAN;
+    h->header_size = RS_RING_HEADER_SIZE;
+    h->event_size = sizeof(rs_event);
+    h->capacity = capacity;
+    h->max_segments = RS_RING_MAX_SEGMENTS;
+    h->rank = id->rank;
+    h->world_size = id->world_size;
+    h->pid = id->pid;
+    snprintf(h->job, sizeof h->job, "%s", id->job ? id->job : "");
+    snprintf(h->host, sizeof h->host, "%s", id->host ? id->host : "");
+    snprintf(h->device_name, sizeof h->device_name, "%s", id->device_name ? id->device_name : "");
+    h->device_total = id->device_total;
+    h->memory_limit = id->memory_limit;
+    h->clock_offset_us = id->clock_offset_us;
+    h->created_us = rs_now_us();
+    h->step = -1;
+    /* the magic last: a reader takes the file for a ring only once the rest is in place */
+    memcpy(h->magic, RS_RING_MAGIC, sizeof h->magic);
+    *out = f;
+    return RANKSNAP_OK;
+}
+
+void rs_ring_file_pub(rs_ring_file *f, rs_ring_pub *pub)
+{
+    pub->ring = f->events;
+    pub->total = (_Atomic uint64_t *)&f->hdr->total;
+    pub->streams = f->hdr->streams;
+    pub->n_streams = &f->hdr->n_streams;
+    pub->streams_max = RS_RING_MAX_STREAMS;
+}
+
+void rs_ring_file_segment(rs_ring_file *f, int alloc, uint64_t addr, uint64_t size, uint32_t stream,
+                          int is_small)
+{
+    if (!f) return;
+    rs_ring_header *h = f->hdr;
+    /* open addressing on the segment address: segment events are rare, the table is small */
+    size_t n = RS_RING_MAX_SEGMENTS, i = (size_t)((addr >> 21) * 0x9e3779b97f4a7c15ull) % n;
+    if (alloc) {
+        for (size_t k = 0; k < n; k++, i = (i + 1) % n)
+            if (f->segs[i].addr == 0 || f->segs[i].addr == UINT64_MAX) {
+                f->segs[i].size = size;
+                f->segs[i].stream = stream;
+                f->segs[i].is_small = (uint32_t)is_small;
+                f->segs[i].addr = addr; /* last: the entry counts once its address is there */
+                h->reserved_bytes += size;
+                return;
+            }
+        h->segments_overflow++;
+        h->reserved_bytes += size;
+        return;
+    }
+    for (size_t k = 0; k < n && f->segs[i].addr != 0; k++, i = (i + 1) % n)
+        if (f->segs[i].addr == addr) {
+            f->segs[i].addr = UINT64_MAX; /* a tombstone keeps later probes going */
+            h->reserved_bytes -= f->segs[i].size < h->reserved_bytes ? f->segs[i].size : h->reserved_bytes;
+            return;
+        }
+    if (h->segments_overflow) {
+        h->segments_overflow--;
+        h->reserved_bytes -= size < h->reserved_bytes ? size : h->reserved_bytes;
+    }
+}
+
+void rs_ring_file_step(rs_ring_file *f, int64_t step)
+{
+    if (f) f->hdr->step = step;
+}
+
+void rs_ring_file_snapshot_written(rs_ring_file *f, uint64_t time_us)
+{
+    if (f) f->hdr->snapshot_time_us = time_us;
+}
+
+void rs_ring_file_close(rs_ring_file *f, int remove)
+{
+    if (!f) return;
+    if (remove) f->hdr->closed = 1;
+    munmap(f->map, f->len);
+    close(f->fd);
+    if (remove) unlink(f->path);
+    free(f);
+}
