@@ -18,6 +18,7 @@
 #include "compare.h"
 #include "options.h"
 #include "ranksnap.h"
+#include "read_ring.h"
 #include "read_rsnap.h"
 #include "snapshot.h"
 #include "summary.h"
@@ -118,6 +119,8 @@ typedef struct report_opts {
 typedef struct report_file {
     char *path;
     rsc_summary sum;
+    uint64_t time_us; /* when the snapshot was taken, or the ring's last event */
+    int is_ring;      /* recovered from a ring file a dead rank left */
 } report_file;
 
 /* The paths to read: each operand, a directory standing for its rank-*.rsnap files. */
@@ -160,7 +163,42 @@ static int cmp_str(const void *a, const void *b)
 static int is_rank_file(const char *name)
 {
     size_t n = strlen(name);
-    return strncmp(name, "rank-", 5) == 0 && n > 11 && strcmp(name + n - 6, ".rsnap") == 0;
+    return strncmp(name, "rank-", 5) == 0 && n > 10 &&
+           (strcmp(name + n - 6, ".rsnap") == 0 || strcmp(name + n - 5, ".ring") == 0);
+}
+
+static int is_ring_path(const char *path)
+{
+    size_t n = strlen(path);
+    return n > 5 && strcmp(path + n - 5, ".ring") == 0;
+}
+
+/* A snapshot, or the ring file of a rank that died (RANKSNAP_RING=mmap). *closed says the ring's
+ * rank finalized cleanly, in which case its snapshot says more. */
+static ranksnap_status load_snapshot(const char *path, rsn_snapshot **out, int *is_ring, int *closed)
+{
+    *is_ring = is_ring_path(path);
+    *closed = 0;
+    if (*is_ring) return rsn_read_ring_file(path, out, closed);
+    return rsn_read_file(path, out);
+}
+
+/* A rank with both a snapshot and a ring keeps whichever is newer: a snapshot written at the end
+ * of a range, then a SIGKILL later, leaves a ring that knows more; a crash-path dump is at least
+ * as new as its ring. Files are in rank order; returns the new count. */
+static size_t report_prefer_newest(report_file *f, size_t n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (w > 0 && f[w - 1].sum.rank == f[i].sum.rank && (f[w - 1].is_ring != f[i].is_ring)) {
+            report_file *ring = f[i].is_ring ? &f[i] : &f[w - 1];
+            report_file *snap = f[i].is_ring ? &f[w - 1] : &f[i];
+            f[w - 1] = ring->time_us > snap->time_us ? *ring : *snap;
+            continue;
+        }
+        f[w++] = f[i];
+    }
+    return w;
 }
 
 /* Adds the rank files of `dir` in name order; -1 (and a message) when there are none. */
@@ -396,7 +434,8 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
     for (size_t i = 0; st == RANKSNAP_OK && i < n; i++) {
         if (!needs_full(r, sums[i].rank)) continue;
         /* A file that changed or vanished since the first read falls back to its summary. */
-        if (rsn_read_file(f[i].path, &full[i]) != RANKSNAP_OK ||
+        int ring, closed;
+        if (load_snapshot(f[i].path, &full[i], &ring, &closed) != RANKSNAP_OK ||
             full[i]->rank != sums[i].rank) {
             rsn_free(full[i]);
             full[i] = NULL;
@@ -463,13 +502,20 @@ static int run_report(const rs_verb *verb, int argc, char **argv)
     if (!files) goto done;
     for (size_t i = 0; i < paths.n; i++) {
         rsn_snapshot *snap = NULL;
-        ranksnap_status st = rsn_read_file(paths.v[i], &snap);
+        int ring = 0, closed = 0;
+        ranksnap_status st = load_snapshot(paths.v[i], &snap, &ring, &closed);
         if (st != RANKSNAP_OK) {
             report_failure(paths.v[i], st);
             if (path_push(&failed, NULL, paths.v[i]) != 0) goto done;
             continue;
         }
+        if (ring && closed) { /* a clean finalize: the ring is a leftover, the .rsnap speaks */
+            rsn_free(snap);
+            continue;
+        }
         files[n].path = paths.v[i];
+        files[n].time_us = snap->time_us;
+        files[n].is_ring = ring;
         rsc_summarize(snap, &files[n].sum);
         rsn_free(snap);
         n++;
@@ -479,6 +525,7 @@ static int run_report(const rs_verb *verb, int argc, char **argv)
         goto done;
     }
     qsort(files, n, sizeof *files, cmp_file_rank);
+    n = report_prefer_newest(files, n);
     if (report_check_files(&o, files, n) != 0) goto done;
     code = report_emit(&o, pct, files, n, &failed);
 done:
@@ -500,7 +547,8 @@ static const rs_verb rs_verbs[] = {
      run_summary},
     {"report", "DIR|FILE... [--json] [--out DIR] [--divergence PCT] [--allow-mixed-jobs]",
      "compare the ranks: peaks, OOMs, ranks diverging from the median, and the sites why",
-     "  DIR                 every rank-*.rsnap in it\n"
+     "  DIR                 every rank-*.rsnap in it, and the rank-*.ring files of ranks\n"
+     "                      that died (recovered, marked incomplete)\n"
      "  --json              print report.json (schema: docs/FORMAT.md) instead of the text\n"
      "  --out DIR           also write DIR/report.txt and DIR/report.json\n"
      "  --divergence PCT    flag ranks whose peak is more than PCT% from the median\n"

@@ -66,6 +66,12 @@ typedef struct rs_ring_header {
     uint64_t snapshot_time_us; /* time_us of the last complete .rsnap this rank wrote, 0 none */
     uint32_t closed;         /* 1: finalized cleanly (the file is then removed) */
     uint32_t pad;
+    /* the allocator's totals at the last step boundary, and `total` then: events before the
+     * ring's window are gone, these anchor the replay of the ones that remain */
+    uint64_t step_total;
+    uint64_t allocated_at_step;
+    uint64_t allocated_peak_at_step;
+    uint64_t reserved_peak_at_step;
 } rs_ring_header;
 
 #endif

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -137,9 +138,17 @@ void rs_ring_file_segment(rs_ring_file *f, int alloc, uint64_t addr, uint64_t si
     }
 }
 
-void rs_ring_file_step(rs_ring_file *f, int64_t step)
+void rs_ring_file_step(rs_ring_file *f, int64_t step, uint64_t allocated, uint64_t allocated_peak,
+                       uint64_t reserved_peak)
 {
-    if (f) f->hdr->step = step;
+    if (!f) return;
+    rs_ring_header *h = f->hdr;
+    h->step = step;
+    h->allocated_at_step = allocated;
+    h->allocated_peak_at_step = allocated_peak;
+    h->reserved_peak_at_step = reserved_peak;
+    /* the step event itself is appended right after this: it is event number `total` */
+    h->step_total = atomic_load_explicit((_Atomic uint64_t *)&h->total, memory_order_acquire);
 }
 
 void rs_ring_file_snapshot_written(rs_ring_file *f, uint64_t time_us)

@@ -27,7 +27,9 @@ void rs_ring_file_pub(rs_ring_file *f, rs_ring_pub *pub);
 /* The segment table mirrors the allocator's segments (allocator lock held). */
 void rs_ring_file_segment(rs_ring_file *f, int alloc, uint64_t addr, uint64_t size, uint32_t stream,
                           int is_small);
-void rs_ring_file_step(rs_ring_file *f, int64_t step);
+/* At a step boundary (allocator lock held): the step and the allocator's totals then. */
+void rs_ring_file_step(rs_ring_file *f, int64_t step, uint64_t allocated, uint64_t allocated_peak,
+                       uint64_t reserved_peak);
 void rs_ring_file_snapshot_written(rs_ring_file *f, uint64_t time_us);
 /* Unmaps; with `remove` (a clean finalize) marks it closed and deletes the file. */
 void rs_ring_file_close(rs_ring_file *f, int remove);

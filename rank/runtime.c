@@ -581,7 +581,7 @@ ranksnap_status ranksnap_step(int64_t step)
         }
     }
     rs_sample_outside(rt, s.reserved_bytes);
-    rs_ring_file_step(rt->ring_file, step);
+    rs_ring_file_step(rt->ring_file, step, s.allocated_bytes, s.allocated_bytes_peak, s.reserved_bytes_peak);
     rs_recorder_append_id(rt->recorder, RS_ACT_STEP, 0, (uint64_t)step, NULL, 0);
     rs_alloc_unlock(rt->alloc);
     if (ended) {
