@@ -4,5 +4,7 @@
 #define RANKSNAP_COMMANDS_H
 
 int rs_cmd_trigger(int argc, char **argv);
+int rs_cmd_export(int argc, char **argv);  /* cmd_export.c */
+int rs_cmd_replay(int argc, char **argv);  /* cmd_replay.c */
 
 #endif

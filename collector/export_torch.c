@@ -21,6 +21,7 @@
  * Size: frame dicts and stack lists are memoized (each written once, then a 2-5 byte memo
  * reference), as are repeated strings; PyTorch's own pickles share them the same way.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -19,6 +19,7 @@
 #include "options.h"
 #include "ranksnap.h"
 #include "read_ring.h"
+#include "read_pickle.h"
 #include "read_rsnap.h"
 #include "snapshot.h"
 #include "summary.h"
@@ -92,7 +93,7 @@ static int run_summary(const rs_verb *verb, int argc, char **argv)
     if (n < 0) return code;
     for (int i = 0; i < n; i++) {
         rsn_snapshot *snap = NULL;
-        ranksnap_status st = rsn_read_file(argv[i], &snap);
+        ranksnap_status st = rsn_read_snapshot_file(argv[i], NULL, &snap);
         if (st == RANKSNAP_OK) st = rsn_print_summary(stdout, snap, argv[i]);
         rsn_free(snap);
         if (st != RANKSNAP_OK) {
@@ -114,6 +115,8 @@ typedef struct report_opts {
     int allow_mixed_jobs;
     const char *out_dir;
     const char *divergence; /* NULL: RANKSNAP_DIVERGENCE or its default */
+    int rank_from_name;     /* PyTorch pickles: rank = the number in the file name */
+    int all_frames;         /* PyTorch pickles: sites may be torch / standard library frames */
 } report_opts;
 
 typedef struct report_file {
@@ -175,12 +178,32 @@ static int is_ring_path(const char *path)
 
 /* A snapshot, or the ring file of a rank that died (RANKSNAP_RING=mmap). *closed says the ring's
  * rank finalized cleanly, in which case its snapshot says more. */
-static ranksnap_status load_snapshot(const char *path, rsn_snapshot **out, int *is_ring, int *closed)
+static ranksnap_status load_snapshot(const char *path, const rsn_pickle_opts *po,
+                                     rsn_snapshot **out, int *is_ring, int *closed)
 {
     *is_ring = is_ring_path(path);
     *closed = 0;
     if (*is_ring) return rsn_read_ring_file(path, out, closed);
-    return rsn_read_file(path, out);
+    return rsn_read_snapshot_file(path, po, out); /* .rsnap, or a PyTorch pickle */
+}
+
+/* The options a PyTorch pickle is read with: its rank is the number in its name
+ * (--rank-from-name) or its place among the pickles given (*n_pickles counts them). -1 (and a
+ * message) when the name holds no rank. */
+static int report_pickle_opts(const report_opts *o, const char *path, int *n_pickles,
+                              rsn_pickle_opts *po)
+{
+    rsn_pickle_opts_default(po);
+    po->all_frames = o->all_frames;
+    if (rsn_file_is_pickle(path) != 1) return 0;
+    if (!o->rank_from_name) {
+        po->rank = (*n_pickles)++;
+        return 0;
+    }
+    if (rsn_rank_from_name(path, &po->rank) == 0) return 0;
+    fprintf(stderr, "ranksnap: %s: --rank-from-name: no rank number in the file name (such as "
+                    "snapshot_rank3.pickle, rank-3.pickle or oom_rank-3_NAME.pickle)\n", path);
+    return -1;
 }
 
 /* A rank with both a snapshot and a ring keeps whichever is newer: a snapshot written at the end
@@ -293,6 +316,10 @@ static int report_parse(const rs_verb *verb, int argc, char **argv, report_opts 
             o->json = 1;
         } else if (strcmp(a, "--allow-mixed-jobs") == 0) {
             o->allow_mixed_jobs = 1;
+        } else if (strcmp(a, "--rank-from-name") == 0) {
+            o->rank_from_name = 1;
+        } else if (strcmp(a, "--all-frames") == 0) {
+            o->all_frames = 1;
         } else if ((got = flag_value("--out", argc, argv, &i, &o->out_dir)) != 0 ||
                    (got = flag_value("--divergence", argc, argv, &i, &o->divergence)) != 0) {
             if (got < 0 || (o->out_dir && !*o->out_dir) || (o->divergence && !*o->divergence)) {
@@ -324,9 +351,11 @@ static int cmp_file_rank(const void *pa, const void *pb)
     return strcmp(a->path, b->path);
 }
 
-/* Two files of one rank, or of two jobs without --allow-mixed-jobs: the report would compare the
- * wrong things, so there is none. Files are in rank order. */
-static int report_check_files(const report_opts *o, const report_file *f, size_t n)
+/* Two files of one rank: the report would compare the wrong things, so there is none. Files of
+ * another job than most of them (a directory two jobs wrote into) are left out, each with an
+ * error naming it and both jobs, unless --allow-mixed-jobs; the report covers the rest. Files are
+ * in rank order. Returns the number kept, or -1. */
+static long report_check_files(const report_opts *o, report_file *f, size_t n, path_list *failed)
 {
     for (size_t i = 1; i < n; i++) {
         if (f[i].sum.rank == f[i - 1].sum.rank) {
@@ -335,20 +364,29 @@ static int report_check_files(const report_opts *o, const report_file *f, size_t
             return -1;
         }
     }
-    if (o->allow_mixed_jobs) return 0;
-    for (size_t i = 1; i < n; i++) {
-        if (strcmp(f[i].sum.job, f[0].sum.job) != 0) {
-            fprintf(stderr, "ranksnap: %s is from job %s but %s is from job %s; pass "
-                            "--allow-mixed-jobs to compare them anyway\n",
-                    f[i].path, f[i].sum.job[0] ? f[i].sum.job : "(none)", f[0].path,
-                    f[0].sum.job[0] ? f[0].sum.job : "(none)");
-            return -1;
-        }
+    if (o->allow_mixed_jobs || n == 0) return (long)n;
+    /* the job most files belong to; ties go to the one of the lowest rank */
+    size_t best = 0, best_count = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t c = 0;
+        for (size_t j = 0; j < n; j++) c += strcmp(f[j].sum.job, f[i].sum.job) == 0;
+        if (c > best_count) best = i, best_count = c;
     }
-    return 0;
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(f[i].sum.job, f[best].sum.job) != 0) {
+            fprintf(stderr, "ranksnap: %s is from job %s but %s (and %zu files in all) are from job %s; "
+                            "left out (pass --allow-mixed-jobs to compare them anyway)\n",
+                    f[i].path, f[i].sum.job[0] ? f[i].sum.job : "(none)", f[best].path, best_count,
+                    f[best].sum.job[0] ? f[best].sum.job : "(none)");
+            if (path_push(failed, NULL, f[i].path) != 0) return -1;
+            continue;
+        }
+        f[w++] = f[i];
+    }
+    return (long)w;
 }
 
-/* 1 when rank's full snapshot is wanted: the reference and every rank with a verdict. */
 static int needs_full(const rsc_result *r, int32_t rank)
 {
     if (rank == r->reference_rank) return 1;
@@ -435,7 +473,11 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
         if (!needs_full(r, sums[i].rank)) continue;
         /* A file that changed or vanished since the first read falls back to its summary. */
         int ring, closed;
-        if (load_snapshot(f[i].path, &full[i], &ring, &closed) != RANKSNAP_OK ||
+        rsn_pickle_opts po;
+        rsn_pickle_opts_default(&po);
+        po.rank = sums[i].rank;
+        po.all_frames = o->all_frames;
+        if (load_snapshot(f[i].path, &po, &full[i], &ring, &closed) != RANKSNAP_OK ||
             full[i]->rank != sums[i].rank) {
             rsn_free(full[i]);
             full[i] = NULL;
@@ -477,11 +519,11 @@ done:
 
 static int run_report(const rs_verb *verb, int argc, char **argv)
 {
-    report_opts o = {0, 0, NULL, NULL};
+    report_opts o = {0, 0, NULL, NULL, 0, 0};
     path_list operands = {0, 0, NULL}, paths = {0, 0, NULL}, failed = {0, 0, NULL};
     report_file *files = NULL;
     size_t n = 0;
-    int code = RS_EXIT_OK;
+    int code = RS_EXIT_OK, n_pickles = 0;
     double pct = 0;
     if (report_parse(verb, argc, argv, &o, &operands, &code) != 0) goto done;
     if (report_divergence(&o, &pct) != 0) {
@@ -503,7 +545,12 @@ static int run_report(const rs_verb *verb, int argc, char **argv)
     for (size_t i = 0; i < paths.n; i++) {
         rsn_snapshot *snap = NULL;
         int ring = 0, closed = 0;
-        ranksnap_status st = load_snapshot(paths.v[i], &snap, &ring, &closed);
+        rsn_pickle_opts po;
+        if (report_pickle_opts(&o, paths.v[i], &n_pickles, &po) != 0) {
+            if (path_push(&failed, NULL, paths.v[i]) != 0) goto done;
+            continue;
+        }
+        ranksnap_status st = load_snapshot(paths.v[i], &po, &snap, &ring, &closed);
         if (st != RANKSNAP_OK) {
             report_failure(paths.v[i], st);
             if (path_push(&failed, NULL, paths.v[i]) != 0) goto done;
@@ -526,7 +573,9 @@ static int run_report(const rs_verb *verb, int argc, char **argv)
     }
     qsort(files, n, sizeof *files, cmp_file_rank);
     n = report_prefer_newest(files, n);
-    if (report_check_files(&o, files, n) != 0) goto done;
+    long kept = report_check_files(&o, files, n, &failed);
+    if (kept < 0) goto done;
+    n = (size_t)kept;
     code = report_emit(&o, pct, files, n, &failed);
 done:
     free(files);
@@ -542,10 +591,23 @@ static int run_trigger(const rs_verb *verb, int argc, char **argv)
     return rs_cmd_trigger(argc, argv);
 }
 
+static int run_export(const rs_verb *verb, int argc, char **argv)
+{
+    (void)verb;
+    return rs_cmd_export(argc, argv);
+}
+
+static int run_replay(const rs_verb *verb, int argc, char **argv)
+{
+    (void)verb;
+    return rs_cmd_replay(argc, argv);
+}
+
 static const rs_verb rs_verbs[] = {
     {"summary", "FILE...", "print identity, totals and peaks of each .rsnap snapshot", NULL,
      run_summary},
-    {"report", "DIR|FILE... [--json] [--out DIR] [--divergence PCT] [--allow-mixed-jobs]",
+    {"report", "DIR|FILE... [--json] [--out DIR] [--divergence PCT] [--allow-mixed-jobs]\n"
+     "                [--rank-from-name] [--all-frames]",
      "compare the ranks: peaks, OOMs, ranks diverging from the median, and the sites why",
      "  DIR                 every rank-*.rsnap in it, and the rank-*.ring files of ranks\n"
      "                      that died (recovered, marked incomplete)\n"
@@ -554,11 +616,21 @@ static const rs_verb rs_verbs[] = {
      "  --divergence PCT    flag ranks whose peak is more than PCT% from the median\n"
      "                      (default: RANKSNAP_DIVERGENCE, else 5%)\n"
      "  --allow-mixed-jobs  compare snapshots of different jobs instead of refusing\n"
+     "  FILE.pickle         a PyTorch snapshot (torch.cuda.memory._dump_snapshot); its rank is\n"
+     "                      its place among the pickles given, or with\n"
+     "  --rank-from-name    the number in its name: snapshot_rank3, rank-3, oom_rank-3_NAME\n"
+     "  --all-frames        PyTorch sites may be frames of torch and of the Python standard\n"
+     "                      library (by default the innermost frame of user code)\n"
      "exit status: 0 a report was produced, 1 no snapshot could be read (or two of one rank,\n"
      "or of different jobs), 2 usage error\n",
      run_report},
     {"trigger", "[DIR]", "start recording on every rank of a running job at its next step", NULL,
      run_trigger},
+    {"export", "--torch FILE|--rank R DIR -o OUT.pickle",
+     "write one rank as a PyTorch memory snapshot for pytorch.org/memory_viz", NULL, run_export},
+    {"replay", "FILE [--json]",
+     "replay a rank's allocations through ranksnap's allocator: peaks against the original's",
+     NULL, run_replay},
 };
 
 #define RS_N_VERBS (sizeof rs_verbs / sizeof rs_verbs[0])

@@ -465,7 +465,7 @@ static ranksnap_status memo_get(dec *d, uint64_t key)
 
 static ranksnap_status memo_store_top(dec *d, uint64_t key)
 {
-    pk_value *v;
+    pk_value *v = NULL;
     RS_CHECK(top(d, &v));
     return memo_put(d, key, v);
 }
@@ -553,7 +553,7 @@ static ranksnap_status push_tuple_of_top(dec *d, size_t n)
 /* TUPLE, LIST, FROZENSET, DICT: everything above the MARK. */
 static ranksnap_status push_from_mark(dec *d, pk_kind kind)
 {
-    size_t start;
+    size_t start = 0;
     RS_CHECK(pop_mark(d, &start));
     size_t n = d->sp - start;
     if (kind == PK_DICT && n % 2 != 0)
@@ -570,9 +570,9 @@ static ranksnap_status push_from_mark(dec *d, pk_kind kind)
 /* APPENDS, SETITEMS, ADDITEMS. */
 static ranksnap_status add_from_mark(dec *d, pk_kind kind)
 {
-    size_t start;
+    size_t start = 0;
     RS_CHECK(pop_mark(d, &start));
-    pk_value *c;
+    pk_value *c = NULL;
     RS_CHECK(container_under_mark(d, start, kind, &c));
     size_t n = d->sp - start;
     if (kind == PK_DICT && n % 2 != 0)
@@ -597,7 +597,7 @@ static ranksnap_status refuse_code(const dec *d)
 static ranksnap_status step(dec *d, int *done)
 {
     uint64_t n = 0;
-    pk_value *v, *w;
+    pk_value *v = NULL, *w = NULL;
     switch (d->op) {
     case 0x80: /* PROTO */
         RS_CHECK(need(d, 1));
@@ -635,7 +635,7 @@ static ranksnap_status step(dec *d, int *done)
             return underflow(d, 1);
         return RANKSNAP_OK;
     case 0x31: { /* POP_MARK */
-        size_t start;
+        size_t start = 0;
         RS_CHECK(pop_mark(d, &start));
         d->sp = start;
         return RANKSNAP_OK;

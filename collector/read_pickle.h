@@ -46,6 +46,10 @@ ranksnap_status rsn_read_pickle_file(const char *path, int rank, rsn_snapshot **
 ranksnap_status rsn_read_snapshot_file(const char *path, const rsn_pickle_opts *opts,
                                        rsn_snapshot **out);
 
+/* 1 when the file starts like a pickle (rsn_is_pickle), 0 otherwise or when it cannot be read
+ * (reading it then says why). */
+int rsn_file_is_pickle(const char *path);
+
 /* The rank number in a file name, as PyTorch users name their dumps: "snapshot_rank3.pickle",
  * "rank-3.pickle", "rank_03.pickle", "oom_rank-3_gpt2.pickle" (the last "rank" followed by an
  * optional '-' or '_' and digits, in the base name, any case). 0 and *rank set when found, -1

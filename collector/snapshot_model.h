@@ -167,6 +167,11 @@ typedef struct rsn_snapshot {
 
     int has_oom;
     rsn_oom oom;
+
+    /* Not in the file: set by the reader. 1 (PyTorch snapshots, unless --all-frames) makes a
+     * site the innermost frame of user code, skipping frames of torch, of the Python standard
+     * library and C++ frames without a source file (summarize.c, docs/PYTORCH.md). */
+    int skip_framework_frames;
 } rsn_snapshot;
 
 #endif

@@ -139,16 +139,43 @@ static int own_frame(const rsn_snapshot *s, const rsn_frame *f)
     return 0;
 }
 
+/* Frames of the framework rather than of the user's code, for snapshots that ask to skip them
+ * (PyTorch's, whose stacks interleave C++ frames, torch's Python and the standard library with
+ * the user's lines): C++ frames without a source file ("??"), torch and its C++ sources, the
+ * Python standard library (lib/python3.X outside site-packages / dist-packages) and frozen
+ * modules. Packages a user installed (transformers, ...) count as user code. */
+static int framework_frame(const rsn_frame *f)
+{
+    const char *file = f->file;
+    if (!file[0] || strcmp(file, "??") == 0) return 1;
+    if (strstr(file, "/torch/") || strstr(file, "-packages/torch") || strstr(file, "/c10/") ||
+        strstr(file, "/aten/src/") || strncmp(file, "<frozen", 7) == 0)
+        return 1;
+    const char *lib = strstr(file, "lib/python3");
+    return lib && !strstr(lib, "-packages/");
+}
+
 /* Frame index of the site of stack `id`, -1 for no stack. A stack made only of ranksnap's own
  * frames (cut short by RANKSNAP_STACK_DEPTH) falls back to its outermost frame, the one nearest
- * the application. */
+ * the application. With skip_framework_frames, a stack with no user frame falls back to its
+ * innermost frame with a source file (a torch Python line says more than a C++ "??"), then to
+ * its innermost frame that is not ranksnap's. */
 static int64_t site_frame(const rsn_snapshot *s, uint32_t id)
 {
     if (id == 0 || id > s->n_stacks) return -1;
     const rsn_stack *st = &s->stacks[id - 1];
     if (st->n_frames == 0) return -1;
-    for (size_t i = 0; i < st->n_frames; i++)
-        if (!own_frame(s, &s->frames[st->frames[i]])) return st->frames[i];
+    int skip = s->skip_framework_frames;
+    int64_t with_file = -1, other = -1;
+    for (size_t i = 0; i < st->n_frames; i++) {
+        const rsn_frame *f = &s->frames[st->frames[i]];
+        if (own_frame(s, f)) continue;
+        if (!skip || !framework_frame(f)) return st->frames[i];
+        if (other < 0) other = st->frames[i];
+        if (with_file < 0 && f->file[0] && strcmp(f->file, "??") != 0) with_file = st->frames[i];
+    }
+    if (with_file >= 0) return with_file;
+    if (other >= 0) return other;
     return st->frames[st->n_frames - 1];
 }
 

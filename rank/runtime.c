@@ -751,8 +751,25 @@ static ranksnap_status rs_ensure_dir(const char *dir)
 {
     /* Several ranks of a node create it at once: EEXIST is the common case. The checks below
      * refuse a directory that another user could swap or read under us. */
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-        return rs_error(RANKSNAP_ERR_IO, "RANKSNAP_DIR=%s: cannot create: %s", dir, strerror(errno));
+    if (mkdir(dir, 0700) != 0) {
+        if (errno == ENOENT) {
+            /* missing parents are made too, as mkdir -p would (RANKSNAP_DIR=/scratch/$JOB/rs) */
+            char tmp[RS_PATH_MAX];
+            snprintf(tmp, sizeof tmp, "%s", dir);
+            for (char *p = tmp + 1; *p; p++) {
+                if (*p != '/') continue;
+                *p = '\0';
+                if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+                    return rs_error(RANKSNAP_ERR_IO, "RANKSNAP_DIR=%s: cannot create %s: %s", dir, tmp,
+                                    strerror(errno));
+                *p = '/';
+            }
+            if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+                return rs_error(RANKSNAP_ERR_IO, "RANKSNAP_DIR=%s: cannot create: %s", dir, strerror(errno));
+        } else if (errno != EEXIST) {
+            return rs_error(RANKSNAP_ERR_IO, "RANKSNAP_DIR=%s: cannot create: %s", dir, strerror(errno));
+        }
+    }
     struct stat sb;
     if (lstat(dir, &sb) != 0)
         return rs_error(RANKSNAP_ERR_IO, "RANKSNAP_DIR=%s: %s", dir, strerror(errno));

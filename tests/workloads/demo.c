@@ -12,6 +12,7 @@
  *   --oom R           rank R's batch grows every step until it exceeds a memory cap
  *   --on-oom abort|continue   what a rank does on OOM (MPI_Abort, or skip the step and go on)
  *   --hang R:STEP:S   rank R sleeps S seconds before step STEP (a straggler)
+ *   --kill R:STEP     rank R sends itself SIGKILL at step STEP (what the kernel's OOM killer does)
  *   --iters N  --layers L  --hidden H  --batch B  --quiet
  *
  * MPI_Init starts ranksnap (the library's PMPI wrapper) and MPI_Finalize gathers and reports, so
@@ -19,6 +20,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +42,7 @@ typedef struct demo_cfg {
     int oom_rank;
     int oom_abort;
     int hang_rank, hang_step, hang_seconds;
+    int kill_rank, kill_step;
     int quiet;
 } demo_cfg;
 
@@ -72,7 +75,7 @@ static int parse_args(int argc, char **argv, demo_cfg *c)
 {
     *c = (demo_cfg){.iters = 8, .layers = 8, .hidden = 1024, .batch = 2048, .diverge_rank = -1,
                     .diverge_factor = 1.0, .leak_rank = -1, .oom_rank = -1, .oom_abort = 1,
-                    .hang_rank = -1};
+                    .hang_rank = -1, .kill_rank = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t x, y;
@@ -121,6 +124,12 @@ static int parse_args(int argc, char **argv, demo_cfg *c)
             c->hang_rank = (int)r;
             c->hang_step = (int)st;
             c->hang_seconds = (int)sec;
+        } else if (!strcmp(a, "--kill")) {
+            unsigned long long r, st;
+            char tail;
+            if (sscanf(v, "%llu:%llu%c", &r, &st, &tail) != 2) return bad(a, v, "RANK:STEP");
+            c->kill_rank = (int)r;
+            c->kill_step = (int)st;
         } else {
             if (rank_ == 0) fprintf(stderr, "ranksnap-demo: unknown flag \"%s\"\n", a);
             usage();
@@ -258,6 +267,7 @@ int main(int argc, char **argv)
     }
     for (int s = 0; s < c.iters && rc != 1; s++) {
         if (rank_ == c.hang_rank && s == c.hang_step) sleep((unsigned)c.hang_seconds);
+        if (rank_ == c.kill_rank && s == c.kill_step) raise(SIGKILL);
         ranksnap_step(s);
         uint64_t batch = c.batch;
         if (rank_ == c.diverge_rank) batch = (uint64_t)((double)batch * c.diverge_factor);

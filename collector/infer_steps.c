@@ -1,0 +1,380 @@
+/*
+ * infer_steps.c — finds the training iterations of a history without step markers and inserts
+ * RS_ACT_STEP events at their starts (infer_steps.h; the method is in docs/PYTORCH.md).
+ *
+ * Only allocations take part: frees, free_completed and segment events depend on timing (stream
+ * events, the caching allocator's state), allocations on the program. Each allocation becomes a
+ * token, a hash of its stack id and size, and the allocated level just before it (sizes rounded
+ * as the allocator rounds them).
+ * 1. Candidate periods are the most common distances between two allocations of one token: a
+ *    token allocated once per iteration recurs at distance P; layers repeated within the model
+ *    give shorter distances, which step 2 tells apart.
+ * 2. A candidate's score is the share of allocations, over the last TAIL_PERIODS periods, whose
+ *    token equals the one P allocations later. The best score wins; within NEAR_BEST of it the
+ *    shortest period wins (2P and 3P score as well as P). Below MIN_MATCH there is no period.
+ * 3. The phase: an iteration starts when the previous one has freed its activations, so at the
+ *    phase of the period where the level before the allocation, summed over the last
+ *    PHASE_WINDOWS periods, is lowest. Its token is the anchor.
+ * 4. From the anchor in the last period, each neighbouring iteration start is the anchor token
+ *    nearest to one period away (within a third of a period), back to the start of the history
+ *    and on to its end; a gap with no anchor token ends the walk there.
+ * Everything is linear in the number of events except step 1's candidate scoring, which is
+ * MAX_CANDIDATES passes over the tail.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "infer_steps.h"
+
+#define MIN_PERIOD 2
+#define MAX_CANDIDATES 32
+#define TAIL_PERIODS 3
+#define PHASE_WINDOWS 8
+#define MIN_MATCH 0.75
+#define NEAR_BEST 0.01
+#define MAX_PHASE_TIES 8
+
+typedef struct allocs {
+    size_t n;
+    uint64_t *at;    /* history index of each allocation */
+    uint64_t *token;
+    double *level;   /* allocated bytes just before it, relative to the history's start */
+} allocs;
+
+typedef struct candidate {
+    size_t period;
+    uint32_t count;
+} candidate;
+
+static void allocs_free(allocs *a)
+{
+    free(a->at);
+    free(a->token);
+    free(a->level);
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 31;
+    x *= 0x7fb5d329728ea185ull;
+    x ^= x >> 27;
+    x *= 0x81dadef4bc2dd44dull;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t rounded(uint64_t size, uint64_t min_block)
+{
+    if (size < min_block) return min_block;
+    uint64_t r = size % min_block;
+    return r == 0 || size > UINT64_MAX - min_block ? size : size + (min_block - r);
+}
+
+static ranksnap_status collect(const rsn_snapshot *s, allocs *a)
+{
+    const rsn_history *h = &s->history;
+    uint64_t min_block = s->allocator.min_block_size ? s->allocator.min_block_size : 512;
+    memset(a, 0, sizeof *a);
+    size_t n = 0;
+    for (uint64_t i = 0; i < h->count; i++)
+        if (h->action[i] == RS_ACT_ALLOC) n++;
+    a->at = malloc((n ? n : 1) * sizeof *a->at);
+    a->token = malloc((n ? n : 1) * sizeof *a->token);
+    a->level = malloc((n ? n : 1) * sizeof *a->level);
+    if (!a->at || !a->token || !a->level) {
+        allocs_free(a);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory to look for steps in %zu "
+                                                  "allocations", s->rank, n);
+    }
+    double level = 0;
+    for (uint64_t i = 0; i < h->count; i++) {
+        if (h->action[i] == RS_ACT_FREE_REQUESTED) level -= (double)rounded(h->size[i], min_block);
+        if (h->action[i] != RS_ACT_ALLOC) continue;
+        a->at[a->n] = i;
+        a->token[a->n] = mix(h->size[i] ^ mix((uint64_t)h->stack[i] + 0x9e3779b97f4a7c15ull));
+        a->level[a->n] = level;
+        a->n++;
+        level += (double)rounded(h->size[i], min_block);
+    }
+    return RANKSNAP_OK;
+}
+
+/* Step 1: the MAX_CANDIDATES most common distances between equal tokens, MIN_PERIOD to n/2. */
+static ranksnap_status candidates(const rsn_snapshot *s, const allocs *a, candidate *best,
+                                  size_t *n_best)
+{
+    size_t n = a->n, cap = 16;
+    while (cap < 2 * n) cap <<= 1;
+    uint64_t *keys = malloc(cap * sizeof *keys);
+    size_t *last = calloc(cap, sizeof *last); /* position + 1, 0 = empty */
+    uint32_t *hist = calloc(n / 2 + 1, sizeof *hist);
+    if (!keys || !last || !hist) {
+        free(keys);
+        free(last);
+        free(hist);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory to look for steps in %zu "
+                                                  "allocations", s->rank, n);
+    }
+    for (size_t j = 0; j < n; j++) {
+        size_t i = (size_t)a->token[j] & (cap - 1);
+        while (last[i] && keys[i] != a->token[j]) i = (i + 1) & (cap - 1);
+        if (last[i]) {
+            size_t gap = j - (last[i] - 1);
+            if (gap >= MIN_PERIOD && gap <= n / 2 && hist[gap] < UINT32_MAX) hist[gap]++;
+        }
+        keys[i] = a->token[j];
+        last[i] = j + 1;
+    }
+    *n_best = 0;
+    for (size_t gap = MIN_PERIOD; gap <= n / 2; gap++) {
+        if (!hist[gap]) continue;
+        /* insertion into the sorted (count desc) top list */
+        size_t k = *n_best < MAX_CANDIDATES ? (*n_best)++ : MAX_CANDIDATES;
+        if (k == MAX_CANDIDATES) {
+            if (hist[gap] <= best[MAX_CANDIDATES - 1].count) continue;
+            k = MAX_CANDIDATES - 1;
+        }
+        while (k > 0 && best[k - 1].count < hist[gap]) {
+            best[k] = best[k - 1];
+            k--;
+        }
+        best[k] = (candidate){gap, hist[gap]};
+    }
+    free(keys);
+    free(last);
+    free(hist);
+    return RANKSNAP_OK;
+}
+
+/* Step 2's score of period p. */
+static double tail_match(const allocs *a, size_t p)
+{
+    size_t n = a->n;
+    size_t len = n - p < TAIL_PERIODS * p ? n - p : TAIL_PERIODS * p;
+    size_t from = n - p - len, same = 0;
+    for (size_t j = from; j < n - p; j++) same += a->token[j] == a->token[j + p];
+    return len ? (double)same / (double)len : 0;
+}
+
+/* Step 3: the phase (0..p-1) at which iterations start. */
+static size_t start_phase(const allocs *a, size_t p)
+{
+    size_t n = a->n, windows = n / p < PHASE_WINDOWS ? n / p : PHASE_WINDOWS;
+    double best = 0;
+    size_t phase = 0;
+    for (size_t f = 0; f < p; f++) {
+        double sum = 0;
+        for (size_t k = 0; k < windows; k++) sum += a->level[n - (k + 1) * p + f];
+        if (f == 0 || sum < best) {
+            best = sum;
+            phase = f;
+        }
+    }
+    /* Equal levels (an allocation right after a free of the same size): prefer a token that
+     * occurs once per period, which the walk cannot confuse with a neighbour. */
+    size_t tries = 0;
+    for (size_t f = phase; f < p && tries < MAX_PHASE_TIES; f++) {
+        double sum = 0;
+        for (size_t k = 0; k < windows; k++) sum += a->level[n - (k + 1) * p + f];
+        if (sum != best) continue;
+        tries++;
+        uint64_t t = a->token[n - p + f];
+        size_t seen = 0;
+        for (size_t j = n - p; j < n && seen < 2; j++) seen += a->token[j] == t;
+        if (seen == 1) return f;
+    }
+    return phase;
+}
+
+/* The position in [lo, hi) of token t nearest to e (lo <= e < hi), or -1. */
+static long long nearest(const allocs *a, uint64_t t, long long e, long long lo, long long hi)
+{
+    for (long long d = 0; e - d >= lo || e + d < hi; d++) {
+        if (e - d >= lo && a->token[e - d] == t) return e - d;
+        if (d > 0 && e + d < hi && a->token[e + d] == t) return e + d;
+    }
+    return -1;
+}
+
+typedef struct positions {
+    size_t *v;
+    size_t n, cap;
+} positions;
+
+static int positions_push(positions *p, size_t x)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 16;
+        size_t *v = realloc(p->v, cap * sizeof *v);
+        if (!v) return -1;
+        p->v = v;
+        p->cap = cap;
+    }
+    p->v[p->n++] = x;
+    return 0;
+}
+
+/* Step 4: the allocation index of every iteration start, in order. */
+static int walk(const allocs *a, size_t period, size_t anchor, positions *out)
+{
+    uint64_t t = a->token[anchor];
+    long long p = (long long)period, n = (long long)a->n;
+    long long w = p / 3 ? p / 3 : 1;
+    positions back = {NULL, 0, 0};
+    int bad = 0;
+    for (long long b = (long long)anchor; !bad;) {
+        long long e = b - p, lo = e - w > 0 ? e - w : 0, hi = e + w + 1 < b ? e + w + 1 : b;
+        if (lo >= hi) break;
+        long long j = nearest(a, t, e < lo ? lo : e, lo, hi);
+        if (j < 0) break;
+        bad = positions_push(&back, (size_t)j);
+        b = j;
+    }
+    for (size_t i = back.n; i > 0 && !bad; i--) bad = positions_push(out, back.v[i - 1]);
+    free(back.v);
+    if (!bad) bad = positions_push(out, anchor);
+    for (long long b = (long long)anchor; !bad;) {
+        long long e = b + p, lo = e - w > b + 1 ? e - w : b + 1, hi = e + w + 1 < n ? e + w + 1 : n;
+        if (lo >= hi) break;
+        long long j = nearest(a, t, e >= hi ? hi - 1 : e, lo, hi);
+        if (j < 0) break;
+        bad = positions_push(out, (size_t)j);
+        b = j;
+    }
+    return bad;
+}
+
+/* Rewrites the history with a step event before each start. */
+static ranksnap_status insert_steps(rsn_snapshot *s, const allocs *a, const positions *starts)
+{
+    rsn_history *h = &s->history;
+    uint64_t n = h->count + starts->n;
+    uint64_t *time_us = malloc(n * sizeof *time_us), *addr = malloc(n * sizeof *addr);
+    uint64_t *size = malloc(n * sizeof *size);
+    uint8_t *action = malloc(n);
+    uint32_t *stream = malloc(n * sizeof *stream), *stack = malloc(n * sizeof *stack);
+    rsn_range *range = malloc(sizeof *range);
+    if (!time_us || !addr || !size || !action || !stream || !stack || !range) {
+        free(time_us);
+        free(addr);
+        free(size);
+        free(action);
+        free(stream);
+        free(stack);
+        free(range);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory to add %zu step events",
+                        s->rank, starts->n);
+    }
+    uint64_t o = 0;
+    size_t k = 0;
+    for (uint64_t i = 0; i < h->count; i++) {
+        if (k < starts->n && a->at[starts->v[k]] == i) {
+            time_us[o] = h->time_us[i];
+            action[o] = RS_ACT_STEP;
+            addr[o] = 0;
+            size[o] = k;
+            stream[o] = h->stream[i];
+            stack[o] = 0;
+            o++;
+            k++;
+        }
+        time_us[o] = h->time_us[i];
+        action[o] = h->action[i];
+        addr[o] = h->addr[i];
+        size[o] = h->size[i];
+        stream[o] = h->stream[i];
+        stack[o] = h->stack[i];
+        o++;
+    }
+    free(h->time_us);
+    free(h->action);
+    free(h->addr);
+    free(h->size);
+    free(h->stream);
+    free(h->stack);
+    h->time_us = time_us;
+    h->action = action;
+    h->addr = addr;
+    h->size = size;
+    h->stream = stream;
+    h->stack = stack;
+    h->count = n;
+    if (h->capacity < n) h->capacity = n;
+    free(s->time.ranges);
+    range->begin = 0;
+    range->end = (int64_t)starts->n;
+    s->time.ranges = range;
+    s->time.n_ranges = 1;
+    s->time.current_step = (int64_t)starts->n - 1;
+    return RANKSNAP_OK;
+}
+
+ranksnap_status rsn_infer_steps(rsn_snapshot *s, rsn_steps_found *out)
+{
+    memset(out, 0, sizeof *out);
+    const rsn_history *h = &s->history;
+    for (uint64_t i = 0; i < h->count; i++)
+        if (h->action[i] == RS_ACT_STEP) {
+            snprintf(out->why_not, sizeof out->why_not, "the history has step events already");
+            return RANKSNAP_OK;
+        }
+    allocs a;
+    RS_CHECK(collect(s, &a));
+    if (a.n < 2 * MIN_PERIOD) {
+        snprintf(out->why_not, sizeof out->why_not,
+                 "%zu allocations are too few to repeat", a.n);
+        allocs_free(&a);
+        return RANKSNAP_OK;
+    }
+    candidate cand[MAX_CANDIDATES];
+    size_t n_cand = 0;
+    ranksnap_status st = candidates(s, &a, cand, &n_cand);
+    if (st != RANKSNAP_OK) {
+        allocs_free(&a);
+        return st;
+    }
+    double score[MAX_CANDIDATES], best = 0;
+    for (size_t i = 0; i < n_cand; i++) {
+        score[i] = tail_match(&a, cand[i].period);
+        if (score[i] > best) best = score[i];
+    }
+    size_t period = 0;
+    for (size_t i = 0; i < n_cand; i++)
+        if (score[i] >= best - NEAR_BEST && (period == 0 || cand[i].period < period)) {
+            period = cand[i].period;
+            out->match = score[i];
+        }
+    if (n_cand == 0 || best < MIN_MATCH) {
+        snprintf(out->why_not, sizeof out->why_not,
+                 "no allocation pattern of %zu allocations repeats at least twice (best: %.0f%% "
+                 "alike a period later, %.0f%% needed)",
+                 a.n, best * 100, MIN_MATCH * 100);
+        allocs_free(&a);
+        return RANKSNAP_OK;
+    }
+    out->period = period;
+    size_t anchor = a.n - period + start_phase(&a, period);
+    positions starts = {NULL, 0, 0};
+    if (walk(&a, period, anchor, &starts) != 0) {
+        free(starts.v);
+        allocs_free(&a);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory for the steps found",
+                        s->rank);
+    }
+    if (starts.n < 2) {
+        snprintf(out->why_not, sizeof out->why_not,
+                 "a pattern of %zu allocations repeats but only one iteration start was found",
+                 period);
+    } else {
+        st = insert_steps(s, &a, &starts);
+        if (st == RANKSNAP_OK) {
+            out->found = 1;
+            out->n_steps = starts.n;
+        }
+    }
+    free(starts.v);
+    allocs_free(&a);
+    return st;
+}

@@ -1,0 +1,233 @@
+/*
+ * test_replay.c — replaying a rank's history through ranksnap's allocator reproduces what the
+ * history says, and nothing it does not.
+ *
+ * A snapshot written by the real runtime (a forked child on the sim backend, recording from its
+ * first allocation) was produced by the very policy the replay runs, so the replay must land on
+ * its totals exactly: peak reserved and the allocator's peak of block sizes. Hand-built histories
+ * check the parts a real ring makes hard to pin down: blocks alive before the history, a ring that
+ * dropped events, streams kept apart, frees of blocks that are not alive.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "check.h"
+#include "ranksnap.h"
+#include "read_rsnap.h"
+#include "replay.h"
+#include "synth_snapshot.h"
+
+#define MIB ((size_t)1 << 20)
+
+static char tmpdir[256];
+
+/* One rank through the public API in a child: parameters (one of 11 MiB, whose 12 MiB segment
+ * keeps an unsplit 1 MiB tail), then steps of activations on two streams with short-lived
+ * workspaces, some of it still alive at the dump. */
+static int run_runtime_child(void)
+{
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/rt", tmpdir);
+    setenv("RANKSNAP_DIR", dir, 1);
+    setenv("RANKSNAP_BACKEND", "sim", 1);
+    setenv("RANKSNAP_REPORT", "0", 1);
+    if (ranksnap_init(NULL) != RANKSNAP_OK) {
+        fprintf(stderr, "child: ranksnap_init: %s\n", ranksnap_last_error());
+        return 1;
+    }
+    void *side = (void *)(uintptr_t)0x5000;
+    void *p[4], *acts[8], *ws, *keep = NULL;
+    static const size_t params[4] = {11 * MIB, 6 * MIB, 1000, 700 * 1024};
+    int ok = 1;
+    for (int i = 0; i < 4 && ok; i++) ok = ranksnap_malloc(&p[i], params[i], NULL) == 0;
+    for (int step = 0; step < 5 && ok; step++) {
+        ok = ranksnap_step(step) == 0;
+        for (int l = 0; l < 8 && ok; l++) {
+            size_t sz = (size_t)(l + 1) * 1536 * 1024 + (size_t)step * 4096 + 777;
+            ok = ranksnap_malloc(&acts[l], sz, l % 3 == 2 ? side : NULL) == 0 &&
+                 ranksnap_malloc(&ws, 200 * 1024 + (size_t)l * 512, NULL) == 0 &&
+                 ranksnap_free(ws) == 0;
+        }
+        for (int l = 8; l-- > 0 && ok;) ok = ranksnap_free(acts[l]) == 0;
+        if (ok && step == 3) ok = ranksnap_malloc(&keep, 3 * MIB, side) == 0;
+    }
+    ok = ok && ranksnap_free(p[1]) == 0 && ranksnap_dump(NULL) == 0;
+    if (!ok) fprintf(stderr, "child: %s\n", ranksnap_last_error());
+    ranksnap_finalize();
+    return ok ? 0 : 1;
+}
+
+TEST(replay_of_a_runtime_snapshot_lands_on_its_totals)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/rt", tmpdir);
+    mkdir(path, 0700);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) _exit(run_runtime_child());
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+          WEXITSTATUS(status) == 0);
+    snprintf(path, sizeof path, "%s/rt/rank-00000.rsnap", tmpdir);
+    rsn_snapshot *s = NULL;
+    CHECK(rsn_read_file(path, &s) == RANKSNAP_OK);
+    if (!s) return;
+    rsr_result r;
+    CHECK(rsr_replay(s, path, &r) == RANKSNAP_OK);
+    CHECK(!r.incomplete && r.inconsistent == 0 && r.preexisting == 0);
+    CHECK_EQ_U64(r.events, s->history.count);
+    CHECK_EQ_U64(r.allocs, s->totals.num_allocs);
+    CHECK_EQ_U64(r.frees, s->totals.num_frees);
+    /* Same policy, same requests, same order: the same result. */
+    CHECK_EQ_U64(r.ranksnap.peak_reserved, s->totals.reserved_bytes_peak);
+    CHECK_EQ_U64(r.original.peak_reserved, s->totals.reserved_bytes_peak);
+    CHECK_EQ_U64(r.ranksnap_peak_allocated_blocks, s->totals.allocated_bytes_peak);
+    CHECK_EQ_U64(r.original.peak_allocated, r.ranksnap.peak_allocated);
+    /* The 11 MiB parameter's block is 12 MiB: the counted peak is below the blocks' peak. */
+    CHECK(r.original.peak_allocated < s->totals.allocated_bytes_peak);
+    CHECK(r.original.peak_allocated > s->totals.allocated_bytes_peak - 2 * MIB);
+    rsn_free(s);
+}
+
+/* The ring lost the allocation of block A and everything before; block B was allocated before
+ * the history and is still alive. Both are allocated before the first event is replayed. */
+TEST(replay_allocates_blocks_alive_before_the_history_first)
+{
+    synth y;
+    synth_init(&y, 0, 1, "job");
+    uint32_t site = synth_site(&y, "f", "f.c", 1);
+    uint64_t b = synth_alloc(&y, 8 * SY_MIB, site);  /* 8 MiB, alive throughout */
+    uint64_t a = synth_alloc(&y, 4 * SY_MIB, site);  /* freed inside the history */
+    (void)b;
+    uint64_t dropped = y.s->history.count;
+    uint64_t c = synth_alloc(&y, 6 * SY_MIB, site);
+    synth_free(&y, a);
+    synth_free(&y, c);
+    synth_alloc(&y, 2 * SY_MIB, site);
+    synth_drop_oldest(&y, dropped);
+    rsn_snapshot *s = synth_finish(&y);
+    rsr_result r;
+    CHECK(rsr_replay(s, "ring", &r) == RANKSNAP_OK);
+    CHECK(r.incomplete);
+    CHECK_EQ_U64(r.dropped, dropped);
+    CHECK_EQ_U64(r.preexisting, 2);
+    CHECK_EQ_U64(r.inconsistent, 0);
+    /* 8 + 4 alive at the start, + 6 = 18 MiB before anything is freed. */
+    CHECK_EQ_U64(r.original.peak_allocated, 18 * SY_MIB);
+    CHECK_EQ_U64(r.ranksnap.peak_allocated, 18 * SY_MIB);
+    /* The synth gives each block its own 2 MiB-rounded segment: 8 + 4 + 6 MiB reserved. */
+    CHECK_EQ_U64(r.original.peak_reserved, 18 * SY_MIB);
+    CHECK(r.ranksnap.peak_reserved >= 18 * SY_MIB);
+    rsn_free(s);
+}
+
+/* Two 1 KiB requests on two streams cannot share a small segment; on one stream they do. */
+TEST(replay_keeps_streams_apart)
+{
+    for (int two = 0; two < 2; two++) {
+        synth y;
+        synth_init(&y, 0, 1, "job");
+        rsn_snapshot *sp = y.s;
+        sp->streams = realloc(sp->streams, 2 * sizeof *sp->streams);
+        sp->streams[1] = 0x7000;
+        sp->n_streams = 2;
+        uint32_t site = synth_site(&y, "f", "f.c", 1);
+        synth_alloc(&y, 1024, site);
+        synth_alloc(&y, 1024, site);
+        rsn_snapshot *s = synth_finish(&y);
+        for (uint64_t i = 0; i < s->history.count; i++)
+            if (s->history.action[i] == RS_ACT_ALLOC && s->history.addr[i] != s->segments[0].addr)
+                s->history.stream[i] = two ? 1 : 0;
+        rsr_result r;
+        CHECK(rsr_replay(s, "streams", &r) == RANKSNAP_OK);
+        CHECK_EQ_U64(r.ranksnap.peak_allocated, 2048);
+        CHECK_EQ_U64(r.ranksnap.peak_reserved, (two ? 2 : 1) * RS_SMALL_BUFFER);
+        rsn_free(s);
+    }
+}
+
+TEST(replay_counts_frees_of_blocks_that_are_not_alive)
+{
+    synth y;
+    synth_init(&y, 0, 1, "job");
+    uint32_t site = synth_site(&y, "f", "f.c", 1);
+    uint64_t a = synth_alloc(&y, 4 * SY_MIB, site);
+    synth_free(&y, a);
+    rsn_snapshot *s = synth_finish(&y);
+    /* A second free of the same block, appended as if the history had a hole. */
+    rsn_history *h = &s->history;
+    uint64_t i = h->count - 1;
+    h->action[i] = RS_ACT_FREE_REQUESTED; /* was its segment_free */
+    rsr_result r;
+    CHECK(rsr_replay(s, "double free", &r) == RANKSNAP_OK);
+    CHECK_EQ_U64(r.inconsistent, 1);
+    CHECK_EQ_U64(r.frees, 1);
+    CHECK_EQ_U64(r.original.peak_allocated, 4 * SY_MIB);
+    rsn_free(s);
+}
+
+TEST(replay_of_an_empty_history_reports_zeros)
+{
+    synth y;
+    synth_init(&y, 0, 1, "job");
+    rsn_snapshot *s = synth_finish(&y);
+    rsr_result r;
+    CHECK(rsr_replay(s, "empty", &r) == RANKSNAP_OK);
+    CHECK(r.events == 0 && r.original.peak_allocated == 0 && r.ranksnap.peak_reserved == 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    rsr_print_text(m, "empty", &r);
+    fclose(m);
+    CHECK_STR_CONTAINS(text, "reserved / allocated");
+    free(text);
+    rsn_free(s);
+}
+
+TEST(replay_json_has_both_sides_and_the_completeness)
+{
+    train_cfg c = train_default();
+    rsn_snapshot *s = synth_train(0, 1, "job", &c);
+    rsr_result r;
+    CHECK(rsr_replay(s, "train \"x\".rsnap", &r) == RANKSNAP_OK);
+    CHECK_EQ_U64(r.original.peak_allocated, s->totals.allocated_bytes_peak);
+    CHECK_EQ_U64(r.original.peak_reserved, s->totals.reserved_bytes_peak);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    rsr_print_json(m, "train \"x\".rsnap", &r);
+    fclose(m);
+    CHECK_STR_CONTAINS(text, "\"file\": \"train \\\"x\\\".rsnap\"");
+    CHECK_STR_CONTAINS(text, "\"original\": {\"peak_allocated\": ");
+    CHECK_STR_CONTAINS(text, "\"ranksnap\": {\"peak_allocated\": ");
+    CHECK_STR_CONTAINS(text, "\"incomplete\": false");
+    free(text);
+    rsn_free(s);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test_replay.XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    RUN(replay_of_a_runtime_snapshot_lands_on_its_totals);
+    RUN(replay_allocates_blocks_alive_before_the_history_first);
+    RUN(replay_keeps_streams_apart);
+    RUN(replay_counts_frees_of_blocks_that_are_not_alive);
+    RUN(replay_of_an_empty_history_reports_zeros);
+    RUN(replay_json_has_both_sides_and_the_completeness);
+    int rc = check_summary();
+    if (rc == 0) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    }
+    return rc;
+}
