@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "ranksnap.h"
+#include "read_pickle.h"
 #include "read_ring.h"
 #include "read_rsnap.h"
 #include "replay.h"
@@ -38,11 +39,17 @@ static int is_ring_path(const char *path)
     return n > 5 && strcmp(path + n - 5, ".ring") == 0;
 }
 
+/* A pickle's rank comes from its name when it has one; the replay needs no step markers, so the
+ * decoder is spared inferring them. */
 static ranksnap_status load(const char *path, rsn_snapshot **out)
 {
     int closed = 0;
     if (is_ring_path(path)) return rsn_read_ring_file(path, out, &closed);
-    return rsn_read_file(path, out);
+    rsn_pickle_opts o;
+    rsn_pickle_opts_default(&o);
+    o.infer_steps = 0;
+    (void)rsn_rank_from_name(path, &o.rank);
+    return rsn_read_snapshot_file(path, &o, out);
 }
 
 int rs_cmd_replay(int argc, char **argv)

@@ -161,7 +161,15 @@ static double tail_match(const allocs *a, size_t p)
 /* Step 3: the phase (0..p-1) at which iterations start. */
 static size_t start_phase(const allocs *a, size_t p)
 {
-    size_t n = a->n, windows = n / p < PHASE_WINDOWS ? n / p : PHASE_WINDOWS;
+    size_t n = a->n, windows = 1;
+    /* Only the periods that repeat the last one: a first iteration with extra allocations
+     * (optimizer state) is out of phase with the rest and would blur the minimum. */
+    while (windows < PHASE_WINDOWS && (windows + 1) * p <= n) {
+        size_t from = n - (windows + 1) * p, same = 0;
+        for (size_t j = from; j < from + p; j++) same += a->token[j] == a->token[j + p];
+        if ((double)same < MIN_MATCH * (double)p) break;
+        windows++;
+    }
     double best = 0;
     size_t phase = 0;
     for (size_t f = 0; f < p; f++) {
