@@ -8,18 +8,20 @@
  * as the allocator rounds them).
  * 1. Candidate periods are the most common distances between two allocations of one token: a
  *    token allocated once per iteration recurs at distance P; layers repeated within the model
- *    give shorter distances, which step 2 tells apart.
- * 2. A candidate's score is the share of allocations, over the last TAIL_PERIODS periods, whose
- *    token equals the one P allocations later. The best score wins; within NEAR_BEST of it the
- *    shortest period wins (2P and 3P score as well as P). Below MIN_MATCH there is no period.
- * 3. The phase: an iteration starts when the previous one has freed its activations, so at the
- *    phase of the period where the level before the allocation, summed over the last
- *    PHASE_WINDOWS periods, is lowest. Its token is the anchor.
- * 4. From the anchor in the last period, each neighbouring iteration start is the anchor token
- *    nearest to one period away (within a third of a period), back to the start of the history
- *    and on to its end; a gap with no anchor token ends the walk there.
- * Everything is linear in the number of events except step 1's candidate scoring, which is
- * MAX_CANDIDATES passes over the tail.
+ *    give shorter distances, multiples of P longer ones.
+ * 2. A candidate must make the last period repeat the one before it (MIN_MATCH of the tokens
+ *    equal one period apart).
+ * 3. Its phase: an iteration starts when the previous one has freed its activations, so at the
+ *    phase of the period where the level before the allocation, summed over the last periods
+ *    that repeat, is lowest. The token there is the anchor.
+ * 4. Its walk: from the anchor in the last period, each neighbouring iteration start is the
+ *    nearest anchor token between two thirds of a period and MAX_STRETCH periods away whose
+ *    following allocations are like the current start's (MIN_SIMILAR), back to the start of the
+ *    history and on to its end. Iterations need not have the same number of allocations: the
+ *    first one creates the optimizer state, the last one may stop at an OOM.
+ * 5. The candidate whose walk covers the most allocations wins; within COVER_SLACK of the best
+ *    the shortest period wins (2P covers as much as P; a layer's period covers one pass).
+ * Each candidate costs a few passes over the allocations; there are at most MAX_CANDIDATES.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,11 +32,13 @@
 
 #define MIN_PERIOD 2
 #define MAX_CANDIDATES 32
-#define TAIL_PERIODS 3
 #define PHASE_WINDOWS 8
 #define MIN_MATCH 0.75
-#define NEAR_BEST 0.01
+#define COVER_SLACK 0.02
 #define MAX_PHASE_TIES 8
+#define MAX_STRETCH 3
+#define SIMILAR_SPAN 64
+#define MIN_SIMILAR 0.5
 
 typedef struct allocs {
     size_t n;
@@ -148,14 +152,12 @@ static ranksnap_status candidates(const rsn_snapshot *s, const allocs *a, candid
     return RANKSNAP_OK;
 }
 
-/* Step 2's score of period p. */
-static double tail_match(const allocs *a, size_t p)
+/* Step 2: the share of the last period's tokens equal to those one period before. */
+static double last_period_match(const allocs *a, size_t p)
 {
-    size_t n = a->n;
-    size_t len = n - p < TAIL_PERIODS * p ? n - p : TAIL_PERIODS * p;
-    size_t from = n - p - len, same = 0;
-    for (size_t j = from; j < n - p; j++) same += a->token[j] == a->token[j + p];
-    return len ? (double)same / (double)len : 0;
+    size_t n = a->n, same = 0;
+    for (size_t j = n - 2 * p; j < n - p; j++) same += a->token[j] == a->token[j + p];
+    return (double)same / (double)p;
 }
 
 /* Step 3: the phase (0..p-1) at which iterations start. */
@@ -196,14 +198,23 @@ static size_t start_phase(const allocs *a, size_t p)
     return phase;
 }
 
-/* The position in [lo, hi) of token t nearest to e (lo <= e < hi), or -1. */
-static long long nearest(const allocs *a, uint64_t t, long long e, long long lo, long long hi)
+/* Share (0..1) of the SIMILAR_SPAN allocations from j that also occur among those from b: are
+ * j and b starts of the same kind of iteration? Sets rather than positions, so that an extra
+ * allocation in one iteration (lazy initialization) does not misalign the rest. */
+static double similar(const allocs *a, size_t j, size_t b, size_t p)
 {
-    for (long long d = 0; e - d >= lo || e + d < hi; d++) {
-        if (e - d >= lo && a->token[e - d] == t) return e - d;
-        if (d > 0 && e + d < hi && a->token[e + d] == t) return e + d;
-    }
-    return -1;
+    size_t q = p < SIMILAR_SPAN ? p : SIMILAR_SPAN;
+    size_t far = j > b ? j : b;
+    if (q > a->n - far) q = a->n - far;
+    if (q == 0) return 1;
+    size_t hits = 0;
+    for (size_t i = 0; i < q; i++)
+        for (size_t k = 0; k < q; k++)
+            if (a->token[j + i] == a->token[b + k]) {
+                hits++;
+                break;
+            }
+    return (double)hits / (double)q;
 }
 
 typedef struct positions {
@@ -224,32 +235,43 @@ static int positions_push(positions *p, size_t x)
     return 0;
 }
 
-/* Step 4: the allocation index of every iteration start, in order. */
-static int walk(const allocs *a, size_t period, size_t anchor, positions *out)
+/* Step 4: the allocation index of every iteration start, in order. From a start b, the
+ * neighbouring start is the nearest anchor token at least a period minus a third away (so that an
+ * anchor token that also occurs mid-iteration is passed over) and at most MAX_STRETCH periods
+ * away (a first iteration that creates optimizer state is longer), whose following allocations
+ * are like those after b. */
+static int walk(const allocs *a, size_t p, size_t anchor, positions *out)
 {
     uint64_t t = a->token[anchor];
-    long long p = (long long)period, n = (long long)a->n;
-    long long w = p / 3 ? p / 3 : 1;
+    size_t n = a->n, near = p - p / 3, far = MAX_STRETCH * p;
     positions back = {NULL, 0, 0};
     int bad = 0;
-    for (long long b = (long long)anchor; !bad;) {
-        long long e = b - p, lo = e - w > 0 ? e - w : 0, hi = e + w + 1 < b ? e + w + 1 : b;
-        if (lo >= hi) break;
-        long long j = nearest(a, t, e < lo ? lo : e, lo, hi);
-        if (j < 0) break;
-        bad = positions_push(&back, (size_t)j);
-        b = j;
+    for (size_t b = anchor; !bad && b >= near;) {
+        size_t j = b - near, found = SIZE_MAX;
+        for (;; j--) {
+            if (a->token[j] == t && similar(a, j, b, p) >= MIN_SIMILAR) {
+                found = j;
+                break;
+            }
+            if (j == 0 || b - j >= far) break;
+        }
+        if (found == SIZE_MAX) break;
+        bad = positions_push(&back, found);
+        b = found;
     }
     for (size_t i = back.n; i > 0 && !bad; i--) bad = positions_push(out, back.v[i - 1]);
     free(back.v);
     if (!bad) bad = positions_push(out, anchor);
-    for (long long b = (long long)anchor; !bad;) {
-        long long e = b + p, lo = e - w > b + 1 ? e - w : b + 1, hi = e + w + 1 < n ? e + w + 1 : n;
-        if (lo >= hi) break;
-        long long j = nearest(a, t, e >= hi ? hi - 1 : e, lo, hi);
-        if (j < 0) break;
-        bad = positions_push(out, (size_t)j);
-        b = j;
+    for (size_t b = anchor; !bad && b + near < n;) {
+        size_t found = SIZE_MAX;
+        for (size_t j = b + near; j < n && j - b <= far; j++)
+            if (a->token[j] == t && similar(a, j, b, p) >= MIN_SIMILAR) {
+                found = j;
+                break;
+            }
+        if (found == SIZE_MAX) break;
+        bad = positions_push(out, found);
+        b = found;
     }
     return bad;
 }
@@ -278,12 +300,19 @@ static ranksnap_status insert_steps(rsn_snapshot *s, const allocs *a, const posi
     uint64_t o = 0;
     size_t k = 0;
     for (uint64_t i = 0; i < h->count; i++) {
-        if (k < starts->n && a->at[starts->v[k]] == i) {
-            time_us[o] = h->time_us[i];
+        /* The step begins before the segment events the allocator made for its first
+         * allocation (the cache flush and the new segment right before it). */
+        uint64_t at = k < starts->n ? a->at[starts->v[k]] : UINT64_MAX;
+        while (at > 0 && at != UINT64_MAX && at - 1 >= i &&
+               (h->action[at - 1] == RS_ACT_SEGMENT_ALLOC || h->action[at - 1] == RS_ACT_SEGMENT_FREE))
+            at--;
+        if (k < starts->n && at == i) {
+            uint64_t first = a->at[starts->v[k]];
+            time_us[o] = h->time_us[first];
             action[o] = RS_ACT_STEP;
             addr[o] = 0;
             size[o] = k;
-            stream[o] = h->stream[i];
+            stream[o] = h->stream[first];
             stack[o] = 0;
             o++;
             k++;
@@ -343,46 +372,57 @@ ranksnap_status rsn_infer_steps(rsn_snapshot *s, rsn_steps_found *out)
         allocs_free(&a);
         return st;
     }
-    double score[MAX_CANDIDATES], best = 0;
+    /* Steps 2 to 5 for every candidate; the winner's walk is run again at the end. */
+    size_t cover[MAX_CANDIDATES] = {0}, best_cover = 0;
+    double best_match = 0;
+    positions starts = {NULL, 0, 0};
     for (size_t i = 0; i < n_cand; i++) {
-        score[i] = tail_match(&a, cand[i].period);
-        if (score[i] > best) best = score[i];
+        size_t p = cand[i].period;
+        double match = last_period_match(&a, p);
+        if (match > best_match) best_match = match;
+        if (match < MIN_MATCH) continue;
+        starts.n = 0;
+        if (walk(&a, p, a.n - p + start_phase(&a, p), &starts) != 0) goto no_memory;
+        if (starts.n < 2) continue;
+        size_t last = starts.v[starts.n - 1], tail = a.n - last < p ? a.n - last : p;
+        cover[i] = last - starts.v[0] + tail;
+        if (cover[i] > best_cover) best_cover = cover[i];
     }
-    size_t period = 0;
+    size_t pick = n_cand;
     for (size_t i = 0; i < n_cand; i++)
-        if (score[i] >= best - NEAR_BEST && (period == 0 || cand[i].period < period)) {
-            period = cand[i].period;
-            out->match = score[i];
-        }
-    if (n_cand == 0 || best < MIN_MATCH) {
-        snprintf(out->why_not, sizeof out->why_not,
-                 "no allocation pattern of %zu allocations repeats at least twice (best: %.0f%% "
-                 "alike a period later, %.0f%% needed)",
-                 a.n, best * 100, MIN_MATCH * 100);
+        if (cover[i] && (double)cover[i] >= (1 - COVER_SLACK) * (double)best_cover &&
+            (pick == n_cand || cand[i].period < cand[pick].period))
+            pick = i;
+    if (pick == n_cand) {
+        if (best_match < MIN_MATCH)
+            snprintf(out->why_not, sizeof out->why_not,
+                     "no pattern of the %zu allocations repeats (the best period is %.0f%% "
+                     "alike the one before it, %.0f%% needed)",
+                     a.n, best_match * 100, MIN_MATCH * 100);
+        else
+            snprintf(out->why_not, sizeof out->why_not,
+                     "a pattern repeats at the end of the %zu allocations, but fewer than two "
+                     "iteration starts were found",
+                     a.n);
+        free(starts.v);
         allocs_free(&a);
         return RANKSNAP_OK;
     }
-    out->period = period;
-    size_t anchor = a.n - period + start_phase(&a, period);
-    positions starts = {NULL, 0, 0};
-    if (walk(&a, period, anchor, &starts) != 0) {
-        free(starts.v);
-        allocs_free(&a);
-        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory for the steps found",
-                        s->rank);
-    }
-    if (starts.n < 2) {
-        snprintf(out->why_not, sizeof out->why_not,
-                 "a pattern of %zu allocations repeats but only one iteration start was found",
-                 period);
-    } else {
-        st = insert_steps(s, &a, &starts);
-        if (st == RANKSNAP_OK) {
-            out->found = 1;
-            out->n_steps = starts.n;
-        }
+    size_t p = cand[pick].period;
+    starts.n = 0;
+    if (walk(&a, p, a.n - p + start_phase(&a, p), &starts) != 0) goto no_memory;
+    st = insert_steps(s, &a, &starts);
+    if (st == RANKSNAP_OK) {
+        out->found = 1;
+        out->period = p;
+        out->match = last_period_match(&a, p);
+        out->n_steps = starts.n;
     }
     free(starts.v);
     allocs_free(&a);
     return st;
+no_memory:
+    free(starts.v);
+    allocs_free(&a);
+    return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory for the steps found", s->rank);
 }

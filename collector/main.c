@@ -208,7 +208,8 @@ static int report_pickle_opts(const report_opts *o, const char *path, int *n_pic
 
 /* A rank with both a snapshot and a ring keeps whichever is newer: a snapshot written at the end
  * of a range, then a SIGKILL later, leaves a ring that knows more; a crash-path dump is at least
- * as new as its ring. Files are in rank order; returns the new count. */
+ * as new as its ring; a snapshot written at an OOM is kept even if the ring saw the frees that
+ * followed. Files are in rank order; returns the new count. */
 static size_t report_prefer_newest(report_file *f, size_t n)
 {
     size_t w = 0;
@@ -216,7 +217,8 @@ static size_t report_prefer_newest(report_file *f, size_t n)
         if (w > 0 && f[w - 1].sum.rank == f[i].sum.rank && (f[w - 1].is_ring != f[i].is_ring)) {
             report_file *ring = f[i].is_ring ? &f[i] : &f[w - 1];
             report_file *snap = f[i].is_ring ? &f[w - 1] : &f[i];
-            f[w - 1] = ring->time_us > snap->time_us ? *ring : *snap;
+            /* an OOM dump is the moment that matters, whatever the ring saw after it */
+            f[w - 1] = ring->time_us > snap->time_us && !snap->sum.oom ? *ring : *snap;
             continue;
         }
         f[w++] = f[i];
@@ -585,6 +587,21 @@ done:
     return code;
 }
 
+static const rs_verb *rs_report_verb;
+
+/* `ranksnap collect` reports over what it gathered, as `ranksnap report DIR` would. */
+static int report_dir(const char *dir, int json)
+{
+    char *args[2] = {(char *)"--json", (char *)dir};
+    return run_report(rs_report_verb, json ? 2 : 1, json ? args : args + 1);
+}
+
+static int run_collect(const rs_verb *verb, int argc, char **argv)
+{
+    (void)verb;
+    return rs_cmd_collect(argc, argv, report_dir);
+}
+
 static int run_trigger(const rs_verb *verb, int argc, char **argv)
 {
     (void)verb;
@@ -626,6 +643,9 @@ static const rs_verb rs_verbs[] = {
      run_report},
     {"trigger", "[DIR]", "start recording on every rank of a running job at its next step", NULL,
      run_trigger},
+    {"collect", "--from DIR --to DIR [--json]",
+     "under mpirun, one rank per node: gather node-local snapshots to rank 0 and report", NULL,
+     run_collect},
     {"export", "--torch FILE|--rank R DIR -o OUT.pickle",
      "write one rank as a PyTorch memory snapshot for pytorch.org/memory_viz", NULL, run_export},
     {"replay", "FILE [--json]",
@@ -673,6 +693,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "ranksnap: unknown option '%s' (see ranksnap --help)\n", first);
         return RS_EXIT_USAGE;
     }
+    for (size_t i = 0; i < RS_N_VERBS; i++)
+        if (strcmp(rs_verbs[i].name, "report") == 0) rs_report_verb = &rs_verbs[i];
     for (size_t i = 0; i < RS_N_VERBS; i++)
         if (strcmp(first, rs_verbs[i].name) == 0)
             return rs_verbs[i].run(&rs_verbs[i], argc - 2, argv + 2);

@@ -17,7 +17,9 @@
 
 #include "alloc.h"
 #include "check.h"
+#include "export_torch.h"
 #include "ranksnap.h"
+#include "read_pickle.h"
 #include "read_rsnap.h"
 #include "replay.h"
 #include "synth_snapshot.h"
@@ -210,6 +212,47 @@ TEST(replay_json_has_both_sides_and_the_completeness)
     rsn_free(s);
 }
 
+/* Through the torch export and the pickle decoder, a rank whose ring lost its oldest events
+ * replays to the same numbers as from its own snapshot. */
+TEST(replay_of_the_torch_export_matches_the_snapshot)
+{
+    train_cfg c = train_default();
+    c.leak_from = 2;
+    c.leak_bytes = 3 * SY_MIB;
+    rsn_snapshot *s = synth_train(0, 1, "job", &c);
+    rsn_history *h = &s->history;
+    /* Forget the first 40 events, as a full ring would have. */
+    uint64_t k = 40, n = h->count - k;
+    memmove(h->time_us, h->time_us + k, n * sizeof *h->time_us);
+    memmove(h->action, h->action + k, n * sizeof *h->action);
+    memmove(h->addr, h->addr + k, n * sizeof *h->addr);
+    memmove(h->size, h->size + k, n * sizeof *h->size);
+    memmove(h->stream, h->stream + k, n * sizeof *h->stream);
+    memmove(h->stack, h->stack + k, n * sizeof *h->stack);
+    h->count = n;
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    rsn_snapshot *t = NULL;
+    CHECK(rsx_export_torch(s, "train", NULL, &buf, &len, NULL) == RANKSNAP_OK);
+    CHECK(rsn_decode_pickle(buf, len, "train.pickle", NULL, &t) == RANKSNAP_OK);
+    free(buf);
+    rsr_result a, b;
+    CHECK(rsr_replay(s, "train", &a) == RANKSNAP_OK);
+    if (t) CHECK(rsr_replay(t, "train.pickle", &b) == RANKSNAP_OK);
+    if (t) {
+        CHECK(a.preexisting > 0);
+        CHECK_EQ_U64(b.preexisting, a.preexisting);
+        CHECK_EQ_U64(b.allocs, a.allocs);
+        CHECK_EQ_U64(b.original.peak_allocated, a.original.peak_allocated);
+        CHECK_EQ_U64(b.original.peak_reserved, a.original.peak_reserved);
+        CHECK_EQ_U64(b.ranksnap.peak_allocated, a.ranksnap.peak_allocated);
+        CHECK_EQ_U64(b.ranksnap.peak_reserved, a.ranksnap.peak_reserved);
+        CHECK_EQ_U64(a.original.peak_allocated, a.ranksnap.peak_allocated);
+    }
+    rsn_free(t);
+    rsn_free(s);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_replay.XXXXXX");
@@ -223,6 +266,7 @@ int main(void)
     RUN(replay_counts_frees_of_blocks_that_are_not_alive);
     RUN(replay_of_an_empty_history_reports_zeros);
     RUN(replay_json_has_both_sides_and_the_completeness);
+    RUN(replay_of_the_torch_export_matches_the_snapshot);
     int rc = check_summary();
     if (rc == 0) {
         char cmd[300];
