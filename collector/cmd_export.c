@@ -40,14 +40,14 @@ static int usage_error(const char *fmt, const char *arg)
     return 2;
 }
 
-/* `--name VALUE` or `--name=VALUE` at argv[*i]: 1 matched (value set, *i advanced), 0 not this
- * flag, -1 the value is missing. */
+/* `--name VALUE`, `--name=VALUE` or `-o VALUE` at argv[*i]: 1 matched (value set, *i advanced),
+ * 0 not this flag, -1 the value is missing. Only long flags take `=`, as in getopt_long. */
 static int flag_value(const char *name, int argc, char **argv, int *i, const char **value)
 {
     size_t n = strlen(name);
     const char *a = argv[*i];
     if (strncmp(a, name, n) != 0) return 0;
-    if (a[n] == '=' && a[1] == '-') {
+    if (a[n] == '=' && name[1] == '-') {
         *value = a + n + 1;
         return 1;
     }

@@ -603,7 +603,7 @@ static ranksnap_status step(dec *d, int *done)
         RS_CHECK(need(d, 1));
         n = d->buf[d->pos++];
         if (n > 5)
-            return FAIL(d, "pickle protocol %llu is not supported (2 to 5 are)",
+            return FAIL(d, "pickle protocol %llu is not supported (5 is the highest)",
                         (unsigned long long)n);
         d->doc->protocol = (int)n;
         return RANKSNAP_OK;

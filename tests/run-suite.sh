@@ -20,7 +20,8 @@ step "ASan/UBSan build of the unit tests (clang)"
 CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug \
   -DRANKSNAP_SANITIZE=address,undefined -DRANKSNAP_FUZZ=ON >/dev/null
 cmake --build build-asan -j "$jobs"
-ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan -L unit --output-on-failure -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" \
+  ctest --test-dir build-asan -L unit --output-on-failure -j "$jobs"
 
 step "ThreadSanitizer: allocator and recorder under threads"
 CC=clang CXX=clang++ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DRANKSNAP_SANITIZE=thread >/dev/null
