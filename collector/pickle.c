@@ -232,6 +232,7 @@ static pk_value *new_container(dec *d, pk_kind kind, pk_value *const *items, siz
 /* Appends items to a container's array, doubling it in the arena when full. */
 static ranksnap_status container_add(dec *d, pk_value *c, pk_value *const *items, size_t n)
 {
+    if (n == 0) return RANKSNAP_OK; /* APPENDS of nothing: an empty list has no array yet */
     size_t need = c->v.seq.n + n;
     if (need > c->v.seq.cap) {
         size_t cap = c->v.seq.cap ? c->v.seq.cap : 4;
@@ -791,7 +792,14 @@ ranksnap_status pk_decode(const void *buf, size_t len, const char *name, pk_doc 
     d.buf = buf;
     d.len = len;
     d.doc = calloc(1, sizeof *d.doc);
-    if (!d.doc) return no_memory(&d, sizeof *d.doc);
+    /* Allocated up front so that stack + index is never arithmetic on NULL. */
+    d.stack_cap = 64;
+    d.stack = malloc(d.stack_cap * sizeof *d.stack);
+    if (!d.doc || !d.stack) {
+        free(d.doc);
+        free(d.stack);
+        return no_memory(&d, d.stack_cap * sizeof *d.stack);
+    }
     d.doc->next_chunk = CHUNK_MIN;
 
     ranksnap_status st = RANKSNAP_OK;

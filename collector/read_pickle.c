@@ -256,11 +256,17 @@ static ranksnap_status stream_index(mapper *m, uint64_t handle, uint32_t *out)
     return RANKSNAP_OK;
 }
 
-/* The stream field of a segment or trace entry (0 when absent, as PyTorch's default stream). */
+/* The stream field of a segment or trace entry (0 when absent, as PyTorch's default stream).
+ * PyTorch writes the cudaStream_t as an int64_t: a negative one is a handle all the same. */
 static ranksnap_status field_stream(mapper *m, const pk_value *dict, const loc *l, uint32_t *out)
 {
     uint64_t handle = 0;
-    RS_CHECK(field_u64(m, dict, "stream", l, 0, &handle));
+    int64_t signed_handle;
+    const pk_value *v = pk_dict_get(dict, "stream");
+    if (v && pk_get_i64(v, &signed_handle) == 0)
+        handle = (uint64_t)signed_handle;
+    else
+        RS_CHECK(field_u64(m, dict, "stream", l, 0, &handle));
     return stream_index(m, handle, out);
 }
 
@@ -449,7 +455,15 @@ static ranksnap_status block_state(const mapper *m, const pk_value *blk, const l
             *state = (uint8_t)i;
             return RANKSNAP_OK;
         }
-    return bad(m, v, l, "state", "expected active_allocated, active_awaiting_free or inactive");
+    /* What PyTorch's C++ writes (torch/csrc/cuda/Module.cpp) for a block freed while another
+     * stream still uses it; its docstrings say active_awaiting_free. */
+    if (pk_str_is(v, "active_pending_free")) {
+        *state = RS_BLOCK_ACTIVE_AWAITING_FREE;
+        return RANKSNAP_OK;
+    }
+    return bad(m, v, l, "state",
+               "expected active_allocated, active_pending_free (or active_awaiting_free) or "
+               "inactive");
 }
 
 static ranksnap_status map_segment(mapper *m, const pk_value *seg, const loc *l, rsn_segment *g)

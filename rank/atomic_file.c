@@ -95,6 +95,11 @@ static ranksnap_status sync_dir(const char *path)
 
 ranksnap_status rs_write_file_atomic(const char *path, const void *buf, size_t len)
 {
+    return rs_write_file_atomic_ex(path, buf, len, 1);
+}
+
+ranksnap_status rs_write_file_atomic_ex(const char *path, const void *buf, size_t len, int durable)
+{
     if (!path || !*path || (!buf && len))
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_write_file_atomic: %s",
                         !path || !*path ? "empty path" : "NULL buffer");
@@ -122,7 +127,7 @@ ranksnap_status rs_write_file_atomic(const char *path, const void *buf, size_t l
         int err = errno;
         close(fd);
         st = fail_unlink(path, tmp, "writing", err);
-    } else if (fsync(fd) != 0) {
+    } else if (durable && fsync(fd) != 0) {
         int err = errno;
         close(fd);
         st = fail_unlink(path, tmp, "fsync", err);
@@ -134,5 +139,5 @@ ranksnap_status rs_write_file_atomic(const char *path, const void *buf, size_t l
     }
     free(tmp);
     RS_CHECK(st);
-    return sync_dir(path);
+    return durable ? sync_dir(path) : RANKSNAP_OK;
 }

@@ -886,7 +886,8 @@ ranksnap_status rs_runtime_dump(const char *path, int complete)
     char *buf = NULL;
     size_t len = 0;
     RS_CHECK(rs_runtime_encode(rt, complete, &buf, &len));
-    ranksnap_status st = rs_write_file_atomic(path, buf, len);
+    /* the crash path (complete = 0) skips the fsyncs: see rs_write_file_atomic_ex */
+    ranksnap_status st = rs_write_file_atomic_ex(path, buf, len, complete);
     free(buf);
     if (st == RANKSNAP_OK) {
         RS_INFO(RS_SUB_DUMP, "dump: %s, %zu bytes", path, len);

@@ -60,5 +60,9 @@ ranksnap_status rs_snapshot_encode(const rs_snapshot_src *src, char **buf, size_
 
 /* Atomic write of `len` bytes to `path` (see above). Errors name the path and the failing step. */
 ranksnap_status rs_write_file_atomic(const char *path, const void *buf, size_t len);
+/* The same; `durable` 0 leaves out both fsyncs. The rename alone keeps readers from ever seeing
+ * half a file; the fsyncs only make it survive a crash of the machine. A dying process, which
+ * has a second before mpirun's SIGKILL, writes this way: an fsync on a busy disk can take longer. */
+ranksnap_status rs_write_file_atomic_ex(const char *path, const void *buf, size_t len, int durable);
 
 #endif

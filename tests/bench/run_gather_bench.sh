@@ -32,10 +32,14 @@ run() { # NP GATHER STACKS
     rm -rf "$dir"
     echo "== $MPIRUN -np $1 $MPIRUN_ARGS $BIN --json --events $EVENTS --reps $REPS  (RANKSNAP_GATHER=$2 RANKSNAP_STACKS=$3)" >&2
     # a hang in the gather must fail the script, not stall it: the gather's own timeout is 60 s
+    # the 1-minute load average before the run: on a shared 2-core machine, other work running
+    # at the same time shows up in the times, and this says how much there was
+    load=$(cut -d' ' -f1 /proc/loadavg)
     RANKSNAP_GATHER=$2 RANKSNAP_STACKS=$3 RANKSNAP_DIR="$dir" \
         timeout 900 $MPIRUN -np "$1" $MPIRUN_ARGS "$BIN" --json --events "$EVENTS" --reps "$REPS" \
-        2> "$OUT/np$1-$2-$3.log" | grep '^{' >> "$JSONL" ||
+        2> "$OUT/np$1-$2-$3.log" > "$OUT/np$1-$2-$3.json" ||
         { echo "run_gather_bench.sh: np $1 $2 $3 failed, see $OUT/np$1-$2-$3.log" >&2; tail -20 "$OUT/np$1-$2-$3.log" >&2; exit 1; }
+    grep '^{' "$OUT/np$1-$2-$3.json" | jq -c --argjson load "$load" '. + {loadavg_1m_before: $load}' >> "$JSONL"
 }
 
 for np in $NPS; do
@@ -48,9 +52,9 @@ done
 run 4 all none
 
 echo
-echo "| ranks | RANKSNAP_GATHER | stacks | end of range, max over ranks (median of $REPS) | gather alone (rank 0) | summary bytes/rank | summary bytes to rank 0 | snapshot bytes to rank 0 | snapshot file | bytes/event | rank 0 peak RSS growth | divergent rank flagged |"
-echo "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
-jq -r '"| \(.ranks) | \(.gather) | \(.stacks) | \(.end_of_range_s_median) s (\(.end_of_range_s_min)–\(.end_of_range_s_max)) | \(.gather_s_median) s | \(.summary_bytes_per_rank) | \(.summary_bytes_received) | \(.snapshot_bytes_received) | \(.snapshot_file_bytes_mean) | \(.bytes_per_event) | \((.rank0_maxrss_kib_after - .rank0_maxrss_kib_before) / 1024 | floor) MiB | \(if .ranks > 1 then .divergent_flagged else "n/a" end) |"' "$JSONL"
+echo "| ranks | RANKSNAP_GATHER | stacks | end of range, max over ranks (median of $REPS) | gather alone (rank 0) | summary bytes/rank | summary bytes to rank 0 | snapshot bytes to rank 0 | snapshot file | bytes/event | rank 0 peak RSS growth | divergent rank flagged | load before |"
+echo "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+jq -r '"| \(.ranks) | \(.gather) | \(.stacks) | \(.end_of_range_s_median) s (\(.end_of_range_s_min)–\(.end_of_range_s_max)) | \(.gather_s_median) s | \(.summary_bytes_per_rank) | \(.summary_bytes_received) | \(.snapshot_bytes_received) | \(.snapshot_file_bytes_mean) | \(.bytes_per_event) | \((.rank0_maxrss_kib_after - .rank0_maxrss_kib_before) / 1024 | floor) MiB | \(if .ranks > 1 then .divergent_flagged else "n/a" end) | \(.loadavg_1m_before) |"' "$JSONL"
 
 # the targets (issue 3): 4 ranks under 1 s, at most 4 KiB of summary per rank
 jq -e -s 'map(select(.ranks == 4 and .stacks == "native")) | all(.end_of_range_s_median < 1.0)' "$JSONL" >/dev/null ||

@@ -15,20 +15,20 @@ while [ "$i" -lt "$runs" ]; do
   i=$((i + 1))
   d="$dir/run-$i"
   rm -rf "$d"
-  RANKSNAP_BACKEND=sim RANKSNAP_DIR="$d" RANKSNAP_STEPS="$((i % 3)):" $mpirun "$demo" --iters 100000 --quiet >/dev/null 2>&1 &
+  RANKSNAP_BACKEND=sim RANKSNAP_DIR="$d" RANKSNAP_STEPS="$((i % 3)):" $mpirun "$demo" --iters 100001 --quiet >/dev/null 2>&1 &
   mp=$!
   # a moment from 10 to 900 ms, and a rank from 0 to 3, from the run number and the clock
   ms=$(( ( $(date +%N | sed 's/^0*//;s/^$/0/') / 1000000 + i * 37 ) % 890 + 10 ))
   sleep "$(printf '0.%03d' "$ms")"
   victim=$(( (ms + i) % 4 ))
   pid=""
-  for p in $(pgrep -f "ranksnap-demo --iters 100000"); do
+  for p in $(pgrep -f "ranksnap-demo --iters 100001"); do
     if tr '\0' '\n' < /proc/"$p"/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$victim"; then pid=$p; fi
   done
   [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
   # the job may also have been too young to find the rank: then it is killed whole
   sleep 0.2
-  pkill -9 -f "ranksnap-demo --iters 100000" 2>/dev/null
+  pkill -9 -f "ranksnap-demo --iters 100001" 2>/dev/null
   wait "$mp" 2>/dev/null
   for f in "$d"/rank-*.rsnap; do
     [ -e "$f" ] || continue

@@ -1,0 +1,580 @@
+/*
+ * test_read_pickle.c — PyTorch snapshots read as rsn_snapshot (collector/read_pickle.c) and the
+ * training steps inferred from their history (collector/infer_steps.c).
+ *
+ * The PyTorch-like snapshots are written at test time by tests/data/make_torch_like_pickle.py
+ * with Python's own pickle module (protocol 4): four ranks, rank 2 with 1.5 times larger
+ * activations, rank 3 running out of memory in step 3. Those tests say "skip" without python3.
+ * Real snapshots dropped into tests/data (NAME.pickle) are decoded too and must keep the model's
+ * promises. Step inference is also tested on histories built here, where the answer is known.
+ */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "check.h"
+#include "compare.h"
+#include "infer_steps.h"
+#include "model_check.h"
+#include "read_pickle.h"
+#include "read_rsnap.h"
+
+#ifndef RS_TEST_DATA_DIR
+#define RS_TEST_DATA_DIR "tests/data"
+#endif
+
+static char g_dir[512];   /* where the fixtures were written, "" when python3 is missing */
+static const char *g_python;
+
+static const char *find_python(void)
+{
+    static const char *const candidates[] = {"/usr/bin/python3", "python3"};
+    for (size_t i = 0; i < 2; i++) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "%s -c 'import pickle' >/dev/null 2>&1", candidates[i]);
+        if (system(cmd) == 0) return candidates[i];
+    }
+    return NULL;
+}
+
+/* Runs the fixture script with `args` into g_dir; 0 on success. */
+static int make_fixture(const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s/make_torch_like_pickle.py %s %s", g_python, RS_TEST_DATA_DIR,
+             g_dir, args);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void setup(void)
+{
+    g_python = find_python();
+    if (!g_python) return;
+    const char *base = getenv("RANKSNAP_DIR");
+    snprintf(g_dir, sizeof g_dir, "%s/torch-like", base && *base ? base : "/tmp/ranksnap-test-read-pickle");
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", g_dir, g_dir);
+    if (system(cmd) != 0 || make_fixture("") != 0 ||
+        make_fixture("--ranks 1 --steps 2 --layers 1 --big-rank -1 --oom-rank -1 --name tiny.pickle") != 0 ||
+        make_fixture("--ranks 4 --only-rank 3 --oom-name oom_rank-3_gpt2.pickle --protocol 5") != 0) {
+        fprintf(stderr, "the fixture script failed\n");
+        g_dir[0] = '\0';
+        CHECK(0);
+    }
+}
+
+static rsn_snapshot *read_rank(const char *name, int rank, int all_frames)
+{
+    char path[640];
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    rsn_pickle_opts o;
+    rsn_pickle_opts_default(&o);
+    o.rank = rank;
+    o.all_frames = all_frames;
+    rsn_snapshot *s = NULL;
+    ranksnap_status st = rsn_read_snapshot_file(path, &o, &s);
+    if (st != RANKSNAP_OK) fprintf(stderr, "%s: %s\n", path, ranksnap_last_error());
+    CHECK(st == RANKSNAP_OK && s != NULL);
+    return s;
+}
+
+static size_t count_action(const rsn_snapshot *s, unsigned action)
+{
+    size_t n = 0;
+    for (uint64_t i = 0; i < s->history.count; i++) n += s->history.action[i] == action;
+    return n;
+}
+
+#define NEED_FIXTURES()                                                                            \
+    do {                                                                                           \
+        if (!g_dir[0]) {                                                                           \
+            printf("skip: no python3 to write the PyTorch-like fixtures\n");                      \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* ---- mapping ------------------------------------------------------------------------------- */
+
+TEST(a_torch_snapshot_maps_onto_segments_history_and_interned_stacks)
+{
+    NEED_FIXTURES();
+    rsn_snapshot *s = read_rank("snapshot_rank0.pickle", 0, 0);
+    if (!s) return;
+    CHECK(model_is_consistent(s));
+    CHECK(s->rank == 0 && s->world_size == 1 && s->complete);
+    CHECK(strcmp(s->backend, "torch") == 0);
+    CHECK(strcmp(s->device.name, "unknown (PyTorch snapshot)") == 0);
+    CHECK(s->skip_framework_frames == 1);
+    CHECK(s->n_segments > 0 && s->n_streams == 1);
+    for (size_t i = 1; i < s->n_segments; i++) CHECK(s->segments[i - 1].addr < s->segments[i].addr);
+    /* 159 allocations, each with its free_requested and free_completed unless alive at the end;
+     * the `snapshot` entry is left out. */
+    CHECK_EQ_U64(count_action(s, RS_ACT_ALLOC), 159);
+    CHECK_EQ_U64(count_action(s, RS_ACT_FREE_REQUESTED), count_action(s, RS_ACT_FREE_COMPLETED));
+    CHECK(count_action(s, RS_ACT_SEGMENT_ALLOC) > 0);
+    CHECK_EQ_U64(count_action(s, RS_ACT_OOM), 0);
+    CHECK(!s->has_oom);
+    /* A dozen distinct stacks and a few dozen frames, however many events carry them. */
+    CHECK(s->n_stacks >= 8 && s->n_stacks <= 16);
+    CHECK(s->n_frames >= 15 && s->n_frames <= 40);
+    /* Totals: current from the state, peaks from the replay. */
+    uint64_t live = 0, reserved = 0;
+    for (size_t i = 0; i < s->n_segments; i++) {
+        reserved += s->segments[i].total_size;
+        for (size_t k = 0; k < s->segments[i].n_blocks; k++)
+            if (s->segments[i].blocks[k].state == RS_BLOCK_ACTIVE_ALLOCATED)
+                live += s->segments[i].blocks[k].size;
+    }
+    CHECK_EQ_U64(s->totals.allocated_bytes_current, live);
+    CHECK_EQ_U64(s->totals.reserved_bytes_current, reserved);
+    CHECK(s->totals.allocated_bytes_peak > live);
+    CHECK_EQ_U64(s->totals.num_allocs, 159);
+    CHECK(s->totals.peak_step >= 1); /* the optimizer state exists from step 1 on */
+    CHECK(s->allocator.max_split_size == UINT64_MAX); /* SIZE_MAX in the pickle */
+    rsn_free(s);
+}
+
+TEST(an_oom_entry_marks_the_rank_oom_with_the_request_and_its_site)
+{
+    NEED_FIXTURES();
+    rsn_snapshot *s = read_rank("snapshot_rank3.pickle", 3, 0);
+    if (!s) return;
+    CHECK(model_is_consistent(s));
+    CHECK(s->rank == 3 && s->world_size == 4);
+    CHECK(s->has_oom);
+    CHECK_EQ_U64(s->oom.requested, (uint64_t)16 << 30);
+    CHECK(s->oom.device_free > 0 && s->oom.device_free < ((uint64_t)4 << 30));
+    CHECK(s->oom.allocated > 0 && s->oom.reserved >= s->oom.allocated);
+    CHECK(s->oom.step == 3);
+    rsc_site site;
+    rsc_site_of_stack(s, s->oom.stack, &site);
+    CHECK(strcmp(site.function, "forward") == 0 && strstr(site.file, "model.py") && site.line == 36);
+    CHECK_EQ_U64(s->totals.num_ooms, 1);
+    rsn_free(s);
+}
+
+TEST(sites_are_user_frames_unless_all_frames_is_asked)
+{
+    NEED_FIXTURES();
+    for (int all = 0; all < 2; all++) {
+        rsn_snapshot *s = read_rank("snapshot_rank0.pickle", 0, all);
+        if (!s) return;
+        CHECK(s->skip_framework_frames == !all);
+        /* The first activation of the forward pass: linear.py inside torch, called from
+         * model.py:31. */
+        uint32_t stack = 0;
+        for (uint64_t i = 0; i < s->history.count && !stack; i++)
+            if (s->history.action[i] == RS_ACT_ALLOC && s->history.size[i] == 3 * 1536 * 1024)
+                stack = s->history.stack[i];
+        CHECK(stack != 0);
+        rsc_site site;
+        rsc_site_of_stack(s, stack, &site);
+        if (!all)
+            CHECK(strcmp(site.function, "forward") == 0 && strstr(site.file, "model.py") &&
+                  site.line == 31);
+        else
+            CHECK(strstr(site.function, "CUDACachingAllocator") != NULL);
+        rsn_free(s);
+    }
+}
+
+TEST(the_comparison_names_the_divergent_rank_and_the_oom_rank)
+{
+    NEED_FIXTURES();
+    rsc_summary sums[4];
+    rsn_snapshot *full[4] = {NULL};
+    for (int r = 0; r < 4; r++) {
+        char name[64];
+        snprintf(name, sizeof name, "snapshot_rank%d.pickle", r);
+        full[r] = read_rank(name, r, 0);
+        if (!full[r]) return;
+        rsc_summarize(full[r], &sums[r]);
+        CHECK(sums[r].n_steps == (r == 3 ? 4 : 5));
+    }
+    rsc_result *res = NULL;
+    CHECK(rsc_compare(sums, (const rsn_snapshot *const *)full, 4, 0, NULL, &res) == RANKSNAP_OK);
+    if (res) {
+        CHECK(res->world_size == 4 && res->n_missing == 0);
+        CHECK(res->n_oom == 1 && res->oom[0].rank == 3 && res->oom[0].step == 3);
+        CHECK(res->n_oom == 1 && res->oom[0].requested == (uint64_t)16 << 30);
+        CHECK(res->n_divergent == 1 && res->divergent[0].rank == 2);
+        if (res->n_divergent == 1) {
+            const rsc_divergent *d = &res->divergent[0];
+            CHECK(d->first_divergent_step == 0 && !d->growth);
+            CHECK(d->n_sites > 0 && strcmp(d->sites[0].function, "forward") == 0 &&
+                  strstr(d->sites[0].file, "model.py") && d->sites[0].line == 36);
+        }
+    }
+    rsc_result_free(res);
+    for (int r = 0; r < 4; r++) rsn_free(full[r]);
+}
+
+TEST(rank_numbers_come_from_common_file_names)
+{
+    static const struct {
+        const char *path;
+        int rank;
+    } ok[] = {{"snapshot_rank3.pickle", 3}, {"rank-3.pickle", 3}, {"rank_03.pickle", 3},
+              {"oom_rank-3_gpt2.pickle", 3}, {"/runs/rank-9/snapshot_rank12.pickle", 12},
+              {"RANK7.pickle", 7}, {"snap_rank1_rank2.pickle", 2}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        int r = -1;
+        CHECK(rsn_rank_from_name(ok[i].path, &r) == 0 && r == ok[i].rank);
+    }
+    static const char *const none[] = {"snapshot.pickle", "ranking.pickle", "/rank3/snap.pickle",
+                                       "rank-99999999999.pickle"};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+        int r = -1;
+        CHECK(rsn_rank_from_name(none[i], &r) == -1);
+    }
+}
+
+TEST(pickles_and_rsnap_files_are_told_apart_by_content)
+{
+    CHECK(rsn_is_pickle("\x80\x04\x95", 3));
+    CHECK(rsn_is_pickle("\x80\x02}", 3));
+    CHECK(!rsn_is_pickle("\x80\x06", 2));
+    CHECK(!rsn_is_pickle("\x80", 1));
+    CHECK(!rsn_is_pickle("\xde\x00\x14", 3)); /* a msgpack map of 20 keys */
+    CHECK(!rsn_is_pickle("\x8f", 1));
+    NEED_FIXTURES();
+    char path[640];
+    snprintf(path, sizeof path, "%s/oom_rank-3_gpt2.pickle", g_dir);
+    CHECK(rsn_file_is_pickle(path) == 1);
+    rsn_snapshot *s = NULL;
+    CHECK(rsn_read_pickle_file(path, 3, &s) == RANKSNAP_OK && s && s->has_oom && s->rank == 3);
+    rsn_free(s);
+}
+
+/* A pickle written by Python from a dict literal, for the error cases. */
+static ranksnap_status decode_python(const char *literal, rsn_snapshot **out)
+{
+    char cmd[2048], path[640];
+    snprintf(path, sizeof path, "%s/case.pickle", g_dir);
+    snprintf(cmd, sizeof cmd, "%s -c 'import pickle; pickle.dump(%s, open(\"%s\", \"wb\"), protocol=4)'",
+             g_python, literal, path);
+    CHECK(system(cmd) == 0);
+    rsn_pickle_opts o;
+    rsn_pickle_opts_default(&o);
+    return rsn_read_snapshot_file(path, &o, out);
+}
+
+TEST(wrong_fields_are_format_errors_naming_the_field_and_offset)
+{
+    NEED_FIXTURES();
+    static const struct {
+        const char *literal;
+        const char *want;
+    } cases[] = {
+        {"[1, 2]", "offset 11: expected a dict at the top (torch.cuda.memory._snapshot()), found a list"},
+        {"{\"x\": 1}", "neither segments nor device_traces: not a PyTorch memory snapshot"},
+        {"{\"segments\": [{\"address\": 1, \"total_size\": 2, \"blocks\": [{\"size\": 1, \"state\": 5}]}]}",
+         "segments[0].blocks[0].state: expected a str, found an int"},
+        {"{\"segments\": [{\"address\": 1, \"total_size\": 2, \"blocks\": [{\"size\": 1, \"state\": \"busy\"}]}]}",
+         "segments[0].blocks[0].state: expected active_allocated, active_pending_free (or "
+         "active_awaiting_free) or inactive"},
+        {"{\"segments\": [{\"total_size\": 2, \"blocks\": []}]}", "segments[0].address: missing"},
+        {"{\"segments\": [{\"address\": -1, \"total_size\": 2, \"blocks\": []}]}",
+         "segments[0].address: expected a non-negative integer, found -1"},
+        {"{\"segments\": [{\"address\": 2**70, \"total_size\": 2, \"blocks\": []}]}",
+         "segments[0].address: expected an integer of at most 64 bits, found a wider one"},
+        {"{\"segments\": [], \"device_traces\": [[{\"action\": \"alloc\", \"addr\": 1, \"size\": \"big\"}]]}",
+         "device_traces[0][0].size: expected an int, found a str"},
+        {"{\"segments\": [], \"device_traces\": [[{\"addr\": 1}]]}", "device_traces[0][0].action: missing"},
+        {"{\"segments\": [], \"device_traces\": [[{\"action\": \"alloc\", \"frames\": [{\"name\": 1}]}]]}",
+         "device_traces[0][0].frames[0].name: expected a str, found an int"},
+        {"{\"segments\": [], \"device_traces\": [[{\"action\": \"alloc\", \"frames\": [3]}]]}",
+         "device_traces[0][0].frames[0]: expected a dict, found an int"},
+        {"{\"segments\": [], \"device_traces\": {}}", "device_traces: expected a list, found a dict"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rsn_snapshot *s = NULL;
+        ranksnap_status st = decode_python(cases[i].literal, &s);
+        CHECK(st == RANKSNAP_ERR_FORMAT && s == NULL);
+        CHECK_STR_CONTAINS(ranksnap_last_error(), "case.pickle: offset ");
+        CHECK_STR_CONTAINS(ranksnap_last_error(), cases[i].want);
+        rsn_free(s);
+    }
+    /* What newer PyTorch versions may add is skipped, not refused. */
+    rsn_snapshot *s = NULL;
+    CHECK(decode_python("{\"segments\": [], \"device_traces\": [[{\"action\": \"user_defined\"}, "
+                        "{\"action\": \"snapshot\"}, {\"action\": \"alloc\", \"addr\": 4096, "
+                        "\"size\": 100, \"frames\": None, \"new_field\": (1, 2)}]], "
+                        "\"new_top_level\": {1: 2}}",
+                        &s) == RANKSNAP_OK);
+    CHECK(s && s->history.count == 1 && model_is_consistent(s));
+    rsn_free(s);
+    /* Block states as PyTorch's C++ and its docstrings name them; a stream handle above
+     * INT64_MAX, which PyTorch writes as a negative int64. */
+    s = NULL;
+    CHECK(decode_python("{\"segments\": [{\"address\": 4096, \"total_size\": 2097152, \"stream\": -8, "
+                        "\"blocks\": [{\"size\": 512, \"state\": \"active_pending_free\"}, "
+                        "{\"size\": 512, \"state\": \"active_awaiting_free\"}, "
+                        "{\"size\": 2096128, \"state\": \"inactive\"}]}]}",
+                        &s) == RANKSNAP_OK);
+    CHECK(s && s->n_segments == 1 && s->segments[0].n_blocks == 3);
+    if (s && s->n_segments == 1 && s->segments[0].n_blocks == 3) {
+        CHECK(s->segments[0].blocks[0].state == RS_BLOCK_ACTIVE_AWAITING_FREE);
+        CHECK(s->segments[0].blocks[1].state == RS_BLOCK_ACTIVE_AWAITING_FREE);
+        CHECK(s->segments[0].blocks[1].addr == 4096 + 512); /* no address: blocks tile the segment */
+        CHECK(s->streams[s->segments[0].stream] == (uint64_t)-8);
+        CHECK(s->totals.active_bytes_current == 1024 && s->totals.allocated_bytes_current == 0);
+    }
+    rsn_free(s);
+}
+
+TEST(damaged_snapshots_decode_or_fail_cleanly)
+{
+    NEED_FIXTURES();
+    char path[640];
+    snprintf(path, sizeof path, "%s/tiny.pickle", g_dir);
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (!f) return;
+    static unsigned char buf[1 << 16];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    CHECK(len > 1000 && len < sizeof buf);
+    rsn_pickle_opts o;
+    rsn_pickle_opts_default(&o);
+    size_t ok = 0, failed = 0, bad = 0;
+    /* Every byte replaced (by 0x00, 0xff or EMPTY_LIST in turn), then every 7th truncation. */
+    static const unsigned char subst[] = {0x00, 0xff, 0x5d};
+    for (size_t i = 0; i < len; i++) {
+        for (size_t k = i % sizeof subst; k == i % sizeof subst; k++) {
+            unsigned char *copy = malloc(len);
+            memcpy(copy, buf, len);
+            copy[i] = subst[k];
+            rsn_snapshot *s = NULL;
+            ranksnap_status st = rsn_decode_pickle(copy, len, "damaged.pickle", &o, &s);
+            if (st == RANKSNAP_OK && s && model_is_consistent(s))
+                ok++;
+            else if (st == RANKSNAP_ERR_FORMAT && !s &&
+                     strncmp(ranksnap_last_error(), "damaged.pickle: offset ", 23) == 0)
+                failed++;
+            else if (bad++ < 5)
+                fprintf(stderr, "byte %zu = 0x%02x: %s\n", i, subst[k], ranksnap_last_error());
+            rsn_free(s);
+            free(copy);
+        }
+    }
+    for (size_t cut = 0; cut < len; cut += 7) {
+        unsigned char *copy = malloc(cut ? cut : 1);
+        memcpy(copy, buf, cut);
+        rsn_snapshot *s = NULL;
+        if (rsn_decode_pickle(copy, cut, "cut.pickle", &o, &s) != RANKSNAP_ERR_FORMAT || s) bad++;
+        rsn_free(s);
+        free(copy);
+    }
+    CHECK(bad == 0);
+    CHECK(ok > 0 && failed > 0);
+}
+
+TEST(real_snapshots_in_tests_data_keep_the_model_promises)
+{
+    /* PyTorch snapshots made on a GPU machine go to tests/data (NAME.pickle): each must decode. */
+    DIR *d = opendir(RS_TEST_DATA_DIR);
+    if (!d) return;
+    struct dirent *e;
+    int seen = 0;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n < 8 || strcmp(e->d_name + n - 7, ".pickle") != 0) continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", RS_TEST_DATA_DIR, e->d_name);
+        rsn_snapshot *s = NULL;
+        ranksnap_status st = rsn_read_snapshot_file(path, NULL, &s);
+        if (st != RANKSNAP_OK) fprintf(stderr, "%s\n", ranksnap_last_error());
+        CHECK(st == RANKSNAP_OK && s && model_is_consistent(s));
+        rsc_summary sum;
+        if (s) rsc_summarize(s, &sum);
+        rsn_free(s);
+        seen++;
+    }
+    closedir(d);
+    printf("     %d snapshot%s in %s\n", seen, seen == 1 ? "" : "s", RS_TEST_DATA_DIR);
+}
+
+/* ---- step inference on histories built here ------------------------------------------------ */
+
+typedef struct hist {
+    rsn_snapshot *s;
+    size_t cap;
+    uint64_t next_addr;
+} hist;
+
+static void ev(hist *h, unsigned action, uint64_t addr, uint64_t size, uint32_t stack)
+{
+    rsn_history *y = &h->s->history;
+    if (y->count == h->cap) {
+        h->cap = h->cap ? 2 * h->cap : 256;
+        y->time_us = realloc(y->time_us, h->cap * sizeof *y->time_us);
+        y->action = realloc(y->action, h->cap);
+        y->addr = realloc(y->addr, h->cap * sizeof *y->addr);
+        y->size = realloc(y->size, h->cap * sizeof *y->size);
+        y->stream = realloc(y->stream, h->cap * sizeof *y->stream);
+        y->stack = realloc(y->stack, h->cap * sizeof *y->stack);
+        if (!y->time_us || !y->action || !y->addr || !y->size || !y->stream || !y->stack) abort();
+    }
+    uint64_t i = y->count++;
+    y->time_us[i] = 1000 + i;
+    y->action[i] = (uint8_t)action;
+    y->addr[i] = addr;
+    y->size[i] = size;
+    y->stream[i] = 0;
+    y->stack[i] = stack;
+}
+
+static uint64_t alloc(hist *h, uint64_t size, uint32_t stack)
+{
+    uint64_t a = h->next_addr += 1 << 20;
+    ev(h, RS_ACT_ALLOC, a, size, stack);
+    return a;
+}
+
+static void hist_init(hist *h)
+{
+    memset(h, 0, sizeof *h);
+    h->s = calloc(1, sizeof *h->s);
+    h->s->streams = calloc(1, sizeof *h->s->streams);
+    h->s->n_streams = 1;
+    h->s->world_size = 1;
+    h->next_addr = 1 << 30;
+}
+
+/* A training loop: `prelude` parameter allocations, then per iteration an input, `layers` pairs
+ * of activations from the same two stacks, a backward pass that frees them and allocates
+ * gradients, and in iteration 0 only `extra` optimizer-state allocations; `leak` keeps one
+ * allocation per iteration alive; `cut` stops the last iteration after that many layers. */
+static void training(hist *h, int prelude, int iterations, int layers, int extra, int leak,
+                     int cut, uint64_t *starts)
+{
+    for (int i = 0; i < prelude; i++) alloc(h, 4096 * (uint64_t)(i + 1), 1);
+    uint64_t grads[64];
+    int n_grads = 0;
+    for (int it = 0; it < iterations; it++) {
+        for (int g = 0; g < n_grads; g++) ev(h, RS_ACT_FREE_REQUESTED, grads[g], 8192, 6);
+        n_grads = 0;
+        if (starts) starts[it] = h->s->history.count;
+        uint64_t x = alloc(h, 1 << 20, 2), acts[128];
+        int n = 0;
+        int last = it == iterations - 1 && cut >= 0;
+        for (int l = 0; l < layers && !(last && l == cut); l++) {
+            acts[n++] = alloc(h, 3 << 20, 3);
+            acts[n++] = alloc(h, 1 << 20, 4);
+        }
+        if (last && cut >= 0) return;
+        if (leak) alloc(h, 1 << 16, 5);
+        for (int l = 0; l < layers; l++) {
+            grads[n_grads++] = alloc(h, 8192, 6);
+            ev(h, RS_ACT_FREE_REQUESTED, acts[--n], 1 << 20, 4);
+            ev(h, RS_ACT_FREE_REQUESTED, acts[--n], 3 << 20, 3);
+        }
+        ev(h, RS_ACT_FREE_REQUESTED, x, 1 << 20, 2);
+        if (it == 0)
+            for (int e = 0; e < extra; e++) alloc(h, 16384, 7);
+        uint64_t t = alloc(h, 4096, 8);
+        ev(h, RS_ACT_FREE_REQUESTED, t, 4096, 8);
+    }
+}
+
+/* The step events' positions: each must sit where an iteration starts. */
+static int steps_at(const rsn_snapshot *s, const uint64_t *starts, int n)
+{
+    int k = 0, good = 1;
+    for (uint64_t i = 0; i < s->history.count; i++) {
+        if (s->history.action[i] != RS_ACT_STEP) continue;
+        /* after insertion, the k-th iteration start moved by the k step events before it */
+        if (k >= n || s->history.size[i] != (uint64_t)k || i != starts[k] + (uint64_t)k) good = 0;
+        k++;
+    }
+    return good && k == n;
+}
+
+TEST(step_inference_finds_every_iteration_of_a_periodic_trace)
+{
+    static const struct {
+        int prelude, iterations, layers, extra, leak, cut;
+    } cases[] = {
+        {10, 6, 4, 0, 0, -1},  /* regular */
+        {10, 6, 4, 16, 0, -1}, /* a first iteration with optimizer state, 16 more allocations */
+        {0, 2, 3, 0, 0, -1},   /* just two iterations */
+        {5, 8, 6, 12, 1, -1},  /* a leak: the level grows, the pattern does not change */
+        {5, 5, 6, 12, 0, 3},   /* the last iteration stops halfway (an OOM) */
+        {3, 200, 12, 30, 0, -1}, /* long */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        hist h;
+        hist_init(&h);
+        uint64_t starts[256];
+        training(&h, cases[c].prelude, cases[c].iterations, cases[c].layers, cases[c].extra,
+                 cases[c].leak, cases[c].cut, starts);
+        rsn_steps_found f;
+        CHECK(rsn_infer_steps(h.s, &f) == RANKSNAP_OK);
+        if (!f.found) fprintf(stderr, "case %zu: %s\n", c, f.why_not);
+        CHECK(f.found && f.n_steps == (uint64_t)cases[c].iterations);
+        CHECK(steps_at(h.s, starts, cases[c].iterations));
+        CHECK(h.s->time.n_ranges == 1 && h.s->time.ranges[0].begin == 0 &&
+              h.s->time.ranges[0].end == cases[c].iterations);
+        CHECK(h.s->time.current_step == cases[c].iterations - 1);
+        rsn_free(h.s);
+    }
+}
+
+TEST(step_inference_leaves_out_what_it_cannot_tell)
+{
+    /* One iteration: nothing repeats. */
+    hist h;
+    hist_init(&h);
+    training(&h, 10, 1, 4, 0, 0, -1, NULL);
+    uint64_t before = h.s->history.count;
+    rsn_steps_found f;
+    CHECK(rsn_infer_steps(h.s, &f) == RANKSNAP_OK);
+    CHECK(!f.found && f.why_not[0] && h.s->history.count == before);
+    rsn_free(h.s);
+
+    /* Sizes and stacks that follow no pattern. */
+    hist_init(&h);
+    uint64_t x = 12345;
+    for (int i = 0; i < 2000; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        alloc(&h, (x >> 33) % 100000, (uint32_t)((x >> 20) % 50));
+    }
+    CHECK(rsn_infer_steps(h.s, &f) == RANKSNAP_OK);
+    CHECK(!f.found && strstr(f.why_not, "repeats") != NULL);
+    CHECK_EQ_U64(count_action(h.s, RS_ACT_STEP), 0);
+    rsn_free(h.s);
+
+    /* A history with step events of its own keeps them. */
+    hist_init(&h);
+    training(&h, 2, 4, 2, 0, 0, -1, NULL);
+    ev(&h, RS_ACT_STEP, 0, 9, 0);
+    CHECK(rsn_infer_steps(h.s, &f) == RANKSNAP_OK);
+    CHECK(!f.found && count_action(h.s, RS_ACT_STEP) == 1);
+    rsn_free(h.s);
+
+    /* Nothing at all. */
+    hist_init(&h);
+    CHECK(rsn_infer_steps(h.s, &f) == RANKSNAP_OK && !f.found);
+    rsn_free(h.s);
+}
+
+int main(void)
+{
+    setup();
+    RUN(a_torch_snapshot_maps_onto_segments_history_and_interned_stacks);
+    RUN(an_oom_entry_marks_the_rank_oom_with_the_request_and_its_site);
+    RUN(sites_are_user_frames_unless_all_frames_is_asked);
+    RUN(the_comparison_names_the_divergent_rank_and_the_oom_rank);
+    RUN(rank_numbers_come_from_common_file_names);
+    RUN(pickles_and_rsnap_files_are_told_apart_by_content);
+    RUN(wrong_fields_are_format_errors_naming_the_field_and_offset);
+    RUN(damaged_snapshots_decode_or_fail_cleanly);
+    RUN(real_snapshots_in_tests_data_keep_the_model_promises);
+    RUN(step_inference_finds_every_iteration_of_a_periodic_trace);
+    RUN(step_inference_leaves_out_what_it_cannot_tell);
+    return check_summary();
+}
