@@ -44,13 +44,18 @@ struct pk_doc {
     int protocol;
 };
 
-/* The memo: key -> value, open addressing. Python's memo is a dict of arbitrary int keys;
- * pickle.dump numbers them 0, 1, 2, ... but nothing here relies on that. */
+/* The memo: key -> value. Python's memo is a dict of arbitrary int keys; pickle.dump numbers
+ * them 0, 1, 2, ..., and a GET is most of a PyTorch snapshot's opcodes, so keys up to the input
+ * length (which no pickle.dump output can exceed: one key per opcode) index an array, and
+ * larger ones, which only a hand-made pickle has, go to a hash table. */
 typedef struct memo {
-    uint64_t *keys;
-    pk_value **vals; /* NULL = empty slot */
-    size_t mask;     /* capacity - 1, 0 before the first PUT */
-    size_t count;    /* distinct keys: MEMOIZE's next key, as len(memo) in Python */
+    pk_value **dense; /* [dense_cap], NULL = not stored */
+    size_t dense_cap;
+    uint64_t *keys;   /* keys above the input length: open addressing */
+    pk_value **vals;  /* NULL = empty slot */
+    size_t mask;      /* capacity - 1, 0 before the first such key */
+    size_t sparse;    /* keys in the hash table */
+    size_t count;     /* distinct keys: MEMOIZE's next key, as len(memo) in Python */
 } memo;
 
 typedef struct dec {
@@ -420,7 +425,22 @@ static size_t hash_key(uint64_t k)
 static ranksnap_status memo_put(dec *d, uint64_t key, pk_value *v)
 {
     memo *m = &d->memo;
-    if (m->mask == 0 || 2 * (m->count + 1) > m->mask + 1) {
+    if (key <= d->len) {
+        if (key >= m->dense_cap) {
+            size_t cap = m->dense_cap ? 2 * m->dense_cap : 256;
+            while (cap <= key) cap *= 2;
+            if (cap > d->len + 1) cap = (size_t)d->len + 1;
+            pk_value **a = realloc(m->dense, cap * sizeof *a);
+            if (!a) return no_memory(d, cap * sizeof *a);
+            memset(a + m->dense_cap, 0, (cap - m->dense_cap) * sizeof *a);
+            m->dense = a;
+            m->dense_cap = cap;
+        }
+        if (!m->dense[key]) m->count++;
+        m->dense[key] = v;
+        return RANKSNAP_OK;
+    }
+    if (m->mask == 0 || 2 * (m->sparse + 1) > m->mask + 1) {
         size_t cap = m->mask ? 2 * (m->mask + 1) : 64;
         uint64_t *keys = malloc(cap * sizeof *keys);
         pk_value **vals = calloc(cap, sizeof *vals);
@@ -444,7 +464,10 @@ static ranksnap_status memo_put(dec *d, uint64_t key, pk_value *v)
     }
     size_t i = hash_key(key) & m->mask;
     while (m->vals[i] && m->keys[i] != key) i = (i + 1) & m->mask;
-    if (!m->vals[i]) m->count++;
+    if (!m->vals[i]) {
+        m->count++;
+        m->sparse++;
+    }
     m->keys[i] = key;
     m->vals[i] = v;
     return RANKSNAP_OK;
@@ -453,7 +476,8 @@ static ranksnap_status memo_put(dec *d, uint64_t key, pk_value *v)
 static ranksnap_status memo_get(dec *d, uint64_t key)
 {
     const memo *m = &d->memo;
-    if (m->mask) {
+    if (key < m->dense_cap && m->dense[key]) return push(d, m->dense[key]);
+    if (key > d->len && m->mask) {
         size_t i = hash_key(key) & m->mask;
         while (m->vals[i]) {
             if (m->keys[i] == key) return push(d, m->vals[i]);
@@ -815,6 +839,7 @@ ranksnap_status pk_decode(const void *buf, size_t len, const char *name, pk_doc 
     }
     free(d.stack);
     free(d.marks);
+    free(d.memo.dense);
     free(d.memo.keys);
     free(d.memo.vals);
     if (st != RANKSNAP_OK) {
