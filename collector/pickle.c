@@ -28,7 +28,7 @@
 /* Arena chunks start small (most pickles in tests are tiny) and double up to this size. */
 #define CHUNK_MIN ((size_t)4096)
 #define CHUNK_MAX ((size_t)1 << 20)
-#define ALIGN 16
+#define ALIGN 8 /* every member of pk_value and of its arrays is 8-byte aligned at most */
 
 typedef struct chunk {
     struct chunk *next;
@@ -240,7 +240,9 @@ static ranksnap_status container_add(dec *d, pk_value *c, pk_value *const *items
     if (n == 0) return RANKSNAP_OK; /* APPENDS of nothing: an empty list has no array yet */
     size_t need = c->v.seq.n + n;
     if (need > c->v.seq.cap) {
-        size_t cap = c->v.seq.cap ? c->v.seq.cap : 4;
+        /* A container filled once (a dict by one SETITEMS) gets exactly its size; one that
+         * keeps growing (APPENDS batches of 1,000) doubles. */
+        size_t cap = c->v.seq.cap ? c->v.seq.cap : need;
         while (cap < need) cap *= 2;
         pk_value **a = arena_alloc(d, cap * sizeof *a);
         if (!a) return no_memory(d, cap * sizeof *a);

@@ -54,24 +54,81 @@ int rsn_is_pickle(const void *buf, size_t len)
 
 /* ---- where in the snapshot: "device_traces[0][12].frames[3]" -------------------------------- */
 
-#define LOC_DEPTH 4
+#define LOC_DEPTH 8
 
-/* Built as the walk descends; turned into text only for an error message. */
+/* A chain of (name, index) on the C stack, built as the walk descends (three stores per level)
+ * and turned into text only for an error message. */
 typedef struct loc {
-    int n;
-    const char *part[LOC_DEPTH]; /* "segments", ".blocks", "" (an index right after an index) */
-    size_t idx[LOC_DEPTH];
+    const struct loc *up;
+    const char *part; /* "segments", ".blocks", "" (an index right after an index) */
+    size_t idx;
 } loc;
 
-static loc loc_down(const loc *l, const char *part, size_t idx)
+static loc loc_down(const loc *up, const char *part, size_t idx)
 {
-    loc r = l ? *l : (loc){0, {NULL}, {0}};
-    if (r.n < LOC_DEPTH) {
-        r.part[r.n] = part;
-        r.idx[r.n] = idx;
-        r.n++;
+    return (loc){up, part, idx};
+}
+
+/* Identity caches: PyTorch's pickles share (memoize) strings, frame dicts and frame lists, and
+ * the tree is immutable once decoded, so a value already seen maps to the same frame or stack
+ * without hashing its text again. Keys are (pointer, pointer, number); values index + 1. */
+typedef struct idcache {
+    uintptr_t *a, *b;
+    int64_t *c;
+    uint32_t *val; /* 0 = empty */
+    size_t mask, n;
+} idcache;
+
+static size_t idcache_slot(const idcache *t, uintptr_t a, uintptr_t b, int64_t c)
+{
+    uint64_t h = (uint64_t)a * 0x9e3779b97f4a7c15ull ^ (uint64_t)b * 0xc2b2ae3d27d4eb4full ^
+                 (uint64_t)c * 0x165667b19e3779f9ull;
+    return (size_t)(h ^ (h >> 29)) & t->mask;
+}
+
+/* The cached value, 0 when absent. */
+static uint32_t idcache_get(const idcache *t, uintptr_t a, uintptr_t b, int64_t c)
+{
+    if (!t->mask) return 0;
+    for (size_t i = idcache_slot(t, a, b, c); t->val[i]; i = (i + 1) & t->mask)
+        if (t->a[i] == a && t->b[i] == b && t->c[i] == c) return t->val[i];
+    return 0;
+}
+
+static void idcache_free(idcache *t)
+{
+    free(t->a);
+    free(t->b);
+    free(t->c);
+    free(t->val);
+}
+
+/* -1 when out of memory (the cache is only a shortcut: callers go on without it). */
+static int idcache_put(idcache *t, uintptr_t a, uintptr_t b, int64_t c, uint32_t val)
+{
+    if (t->mask == 0 || 2 * (t->n + 1) > t->mask + 1) {
+        idcache g = {NULL, NULL, NULL, NULL, t->mask ? 2 * t->mask + 1 : 255, 0};
+        g.a = malloc((g.mask + 1) * sizeof *g.a);
+        g.b = malloc((g.mask + 1) * sizeof *g.b);
+        g.c = malloc((g.mask + 1) * sizeof *g.c);
+        g.val = calloc(g.mask + 1, sizeof *g.val);
+        if (!g.a || !g.b || !g.c || !g.val) {
+            idcache_free(&g);
+            return -1;
+        }
+        for (size_t i = 0; t->mask && i <= t->mask; i++)
+            if (t->val[i]) (void)idcache_put(&g, t->a[i], t->b[i], t->c[i], t->val[i]);
+        idcache_free(t);
+        *t = g;
     }
-    return r;
+    size_t i = idcache_slot(t, a, b, c);
+    while (t->val[i]) i = (i + 1) & t->mask;
+    t->a[i] = a;
+    t->b[i] = b;
+    t->c[i] = c;
+    t->val[i] = val;
+    t->n++;
+    return 0;
 }
 
 typedef struct mapper {
@@ -85,6 +142,8 @@ typedef struct mapper {
     uint32_t *stack_slot; /* id, 0 = empty */
     uint64_t *stack_hash;
     size_t stack_mask, stacks_cap;
+    idcache frame_ids; /* (name str, filename str, line) -> index + 1 */
+    idcache stack_ids; /* (frames list, 0, 0) -> stack id */
     uint32_t *scratch; /* the frames of the stack being built */
     size_t scratch_cap;
     /* streams: handle -> index */
@@ -103,10 +162,14 @@ static ranksnap_status bad(const mapper *m, const pk_value *at, const loc *l, co
                            const char *fmt, ...)
 {
     char where[256], msg[384];
+    const loc *chain[LOC_DEPTH];
+    int depth = 0;
+    for (; l && depth < LOC_DEPTH; l = l->up) chain[depth++] = l;
     size_t k = 0;
     where[0] = '\0';
-    for (int i = 0; l && i < l->n && k < sizeof where; i++)
-        k += (size_t)snprintf(where + k, sizeof where - k, "%s[%zu]", l->part[i], l->idx[i]);
+    for (int i = depth - 1; i >= 0 && k < sizeof where; i--)
+        k += (size_t)snprintf(where + k, sizeof where - k, "%s[%zu]", chain[i]->part,
+                              chain[i]->idx);
     if (field && k < sizeof where)
         snprintf(where + k, sizeof where - k, "%s%s", k ? "." : "", field);
     va_list ap;
@@ -295,6 +358,12 @@ static ranksnap_status frame_index(mapper *m, const pk_value *frame, const loc *
     if (lv && pk_get_i64(lv, &line) != 0)
         return bad(m, lv, l, "line", "expected an int, found %s", pk_kind_name(lv->kind));
     int32_t line32 = line < 0 ? 0 : line > INT32_MAX ? INT32_MAX : (int32_t)line;
+    uint32_t hit = idcache_get(&m->frame_ids, (uintptr_t)name, (uintptr_t)file, line32);
+    if (hit) {
+        *out = hit - 1;
+        return RANKSNAP_OK;
+    }
+    const pk_value *name_v = name, *file_v = file;
     /* A NUL inside a name ends the C string the frame table keeps: hash and compare that. */
     size_t nn = name ? strnlen(name->v.str.p, name->v.str.n) : 2;
     size_t fn = file ? strnlen(file->v.str.p, file->v.str.n) : 2;
@@ -340,7 +409,7 @@ static ranksnap_status frame_index(mapper *m, const pk_value *frame, const loc *
         if (m->frame_hash[j] == h &&
             frame_equal(&s->frames[m->frame_slot[j] - 1], name, file, line32)) {
             *out = (uint32_t)(m->frame_slot[j] - 1);
-            return RANKSNAP_OK;
+            goto cache;
         }
         j = (j + 1) & m->frame_mask;
     }
@@ -358,6 +427,8 @@ static ranksnap_status frame_index(mapper *m, const pk_value *frame, const loc *
     m->frame_slot[j] = s->n_frames;
     m->frame_hash[j] = h;
     *out = (uint32_t)(s->n_frames - 1);
+cache:
+    (void)idcache_put(&m->frame_ids, (uintptr_t)name_v, (uintptr_t)file_v, line32, *out + 1);
     return RANKSNAP_OK;
 }
 
@@ -368,6 +439,11 @@ static ranksnap_status stack_id(mapper *m, const pk_value *frames, const loc *l,
     *out = 0;
     size_t n = pk_len(frames);
     if (!frames || n == 0) return RANKSNAP_OK;
+    uint32_t hit = idcache_get(&m->stack_ids, (uintptr_t)frames, 0, 0);
+    if (hit) {
+        *out = hit;
+        return RANKSNAP_OK;
+    }
     if (grow((void **)&m->scratch, &m->scratch_cap, n, sizeof *m->scratch) != 0)
         return no_memory(m, "a stack");
     uint64_t h = 0x84222325cbf29ce4ull;
@@ -404,6 +480,7 @@ static ranksnap_status stack_id(mapper *m, const pk_value *frames, const loc *l,
         if (m->stack_hash[j] == h && st->n_frames == n &&
             memcmp(st->frames, m->scratch, n * sizeof *m->scratch) == 0) {
             *out = m->stack_slot[j];
+            (void)idcache_put(&m->stack_ids, (uintptr_t)frames, 0, 0, *out);
             return RANKSNAP_OK;
         }
         j = (j + 1) & m->stack_mask;
@@ -420,6 +497,7 @@ static ranksnap_status stack_id(mapper *m, const pk_value *frames, const loc *l,
     m->stack_slot[j] = (uint32_t)s->n_stacks;
     m->stack_hash[j] = h;
     *out = (uint32_t)s->n_stacks;
+    (void)idcache_put(&m->stack_ids, (uintptr_t)frames, 0, 0, *out);
     return RANKSNAP_OK;
 }
 
@@ -864,6 +942,8 @@ static void mapper_free(mapper *m)
     free(m->stack_slot);
     free(m->stack_hash);
     free(m->scratch);
+    idcache_free(&m->frame_ids);
+    idcache_free(&m->stack_ids);
     free(m->stream_key);
     free(m->stream_slot);
 }

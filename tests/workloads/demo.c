@@ -271,7 +271,7 @@ int main(int argc, char **argv)
         ranksnap_step(s);
         uint64_t batch = c.batch;
         if (rank_ == c.diverge_rank) batch = (uint64_t)((double)batch * c.diverge_factor);
-        if (rank_ == c.oom_rank) batch = batch * (uint64_t)(s + 1) * (uint64_t)(s + 1);
+        if (rank_ == c.oom_rank) batch = batch * (uint64_t)(s + 1);
         int r = rc ? rc : train_step(&c, &m, batch, s);
         if (r == 2 && c.oom_abort) {
             fprintf(stderr, "ranksnap-demo: rank %d ran out of memory at step %d; aborting the job\n", rank_, s);
