@@ -151,7 +151,6 @@ typedef struct mapper {
     uint32_t *stream_slot; /* index + 1, 0 = empty */
     size_t stream_mask, streams_cap;
     size_t hist_cap;
-    uint64_t unknown_actions, snapshot_actions;
 } mapper;
 
 static ranksnap_status bad(const mapper *m, const pk_value *at, const loc *l, const char *field,
@@ -713,13 +712,7 @@ static ranksnap_status map_trace(mapper *m, const pk_value *trace, size_t device
         RS_CHECK(field_str(m, e, "action", &l, &av));
         if (!av) return bad(m, e, &l, "action", "missing (PyTorch always writes it)");
         int action = action_of(av);
-        if (action < 0) {
-            if (pk_str_is(av, "snapshot"))
-                m->snapshot_actions++;
-            else
-                m->unknown_actions++;
-            continue;
-        }
+        if (action < 0) continue;
         uint64_t k = h->count;
         h->action[k] = (uint8_t)action;
         h->addr[k] = h->size[k] = h->time_us[k] = 0;
@@ -786,7 +779,9 @@ static void totals(rsn_snapshot *s)
         }
     }
     int64_t sum_a = 0, sum_r = 0;
+    uint64_t steps = 0;
     for (uint64_t i = 0; i < h->count; i++) {
+        steps += h->action[i] == RS_ACT_STEP;
         int64_t d = to_i64(round_block(h->size[i]));
         switch (h->action[i]) {
         case RS_ACT_ALLOC: sum_a = sat_add(sum_a, d); t->num_allocs++; break;
@@ -836,7 +831,7 @@ static void totals(rsn_snapshot *s)
     }
     if (t->active_bytes_current > t->active_bytes_peak) t->active_bytes_peak = t->active_bytes_current;
     t->requested_bytes_peak = t->requested_bytes_current;
-    t->events_recorded = h->count;
+    t->events_recorded = h->count - steps; /* PyTorch's entries, not the inferred steps */
 }
 
 /* ---- the document -------------------------------------------------------------------------- */

@@ -116,8 +116,12 @@ static void print_oom(FILE *out, const rsc_oom_verdict *v)
     print_bytes(out, v->requested);
     fputs(" with ", out);
     print_bytes(out, v->device_free);
-    fputs(" free of ", out);
-    print_bytes(out, v->device_total);
+    fputs(" free", out);
+    /* PyTorch's snapshots do not record the capacity: leave it out rather than print 0 */
+    if (v->device_total) {
+        fputs(" of ", out);
+        print_bytes(out, v->device_total);
+    }
     fputs(" (allocated ", out);
     print_bytes(out, v->allocated);
     fputs(", reserved ", out);
