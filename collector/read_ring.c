@@ -39,6 +39,37 @@ static int rs_cmp_seg(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* The recorder keeps a free_requested and the free_completed that followed at once as one event
+ * (flag 1, RS_EV_COMPLETED): the history gets both back, at the same time, as in a snapshot. */
+static int rs_ring_expand(rsn_snapshot *s, const rs_ring_event *ev, uint64_t first, uint64_t cap,
+                          uint64_t completed)
+{
+    rsn_history *hi = &s->history;
+    uint64_t raw = hi->count, n = raw + completed;
+    uint64_t *t = malloc(n * sizeof *t), *a = malloc(n * sizeof *a), *z = malloc(n * sizeof *z);
+    uint8_t *act = malloc(n);
+    uint32_t *st = malloc(n * sizeof *st), *sk = calloc(n, sizeof *sk);
+    if (!t || !a || !z || !act || !st || !sk) {
+        free(t), free(a), free(z), free(act), free(st), free(sk);
+        return -1;
+    }
+    uint64_t j = 0;
+    for (uint64_t i = 0; i < raw; i++) {
+        int two = hi->action[i] == RS_ACT_FREE_REQUESTED && (ev[(first + i) % cap].flags & 1u);
+        for (int k = 0; k <= two; k++, j++) {
+            t[j] = hi->time_us[i];
+            a[j] = hi->addr[i];
+            z[j] = hi->size[i];
+            st[j] = hi->stream[i];
+            act[j] = k ? RS_ACT_FREE_COMPLETED : hi->action[i];
+        }
+    }
+    free(hi->time_us), free(hi->addr), free(hi->size), free(hi->stream), free(hi->action), free(hi->stack);
+    hi->time_us = t, hi->addr = a, hi->size = z, hi->stream = st, hi->action = act, hi->stack = sk;
+    hi->count = n;
+    return 0;
+}
+
 /* Fills the model from a validated file image. */
 static ranksnap_status rs_ring_model(const char *path, const unsigned char *img, size_t len,
                                      rsn_snapshot **out)
@@ -90,6 +121,7 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: out of host memory", path);
     }
     for (size_t i = 0; i < s->n_streams && h->n_streams; i++) s->streams[i] = h->streams[i];
+    uint64_t completed = 0; /* free_requested events flagged RS_EV_COMPLETED (rank/recorder.h) */
 
     /* events, oldest first; the replay gives the totals the header does not keep */
     int64_t alloc_delta = 0, reserved_delta = 0, alloc_min = 0, reserved_min = 0;
@@ -104,6 +136,7 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
         hi->size[i] = e->size;
         hi->stream[i] = e->stream < s->n_streams ? e->stream : 0;
         hi->stack[i] = 0; /* the stack table died with the process */
+        if (e->action == RS_ACT_FREE_REQUESTED && (e->flags & 1u)) completed++;
         switch (e->action) {
         case RS_ACT_ALLOC: alloc_level += (int64_t)e->size; s->totals.num_allocs++; break;
         case RS_ACT_FREE_REQUESTED: alloc_level -= (int64_t)e->size; s->totals.num_frees++; break;
@@ -259,6 +292,10 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
         s->oom.reserved = t->reserved_bytes_current;
     }
     if (!s->time_us) s->time_us = h->created_us;
+    if (completed && rs_ring_expand(s, ev, first, h->capacity, completed) != 0) {
+        rsn_free(s);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: out of host memory", path);
+    }
     *out = s;
     return RANKSNAP_OK;
 }

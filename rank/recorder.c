@@ -259,6 +259,13 @@ uint64_t rs_recorder_streams_overflowed(const rs_recorder *r)
 static inline void rs_push(rs_recorder *r, rs_action act, uint64_t addr, uint64_t size,
                            void *stream, uint32_t stack_id)
 {
+    if (act == RS_ACT_FREE_COMPLETED && r->count > 0) {
+        rs_event *p = &r->ring[r->head ? r->head - 1 : r->capacity - 1];
+        if (p->action == RS_ACT_FREE_REQUESTED && p->addr == addr && !(p->flags & RS_EV_COMPLETED)) {
+            p->flags |= RS_EV_COMPLETED; /* see RS_EV_COMPLETED in recorder.h */
+            return;
+        }
+    }
     rs_event *e = &r->ring[r->head];
     e->time_us = rs_fastclock_now_us(&r->clock);
     e->addr = addr;

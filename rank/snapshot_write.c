@@ -304,13 +304,21 @@ static void write_segments(enc *e, const rs_snapshot_src *src, stream_table *t,
     }
 }
 
+/* A ring event flagged RS_EV_COMPLETED stands for two: free_requested, then free_completed. */
+static int completes(const rs_event *ev)
+{
+    return ev->action == RS_ACT_FREE_REQUESTED && (ev->flags & RS_EV_COMPLETED);
+}
+
 static void write_history(enc *e, const rs_snapshot_src *src, size_t other,
                           const stack_view *sv)
 {
     const rs_recorder *r = src->recorder;
-    uint64_t n = r ? rs_recorder_count(r) : 0;
+    uint64_t raw = r ? rs_recorder_count(r) : 0;
     size_t n_rec_streams = r ? rs_recorder_n_streams(r) : 0;
     size_t n_strings = r ? rs_recorder_n_strings(r) : 0;
+    uint64_t n = raw;
+    for (uint64_t i = 0; i < raw; i++) n += completes(rs_recorder_at(r, i));
 
     key(e, "history");
     put_map(e, 9);
@@ -321,50 +329,68 @@ static void write_history(enc *e, const rs_snapshot_src *src, size_t other,
     key(e, "time_us");
     put_array(e, n);
     uint64_t prev = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t v = rs_recorder_at(r, i)->time_us;
-        if (i == 0)
-            put_u64(e, v);
-        else
-            put_i64(e, delta(prev, v));
-        prev = v;
+    int first = 1;
+    for (uint64_t i = 0; i < raw; i++) {
+        const rs_event *ev = rs_recorder_at(r, i);
+        for (int k = 0; k <= completes(ev); k++) {
+            if (first)
+                put_u64(e, ev->time_us);
+            else
+                put_i64(e, delta(prev, ev->time_us));
+            prev = ev->time_us;
+            first = 0;
+        }
     }
 
     key(e, "action");
     put_array(e, n);
-    for (uint64_t i = 0; i < n; i++) put_u64(e, rs_recorder_at(r, i)->action);
+    for (uint64_t i = 0; i < raw; i++) {
+        const rs_event *ev = rs_recorder_at(r, i);
+        put_u64(e, ev->action);
+        if (completes(ev)) put_u64(e, RS_ACT_FREE_COMPLETED);
+    }
 
     key(e, "addr");
     put_array(e, n);
     prev = 0;
-    for (uint64_t i = 0; i < n; i++) {
+    first = 1;
+    for (uint64_t i = 0; i < raw; i++) {
         const rs_event *ev = rs_recorder_at(r, i);
         uint64_t v = ev->addr;
         /* an annotation's addr indexes history.strings; the reader checks it */
         if ((ev->action == RS_ACT_ANNOTATION_BEGIN || ev->action == RS_ACT_ANNOTATION_END) &&
             v >= n_strings)
             v = 0;
-        if (i == 0)
-            put_u64(e, v);
-        else
-            put_i64(e, delta(prev, v));
-        prev = v;
+        for (int k = 0; k <= completes(ev); k++) {
+            if (first)
+                put_u64(e, v);
+            else
+                put_i64(e, delta(prev, v));
+            prev = v;
+            first = 0;
+        }
     }
 
     key(e, "size");
     put_array(e, n);
-    for (uint64_t i = 0; i < n; i++) put_u64(e, rs_recorder_at(r, i)->size);
+    for (uint64_t i = 0; i < raw; i++) {
+        const rs_event *ev = rs_recorder_at(r, i);
+        for (int k = 0; k <= completes(ev); k++) put_u64(e, ev->size);
+    }
 
     key(e, "stream");
     put_array(e, n);
-    for (uint64_t i = 0; i < n; i++) {
-        uint16_t s = rs_recorder_at(r, i)->stream;
-        put_u64(e, s < n_rec_streams ? s : other);
+    for (uint64_t i = 0; i < raw; i++) {
+        const rs_event *ev = rs_recorder_at(r, i);
+        for (int k = 0; k <= completes(ev); k++) put_u64(e, ev->stream < n_rec_streams ? ev->stream : other);
     }
 
     key(e, "stack");
     put_array(e, n);
-    for (uint64_t i = 0; i < n; i++) put_u64(e, stack_id(sv, rs_recorder_at(r, i)->stack_id));
+    for (uint64_t i = 0; i < raw; i++) {
+        const rs_event *ev = rs_recorder_at(r, i);
+        for (int k = 0; k <= completes(ev); k++) put_u64(e, stack_id(sv, ev->stack_id));
+    }
 }
 
 static void write_strings(enc *e, const rs_recorder *r)

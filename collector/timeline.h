@@ -1,0 +1,117 @@
+/*
+ * timeline.h — one rank's memory over time, reduced to what a page can draw: the allocated and
+ * reserved levels downsampled into time buckets (min, max and last level per bucket), the step
+ * markers, the recorded ranges, the peak and the OOM moment, and the largest live blocks at the
+ * moment that explains the rank (its peak, or its OOM) with their stacks. report_html.c writes
+ * it into report.html.
+ *
+ * A timeline is bounded whatever the history's length (at most `max_points` buckets, RSC_TL_*
+ * for the rest), so that a page for many ranks of 100,000 events each stays a few MB. Times are
+ * on rank 0's time base (the rank's clock_offset_us applied), in µs since the epoch.
+ *
+ * The levels are replayed from the history with the rules of summarize.c (docs/FORMAT.md, "How
+ * the verdicts are reached"): the live set at the history's start is reconstructed, sizes are
+ * rounded to the minimum block, and the start level is the current level minus the replayed
+ * changes, so the curve ends exactly at the allocator's current value.
+ */
+#ifndef RANKSNAP_TIMELINE_H
+#define RANKSNAP_TIMELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compare.h"
+#include "ranksnap.h"
+#include "snapshot_model.h"
+
+/* Buckets per rank when the caller has no better idea: about one per pixel column of a wide
+ * screen. */
+#define RSC_TL_DEFAULT_POINTS 2000
+/* Step markers kept per rank; a longer run keeps every k-th (the page marks boundaries, it is not
+ * the place to count 100,000 steps). */
+#define RSC_TL_MAX_STEPS 4096
+/* Largest live blocks kept at the moment, frames kept per stack, sites kept. */
+#define RSC_TL_MAX_LIVE 24
+#define RSC_TL_MAX_FRAMES 32
+#define RSC_TL_MAX_SITES 64
+/* big_site of a bucket without an allocation. */
+#define RSC_TL_NO_SITE UINT32_MAX
+
+/* A level downsampled: bucket index[i] (increasing) saw levels from lo[i] to hi[i] and ended at
+ * last[i]. Buckets without an event are left out: the level carries over from the previous one. */
+typedef struct rsc_tl_series {
+    size_t n;
+    uint32_t *index;
+    uint64_t *lo, *hi, *last;
+} rsc_tl_series;
+
+typedef struct rsc_tl_frame {
+    char *function;
+    char *file;
+    int32_t line;
+} rsc_tl_frame;
+
+typedef struct rsc_tl_stack {
+    size_t n_frames;
+    uint32_t *frames; /* indexes into rsc_timeline.frames, innermost first */
+} rsc_tl_stack;
+
+typedef struct rsc_tl_block {
+    uint64_t addr;
+    uint64_t size;   /* as the allocator counts it (rounded) */
+    uint32_t stack;  /* index into rsc_timeline.stacks, RSC_TL_NO_SITE for none */
+} rsc_tl_block;
+
+typedef struct rsc_timeline {
+    int32_t rank;
+    int complete;
+    uint64_t events, dropped;
+    int64_t t_first, t_last;      /* first and last event, rank 0's time base; equal when empty */
+    uint32_t n_buckets;           /* buckets of equal width over [t_first, t_last] */
+    uint64_t alloc_start, reserved_start; /* levels before the first event */
+    rsc_tl_series alloc, reserved;
+    /* per entry of `alloc`: the largest allocation in that bucket (requested bytes) and its site
+     * (index into site_names), 0 / RSC_TL_NO_SITE when the bucket only freed */
+    uint64_t *big_size;
+    uint32_t *big_site;
+    size_t n_site_names;
+    char **site_names;            /* "function (file:line)", as the text report writes a site */
+
+    size_t n_steps;               /* step markers: step_no[i] began at step_t[i] */
+    int64_t *step_t;
+    int64_t *step_no;
+    size_t n_ranges;              /* recorded ranges seen in the history, as time spans */
+    int64_t *range_t0, *range_t1;
+    int64_t *range_begin, *range_end; /* their step numbers, end -1 = open */
+
+    int64_t peak_t;               /* first maximum of the replayed allocated level */
+    uint64_t peak_bytes;
+    int64_t peak_step;            /* -1 before any step */
+    int oom;
+    int64_t oom_t;                /* 0 when the file does not say when */
+    uint64_t oom_requested;
+    int64_t oom_step;
+
+    int moment_is_oom;            /* live blocks and sites are at the OOM, not the peak */
+    int64_t moment_t;
+    size_t n_live;
+    rsc_tl_block *live;           /* largest first */
+    size_t n_stacks;
+    rsc_tl_stack *stacks;
+    size_t n_frames;
+    rsc_tl_frame *frames;
+    size_t n_sites;
+    rsc_site *sites;              /* live bytes by site at the moment (rsc_sites_at_peak) */
+} rsc_timeline;
+
+/* Builds the timeline of `s` with at most `max_points` buckets (0: RSC_TL_DEFAULT_POINTS). On
+ * success *out belongs to the caller (rsc_timeline_free); on failure it is NULL and
+ * ranksnap_last_error() names the rank. */
+ranksnap_status rsc_timeline_build(const rsn_snapshot *s, uint32_t max_points, rsc_timeline **out);
+void rsc_timeline_free(rsc_timeline *t);
+
+/* Buckets per rank for a page of `n_ranks` ranks: RSC_TL_DEFAULT_POINTS up to 64 ranks, then
+ * fewer, so that the page grows by about 128,000 buckets at most (never under 200 per rank). */
+uint32_t rsc_timeline_points_for(size_t n_ranks);
+
+#endif
