@@ -22,6 +22,8 @@
 #define NO_INDEX UINT32_MAX
 /* Pseudo stack of a block alive before the history (its allocation was not recorded). */
 #define STACK_BEFORE UINT32_MAX
+/* The moment "the state at the end". */
+#define MOMENT_END INT64_MAX
 
 enum { SLOT_USED = 1, SLOT_LIVE = 2, SLOT_START_LIVE = 4, SLOT_END_LIVE = 8, SLOT_SEEN = 16 };
 
@@ -296,8 +298,7 @@ static void dense_add(dense *d, uint32_t b, uint64_t level)
     d->last[b] = level;
 }
 
-/* `prev` is the level before bucket b's first event: a bucket's range includes where it began,
- * so a column that drops from 100 to 50 draws the drop. */
+/* Only the buckets that saw an event, in time order. */
 static int dense_compact(const dense *d, uint32_t n, rsc_tl_series *out)
 {
     size_t m = 0;
@@ -397,6 +398,7 @@ static int keep_live(rsc_timeline *t, const rsn_snapshot *s, rsc_tl_block *v, si
             bad = 1;
             break;
         }
+        stack_map[id] = (uint32_t)t->n_stacks++;
         for (size_t k = 0; k < nf; k++) {
             uint32_t f = st->frames[k];
             if (frame_map[f] == NO_INDEX) {
@@ -415,7 +417,6 @@ static int keep_live(rsc_timeline *t, const rsn_snapshot *s, rsc_tl_block *v, si
             }
             out->frames[out->n_frames++] = frame_map[f];
         }
-        stack_map[id] = (uint32_t)t->n_stacks++;
         t->live[i].stack = stack_map[id];
     }
     t->n_live = bad ? 0 : n;
@@ -493,8 +494,27 @@ static int steps_of(rsc_timeline *t, const rsn_snapshot *s)
     return 0;
 }
 
-/* Pass 2 and the live blocks at the moment (event index `moment`, -1 = before the first event,
- * INT64_MAX = the end state). */
+/* The blocks live in the replay now; *out is malloc'ed. */
+static int capture_live(const replay *rp, rsc_tl_block **out, size_t *n)
+{
+    size_t m = 0;
+    for (size_t k = 0; k <= rp->mask; k++) m += (rp->slots[k].flags & SLOT_LIVE) != 0;
+    *out = malloc((m ? m : 1) * sizeof **out);
+    *n = 0;
+    if (!*out) return -1;
+    for (size_t k = 0; k <= rp->mask; k++) {
+        const slot *sl = &rp->slots[k];
+        if (!(sl->flags & SLOT_LIVE)) continue;
+        (*out)[*n].addr = sl->addr;
+        (*out)[*n].size = sl->size;
+        (*out)[*n].stack = sl->stack;
+        (*n)++;
+    }
+    return 0;
+}
+
+/* Pass 2 and the live blocks at the moment: after event index `moment`, before the first event
+ * for -1, the end state (whose blocks are exact) for MOMENT_END. */
 static int replay_levels(rsc_timeline *t, replay *rp, uint64_t l0, uint64_t r0, int64_t moment)
 {
     const rsn_snapshot *s = rp->s;
@@ -515,7 +535,10 @@ static int replay_levels(rsc_timeline *t, replay *rp, uint64_t l0, uint64_t r0, 
     uint64_t span = (uint64_t)(t->t_last - t->t_first) + 1;
     uint64_t level = l0, res = r0;
     replay_reset(rp);
-    if (moment < 0) moment = INT64_MAX - 1; /* never reached: the end state is asked for below */
+    if (moment < 0 && capture_live(rp, &blocks, &n_blocks) != 0) {
+        bad = 1;
+        goto done;
+    }
     for (uint64_t i = 0; i < h->count; i++) {
         int64_t d_res;
         int64_t d = replay_event(rp, i, &d_res);
@@ -540,25 +563,12 @@ static int replay_levels(rsc_timeline *t, replay *rp, uint64_t l0, uint64_t r0, 
             res = apply(res, d_res);
             dense_add(&dr, b, res);
         }
-        if ((int64_t)i == moment) {
-            size_t m = 0;
-            for (size_t k = 0; k <= rp->mask; k++) m += (rp->slots[k].flags & SLOT_LIVE) != 0;
-            blocks = malloc((m ? m : 1) * sizeof *blocks);
-            if (!blocks) {
-                bad = 1;
-                goto done;
-            }
-            for (size_t k = 0; k <= rp->mask; k++) {
-                const slot *sl = &rp->slots[k];
-                if (!(sl->flags & SLOT_LIVE)) continue;
-                blocks[n_blocks].addr = sl->addr;
-                blocks[n_blocks].size = sl->size;
-                blocks[n_blocks].stack = sl->stack;
-                n_blocks++;
-            }
+        if ((int64_t)i == moment && capture_live(rp, &blocks, &n_blocks) != 0) {
+            bad = 1;
+            goto done;
         }
     }
-    if (!blocks) { /* the moment is the end state (or before any event: the start state) */
+    if (moment == MOMENT_END) {
         size_t m = 0;
         for (size_t i = 0; i < s->n_segments; i++) m += s->segments[i].n_blocks;
         blocks = malloc((m ? m : 1) * sizeof *blocks);
@@ -671,15 +681,16 @@ ranksnap_status rsc_timeline_build(const rsn_snapshot *s, uint32_t max_points, r
     /* the moment, as summarize.c chooses it */
     int64_t moment;
     if (s->has_oom)
-        moment = last_oom >= 0 ? last_oom : -1;
+        moment = last_oom >= 0 ? last_oom : MOMENT_END;
     else if (h->count == 0 || !any_alloc)
-        moment = -1;
+        moment = MOMENT_END;
     else
-        moment = peak;
-    /* a peak before the first event is the start state: the end state is the nearest we have */
+        moment = peak; /* -1: the level was highest before the first event */
     t->moment_is_oom = s->has_oom;
-    t->moment_t = moment >= 0 ? sat_add(to_i64(h->time_us[moment]), off)
-                              : (s->has_oom && t->oom_t ? t->oom_t : t->t_last);
+    if (moment == MOMENT_END)
+        t->moment_t = s->has_oom && t->oom_t ? t->oom_t : t->t_last;
+    else
+        t->moment_t = moment >= 0 ? sat_add(to_i64(h->time_us[moment]), off) : t->t_first;
 
     int bad = replay_levels(t, &rp, l0, r0, moment) != 0;
     free(rp.slots);

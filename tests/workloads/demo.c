@@ -13,6 +13,8 @@
  *   --on-oom abort|continue   what a rank does on OOM (MPI_Abort, or skip the step and go on)
  *   --hang R:STEP:S   rank R sleeps S seconds before step STEP (a straggler)
  *   --kill R:STEP     rank R sends itself SIGKILL at step STEP (what the kernel's OOM killer does)
+ *   --comm mpi|nccl   the gradient all-reduce: MPI on host buffers (any backend), or NCCL on the
+ *                     device buffers (RANKSNAP_BACKEND=cuda, one GPU per rank: local rank % GPUs)
  *   --iters N  --layers L  --hidden H  --batch B  --quiet
  *
  * MPI_Init starts ranksnap (the library's PMPI wrapper) and MPI_Finalize gathers and reports, so
@@ -29,6 +31,12 @@
 
 #include "ranksnap.h"
 
+#if defined(DEMO_WITH_NCCL)
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+static ncclComm_t nccl_;
+#endif
+
 #define DEMO_MAX_LAYERS 256
 #define DEMO_BUCKET ((uint64_t)25 << 20) /* DDP's default bucket: 25 MiB */
 
@@ -43,6 +51,7 @@ typedef struct demo_cfg {
     int oom_abort;
     int hang_rank, hang_step, hang_seconds;
     int kill_rank, kill_step;
+    int nccl;
     int quiet;
 } demo_cfg;
 
@@ -124,6 +133,12 @@ static int parse_args(int argc, char **argv, demo_cfg *c)
             c->hang_rank = (int)r;
             c->hang_step = (int)st;
             c->hang_seconds = (int)sec;
+        } else if (!strcmp(a, "--comm")) {
+            if (strcmp(v, "mpi") && strcmp(v, "nccl")) return bad(a, v, "mpi or nccl");
+            c->nccl = !strcmp(v, "nccl");
+#if !defined(DEMO_WITH_NCCL)
+            if (c->nccl) return bad(a, v, "mpi (this demo was built without NCCL)");
+#endif
         } else if (!strcmp(a, "--kill")) {
             unsigned long long r, st;
             char tail;
@@ -217,6 +232,19 @@ static int train_step(const demo_cfg *c, model *m, uint64_t batch, int step)
         void *bucket = NULL;
         uint64_t n = grad_bytes - done < DEMO_BUCKET ? grad_bytes - done : DEMO_BUCKET;
         TRY("allreduce_bucket", allreduce_bucket(&bucket, n));
+#if defined(DEMO_WITH_NCCL)
+        if (c->nccl) {
+            /* the bucket is device memory from ranksnap's cuda backend: reduce it in place */
+            if (ncclAllReduce(bucket, bucket, n / 4, ncclFloat, ncclSum, nccl_, 0) != ncclSuccess ||
+                cudaStreamSynchronize(0) != cudaSuccess) {
+                fprintf(stderr, "ranksnap-demo: rank %d: ncclAllReduce failed\n", rank_);
+                ranksnap_free(bucket);
+                return 1;
+            }
+            ranksnap_free(bucket);
+            continue;
+        }
+#endif
         for (int i = 0; i < 256; i++) host[i] = (float)(rank_ + step);
         MPI_Allreduce(MPI_IN_PLACE, host, 256, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         ranksnap_free(bucket);
@@ -248,10 +276,43 @@ int main(int argc, char **argv)
         snprintf(limit, sizeof limit, "%d:%" PRIu64, c.oom_rank, steady * 2);
         setenv("RANKSNAP_MEMORY_LIMIT", limit, 1);
     }
+#if defined(DEMO_WITH_NCCL)
+    if (c.nccl) {
+        /* one GPU per rank, chosen before MPI_Init, where ranksnap's cuda backend takes the
+         * current device */
+        const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        int ndev = 0;
+        if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+            fprintf(stderr, "ranksnap-demo: --comm nccl needs a GPU\n");
+            return 2;
+        }
+        cudaSetDevice((lr ? atoi(lr) : 0) % ndev);
+    }
+#endif
     MPI_Init(&argc, &argv);
     int size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+#if defined(DEMO_WITH_NCCL)
+    if (c.nccl) {
+        ncclUniqueId id;
+        if (rank_ == 0 && ncclGetUniqueId(&id) != ncclSuccess) MPI_Abort(MPI_COMM_WORLD, 4);
+        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+        if (ncclCommInitRank(&nccl_, size, id, rank_) != ncclSuccess) {
+            fprintf(stderr, "ranksnap-demo: rank %d: ncclCommInitRank failed\n", rank_);
+            MPI_Abort(MPI_COMM_WORLD, 4);
+        }
+        /* NCCL needs real device memory: the sim backend's addresses are not */
+        void *probe = NULL;
+        struct cudaPointerAttributes pa;
+        if (ranksnap_malloc(&probe, 512, NULL) != RANKSNAP_OK ||
+            cudaPointerGetAttributes(&pa, probe) != cudaSuccess || pa.type != cudaMemoryTypeDevice) {
+            if (rank_ == 0) fprintf(stderr, "ranksnap-demo: --comm nccl needs RANKSNAP_BACKEND=cuda\n");
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        ranksnap_free(probe);
+    }
+#endif
 
     model m;
     memset(&m, 0, sizeof m);
@@ -282,8 +343,19 @@ int main(int argc, char **argv)
         if (r == 2) {
             float host[256] = {0};
             uint64_t grad_bytes = (uint64_t)c.layers * weight;
-            for (uint64_t d = 0; d < grad_bytes; d += DEMO_BUCKET)
+            for (uint64_t d = 0; d < grad_bytes; d += DEMO_BUCKET) {
+#if defined(DEMO_WITH_NCCL)
+                if (c.nccl) {
+                    /* the parameters' gradient buffer stands in for the skipped bucket */
+                    uint64_t n = grad_bytes - d < DEMO_BUCKET ? grad_bytes - d : DEMO_BUCKET;
+                    if (n > weight) n = weight;
+                    ncclAllReduce(m.grad[0], m.grad[0], n / 4, ncclFloat, ncclSum, nccl_, 0);
+                    cudaStreamSynchronize(0);
+                    continue;
+                }
+#endif
                 MPI_Allreduce(MPI_IN_PLACE, host, 256, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            }
         }
     }
     ranksnap_step(c.iters); /* closes a range that ends with the last step */
@@ -302,6 +374,9 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < m.n_leaked; i++) ranksnap_free(m.leaked[i]);
     free(m.leaked);
+#if defined(DEMO_WITH_NCCL)
+    if (c.nccl) ncclCommDestroy(nccl_);
+#endif
     MPI_Finalize();
     return rc == 1 ? 1 : 0;
 }
