@@ -27,9 +27,17 @@
 #define RSC_MAX_SITES 8
 #define RSC_FUNC_LEN 64
 #define RSC_FILE_LEN 96
+#define RSC_MAX_OUTSIDE_LABELS 8
+#define RSC_LABEL_LEN 24
 /* rsc_summary.step_peak of a bucket in which no step of the rank was recorded (step ranges such
  * as 10:15,100:105 leave gaps). */
 #define RSC_STEP_NO_DATA UINT64_MAX
+
+/* Device memory outside the allocator held by a known holder (totals.outside_labels). */
+typedef struct rsc_outside_label {
+    char label[RSC_LABEL_LEN]; /* "nccl", "nccl_mem", "cuda_mempool", ... */
+    uint64_t bytes;
+} rsc_outside_label;
 
 /* An allocation site: the innermost frame of a stack that is not ranksnap's own. */
 typedef struct rsc_site {
@@ -75,6 +83,9 @@ typedef struct rsc_summary {
     /* largest sites by live bytes at the peak (at the OOM for an OOM rank) */
     int32_t n_sites;
     rsc_site sites[RSC_MAX_SITES];
+    /* the part of outside_end whose holder is known, largest first, holders with 0 bytes left out */
+    int32_t n_outside_labels;
+    rsc_outside_label outside_labels[RSC_MAX_OUTSIDE_LABELS];
 } rsc_summary;
 
 /* Fills `out` from a decoded snapshot. Never fails on a valid snapshot (decoders guarantee every
@@ -88,6 +99,14 @@ ranksnap_status rsc_sites_at_peak(const rsn_snapshot *s, rsc_site **out, size_t 
 
 /* The site of stack id `stack` of `s` (0: "(no stack)"), bytes and blocks 0. */
 void rsc_site_of_stack(const rsn_snapshot *s, uint32_t stack, rsc_site *out);
+/* 1 for a frame of ranksnap itself (ranksnap_*, rs_*, the __wrap_cuda* of ranksnap::wrap, or
+ * any frame in libranksnap): sites are the innermost frame that is not. */
+int rsc_frame_is_ranksnaps(const rsn_snapshot *s, const rsn_frame *f);
+
+/* How the reports name a holder of outside memory: "NCCL" for "nccl", "ncclMemAlloc" for
+ * "nccl_mem", "cudaMallocFromPoolAsync" for "cuda_mempool"; other labels as they are. */
+const char *rsc_outside_label_name(const char *label);
+
 /* Sites are the same when function, file and line are; the order is by those three. */
 int rsc_site_same(const rsc_site *a, const rsc_site *b);
 int rsc_site_cmp_key(const rsc_site *a, const rsc_site *b);

@@ -250,7 +250,8 @@ typedef struct exporter {
 
 static int own_frame(const rsn_snapshot *s, const rsn_frame *f)
 {
-    if (strncmp(f->function, "ranksnap_", 9) == 0 || strncmp(f->function, "rs_", 3) == 0)
+    if (strncmp(f->function, "ranksnap_", 9) == 0 || strncmp(f->function, "rs_", 3) == 0 ||
+        strncmp(f->function, "__wrap_cuda", 11) == 0)
         return 1;
     return f->module >= 0 && (size_t)f->module < s->n_modules &&
            strstr(s->modules[f->module].path, "libranksnap") != NULL;

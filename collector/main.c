@@ -12,15 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <msgpack.h>
 
 #include "compare.h"
 #include "options.h"
+#include "progress.h"
 #include "ranksnap.h"
 #include "read_ring.h"
 #include "read_pickle.h"
 #include "read_rsnap.h"
+#include "report_html.h"
 #include "snapshot.h"
 #include "summary.h"
 #include "commands.h"
@@ -117,6 +120,8 @@ typedef struct report_opts {
     const char *divergence; /* NULL: RANKSNAP_DIVERGENCE or its default */
     int rank_from_name;     /* PyTorch pickles: rank = the number in the file name */
     int all_frames;         /* PyTorch pickles: sites may be torch / standard library frames */
+    const char *html;       /* --html OUT.html */
+    int progress;           /* --progress 1, --no-progress 0, -1: stderr is a terminal (progress.h) */
 } report_opts;
 
 typedef struct report_file {
@@ -322,9 +327,13 @@ static int report_parse(const rs_verb *verb, int argc, char **argv, report_opts 
             o->rank_from_name = 1;
         } else if (strcmp(a, "--all-frames") == 0) {
             o->all_frames = 1;
+        } else if (strcmp(a, "--progress") == 0 || strcmp(a, "--no-progress") == 0) {
+            o->progress = a[2] == 'p';
         } else if ((got = flag_value("--out", argc, argv, &i, &o->out_dir)) != 0 ||
-                   (got = flag_value("--divergence", argc, argv, &i, &o->divergence)) != 0) {
-            if (got < 0 || (o->out_dir && !*o->out_dir) || (o->divergence && !*o->divergence)) {
+                   (got = flag_value("--divergence", argc, argv, &i, &o->divergence)) != 0 ||
+                   (got = flag_value("--html", argc, argv, &i, &o->html)) != 0) {
+            if (got < 0 || (o->out_dir && !*o->out_dir) || (o->divergence && !*o->divergence) ||
+                (o->html && !*o->html)) {
                 fprintf(stderr, "ranksnap report: %s expects a value\n", a);
                 verb_usage(stderr, verb);
                 *code = RS_EXIT_USAGE;
@@ -415,8 +424,65 @@ static ranksnap_status render(const rsc_result *r, int json, char **text, size_t
     return st;
 }
 
+/* report.html draws every rank's history, which the first pass did not keep (it holds summaries
+ * only, so that a thousand files need not fit in memory): each file is read once more, one at a
+ * time, and reduced to its bounded timeline (timeline.h); the files already loaded whole for the
+ * verdicts are used as they are. A file that cannot be read again is drawn as "summary only". */
+static ranksnap_status render_html(const report_opts *o, const rsc_result *r, const report_file *f,
+                                   rsn_snapshot *const *full, size_t n, FILE *progress,
+                                   char **html, size_t *len)
+{
+    *html = NULL;
+    *len = 0;
+    rsc_timeline **tl = calloc(n ? n : 1, sizeof *tl);
+    if (!tl) return RANKSNAP_ERR_HOST_MEMORY;
+    uint32_t points = rsc_timeline_points_for(n);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct stat sb;
+        if (stat(f[i].path, &sb) == 0) bytes += (uint64_t)sb.st_size;
+    }
+    rsc_progress pg;
+    rsc_progress_begin(&pg, progress, "drawing", n, bytes);
+    ranksnap_status st = RANKSNAP_OK;
+    for (size_t i = 0; i < n && st == RANKSNAP_OK; i++) {
+        rsn_snapshot *snap = full[i];
+        struct stat sb;
+        if (!snap) {
+            int ring, closed;
+            rsn_pickle_opts po;
+            rsn_pickle_opts_default(&po);
+            po.rank = f[i].sum.rank;
+            po.all_frames = o->all_frames;
+            if (load_snapshot(f[i].path, &po, &snap, &ring, &closed) != RANKSNAP_OK ||
+                snap->rank != f[i].sum.rank) {
+                rsn_free(snap);
+                snap = NULL;
+            }
+        }
+        if (snap) st = rsc_timeline_build(snap, points, &tl[i]);
+        if (snap != full[i]) rsn_free(snap);
+        rsc_progress_step(&pg, stat(f[i].path, &sb) == 0 ? (uint64_t)sb.st_size : 0);
+    }
+    rsc_progress_end(&pg);
+    FILE *m = st == RANKSNAP_OK ? open_memstream(html, len) : NULL;
+    if (st == RANKSNAP_OK && !m) st = RANKSNAP_ERR_HOST_MEMORY;
+    if (m) {
+        st = rsc_report_html(m, r, (const rsc_timeline *const *)tl, n);
+        if (fclose(m) != 0 && st == RANKSNAP_OK) st = RANKSNAP_ERR_HOST_MEMORY;
+    }
+    for (size_t i = 0; i < n; i++) rsc_timeline_free(tl[i]);
+    free(tl);
+    if (st != RANKSNAP_OK) {
+        free(*html);
+        *html = NULL;
+        *len = 0;
+    }
+    return st;
+}
+
 static int write_reports(const char *dir, const char *txt, size_t txt_len, const char *json,
-                         size_t json_len)
+                         size_t json_len, const char *html, size_t html_len)
 {
     struct stat sb;
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
@@ -428,10 +494,10 @@ static int write_reports(const char *dir, const char *txt, size_t txt_len, const
         fprintf(stderr, "ranksnap: --out %s: not a directory\n", dir);
         return -1;
     }
-    const char *names[2] = {"report.txt", "report.json"};
-    const char *bufs[2] = {txt, json};
-    size_t lens[2] = {txt_len, json_len};
-    for (int i = 0; i < 2; i++) {
+    const char *names[3] = {"report.txt", "report.json", "report.html"};
+    const char *bufs[3] = {txt, json, html};
+    size_t lens[3] = {txt_len, json_len, html_len};
+    for (int i = 0; i < 3; i++) {
         size_t n = strlen(dir) + strlen(names[i]) + 2;
         char *path = malloc(n);
         if (!path) {
@@ -450,7 +516,7 @@ static int write_reports(const char *dir, const char *txt, size_t txt_len, const
 /* Compares the summaries, re-reads the flagged and reference files whole for their sites, and
  * prints or writes the report. `failed` are the operands that could not be read. */
 static int report_emit(const report_opts *o, double pct, report_file *f, size_t n,
-                       const path_list *failed)
+                       const path_list *failed, FILE *progress)
 {
     int code = RS_EXIT_FAILED;
     rsc_config cfg;
@@ -460,8 +526,8 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
     rsc_summary *sums = malloc(n * sizeof *sums);
     rsn_snapshot **full = calloc(n, sizeof *full);
     rsc_result *r = NULL;
-    char *txt = NULL, *json = NULL;
-    size_t txt_len = 0, json_len = 0;
+    char *txt = NULL, *json = NULL, *html = NULL;
+    size_t txt_len = 0, json_len = 0, html_len = 0;
     if (!sums || !full) {
         fprintf(stderr, "ranksnap: out of memory for %zu summaries\n", n);
         goto done;
@@ -494,6 +560,8 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
         st = rsc_result_add_note(r, "%s could not be read and is left out", failed->v[i]);
     if (st == RANKSNAP_OK && (!o->json || o->out_dir)) st = render(r, 0, &txt, &txt_len);
     if (st == RANKSNAP_OK && (o->json || o->out_dir)) st = render(r, 1, &json, &json_len);
+    if (st == RANKSNAP_OK && (o->html || o->out_dir))
+        st = render_html(o, r, f, full, n, progress, &html, &html_len);
     if (st != RANKSNAP_OK) {
         const char *d = ranksnap_last_error();
         fprintf(stderr, "ranksnap: report: %s\n", d[0] ? d : ranksnap_strerror(st));
@@ -507,7 +575,15 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
         fprintf(stderr, "ranksnap: writing the report to stdout failed: %s\n", strerror(errno));
         goto done;
     }
-    if (o->out_dir && write_reports(o->out_dir, txt, txt_len, json, json_len) != 0) goto done;
+    if (o->out_dir && write_reports(o->out_dir, txt, txt_len, json, json_len, html, html_len) != 0)
+        goto done;
+    if (o->html) {
+        ranksnap_status hst = rs_write_file_atomic(o->html, html, html_len);
+        if (hst != RANKSNAP_OK) {
+            report_failure(o->html, hst);
+            goto done;
+        }
+    }
     code = RS_EXIT_OK;
 done:
     for (size_t i = 0; full && i < n; i++) rsn_free(full[i]);
@@ -516,17 +592,21 @@ done:
     rsc_result_free(r);
     free(txt);
     free(json);
+    free(html);
     return code;
 }
 
 static int run_report(const rs_verb *verb, int argc, char **argv)
 {
-    report_opts o = {0, 0, NULL, NULL, 0, 0};
+    report_opts o = {0, 0, NULL, NULL, 0, 0, NULL, -1};
     path_list operands = {0, 0, NULL}, paths = {0, 0, NULL}, failed = {0, 0, NULL};
     report_file *files = NULL;
     size_t n = 0;
     int code = RS_EXIT_OK, n_pickles = 0;
     double pct = 0;
+    FILE *progress = NULL;
+    rsc_progress pg;
+    memset(&pg, 0, sizeof pg);
     if (report_parse(verb, argc, argv, &o, &operands, &code) != 0) goto done;
     if (report_divergence(&o, &pct) != 0) {
         code = RS_EXIT_USAGE;
@@ -544,16 +624,29 @@ static int run_report(const rs_verb *verb, int argc, char **argv)
     }
     files = calloc(paths.n ? paths.n : 1, sizeof *files);
     if (!files) goto done;
+    uint64_t bytes = 0;
     for (size_t i = 0; i < paths.n; i++) {
+        struct stat sb;
+        if (stat(paths.v[i], &sb) == 0) bytes += (uint64_t)sb.st_size;
+    }
+    /* "reading 3/32 files": the third is being read */
+    if (rsc_progress_wanted(o.progress, isatty(STDERR_FILENO), paths.n, bytes)) progress = stderr;
+    rsc_progress_begin(&pg, progress, "reading", paths.n, bytes);
+    for (size_t i = 0; i < paths.n; i++) {
+        struct stat sb;
+        rsc_progress_step(&pg, stat(paths.v[i], &sb) == 0 ? (uint64_t)sb.st_size : 0);
         rsn_snapshot *snap = NULL;
         int ring = 0, closed = 0;
         rsn_pickle_opts po;
+        /* an error line must not start after the progress text: erase it (the next file redraws) */
+        if (o.rank_from_name) rsc_progress_end(&pg);
         if (report_pickle_opts(&o, paths.v[i], &n_pickles, &po) != 0) {
             if (path_push(&failed, NULL, paths.v[i]) != 0) goto done;
             continue;
         }
         ranksnap_status st = load_snapshot(paths.v[i], &po, &snap, &ring, &closed);
         if (st != RANKSNAP_OK) {
+            rsc_progress_end(&pg);
             report_failure(paths.v[i], st);
             if (path_push(&failed, NULL, paths.v[i]) != 0) goto done;
             continue;
@@ -569,6 +662,7 @@ static int run_report(const rs_verb *verb, int argc, char **argv)
         rsn_free(snap);
         n++;
     }
+    rsc_progress_end(&pg);
     if (n == 0) {
         fprintf(stderr, "ranksnap report: no snapshot could be read\n");
         goto done;
@@ -578,8 +672,9 @@ static int run_report(const rs_verb *verb, int argc, char **argv)
     long kept = report_check_files(&o, files, n, &failed);
     if (kept < 0) goto done;
     n = (size_t)kept;
-    code = report_emit(&o, pct, files, n, &failed);
+    code = report_emit(&o, pct, files, n, &failed, progress);
 done:
+    rsc_progress_end(&pg);
     free(files);
     path_list_free(&operands);
     path_list_free(&paths);
@@ -623,13 +718,15 @@ static int run_replay(const rs_verb *verb, int argc, char **argv)
 static const rs_verb rs_verbs[] = {
     {"summary", "FILE...", "print identity, totals and peaks of each .rsnap snapshot", NULL,
      run_summary},
-    {"report", "DIR|FILE... [--json] [--out DIR] [--divergence PCT] [--allow-mixed-jobs]\n"
-     "                [--rank-from-name] [--all-frames]",
+    {"report", "DIR|FILE... [--json] [--out DIR] [--html OUT.html] [--divergence PCT]\n"
+     "                [--allow-mixed-jobs] [--rank-from-name] [--all-frames] [--[no-]progress]",
      "compare the ranks: peaks, OOMs, ranks diverging from the median, and the sites why",
      "  DIR                 every rank-*.rsnap in it, and the rank-*.ring files of ranks\n"
      "                      that died (recovered, marked incomplete)\n"
      "  --json              print report.json (schema: docs/FORMAT.md) instead of the text\n"
-     "  --out DIR           also write DIR/report.txt and DIR/report.json\n"
+     "  --out DIR           also write DIR/report.txt, DIR/report.json and DIR/report.html\n"
+     "  --html OUT.html     also write the HTML report (one self-contained page with every\n"
+     "                      rank's timeline) to OUT.html\n"
      "  --divergence PCT    flag ranks whose peak is more than PCT% from the median\n"
      "                      (default: RANKSNAP_DIVERGENCE, else 5%)\n"
      "  --allow-mixed-jobs  compare snapshots of different jobs instead of refusing\n"
@@ -638,6 +735,9 @@ static const rs_verb rs_verbs[] = {
      "  --rank-from-name    the number in its name: snapshot_rank3, rank-3, oom_rank-3_NAME\n"
      "  --all-frames        PyTorch sites may be frames of torch and of the Python standard\n"
      "                      library (by default the innermost frame of user code)\n"
+     "  --progress, --no-progress\n"
+     "                      progress on stderr: by default shown when stderr is a terminal\n"
+     "                      and there are 8 files or 16 MiB or more\n"
      "exit status: 0 a report was produced, 1 no snapshot could be read (or two of one rank,\n"
      "or of different jobs), 2 usage error\n",
      run_report},

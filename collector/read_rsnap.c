@@ -512,6 +512,27 @@ static ranksnap_status read_time(const mapv *top, rsn_snapshot *s)
     return RANKSNAP_OK;
 }
 
+/* totals.outside_labels: optional (older files lack it), a map of label -> uint. */
+static ranksnap_status read_outside_labels(const mapv *m, rsn_totals *t)
+{
+    const dec *d = m->d;
+    const msgpack_object *o = NULL;
+    mapv lm;
+    RS_CHECK(lookup(m, "outside_labels", 0, &o));
+    if (!o) return RANKSNAP_OK;
+    RS_CHECK(as_map(d, o, "totals.outside_labels", &lm));
+    ALLOC_ARRAY(d, t->outside_labels, lm.m->size, "totals.outside_labels");
+    for (uint32_t i = 0; i < lm.m->size; i++) {
+        char name[RSN_PATH];
+        snprintf(name, sizeof name, "totals.outside_labels[%u]", i);
+        rsn_outside_label *l = &t->outside_labels[i];
+        RS_CHECK(as_str(d, &lm.m->ptr[i].key, name, &l->label));
+        t->n_outside_labels = (size_t)i + 1; /* owned from here on, for rsn_free */
+        RS_CHECK(as_u64(d, &lm.m->ptr[i].val, name, &l->bytes));
+    }
+    return RANKSNAP_OK;
+}
+
 static ranksnap_status read_totals(const mapv *top, rsn_totals *t)
 {
     mapv m;
@@ -541,6 +562,7 @@ static ranksnap_status read_totals(const mapv *top, rsn_totals *t)
     RS_CHECK(m_u64(&m, "memory_limit_bytes", &t->memory_limit_bytes));
     RS_CHECK(m_u64(&m, "outside_bytes_peak", &t->outside_bytes_peak));
     RS_CHECK(m_u64(&m, "outside_bytes_end", &t->outside_bytes_end));
+    RS_CHECK(read_outside_labels(&m, t));
     return RANKSNAP_OK;
 }
 
@@ -708,8 +730,10 @@ static ranksnap_status read_history(const mapv *top, rsn_snapshot *s)
     RS_CHECK(m_u64(&h, "count", &hs->count));
     RS_CHECK(m_u64(&h, "dropped", &hs->dropped));
     RS_CHECK(m_u64(&h, "capacity", &hs->capacity));
-    if (hs->count > hs->capacity)
-        return fail(d, "history.count (%" PRIu64 ") exceeds history.capacity (%" PRIu64 ")",
+    /* a ring slot holds a free_requested and the free_completed that followed it at once
+     * (rank/recorder.h, RS_EV_COMPLETED): at most two events per slot */
+    if (hs->capacity > UINT64_MAX / 2 || hs->count > 2 * hs->capacity)
+        return fail(d, "history.count (%" PRIu64 ") exceeds twice history.capacity (%" PRIu64 ")",
                     hs->count, hs->capacity);
     RS_CHECK(column(&h, "time_us", hs->count, &ct));
     RS_CHECK(column(&h, "action", hs->count, &ca));
@@ -924,6 +948,8 @@ void rsn_free(rsn_snapshot *s)
     free(s->device.uuid);
     free(s->recorder.stacks);
     free(s->time.ranges);
+    for (size_t i = 0; i < s->totals.n_outside_labels; i++) free(s->totals.outside_labels[i].label);
+    free(s->totals.outside_labels);
     free(s->streams);
     for (size_t i = 0; i < s->n_segments; i++) free(s->segments[i].blocks);
     free(s->segments);

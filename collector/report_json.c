@@ -137,7 +137,13 @@ static void json_rank(FILE *f, const rsc_summary *s)
                 s->step_peak[k]);
         first = 0;
     }
-    fputs("]}", f);
+    fputs("], \"outside_labels\": {", f);
+    for (int k = 0; k < s->n_outside_labels && k < RSC_MAX_OUTSIDE_LABELS; k++) {
+        fputs(k ? ", " : "", f);
+        json_key(f, s->outside_labels[k].label);
+        fprintf(f, "%" PRIu64, s->outside_labels[k].bytes);
+    }
+    fputs("}}", f);
 }
 
 static void json_oom(FILE *f, const rsc_oom_verdict *v)

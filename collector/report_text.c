@@ -97,6 +97,27 @@ static void print_table(FILE *out, const rsc_result *r)
     }
 }
 
+/* "rank 1: NCCL holds 1.20 GiB, ncclMemAlloc holds 64.00 MiB (outside the allocator at the end:
+ * 1.50 GiB)", for the ranks whose outside memory has a known holder. */
+static void print_outside_holders(FILE *out, const rsc_result *r)
+{
+    int any = 0;
+    for (size_t i = 0; i < r->n_ranks; i++) {
+        const rsc_summary *s = &r->ranks[i];
+        if (s->n_outside_labels <= 0) continue;
+        fprintf(out, "rank %" PRId32 ": ", s->rank);
+        for (int k = 0; k < s->n_outside_labels && k < RSC_MAX_OUTSIDE_LABELS; k++) {
+            fprintf(out, "%s%s holds ", k ? ", " : "", rsc_outside_label_name(s->outside_labels[k].label));
+            print_bytes(out, s->outside_labels[k].bytes);
+        }
+        fputs(" (outside the allocator at the end: ", out);
+        print_bytes(out, s->outside_end);
+        fputs(")\n", out);
+        any = 1;
+    }
+    if (any) fputc('\n', out);
+}
+
 static void print_sites_inline(FILE *out, const rsc_site *v, size_t n)
 {
     for (size_t i = 0; i < n && i < SITES_INLINE; i++) {
@@ -197,6 +218,7 @@ ranksnap_status rsc_report_text(FILE *out, const rsc_result *r)
     if (r->n_ranks) {
         print_table(out, r);
         fputc('\n', out);
+        print_outside_holders(out, r);
     }
     for (size_t i = 0; i < r->n_oom; i++) print_oom(out, &r->oom[i]);
     for (size_t i = 0; i < r->n_divergent; i++) print_divergent(out, r, &r->divergent[i]);

@@ -56,6 +56,12 @@ typedef struct rsn_time {
     int64_t current_step;
 } rsn_time;
 
+/* Device memory outside the allocator held by a known holder (totals.outside_labels). */
+typedef struct rsn_outside_label {
+    char *label;              /* "nccl", "nccl_mem", "cuda_mempool", "other" */
+    uint64_t bytes;
+} rsn_outside_label;
+
 /* PyTorch's memory_stats() vocabulary. */
 typedef struct rsn_totals {
     uint64_t allocated_bytes_current, allocated_bytes_peak;
@@ -70,6 +76,8 @@ typedef struct rsn_totals {
     uint64_t events_recorded, events_dropped;
     uint64_t device_total_bytes, device_used_bytes, memory_limit_bytes;
     uint64_t outside_bytes_peak, outside_bytes_end;
+    size_t n_outside_labels;  /* 0 for files written before the field existed */
+    rsn_outside_label *outside_labels;
 } rsn_totals;
 
 typedef struct rsn_block {

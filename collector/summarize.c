@@ -129,9 +129,18 @@ static const char *basename_of(const char *path)
     return slash ? slash + 1 : path;
 }
 
+static int own_frame(const rsn_snapshot *s, const rsn_frame *f);
+
+int rsc_frame_is_ranksnaps(const rsn_snapshot *s, const rsn_frame *f)
+{
+    return own_frame(s, f);
+}
+
 static int own_frame(const rsn_snapshot *s, const rsn_frame *f)
 {
-    if (strncmp(f->function, "ranksnap_", 9) == 0 || strncmp(f->function, "rs_", 3) == 0)
+    /* __wrap_cudaMalloc & co. are ranksnap's too, though linked into the program (ranksnap::wrap) */
+    if (strncmp(f->function, "ranksnap_", 9) == 0 || strncmp(f->function, "rs_", 3) == 0 ||
+        strncmp(f->function, "__wrap_cuda", 11) == 0)
         return 1;
     if (f->module >= 0 && (size_t)f->module < s->n_modules &&
         strstr(s->modules[f->module].path, "libranksnap"))
@@ -605,6 +614,37 @@ static void step_series(replay *rp, const scan *sc, rsc_summary *out)
     if (max_res > out->peak_reserved) out->peak_reserved = max_res;
 }
 
+const char *rsc_outside_label_name(const char *label)
+{
+    static const char *const names[][2] = {{"nccl", "NCCL"},
+                                           {"nccl_mem", "ncclMemAlloc"},
+                                           {"cuda_mempool", "cudaMallocFromPoolAsync"},
+                                           {"other", "other holders"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(label, names[i][0])) return names[i][1];
+    return label;
+}
+
+/* The holders that hold something, largest first (a few: insertion sort). */
+static void summarize_outside_labels(const rsn_totals *t, rsc_summary *out)
+{
+    int n = 0;
+    for (size_t i = 0; i < t->n_outside_labels; i++) {
+        const rsn_outside_label *l = &t->outside_labels[i];
+        if (!l->bytes) continue;
+        int at = n < RSC_MAX_OUTSIDE_LABELS ? n : RSC_MAX_OUTSIDE_LABELS - 1;
+        if (n == RSC_MAX_OUTSIDE_LABELS && out->outside_labels[at].bytes >= l->bytes) continue;
+        while (at > 0 && out->outside_labels[at - 1].bytes < l->bytes) {
+            out->outside_labels[at] = out->outside_labels[at - 1];
+            at--;
+        }
+        copy_head(out->outside_labels[at].label, sizeof out->outside_labels[at].label, l->label);
+        out->outside_labels[at].bytes = l->bytes;
+        if (n < RSC_MAX_OUTSIDE_LABELS) n++;
+    }
+    out->n_outside_labels = n;
+}
+
 void rsc_summarize(const rsn_snapshot *s, rsc_summary *out)
 {
     memset(out, 0, sizeof *out);
@@ -620,6 +660,7 @@ void rsc_summarize(const rsn_snapshot *s, rsc_summary *out)
     out->reserved_at_peak = t->reserved_bytes_peak;
     out->outside_peak = t->outside_bytes_peak;
     out->outside_end = t->outside_bytes_end;
+    summarize_outside_labels(t, out);
     out->peak_step = t->peak_step;
     out->clock_offset_us = s->time.clock_offset_us;
     out->peak_time_us = t->peak_time_us

@@ -70,12 +70,19 @@ static void print_site(FILE *out, const site *st)
         fprintf(out, "%s %s:%" PRId32, f->function, f->file, f->line);
 }
 
+/* The innermost frame that is not ranksnap's own (an interposed cudaMalloc adds a few), else the
+ * outermost one. */
 static const rsn_frame *innermost(const rsn_snapshot *s, uint32_t stack)
 {
     if (stack == 0 || stack > s->n_stacks) return NULL;
     const rsn_stack *st = &s->stacks[stack - 1];
-    if (st->n_frames == 0 || st->frames[0] >= s->n_frames) return NULL;
-    return &s->frames[st->frames[0]];
+    const rsn_frame *f = NULL;
+    for (size_t i = 0; i < st->n_frames; i++) {
+        if (st->frames[i] >= s->n_frames) return f;
+        f = &s->frames[st->frames[i]];
+        if (!rsc_frame_is_ranksnaps(s, f)) return f;
+    }
+    return f;
 }
 
 static const char *module_of(const rsn_snapshot *s, const rsn_frame *f)
@@ -195,6 +202,15 @@ ranksnap_status rsn_print_summary(FILE *out, const rsn_snapshot *s, const char *
     rs_format_bytes(t->outside_bytes_end, b, sizeof b);
     fprintf(out, "  outside     peak %s, at end %s (device memory not from the allocator)\n", a,
             b);
+    int held = 0;
+    for (size_t i = 0; i < t->n_outside_labels; i++) {
+        if (!t->outside_labels[i].bytes) continue;
+        rs_format_bytes(t->outside_labels[i].bytes, a, sizeof a);
+        fprintf(out, "%s%s holds %s", held ? ", " : "  held by    ",
+                rsc_outside_label_name(t->outside_labels[i].label), a);
+        held = 1;
+    }
+    if (held) fputs(" (of the bytes outside, at the snapshot)\n", out);
     fprintf(out, "  calls       %" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64
                  " retries, %" PRIu64 " OOMs\n",
             t->num_allocs, t->num_frees, t->num_alloc_retries, t->num_ooms);

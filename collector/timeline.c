@@ -7,10 +7,15 @@
  *    was alive before; a block alive at the end with no event was alive throughout), then every
  *    event is applied to find the sum of the changes (so that the start level is the current
  *    level minus it), the first maximum of allocated bytes and the last OOM;
- * 2. the events are applied again with absolute levels, each falling in one of `n_buckets` equal
- *    time buckets over [first event, last event], which keep the lowest, highest and last level
- *    they saw: a per-pixel-column min/max, so a 1-event spike stays visible however many events
- *    share a column. At the moment (the peak, or the OOM) the live blocks are copied out.
+ * 2. the events are applied again with absolute levels and cut into consecutive buckets, which
+ *    keep the time of their first event and the lowest, highest and last level they saw: a
+ *    min/max per bucket, so a 1-event spike stays visible however many events share one. A
+ *    bucket closes after count / (max_points / 2) events or after span / (max_points / 2) µs,
+ *    whichever comes first, so there are at most max_points of them: dense bursts get as many
+ *    buckets as their events deserve (a training step's few milliseconds after a long
+ *    initialization would get one or two buckets of equal time), and a long quiet stretch never
+ *    shares a bucket with what follows it. The page merges buckets per pixel column as it draws.
+ *    At the moment (the peak, or the OOM) the live blocks are copied out.
  * Sizes come from an untrusted file: levels saturate at 0 and UINT64_MAX, never wrap.
  */
 #include <stdlib.h>
@@ -227,10 +232,12 @@ void rsc_timeline_free(rsc_timeline *t)
 {
     if (!t) return;
     free(t->alloc.index);
+    free(t->alloc.t);
     free(t->alloc.lo);
     free(t->alloc.hi);
     free(t->alloc.last);
     free(t->reserved.index);
+    free(t->reserved.t);
     free(t->reserved.lo);
     free(t->reserved.hi);
     free(t->reserved.last);
@@ -298,20 +305,22 @@ static void dense_add(dense *d, uint32_t b, uint64_t level)
     d->last[b] = level;
 }
 
-/* Only the buckets that saw an event, in time order. */
-static int dense_compact(const dense *d, uint32_t n, rsc_tl_series *out)
+/* Only the buckets that saw an event, in order; `bt` is each bucket's start time. */
+static int dense_compact(const dense *d, const int64_t *bt, uint32_t n, rsc_tl_series *out)
 {
     size_t m = 0;
     for (uint32_t b = 0; b < n; b++) m += d->seen[b];
     out->n = 0;
     out->index = malloc((m ? m : 1) * sizeof *out->index);
+    out->t = malloc((m ? m : 1) * sizeof *out->t);
     out->lo = malloc((m ? m : 1) * sizeof *out->lo);
     out->hi = malloc((m ? m : 1) * sizeof *out->hi);
     out->last = malloc((m ? m : 1) * sizeof *out->last);
-    if (!out->index || !out->lo || !out->hi || !out->last) return -1;
+    if (!out->index || !out->t || !out->lo || !out->hi || !out->last) return -1;
     for (uint32_t b = 0; b < n; b++) {
         if (!d->seen[b]) continue;
         out->index[out->n] = b;
+        out->t[out->n] = bt[b];
         out->lo[out->n] = d->lo[b];
         out->hi[out->n] = d->hi[b];
         out->last[out->n] = d->last[b];
@@ -320,15 +329,16 @@ static int dense_compact(const dense *d, uint32_t n, rsc_tl_series *out)
     return 0;
 }
 
-/* Index of the site name of snapshot stack `stack`, added on first use. `memo` has n_stacks + 1
- * entries (NO_INDEX = not yet named). */
+/* Index of the site name of snapshot stack `stack`, added on first use. `memo` has n_stacks + 2
+ * entries (NO_INDEX = not yet named), the last for STACK_BEFORE. */
 static uint32_t site_name_of(rsc_timeline *t, const rsn_snapshot *s, uint32_t *memo,
                              uint32_t stack, int *oom)
 {
-    if (stack > s->n_stacks) stack = 0;
-    if (memo[stack] != NO_INDEX) return memo[stack];
+    size_t m = stack == STACK_BEFORE ? s->n_stacks + 1 : stack > s->n_stacks ? 0 : stack;
+    if (memo[m] != NO_INDEX) return memo[m];
     rsc_site site;
-    rsc_site_of_stack(s, stack, &site);
+    rsc_site_of_stack(s, m == s->n_stacks + 1 ? 0 : (uint32_t)m, &site);
+    if (m == s->n_stacks + 1) snprintf(site.function, sizeof site.function, "(before recording)");
     char buf[RSC_FUNC_LEN + RSC_FILE_LEN + 32];
     const char *file = basename_of(site.file);
     if (!site.file[0] || strcmp(site.file, "??") == 0)
@@ -339,7 +349,7 @@ static uint32_t site_name_of(rsc_timeline *t, const rsn_snapshot *s, uint32_t *m
         snprintf(buf, sizeof buf, "%s (%s)", site.function, file);
     /* Two stacks of one site share a name: the page lists each site once. */
     for (size_t i = 0; i < t->n_site_names; i++)
-        if (strcmp(t->site_names[i], buf) == 0) return memo[stack] = (uint32_t)i;
+        if (strcmp(t->site_names[i], buf) == 0) return memo[m] = (uint32_t)i;
     char *p = dup_str(buf);
     char **v = realloc(t->site_names, (t->n_site_names + 1) * sizeof *v);
     if (!p || !v) {
@@ -350,7 +360,7 @@ static uint32_t site_name_of(rsc_timeline *t, const rsn_snapshot *s, uint32_t *m
     }
     t->site_names = v;
     v[t->n_site_names] = p;
-    return memo[stack] = (uint32_t)t->n_site_names++;
+    return memo[m] = (uint32_t)t->n_site_names++;
 }
 
 static int cmp_block_desc(const void *pa, const void *pb)
@@ -360,9 +370,11 @@ static int cmp_block_desc(const void *pa, const void *pb)
     return (a->addr > b->addr) - (a->addr < b->addr);
 }
 
-/* The largest live blocks, with their stacks copied (frames deduplicated) into the timeline.
- * Blocks are rsc_tl_block whose `stack` is still the snapshot's id (STACK_BEFORE for none). */
-static int keep_live(rsc_timeline *t, const rsn_snapshot *s, rsc_tl_block *v, size_t n)
+/* The largest live blocks, with their sites and stacks copied (frames deduplicated) into the
+ * timeline. Blocks are rsc_tl_block whose `stack` is still the snapshot's id (STACK_BEFORE for
+ * none); `memo` is site_name_of's. */
+static int keep_live(rsc_timeline *t, const rsn_snapshot *s, rsc_tl_block *v, size_t n,
+                     uint32_t *memo)
 {
     qsort(v, n, sizeof *v, cmp_block_desc);
     if (n > RSC_TL_MAX_LIVE) n = RSC_TL_MAX_LIVE;
@@ -382,6 +394,7 @@ static int keep_live(rsc_timeline *t, const rsn_snapshot *s, rsc_tl_block *v, si
     for (size_t i = 0; i < n && !bad; i++) {
         t->live[i] = v[i];
         uint32_t id = v[i].stack;
+        t->live[i].site = site_name_of(t, s, memo, id, &bad);
         if (id == 0 || id == STACK_BEFORE || id > s->n_stacks) {
             t->live[i].stack = RSC_TL_NO_SITE;
             continue;
@@ -515,24 +528,35 @@ static int capture_live(const replay *rp, rsc_tl_block **out, size_t *n)
 
 /* Pass 2 and the live blocks at the moment: after event index `moment`, before the first event
  * for -1, the end state (whose blocks are exact) for MOMENT_END. */
-static int replay_levels(rsc_timeline *t, replay *rp, uint64_t l0, uint64_t r0, int64_t moment)
+static int replay_levels(rsc_timeline *t, replay *rp, uint32_t max_points, uint64_t l0,
+                         uint64_t r0, int64_t moment)
 {
     const rsn_snapshot *s = rp->s;
     const rsn_history *h = &s->history;
-    uint32_t n = t->n_buckets;
+    uint32_t n = max_points;
     dense da, dr;
     memset(&da, 0, sizeof da);
     memset(&dr, 0, sizeof dr);
     uint64_t *big = calloc(n ? n : 1, sizeof *big);
     uint32_t *big_stack = malloc((n ? n : 1) * sizeof *big_stack);
-    uint32_t *memo = malloc((s->n_stacks + 1) * sizeof *memo);
+    uint32_t *memo = malloc((s->n_stacks + 2) * sizeof *memo);
+    int64_t *bt = malloc((n ? n : 1) * sizeof *bt);
     rsc_tl_block *blocks = NULL;
     size_t n_blocks = 0;
-    int bad = !big || !big_stack || !memo || dense_init(&da, n) != 0 || dense_init(&dr, n) != 0;
+    int bad = !big || !big_stack || !memo || !bt || dense_init(&da, n) != 0 ||
+              dense_init(&dr, n) != 0;
     if (bad) goto done;
-    for (size_t i = 0; i <= s->n_stacks; i++) memo[i] = NO_INDEX;
+    for (size_t i = 0; i <= s->n_stacks + 1; i++) memo[i] = NO_INDEX;
 
-    uint64_t span = (uint64_t)(t->t_last - t->t_first) + 1;
+    /* the two limits of a bucket (file comment): events, and µs from its first event */
+    uint64_t half = n / 2 ? n / 2 : 1;
+    uint64_t per = h->count / half + 1;
+    /* unsigned: t_last >= t_first, and a crafted file's times may span more than INT64_MAX */
+    uint64_t width = ((uint64_t)t->t_last - (uint64_t)t->t_first) / half + 1;
+    uint64_t in_bucket = 0;
+    int64_t b_start = 0;
+    uint32_t b = 0;
+    int open = 0;
     uint64_t level = l0, res = r0;
     replay_reset(rp);
     if (moment < 0 && capture_live(rp, &blocks, &n_blocks) != 0) {
@@ -543,13 +567,20 @@ static int replay_levels(rsc_timeline *t, replay *rp, uint64_t l0, uint64_t r0, 
         int64_t d_res;
         int64_t d = replay_event(rp, i, &d_res);
         int64_t ti = sat_add(to_i64(h->time_us[i]), s->time.clock_offset_us);
-        uint64_t rel = ti <= t->t_first ? 0 : (uint64_t)(ti - t->t_first);
-        if (rel >= span) rel = span - 1;
-        /* (rel * n) / span without overflow: span and n are far below 2^32 * 2^32 in practice,
-         * but a clock that jumped would not be */
-        uint32_t b = (uint32_t)(span <= UINT64_MAX / n ? rel * n / span
-                                                       : rel / (span / n + 1));
-        if (b >= n) b = n - 1;
+        /* a clock that stepped back also starts a bucket; past n buckets (only a clock going
+         * back and forth gets there) the last one takes the rest */
+        if (!open || in_bucket >= per || ti < b_start ||
+            (uint64_t)ti - (uint64_t)b_start >= width) {
+            if (!open) {
+                open = 1;
+                bt[0] = ti;
+            } else if (b + 1 < n) {
+                bt[++b] = ti;
+            }
+            b_start = ti;
+            in_bucket = 0;
+        }
+        in_bucket++;
         if (h->action[i] == RS_ACT_ALLOC || h->action[i] == RS_ACT_FREE_REQUESTED) {
             if (!da.seen[b]) dense_add(&da, b, level);
             level = apply(level, d);
@@ -578,15 +609,17 @@ static int replay_levels(rsc_timeline *t, replay *rp, uint64_t l0, uint64_t r0, 
         }
         for (size_t i = 0; i < s->n_segments; i++)
             for (size_t k = 0; k < s->segments[i].n_blocks; k++) {
-                const rsn_block *b = &s->segments[i].blocks[k];
-                if (b->state != RS_BLOCK_ACTIVE_ALLOCATED) continue;
-                blocks[n_blocks].addr = b->addr;
-                blocks[n_blocks].size = b->size;
-                blocks[n_blocks].stack = b->stack;
+                const rsn_block *blk = &s->segments[i].blocks[k];
+                if (blk->state != RS_BLOCK_ACTIVE_ALLOCATED) continue;
+                blocks[n_blocks].addr = blk->addr;
+                blocks[n_blocks].size = blk->size;
+                blocks[n_blocks].stack = blk->stack;
                 n_blocks++;
             }
     }
-    if (dense_compact(&da, n, &t->alloc) != 0 || dense_compact(&dr, n, &t->reserved) != 0) {
+    t->n_buckets = open ? b + 1 : 1;
+    if (dense_compact(&da, bt, t->n_buckets, &t->alloc) != 0 ||
+        dense_compact(&dr, bt, t->n_buckets, &t->reserved) != 0) {
         bad = 1;
         goto done;
     }
@@ -597,17 +630,18 @@ static int replay_levels(rsc_timeline *t, replay *rp, uint64_t l0, uint64_t r0, 
         goto done;
     }
     for (size_t i = 0; i < t->alloc.n; i++) {
-        uint32_t b = t->alloc.index[i];
-        t->big_size[i] = big[b];
-        t->big_site[i] = big[b] ? site_name_of(t, s, memo, big_stack[b], &bad) : RSC_TL_NO_SITE;
+        uint32_t k = t->alloc.index[i];
+        t->big_size[i] = big[k];
+        t->big_site[i] = big[k] ? site_name_of(t, s, memo, big_stack[k], &bad) : RSC_TL_NO_SITE;
     }
-    if (!bad && keep_live(t, s, blocks, n_blocks) != 0) bad = 1;
+    if (!bad && keep_live(t, s, blocks, n_blocks, memo) != 0) bad = 1;
 done:
     dense_free(&da);
     dense_free(&dr);
     free(big);
     free(big_stack);
     free(memo);
+    free(bt);
     free(blocks);
     return bad ? -1 : 0;
 }
@@ -633,7 +667,7 @@ ranksnap_status rsc_timeline_build(const rsn_snapshot *s, uint32_t max_points, r
         if (i == 0 || ti > t->t_last) t->t_last = ti;
     }
     if (h->count == 0) t->t_first = t->t_last = sat_add(to_i64(s->time_us), off);
-    t->n_buckets = h->count < max_points ? (uint32_t)(h->count ? h->count : 1) : max_points;
+    if (max_points < 2) max_points = 2;
 
     replay rp;
     ranksnap_status st = replay_init(&rp, s);
@@ -692,7 +726,7 @@ ranksnap_status rsc_timeline_build(const rsn_snapshot *s, uint32_t max_points, r
     else
         t->moment_t = moment >= 0 ? sat_add(to_i64(h->time_us[moment]), off) : t->t_first;
 
-    int bad = replay_levels(t, &rp, l0, r0, moment) != 0;
+    int bad = replay_levels(t, &rp, max_points, l0, r0, moment) != 0;
     free(rp.slots);
     if (!bad) bad = steps_of(t, s) != 0 || ranges_of(t, s) != 0;
     if (!bad) {

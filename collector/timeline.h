@@ -1,6 +1,6 @@
 /*
  * timeline.h — one rank's memory over time, reduced to what a page can draw: the allocated and
- * reserved levels downsampled into time buckets (min, max and last level per bucket), the step
+ * reserved levels downsampled into buckets (min, max and last level per bucket), the step
  * markers, the recorded ranges, the peak and the OOM moment, and the largest live blocks at the
  * moment that explains the rank (its peak, or its OOM) with their stacks. report_html.c writes
  * it into report.html.
@@ -37,11 +37,13 @@
 /* big_site of a bucket without an allocation. */
 #define RSC_TL_NO_SITE UINT32_MAX
 
-/* A level downsampled: bucket index[i] (increasing) saw levels from lo[i] to hi[i] and ended at
- * last[i]. Buckets without an event are left out: the level carries over from the previous one. */
+/* A level downsampled: bucket index[i] (increasing), which began at time t[i] (its first event),
+ * saw levels from lo[i] to hi[i] and ended at last[i]. Buckets without an event of this level are
+ * left out: the level carries over from the previous one. */
 typedef struct rsc_tl_series {
     size_t n;
     uint32_t *index;
+    int64_t *t;
     uint64_t *lo, *hi, *last;
 } rsc_tl_series;
 
@@ -60,6 +62,7 @@ typedef struct rsc_tl_block {
     uint64_t addr;
     uint64_t size;   /* as the allocator counts it (rounded) */
     uint32_t stack;  /* index into rsc_timeline.stacks, RSC_TL_NO_SITE for none */
+    uint32_t site;   /* index into rsc_timeline.site_names: the site the reports name */
 } rsc_tl_block;
 
 typedef struct rsc_timeline {
@@ -67,7 +70,7 @@ typedef struct rsc_timeline {
     int complete;
     uint64_t events, dropped;
     int64_t t_first, t_last;      /* first and last event, rank 0's time base; equal when empty */
-    uint32_t n_buckets;           /* buckets of equal width over [t_first, t_last] */
+    uint32_t n_buckets;           /* buckets used (timeline.c: by event count and by time) */
     uint64_t alloc_start, reserved_start; /* levels before the first event */
     rsc_tl_series alloc, reserved;
     /* per entry of `alloc`: the largest allocation in that bucket (requested bytes) and its site

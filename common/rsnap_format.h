@@ -25,6 +25,11 @@ typedef enum rs_action {
     RS_ACT_STEP = 6,        /* size = step number                        */
     RS_ACT_ANNOTATION_BEGIN = 7, /* addr = index into history.strings    */
     RS_ACT_ANNOTATION_END = 8,
+    /* Device memory the program got from another allocator while ranksnap recorded
+     * (ncclMemAlloc, a CUDA memory pool other than the device's default): addr = pointer,
+     * size = bytes. Not part of the allocator's state: replays and the torch export skip them. */
+    RS_ACT_OUTSIDE_ALLOC = 9,
+    RS_ACT_OUTSIDE_FREE = 10,
     RS_ACT_COUNT_
 } rs_action;
 
@@ -33,7 +38,7 @@ static inline const char *rs_action_name(unsigned a)
 {
     static const char *const names[RS_ACT_COUNT_] = {
         "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-        "oom", "step", "annotation_begin", "annotation_end"};
+        "oom", "step", "annotation_begin", "annotation_end", "outside_alloc", "outside_free"};
     return a < RS_ACT_COUNT_ ? names[a] : "unknown";
 }
 

@@ -125,6 +125,19 @@ typedef struct ranksnap_stats {
 RANKSNAP_API ranksnap_status ranksnap_get_stats(ranksnap_stats *out);
 RANKSNAP_API ranksnap_status ranksnap_reset_peak_stats(void);
 
+/* PyTorch's pluggable allocator:
+ *   torch.cuda.memory.change_current_allocator(torch.cuda.memory.CUDAPluggableAllocator(
+ *       "libranksnap.so", "ranksnap_torch_malloc", "ranksnap_torch_free"))
+ * The signatures are those of torch/csrc/cuda/CUDAPluggableAllocator.h (MallocFuncType,
+ * FreeFuncType) with the cudaStream_t as void *. The first call starts ranksnap as
+ * ranksnap_init(NULL) does (joining MPI when launched by mpirun). `device` must be the device that
+ * was current when ranksnap started: one process, one GPU. On any failure, out of memory
+ * included, malloc prints ranksnap_last_error() on stderr and returns NULL (C cannot raise
+ * PyTorch's OutOfMemoryError; docs/GPU.md says what follows); with RANKSNAP_ON_OOM=dump (the
+ * default) the snapshot is on disk before it returns. free ignores NULL and uses only `ptr`. */
+RANKSNAP_API void *ranksnap_torch_malloc(size_t size, int device, void *stream);
+RANKSNAP_API void ranksnap_torch_free(void *ptr, size_t size, int device, void *stream);
+
 /* Writes this rank's snapshot (msgpack, docs/FORMAT.md) to `path` atomically: a temporary file
  * in the same directory, fsync, rename. The file is created 0600. NULL = the default path,
  * RANKSNAP_DIR/rank-RRRRR.rsnap (the directory is created 0700 when missing). */

@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@
 #include "read_rsnap.h"
 #include "postmortem.h"
 #include "recorder.h"
+#include "report_html.h"
 #include "ring_file.h"
 #include "runtime.h"
 #include "schedule.h"
@@ -81,10 +83,22 @@ typedef struct rs_runtime {
     int64_t step_on_next;
     rs_ring_file *ring_file; /* RANKSNAP_RING=mmap */
     int postmortem;          /* signal handlers installed */
+    int is_cuda;                     /* the backend is the CUDA one (the interposers serve only it) */
+    uint64_t outside_at_init;        /* device memory in use when ranksnap started */
+    struct rs_runtime *retired_next; /* list of retired instances (rs_runtime_free_retired) */
 } rs_runtime;
 
 static pthread_mutex_t rs_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(rs_runtime *) rs_instance;
+
+/* For the interposers (runtime.h): calls they counted, whether a finalize happened (after which
+ * they no longer start ranksnap), and the one failed attempt of rs_runtime_ensure, whose status
+ * every later call passes through with. */
+static atomic_uint_fast64_t rs_intercepted_calls;
+static atomic_int rs_finalized_once;
+static atomic_int rs_started_once;
+static atomic_int rs_ensure_gave_up; /* a ranksnap_status, 0 = not given up */
+static int rs_atexit_registered;     /* guarded by rs_init_lock */
 
 /* The stack of the allocation in flight on this thread, unwound before the allocator lock. */
 typedef struct rs_pending_stack {
@@ -207,7 +221,7 @@ static void rs_runtime_destroy(rs_runtime *rt)
 /* The collectives RANKSNAP_STEP_ON can count (pmpi.c wraps each of them). */
 static const char *const rs_step_on_names[] = {"MPI_Allreduce", "MPI_Barrier",   "MPI_Bcast",
                                                "MPI_Reduce",    "MPI_Allgather", "MPI_Alltoall",
-                                               "MPI_Reduce_scatter", NULL};
+                                               "MPI_Reduce_scatter", "ncclAllReduce", NULL};
 
 static ranksnap_status rs_parse_step_on(rs_runtime *rt)
 {
@@ -231,7 +245,7 @@ static ranksnap_status rs_parse_step_on(rs_runtime *rt)
     return rs_error(RANKSNAP_ERR_OPTION,
                     "RANKSNAP_STEP_ON=%.100s: expected a collective and a call count such as "
                     "MPI_Allreduce:1; collectives: MPI_Allreduce, MPI_Barrier, MPI_Bcast, MPI_Reduce, "
-                    "MPI_Allgather, MPI_Alltoall, MPI_Reduce_scatter", v);
+                    "MPI_Allgather, MPI_Alltoall, MPI_Reduce_scatter, ncclAllReduce", v);
 }
 
 static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
@@ -268,6 +282,13 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
     if (st != RANKSNAP_OK) goto fail;
     st = rt->backend->ops->device_info(rt->backend, &rt->device);
     if (st != RANKSNAP_OK) goto fail;
+    rt->is_cuda = strcmp(rt->backend->ops->name, "cuda") == 0;
+    {
+        /* the baseline of finalize's "nothing was intercepted" check */
+        uint64_t free_b = 0, total_b = 0;
+        if (rt->backend->ops->mem_info(rt->backend, &free_b, &total_b) == RANKSNAP_OK)
+            rt->outside_at_init = total_b > free_b ? total_b - free_b : 0;
+    }
 
     if (rt->opts.stacks != RS_STACKS_NONE) {
         st = rs_stacks_create(rt->opts.stacks, rt->opts.stack_depth, &rt->stacks);
@@ -336,6 +357,9 @@ fail:
 
 static ranksnap_status rs_end_of_range(rs_runtime *rt);
 static ranksnap_status rs_timer_start(rs_runtime *rt);
+static void rs_warn_if_nothing_intercepted(rs_runtime *rt);
+static int rs_runtime_should_retire(rs_runtime *rt);
+static void rs_runtime_retire(rs_runtime *rt);
 
 /* For processes whose MPI ranksnap started: gather and finalise MPI even if the program never
  * calls ranksnap_finalize. */
@@ -344,27 +368,38 @@ static void rs_atexit_finalize(void)
     ranksnap_finalize();
 }
 
+/* rs_init_lock held. */
+static void rs_atexit_finalize_once(void)
+{
+    if (rs_atexit_registered) return;
+    if (atexit(rs_atexit_finalize) == 0) rs_atexit_registered = 1;
+}
+
+/* ranksnap_init's body; rs_init_lock held. */
+static ranksnap_status rs_init_locked(const void *mpi_comm)
+{
+    if (rs_get()) return RANKSNAP_OK;
+    rs_runtime *rt = NULL;
+    if (!mpi_comm) {
+        int joined = rs_mpi_join(&mpi_comm);
+        if (joined < 0)
+            return rs_error(RANKSNAP_ERR_MPI, "ranksnap_init: launched as one of several ranks, "
+                            "but MPI_Init_thread failed (RANKSNAP_MPI=0 keeps ranksnap off MPI)");
+        if (joined > 0) rs_atexit_finalize_once();
+    }
+    ranksnap_status st = rs_runtime_create(mpi_comm, &rt);
+    if (st == RANKSNAP_OK) {
+        atomic_store(&rs_started_once, 1);
+        atomic_store_explicit(&rs_instance, rt, memory_order_release);
+        if (rt->sched.time_based && rt->opts.record) st = rs_timer_start(rt);
+    }
+    return st;
+}
+
 ranksnap_status ranksnap_init(const void *mpi_comm)
 {
     pthread_mutex_lock(&rs_init_lock);
-    ranksnap_status st = RANKSNAP_OK;
-    if (!rs_get()) {
-        rs_runtime *rt = NULL;
-        if (!mpi_comm) {
-            int joined = rs_mpi_join(&mpi_comm);
-            if (joined < 0) {
-                pthread_mutex_unlock(&rs_init_lock);
-                return rs_error(RANKSNAP_ERR_MPI, "ranksnap_init: launched as one of several ranks, "
-                                "but MPI_Init_thread failed (RANKSNAP_MPI=0 keeps ranksnap off MPI)");
-            }
-            if (joined > 0) atexit(rs_atexit_finalize);
-        }
-        st = rs_runtime_create(mpi_comm, &rt);
-        if (st == RANKSNAP_OK) {
-            atomic_store_explicit(&rs_instance, rt, memory_order_release);
-            if (rt->sched.time_based && rt->opts.record) st = rs_timer_start(rt);
-        }
-    }
+    ranksnap_status st = rs_init_locked(mpi_comm);
     pthread_mutex_unlock(&rs_init_lock);
     return st;
 }
@@ -387,9 +422,18 @@ ranksnap_status ranksnap_finalize(void)
             st = rs_end_of_range(rt);
         }
     }
+    int retire = 0;
+    if (rt) {
+        rs_warn_if_nothing_intercepted(rt);
+        retire = rs_runtime_should_retire(rt);
+        atomic_store(&rs_finalized_once, 1);
+    }
     atomic_store(&rs_instance, NULL);
     pthread_mutex_unlock(&rs_init_lock);
-    rs_runtime_destroy(rt);
+    if (retire)
+        rs_runtime_retire(rt);
+    else
+        rs_runtime_destroy(rt);
     rs_passthrough_shutdown();
     rs_mpi_release();
     return st;
@@ -744,6 +788,318 @@ ranksnap_status ranksnap_reset_peak_stats(void)
     return RANKSNAP_OK;
 }
 
+
+/* ---- interposer support (runtime.h; intercept_*.c) ---------------------------------------- */
+
+/* Device memory held outside the allocator by known holders. Process-wide rather than per
+ * instance: a communicator created before a re-init, or destroyed after finalize, still adds up. */
+static pthread_mutex_t rs_outside_mu = PTHREAD_MUTEX_INITIALIZER;
+static rs_outside_label rs_outside[RS_MAX_OUTSIDE_LABELS];
+static size_t rs_n_outside;
+
+/* rs_outside_mu held; NULL only if the table is full and `label` is new. */
+static rs_outside_label *rs_outside_find(const char *label, int create)
+{
+    for (size_t i = 0; i < rs_n_outside; i++)
+        if (!strcmp(rs_outside[i].label, label)) return &rs_outside[i];
+    if (!create || rs_n_outside == RS_MAX_OUTSIDE_LABELS) return NULL;
+    rs_outside_label *l = &rs_outside[rs_n_outside++];
+    snprintf(l->label, sizeof l->label, "%s", label);
+    l->bytes = 0;
+    return l;
+}
+
+void rs_runtime_outside_add(const char *label, int64_t bytes)
+{
+    if (!label || !*label || bytes == 0) return;
+    pthread_mutex_lock(&rs_outside_mu);
+    rs_outside_label *l = rs_outside_find(label, 0);
+    /* the last slot is kept for "other", so that a table full of labels still adds up */
+    if (!l) l = rs_n_outside + 1 < RS_MAX_OUTSIDE_LABELS ? rs_outside_find(label, 1)
+                                                          : rs_outside_find("other", 1);
+    if (l) {
+        uint64_t mag = bytes < 0 ? (uint64_t)0 - (uint64_t)bytes : (uint64_t)bytes;
+        if (bytes > 0)
+            l->bytes += mag;
+        else
+            l->bytes = mag > l->bytes ? 0 : l->bytes - mag;
+    }
+    pthread_mutex_unlock(&rs_outside_mu);
+}
+
+/* Copies the table (for the snapshot); returns the number of labels. */
+static size_t rs_outside_labels_copy(rs_outside_label *out)
+{
+    pthread_mutex_lock(&rs_outside_mu);
+    size_t n = rs_n_outside;
+    memcpy(out, rs_outside, n * sizeof *out);
+    pthread_mutex_unlock(&rs_outside_mu);
+    return n;
+}
+
+static uint64_t rs_outside_labelled_bytes(void)
+{
+    rs_outside_label l[RS_MAX_OUTSIDE_LABELS];
+    size_t n = rs_outside_labels_copy(l);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++) sum += l[i].bytes;
+    return sum;
+}
+
+void rs_runtime_note_intercepted(void)
+{
+    atomic_fetch_add_explicit(&rs_intercepted_calls, 1, memory_order_relaxed);
+}
+
+uint64_t rs_runtime_intercepted(void)
+{
+    return (uint64_t)atomic_load_explicit(&rs_intercepted_calls, memory_order_relaxed);
+}
+
+int rs_runtime_ever_started(void)
+{
+    return atomic_load(&rs_started_once);
+}
+
+/* 1 when the main program, launched as one rank of several, is linked with an MPI library
+ * itself (a DT_NEEDED entry libmpi*), i.e. it calls MPI_Init, and MPI is not running yet.
+ * ranksnap must then wait for that MPI_Init (pmpi.c starts it on MPI_COMM_WORLD there): starting
+ * MPI earlier from inside a cudaMalloc would make the program's own MPI_Init fail. Python, and
+ * programs that use NCCL without MPI, do not link libmpi, and are joined to the job by
+ * ranksnap_init(NULL) as before. */
+static int rs_main_program_links_mpi_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    int *found = data;
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    uintptr_t strtab = 0;
+    for (const ElfW(Dyn) *d = dyn; d && d->d_tag != DT_NULL; d++)
+        if (d->d_tag == DT_STRTAB) strtab = (uintptr_t)d->d_un.d_ptr;
+    /* the loader relocates the dynamic section's pointers in place on most targets; where it
+     * does not they are still offsets from the load address */
+    if (strtab && strtab < (uintptr_t)info->dlpi_addr) strtab += info->dlpi_addr;
+    for (const ElfW(Dyn) *d = dyn; strtab && d && d->d_tag != DT_NULL; d++)
+        if (d->d_tag == DT_NEEDED && !strncmp((const char *)strtab + d->d_un.d_val, "libmpi", 6))
+            *found = 1;
+    return 1; /* the first object is the main program: stop there */
+}
+
+/* Launched by mpirun (or srun) as one of several ranks: the same test as pmpi.c's join. */
+static int rs_launched_as_one_of_several(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
+    for (const char *const *v = vars; *v; v++) {
+        const char *s = getenv(*v);
+        if (s && atoi(s) > 1) return 1;
+    }
+    return 0;
+}
+
+/* Only under a launcher: a program started on its own gets no MPI from ranksnap
+ * (rs_mpi_join), so its MPI_Init works whenever it comes. */
+static int rs_mpi_program_before_mpi_init(void)
+{
+#if defined(RANKSNAP_HAVE_MPI)
+    if (!rs_launched_as_one_of_several()) return 0;
+    static atomic_int links_mpi = -1; /* -1: not looked yet */
+    int l = atomic_load_explicit(&links_mpi, memory_order_relaxed);
+    if (l < 0) {
+        int found = 0;
+        dl_iterate_phdr(rs_main_program_links_mpi_cb, &found);
+        atomic_store_explicit(&links_mpi, found, memory_order_relaxed);
+        l = found;
+    }
+    if (!l) return 0;
+    int inited = 0;
+    PMPI_Initialized(&inited);
+    return !inited;
+#else
+    return 0;
+#endif
+}
+
+static ranksnap_status rs_ensure(int wait)
+{
+    if (rs_get()) return RANKSNAP_OK;
+    int gave_up = atomic_load_explicit(&rs_ensure_gave_up, memory_order_acquire);
+    if (gave_up) return (ranksnap_status)gave_up;
+    if (atomic_load(&rs_finalized_once)) return RANKSNAP_ERR_NOT_INITIALIZED;
+    if (!wait && rs_mpi_program_before_mpi_init()) return RANKSNAP_ERR_NOT_INITIALIZED;
+    /* Never wait inside the program's CUDA call: the thread holding the lock may be this one
+     * (a CUDA call made from inside ranksnap's init, by MPI_Init_thread for instance) or may be
+     * waiting for this one. */
+    if (wait)
+        pthread_mutex_lock(&rs_init_lock);
+    else if (pthread_mutex_trylock(&rs_init_lock) != 0)
+        return RANKSNAP_ERR_NOT_INITIALIZED;
+    ranksnap_status st = RANKSNAP_OK;
+    if (!rs_get()) {
+        if (atomic_load(&rs_finalized_once)) {
+            st = RANKSNAP_ERR_NOT_INITIALIZED;
+        } else if ((st = rs_init_locked(NULL)) == RANKSNAP_OK) {
+            /* the program will not call ranksnap_finalize: the range is written at exit */
+            rs_atexit_finalize_once();
+        } else {
+            atomic_store_explicit(&rs_ensure_gave_up, (int)st, memory_order_release);
+            /* every rank fails alike: rank 0 says it (pmpi.c does the same) */
+            static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                                    "SLURM_PROCID", "RANK", NULL};
+            if (st != RANKSNAP_ERR_DISABLED && rs_env_int(rank_vars, 0) == 0)
+                fprintf(stderr, "ranksnap: not tracking this process's allocations (passing them "
+                        "through): %s: %s\n", ranksnap_strerror(st), ranksnap_last_error());
+        }
+    }
+    pthread_mutex_unlock(&rs_init_lock);
+    return st;
+}
+
+ranksnap_status rs_runtime_ensure(void)
+{
+    return rs_ensure(0);
+}
+
+ranksnap_status rs_runtime_ensure_wait(void)
+{
+    return rs_ensure(1);
+}
+
+int rs_runtime_active(int *device, int *cuda)
+{
+    rs_runtime *rt = rs_get();
+    if (!rt) return 0;
+    if (device) *device = rt->device.index;
+    if (cuda) *cuda = rt->is_cuda;
+    return 1;
+}
+
+ranksnap_status rs_runtime_cache_bytes(uint64_t *reserved, uint64_t *allocated, uint64_t *limit)
+{
+    RS_NEED(rt);
+    ranksnap_stats s;
+    memset(&s, 0, sizeof s);
+    rs_alloc_get_stats(rt->alloc, &s);
+    *reserved = s.reserved_bytes;
+    *allocated = s.allocated_bytes;
+    *limit = rs_alloc_memory_limit(rt->alloc);
+    return RANKSNAP_OK;
+}
+
+ranksnap_status rs_runtime_device_usage(uint64_t *device_free, uint64_t *reserved)
+{
+    RS_NEED(rt);
+    uint64_t total = 0;
+    RS_CHECK(rt->backend->ops->mem_info(rt->backend, device_free, &total));
+    ranksnap_stats s;
+    memset(&s, 0, sizeof s);
+    rs_alloc_get_stats(rt->alloc, &s);
+    *reserved = s.reserved_bytes;
+    return RANKSNAP_OK;
+}
+
+void rs_runtime_record_outside(int is_alloc, const void *ptr, uint64_t size)
+{
+    rs_runtime *rt = rs_get();
+    if (!rt || !atomic_load_explicit(&rt->recording, memory_order_relaxed)) return;
+    /* unwound before the lock, as for allocations; frees carry no stack, as in the observer */
+    uintptr_t pcs[RS_MAX_STACK_DEPTH];
+    int n = is_alloc && rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
+    rs_alloc_lock(rt->alloc);
+    uint32_t id = n > 0 && rs_recorder_enabled(rt->recorder) ? rs_stacks_intern(rt->stacks, pcs, n) : 0;
+    rs_recorder_append_id(rt->recorder, is_alloc ? RS_ACT_OUTSIDE_ALLOC : RS_ACT_OUTSIDE_FREE,
+                          (uint64_t)(uintptr_t)ptr, size, NULL, id);
+    rs_alloc_unlock(rt->alloc);
+}
+
+/* Growth of device memory outside the allocator that finalize calls unexplained when a
+ * preloaded run intercepted nothing: more than CUDA libraries' handles and workspaces take. */
+#define RS_UNSEEN_GROWTH ((uint64_t)64 << 20)
+
+/* A preloaded ranksnap that saw no allocation call while the device filled up: the program's
+ * calls never reached the interposer, almost always because it is linked with the static CUDA
+ * runtime (nvcc's default), whose cudaMalloc is inside the executable. Said once, on rank 0. */
+static void rs_warn_if_nothing_intercepted(rs_runtime *rt)
+{
+    if (!rt->is_cuda || rs_runtime_intercepted() != 0 || rt->rank != 0) return;
+    const char *pre = getenv("LD_PRELOAD");
+    if (!pre || !strstr(pre, "libranksnap")) return;
+    ranksnap_stats s;
+    memset(&s, 0, sizeof s);
+    rs_alloc_get_stats(rt->alloc, &s);
+    rs_alloc_lock(rt->alloc);
+    rs_sample_outside(rt, s.reserved_bytes);
+    uint64_t peak = rt->outside_peak;
+    rs_alloc_unlock(rt->alloc);
+    uint64_t known = rt->outside_at_init + rs_outside_labelled_bytes();
+    if (peak <= known || peak - known < RS_UNSEEN_GROWTH) return;
+    char grown[32];
+    rs_format_bytes(peak - known, grown, sizeof grown);
+    fprintf(stderr,
+            "ranksnap: rank %d: no cudaMalloc/cudaFree call reached ranksnap, yet %s of device "
+            "memory were taken outside it while it ran. The program is probably linked with the "
+            "static CUDA runtime (nvcc's default), whose calls LD_PRELOAD cannot reach. Link it "
+            "with ranksnap's link-time route instead: CMake target_link_libraries(app PRIVATE "
+            "ranksnap::wrap), or $(pkg-config --libs ranksnap-wrap) on the link line; or build "
+            "it with nvcc -cudart shared (docs/GPU.md, \"Interception\").\n",
+            rt->rank, grown);
+}
+
+/* Finalize keeps the allocator of a process whose interposed cudaMalloc handed out blocks
+ * that are still live: the program may use and free them after MPI_Finalize, and releasing
+ * their segments under it would turn that into use-after-free on the device. */
+static _Atomic(rs_runtime *) rs_retired;
+static pthread_mutex_t rs_retired_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int rs_runtime_should_retire(rs_runtime *rt)
+{
+    if (rs_runtime_intercepted() == 0) return 0;
+    ranksnap_stats s;
+    memset(&s, 0, sizeof s);
+    rs_alloc_get_stats(rt->alloc, &s);
+    return s.allocated_bytes > 0;
+}
+
+/* Ends what must end with finalize (the timer and signal threads, the ring file, the MPI
+ * communicator, recording) and keeps the allocator, its backend and the recorder (which the
+ * observer still reaches, switched off) for rs_runtime_free_retired. Their memory goes back at
+ * exit, with the process. */
+static void rs_runtime_retire(rs_runtime *rt)
+{
+    rs_timer_stop(rt);
+    if (rt->postmortem) {
+        rs_postmortem_stop();
+        rt->postmortem = 0;
+    }
+    rs_alloc_lock(rt->alloc);
+    rs_recorder_set_enabled(rt->recorder, 0);
+    atomic_store(&rt->recording, 0);
+    rs_ring_file *rf = rt->ring_file;
+    rt->ring_file = NULL;
+    rs_alloc_unlock(rt->alloc);
+    if (rf) rs_ring_file_close(rf, 1);
+    if (rt->coord) rs_coord_destroy(rt->coord);
+    rt->coord = NULL;
+    pthread_mutex_lock(&rs_retired_mu);
+    rt->retired_next = atomic_load(&rs_retired);
+    atomic_store(&rs_retired, rt);
+    pthread_mutex_unlock(&rs_retired_mu);
+    RS_INFO(RS_SUB_INIT, "finalize: blocks handed out through cudaMalloc are still allocated; the "
+            "allocator stays, retired, so that they remain valid until freed or until exit");
+}
+
+int rs_runtime_free_retired(void *ptr)
+{
+    if (!ptr || !atomic_load_explicit(&rs_retired, memory_order_acquire)) return 0;
+    int done = 0;
+    pthread_mutex_lock(&rs_retired_mu);
+    for (rs_runtime *rt = atomic_load(&rs_retired); rt && !done; rt = rt->retired_next)
+        done = rs_alloc_owns(rt->alloc, ptr) && rs_alloc_free(rt->alloc, ptr) == RANKSNAP_OK;
+    pthread_mutex_unlock(&rs_retired_mu);
+    return done;
+}
+
 /* ---- dump ----------------------------------------------------------------------------------- */
 
 /* Creates RANKSNAP_DIR (0700) if it is missing; an existing one is used as it is. */
@@ -811,6 +1167,7 @@ static ranksnap_status rs_runtime_encode(rs_runtime *rt, int complete, char **ou
 
     rs_alloc_state state;
     memset(&state, 0, sizeof state);
+    rs_outside_label labels[RS_MAX_OUTSIDE_LABELS];
     rs_symbols sym;
     memset(&sym, 0, sizeof sym);
     char *buf = NULL;
@@ -844,6 +1201,8 @@ static ranksnap_status rs_runtime_encode(rs_runtime *rt, int complete, char **ou
             src.device_used_bytes = total_b > free_b ? total_b - free_b : 0;
         src.outside_bytes_peak = rt->outside_peak;
         src.outside_bytes_end = outside;
+        src.n_outside_labels = rs_outside_labels_copy(labels);
+        src.outside_labels = labels;
         src.has_oom = has_oom;
         if (has_oom) {
             src.oom = oom;
@@ -906,6 +1265,23 @@ static void rs_write_report_file(rs_runtime *rt, const char *name, const char *t
         RS_WARN(RS_SUB_DUMP, "report: %s", ranksnap_last_error());
 }
 
+/* report.html, with the timelines of the ranks whose snapshot the gather brought; a page that
+ * cannot be made is a warning: the text and JSON reports stand. */
+static void rs_write_report_html(rs_runtime *rt, const rsc_result *res, const rs_gather_result *g)
+{
+    char *html = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&html, &n);
+    ranksnap_status st = f ? rsc_report_html_of_snapshots(f, res, (const rsn_snapshot *const *)g->full, g->n)
+                           : RANKSNAP_ERR_HOST_MEMORY;
+    if (f && fclose(f) != 0 && st == RANKSNAP_OK) st = RANKSNAP_ERR_HOST_MEMORY;
+    if (st == RANKSNAP_OK)
+        rs_write_report_file(rt, "report.html", html, n);
+    else
+        RS_WARN(RS_SUB_DUMP, "report.html: %s", ranksnap_last_error());
+    free(html);
+}
+
 /* Rank 0: compares what the gather brought and prints/writes the report. */
 static void rs_report(rs_runtime *rt, const rs_gather_result *g)
 {
@@ -931,6 +1307,7 @@ static void rs_report(rs_runtime *rt, const rs_gather_result *g)
         fflush(stdout);
         rs_write_report_file(rt, "report.txt", text, text_n);
         rs_write_report_file(rt, "report.json", json, json_n);
+        rs_write_report_html(rt, res, g);
     } else {
         RS_WARN(RS_SUB_DUMP, "report: could not be formatted: %s", ranksnap_last_error());
     }

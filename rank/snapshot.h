@@ -24,6 +24,13 @@ typedef struct rs_step_range {
     int64_t end;   /* one past the last, -1 = open end */
 } rs_step_range;
 
+/* Device memory held outside the allocator by a known holder (runtime.h, rs_runtime_outside_add). */
+#define RS_MAX_OUTSIDE_LABELS 8
+typedef struct rs_outside_label {
+    char label[24];  /* "nccl", "nccl_mem", "cuda_mempool", "other" */
+    uint64_t bytes;  /* held when the snapshot was taken              */
+} rs_outside_label;
+
 /* Everything the encoder needs; pointers are borrowed. */
 typedef struct rs_snapshot_src {
     int rank;
@@ -45,6 +52,8 @@ typedef struct rs_snapshot_src {
     uint64_t device_used_bytes;     /* device total - free, now                       */
     uint64_t outside_bytes_peak;    /* device memory used outside the allocator        */
     uint64_t outside_bytes_end;
+    size_t n_outside_labels;        /* the part of the outside bytes whose holder is known */
+    const rs_outside_label *outside_labels;
     int has_oom;
     rs_oom_info oom;
     uint32_t oom_stack_id;

@@ -236,7 +236,7 @@ static void write_totals(enc *e, const rs_snapshot_src *src)
 {
     const ranksnap_stats *s = &src->stats;
     key(e, "totals");
-    put_map(e, 25);
+    put_map(e, 26);
     kv_u64(e, "allocated_bytes_current", s->allocated_bytes);
     kv_u64(e, "allocated_bytes_peak", s->allocated_bytes_peak);
     kv_u64(e, "reserved_bytes_current", s->reserved_bytes);
@@ -262,6 +262,10 @@ static void write_totals(enc *e, const rs_snapshot_src *src)
     kv_u64(e, "memory_limit_bytes", s->memory_limit_bytes);
     kv_u64(e, "outside_bytes_peak", src->outside_bytes_peak);
     kv_u64(e, "outside_bytes_end", src->outside_bytes_end);
+    key(e, "outside_labels");
+    put_map(e, src->n_outside_labels);
+    for (size_t i = 0; i < src->n_outside_labels; i++)
+        kv_u64(e, src->outside_labels[i].label, src->outside_labels[i].bytes);
 }
 
 static void write_streams(enc *e, const stream_table *t)

@@ -1,7 +1,8 @@
 #!/bin/bash
 # The whole test suite, as CI runs it (.ci/run): a warnings-as-errors build with the unit and MPI
-# tests, an ASan/UBSan build of the unit tests, the thread test under ThreadSanitizer, and a short
-# libFuzzer run of the snapshot decoder. GPU tests (label gpu) skip with a reason where no GPU is.
+# tests, report.html in a headless browser, an ASan/UBSan build of the unit tests, the thread test
+# under ThreadSanitizer, and a short libFuzzer run of the snapshot decoder. GPU tests (label gpu)
+# skip with a reason where no GPU is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -15,6 +16,9 @@ cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRANKSNAP_WERROR=ON >/
 cmake --build build-ci -j "$jobs"
 step "unit, mpi and gpu tests"
 ctest --test-dir build-ci -L 'unit|mpi|gpu' --output-on-failure -j "$jobs"
+
+step "report.html in headless chromium (label html; skipped with a reason where chromium is absent)"
+ctest --test-dir build-ci -L html --output-on-failure -j "$jobs"
 
 step "ASan/UBSan build of the unit tests (clang)"
 CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug \

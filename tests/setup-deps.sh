@@ -3,7 +3,8 @@
 # uses sudo when not run as root. The CUDA toolkit is optional (it is looked for in
 # /usr/local/cuda; without it the build is CPU-only with the sim backend).
 set -eu
-pkgs="cmake make gcc g++ clang pkg-config libopenmpi-dev openmpi-bin libmsgpack-dev libunwind-dev python3 python3-msgpack"
+# chromium: the browser tests of report.html (label html; tests/html), headless
+pkgs="cmake make gcc g++ clang pkg-config libopenmpi-dev openmpi-bin libmsgpack-dev libunwind-dev python3 python3-msgpack chromium"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,0 +1,154 @@
+/*
+ * intercept_preload.c — the exported CUDA runtime names that take over a program's allocation
+ * calls when libranksnap.so is preloaded (LD_PRELOAD, which launch/ranksnap-run sets).
+ *
+ * Only in libranksnap.so, never in libranksnap.a, and active only when the library was preloaded
+ * (rs_icp_preloaded): a program linked with ranksnap to call its API keeps its own cudaMalloc
+ * (alloc_bench compares ranksnap with the real cudaMallocAsync, for one). Each function hands the
+ * call to the core (intercept_cuda.c) with the table of the real functions found behind
+ * libranksnap.so (dlsym(RTLD_NEXT)). The _ptsz names are
+ * what cuda_runtime_api.h turns the async calls into when a program is compiled with
+ * --default-stream per-thread (CUDA_API_PER_THREAD_DEFAULT_STREAM).
+ *
+ * A program linked with the static CUDA runtime (nvcc's default) resolves cudaMalloc inside its
+ * own executable, where no preloaded library can reach it; such programs link ranksnap::wrap
+ * instead (intercept_wrap.c). A preloaded run that saw no call is told so: by finalize when
+ * ranksnap started (through MPI_Init) and the device filled up anyway, by the destructor below
+ * when it never started.
+ */
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "intercept.h"
+#include "runtime.h"
+
+#define RS_EXPORT __attribute__((visibility("default")))
+
+/* 1 when LD_PRELOAD names a libranksnap*: the user asked for the program's allocations to be
+ * taken over. A program merely linked with libranksnap.so (to call the ranksnap_* API, as the
+ * demo and alloc_bench do) keeps its own cudaMalloc: these exports then pass straight through.
+ * Decided once; the environment of a running process does not change its preloads. */
+static int rs_icp_preloaded(void)
+{
+    static atomic_int preloaded = -1;
+    int p = atomic_load_explicit(&preloaded, memory_order_relaxed);
+    if (p < 0) {
+        const char *pre = getenv("LD_PRELOAD");
+        p = 0;
+        for (const char *s = pre; s && *s;) {
+            size_t n = strcspn(s, ": ");
+            const char *base = s;
+            for (const char *c = s; c < s + n; c++)
+                if (*c == '/') base = c + 1;
+            if ((size_t)(s + n - base) >= 11 && !strncmp(base, "libranksnap", 11)) p = 1;
+            s += n;
+            s += strspn(s, ": ");
+        }
+        atomic_store_explicit(&preloaded, p, memory_order_relaxed);
+    }
+    return p;
+}
+
+/* Not declared by cuda_runtime_api.h unless the program is compiled for per-thread default
+ * streams; the runtime exports them either way. */
+RS_EXPORT cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream);
+RS_EXPORT cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream);
+RS_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
+                                                   cudaStream_t stream);
+
+RS_EXPORT cudaError_t cudaMalloc(void **ptr, size_t size)
+{
+    const rs_cuda_real *r = rs_icp_preload_real();
+    return rs_icp_preloaded() ? rs_icp_malloc(r, ptr, size) : r->malloc_(ptr, size);
+}
+
+RS_EXPORT cudaError_t cudaFree(void *ptr)
+{
+    const rs_cuda_real *r = rs_icp_preload_real();
+    return rs_icp_preloaded() ? rs_icp_free(r, ptr) : r->free_(ptr);
+}
+
+RS_EXPORT cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream)
+{
+    const rs_cuda_real *r = rs_icp_preload_real();
+    return rs_icp_preloaded() ? rs_icp_malloc_async(r, ptr, size, stream, 0)
+                              : r->malloc_async(ptr, size, stream);
+}
+
+RS_EXPORT cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream)
+{
+    const rs_cuda_real *r = rs_icp_preload_real();
+    return rs_icp_preloaded() ? rs_icp_malloc_async(r, ptr, size, stream, 1)
+                              : r->malloc_async_ptsz(ptr, size, stream);
+}
+
+RS_EXPORT cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream)
+{
+    const rs_cuda_real *r = rs_icp_preload_real();
+    return rs_icp_preloaded() ? rs_icp_free_async(r, ptr, stream, 0) : r->free_async(ptr, stream);
+}
+
+RS_EXPORT cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream)
+{
+    const rs_cuda_real *r = rs_icp_preload_real();
+    return rs_icp_preloaded() ? rs_icp_free_async(r, ptr, stream, 1)
+                              : r->free_async_ptsz(ptr, stream);
+}
+
+RS_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool,
+                                              cudaStream_t stream)
+{
+    const rs_cuda_real *r = rs_icp_preload_real();
+    return rs_icp_preloaded() ? rs_icp_malloc_from_pool_async(r, ptr, size, pool, stream, 0)
+                              : r->malloc_from_pool_async(ptr, size, pool, stream);
+}
+
+RS_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
+                                                   cudaStream_t stream)
+{
+    const rs_cuda_real *r = rs_icp_preload_real();
+    return rs_icp_preloaded() ? rs_icp_malloc_from_pool_async(r, ptr, size, pool, stream, 1)
+                              : r->malloc_from_pool_async_ptsz(ptr, size, pool, stream);
+}
+
+RS_EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+    const rs_cuda_real *r = rs_icp_preload_real();
+    return rs_icp_preloaded() ? rs_icp_mem_get_info(r, free_bytes, total_bytes)
+                              : r->mem_get_info(free_bytes, total_bytes);
+}
+
+/* The rank a launcher gave this process, or 0. */
+static int rs_icp_launcher_rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                       "SLURM_PROCID", "RANK", NULL};
+    for (const char *const *v = vars; *v; v++) {
+        const char *s = getenv(*v);
+        if (s && *s) return atoi(s);
+    }
+    return 0;
+}
+
+/* At exit, for a preloaded process that used CUDA (the driver is loaded) but in which no
+ * allocation call ever reached ranksnap, so that ranksnap never started and finalize's own
+ * check (runtime.c) could not run: say why, once, on rank 0. Runs after the atexit handlers. */
+__attribute__((destructor)) static void rs_icp_check_at_exit(void)
+{
+    if (rs_runtime_intercepted() != 0 || rs_runtime_ever_started()) return;
+    if (!rs_icp_preloaded() || rs_icp_launcher_rank() != 0) return;
+    void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!driver) return;
+    dlclose(driver);
+    fprintf(stderr,
+            "ranksnap: this process used CUDA, but none of its allocation calls reached the "
+            "preloaded ranksnap, so nothing was recorded. It is probably linked with the static "
+            "CUDA runtime (nvcc's default), whose cudaMalloc LD_PRELOAD cannot reach (or it "
+            "allocates through the driver API). Link it with ranksnap's link-time route instead: "
+            "CMake target_link_libraries(app PRIVATE ranksnap::wrap), or $(pkg-config --libs "
+            "ranksnap-wrap) on the link line; or build it with nvcc -cudart shared "
+            "(docs/GPU.md, \"Interception\").\n");
+}

@@ -1,0 +1,294 @@
+/*
+ * fake_cudart.c — a stand-in for the shared CUDA runtime (libcudart.so.<major>) on machines
+ * without a GPU, so that the preload route runs end to end in CI (label unit).
+ *
+ * Host memory plays device memory on one 16 GiB device: cudaMalloc is aligned_alloc, cudaMemset
+ * writes it, cudaMemGetInfo counts it, events and streams complete at once. It has the soname of
+ * the real runtime and a version node of the same name, so that preloading it (after
+ * libranksnap.so) makes it *the* runtime of the process: the test program's calls, ranksnap's
+ * RTLD_NEXT lookups and ranksnap's backend (which dlopens the runtime by soname) all reach it.
+ * It implements exactly what those three call. fake_device_take/give let fake_nccl.c take device
+ * memory behind the interposers' back, as NCCL does through its own runtime.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#define FAKE_EXPORT __attribute__((visibility("default")))
+#define FAKE_MAX_LIVE 65536
+
+static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
+static const size_t fake_capacity = (size_t)16 << 30;
+static size_t fake_used;
+static _Thread_local cudaError_t fake_last;
+static struct {
+    void *p;
+    size_t n;
+} fake_live[FAKE_MAX_LIVE];
+static int fake_pool;
+
+static cudaError_t fake_err(cudaError_t e)
+{
+    if (e != cudaSuccess) fake_last = e;
+    return e;
+}
+
+/* Internal, so that fake_nccl.c and cudaMallocPitch do not go through the interposed cudaMalloc
+ * (the real runtime's own calls never do). */
+static cudaError_t fake_take(size_t n, void **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&fake_mu);
+    cudaError_t e = cudaErrorMemoryAllocation;
+    void *p = n <= fake_capacity - fake_used ? aligned_alloc(512, (n + 511) & ~(size_t)511) : NULL;
+    for (int i = 0; p && i < FAKE_MAX_LIVE; i++)
+        if (!fake_live[i].p) {
+            fake_live[i].p = p;
+            fake_live[i].n = n;
+            fake_used += n;
+            *out = p;
+            e = cudaSuccess;
+            break;
+        }
+    if (p && e != cudaSuccess) free(p);
+    pthread_mutex_unlock(&fake_mu);
+    return fake_err(e);
+}
+
+static cudaError_t fake_give(void *p)
+{
+    if (!p) return cudaSuccess;
+    pthread_mutex_lock(&fake_mu);
+    cudaError_t e = cudaErrorInvalidValue;
+    for (int i = 0; i < FAKE_MAX_LIVE; i++)
+        if (fake_live[i].p == p) {
+            fake_used -= fake_live[i].n;
+            fake_live[i].p = NULL;
+            free(p);
+            e = cudaSuccess;
+            break;
+        }
+    pthread_mutex_unlock(&fake_mu);
+    return fake_err(e);
+}
+
+FAKE_EXPORT void *fake_device_take(size_t n);
+FAKE_EXPORT void fake_device_give(void *p);
+FAKE_EXPORT cudaError_t cudaMallocAsync_ptsz(void **p, size_t n, cudaStream_t s);
+FAKE_EXPORT cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s);
+FAKE_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **p, size_t n, cudaMemPool_t m, cudaStream_t s);
+
+FAKE_EXPORT void *fake_device_take(size_t n)
+{
+    void *p = NULL;
+    fake_take(n, &p);
+    return p;
+}
+
+FAKE_EXPORT void fake_device_give(void *p)
+{
+    fake_give(p);
+}
+
+FAKE_EXPORT cudaError_t cudaMalloc(void **p, size_t n)
+{
+    if (!p) return fake_err(cudaErrorInvalidValue);
+    if (!n) {
+        *p = NULL;
+        return cudaSuccess;
+    }
+    return fake_take(n, p);
+}
+
+FAKE_EXPORT cudaError_t cudaFree(void *p)
+{
+    return fake_give(p);
+}
+
+FAKE_EXPORT cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s)
+{
+    (void)s;
+    return cudaMalloc(p, n);
+}
+
+FAKE_EXPORT cudaError_t cudaMallocAsync_ptsz(void **p, size_t n, cudaStream_t s)
+{
+    (void)s;
+    return cudaMalloc(p, n);
+}
+
+FAKE_EXPORT cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
+{
+    (void)s;
+    return fake_give(p);
+}
+
+FAKE_EXPORT cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s)
+{
+    (void)s;
+    return fake_give(p);
+}
+
+FAKE_EXPORT cudaError_t cudaMallocFromPoolAsync(void **p, size_t n, cudaMemPool_t m, cudaStream_t s)
+{
+    (void)m;
+    (void)s;
+    return cudaMalloc(p, n);
+}
+
+FAKE_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **p, size_t n, cudaMemPool_t m, cudaStream_t s)
+{
+    (void)m;
+    (void)s;
+    return cudaMalloc(p, n);
+}
+
+FAKE_EXPORT cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t w, size_t h)
+{
+    *pitch = (w + 511) & ~(size_t)511;
+    return fake_take(*pitch * h, p);
+}
+
+FAKE_EXPORT cudaError_t cudaMemGetInfo(size_t *f, size_t *t)
+{
+    pthread_mutex_lock(&fake_mu);
+    *f = fake_capacity - fake_used;
+    *t = fake_capacity;
+    pthread_mutex_unlock(&fake_mu);
+    return cudaSuccess;
+}
+
+FAKE_EXPORT cudaError_t cudaGetDeviceCount(int *n)
+{
+    *n = 1;
+    return cudaSuccess;
+}
+
+FAKE_EXPORT cudaError_t cudaGetDevice(int *d)
+{
+    *d = 0;
+    return cudaSuccess;
+}
+
+FAKE_EXPORT cudaError_t cudaSetDevice(int d)
+{
+    return d == 0 ? cudaSuccess : fake_err(cudaErrorInvalidDevice);
+}
+
+FAKE_EXPORT cudaError_t cudaGetDeviceProperties_v2(struct cudaDeviceProp *p, int d)
+{
+    (void)d;
+    memset(p, 0, sizeof *p);
+    strcpy(p->name, "ranksnap fake device");
+    p->totalGlobalMem = fake_capacity;
+    return cudaSuccess;
+}
+
+FAKE_EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
+{
+    (void)flags;
+    *e = (cudaEvent_t)malloc(16);
+    return *e ? cudaSuccess : fake_err(cudaErrorMemoryAllocation);
+}
+
+FAKE_EXPORT cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    (void)e;
+    (void)s;
+    return cudaSuccess;
+}
+
+FAKE_EXPORT cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    (void)e;
+    return cudaSuccess;
+}
+
+FAKE_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    (void)e;
+    return cudaSuccess;
+}
+
+FAKE_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    free(e);
+    return cudaSuccess;
+}
+
+FAKE_EXPORT cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = fake_last;
+    fake_last = cudaSuccess;
+    return e;
+}
+
+FAKE_EXPORT cudaError_t cudaPeekAtLastError(void)
+{
+    return fake_last;
+}
+
+FAKE_EXPORT const char *cudaGetErrorString(cudaError_t e)
+{
+    return e == cudaSuccess ? "no error" : e == cudaErrorMemoryAllocation ? "out of memory" : "error";
+}
+
+FAKE_EXPORT const char *cudaGetErrorName(cudaError_t e)
+{
+    return e == cudaSuccess                 ? "cudaSuccess"
+           : e == cudaErrorMemoryAllocation ? "cudaErrorMemoryAllocation"
+                                            : "cudaErrorUnknown";
+}
+
+FAKE_EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *m, int d)
+{
+    (void)d;
+    *m = (cudaMemPool_t)(void *)&fake_pool;
+    return cudaSuccess;
+}
+
+FAKE_EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *c)
+{
+    (void)s;
+    *c = cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+}
+
+FAKE_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *s)
+{
+    *s = (cudaStream_t)malloc(16);
+    return *s ? cudaSuccess : fake_err(cudaErrorMemoryAllocation);
+}
+
+FAKE_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    free(s);
+    return cudaSuccess;
+}
+
+FAKE_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    (void)s;
+    return cudaSuccess;
+}
+
+FAKE_EXPORT cudaError_t cudaDeviceSynchronize(void)
+{
+    return cudaSuccess;
+}
+
+FAKE_EXPORT cudaError_t cudaMemset(void *p, int v, size_t n)
+{
+    memset(p, v, n);
+    return cudaSuccess;
+}
+
+FAKE_EXPORT cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
+{
+    (void)s;
+    memset(p, v, n);
+    return cudaSuccess;
+}
