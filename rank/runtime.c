@@ -812,6 +812,10 @@ static rs_outside_label *rs_outside_find(const char *label, int create)
 void rs_runtime_outside_add(const char *label, int64_t bytes)
 {
     if (!label || !*label || bytes == 0) return;
+    /* compared as stored: a longer label is its first 23 bytes */
+    char name[sizeof rs_outside[0].label];
+    snprintf(name, sizeof name, "%s", label);
+    label = name;
     pthread_mutex_lock(&rs_outside_mu);
     rs_outside_label *l = rs_outside_find(label, 0);
     /* the last slot is kept for "other", so that a table full of labels still adds up */
@@ -861,16 +865,17 @@ int rs_runtime_ever_started(void)
     return atomic_load(&rs_started_once);
 }
 
-/* 1 when the main program, launched as one rank of several, is linked with an MPI library
- * itself (a DT_NEEDED entry libmpi*), i.e. it calls MPI_Init, and MPI is not running yet.
+/* 1 in *data when a loaded object other than ranksnap itself is linked with an MPI library (a
+ * DT_NEEDED entry libmpi*): the program, or a library of it, calls MPI_Init. Under a launcher,
  * ranksnap must then wait for that MPI_Init (pmpi.c starts it on MPI_COMM_WORLD there): starting
- * MPI earlier from inside a cudaMalloc would make the program's own MPI_Init fail. Python, and
- * programs that use NCCL without MPI, do not link libmpi, and are joined to the job by
- * ranksnap_init(NULL) as before. */
-static int rs_main_program_links_mpi_cb(struct dl_phdr_info *info, size_t size, void *data)
+ * MPI earlier, from inside a cudaMalloc, would make the program's own MPI_Init fail. Python
+ * (mpi4py initialises MPI only when it is not yet) and programs that use NCCL without MPI do not
+ * link libmpi at start, and are joined to the job by ranksnap_init(NULL) as before. */
+static int rs_links_mpi_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
     int *found = data;
+    if (info->dlpi_name && strstr(info->dlpi_name, "libranksnap")) return 0;
     const ElfW(Dyn) *dyn = NULL;
     for (int i = 0; i < info->dlpi_phnum; i++)
         if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
@@ -879,12 +884,12 @@ static int rs_main_program_links_mpi_cb(struct dl_phdr_info *info, size_t size, 
     for (const ElfW(Dyn) *d = dyn; d && d->d_tag != DT_NULL; d++)
         if (d->d_tag == DT_STRTAB) strtab = (uintptr_t)d->d_un.d_ptr;
     /* the loader relocates the dynamic section's pointers in place on most targets; where it
-     * does not they are still offsets from the load address */
+     * does not (the vDSO, read-only dynamic sections) they are still offsets from the base */
     if (strtab && strtab < (uintptr_t)info->dlpi_addr) strtab += info->dlpi_addr;
     for (const ElfW(Dyn) *d = dyn; strtab && d && d->d_tag != DT_NULL; d++)
         if (d->d_tag == DT_NEEDED && !strncmp((const char *)strtab + d->d_un.d_val, "libmpi", 6))
             *found = 1;
-    return 1; /* the first object is the main program: stop there */
+    return *found; /* nonzero stops the walk */
 }
 
 /* Launched by mpirun (or srun) as one of several ranks: the same test as pmpi.c's join. */
@@ -908,7 +913,7 @@ static int rs_mpi_program_before_mpi_init(void)
     int l = atomic_load_explicit(&links_mpi, memory_order_relaxed);
     if (l < 0) {
         int found = 0;
-        dl_iterate_phdr(rs_main_program_links_mpi_cb, &found);
+        dl_iterate_phdr(rs_links_mpi_cb, &found);
         atomic_store_explicit(&links_mpi, found, memory_order_relaxed);
         l = found;
     }
