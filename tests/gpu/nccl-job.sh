@@ -11,7 +11,7 @@ export RANKSNAP_BACKEND=cuda
 run() {
   local name=$1; shift
   rm -rf "/tmp/$name"
-  echo "+ mpirun -np $n launch/ranksnap-run --dir /tmp/$name $* build/tests/workloads/ranksnap-demo ..." | tee "$OUT/$name.txt"
+  echo "+ mpirun -np $n launch/ranksnap-run --dir /tmp/$name $*" | tee "$OUT/$name.txt"
   mpirun -np "$n" --bind-to none -x RANKSNAP_BACKEND -x NCCL_NVLS_ENABLE -x PATH \
     launch/ranksnap-run --dir "/tmp/$name" "$@" 2>&1 | grep -v '^\[' | tee -a "$OUT/$name.txt"
 }
