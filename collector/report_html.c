@@ -22,25 +22,9 @@
 #include <string.h>
 
 #include "errors.h"
+#include "utf8.h"
 #include "report_html.h"
 
-/* Length of the well-formed UTF-8 sequence at p, 0 when it is not one (as report_json.c). */
-static int utf8_len(const unsigned char *p)
-{
-    unsigned c = p[0];
-    if (c >= 0xC2 && c <= 0xDF) return (p[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        if (p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80) return 0;
-        return 3;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        if (p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
-        return 4;
-    }
-    return 0;
-}
 
 /* One byte of JSON text, escaped for a <script> element (see the file comment). */
 static void safe_byte(FILE *f, unsigned char c)
@@ -76,7 +60,7 @@ static void jstr(FILE *f, const char *s)
             safe_byte(f, (unsigned char)c);
             p++;
         } else {
-            int n = utf8_len(p);
+            int n = rs_utf8_len(p);
             if (n) {
                 fwrite(p, 1, (size_t)n, f);
                 p += n;
