@@ -14,6 +14,7 @@
  * Run with RANKSNAP_BACKEND=sim RANKSNAP_MEMORY_LIMIT=1GiB (tests/gpu/CMakeLists.txt). The tests
  * run in order: the first one starts ranksnap, the last one finalises it.
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -360,15 +361,21 @@ TEST(a_wrap_table_pointing_back_into_ranksnap_is_refused)
     rs_cuda_real old = fake;
     old.version = RS_CUDA_REAL_VERSION + 1;
     CHECK(rs_icp_wrap_real(&old) == rs_icp_preload_real());
-    /* functions from another module (here: the C library's, never called) are accepted */
+    /* functions from another module (here: the C library's, never called) are accepted. They
+     * are looked up in libc itself: a sanitizer build puts its own malloc, strlen, ... into the
+     * executable, which would make them "ours". */
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    CHECK(libc != NULL);
+    if (!libc) return;
     rs_cuda_real other = fake;
-    *(void **)&other.malloc_ = (void *)(uintptr_t)malloc;
-    *(void **)&other.free_ = (void *)(uintptr_t)free;
-    *(void **)&other.malloc_async = (void *)(uintptr_t)calloc;
-    *(void **)&other.free_async = (void *)(uintptr_t)realloc;
-    *(void **)&other.malloc_from_pool_async = (void *)(uintptr_t)strlen;
-    *(void **)&other.mem_get_info = (void *)(uintptr_t)strcmp;
+    *(void **)&other.malloc_ = dlsym(libc, "getpid");
+    *(void **)&other.free_ = dlsym(libc, "getppid");
+    *(void **)&other.malloc_async = dlsym(libc, "getuid");
+    *(void **)&other.free_async = dlsym(libc, "getgid");
+    *(void **)&other.malloc_from_pool_async = dlsym(libc, "geteuid");
+    *(void **)&other.mem_get_info = dlsym(libc, "getegid");
     CHECK(rs_icp_wrap_real(&other) == &other);
+    dlclose(libc);
 }
 
 TEST(outside_labels_reach_the_snapshot_and_the_report)
