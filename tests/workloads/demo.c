@@ -15,6 +15,9 @@
  *   --kill R:STEP     rank R sends itself SIGKILL at step STEP (what the kernel's OOM killer does)
  *   --comm mpi|nccl   the gradient all-reduce: MPI on host buffers (any backend), or NCCL on the
  *                     device buffers (RANKSNAP_BACKEND=cuda, one GPU per rank: local rank % GPUs)
+ *   --alloc ranksnap|cudaMalloc|cudaMallocAsync   who serves the tensors (the last two bypass
+ *                     ranksnap: the anchors of the end-to-end benchmark; cuda builds only)
+ *   --timing          rank 0 prints the median step time (device synchronized at each step end)
  *   --iters N  --layers L  --hidden H  --batch B  --quiet
  *
  * MPI_Init starts ranksnap (the library's PMPI wrapper) and MPI_Finalize gathers and reports, so
@@ -52,10 +55,43 @@ typedef struct demo_cfg {
     int hang_rank, hang_step, hang_seconds;
     int kill_rank, kill_step;
     int nccl;
+    int timing;
     int quiet;
 } demo_cfg;
 
 static int rank_ = 0;
+
+/* --alloc: 0 ranksnap, 1 cudaMalloc/cudaFree, 2 cudaMallocAsync/cudaFreeAsync on stream 0 */
+static int alloc_mode_;
+
+static ranksnap_status demo_malloc(void **p, uint64_t n)
+{
+#if defined(DEMO_WITH_NCCL)
+    if (alloc_mode_ == 1) return cudaMalloc(p, n) == cudaSuccess ? RANKSNAP_OK : RANKSNAP_ERR_OUT_OF_MEMORY;
+    if (alloc_mode_ == 2)
+        return cudaMallocAsync(p, n, 0) == cudaSuccess ? RANKSNAP_OK : RANKSNAP_ERR_OUT_OF_MEMORY;
+#endif
+    return ranksnap_malloc(p, n, NULL);
+}
+
+/* In the allocation helpers, so that ranksnap_malloc is called from the helper itself and the
+ * snapshot's site is the helper's line, as before --alloc existed. */
+#define DEMO_ALLOC(p, n) (alloc_mode_ ? demo_malloc((p), (n)) : ranksnap_malloc((p), (n), NULL))
+
+static void demo_free(void *p)
+{
+#if defined(DEMO_WITH_NCCL)
+    if (alloc_mode_ == 1) {
+        if (p) cudaFree(p);
+        return;
+    }
+    if (alloc_mode_ == 2) {
+        if (p) cudaFreeAsync(p, 0);
+        return;
+    }
+#endif
+    ranksnap_free(p);
+}
 
 static void usage(void)
 {
@@ -90,6 +126,10 @@ static int parse_args(int argc, char **argv, demo_cfg *c)
         uint64_t x, y;
         if (!strcmp(a, "--quiet")) {
             c->quiet = 1;
+            continue;
+        }
+        if (!strcmp(a, "--timing")) {
+            c->timing = 1;
             continue;
         }
         if (!v) return bad(a, NULL, "a value");
@@ -133,6 +173,13 @@ static int parse_args(int argc, char **argv, demo_cfg *c)
             c->hang_rank = (int)r;
             c->hang_step = (int)st;
             c->hang_seconds = (int)sec;
+        } else if (!strcmp(a, "--alloc")) {
+            if (!strcmp(v, "ranksnap")) alloc_mode_ = 0;
+#if defined(DEMO_WITH_NCCL)
+            else if (!strcmp(v, "cudaMalloc")) alloc_mode_ = 1;
+            else if (!strcmp(v, "cudaMallocAsync")) alloc_mode_ = 2;
+#endif
+            else return bad(a, v, "ranksnap, or in a cuda build cudaMalloc or cudaMallocAsync");
         } else if (!strcmp(a, "--comm")) {
             if (strcmp(v, "mpi") && strcmp(v, "nccl")) return bad(a, v, "mpi or nccl");
             c->nccl = !strcmp(v, "nccl");
@@ -164,14 +211,20 @@ typedef struct model {
 } model;
 
 /* One function per kind of tensor, never inlined or folded, so sites have names. */
-__attribute__((noinline)) static ranksnap_status init_parameters(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
-__attribute__((noinline)) static ranksnap_status adam_state(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
-__attribute__((noinline)) static ranksnap_status grad_buffer(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
-__attribute__((noinline)) static ranksnap_status block_activations(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
-__attribute__((noinline)) static ranksnap_status attention_scores(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
-__attribute__((noinline)) static ranksnap_status matmul_workspace(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
-__attribute__((noinline)) static ranksnap_status allreduce_bucket(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
-__attribute__((noinline)) static ranksnap_status leaky_cache(void **p, uint64_t n) { return ranksnap_malloc(p, n, NULL); }
+__attribute__((noinline)) static ranksnap_status init_parameters(void **p, uint64_t n) { return DEMO_ALLOC(p, n); }
+__attribute__((noinline)) static ranksnap_status adam_state(void **p, uint64_t n) { return DEMO_ALLOC(p, n); }
+__attribute__((noinline)) static ranksnap_status grad_buffer(void **p, uint64_t n) { return DEMO_ALLOC(p, n); }
+__attribute__((noinline)) static ranksnap_status block_activations(void **p, uint64_t n) { return DEMO_ALLOC(p, n); }
+__attribute__((noinline)) static ranksnap_status attention_scores(void **p, uint64_t n) { return DEMO_ALLOC(p, n); }
+__attribute__((noinline)) static ranksnap_status matmul_workspace(void **p, uint64_t n) { return DEMO_ALLOC(p, n); }
+__attribute__((noinline)) static ranksnap_status allreduce_bucket(void **p, uint64_t n) { return DEMO_ALLOC(p, n); }
+__attribute__((noinline)) static ranksnap_status leaky_cache(void **p, uint64_t n) { return DEMO_ALLOC(p, n); }
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
 
 static int fail(const char *what, ranksnap_status st)
 {
@@ -198,7 +251,7 @@ static int train_step(const demo_cfg *c, model *m, uint64_t batch, int step)
         if ((st = block_activations(&m->act[l], act)) != RANKSNAP_OK) { rc = fail("block_activations", st); break; }
         if ((st = attention_scores(&m->scores[l], scores)) != RANKSNAP_OK) { rc = fail("attention_scores", st); break; }
         if ((st = matmul_workspace(&ws, act / 2 + 4096)) != RANKSNAP_OK) { rc = fail("matmul_workspace", st); break; }
-        ranksnap_free(ws);
+        demo_free(ws);
     }
     ranksnap_annotate_end("forward");
     if (rc == 0) {
@@ -209,17 +262,17 @@ static int train_step(const demo_cfg *c, model *m, uint64_t batch, int step)
                 rc = fail("matmul_workspace", st);
                 break;
             }
-            ranksnap_free(ws);
-            ranksnap_free(m->scores[l]);
-            ranksnap_free(m->act[l]);
+            demo_free(ws);
+            demo_free(m->scores[l]);
+            demo_free(m->act[l]);
             m->scores[l] = m->act[l] = NULL;
         }
         ranksnap_annotate_end("backward");
     }
     /* whatever the step left behind after a failure is freed, as autograd would */
     for (l = 0; l < m->layers; l++) {
-        ranksnap_free(m->scores[l]);
-        ranksnap_free(m->act[l]);
+        demo_free(m->scores[l]);
+        demo_free(m->act[l]);
         m->scores[l] = m->act[l] = NULL;
     }
     if (rc) return rc;
@@ -238,16 +291,16 @@ static int train_step(const demo_cfg *c, model *m, uint64_t batch, int step)
             if (ncclAllReduce(bucket, bucket, n / 4, ncclFloat, ncclSum, nccl_, 0) != ncclSuccess ||
                 cudaStreamSynchronize(0) != cudaSuccess) {
                 fprintf(stderr, "ranksnap-demo: rank %d: ncclAllReduce failed\n", rank_);
-                ranksnap_free(bucket);
+                demo_free(bucket);
                 return 1;
             }
-            ranksnap_free(bucket);
+            demo_free(bucket);
             continue;
         }
 #endif
         for (int i = 0; i < 256; i++) host[i] = (float)(rank_ + step);
         MPI_Allreduce(MPI_IN_PLACE, host, 256, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        ranksnap_free(bucket);
+        demo_free(bucket);
     }
     ranksnap_annotate_end("allreduce");
 
@@ -305,12 +358,12 @@ int main(int argc, char **argv)
         /* NCCL needs real device memory: the sim backend's addresses are not */
         void *probe = NULL;
         struct cudaPointerAttributes pa;
-        if (ranksnap_malloc(&probe, 512, NULL) != RANKSNAP_OK ||
+        if (demo_malloc(&probe, 512) != RANKSNAP_OK ||
             cudaPointerGetAttributes(&pa, probe) != cudaSuccess || pa.type != cudaMemoryTypeDevice) {
             if (rank_ == 0) fprintf(stderr, "ranksnap-demo: --comm nccl needs RANKSNAP_BACKEND=cuda\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
-        ranksnap_free(probe);
+        demo_free(probe);
     }
 #endif
 
@@ -326,7 +379,10 @@ int main(int argc, char **argv)
             (st = adam_state(&m.exp_avg_sq[l], weight)) != RANKSNAP_OK)
             rc = fail("model state", st) == 2 ? 2 : 1;
     }
+    double *step_s = calloc((size_t)c.iters, sizeof *step_s);
+    if (!step_s) return fail("calloc", RANKSNAP_ERR_HOST_MEMORY);
     for (int s = 0; s < c.iters && rc != 1; s++) {
+        double t0 = MPI_Wtime();
         if (rank_ == c.hang_rank && s == c.hang_step) sleep((unsigned)c.hang_seconds);
         if (rank_ == c.kill_rank && s == c.kill_step) raise(SIGKILL);
         ranksnap_step(s);
@@ -357,8 +413,19 @@ int main(int argc, char **argv)
                 MPI_Allreduce(MPI_IN_PLACE, host, 256, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
             }
         }
+#if defined(DEMO_WITH_NCCL)
+        if (c.timing) cudaDeviceSynchronize();
+#endif
+        step_s[s] = MPI_Wtime() - t0;
     }
     ranksnap_step(c.iters); /* closes a range that ends with the last step */
+    if (c.timing && rank_ == 0 && c.iters > 1) {
+        /* the first step warms every cache: it is left out */
+        qsort(step_s + 1, (size_t)c.iters - 1, sizeof *step_s, cmp_double);
+        printf("ranksnap-demo: median step time %.3f ms over %d steps (first step %.3f ms)\n",
+               step_s[1 + (c.iters - 1) / 2] * 1e3, c.iters - 1, step_s[0] * 1e3);
+    }
+    free(step_s);
 
     ranksnap_stats st;
     if (!c.quiet && ranksnap_get_stats(&st) == RANKSNAP_OK)
@@ -367,12 +434,12 @@ int main(int argc, char **argv)
                st.reserved_bytes_peak, st.num_allocs, st.num_ooms);
     fflush(stdout);
     for (int l = 0; l < c.layers; l++) {
-        ranksnap_free(m.param[l]);
-        ranksnap_free(m.grad[l]);
-        ranksnap_free(m.exp_avg[l]);
-        ranksnap_free(m.exp_avg_sq[l]);
+        demo_free(m.param[l]);
+        demo_free(m.grad[l]);
+        demo_free(m.exp_avg[l]);
+        demo_free(m.exp_avg_sq[l]);
     }
-    for (int i = 0; i < m.n_leaked; i++) ranksnap_free(m.leaked[i]);
+    for (int i = 0; i < m.n_leaked; i++) demo_free(m.leaked[i]);
     free(m.leaked);
 #if defined(DEMO_WITH_NCCL)
     if (c.nccl) ncclCommDestroy(nccl_);
