@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr_hash.h"
 #include "alloc.h"
 #include "backend.h"
 #include "errors.h"
@@ -67,18 +68,10 @@ static uint64_t counted(const replayer *rp, uint64_t req)
     return add_sat(req, m - r);
 }
 
-static size_t hash_addr(uint64_t a)
-{
-    a ^= a >> 33;
-    a *= 0xff51afd7ed558ccdull;
-    a ^= a >> 33;
-    return (size_t)a;
-}
-
 /* The slot of `addr`, created when missing (the table is sized so that it never fills). */
 static slot *slot_get(replayer *rp, uint64_t addr)
 {
-    size_t i = hash_addr(addr) & rp->mask;
+    size_t i = rs_addr_hash(addr) & rp->mask;
     while (rp->slots[i].flags & SLOT_USED) {
         if (rp->slots[i].addr == addr) return &rp->slots[i];
         i = (i + 1) & rp->mask;

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr_hash.h"
 #include "compare.h"
 #include "errors.h"
 
@@ -331,18 +332,10 @@ static ranksnap_status tally_finish(tally *t, rsc_site **out, size_t *n_out)
 
 /* ---- replay -------------------------------------------------------------------------------- */
 
-static size_t hash_addr(uint64_t a)
-{
-    a ^= a >> 33;
-    a *= 0xff51afd7ed558ccdull;
-    a ^= a >> 33;
-    return (size_t)a;
-}
-
 /* The slot of `addr`, created when missing (the table is sized so that it never fills). */
 static slot *slot_get(replay *rp, uint64_t addr)
 {
-    size_t i = hash_addr(addr) & rp->mask;
+    size_t i = rs_addr_hash(addr) & rp->mask;
     while (rp->slots[i].flags & SLOT_USED) {
         if (rp->slots[i].addr == addr) return &rp->slots[i];
         i = (i + 1) & rp->mask;

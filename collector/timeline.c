@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr_hash.h"
 #include "errors.h"
 #include "timeline.h"
 
@@ -78,17 +79,9 @@ static int64_t neg(int64_t v)
 
 /* ---- the replay (summarize.c's rules) ------------------------------------------------------- */
 
-static size_t hash_addr(uint64_t a)
-{
-    a ^= a >> 33;
-    a *= 0xff51afd7ed558ccdull;
-    a ^= a >> 33;
-    return (size_t)a;
-}
-
 static slot *slot_get(replay *rp, uint64_t addr)
 {
-    size_t i = hash_addr(addr) & rp->mask;
+    size_t i = rs_addr_hash(addr) & rp->mask;
     while (rp->slots[i].flags & SLOT_USED) {
         if (rp->slots[i].addr == addr) return &rp->slots[i];
         i = (i + 1) & rp->mask;
