@@ -12,7 +12,7 @@
  * (RANKSNAP_STEPS=1:11,12:22,...) and the median is reported, since oversubscribed ranks make
  * single runs noisy.
  *
- * It also reports sizeof(rsc_summary) (the bytes each rank sends in phase 1), the gather's own
+ * It also reports sizeof(rs_summary) (the bytes each rank sends in phase 1), the gather's own
  * line from the MPI INFO log (rank 0's stderr is captured around the closing call for it), the
  * snapshot file sizes in RANKSNAP_DIR and so the bytes per event, and rank 0's peak RSS growth.
  *
@@ -35,7 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "collector/compare.h"
+#include "compare.h"
 #include "ranksnap.h"
 
 #define MAX_WINDOW 1024
@@ -487,7 +487,7 @@ int main(int argc, char **argv)
         double ev_mean = (double)last->events_sum / world;
         double file_mean = last->files_found ? (double)last->file_bytes_sum / last->files_found : 0;
         double bpe = ev_mean > 0 ? file_mean / ev_mean : 0;
-        size_t sum_bytes = sizeof(rsc_summary);
+        size_t sum_bytes = sizeof(rs_summary);
         const char *gather = env_or("RANKSNAP_GATHER", "auto");
         const char *stacks = env_or("RANKSNAP_STACKS", "native");
         double med = median(eor, c.reps), lo = eor[0], hi = eor[0];
@@ -523,7 +523,7 @@ int main(int argc, char **argv)
             printf("  end of range (gather+compare+report), max over ranks: median %.3f s\n", med);
             printf("  gather alone (INFO log, rank 0): median %.3f s, %lld of %d ranks\n",
                    median(gs, c.reps), last->gathered, world);
-            printf("  phase 1: %zu bytes per rank (sizeof(rsc_summary), %s 4 KiB), %llu bytes received\n",
+            printf("  phase 1: %zu bytes per rank (sizeof(rs_summary), %s 4 KiB), %llu bytes received\n",
                    sum_bytes, sum_bytes <= 4096 ? "<=" : ">", last->bytes_summaries);
             printf("  phase 2: %llu bytes of snapshots received\n", last->bytes_snapshots);
             printf("  snapshot files: mean %.0f bytes, %.2f bytes per event (%.0f events)\n", file_mean, bpe, ev_mean);

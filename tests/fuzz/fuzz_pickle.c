@@ -1,6 +1,6 @@
 /*
  * fuzz_pickle.c — libFuzzer target for the PyTorch snapshot reader: the pickle decoder
- * (collector/pickle.c), the mapping onto rsn_snapshot (collector/read_pickle.c), the step
+ * (collector/pickle.c), the mapping onto rs_snap (collector/read_pickle.c), the step
  * inference (collector/infer_steps.c) and the summary of what was accepted (summarize.c).
  *
  * Any input must either be rejected with RANKSNAP_ERR_FORMAT or decode into a snapshot whose
@@ -16,32 +16,32 @@
 #include "compare.h"
 #include "model_check.h"
 #include "pickle.h"
-#include "read_pickle.h"
-#include "read_rsnap.h"
+#include "torch_decode.h"
+#include "rsnap_decode.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    pk_doc *doc = NULL;
-    ranksnap_status st = pk_decode(data, size, "fuzz", &doc);
-    if (st == RANKSNAP_OK ? (doc == NULL || pk_root(doc) == NULL)
+    rs_pickle_doc *doc = NULL;
+    ranksnap_status st = rs_pickle_decode(data, size, "fuzz", &doc);
+    if (st == RANKSNAP_OK ? (doc == NULL || rs_pickle_root(doc) == NULL)
                           : (st != RANKSNAP_ERR_FORMAT || doc != NULL))
         abort();
-    pk_free(doc);
+    rs_pickle_free(doc);
 
-    rsn_pickle_opts o;
-    rsn_pickle_opts_default(&o);
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
     o.rank = (int)(size % 7);
-    rsn_snapshot *s = NULL;
-    st = rsn_decode_pickle(data, size, "fuzz", &o, &s);
+    rs_snap *s = NULL;
+    st = rs_torch_decode(data, size, "fuzz", &o, &s);
     if (st == RANKSNAP_OK ? (s == NULL || !model_is_consistent(s))
                           : (st != RANKSNAP_ERR_FORMAT || s != NULL))
         abort();
     if (s) {
-        rsc_summary sum;
-        rsc_summarize(s, &sum);
+        rs_summary sum;
+        rs_summary_of(s, &sum);
     }
-    rsn_free(s);
+    rs_snap_free(s);
     return 0;
 }

@@ -10,17 +10,17 @@
 #include <stdlib.h>
 
 #include "model_check.h"
-#include "read_rsnap.h"
+#include "rsnap_decode.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    rsn_snapshot *s = NULL;
-    ranksnap_status st = rsn_decode(data, size, "fuzz", &s);
+    rs_snap *s = NULL;
+    ranksnap_status st = rs_rsnap_decode(data, size, "fuzz", &s);
     if (st == RANKSNAP_OK ? (s == NULL || !model_is_consistent(s))
                           : (st != RANKSNAP_ERR_FORMAT || s != NULL))
         abort();
-    rsn_free(s);
+    rs_snap_free(s);
     return 0;
 }

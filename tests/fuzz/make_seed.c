@@ -26,7 +26,7 @@ static int write_seed(const char *dir, const char *name, int with_recorder)
         return 1;
     }
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    ranksnap_status st = rs_write_file_atomic(path, buf, len);
+    ranksnap_status st = rs_atomic_file_write(path, buf, len);
     free(buf);
     if (st != RANKSNAP_OK) {
         fprintf(stderr, "make_seed: %s\n", ranksnap_last_error());

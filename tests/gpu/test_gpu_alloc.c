@@ -20,8 +20,8 @@
 #include "alloc.h"
 #include "backend.h"
 #include "check.h"
-#include "read_rsnap.h"
-#include "snapshot_model.h"
+#include "rsnap_decode.h"
+#include "snapshot.h"
 
 #define MiB ((size_t)1 << 20)
 
@@ -173,13 +173,13 @@ TEST(snapshot_on_the_cuda_backend_names_the_device)
     CHECK(fd >= 0);
     if (fd >= 0) close(fd);
     CHECK(ranksnap_dump(path) == RANKSNAP_OK);
-    rsn_snapshot *snap = NULL;
-    CHECK(rsn_read_file(path, &snap) == RANKSNAP_OK);
+    rs_snap *snap = NULL;
+    CHECK(rs_rsnap_decode_file(path, &snap) == RANKSNAP_OK);
     if (snap) {
         CHECK(strcmp(snap->backend, "cuda") == 0);
         CHECK(snap->device.total_bytes > 0);
         CHECK(snap->n_segments == 1);
-        rsn_free(snap);
+        rs_snap_free(snap);
     }
     unlink(path);
     CHECK(ranksnap_free(p) == RANKSNAP_OK);

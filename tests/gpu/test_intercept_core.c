@@ -4,7 +4,7 @@
  *
  * The core takes a table of "real" CUDA functions; here that table is a fake runtime (addresses
  * of its own, a programmable current device, free memory, capture state and last error), and
- * ranksnap serves from the sim backend (rs_icp_test_serve_sim). So every decision the core makes
+ * ranksnap serves from the sim backend (ranksnap_icp_test_serve_sim). So every decision the core makes
  * runs in CI: lazy start on the first call, what is served and what passes through (another
  * device, a foreign pointer, a captured stream, a non-default pool), how frees are ordered, what
  * cudaMemGetInfo answers under a memory limit, how an OOM is reported, the outside-memory labels
@@ -24,7 +24,7 @@
 #include "compare.h"
 #include "intercept.h"
 #include "ranksnap.h"
-#include "read_rsnap.h"
+#include "rsnap_decode.h"
 #include "runtime.h"
 
 #define MiB ((size_t)1 << 20)
@@ -141,17 +141,17 @@ static ranksnap_stats stats(void)
 static char tmpdir[] = "/tmp/ranksnap-icp-XXXXXX";
 
 /* Dumps the snapshot and decodes it (NULL on failure, counted). */
-static rsn_snapshot *dump_and_read(const char *name)
+static rs_snap *dump_and_read(const char *name)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/%s", tmpdir, name);
     CHECK(ranksnap_dump(path) == RANKSNAP_OK);
-    rsn_snapshot *s = NULL;
-    CHECK(rsn_read_file(path, &s) == RANKSNAP_OK);
+    rs_snap *s = NULL;
+    CHECK(rs_rsnap_decode_file(path, &s) == RANKSNAP_OK);
     return s;
 }
 
-static uint64_t label_bytes(const rsn_snapshot *s, const char *label)
+static uint64_t label_bytes(const rs_snap *s, const char *label)
 {
     for (size_t i = 0; s && i < s->totals.n_outside_labels; i++)
         if (!strcmp(s->totals.outside_labels[i].label, label)) return s->totals.outside_labels[i].bytes;
@@ -166,14 +166,14 @@ TEST(first_intercepted_call_starts_ranksnap)
     CHECK(ranksnap_get_stats(&s) == RANKSNAP_ERR_NOT_INITIALIZED);
     uint64_t before = rs_runtime_intercepted();
     void *p = NULL;
-    CHECK(rs_icp_malloc(&fake, &p, 1000) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, 1000) == cudaSuccess);
     CHECK(p != NULL);
     CHECK(rs_runtime_intercepted() == before + 1);
     s = stats();
     CHECK_EQ_U64(s.num_allocs, 1);
     CHECK_EQ_U64(s.requested_bytes, 1000);
     CHECK(fk.mallocs == 0); /* nothing went to the "real" runtime */
-    CHECK(rs_icp_free(&fake, p) == cudaSuccess);
+    CHECK(ranksnap_icp_free(&fake, p) == cudaSuccess);
     CHECK(fk.frees == 0);
     CHECK_EQ_U64(stats().num_frees, 1);
 }
@@ -184,17 +184,17 @@ TEST(pointer_from_before_ranksnap_goes_to_the_real_free_untouched)
     CHECK(fake.malloc_(&early, 4 * MiB) == cudaSuccess); /* "allocated before ranksnap loaded" */
     uint64_t frees = stats().num_frees;
     int real_frees = fk.frees;
-    CHECK(rs_icp_free(&fake, early) == cudaSuccess);
+    CHECK(ranksnap_icp_free(&fake, early) == cudaSuccess);
     CHECK(fk.frees == real_frees + 1);
     CHECK_EQ_U64(stats().num_frees, frees);
     /* cudaFree(NULL), the "create the context" idiom, is the real one's too */
-    CHECK(rs_icp_free(&fake, NULL) == cudaSuccess);
+    CHECK(ranksnap_icp_free(&fake, NULL) == cudaSuccess);
     CHECK(fk.frees == real_frees + 2);
     /* an interior pointer of a ranksnap block is not ranksnap's to free either */
     void *p = NULL;
-    CHECK(rs_icp_malloc(&fake, &p, 8 * MiB) == cudaSuccess);
-    CHECK(rs_icp_free(&fake, (char *)p + 512) == cudaErrorInvalidValue);
-    CHECK(rs_icp_free(&fake, p) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, 8 * MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_free(&fake, (char *)p + 512) == cudaErrorInvalidValue);
+    CHECK(ranksnap_icp_free(&fake, p) == cudaSuccess);
 }
 
 TEST(allocations_on_another_device_pass_through)
@@ -203,39 +203,39 @@ TEST(allocations_on_another_device_pass_through)
     uint64_t allocs = stats().num_allocs;
     fk.device = 1;
     void *p = NULL;
-    CHECK(rs_icp_malloc(&fake, &p, MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, MiB) == cudaSuccess);
     fk.device = 0;
     CHECK(fk.mallocs == mallocs + 1);
     CHECK_EQ_U64(stats().num_allocs, allocs);
-    CHECK(rs_icp_free(&fake, p) == cudaSuccess);
+    CHECK(ranksnap_icp_free(&fake, p) == cudaSuccess);
 }
 
 TEST(cudaFree_orders_reuse_on_the_legacy_stream)
 {
     void *p = NULL;
-    CHECK(rs_icp_malloc(&fake, &p, 3 * MiB) == cudaSuccess);
-    CHECK(rs_icp_free(&fake, p) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, 3 * MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_free(&fake, p) == cudaSuccess);
     /* freed, but waiting for its event on the legacy stream: still active */
     ranksnap_stats s = stats();
     CHECK_EQ_U64(s.allocated_bytes, 0);
     CHECK_EQ_U64(s.active_bytes, 3 * MiB);
     /* the next allocation processes the (completed) event and reuses the block */
     void *q = NULL;
-    CHECK(rs_icp_malloc(&fake, &q, 3 * MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &q, 3 * MiB) == cudaSuccess);
     CHECK(q == p);
-    CHECK(rs_icp_free(&fake, q) == cudaSuccess);
+    CHECK(ranksnap_icp_free(&fake, q) == cudaSuccess);
 }
 
 TEST(cudaFreeAsync_on_the_allocating_stream_needs_no_event)
 {
     cudaStream_t s1 = (cudaStream_t)(uintptr_t)0x5000;
     void *p = NULL;
-    CHECK(rs_icp_malloc_async(&fake, &p, 2 * MiB, s1, 0) == cudaSuccess);
-    CHECK(rs_icp_free_async(&fake, p, s1, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc_async(&fake, &p, 2 * MiB, s1, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_free_async(&fake, p, s1, 0) == cudaSuccess);
     CHECK_EQ_U64(stats().active_bytes, 0);
     /* freed on another stream: ordered by an event there */
-    CHECK(rs_icp_malloc_async(&fake, &p, 2 * MiB, s1, 0) == cudaSuccess);
-    CHECK(rs_icp_free_async(&fake, p, (cudaStream_t)(uintptr_t)0x6000, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc_async(&fake, &p, 2 * MiB, s1, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_free_async(&fake, p, (cudaStream_t)(uintptr_t)0x6000, 0) == cudaSuccess);
     CHECK_EQ_U64(stats().active_bytes, 2 * MiB);
     CHECK(fk.malloc_asyncs == 0 && fk.free_asyncs == 0);
 }
@@ -244,14 +244,14 @@ TEST(ptsz_stream_zero_is_the_per_thread_stream)
 {
     void *p = NULL;
     /* _ptsz with stream 0 on both sides: the same stream (cudaStreamPerThread), no event */
-    CHECK(rs_icp_malloc_async(&fake, &p, MiB, 0, 1) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc_async(&fake, &p, MiB, 0, 1) == cudaSuccess);
     uint64_t active = stats().active_bytes;
-    CHECK(rs_icp_free_async(&fake, p, 0, 1) == cudaSuccess);
+    CHECK(ranksnap_icp_free_async(&fake, p, 0, 1) == cudaSuccess);
     CHECK_EQ_U64(stats().active_bytes, active - MiB);
     /* legacy stream 0 allocated, per-thread 0 freed: two streams, so an event */
-    CHECK(rs_icp_malloc_async(&fake, &p, MiB, 0, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc_async(&fake, &p, MiB, 0, 0) == cudaSuccess);
     active = stats().active_bytes;
-    CHECK(rs_icp_free_async(&fake, p, 0, 1) == cudaSuccess);
+    CHECK(ranksnap_icp_free_async(&fake, p, 0, 1) == cudaSuccess);
     CHECK_EQ_U64(stats().active_bytes, active);
 }
 
@@ -261,10 +261,10 @@ TEST(a_stream_being_captured_gets_the_real_stream_ordered_allocator)
     fk.capturing = cap;
     uint64_t allocs = stats().num_allocs;
     void *p = NULL;
-    CHECK(rs_icp_malloc_async(&fake, &p, MiB, cap, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc_async(&fake, &p, MiB, cap, 0) == cudaSuccess);
     CHECK(fk.malloc_asyncs == 1);
     CHECK_EQ_U64(stats().num_allocs, allocs);
-    CHECK(rs_icp_free_async(&fake, p, cap, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_free_async(&fake, p, cap, 0) == cudaSuccess);
     CHECK(fk.free_asyncs == 1);
     fk.capturing = NULL;
 }
@@ -273,13 +273,13 @@ TEST(default_pool_is_served_other_pools_pass_through_as_outside_memory)
 {
     uint64_t allocs = stats().num_allocs;
     void *p = NULL, *q = NULL;
-    CHECK(rs_icp_malloc_from_pool_async(&fake, &p, MiB, FK_DEFAULT_POOL, 0, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc_from_pool_async(&fake, &p, MiB, FK_DEFAULT_POOL, 0, 0) == cudaSuccess);
     CHECK_EQ_U64(stats().num_allocs, allocs + 1);
     cudaMemPool_t mine = (cudaMemPool_t)(uintptr_t)0x2000;
-    CHECK(rs_icp_malloc_from_pool_async(&fake, &q, 6 * MiB, mine, 0, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc_from_pool_async(&fake, &q, 6 * MiB, mine, 0, 0) == cudaSuccess);
     CHECK(fk.pool_mallocs == 1);
     CHECK_EQ_U64(stats().num_allocs, allocs + 1);
-    rsn_snapshot *s = dump_and_read("pool.rsnap");
+    rs_snap *s = dump_and_read("pool.rsnap");
     CHECK_EQ_U64(label_bytes(s, "cuda_mempool"), 6 * MiB);
     int seen = 0;
     for (uint64_t i = 0; s && i < s->history.count; i++)
@@ -287,14 +287,14 @@ TEST(default_pool_is_served_other_pools_pass_through_as_outside_memory)
             s->history.size[i] == 6 * MiB)
             seen = 1;
     CHECK(seen);
-    rsn_free(s);
+    rs_snap_free(s);
     /* its free goes to the pool and takes the bytes back out */
-    CHECK(rs_icp_free_async(&fake, q, 0, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_free_async(&fake, q, 0, 0) == cudaSuccess);
     CHECK(fk.free_asyncs == 2);
     s = dump_and_read("pool2.rsnap");
     CHECK_EQ_U64(label_bytes(s, "cuda_mempool"), 0);
-    rsn_free(s);
-    CHECK(rs_icp_free_async(&fake, p, 0, 0) == cudaSuccess);
+    rs_snap_free(s);
+    CHECK(ranksnap_icp_free_async(&fake, p, 0, 0) == cudaSuccess);
 }
 
 TEST(mem_get_info_counts_the_cache_as_free_within_the_limit)
@@ -302,34 +302,34 @@ TEST(mem_get_info_counts_the_cache_as_free_within_the_limit)
     /* RANKSNAP_MEMORY_LIMIT=1GiB: a 1 GiB device, whatever the real one */
     CHECK(ranksnap_empty_cache() == RANKSNAP_OK);
     void *p = NULL, *q = NULL;
-    CHECK(rs_icp_malloc(&fake, &p, 100 * MiB) == cudaSuccess);
-    CHECK(rs_icp_malloc(&fake, &q, 50 * MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, 100 * MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &q, 50 * MiB) == cudaSuccess);
     size_t f = 0, t = 0;
-    CHECK(rs_icp_mem_get_info(&fake, &f, &t) == cudaSuccess);
+    CHECK(ranksnap_icp_mem_get_info(&fake, &f, &t) == cudaSuccess);
     CHECK_EQ_U64(t, GiB);
     CHECK_EQ_U64(f, GiB - 150 * MiB);
     /* without a limit the answer would be the device's free bytes plus the cache: check the
      * arithmetic against a nearly full device, where the limit does not bind */
     fk.free_b = 10 * MiB;
-    CHECK(rs_icp_free_async(&fake, q, 0, 0) == cudaSuccess); /* 50 MiB back in the cache */
+    CHECK(ranksnap_icp_free_async(&fake, q, 0, 0) == cudaSuccess); /* 50 MiB back in the cache */
     ranksnap_stats s = stats();
-    CHECK(rs_icp_mem_get_info(&fake, &f, &t) == cudaSuccess);
+    CHECK(ranksnap_icp_mem_get_info(&fake, &f, &t) == cudaSuccess);
     CHECK_EQ_U64(f, 10 * MiB + (s.reserved_bytes - s.allocated_bytes));
     fk.free_b = 60 * GiB;
     /* another device: the real answer */
     fk.device = 1;
-    CHECK(rs_icp_mem_get_info(&fake, &f, &t) == cudaSuccess);
+    CHECK(ranksnap_icp_mem_get_info(&fake, &f, &t) == cudaSuccess);
     CHECK_EQ_U64(t, 80 * GiB);
     CHECK_EQ_U64(f, 60 * GiB);
     fk.device = 0;
-    CHECK(rs_icp_free(&fake, p) == cudaSuccess);
+    CHECK(ranksnap_icp_free(&fake, p) == cudaSuccess);
 }
 
 TEST(oom_is_cudaErrorMemoryAllocation_and_left_as_the_last_error)
 {
     fk.last_error = cudaSuccess;
     void *p = (void *)1;
-    CHECK(rs_icp_malloc(&fake, &p, 2 * GiB) == cudaErrorMemoryAllocation);
+    CHECK(ranksnap_icp_malloc(&fake, &p, 2 * GiB) == cudaErrorMemoryAllocation);
     CHECK(p == NULL);
     /* the program's runtime was made to fail the same way, so cudaGetLastError says it */
     CHECK(fk.last_error == cudaErrorMemoryAllocation);
@@ -337,30 +337,30 @@ TEST(oom_is_cudaErrorMemoryAllocation_and_left_as_the_last_error)
     CHECK_EQ_U64(stats().num_ooms, 1);
     fk.last_error = cudaSuccess;
     /* and the next allocation works */
-    CHECK(rs_icp_malloc(&fake, &p, MiB) == cudaSuccess);
-    CHECK(rs_icp_free(&fake, p) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_free(&fake, p) == cudaSuccess);
 }
 
 TEST(statuses_map_to_cuda_errors)
 {
-    CHECK(rs_icp_cuda_error(RANKSNAP_OK) == cudaSuccess);
-    CHECK(rs_icp_cuda_error(RANKSNAP_ERR_OUT_OF_MEMORY) == cudaErrorMemoryAllocation);
-    CHECK(rs_icp_cuda_error(RANKSNAP_ERR_HOST_MEMORY) == cudaErrorMemoryAllocation);
-    CHECK(rs_icp_cuda_error(RANKSNAP_ERR_INVALID_ARGUMENT) == cudaErrorInvalidValue);
-    CHECK(rs_icp_cuda_error(RANKSNAP_ERR_UNKNOWN_POINTER) == cudaErrorInvalidValue);
-    CHECK(rs_icp_cuda_error(RANKSNAP_ERR_NOT_INITIALIZED) == cudaErrorInitializationError);
-    CHECK(rs_icp_cuda_error(RANKSNAP_ERR_UNSUPPORTED) == cudaErrorNotSupported);
-    CHECK(rs_icp_cuda_error(RANKSNAP_ERR_BACKEND) == cudaErrorUnknown);
+    CHECK(ranksnap_icp_cuda_error(RANKSNAP_OK) == cudaSuccess);
+    CHECK(ranksnap_icp_cuda_error(RANKSNAP_ERR_OUT_OF_MEMORY) == cudaErrorMemoryAllocation);
+    CHECK(ranksnap_icp_cuda_error(RANKSNAP_ERR_HOST_MEMORY) == cudaErrorMemoryAllocation);
+    CHECK(ranksnap_icp_cuda_error(RANKSNAP_ERR_INVALID_ARGUMENT) == cudaErrorInvalidValue);
+    CHECK(ranksnap_icp_cuda_error(RANKSNAP_ERR_UNKNOWN_POINTER) == cudaErrorInvalidValue);
+    CHECK(ranksnap_icp_cuda_error(RANKSNAP_ERR_NOT_INITIALIZED) == cudaErrorInitializationError);
+    CHECK(ranksnap_icp_cuda_error(RANKSNAP_ERR_UNSUPPORTED) == cudaErrorNotSupported);
+    CHECK(ranksnap_icp_cuda_error(RANKSNAP_ERR_BACKEND) == cudaErrorUnknown);
 }
 
 TEST(a_wrap_table_pointing_back_into_ranksnap_is_refused)
 {
     /* In this test the core is linked into the executable, so the fake's functions are "ours":
      * exactly the case of __real_cudaMalloc bound to libranksnap.so's own cudaMalloc. */
-    CHECK(rs_icp_wrap_real(&fake) == rs_icp_preload_real());
+    CHECK(ranksnap_icp_wrap_real(&fake) == ranksnap_icp_preload_real());
     rs_cuda_real old = fake;
     old.version = RS_CUDA_REAL_VERSION + 1;
-    CHECK(rs_icp_wrap_real(&old) == rs_icp_preload_real());
+    CHECK(ranksnap_icp_wrap_real(&old) == ranksnap_icp_preload_real());
     /* functions from another module (here: the C library's, never called) are accepted. They
      * are looked up in libc itself: a sanitizer build puts its own malloc, strlen, ... into the
      * executable, which would make them "ours". */
@@ -374,7 +374,7 @@ TEST(a_wrap_table_pointing_back_into_ranksnap_is_refused)
     *(void **)&other.free_async = dlsym(libc, "getgid");
     *(void **)&other.malloc_from_pool_async = dlsym(libc, "geteuid");
     *(void **)&other.mem_get_info = dlsym(libc, "getegid");
-    CHECK(rs_icp_wrap_real(&other) == &other);
+    CHECK(ranksnap_icp_wrap_real(&other) == &other);
     dlclose(libc);
 }
 
@@ -384,31 +384,31 @@ TEST(outside_labels_reach_the_snapshot_and_the_report)
     rs_runtime_outside_add("nccl", -100 * (int64_t)MiB);
     rs_runtime_outside_add("nccl_mem", 64 * (int64_t)MiB);
     rs_runtime_outside_add("nccl_mem", -(int64_t)GiB); /* more than it holds: 0, not a wrap */
-    rsn_snapshot *s = dump_and_read("labels.rsnap");
+    rs_snap *s = dump_and_read("labels.rsnap");
     CHECK_EQ_U64(label_bytes(s, "nccl"), 200 * MiB);
     CHECK_EQ_U64(label_bytes(s, "nccl_mem"), 0);
     if (s) {
-        rsc_summary sum;
-        rsc_summarize(s, &sum);
+        rs_summary sum;
+        rs_summary_of(s, &sum);
         CHECK(sum.n_outside_labels == 1); /* holders of 0 bytes are left out */
         CHECK(!strcmp(sum.outside_labels[0].label, "nccl"));
-        rsc_result *r = NULL;
-        const rsn_snapshot *full[1] = {s};
-        CHECK(rsc_compare(&sum, full, 1, 0, NULL, &r) == RANKSNAP_OK);
+        rs_compare_result *r = NULL;
+        const rs_snap *full[1] = {s};
+        CHECK(rs_compare(&sum, full, 1, 0, NULL, &r) == RANKSNAP_OK);
         char *text = NULL, *json = NULL;
         size_t tn = 0, jn = 0;
         FILE *ft = open_memstream(&text, &tn), *fj = open_memstream(&json, &jn);
-        CHECK(rsc_report_text(ft, r) == RANKSNAP_OK);
-        CHECK(rsc_report_json(fj, r) == RANKSNAP_OK);
+        CHECK(rs_report_text(ft, r) == RANKSNAP_OK);
+        CHECK(rs_report_json(fj, r) == RANKSNAP_OK);
         fclose(ft);
         fclose(fj);
         CHECK_STR_CONTAINS(text, "rank 0: NCCL holds 200.00 MiB (outside the allocator at the end: ");
         CHECK_STR_CONTAINS(json, "\"outside_labels\": {\"nccl\": 209715200}");
         free(text);
         free(json);
-        rsc_result_free(r);
+        rs_compare_result_free(r);
     }
-    rsn_free(s);
+    rs_snap_free(s);
     /* past the table's size, new holders add up under "other" */
     char name[16];
     for (int i = 0; i < 12; i++) {
@@ -424,7 +424,7 @@ TEST(outside_labels_reach_the_snapshot_and_the_report)
             sum += s->totals.outside_labels[i].bytes;
     CHECK_EQ_U64(sum, 12 * MiB);
     CHECK(label_bytes(s, "other") > 0);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(torch_entry_points_allocate_from_the_cache)
@@ -446,18 +446,18 @@ TEST(torch_entry_points_allocate_from_the_cache)
 TEST(blocks_live_at_finalize_stay_valid_and_are_freed_afterwards)
 {
     void *p = NULL;
-    CHECK(rs_icp_malloc(&fake, &p, 7 * MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, 7 * MiB) == cudaSuccess);
     CHECK(ranksnap_finalize() == RANKSNAP_OK);
     /* MPI_Finalize before cudaFree: the block goes back to the retired allocator, not to the
      * real free (which would be given a pointer it never handed out) */
     int frees = fk.frees;
-    CHECK(rs_icp_free(&fake, p) == cudaSuccess);
+    CHECK(ranksnap_icp_free(&fake, p) == cudaSuccess);
     CHECK(fk.frees == frees);
     /* after finalize nothing starts ranksnap again: the real functions serve */
     int mallocs = fk.mallocs;
-    CHECK(rs_icp_malloc(&fake, &p, MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, MiB) == cudaSuccess);
     CHECK(fk.mallocs == mallocs + 1);
-    CHECK(rs_icp_free(&fake, p) == cudaSuccess);
+    CHECK(ranksnap_icp_free(&fake, p) == cudaSuccess);
     CHECK(fk.frees == frees + 1);
 }
 
@@ -467,7 +467,7 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
-    rs_icp_test_serve_sim(1);
+    ranksnap_icp_test_serve_sim(1);
     RUN(first_intercepted_call_starts_ranksnap);
     RUN(pointer_from_before_ranksnap_goes_to_the_real_free_untouched);
     RUN(allocations_on_another_device_pass_through);

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "read_rsnap.h"
-#include "snapshot.h"
+#include "rsnap_decode.h"
+#include "snapshot_encode.h"
 
 #define FX_MIB ((uint64_t)1 << 20)
 #define FX_SEG0 0x7f3a00000000ull

@@ -1,5 +1,5 @@
 /*
- * synth_snapshot.h — decoded snapshots (rsn_snapshot) built by hand, for the comparison tests.
+ * synth_snapshot.h — decoded snapshots (rs_snap) built by hand, for the comparison tests.
  *
  * A small allocator model: every allocation gets a segment of its own, rounded up to 2 MiB, that
  * is released when the block is freed, so reserved bytes move with allocated ones and differ by a
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "read_rsnap.h"
-#include "snapshot_model.h"
+#include "rsnap_decode.h"
+#include "snapshot.h"
 
 #define SY_MIB ((uint64_t)1 << 20)
 #define SY_SEG_ROUND (2 * SY_MIB)
@@ -30,7 +30,7 @@ typedef struct sy_live {
 } sy_live;
 
 typedef struct synth {
-    rsn_snapshot *s;
+    rs_snap *s;
     size_t cap_ev, cap_frames, cap_stacks;
     sy_live *live;
     size_t n_live, cap_live;
@@ -58,12 +58,12 @@ static inline char *sy_strdup(const char *s)
 
 static inline uint32_t sy_frame(synth *y, const char *function, const char *file, int line, int module)
 {
-    rsn_snapshot *s = y->s;
+    rs_snap *s = y->s;
     if (s->n_frames == y->cap_frames) {
         y->cap_frames = y->cap_frames ? 2 * y->cap_frames : 16;
         s->frames = sy_xrealloc(s->frames, y->cap_frames * sizeof *s->frames);
     }
-    rsn_frame *f = &s->frames[s->n_frames];
+    rs_snap_frame *f = &s->frames[s->n_frames];
     f->pc = 0x400000 + 0x40 * s->n_frames;
     f->module = module;
     f->function = sy_strdup(function);
@@ -75,13 +75,13 @@ static inline uint32_t sy_frame(synth *y, const char *function, const char *file
 /* A stack whose innermost application frame is function (file:line); returns its id. */
 static inline uint32_t synth_site(synth *y, const char *function, const char *file, int line)
 {
-    rsn_snapshot *s = y->s;
+    rs_snap *s = y->s;
     uint32_t site = sy_frame(y, function, file, line, 0);
     if (s->n_stacks == y->cap_stacks) {
         y->cap_stacks = y->cap_stacks ? 2 * y->cap_stacks : 8;
         s->stacks = sy_xrealloc(s->stacks, y->cap_stacks * sizeof *s->stacks);
     }
-    rsn_stack *st = &s->stacks[s->n_stacks];
+    rs_snap_stack *st = &s->stacks[s->n_stacks];
     st->n_frames = 5;
     st->frames = sy_xrealloc(NULL, 5 * sizeof *st->frames);
     st->frames[0] = 0; /* capture_pcs in libranksnap.so */
@@ -95,7 +95,7 @@ static inline uint32_t synth_site(synth *y, const char *function, const char *fi
 static inline void synth_init(synth *y, int rank, int world_size, const char *job)
 {
     memset(y, 0, sizeof *y);
-    rsn_snapshot *s = sy_xrealloc(NULL, sizeof *s);
+    rs_snap *s = sy_xrealloc(NULL, sizeof *s);
     memset(s, 0, sizeof *s);
     y->s = s;
     s->version = 1;
@@ -124,8 +124,8 @@ static inline void synth_init(synth *y, int rank, int world_size, const char *jo
     s->streams[0] = 0;
     s->n_modules = 2;
     s->modules = sy_xrealloc(NULL, 2 * sizeof *s->modules);
-    s->modules[0] = (rsn_module){sy_strdup(""), 0x400000, sy_strdup("")};
-    s->modules[1] = (rsn_module){sy_strdup("/opt/ranksnap/lib/libranksnap.so.0"), 0x7f0000000000,
+    s->modules[0] = (rs_snap_module){sy_strdup(""), 0x400000, sy_strdup("")};
+    s->modules[1] = (rs_snap_module){sy_strdup("/opt/ranksnap/lib/libranksnap.so.0"), 0x7f0000000000,
                                  sy_strdup("")};
     sy_frame(y, "capture_pcs", "stacks.c", 120, 1);
     sy_frame(y, "ranksnap_malloc", "runtime.c", 262, 0);
@@ -138,7 +138,7 @@ static inline void synth_init(synth *y, int rank, int world_size, const char *jo
 
 static inline void sy_event(synth *y, uint8_t action, uint64_t addr, uint64_t size, uint32_t stack)
 {
-    rsn_history *h = &y->s->history;
+    rs_snap_history *h = &y->s->history;
     if (h->count == y->cap_ev) {
         y->cap_ev = y->cap_ev ? 2 * y->cap_ev : 64;
         h->time_us = sy_xrealloc(h->time_us, y->cap_ev * sizeof *h->time_us);
@@ -162,7 +162,7 @@ static inline void sy_event(synth *y, uint8_t action, uint64_t addr, uint64_t si
 /* `size` should be a multiple of 512 so that the allocator's rounding is exact. */
 static inline uint64_t synth_alloc(synth *y, uint64_t size, uint32_t stack)
 {
-    rsn_totals *t = &y->s->totals;
+    rs_snap_totals *t = &y->s->totals;
     uint64_t seg = (size + SY_SEG_ROUND - 1) / SY_SEG_ROUND * SY_SEG_ROUND;
     uint64_t addr = y->next_addr;
     y->next_addr += seg;
@@ -214,11 +214,11 @@ static inline void synth_step(synth *y, int64_t step)
 
 static inline void synth_oom(synth *y, uint64_t requested, uint32_t stack)
 {
-    rsn_snapshot *s = y->s;
+    rs_snap *s = y->s;
     uint64_t free_b = s->device.total_bytes / 100;
     sy_event(y, RS_ACT_OOM, free_b, requested, stack);
     s->has_oom = 1;
-    s->oom = (rsn_oom){requested, requested, free_b, s->device.total_bytes, y->level, y->reserved,
+    s->oom = (rs_snap_oom){requested, requested, free_b, s->device.total_bytes, y->level, y->reserved,
                        0, y->now, 0, stack, y->step};
     s->totals.num_ooms++;
 }
@@ -226,7 +226,7 @@ static inline void synth_oom(synth *y, uint64_t requested, uint32_t stack)
 /* Forgets the `k` oldest events, as a full ring does. */
 static inline void synth_drop_oldest(synth *y, uint64_t k)
 {
-    rsn_history *h = &y->s->history;
+    rs_snap_history *h = &y->s->history;
     if (k > h->count) k = h->count;
     uint64_t n = h->count - k;
     memmove(h->time_us, h->time_us + k, n * sizeof *h->time_us);
@@ -241,14 +241,14 @@ static inline void synth_drop_oldest(synth *y, uint64_t k)
 }
 
 /* The end state from the blocks still alive; the synth no longer owns the snapshot. */
-static inline rsn_snapshot *synth_finish(synth *y)
+static inline rs_snap *synth_finish(synth *y)
 {
-    rsn_snapshot *s = y->s;
+    rs_snap *s = y->s;
     s->n_segments = y->n_live;
     s->segments = sy_xrealloc(NULL, y->n_live * sizeof *s->segments);
     for (size_t i = 0; i < y->n_live; i++) {
         const sy_live *b = &y->live[i];
-        rsn_segment *g = &s->segments[i];
+        rs_snap_segment *g = &s->segments[i];
         memset(g, 0, sizeof *g);
         g->addr = b->addr;
         g->total_size = b->seg_size;
@@ -256,9 +256,9 @@ static inline rsn_snapshot *synth_finish(synth *y)
         g->stack = b->stack;
         g->n_blocks = b->seg_size > b->size ? 2 : 1;
         g->blocks = sy_xrealloc(NULL, g->n_blocks * sizeof *g->blocks);
-        g->blocks[0] = (rsn_block){b->addr, b->size, b->size, b->stack, RS_BLOCK_ACTIVE_ALLOCATED};
+        g->blocks[0] = (rs_snap_block){b->addr, b->size, b->size, b->stack, RS_BLOCK_ACTIVE_ALLOCATED};
         if (g->n_blocks == 2)
-            g->blocks[1] = (rsn_block){b->addr + b->size, b->seg_size - b->size, 0, 0,
+            g->blocks[1] = (rs_snap_block){b->addr + b->size, b->seg_size - b->size, 0, 0,
                                        RS_BLOCK_INACTIVE};
     }
     s->totals.allocated_bytes_current = y->level;
@@ -299,7 +299,7 @@ static inline uint64_t sy_round512(double bytes)
     return (b + 511) / 512 * 512;
 }
 
-static inline rsn_snapshot *synth_train(int rank, int world_size, const char *job, const train_cfg *c)
+static inline rs_snap *synth_train(int rank, int world_size, const char *job, const train_cfg *c)
 {
     synth y;
     synth_init(&y, rank, world_size, job);

@@ -71,8 +71,8 @@ static void fx_done(fixture *f)
     CHECK(rs_alloc_check(f->a));
     if (!rs_alloc_check(f->a)) fprintf(stderr, "  %s\n", ranksnap_last_error());
     rs_alloc_destroy(f->a);
-    CHECK_EQ_U64(rs_sim_used_bytes(f->b), 0);
-    CHECK_EQ_U64(rs_sim_live_events(f->b), 0);
+    CHECK_EQ_U64(rs_backend_sim_used_bytes(f->b), 0);
+    CHECK_EQ_U64(rs_backend_sim_live_events(f->b), 0);
     f->b->ops->destroy(f->b);
 }
 
@@ -102,24 +102,24 @@ static uint64_t u(const void *p)
 
 TEST(rounds_requests_up_to_512_byte_multiples)
 {
-    CHECK_EQ_U64(rs_round_size(1), 512);
-    CHECK_EQ_U64(rs_round_size(511), 512);
-    CHECK_EQ_U64(rs_round_size(512), 512);
-    CHECK_EQ_U64(rs_round_size(513), 1024);
-    CHECK_EQ_U64(rs_round_size(1000), 1024);
-    CHECK_EQ_U64(rs_round_size(MiB + 1), MiB + 512);
+    CHECK_EQ_U64(rs_alloc_round_size(1), 512);
+    CHECK_EQ_U64(rs_alloc_round_size(511), 512);
+    CHECK_EQ_U64(rs_alloc_round_size(512), 512);
+    CHECK_EQ_U64(rs_alloc_round_size(513), 1024);
+    CHECK_EQ_U64(rs_alloc_round_size(1000), 1024);
+    CHECK_EQ_U64(rs_alloc_round_size(MiB + 1), MiB + 512);
 }
 
 TEST(segment_size_is_2mib_small_20mib_mid_and_rounded_to_2mib_large)
 {
-    CHECK_EQ_U64(rs_allocation_size(512), 2 * MiB);
-    CHECK_EQ_U64(rs_allocation_size(MiB), 2 * MiB);
-    CHECK_EQ_U64(rs_allocation_size(MiB + 512), 20 * MiB);
-    CHECK_EQ_U64(rs_allocation_size(5 * MiB), 20 * MiB);
-    CHECK_EQ_U64(rs_allocation_size(10 * MiB - 512), 20 * MiB);
-    CHECK_EQ_U64(rs_allocation_size(10 * MiB), 10 * MiB);
-    CHECK_EQ_U64(rs_allocation_size(12 * MiB), 12 * MiB);
-    CHECK_EQ_U64(rs_allocation_size(11 * MiB + 512), 12 * MiB);
+    CHECK_EQ_U64(rs_alloc_segment_size(512), 2 * MiB);
+    CHECK_EQ_U64(rs_alloc_segment_size(MiB), 2 * MiB);
+    CHECK_EQ_U64(rs_alloc_segment_size(MiB + 512), 20 * MiB);
+    CHECK_EQ_U64(rs_alloc_segment_size(5 * MiB), 20 * MiB);
+    CHECK_EQ_U64(rs_alloc_segment_size(10 * MiB - 512), 20 * MiB);
+    CHECK_EQ_U64(rs_alloc_segment_size(10 * MiB), 10 * MiB);
+    CHECK_EQ_U64(rs_alloc_segment_size(12 * MiB), 12 * MiB);
+    CHECK_EQ_U64(rs_alloc_segment_size(11 * MiB + 512), 12 * MiB);
 }
 
 TEST(one_mib_request_uses_the_small_pool_and_one_byte_more_the_large)
@@ -154,7 +154,7 @@ TEST(new_segments_have_the_policy_sizes)
         fx_init(&f, GiB, 0, 0);
         must_alloc(f.a, cases[i].request, NULL);
         CHECK_EQ_U64(stats_of(f.a).reserved_bytes, cases[i].segment);
-        CHECK_EQ_U64(rs_sim_used_bytes(f.b), cases[i].segment);
+        CHECK_EQ_U64(rs_backend_sim_used_bytes(f.b), cases[i].segment);
         fx_done(&f);
     }
 }
@@ -343,7 +343,7 @@ TEST(freed_neighbours_coalesce_into_one_releasable_block)
     s = stats_of(f.a);
     CHECK_EQ_U64(s.reserved_bytes, 0);
     CHECK_EQ_U64(s.num_segment_frees, 1);
-    CHECK_EQ_U64(rs_sim_used_bytes(f.b), 0);
+    CHECK_EQ_U64(rs_backend_sim_used_bytes(f.b), 0);
     fx_done(&f);
 }
 
@@ -404,7 +404,7 @@ TEST(cached_segment_of_another_stream_is_freed_for_a_retry)
     void *q = must_alloc(f.a, 20 * MiB, s2);
     CHECK(q != NULL);
     CHECK_EQ_U64(stats_of(f.a).num_alloc_retries, 1);
-    CHECK_EQ_U64(rs_sim_used_bytes(f.b), 20 * MiB);
+    CHECK_EQ_U64(rs_backend_sim_used_bytes(f.b), 20 * MiB);
     fx_done(&f);
 }
 
@@ -418,7 +418,7 @@ TEST(memory_limit_caps_reserved_bytes_below_the_device_capacity)
     CHECK(rs_alloc_malloc(f.a, 30 * MiB, NULL, &q) == RANKSNAP_ERR_OUT_OF_MEMORY);
     CHECK(q == NULL);
     CHECK_STR_CONTAINS(ranksnap_last_error(), "[memory limit 64.00 MiB]");
-    CHECK_EQ_U64(rs_sim_used_bytes(f.b), 40 * MiB);
+    CHECK_EQ_U64(rs_backend_sim_used_bytes(f.b), 40 * MiB);
     rs_oom_info oom;
     CHECK(rs_alloc_last_oom(f.a, &oom) == 1);
     CHECK_EQ_U64(oom.memory_limit, 64 * MiB);
@@ -524,7 +524,7 @@ TEST(injected_reservation_failures_leave_consistent_state_for_every_n)
     for (unsigned n = 1; n <= 40; n++) {
         fixture f;
         fx_init(&f, 80 * MiB, 0, 0);
-        rs_sim_fail_reserve_after(f.b, n);
+        rs_backend_sim_fail_reserve_after(f.b, n);
         void *live[64];
         int n_live = 0, ooms = 0;
         for (int i = 0; i < 60; i++) {
@@ -546,7 +546,7 @@ TEST(injected_reservation_failures_leave_consistent_state_for_every_n)
             }
             CHECK(rs_alloc_check(f.a));
             ranksnap_stats s = stats_of(f.a);
-            CHECK_EQ_U64(s.reserved_bytes, rs_sim_used_bytes(f.b));
+            CHECK_EQ_U64(s.reserved_bytes, rs_backend_sim_used_bytes(f.b));
             CHECK(s.allocated_bytes <= s.reserved_bytes);
             CHECK_EQ_U64(s.num_ooms, ooms);
         }
@@ -573,7 +573,7 @@ TEST(injected_reservation_failures_leave_consistent_state_for_every_n)
         CHECK_EQ_U64(s.active_bytes, 0);
         CHECK_EQ_U64(s.requested_bytes, 0);
         CHECK_EQ_U64(s.reserved_bytes, 0);
-        CHECK_EQ_U64(rs_sim_used_bytes(f.b), 0);
+        CHECK_EQ_U64(rs_backend_sim_used_bytes(f.b), 0);
         fx_done(&f);
     }
 }
@@ -582,7 +582,7 @@ TEST(injected_failure_is_absorbed_by_the_retry)
 {
     fixture f;
     fx_init(&f, GiB, 0, 0);
-    rs_sim_fail_reserve_after(f.b, 1);
+    rs_backend_sim_fail_reserve_after(f.b, 1);
     void *p = must_alloc(f.a, 5 * MiB, NULL);
     CHECK(p != NULL);
     ranksnap_stats s = stats_of(f.a);
@@ -717,7 +717,7 @@ TEST(allocator_works_without_an_observer_and_without_a_config)
     CHECK(rs_alloc_free(a, p) == RANKSNAP_OK);
     CHECK(must_alloc(a, 5000, NULL) == p);
     rs_alloc_destroy(a);
-    CHECK_EQ_U64(rs_sim_used_bytes(b), 0);
+    CHECK_EQ_U64(rs_backend_sim_used_bytes(b), 0);
     b->ops->destroy(b);
 }
 
@@ -785,7 +785,7 @@ TEST(destroy_releases_segments_that_still_hold_allocated_blocks)
     fx_init(&f, GiB, 0, 0);
     must_alloc(f.a, 100, NULL);
     must_alloc(f.a, 50 * MiB, NULL);
-    CHECK(rs_sim_used_bytes(f.b) > 0);
+    CHECK(rs_backend_sim_used_bytes(f.b) > 0);
     fx_done(&f); /* checks the device is empty afterwards */
 }
 
@@ -911,7 +911,7 @@ static void random_sequence_against_model(uint64_t max_split, uint64_t seed)
             else if (cls < 9) size = MiB + 1 + (size_t)((x >> 16) % (15 * MiB));
             else size = 16 * MiB + (size_t)((x >> 16) % (48 * MiB));
             void *stream = streams[(x >> 40) % 3];
-            uint64_t rounded = rs_round_size(size);
+            uint64_t rounded = rs_alloc_round_size(size);
             int small = rounded <= MiB;
             int want = model_best_fit(&m, stream, small, rounded);
             f.rec.n = 0;
@@ -923,7 +923,7 @@ static void random_sequence_against_model(uint64_t max_split, uint64_t seed)
             } else {
                 /* A new segment, at the address the device chose. */
                 if (!(f.rec.n == 2 && f.rec.ev[0].act == RS_ACT_SEGMENT_ALLOC &&
-                      f.rec.ev[0].size == rs_allocation_size(rounded))) {
+                      f.rec.ev[0].size == rs_alloc_segment_size(rounded))) {
                     mismatches++;
                     fprintf(stderr, "  op %d: expected a new segment for %zu bytes\n", op, size);
                     continue;

@@ -3,7 +3,7 @@
  *
  * A block belongs to the stream it was allocated on. A block also used on other streams
  * (record_stream) is held, when freed, until events recorded on those streams complete: the sim
- * keeps an event pending while its stream is busy, until rs_sim_stream_complete.
+ * keeps an event pending while its stream is busy, until rs_backend_sim_stream_complete.
  */
 #include <string.h>
 
@@ -58,8 +58,8 @@ static void fx_done(fixture *f)
     CHECK(rs_alloc_check(f->a));
     if (!rs_alloc_check(f->a)) fprintf(stderr, "  %s\n", ranksnap_last_error());
     rs_alloc_destroy(f->a);
-    CHECK_EQ_U64(rs_sim_used_bytes(f->b), 0);
-    CHECK_EQ_U64(rs_sim_live_events(f->b), 0);
+    CHECK_EQ_U64(rs_backend_sim_used_bytes(f->b), 0);
+    CHECK_EQ_U64(rs_backend_sim_live_events(f->b), 0);
     f->b->ops->destroy(f->b);
 }
 
@@ -148,12 +148,12 @@ TEST(block_used_on_a_busy_stream_waits_for_its_event_before_reuse)
 {
     fixture f;
     fx_init(&f, GiB);
-    rs_sim_stream_set_busy(f.b, S1, 1);
+    rs_backend_sim_stream_set_busy(f.b, S1, 1);
     void *p = must_alloc(f.a, 4096, S0);
     CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
     CHECK(rs_alloc_free(f.a, p) == RANKSNAP_OK);
     CHECK(rs_alloc_owns(f.a, p) == 0);
-    CHECK_EQ_U64(rs_sim_live_events(f.b), 1);
+    CHECK_EQ_U64(rs_backend_sim_live_events(f.b), 1);
 
     ranksnap_stats s = stats_of(f.a);
     CHECK_EQ_U64(s.allocated_bytes, 0);
@@ -167,11 +167,11 @@ TEST(block_used_on_a_busy_stream_waits_for_its_event_before_reuse)
     CHECK(q != p);
     CHECK(rs_alloc_free(f.a, q) == RANKSNAP_OK);
 
-    rs_sim_stream_complete(f.b, S1);
+    rs_backend_sim_stream_complete(f.b, S1);
     void *r = must_alloc(f.a, 4096, S0);
     CHECK(r == p);
     CHECK_EQ_U64(count_act(&f.rec, RS_ACT_FREE_COMPLETED, p), 1);
-    CHECK_EQ_U64(rs_sim_live_events(f.b), 0);
+    CHECK_EQ_U64(rs_backend_sim_live_events(f.b), 0);
     /* free_completed of the old block comes before the alloc that reuses it. */
     int completed_at = -1, realloc_at = -1;
     for (int i = 0; i < f.rec.n; i++) {
@@ -193,7 +193,7 @@ TEST(block_used_on_an_idle_stream_is_reusable_at_the_next_malloc)
     CHECK(rs_alloc_free(f.a, p) == RANKSNAP_OK);
     CHECK_EQ_U64(stats_of(f.a).active_bytes, 4096); /* events are polled at malloc */
     CHECK(must_alloc(f.a, 4096, S0) == p);
-    CHECK_EQ_U64(rs_sim_live_events(f.b), 0);
+    CHECK_EQ_U64(rs_backend_sim_live_events(f.b), 0);
     fx_done(&f);
 }
 
@@ -201,11 +201,11 @@ TEST(record_stream_on_the_blocks_own_stream_records_no_event)
 {
     fixture f;
     fx_init(&f, GiB);
-    rs_sim_stream_set_busy(f.b, S1, 1);
+    rs_backend_sim_stream_set_busy(f.b, S1, 1);
     void *p = must_alloc(f.a, 4096, S1);
     CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
     CHECK(rs_alloc_free(f.a, p) == RANKSNAP_OK);
-    CHECK_EQ_U64(rs_sim_live_events(f.b), 0);
+    CHECK_EQ_U64(rs_backend_sim_live_events(f.b), 0);
     CHECK_EQ_U64(stats_of(f.a).active_bytes, 0);
     CHECK(must_alloc(f.a, 4096, S1) == p);
     fx_done(&f);
@@ -215,12 +215,12 @@ TEST(recording_the_same_stream_twice_records_one_event)
 {
     fixture f;
     fx_init(&f, GiB);
-    rs_sim_stream_set_busy(f.b, S1, 1);
+    rs_backend_sim_stream_set_busy(f.b, S1, 1);
     void *p = must_alloc(f.a, 4096, S0);
     CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
     CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
     CHECK(rs_alloc_free(f.a, p) == RANKSNAP_OK);
-    CHECK_EQ_U64(rs_sim_live_events(f.b), 1);
+    CHECK_EQ_U64(rs_backend_sim_live_events(f.b), 1);
     fx_done(&f);
 }
 
@@ -228,20 +228,20 @@ TEST(block_used_on_two_streams_waits_for_both)
 {
     fixture f;
     fx_init(&f, GiB);
-    rs_sim_stream_set_busy(f.b, S1, 1);
-    rs_sim_stream_set_busy(f.b, S2, 1);
+    rs_backend_sim_stream_set_busy(f.b, S1, 1);
+    rs_backend_sim_stream_set_busy(f.b, S2, 1);
     void *p = must_alloc(f.a, 4096, S0);
     CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
     CHECK(rs_alloc_record_stream(f.a, p, S2) == RANKSNAP_OK);
     CHECK(rs_alloc_free(f.a, p) == RANKSNAP_OK);
-    CHECK_EQ_U64(rs_sim_live_events(f.b), 2);
-    rs_sim_stream_complete(f.b, S2);
+    CHECK_EQ_U64(rs_backend_sim_live_events(f.b), 2);
+    rs_backend_sim_stream_complete(f.b, S2);
     void *q = must_alloc(f.a, 4096, S0);
     CHECK(q != p);
-    CHECK_EQ_U64(rs_sim_live_events(f.b), 1);
-    rs_sim_stream_complete(f.b, S1);
+    CHECK_EQ_U64(rs_backend_sim_live_events(f.b), 1);
+    rs_backend_sim_stream_complete(f.b, S1);
     CHECK(must_alloc(f.a, 4096, S0) == p);
-    CHECK_EQ_U64(rs_sim_live_events(f.b), 0);
+    CHECK_EQ_U64(rs_backend_sim_live_events(f.b), 0);
     fx_done(&f);
 }
 
@@ -249,7 +249,7 @@ TEST(awaiting_block_does_not_coalesce_with_free_neighbours)
 {
     fixture f;
     fx_init(&f, GiB);
-    rs_sim_stream_set_busy(f.b, S1, 1);
+    rs_backend_sim_stream_set_busy(f.b, S1, 1);
     void *a = must_alloc(f.a, 512 * KiB, S0);
     void *b = must_alloc(f.a, 512 * KiB, S0);
     CHECK(rs_alloc_record_stream(f.a, b, S1) == RANKSNAP_OK);
@@ -260,7 +260,7 @@ TEST(awaiting_block_does_not_coalesce_with_free_neighbours)
     ranksnap_stats s = stats_of(f.a);
     CHECK_EQ_U64(s.active_bytes, 512 * KiB);
     CHECK_EQ_U64(s.inactive_split_bytes, 2 * MiB - 512 * KiB);
-    rs_sim_stream_complete(f.b, S1);
+    rs_backend_sim_stream_complete(f.b, S1);
     must_alloc(f.a, 2 * MiB + 1, S2); /* any malloc polls the events */
     CHECK_EQ_U64(block_state(f.a, a), RS_BLOCK_INACTIVE);
     CHECK_EQ_U64(block_state(f.a, b), -1); /* merged into a */
@@ -276,7 +276,7 @@ TEST(empty_cache_waits_for_pending_events_and_releases_their_segments)
 {
     fixture f;
     fx_init(&f, GiB);
-    rs_sim_stream_set_busy(f.b, S1, 1);
+    rs_backend_sim_stream_set_busy(f.b, S1, 1);
     void *p = must_alloc(f.a, 5 * MiB, S0);
     CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
     CHECK(rs_alloc_free(f.a, p) == RANKSNAP_OK);
@@ -285,8 +285,8 @@ TEST(empty_cache_waits_for_pending_events_and_releases_their_segments)
     CHECK_EQ_U64(s.reserved_bytes, 0);
     CHECK_EQ_U64(s.active_bytes, 0);
     CHECK_EQ_U64(s.num_sync_all_streams, 1);
-    CHECK_EQ_U64(rs_sim_live_events(f.b), 0);
-    CHECK_EQ_U64(rs_sim_used_bytes(f.b), 0);
+    CHECK_EQ_U64(rs_backend_sim_live_events(f.b), 0);
+    CHECK_EQ_U64(rs_backend_sim_used_bytes(f.b), 0);
     CHECK_EQ_U64(count_act(&f.rec, RS_ACT_FREE_COMPLETED, p), 1);
     fx_done(&f);
 }
@@ -295,7 +295,7 @@ TEST(failed_reservation_waits_for_events_and_reuses_the_awaited_block)
 {
     fixture f;
     fx_init(&f, 20 * MiB);
-    rs_sim_stream_set_busy(f.b, S1, 1);
+    rs_backend_sim_stream_set_busy(f.b, S1, 1);
     void *keep = must_alloc(f.a, 4 * MiB, S0); /* splits a 20 MiB segment */
     void *p = must_alloc(f.a, 12 * MiB, S0);
     CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
@@ -307,7 +307,7 @@ TEST(failed_reservation_waits_for_events_and_reuses_the_awaited_block)
     CHECK_EQ_U64(s.num_sync_all_streams, 1);
     CHECK_EQ_U64(s.num_segment_allocs, 1);
     CHECK_EQ_U64(s.num_ooms, 0);
-    CHECK_EQ_U64(rs_sim_live_events(f.b), 0);
+    CHECK_EQ_U64(rs_backend_sim_live_events(f.b), 0);
     CHECK(keep != NULL);
     fx_done(&f);
 }
@@ -316,7 +316,7 @@ TEST(failed_reservation_waits_for_events_then_releases_the_freed_segment)
 {
     fixture f;
     fx_init(&f, 32 * MiB);
-    rs_sim_stream_set_busy(f.b, S1, 1);
+    rs_backend_sim_stream_set_busy(f.b, S1, 1);
     void *p = must_alloc(f.a, 20 * MiB, S0);
     CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
     CHECK(rs_alloc_free(f.a, p) == RANKSNAP_OK);
@@ -327,7 +327,7 @@ TEST(failed_reservation_waits_for_events_then_releases_the_freed_segment)
     CHECK_EQ_U64(s.num_sync_all_streams, 1);
     CHECK_EQ_U64(s.num_segment_frees, 1);
     CHECK_EQ_U64(s.reserved_bytes, 30 * MiB);
-    CHECK_EQ_U64(rs_sim_live_events(f.b), 0);
+    CHECK_EQ_U64(rs_backend_sim_live_events(f.b), 0);
     fx_done(&f);
 }
 
@@ -335,13 +335,13 @@ TEST(destroy_waits_for_pending_events_and_leaks_none)
 {
     fixture f;
     fx_init(&f, GiB);
-    rs_sim_stream_set_busy(f.b, S1, 1);
+    rs_backend_sim_stream_set_busy(f.b, S1, 1);
     for (int i = 0; i < 10; i++) {
         void *p = must_alloc(f.a, 4096 * (size_t)(i + 1), S0);
         CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
         CHECK(rs_alloc_free(f.a, p) == RANKSNAP_OK);
     }
-    CHECK_EQ_U64(rs_sim_live_events(f.b), 10);
+    CHECK_EQ_U64(rs_backend_sim_live_events(f.b), 10);
     fx_done(&f);
 }
 

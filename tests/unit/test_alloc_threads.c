@@ -118,8 +118,8 @@ static void *worker_main(void *arg)
             if (rs_alloc_record_stream(w->a, w->live[k].ptr, s) != RANKSNAP_OK) w->bad_status++;
         } else if (r < 960) {
             busy = !busy;
-            rs_sim_stream_set_busy(w->b, own, busy);
-            if (!busy) rs_sim_stream_complete(w->b, own);
+            rs_backend_sim_stream_set_busy(w->b, own, busy);
+            if (!busy) rs_backend_sim_stream_complete(w->b, own);
         } else if (r < 965) {
             if (rs_alloc_empty_cache(w->a) != RANKSNAP_OK) w->bad_status++;
         } else if (r < 968) {
@@ -134,8 +134,8 @@ static void *worker_main(void *arg)
             if (w->n_live && !rs_alloc_owns(w->a, w->live[0].ptr)) w->bad_owns++;
         }
     }
-    rs_sim_stream_set_busy(w->b, own, 0);
-    rs_sim_stream_complete(w->b, own);
+    rs_backend_sim_stream_set_busy(w->b, own, 0);
+    rs_backend_sim_stream_complete(w->b, own);
     return NULL;
 }
 
@@ -184,9 +184,9 @@ static void run_workers(uint64_t capacity, int expect_ooms)
     qsort(all, (size_t)n, sizeof all[0], cmp_live);
     uint64_t rounded_sum = 0;
     for (int i = 0; i < n; i++) {
-        rounded_sum += rs_round_size(all[i].size);
+        rounded_sum += rs_alloc_round_size(all[i].size);
         if (i + 1 < n)
-            CHECK((uintptr_t)all[i].ptr + rs_round_size(all[i].size) <= (uintptr_t)all[i + 1].ptr);
+            CHECK((uintptr_t)all[i].ptr + rs_alloc_round_size(all[i].size) <= (uintptr_t)all[i + 1].ptr);
     }
     ranksnap_stats s;
     memset(&s, 0, sizeof s);
@@ -194,7 +194,7 @@ static void run_workers(uint64_t capacity, int expect_ooms)
     CHECK(s.allocated_bytes >= rounded_sum);
     CHECK_EQ_U64(s.num_allocs - s.num_frees, n);
     CHECK_EQ_U64(s.num_ooms, ooms);
-    CHECK_EQ_U64(s.reserved_bytes, rs_sim_used_bytes(b));
+    CHECK_EQ_U64(s.reserved_bytes, rs_backend_sim_used_bytes(b));
     CHECK(state_consistent(a));
     printf("  %llu allocs, %d ooms, %llu retries, %llu syncs, %llu segments\n",
            (unsigned long long)s.num_allocs, ooms, (unsigned long long)s.num_alloc_retries,
@@ -209,8 +209,8 @@ static void run_workers(uint64_t capacity, int expect_ooms)
     CHECK_EQ_U64(s.reserved_bytes, 0);
     CHECK_EQ_U64(s.inactive_split_bytes, 0);
     CHECK_EQ_U64(s.num_segment_allocs, s.num_segment_frees);
-    CHECK_EQ_U64(rs_sim_used_bytes(b), 0);
-    CHECK_EQ_U64(rs_sim_live_events(b), 0);
+    CHECK_EQ_U64(rs_backend_sim_used_bytes(b), 0);
+    CHECK_EQ_U64(rs_backend_sim_live_events(b), 0);
     rs_alloc_destroy(a);
     b->ops->destroy(b);
 }

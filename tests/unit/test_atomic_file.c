@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "snapshot.h"
+#include "atomic_file.h"
 
 static char dir[] = "/tmp/ranksnap-atomic-XXXXXX";
 
@@ -75,7 +75,7 @@ TEST(atomic_write_creates_the_file_private_with_the_exact_bytes)
     char path[256], got[64];
     struct stat st;
     path_in(path, sizeof path, "a.rsnap");
-    CHECK(rs_write_file_atomic(path, "hello snapshot", 14) == RANKSNAP_OK);
+    CHECK(rs_atomic_file_write(path, "hello snapshot", 14) == RANKSNAP_OK);
     CHECK(stat(path, &st) == 0);
     CHECK_EQ_U64(st.st_mode & 07777, 0600);
     CHECK_EQ_U64(read_all(path, got, sizeof got), 14);
@@ -98,7 +98,7 @@ TEST(atomic_write_replaces_an_existing_file_by_rename)
     CHECK(link(path, keep) == 0);
     CHECK(stat(path, &before) == 0);
 
-    CHECK(rs_write_file_atomic(path, "new", 3) == RANKSNAP_OK);
+    CHECK(rs_atomic_file_write(path, "new", 3) == RANKSNAP_OK);
     CHECK(stat(path, &after) == 0);
     CHECK(before.st_ino != after.st_ino);
     CHECK_EQ_U64(after.st_mode & 07777, 0600);
@@ -114,7 +114,7 @@ TEST(atomic_write_of_zero_bytes_creates_an_empty_file)
 {
     char path[256], got[8];
     path_in(path, sizeof path, "empty.rsnap");
-    CHECK(rs_write_file_atomic(path, "", 0) == RANKSNAP_OK);
+    CHECK(rs_atomic_file_write(path, "", 0) == RANKSNAP_OK);
     CHECK_EQ_U64(read_all(path, got, sizeof got), 0);
     unlink(path);
 }
@@ -123,7 +123,7 @@ TEST(atomic_write_leaves_only_the_target_after_many_writes)
 {
     char path[256];
     path_in(path, sizeof path, "many.rsnap");
-    for (int i = 0; i < 20; i++) CHECK(rs_write_file_atomic(path, "x", 1) == RANKSNAP_OK);
+    for (int i = 0; i < 20; i++) CHECK(rs_atomic_file_write(path, "x", 1) == RANKSNAP_OK);
     CHECK_EQ_U64(count_entries(), 1);
     unlink(path);
 }
@@ -132,7 +132,7 @@ TEST(atomic_write_into_a_missing_directory_names_the_path)
 {
     char path[256];
     path_in(path, sizeof path, "missing/rank-00000.rsnap");
-    CHECK(rs_write_file_atomic(path, "x", 1) == RANKSNAP_ERR_IO);
+    CHECK(rs_atomic_file_write(path, "x", 1) == RANKSNAP_ERR_IO);
     CHECK_STR_CONTAINS(ranksnap_last_error(), path);
     CHECK_STR_CONTAINS(ranksnap_last_error(), "creating the temporary file");
     CHECK_STR_CONTAINS(ranksnap_last_error(), strerror(ENOENT));
@@ -144,8 +144,8 @@ TEST(atomic_write_under_a_regular_file_names_the_path)
     char file[128], path[256];
     path_in(file, sizeof file, "plain");
     snprintf(path, sizeof path, "%s/rank-00000.rsnap", file);
-    CHECK(rs_write_file_atomic(file, "x", 1) == RANKSNAP_OK);
-    CHECK(rs_write_file_atomic(path, "x", 1) == RANKSNAP_ERR_IO);
+    CHECK(rs_atomic_file_write(file, "x", 1) == RANKSNAP_OK);
+    CHECK(rs_atomic_file_write(path, "x", 1) == RANKSNAP_ERR_IO);
     CHECK_STR_CONTAINS(ranksnap_last_error(), path);
     CHECK_STR_CONTAINS(ranksnap_last_error(), strerror(ENOTDIR));
     unlink(file);
@@ -157,9 +157,9 @@ TEST(failed_rename_removes_the_temporary_and_keeps_the_target)
     path_in(path, sizeof path, "occupied.rsnap");
     path_in(inner, sizeof inner, "occupied.rsnap/inside");
     CHECK(mkdir(path, 0700) == 0);
-    CHECK(rs_write_file_atomic(inner, "y", 1) == RANKSNAP_OK);
+    CHECK(rs_atomic_file_write(inner, "y", 1) == RANKSNAP_OK);
     /* a non-empty directory where the file should go: rename must fail */
-    CHECK(rs_write_file_atomic(path, "x", 1) == RANKSNAP_ERR_IO);
+    CHECK(rs_atomic_file_write(path, "x", 1) == RANKSNAP_ERR_IO);
     CHECK_STR_CONTAINS(ranksnap_last_error(), path);
     CHECK_STR_CONTAINS(ranksnap_last_error(), "rename failed");
     CHECK(!has_temporary());
@@ -174,13 +174,13 @@ TEST(atomic_write_refuses_a_symlink_planted_at_the_temporary_name)
     char path[128], victim[128], link_path[256], got[32];
     path_in(path, sizeof path, "target.rsnap");
     path_in(victim, sizeof victim, "victim");
-    CHECK(rs_write_file_atomic(victim, "precious", 8) == RANKSNAP_OK);
+    CHECK(rs_atomic_file_write(victim, "precious", 8) == RANKSNAP_OK);
     /* temporaries are <path>.tmp.<pid>.<counter>; this process has used fewer than 500 */
     for (int i = 0; i < 500; i++) {
         snprintf(link_path, sizeof link_path, "%s.tmp.%ld.%d", path, (long)getpid(), i);
         CHECK(symlink(victim, link_path) == 0);
     }
-    CHECK(rs_write_file_atomic(path, "attack", 6) == RANKSNAP_ERR_IO);
+    CHECK(rs_atomic_file_write(path, "attack", 6) == RANKSNAP_ERR_IO);
     CHECK_STR_CONTAINS(ranksnap_last_error(), path);
     CHECK_STR_CONTAINS(ranksnap_last_error(), strerror(EEXIST));
     CHECK_EQ_U64(read_all(victim, got, sizeof got), 8);
@@ -204,7 +204,7 @@ static void *race_writer(void *arg)
     const char *content = arg;
     size_t len = content == race_a ? sizeof race_a : sizeof race_b;
     for (int i = 0; i < RACE_WRITES; i++)
-        if (rs_write_file_atomic(race_path, content, len) != RANKSNAP_OK) return (void *)1;
+        if (rs_atomic_file_write(race_path, content, len) != RANKSNAP_OK) return (void *)1;
     return NULL;
 }
 
@@ -215,7 +215,7 @@ TEST(concurrent_writers_never_expose_a_partial_file)
     memset(race_a, 'a', sizeof race_a);
     memset(race_b, 'b', sizeof race_b);
     path_in(race_path, sizeof race_path, "race.rsnap");
-    CHECK(rs_write_file_atomic(race_path, race_a, sizeof race_a) == RANKSNAP_OK);
+    CHECK(rs_atomic_file_write(race_path, race_a, sizeof race_a) == RANKSNAP_OK);
     CHECK(pthread_create(&ta, NULL, race_writer, race_a) == 0);
     CHECK(pthread_create(&tb, NULL, race_writer, race_b) == 0);
     int torn = 0, reads = 0;

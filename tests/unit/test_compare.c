@@ -13,7 +13,7 @@
 
 #define MIB SY_MIB
 
-static const rsc_site *find_site(const rsc_site *v, size_t n, const char *function)
+static const rs_site *find_site(const rs_site *v, size_t n, const char *function)
 {
     for (size_t i = 0; i < n; i++)
         if (strcmp(v[i].function, function) == 0) return &v[i];
@@ -21,18 +21,18 @@ static const rsc_site *find_site(const rsc_site *v, size_t n, const char *functi
 }
 
 /* Summaries (and the snapshots, kept in full[]) of `n` ranks of one job; rank i uses cfg[i]. */
-static void train_ranks(const train_cfg *cfg, int n, int world, rsn_snapshot **full,
-                        rsc_summary *sums)
+static void train_ranks(const train_cfg *cfg, int n, int world, rs_snap **full,
+                        rs_summary *sums)
 {
     for (int i = 0; i < n; i++) {
         full[i] = synth_train(i, world, "job-1", &cfg[i]);
-        rsc_summarize(full[i], &sums[i]);
+        rs_summary_of(full[i], &sums[i]);
     }
 }
 
-static void free_ranks(rsn_snapshot **full, int n)
+static void free_ranks(rs_snap **full, int n)
 {
-    for (int i = 0; i < n; i++) rsn_free(full[i]);
+    for (int i = 0; i < n; i++) rs_snap_free(full[i]);
 }
 
 TEST(site_is_the_innermost_frame_that_is_not_ranksnaps_own)
@@ -41,15 +41,15 @@ TEST(site_is_the_innermost_frame_that_is_not_ranksnaps_own)
     synth_init(&y, 0, 1, "j");
     uint32_t a = synth_site(&y, "attention_scores", "/home/u/src/model.c", 211);
     synth_alloc(&y, 4 * MIB, a);
-    rsn_snapshot *s = synth_finish(&y);
-    rsc_site site;
-    rsc_site_of_stack(s, a, &site);
+    rs_snap *s = synth_finish(&y);
+    rs_site site;
+    rs_site_of_stack(s, a, &site);
     CHECK(strcmp(site.function, "attention_scores") == 0);
     CHECK(strcmp(site.file, "/home/u/src/model.c") == 0);
     CHECK_EQ_U64(site.line, 211);
-    rsc_site_of_stack(s, 0, &site);
+    rs_site_of_stack(s, 0, &site);
     CHECK(strcmp(site.function, "(no stack)") == 0);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(sites_are_matched_by_function_file_and_line_not_by_pc)
@@ -63,11 +63,11 @@ TEST(sites_are_matched_by_function_file_and_line_not_by_pc)
     synth_alloc(&y, 4 * MIB, a);
     synth_alloc(&y, 2 * MIB, b);
     synth_alloc(&y, 1 * MIB, c);
-    rsn_snapshot *s = synth_finish(&y);
+    rs_snap *s = synth_finish(&y);
     CHECK(s->frames[s->stacks[a - 1].frames[3]].pc != s->frames[s->stacks[b - 1].frames[3]].pc);
-    rsc_site *v = NULL;
+    rs_site *v = NULL;
     size_t n = 0;
-    CHECK(rsc_sites_at_peak(s, &v, &n) == RANKSNAP_OK);
+    CHECK(rs_site_list_at_peak(s, &v, &n) == RANKSNAP_OK);
     CHECK_EQ_U64(n, 2);
     if (n == 2) {
         CHECK_EQ_U64(v[0].line, 211);
@@ -77,27 +77,27 @@ TEST(sites_are_matched_by_function_file_and_line_not_by_pc)
         CHECK_EQ_U64(v[1].bytes, 1 * MIB);
     }
     free(v);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(an_unresolved_site_is_named_by_its_module)
 {
     synth y;
     synth_init(&y, 0, 1, "j");
-    rsn_snapshot *s = y.s;
+    rs_snap *s = y.s;
     s->modules = sy_xrealloc(s->modules, 3 * sizeof *s->modules);
-    s->modules[2] = (rsn_module){sy_strdup("/usr/lib/x86_64-linux-gnu/libnccl.so.2"), 0x7e0000000000,
+    s->modules[2] = (rs_snap_module){sy_strdup("/usr/lib/x86_64-linux-gnu/libnccl.so.2"), 0x7e0000000000,
                                  sy_strdup("")};
     s->n_modules = 3;
     uint32_t a = synth_site(&y, "??", "??", 0);
     s->frames[s->stacks[a - 1].frames[3]].module = 2;
     synth_alloc(&y, 4 * MIB, a);
     s = synth_finish(&y);
-    rsc_site site;
-    rsc_site_of_stack(s, a, &site);
+    rs_site site;
+    rs_site_of_stack(s, a, &site);
     CHECK(strcmp(site.function, "??") == 0);
     CHECK(strcmp(site.file, "libnccl.so.2") == 0);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(a_long_path_keeps_its_file_name_and_a_long_symbol_its_start)
@@ -111,14 +111,14 @@ TEST(a_long_path_keeps_its_file_name_and_a_long_symbol_its_start)
     synth y;
     synth_init(&y, 0, 1, "j");
     uint32_t a = synth_site(&y, fn, path, 7);
-    rsn_snapshot *s = synth_finish(&y);
-    rsc_site site;
-    rsc_site_of_stack(s, a, &site);
-    CHECK_EQ_U64(strlen(site.function), RSC_FUNC_LEN - 1);
-    CHECK_EQ_U64(strlen(site.file), RSC_FILE_LEN - 1);
+    rs_snap *s = synth_finish(&y);
+    rs_site site;
+    rs_site_of_stack(s, a, &site);
+    CHECK_EQ_U64(strlen(site.function), RS_SITE_FUNC_LEN - 1);
+    CHECK_EQ_U64(strlen(site.file), RS_SITE_FILE_LEN - 1);
     CHECK(strncmp(site.file, "...", 3) == 0);
     CHECK(strcmp(site.file + strlen(site.file) - 12, "/attention.c") == 0);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(a_block_alive_at_the_end_counts_its_block_size_from_the_state)
@@ -127,16 +127,16 @@ TEST(a_block_alive_at_the_end_counts_its_block_size_from_the_state)
     synth_init(&y, 0, 1, "j");
     uint32_t a = synth_site(&y, "f", "m.c", 1);
     synth_alloc(&y, 3 * MIB, a);
-    rsn_snapshot *s = synth_finish(&y);
+    rs_snap *s = synth_finish(&y);
     /* The allocator handed out a whole 4 MiB block for the 3 MiB request (not split). */
     s->segments[0].blocks[0].size = 4 * MIB;
     s->totals.allocated_bytes_current = s->totals.allocated_bytes_peak = 4 * MIB;
-    rsc_site *v = NULL;
+    rs_site *v = NULL;
     size_t n = 0;
-    CHECK(rsc_sites_at_peak(s, &v, &n) == RANKSNAP_OK);
+    CHECK(rs_site_list_at_peak(s, &v, &n) == RANKSNAP_OK);
     CHECK(n == 1 && v[0].bytes == (int64_t)(4 * MIB));
     free(v);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(sites_at_peak_replay_to_the_peak_not_the_end)
@@ -148,17 +148,17 @@ TEST(sites_at_peak_replay_to_the_peak_not_the_end)
     uint64_t p = synth_alloc(&y, 100 * MIB, big);
     synth_free(&y, p);
     synth_alloc(&y, 10 * MIB, small);
-    rsn_snapshot *s = synth_finish(&y);
-    rsc_site *v = NULL;
+    rs_snap *s = synth_finish(&y);
+    rs_site *v = NULL;
     size_t n = 0;
-    CHECK(rsc_sites_at_peak(s, &v, &n) == RANKSNAP_OK);
+    CHECK(rs_site_list_at_peak(s, &v, &n) == RANKSNAP_OK);
     CHECK_EQ_U64(n, 1);
     if (n >= 1) {
         CHECK(strcmp(v[0].function, "forward") == 0);
         CHECK_EQ_U64(v[0].bytes, 100 * MIB);
     }
     free(v);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(sites_at_peak_count_blocks_from_before_the_history)
@@ -175,26 +175,26 @@ TEST(sites_at_peak_count_blocks_from_before_the_history)
     synth_free(&y, tmp);
     synth_free(&y, x);
     synth_drop_oldest(&y, drop);
-    rsn_snapshot *s = synth_finish(&y);
-    rsc_site *v = NULL;
+    rs_snap *s = synth_finish(&y);
+    rs_site *v = NULL;
     size_t n = 0;
-    CHECK(rsc_sites_at_peak(s, &v, &n) == RANKSNAP_OK);
-    const rsc_site *sw = find_site(v, n, "init_parameters");
-    const rsc_site *sb = find_site(v, n, "(before recording)");
-    const rsc_site *sf = find_site(v, n, "forward");
+    CHECK(rs_site_list_at_peak(s, &v, &n) == RANKSNAP_OK);
+    const rs_site *sw = find_site(v, n, "init_parameters");
+    const rs_site *sb = find_site(v, n, "(before recording)");
+    const rs_site *sf = find_site(v, n, "forward");
     CHECK(sw && sw->bytes == (int64_t)(50 * MIB));
     CHECK(sb && sb->bytes == (int64_t)(30 * MIB));
     CHECK(sf && sf->bytes == (int64_t)(40 * MIB));
     CHECK_EQ_U64(n, 3);
     free(v);
 
-    rsc_summary sum;
-    rsc_summarize(s, &sum);
+    rs_summary sum;
+    rs_summary_of(s, &sum);
     CHECK_EQ_U64(sum.dropped, drop);
     CHECK_EQ_U64(sum.peak_allocated, 120 * MIB);
     /* The peak is inside the kept history: 3 segments of 50, 30 and 40 MiB rounded to 2 MiB. */
     CHECK_EQ_U64(sum.reserved_at_peak, 120 * MIB);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(sites_of_an_oom_rank_are_those_live_at_the_oom)
@@ -209,30 +209,30 @@ TEST(sites_of_an_oom_rank_are_those_live_at_the_oom)
     synth_alloc(&y, 20 * MIB, b);
     synth_oom(&y, 1 * MIB, r);
     synth_alloc(&y, 8 * MIB, b); /* after the OOM: not part of the moment */
-    rsn_snapshot *s = synth_finish(&y);
-    rsc_site *v = NULL;
+    rs_snap *s = synth_finish(&y);
+    rs_site *v = NULL;
     size_t n = 0;
-    CHECK(rsc_sites_at_peak(s, &v, &n) == RANKSNAP_OK);
+    CHECK(rs_site_list_at_peak(s, &v, &n) == RANKSNAP_OK);
     CHECK_EQ_U64(n, 1);
     if (n) {
         CHECK(strcmp(v[0].function, "at_oom") == 0);
         CHECK_EQ_U64(v[0].bytes, 20 * MIB);
     }
     free(v);
-    rsc_summary sum;
-    rsc_summarize(s, &sum);
+    rs_summary sum;
+    rs_summary_of(s, &sum);
     CHECK_EQ_U64(sum.oom, 1);
     CHECK_EQ_U64(sum.oom_requested, 1 * MIB);
     CHECK(strcmp(sum.oom_site.function, "train_step") == 0);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(summary_has_the_peak_of_each_step)
 {
     train_cfg c = train_default();
-    rsn_snapshot *s = synth_train(0, 1, "j", &c);
-    rsc_summary sum;
-    rsc_summarize(s, &sum);
+    rs_snap *s = synth_train(0, 1, "j", &c);
+    rs_summary sum;
+    rs_summary_of(s, &sum);
     CHECK_EQ_U64(sum.n_steps, 8);
     CHECK_EQ_U64(sum.step_first, 0);
     CHECK_EQ_U64(sum.step_stride, 1);
@@ -248,7 +248,7 @@ TEST(summary_has_the_peak_of_each_step)
               strcmp(sum.sites[0].function, "attention_scores") == 0);
         CHECK_EQ_U64(sum.sites[0].bytes, 64 * MIB);
     }
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(summary_downsamples_a_long_step_series_keeping_the_maximum)
@@ -262,10 +262,10 @@ TEST(summary_downsamples_a_long_step_series_keeping_the_maximum)
         uint64_t p = synth_alloc(&y, (step % 50 == 7 ? 9 : 1) * MIB, a);
         synth_free(&y, p);
     }
-    rsn_snapshot *s = synth_finish(&y);
-    rsc_summary sum;
-    rsc_summarize(s, &sum);
-    CHECK(sum.n_steps <= RSC_MAX_STEPS);
+    rs_snap *s = synth_finish(&y);
+    rs_summary sum;
+    rs_summary_of(s, &sum);
+    CHECK(sum.n_steps <= RS_SUMMARY_MAX_STEPS);
     CHECK_EQ_U64(sum.step_stride, 4);
     CHECK_EQ_U64(sum.n_steps, 50);
     CHECK_EQ_U64(sum.step_peak[0], 1 * MIB);
@@ -273,7 +273,7 @@ TEST(summary_downsamples_a_long_step_series_keeping_the_maximum)
     CHECK_EQ_U64(sum.step_peak[2], 1 * MIB);
     CHECK_EQ_U64(sum.step_peak[13], 1 * MIB);
     CHECK_EQ_U64(sum.step_peak[14], 9 * MIB); /* steps 56..59 */
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(summary_marks_steps_that_were_not_recorded)
@@ -286,16 +286,16 @@ TEST(summary_marks_steps_that_were_not_recorded)
         synth_step(&y, steps[i]);
         synth_free(&y, synth_alloc(&y, (uint64_t)(i + 1) * MIB, a));
     }
-    rsn_snapshot *s = synth_finish(&y);
-    rsc_summary sum;
-    rsc_summarize(s, &sum);
+    rs_snap *s = synth_finish(&y);
+    rs_summary sum;
+    rs_summary_of(s, &sum);
     CHECK_EQ_U64(sum.step_first, 10);
     CHECK_EQ_U64(sum.n_steps, 11);
     CHECK_EQ_U64(sum.step_peak[0], 1 * MIB);
     CHECK_EQ_U64(sum.step_peak[1], 2 * MIB);
-    CHECK(sum.step_peak[5] == RSC_STEP_NO_DATA);
+    CHECK(sum.step_peak[5] == RS_SUMMARY_NO_DATA);
     CHECK_EQ_U64(sum.step_peak[10], 3 * MIB);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(summary_of_an_inconsistent_history_never_goes_negative)
@@ -306,8 +306,8 @@ TEST(summary_of_an_inconsistent_history_never_goes_negative)
     synth_step(&y, 0);
     uint64_t p = synth_alloc(&y, 8 * MIB, a);
     synth_free(&y, p);
-    rsn_snapshot *s = synth_finish(&y);
-    rsn_history *h = &s->history;
+    rs_snap *s = synth_finish(&y);
+    rs_snap_history *h = &s->history;
     /* A free of a block nobody allocated, an allocation over a live block, and totals that say
      * less is allocated than the history frees. */
     for (uint64_t i = 0; i < h->count; i++) {
@@ -318,27 +318,27 @@ TEST(summary_of_an_inconsistent_history_never_goes_negative)
     h->size[0] = UINT64_MAX - 5;
     s->totals.allocated_bytes_current = 0;
     s->totals.reserved_bytes_current = 0;
-    rsc_summary sum;
-    rsc_summarize(s, &sum);
+    rs_summary sum;
+    rs_summary_of(s, &sum);
     CHECK_EQ_U64(sum.n_steps, 1);
-    CHECK(sum.step_peak[0] != RSC_STEP_NO_DATA);
-    rsc_site *v = NULL;
+    CHECK(sum.step_peak[0] != RS_SUMMARY_NO_DATA);
+    rs_site *v = NULL;
     size_t n = 0;
-    CHECK(rsc_sites_at_peak(s, &v, &n) == RANKSNAP_OK);
+    CHECK(rs_site_list_at_peak(s, &v, &n) == RANKSNAP_OK);
     for (size_t i = 0; i < n; i++) CHECK(v[i].bytes >= 0);
     free(v);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(identical_ranks_produce_no_verdict)
 {
     train_cfg c[4];
     for (int i = 0; i < 4; i++) c[i] = train_default();
-    rsn_snapshot *full[4];
-    rsc_summary sums[4];
+    rs_snap *full[4];
+    rs_summary sums[4];
     train_ranks(c, 4, 4, full, sums);
-    rsc_result *r = NULL;
-    CHECK(rsc_compare(sums, (const rsn_snapshot *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(sums, (const rs_snap *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
     if (r) {
         CHECK_EQ_U64(r->world_size, 4);
         CHECK_EQ_U64(r->n_ranks, 4);
@@ -350,7 +350,7 @@ TEST(identical_ranks_produce_no_verdict)
         CHECK_EQ_U64(r->mad, 0);
         CHECK_EQ_U64(r->reference_rank, 0);
     }
-    rsc_result_free(r);
+    rs_compare_result_free(r);
     free_ranks(full, 4);
 }
 
@@ -359,14 +359,14 @@ TEST(larger_activations_from_step_0_are_a_constant_offset_at_their_site)
     train_cfg c[4];
     for (int i = 0; i < 4; i++) c[i] = train_default();
     c[2].act_factor = 1.5;
-    rsn_snapshot *full[4];
-    rsc_summary sums[4];
+    rs_snap *full[4];
+    rs_summary sums[4];
     train_ranks(c, 4, 4, full, sums);
-    rsc_result *r = NULL;
-    CHECK(rsc_compare(sums, (const rsn_snapshot *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(sums, (const rs_snap *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
     CHECK(r && r->n_divergent == 1);
     if (r && r->n_divergent == 1) {
-        const rsc_divergent *d = &r->divergent[0];
+        const rs_compare_divergent *d = &r->divergent[0];
         CHECK_EQ_U64(d->rank, 2);
         CHECK_EQ_U64(d->peak_allocated, 161 * MIB);
         CHECK_EQ_U64(d->reference_peak, 129 * MIB);
@@ -383,7 +383,7 @@ TEST(larger_activations_from_step_0_are_a_constant_offset_at_their_site)
         for (size_t i = 0; i < d->n_sites; i++) CHECK(d->sites[i].bytes > 0);
         CHECK(r->reference_rank != 2);
     }
-    rsc_result_free(r);
+    rs_compare_result_free(r);
     free_ranks(full, 4);
 }
 
@@ -393,14 +393,14 @@ TEST(a_leak_from_step_3_is_growth_from_step_3_at_the_leaking_site)
     for (int i = 0; i < 4; i++) c[i] = train_default();
     c[1].leak_from = 3;
     c[1].leak_bytes = 20 * MIB;
-    rsn_snapshot *full[4];
-    rsc_summary sums[4];
+    rs_snap *full[4];
+    rs_summary sums[4];
     train_ranks(c, 4, 4, full, sums);
-    rsc_result *r = NULL;
-    CHECK(rsc_compare(sums, (const rsn_snapshot *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(sums, (const rs_snap *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
     CHECK(r && r->n_divergent == 1);
     if (r && r->n_divergent == 1) {
-        const rsc_divergent *d = &r->divergent[0];
+        const rs_compare_divergent *d = &r->divergent[0];
         CHECK_EQ_U64(d->rank, 1);
         CHECK_EQ_U64(d->growth, 1);
         CHECK_EQ_U64(d->first_divergent_step, 3);
@@ -410,7 +410,7 @@ TEST(a_leak_from_step_3_is_growth_from_step_3_at_the_leaking_site)
             CHECK_EQ_U64(d->sites[0].bytes, 5 * 20 * MIB);
         }
     }
-    rsc_result_free(r);
+    rs_compare_result_free(r);
     free_ranks(full, 4);
 }
 
@@ -422,18 +422,18 @@ TEST(a_small_leak_is_dated_from_where_it_started)
     for (int i = 0; i < 4; i++) c[i].steps = 16;
     c[3].leak_from = 4;
     c[3].leak_bytes = 2 * MIB;
-    rsn_snapshot *full[4];
-    rsc_summary sums[4];
+    rs_snap *full[4];
+    rs_summary sums[4];
     train_ranks(c, 4, 4, full, sums);
-    rsc_result *r = NULL;
-    CHECK(rsc_compare(sums, (const rsn_snapshot *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(sums, (const rs_snap *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
     CHECK(r && r->n_divergent == 1);
     if (r && r->n_divergent == 1) {
         CHECK_EQ_U64(r->divergent[0].rank, 3);
         CHECK_EQ_U64(r->divergent[0].growth, 1);
         CHECK_EQ_U64(r->divergent[0].first_divergent_step, 4);
     }
-    rsc_result_free(r);
+    rs_compare_result_free(r);
     free_ranks(full, 4);
 }
 
@@ -443,14 +443,14 @@ TEST(an_oom_rank_is_a_verdict_with_its_request_step_and_live_sites)
     for (int i = 0; i < 4; i++) c[i] = train_default();
     c[3].oom_step = 5;
     c[3].oom_request = (uint64_t)2 << 30;
-    rsn_snapshot *full[4];
-    rsc_summary sums[4];
+    rs_snap *full[4];
+    rs_summary sums[4];
     train_ranks(c, 4, 4, full, sums);
-    rsc_result *r = NULL;
-    CHECK(rsc_compare(sums, (const rsn_snapshot *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(sums, (const rs_snap *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
     CHECK(r && r->n_oom == 1);
     if (r && r->n_oom == 1) {
-        const rsc_oom_verdict *o = &r->oom[0];
+        const rs_compare_oom *o = &r->oom[0];
         CHECK_EQ_U64(o->rank, 3);
         CHECK_EQ_U64(o->requested, (uint64_t)2 << 30);
         CHECK_EQ_U64(o->step, 5);
@@ -464,7 +464,7 @@ TEST(an_oom_rank_is_a_verdict_with_its_request_step_and_live_sites)
         /* same peak as the others: no divergence verdict */
         CHECK_EQ_U64(r->n_divergent, 0);
     }
-    rsc_result_free(r);
+    rs_compare_result_free(r);
     free_ranks(full, 4);
 }
 
@@ -472,32 +472,32 @@ TEST(ranks_without_data_are_missing)
 {
     train_cfg c[3];
     for (int i = 0; i < 3; i++) c[i] = train_default();
-    rsn_snapshot *full[3];
-    rsc_summary sums[3];
+    rs_snap *full[3];
+    rs_summary sums[3];
     for (int i = 0; i < 3; i++) {
         full[i] = synth_train(i == 2 ? 3 : i, 4, "job-1", &c[i]);
-        rsc_summarize(full[i], &sums[i]);
+        rs_summary_of(full[i], &sums[i]);
     }
-    rsc_result *r = NULL;
-    CHECK(rsc_compare(sums, NULL, 3, 0, NULL, &r) == RANKSNAP_OK);
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(sums, NULL, 3, 0, NULL, &r) == RANKSNAP_OK);
     CHECK(r && r->n_missing == 1);
     if (r && r->n_missing == 1) CHECK_EQ_U64(r->missing[0], 2);
-    rsc_result_free(r);
+    rs_compare_result_free(r);
     /* An explicit world size wins over the summaries'. */
-    CHECK(rsc_compare(sums, NULL, 3, 6, NULL, &r) == RANKSNAP_OK);
+    CHECK(rs_compare(sums, NULL, 3, 6, NULL, &r) == RANKSNAP_OK);
     CHECK(r && r->n_missing == 3);
     if (r && r->n_missing == 3) {
         CHECK_EQ_U64(r->missing[0], 2);
         CHECK_EQ_U64(r->missing[1], 4);
         CHECK_EQ_U64(r->missing[2], 5);
     }
-    rsc_result_free(r);
+    rs_compare_result_free(r);
     free_ranks(full, 3);
 }
 
-static rsc_summary summary_with_peak(int rank, uint64_t peak)
+static rs_summary summary_with_peak(int rank, uint64_t peak)
 {
-    rsc_summary s;
+    rs_summary s;
     memset(&s, 0, sizeof s);
     s.rank = rank;
     s.world_size = 8;
@@ -509,41 +509,41 @@ static rsc_summary summary_with_peak(int rank, uint64_t peak)
 
 TEST(the_reference_is_the_lower_middle_rank_and_not_an_oom_rank)
 {
-    rsc_summary s[4] = {summary_with_peak(0, 400), summary_with_peak(1, 100),
+    rs_summary s[4] = {summary_with_peak(0, 400), summary_with_peak(1, 100),
                         summary_with_peak(2, 300), summary_with_peak(3, 200)};
     s[0].world_size = s[1].world_size = s[2].world_size = s[3].world_size = 4;
-    rsc_result *r = NULL;
-    CHECK(rsc_compare(s, NULL, 4, 0, NULL, &r) == RANKSNAP_OK);
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(s, NULL, 4, 0, NULL, &r) == RANKSNAP_OK);
     if (r) {
         CHECK_EQ_U64(r->median_peak, 200);
         CHECK_EQ_U64(r->reference_rank, 3);
     }
-    rsc_result_free(r);
+    rs_compare_result_free(r);
     s[3].oom = 1;
-    CHECK(rsc_compare(s, NULL, 4, 0, NULL, &r) == RANKSNAP_OK);
+    CHECK(rs_compare(s, NULL, 4, 0, NULL, &r) == RANKSNAP_OK);
     if (r) {
         CHECK_EQ_U64(r->median_peak, 200);
         CHECK(r->reference_rank == 1 || r->reference_rank == 2);
         CHECK_EQ_U64(r->n_oom, 1);
     }
-    rsc_result_free(r);
+    rs_compare_result_free(r);
 }
 
 TEST(the_mad_guard_keeps_an_evenly_spread_job_quiet_but_flags_an_outlier)
 {
     /* Eight ranks spread +-10% around 1000 MiB: beyond 5% each, but that is the job's normal. */
     uint64_t peaks[8] = {900, 930, 960, 990, 1010, 1040, 1070, 1100};
-    rsc_summary s[8];
+    rs_summary s[8];
     for (int i = 0; i < 8; i++) s[i] = summary_with_peak(i, peaks[i] * MIB);
-    rsc_result *r = NULL;
-    CHECK(rsc_compare(s, NULL, 8, 0, NULL, &r) == RANKSNAP_OK);
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(s, NULL, 8, 0, NULL, &r) == RANKSNAP_OK);
     CHECK(r && r->n_divergent == 0);
-    rsc_result_free(r);
+    rs_compare_result_free(r);
     s[5].peak_allocated = 2000 * MIB;
-    CHECK(rsc_compare(s, NULL, 8, 0, NULL, &r) == RANKSNAP_OK);
+    CHECK(rs_compare(s, NULL, 8, 0, NULL, &r) == RANKSNAP_OK);
     CHECK(r && r->n_divergent == 1);
     if (r && r->n_divergent == 1) CHECK_EQ_U64(r->divergent[0].rank, 5);
-    rsc_result_free(r);
+    rs_compare_result_free(r);
 }
 
 TEST(a_rank_below_the_median_is_flagged_with_the_sites_it_lacks)
@@ -551,21 +551,21 @@ TEST(a_rank_below_the_median_is_flagged_with_the_sites_it_lacks)
     train_cfg c[4];
     for (int i = 0; i < 4; i++) c[i] = train_default();
     c[0].act_factor = 0.5;
-    rsn_snapshot *full[4];
-    rsc_summary sums[4];
+    rs_snap *full[4];
+    rs_summary sums[4];
     train_ranks(c, 4, 4, full, sums);
-    rsc_result *r = NULL;
-    CHECK(rsc_compare(sums, (const rsn_snapshot *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(sums, (const rs_snap *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
     CHECK(r && r->n_divergent == 1);
     if (r && r->n_divergent == 1) {
-        const rsc_divergent *d = &r->divergent[0];
+        const rs_compare_divergent *d = &r->divergent[0];
         CHECK_EQ_U64(d->rank, 0);
         CHECK(d->divergence_pct < 0);
         CHECK_EQ_U64(d->first_divergent_step, 0);
         CHECK(d->n_sites >= 1 && strcmp(d->sites[0].function, "attention_scores") == 0);
         if (d->n_sites >= 1) CHECK(d->sites[0].bytes == -(int64_t)(32 * MIB));
     }
-    rsc_result_free(r);
+    rs_compare_result_free(r);
     free_ranks(full, 4);
 }
 
@@ -574,14 +574,14 @@ TEST(without_full_snapshots_sites_come_from_the_summaries)
     train_cfg c[4];
     for (int i = 0; i < 4; i++) c[i] = train_default();
     c[2].act_factor = 1.5;
-    rsn_snapshot *full[4];
-    rsc_summary sums[4];
+    rs_snap *full[4];
+    rs_summary sums[4];
     train_ranks(c, 4, 4, full, sums);
-    rsc_result *r = NULL;
-    CHECK(rsc_compare(sums, NULL, 4, 0, NULL, &r) == RANKSNAP_OK);
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(sums, NULL, 4, 0, NULL, &r) == RANKSNAP_OK);
     CHECK(r && r->n_divergent == 1);
     if (r && r->n_divergent == 1) {
-        const rsc_divergent *d = &r->divergent[0];
+        const rs_compare_divergent *d = &r->divergent[0];
         CHECK(d->n_sites >= 1 && strcmp(d->sites[0].function, "attention_scores") == 0);
         if (d->n_sites >= 1) CHECK_EQ_U64(d->sites[0].bytes, 32 * MIB);
         int noted = 0;
@@ -589,13 +589,13 @@ TEST(without_full_snapshots_sites_come_from_the_summaries)
             if (strstr(r->notes[i], "no full snapshot")) noted = 1;
         CHECK(noted);
     }
-    rsc_result_free(r);
+    rs_compare_result_free(r);
     free_ranks(full, 4);
 }
 
 TEST(notes_name_incomplete_snapshots_dropped_events_and_other_jobs)
 {
-    rsc_summary s[3] = {summary_with_peak(0, 100), summary_with_peak(1, 100),
+    rs_summary s[3] = {summary_with_peak(0, 100), summary_with_peak(1, 100),
                         summary_with_peak(2, 100)};
     for (int i = 0; i < 3; i++) {
         s[i].world_size = 3;
@@ -604,8 +604,8 @@ TEST(notes_name_incomplete_snapshots_dropped_events_and_other_jobs)
     s[1].complete = 0;
     s[1].dropped = 77;
     strcpy(s[2].job, "job-B");
-    rsc_result *r = NULL;
-    CHECK(rsc_compare(s, NULL, 3, 0, NULL, &r) == RANKSNAP_OK);
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(s, NULL, 3, 0, NULL, &r) == RANKSNAP_OK);
     char all[2048] = "";
     for (size_t i = 0; r && i < r->n_notes; i++) {
         strncat(all, r->notes[i], sizeof all - strlen(all) - 2);
@@ -614,31 +614,31 @@ TEST(notes_name_incomplete_snapshots_dropped_events_and_other_jobs)
     CHECK_STR_CONTAINS(all, "rank 1 snapshot is incomplete");
     CHECK_STR_CONTAINS(all, "rank 1 dropped its 77 oldest events");
     CHECK_STR_CONTAINS(all, "rank 2 belongs to job job-B, rank 0 to job job-A");
-    rsc_result_free(r);
+    rs_compare_result_free(r);
 }
 
 TEST(a_rank_given_twice_is_noted_and_counted_once)
 {
-    rsc_summary s[3] = {summary_with_peak(0, 100), summary_with_peak(1, 100),
+    rs_summary s[3] = {summary_with_peak(0, 100), summary_with_peak(1, 100),
                         summary_with_peak(1, 900)};
     for (int i = 0; i < 3; i++) s[i].world_size = 2;
-    rsc_result *r = NULL;
-    CHECK(rsc_compare(s, NULL, 3, 0, NULL, &r) == RANKSNAP_OK);
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(s, NULL, 3, 0, NULL, &r) == RANKSNAP_OK);
     CHECK(r && r->n_ranks == 2);
     CHECK(r && r->n_notes == 1 && strstr(r->notes[0], "rank 1 was given twice"));
-    rsc_result_free(r);
+    rs_compare_result_free(r);
 }
 
 TEST(no_ranks_gives_every_rank_missing_and_no_reference)
 {
-    rsc_result *r = NULL;
-    CHECK(rsc_compare(NULL, NULL, 0, 3, NULL, &r) == RANKSNAP_OK);
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(NULL, NULL, 0, 3, NULL, &r) == RANKSNAP_OK);
     CHECK(r && r->reference_rank == -1 && r->n_missing == 3);
-    rsc_result_free(r);
-    rsc_config cfg;
-    rsc_config_default(&cfg);
+    rs_compare_result_free(r);
+    rs_compare_config cfg;
+    rs_compare_config_default(&cfg);
     cfg.divergence_pct = -1;
-    CHECK(rsc_compare(NULL, NULL, 0, 3, &cfg, &r) == RANKSNAP_ERR_INVALID_ARGUMENT);
+    CHECK(rs_compare(NULL, NULL, 0, 3, &cfg, &r) == RANKSNAP_ERR_INVALID_ARGUMENT);
     CHECK(r == NULL);
 }
 

@@ -19,9 +19,9 @@
 
 #include "check.h"
 #include "export_torch.h"
-#include "pickle_write.h"
+#include "pickler.h"
 #include "ranksnap.h"
-#include "read_rsnap.h"
+#include "rsnap_decode.h"
 #include "synth_snapshot.h"
 
 #define MIB ((size_t)1 << 20)
@@ -114,7 +114,7 @@ static int run_python(const char *script, const char *args)
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-static uint64_t count_action(const rsn_snapshot *s, uint8_t action)
+static uint64_t count_action(const rs_snap *s, uint8_t action)
 {
     uint64_t n = 0;
     for (uint64_t i = 0; i < s->history.count; i++) n += s->history.action[i] == action;
@@ -122,11 +122,11 @@ static uint64_t count_action(const rsn_snapshot *s, uint8_t action)
 }
 
 /* Exports `s`, checks it through CHECK_PY; returns the info for further checks. */
-static void export_and_check(const rsn_snapshot *s, const char *name, rsx_torch_info *info)
+static void export_and_check(const rs_snap *s, const char *name, rs_export_torch_info *info)
 {
     unsigned char *buf = NULL;
     size_t len = 0;
-    CHECK(rsx_export_torch(s, name, NULL, &buf, &len, info) == RANKSNAP_OK);
+    CHECK(rs_export_torch(s, name, NULL, &buf, &len, info) == RANKSNAP_OK);
     CHECK(buf && len > 2 && buf[0] == 0x80 && buf[1] == 4 && buf[len - 1] == '.');
     CHECK_EQ_U64(info->allocs, count_action(s, RS_ACT_ALLOC));
     if (!buf) return;
@@ -142,37 +142,37 @@ static void export_and_check(const rsn_snapshot *s, const char *name, rsx_torch_
 
 /* ---- the writer ---------------------------------------------------------------------------- */
 
-static int bytes_are(const rs_pw *w, size_t at, const char *expect, size_t n)
+static int bytes_are(const rs_pickler *w, size_t at, const char *expect, size_t n)
 {
     return w->len >= at + n && memcmp(w->buf + at, expect, n) == 0;
 }
 
 TEST(pickle_writer_uses_the_narrowest_integer_opcode)
 {
-    rs_pw w;
-    rs_pw_init(&w);
-    rs_pw_int(&w, 0);
+    rs_pickler w;
+    rs_pickler_init(&w);
+    rs_pickler_int(&w, 0);
     CHECK(bytes_are(&w, 0, "K\x00", 2));
-    rs_pw_int(&w, 255);
+    rs_pickler_int(&w, 255);
     CHECK(bytes_are(&w, 2, "K\xff", 2));
-    rs_pw_int(&w, 256);
+    rs_pickler_int(&w, 256);
     CHECK(bytes_are(&w, 4, "M\x00\x01", 3));
-    rs_pw_int(&w, -1);
+    rs_pickler_int(&w, -1);
     CHECK(bytes_are(&w, 7, "J\xff\xff\xff\xff", 5));
-    rs_pw_int(&w, INT32_MAX);
+    rs_pickler_int(&w, INT32_MAX);
     CHECK(bytes_are(&w, 12, "J\xff\xff\xff\x7f", 5));
     /* 2^31 needs a fifth byte to stay positive in two's complement. */
-    rs_pw_int(&w, (int64_t)1 << 31);
+    rs_pickler_int(&w, (int64_t)1 << 31);
     CHECK(bytes_are(&w, 17, "\x8a\x05\x00\x00\x00\x80\x00", 7));
-    rs_pw_int(&w, INT32_MIN - (int64_t)1);
+    rs_pickler_int(&w, INT32_MIN - (int64_t)1);
     CHECK(bytes_are(&w, 24, "\x8a\x05\xff\xff\xff\x7f\xff", 7));
     /* A device address: 6 bytes, within what MemoryViz.js reads as a Number. */
-    rs_pw_uint(&w, 0x7f3a00000000ull);
+    rs_pickler_uint(&w, 0x7f3a00000000ull);
     CHECK(bytes_are(&w, 31, "\x8a\x06\x00\x00\x00\x00\x3a\x7f", 8));
-    rs_pw_uint(&w, UINT64_MAX);
+    rs_pickler_uint(&w, UINT64_MAX);
     CHECK(bytes_are(&w, 39, "\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00", 11));
     CHECK_EQ_U64(w.len, 50);
-    rs_pw_free(&w);
+    rs_pickler_free(&w);
 }
 
 TEST(pickle_writer_values_read_back_in_python)
@@ -180,37 +180,37 @@ TEST(pickle_writer_values_read_back_in_python)
     static const int64_t ints[] = {0, 1, 255, 256, 65535, 65536, -1, -256, INT32_MAX, INT32_MIN,
                                    (int64_t)INT32_MAX + 1, (int64_t)INT32_MIN - 1,
                                    0x7f3a00001200, 1795365201292756, INT64_MAX, INT64_MIN};
-    rs_pw w;
-    rs_pw_seq l;
-    rs_pw_init(&w);
-    rs_pw_proto(&w);
-    rs_pw_list_open(&w, &l);
+    rs_pickler w;
+    rs_pickler_seq l;
+    rs_pickler_init(&w);
+    rs_pickler_proto(&w);
+    rs_pickler_list_open(&w, &l);
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        rs_pw_item(&w, &l);
-        rs_pw_int(&w, ints[i]);
+        rs_pickler_item(&w, &l);
+        rs_pickler_int(&w, ints[i]);
     }
-    rs_pw_item(&w, &l);
-    rs_pw_uint(&w, UINT64_MAX);
-    rs_pw_item(&w, &l);
-    rs_pw_float(&w, 0.8);
-    rs_pw_item(&w, &l);
-    rs_pw_bool(&w, 1);
-    rs_pw_item(&w, &l);
-    rs_pw_none(&w);
-    rs_pw_item(&w, &l);
-    rs_pw_str(&w, "attention_scores");
-    rs_pw_item(&w, &l);
-    rs_pw_str(&w, "bad \xff byte, caf\xc3\xa9, \xe2\x82"); /* invalid, valid, truncated */
-    rs_pw_item(&w, &l);
-    rs_pw_int(&w, 7);
-    rs_pw_int(&w, 8);
-    rs_pw_tuple2(&w);
-    rs_pw_close(&w, &l);
-    rs_pw_stop(&w);
+    rs_pickler_item(&w, &l);
+    rs_pickler_uint(&w, UINT64_MAX);
+    rs_pickler_item(&w, &l);
+    rs_pickler_float(&w, 0.8);
+    rs_pickler_item(&w, &l);
+    rs_pickler_bool(&w, 1);
+    rs_pickler_item(&w, &l);
+    rs_pickler_none(&w);
+    rs_pickler_item(&w, &l);
+    rs_pickler_str(&w, "attention_scores");
+    rs_pickler_item(&w, &l);
+    rs_pickler_str(&w, "bad \xff byte, caf\xc3\xa9, \xe2\x82"); /* invalid, valid, truncated */
+    rs_pickler_item(&w, &l);
+    rs_pickler_int(&w, 7);
+    rs_pickler_int(&w, 8);
+    rs_pickler_tuple2(&w);
+    rs_pickler_close(&w, &l);
+    rs_pickler_stop(&w);
     unsigned char *buf = NULL;
     size_t len = 0;
-    CHECK(rs_pw_finish(&w, &buf, &len) == RANKSNAP_OK);
-    rs_pw_free(&w);
+    CHECK(rs_pickler_finish(&w, &buf, &len) == RANKSNAP_OK);
+    rs_pickler_free(&w);
     char path[300];
     snprintf(path, sizeof path, "%s/values.pickle", tmpdir);
     CHECK(write_file(path, buf, len) == 0);
@@ -228,39 +228,39 @@ TEST(pickle_writer_values_read_back_in_python)
 
 TEST(pickle_writer_memoizes_repeated_strings)
 {
-    rs_pw w;
-    rs_pw_init(&w);
-    rs_pw_str_shared(&w, "frames");
+    rs_pickler w;
+    rs_pickler_init(&w);
+    rs_pickler_str_shared(&w, "frames");
     size_t first = w.len;
-    rs_pw_str_shared(&w, "frames");
+    rs_pickler_str_shared(&w, "frames");
     CHECK_EQ_U64(first, 1 + 1 + 6 + 1); /* SHORT_BINUNICODE, length, bytes, MEMOIZE */
     CHECK(bytes_are(&w, first, "h\x00", 2));
     /* Past 256 memo entries a reference takes LONG_BINGET and a 4-byte index. */
     char s[16];
     for (int i = 0; i < 300; i++) {
         snprintf(s, sizeof s, "name%d", i);
-        rs_pw_str_shared(&w, s);
+        rs_pickler_str_shared(&w, s);
     }
     size_t at = w.len;
-    rs_pw_str_shared(&w, "name299");
+    rs_pickler_str_shared(&w, "name299");
     CHECK(bytes_are(&w, at, "j\x2c\x01\x00\x00", 5));
     CHECK_EQ_U64(w.memo_next, 301);
-    rs_pw_free(&w);
+    rs_pickler_free(&w);
 }
 
 TEST(pickle_writer_fills_long_lists_in_batches_of_1000)
 {
-    rs_pw w;
-    rs_pw_seq l;
-    rs_pw_init(&w);
-    rs_pw_proto(&w);
-    rs_pw_list_open(&w, &l);
+    rs_pickler w;
+    rs_pickler_seq l;
+    rs_pickler_init(&w);
+    rs_pickler_proto(&w);
+    rs_pickler_list_open(&w, &l);
     for (int i = 0; i < 2500; i++) {
-        rs_pw_item(&w, &l);
-        rs_pw_int(&w, i % 200);
+        rs_pickler_item(&w, &l);
+        rs_pickler_int(&w, i % 200);
     }
-    rs_pw_close(&w, &l);
-    rs_pw_stop(&w);
+    rs_pickler_close(&w, &l);
+    rs_pickler_stop(&w);
     size_t marks = 0, appends = 0;
     for (size_t i = 3; i < w.len; i += 2) { /* PROTO 4, EMPTY_LIST, then 1- or 2-byte ops */
         if (w.buf[i] == '(') {
@@ -275,8 +275,8 @@ TEST(pickle_writer_fills_long_lists_in_batches_of_1000)
     CHECK_EQ_U64(appends, 3);
     unsigned char *buf = NULL;
     size_t len = 0;
-    CHECK(rs_pw_finish(&w, &buf, &len) == RANKSNAP_OK);
-    rs_pw_free(&w);
+    CHECK(rs_pickler_finish(&w, &buf, &len) == RANKSNAP_OK);
+    rs_pickler_free(&w);
     char path[300];
     snprintf(path, sizeof path, "%s/list.pickle", tmpdir);
     CHECK(write_file(path, buf, len) == 0);
@@ -322,7 +322,7 @@ static int run_runtime_child(void)
     return ok ? 0 : 1;
 }
 
-static rsn_snapshot *runtime_snapshot(void)
+static rs_snap *runtime_snapshot(void)
 {
     fflush(NULL);
     pid_t pid = fork();
@@ -332,8 +332,8 @@ static rsn_snapshot *runtime_snapshot(void)
         return NULL;
     char path[300];
     snprintf(path, sizeof path, "%s/rt/rank-00000.rsnap", tmpdir);
-    rsn_snapshot *s = NULL;
-    if (rsn_read_file(path, &s) != RANKSNAP_OK) {
+    rs_snap *s = NULL;
+    if (rs_rsnap_decode_file(path, &s) != RANKSNAP_OK) {
         fprintf(stderr, "%s\n", ranksnap_last_error());
         return NULL;
     }
@@ -342,11 +342,11 @@ static rsn_snapshot *runtime_snapshot(void)
 
 TEST(export_of_a_runtime_snapshot_is_what_the_viewer_reads)
 {
-    rsn_snapshot *s = runtime_snapshot();
+    rs_snap *s = runtime_snapshot();
     CHECK(s != NULL);
     if (!s) return;
     CHECK(s->history.count > 0 && s->history.dropped == 0);
-    rsx_torch_info info;
+    rs_export_torch_info info;
     export_and_check(s, "runtime", &info);
     CHECK_EQ_U64(info.left_out, 0);
     CHECK_EQ_U64(info.unknown_actions, 0);
@@ -357,7 +357,7 @@ TEST(export_of_a_runtime_snapshot_is_what_the_viewer_reads)
                                          count_action(s, RS_ACT_FREE_COMPLETED) +
                                          count_action(s, RS_ACT_SEGMENT_ALLOC) +
                                          count_action(s, RS_ACT_SEGMENT_FREE));
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 /* A synthetic rank on device 2, with a ring that lost its oldest events and an OOM. */
@@ -367,9 +367,9 @@ TEST(export_puts_the_trace_at_the_device_index_and_keeps_the_oom)
     c.steps = 3;
     c.oom_step = 2;
     c.oom_request = 40ull << 30;
-    rsn_snapshot *s = synth_train(0, 1, "job", &c);
+    rs_snap *s = synth_train(0, 1, "job", &c);
     s->device.index = 2;
-    rsx_torch_info info;
+    rs_export_torch_info info;
     export_and_check(s, "device2", &info);
     CHECK_EQ_U64(info.left_out, 0);
     CHECK_EQ_U64(info.annotations, 5); /* steps 0, 1, 2: three START, two END */
@@ -388,7 +388,7 @@ TEST(export_puts_the_trace_at_the_device_index_and_keeps_the_oom)
                          "assert [x['name'] for x in f] == ['train_step', 'main'], f\n",
                          args) == 0);
     }
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(export_cuts_ranksnap_frames_unless_asked_to_keep_them)
@@ -397,19 +397,19 @@ TEST(export_cuts_ranksnap_frames_unless_asked_to_keep_them)
     synth_init(&y, 0, 1, "job");
     uint32_t site = synth_site(&y, "load_weights", "src/model.c", 42);
     synth_alloc(&y, 4 * SY_MIB, site);
-    rsn_snapshot *s = synth_finish(&y);
+    rs_snap *s = synth_finish(&y);
     unsigned char *a = NULL, *b = NULL;
     size_t la = 0, lb = 0;
-    rsx_torch_options keep = {1};
-    CHECK(rsx_export_torch(s, "frames", NULL, &a, &la, NULL) == RANKSNAP_OK);
-    CHECK(rsx_export_torch(s, "frames", &keep, &b, &lb, NULL) == RANKSNAP_OK);
+    rs_export_torch_options keep = {1};
+    CHECK(rs_export_torch(s, "frames", NULL, &a, &la, NULL) == RANKSNAP_OK);
+    CHECK(rs_export_torch(s, "frames", &keep, &b, &lb, NULL) == RANKSNAP_OK);
     /* The frame names appear in the bytes as they are. */
     CHECK(a && memmem(a, la, "load_weights", 12) && !memmem(a, la, "rs_alloc_malloc", 15) &&
           !memmem(a, la, "capture_pcs", 11));
     CHECK(b && memmem(b, lb, "rs_alloc_malloc", 15) && memmem(b, lb, "capture_pcs", 11));
     free(a);
     free(b);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 /* Recording paused between two ranges: blocks and segments change while nothing is recorded, so
@@ -430,27 +430,27 @@ TEST(export_of_a_history_with_a_gap_stays_replayable)
     y.s->history.count = mark;
     synth_free(&y, synth_alloc(&y, 8 * SY_MIB, site));
     (void)keep;
-    rsn_snapshot *s = synth_finish(&y);
-    rsx_torch_info info;
+    rs_snap *s = synth_finish(&y);
+    rs_export_torch_info info;
     export_and_check(s, "gap", &info);
     /* gone's alloc stays; its segment_alloc cannot (the viewer would lose the segment). */
     CHECK(info.left_out >= 1);
     CHECK_EQ_U64(info.allocs, 4);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(export_refuses_an_absurd_device_index)
 {
     synth y;
     synth_init(&y, 0, 1, "job");
-    rsn_snapshot *s = synth_finish(&y);
+    rs_snap *s = synth_finish(&y);
     s->device.index = 100000;
     unsigned char *buf = (unsigned char *)"x";
     size_t len = 1;
-    CHECK(rsx_export_torch(s, "huge.rsnap", NULL, &buf, &len, NULL) == RANKSNAP_ERR_FORMAT);
+    CHECK(rs_export_torch(s, "huge.rsnap", NULL, &buf, &len, NULL) == RANKSNAP_ERR_FORMAT);
     CHECK(buf == NULL && len == 0);
     CHECK_STR_CONTAINS(ranksnap_last_error(), "huge.rsnap: device index 100000");
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 int main(void)

@@ -12,6 +12,7 @@
 #include "check.h"
 #include "log.h"
 #include "options.h"
+#include "text.h"
 
 /* NULL-terminated list of "NAME=value". */
 static const char *table_get(const char *name, void *ctx)
@@ -44,14 +45,14 @@ static int rejected(const char *kv)
 static uint64_t size_of(const char *s)
 {
     uint64_t v = 12345;
-    CHECK(rs_parse_size(s, &v) == 0);
+    CHECK(rs_options_parse_size(s, &v) == 0);
     return v;
 }
 
 static int size_rejected(const char *s)
 {
     uint64_t v = 777;
-    return rs_parse_size(s, &v) == -1 && v == 777;
+    return rs_options_parse_size(s, &v) == -1 && v == 777;
 }
 
 TEST(defaults_match_the_documented_values)
@@ -286,22 +287,22 @@ TEST(memory_limit_forms)
     CHECK(load1(&o, "RANKSNAP_MEMORY_LIMIT=0") == RANKSNAP_OK);
     CHECK_EQ_U64(o.memory_limit.default_bytes, 0);
     CHECK(load1(&o, "RANKSNAP_MEMORY_LIMIT= 16GiB , 2 : 8GiB") == RANKSNAP_OK);
-    CHECK_EQ_U64(rs_memory_limit_for_rank(&o.memory_limit, 2), 8ull << 30);
+    CHECK_EQ_U64(rs_options_memory_limit_for_rank(&o.memory_limit, 2), 8ull << 30);
 }
 
 TEST(memory_limit_per_rank_lookup_falls_back_to_the_default)
 {
     rs_options o;
     CHECK(load1(&o, "RANKSNAP_MEMORY_LIMIT=16GiB,2:8GiB,3:4GiB,5:none") == RANKSNAP_OK);
-    CHECK_EQ_U64(rs_memory_limit_for_rank(&o.memory_limit, 0), 16ull << 30);
-    CHECK_EQ_U64(rs_memory_limit_for_rank(&o.memory_limit, 2), 8ull << 30);
-    CHECK_EQ_U64(rs_memory_limit_for_rank(&o.memory_limit, 3), 4ull << 30);
-    CHECK_EQ_U64(rs_memory_limit_for_rank(&o.memory_limit, 4), 16ull << 30);
-    CHECK_EQ_U64(rs_memory_limit_for_rank(&o.memory_limit, 5), 0); /* rank 5 uncapped */
+    CHECK_EQ_U64(rs_options_memory_limit_for_rank(&o.memory_limit, 0), 16ull << 30);
+    CHECK_EQ_U64(rs_options_memory_limit_for_rank(&o.memory_limit, 2), 8ull << 30);
+    CHECK_EQ_U64(rs_options_memory_limit_for_rank(&o.memory_limit, 3), 4ull << 30);
+    CHECK_EQ_U64(rs_options_memory_limit_for_rank(&o.memory_limit, 4), 16ull << 30);
+    CHECK_EQ_U64(rs_options_memory_limit_for_rank(&o.memory_limit, 5), 0); /* rank 5 uncapped */
 
     CHECK(load1(&o, "RANKSNAP_MEMORY_LIMIT=2:8GiB") == RANKSNAP_OK);
-    CHECK_EQ_U64(rs_memory_limit_for_rank(&o.memory_limit, 1), 0);
-    CHECK_EQ_U64(rs_memory_limit_for_rank(&o.memory_limit, 2), 8ull << 30);
+    CHECK_EQ_U64(rs_options_memory_limit_for_rank(&o.memory_limit, 1), 0);
+    CHECK_EQ_U64(rs_options_memory_limit_for_rank(&o.memory_limit, 2), 8ull << 30);
 }
 
 TEST(memory_limit_rejects_bad_lists)
@@ -330,7 +331,7 @@ TEST(memory_limit_takes_at_most_rs_max_rank_limits_pairs)
         n += snprintf(kv + n, sizeof kv - (size_t)n, "%s%d:1GiB", r ? "," : "", r);
     CHECK(load1(&o, kv) == RANKSNAP_OK);
     CHECK(o.memory_limit.n_ranks == RS_MAX_RANK_LIMITS);
-    CHECK_EQ_U64(rs_memory_limit_for_rank(&o.memory_limit, RS_MAX_RANK_LIMITS - 1), 1ull << 30);
+    CHECK_EQ_U64(rs_options_memory_limit_for_rank(&o.memory_limit, RS_MAX_RANK_LIMITS - 1), 1ull << 30);
     snprintf(kv + n, sizeof kv - (size_t)n, ",%d:1GiB", RS_MAX_RANK_LIMITS);
     CHECK(load1(&o, kv) == RANKSNAP_ERR_OPTION);
     /* the long value is cut, what was expected is kept */
@@ -391,33 +392,33 @@ TEST(size_parser_rejects_junk_negative_and_overflow)
     CHECK(size_rejected("16777216TiB"));            /* 2^64 */
     CHECK(size_rejected("18446744073709551615.5K")); /* overflows in the multiplication */
     CHECK(size_rejected("18446744073709551.9KB")); /* whole fits, whole + part does not */
-    CHECK(rs_parse_size(NULL, NULL) == -1);
+    CHECK(rs_options_parse_size(NULL, NULL) == -1);
 }
 
 TEST(format_bytes_matches_pytorch_format_size)
 {
     char buf[64];
-    rs_format_bytes(0, buf, sizeof buf);
+    rs_text_format_bytes(0, buf, sizeof buf);
     CHECK(strcmp(buf, "0 bytes") == 0);
-    rs_format_bytes(20, buf, sizeof buf);
+    rs_text_format_bytes(20, buf, sizeof buf);
     CHECK(strcmp(buf, "20 bytes") == 0);
-    rs_format_bytes(1024, buf, sizeof buf);
+    rs_text_format_bytes(1024, buf, sizeof buf);
     CHECK(strcmp(buf, "1024 bytes") == 0);
-    rs_format_bytes(1025, buf, sizeof buf);
+    rs_text_format_bytes(1025, buf, sizeof buf);
     CHECK(strcmp(buf, "1.00 KiB") == 0);
-    rs_format_bytes(512 * 1024, buf, sizeof buf);
+    rs_text_format_bytes(512 * 1024, buf, sizeof buf);
     CHECK(strcmp(buf, "512.00 KiB") == 0);
-    rs_format_bytes(1 << 20, buf, sizeof buf);
+    rs_text_format_bytes(1 << 20, buf, sizeof buf);
     CHECK(strcmp(buf, "1024.00 KiB") == 0);
-    rs_format_bytes(20ull << 20, buf, sizeof buf);
+    rs_text_format_bytes(20ull << 20, buf, sizeof buf);
     CHECK(strcmp(buf, "20.00 MiB") == 0);
-    rs_format_bytes(2ull << 30, buf, sizeof buf);
+    rs_text_format_bytes(2ull << 30, buf, sizeof buf);
     CHECK(strcmp(buf, "2.00 GiB") == 0);
-    rs_format_bytes(3ull << 29, buf, sizeof buf);
+    rs_text_format_bytes(3ull << 29, buf, sizeof buf);
     CHECK(strcmp(buf, "1.50 GiB") == 0);
-    rs_format_bytes(UINT64_MAX, buf, sizeof buf);
+    rs_text_format_bytes(UINT64_MAX, buf, sizeof buf);
     CHECK(strcmp(buf, "17179869184.00 GiB") == 0);
-    rs_format_bytes(2ull << 30, buf, 5); /* truncated, still terminated */
+    rs_text_format_bytes(2ull << 30, buf, 5); /* truncated, still terminated */
     CHECK(strcmp(buf, "2.00") == 0);
 }
 

@@ -72,37 +72,37 @@ static void proto(pb *p, unsigned v)
     op(p, (unsigned char)v);
 }
 
-/* Decodes and returns the root, or NULL (the doc in *doc either way, for pk_free). */
-static const pk_value *decode(const pb *p, pk_doc **doc)
+/* Decodes and returns the root, or NULL (the doc in *doc either way, for rs_pickle_free). */
+static const rs_pickle_value *decode(const pb *p, rs_pickle_doc **doc)
 {
     *doc = NULL;
-    ranksnap_status st = pk_decode(p->b, p->n, "t.pickle", doc);
+    ranksnap_status st = rs_pickle_decode(p->b, p->n, "t.pickle", doc);
     if (st != RANKSNAP_OK) {
         fprintf(stderr, "decode failed: %s\n", ranksnap_last_error());
         return NULL;
     }
-    return pk_root(*doc);
+    return rs_pickle_root(*doc);
 }
 
 /* Expects a format error whose message holds `want`. */
 static void expect_error(const pb *p, const char *want)
 {
-    pk_doc *doc = NULL;
-    ranksnap_status st = pk_decode(p->b, p->n, "bad.pickle", &doc);
+    rs_pickle_doc *doc = NULL;
+    ranksnap_status st = rs_pickle_decode(p->b, p->n, "bad.pickle", &doc);
     CHECK(st == RANKSNAP_ERR_FORMAT);
     CHECK(doc == NULL);
     CHECK_STR_CONTAINS(ranksnap_last_error(), "bad.pickle: offset ");
     CHECK_STR_CONTAINS(ranksnap_last_error(), want);
-    pk_free(doc);
+    rs_pickle_free(doc);
 }
 
-static int is_int(const pk_value *v, int64_t want)
+static int is_int(const rs_pickle_value *v, int64_t want)
 {
     int64_t x;
-    return v && v->kind == PK_INT && pk_get_i64(v, &x) == 0 && x == want;
+    return v && v->kind == RS_PICKLE_INT && rs_pickle_get_i64(v, &x) == 0 && x == want;
 }
 
-static int is_text(const pk_value *v, pk_kind kind, const char *s)
+static int is_text(const rs_pickle_value *v, rs_pickle_kind kind, const char *s)
 {
     return v && v->kind == kind && v->v.str.n == strlen(s) && memcmp(v->v.str.p, s, v->v.str.n) == 0;
 }
@@ -149,28 +149,28 @@ TEST(scalars_of_every_opcode_decode_to_their_values)
     op(&p, APPENDS);
     op(&p, STOP);
 
-    pk_doc *doc;
-    const pk_value *r = decode(&p, &doc);
-    CHECK(r && r->kind == PK_LIST && pk_len(r) == 14);
-    CHECK(pk_protocol(doc) == 4);
-    if (r && pk_len(r) == 14) {
-        CHECK(pk_item(r, 0)->kind == PK_NONE);
-        CHECK(pk_item(r, 1)->kind == PK_BOOL && pk_item(r, 1)->v.b == 1);
-        CHECK(pk_item(r, 2)->kind == PK_BOOL && pk_item(r, 2)->v.b == 0);
-        CHECK(is_int(pk_item(r, 3), -5));
-        CHECK(is_int(pk_item(r, 4), 200));
-        CHECK(is_int(pk_item(r, 5), 60000));
-        CHECK(pk_item(r, 6)->kind == PK_FLOAT && pk_item(r, 6)->v.f == 1.5);
-        CHECK(is_text(pk_item(r, 7), PK_STR, "h\xc3\xa9"));
-        CHECK(is_text(pk_item(r, 8), PK_STR, "abc"));
-        CHECK(is_text(pk_item(r, 9), PK_STR, "xy"));
-        CHECK(pk_item(r, 10)->kind == PK_BYTES && pk_item(r, 10)->v.str.n == 2);
-        CHECK(is_text(pk_item(r, 11), PK_BYTES, "b"));
-        CHECK(is_text(pk_item(r, 12), PK_BYTES, "8"));
-        CHECK(is_text(pk_item(r, 13), PK_BYTES, "a"));
-        CHECK(pk_str_is(pk_item(r, 8), "abc") && !pk_str_is(pk_item(r, 8), "ab"));
+    rs_pickle_doc *doc;
+    const rs_pickle_value *r = decode(&p, &doc);
+    CHECK(r && r->kind == RS_PICKLE_LIST && rs_pickle_len(r) == 14);
+    CHECK(rs_pickle_protocol(doc) == 4);
+    if (r && rs_pickle_len(r) == 14) {
+        CHECK(rs_pickle_item(r, 0)->kind == RS_PICKLE_NONE);
+        CHECK(rs_pickle_item(r, 1)->kind == RS_PICKLE_BOOL && rs_pickle_item(r, 1)->v.b == 1);
+        CHECK(rs_pickle_item(r, 2)->kind == RS_PICKLE_BOOL && rs_pickle_item(r, 2)->v.b == 0);
+        CHECK(is_int(rs_pickle_item(r, 3), -5));
+        CHECK(is_int(rs_pickle_item(r, 4), 200));
+        CHECK(is_int(rs_pickle_item(r, 5), 60000));
+        CHECK(rs_pickle_item(r, 6)->kind == RS_PICKLE_FLOAT && rs_pickle_item(r, 6)->v.f == 1.5);
+        CHECK(is_text(rs_pickle_item(r, 7), RS_PICKLE_STR, "h\xc3\xa9"));
+        CHECK(is_text(rs_pickle_item(r, 8), RS_PICKLE_STR, "abc"));
+        CHECK(is_text(rs_pickle_item(r, 9), RS_PICKLE_STR, "xy"));
+        CHECK(rs_pickle_item(r, 10)->kind == RS_PICKLE_BYTES && rs_pickle_item(r, 10)->v.str.n == 2);
+        CHECK(is_text(rs_pickle_item(r, 11), RS_PICKLE_BYTES, "b"));
+        CHECK(is_text(rs_pickle_item(r, 12), RS_PICKLE_BYTES, "8"));
+        CHECK(is_text(rs_pickle_item(r, 13), RS_PICKLE_BYTES, "a"));
+        CHECK(rs_pickle_str_is(rs_pickle_item(r, 8), "abc") && !rs_pickle_str_is(rs_pickle_item(r, 8), "ab"));
     }
-    pk_free(doc);
+    rs_pickle_free(doc);
 }
 
 TEST(ints_of_every_width_keep_64_bit_values_and_flag_wider_ones)
@@ -178,22 +178,22 @@ TEST(ints_of_every_width_keep_64_bit_values_and_flag_wider_ones)
     static const struct {
         const char *bytes;
         unsigned n;
-        int kind;      /* PK_INT or PK_BIGINT */
+        int kind;      /* RS_PICKLE_INT or RS_PICKLE_BIGINT */
         int is_u64;
         int64_t i;
         uint64_t u;
     } cases[] = {
-        {"", 0, PK_INT, 0, 0, 0},
-        {"\xff", 1, PK_INT, 0, -1, 0},
-        {"\x7f\xff", 2, PK_INT, 0, -129, 0},
-        {"\xff\x00", 2, PK_INT, 0, 255, 0},
-        {"\x00\x00\x00\x00\x00\x00\x00\x80", 8, PK_INT, 0, INT64_MIN, 0},
-        {"\xff\xff\xff\xff\xff\xff\xff\x7f", 8, PK_INT, 0, INT64_MAX, 0},
-        {"\xff\xff\xff\xff\xff\xff\xff\xff\x00", 9, PK_INT, 1, 0, UINT64_MAX},
-        {"\x00\x00\x00\x00\x00\x00\x00\x80\x00", 9, PK_INT, 1, 0, (uint64_t)1 << 63},
-        {"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 10, PK_INT, 0, -1, 0}, /* redundant sign bytes */
-        {"\xff\xff\xff\xff\xff\xff\xff\x7f\xff", 9, PK_BIGINT, 0, 0, 0},   /* below INT64_MIN */
-        {"\x00\x00\x00\x00\x00\x00\x00\x00\x01", 9, PK_BIGINT, 0, 0, 0},   /* 2^64 */
+        {"", 0, RS_PICKLE_INT, 0, 0, 0},
+        {"\xff", 1, RS_PICKLE_INT, 0, -1, 0},
+        {"\x7f\xff", 2, RS_PICKLE_INT, 0, -129, 0},
+        {"\xff\x00", 2, RS_PICKLE_INT, 0, 255, 0},
+        {"\x00\x00\x00\x00\x00\x00\x00\x80", 8, RS_PICKLE_INT, 0, INT64_MIN, 0},
+        {"\xff\xff\xff\xff\xff\xff\xff\x7f", 8, RS_PICKLE_INT, 0, INT64_MAX, 0},
+        {"\xff\xff\xff\xff\xff\xff\xff\xff\x00", 9, RS_PICKLE_INT, 1, 0, UINT64_MAX},
+        {"\x00\x00\x00\x00\x00\x00\x00\x80\x00", 9, RS_PICKLE_INT, 1, 0, (uint64_t)1 << 63},
+        {"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 10, RS_PICKLE_INT, 0, -1, 0}, /* redundant sign bytes */
+        {"\xff\xff\xff\xff\xff\xff\xff\x7f\xff", 9, RS_PICKLE_BIGINT, 0, 0, 0},   /* below INT64_MIN */
+        {"\x00\x00\x00\x00\x00\x00\x00\x00\x01", 9, RS_PICKLE_BIGINT, 0, 0, 0},   /* 2^64 */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         for (int long4 = 0; long4 < 2; long4++) {
@@ -203,26 +203,26 @@ TEST(ints_of_every_width_keep_64_bit_values_and_flag_wider_ones)
             le(&p, cases[c].n, long4 ? 4 : 1);
             put(&p, cases[c].bytes, cases[c].n);
             op(&p, STOP);
-            pk_doc *doc;
-            const pk_value *v = decode(&p, &doc);
+            rs_pickle_doc *doc;
+            const rs_pickle_value *v = decode(&p, &doc);
             CHECK(v && v->kind == cases[c].kind);
-            if (v && v->kind == PK_INT && !cases[c].is_u64) {
+            if (v && v->kind == RS_PICKLE_INT && !cases[c].is_u64) {
                 int64_t x = 0;
-                CHECK(v->is_u64 == 0 && pk_get_i64(v, &x) == 0 && x == cases[c].i);
+                CHECK(v->is_u64 == 0 && rs_pickle_get_i64(v, &x) == 0 && x == cases[c].i);
                 uint64_t u;
-                CHECK((pk_get_u64(v, &u) == 0) == (cases[c].i >= 0));
+                CHECK((rs_pickle_get_u64(v, &u) == 0) == (cases[c].i >= 0));
             }
             if (v && cases[c].is_u64) {
                 uint64_t u = 0;
                 int64_t x;
-                CHECK(v->is_u64 && pk_get_u64(v, &u) == 0 && u == cases[c].u);
-                CHECK(pk_get_i64(v, &x) != 0);
+                CHECK(v->is_u64 && rs_pickle_get_u64(v, &u) == 0 && u == cases[c].u);
+                CHECK(rs_pickle_get_i64(v, &x) != 0);
             }
-            if (v && v->kind == PK_BIGINT) {
+            if (v && v->kind == RS_PICKLE_BIGINT) {
                 uint64_t u;
-                CHECK(pk_get_u64(v, &u) != 0);
+                CHECK(rs_pickle_get_u64(v, &u) != 0);
             }
-            pk_free(doc);
+            rs_pickle_free(doc);
         }
     }
 }
@@ -283,28 +283,28 @@ TEST(dicts_lists_tuples_and_sets_nest_as_python_builds_them)
     op(&p, SETITEM);
     op(&p, STOP);
 
-    pk_doc *doc;
-    const pk_value *r = decode(&p, &doc);
-    CHECK(r && r->kind == PK_DICT);
-    CHECK(is_int(pk_dict_get(r, "one"), 11));
-    CHECK(pk_dict_get(r, "missing") == NULL);
-    const pk_value *l = pk_dict_get(r, "list");
-    CHECK(l && l->kind == PK_LIST && pk_len(l) == 3 && is_int(pk_item(l, 2), 3));
-    const pk_value *t = pk_dict_get(r, "tuples");
-    CHECK(t && t->kind == PK_TUPLE && pk_len(t) == 5);
+    rs_pickle_doc *doc;
+    const rs_pickle_value *r = decode(&p, &doc);
+    CHECK(r && r->kind == RS_PICKLE_DICT);
+    CHECK(is_int(rs_pickle_dict_get(r, "one"), 11));
+    CHECK(rs_pickle_dict_get(r, "missing") == NULL);
+    const rs_pickle_value *l = rs_pickle_dict_get(r, "list");
+    CHECK(l && l->kind == RS_PICKLE_LIST && rs_pickle_len(l) == 3 && is_int(rs_pickle_item(l, 2), 3));
+    const rs_pickle_value *t = rs_pickle_dict_get(r, "tuples");
+    CHECK(t && t->kind == RS_PICKLE_TUPLE && rs_pickle_len(t) == 5);
     for (size_t i = 0; t && i < 5; i++) {
-        const pk_value *ti = pk_item(t, i);
-        CHECK(ti && ti->kind == PK_TUPLE && pk_len(ti) == i);
-        if (ti && i > 0) CHECK(is_int(pk_item(ti, i - 1), (int64_t)i));
+        const rs_pickle_value *ti = rs_pickle_item(t, i);
+        CHECK(ti && ti->kind == RS_PICKLE_TUPLE && rs_pickle_len(ti) == i);
+        if (ti && i > 0) CHECK(is_int(rs_pickle_item(ti, i - 1), (int64_t)i));
     }
-    const pk_value *s = pk_dict_get(r, "sets");
-    CHECK(s && pk_len(s) == 2);
-    CHECK(s && pk_item(s, 0)->kind == PK_SET && pk_len(pk_item(s, 0)) == 2);
-    CHECK(s && pk_item(s, 1)->kind == PK_FROZENSET && pk_str_is(pk_item(pk_item(s, 1), 0), "f"));
-    CHECK(s && pk_is_sequence(pk_item(s, 0)) && is_int(pk_item(pk_item(s, 0), 1), 8));
-    const pk_value *d = pk_dict_get(r, "dict");
-    CHECK(d && d->kind == PK_DICT && pk_len(d) == 1 && pk_dict_get(d, "k")->kind == PK_NONE);
-    pk_free(doc);
+    const rs_pickle_value *s = rs_pickle_dict_get(r, "sets");
+    CHECK(s && rs_pickle_len(s) == 2);
+    CHECK(s && rs_pickle_item(s, 0)->kind == RS_PICKLE_SET && rs_pickle_len(rs_pickle_item(s, 0)) == 2);
+    CHECK(s && rs_pickle_item(s, 1)->kind == RS_PICKLE_FROZENSET && rs_pickle_str_is(rs_pickle_item(rs_pickle_item(s, 1), 0), "f"));
+    CHECK(s && rs_pickle_is_sequence(rs_pickle_item(s, 0)) && is_int(rs_pickle_item(rs_pickle_item(s, 0), 1), 8));
+    const rs_pickle_value *d = rs_pickle_dict_get(r, "dict");
+    CHECK(d && d->kind == RS_PICKLE_DICT && rs_pickle_len(d) == 1 && rs_pickle_dict_get(d, "k")->kind == RS_PICKLE_NONE);
+    rs_pickle_free(doc);
 }
 
 TEST(memo_get_shares_a_list_that_is_mutated_later)
@@ -338,14 +338,14 @@ TEST(memo_get_shares_a_list_that_is_mutated_later)
     op(&p, APPEND);
     op(&p, STOP);
 
-    pk_doc *doc;
-    const pk_value *r = decode(&p, &doc);
-    CHECK(r && r->kind == PK_LIST && pk_len(r) == 3);
-    if (r && pk_len(r) == 3) {
-        CHECK(pk_item(r, 0) == pk_item(r, 1) && pk_item(r, 1) == pk_item(r, 2));
-        CHECK(pk_len(pk_item(r, 0)) == 1 && is_int(pk_item(pk_item(r, 0), 0), 7));
+    rs_pickle_doc *doc;
+    const rs_pickle_value *r = decode(&p, &doc);
+    CHECK(r && r->kind == RS_PICKLE_LIST && rs_pickle_len(r) == 3);
+    if (r && rs_pickle_len(r) == 3) {
+        CHECK(rs_pickle_item(r, 0) == rs_pickle_item(r, 1) && rs_pickle_item(r, 1) == rs_pickle_item(r, 2));
+        CHECK(rs_pickle_len(rs_pickle_item(r, 0)) == 1 && is_int(rs_pickle_item(rs_pickle_item(r, 0), 0), 7));
     }
-    pk_free(doc);
+    rs_pickle_free(doc);
 }
 
 TEST(memoized_strings_and_self_references_are_one_value)
@@ -364,10 +364,10 @@ TEST(memoized_strings_and_self_references_are_one_value)
     op(&p, 0);
     op(&p, APPEND);
     op(&p, STOP);
-    pk_doc *doc;
-    const pk_value *r = decode(&p, &doc);
-    CHECK(r && pk_len(r) == 3 && pk_item(r, 0) == pk_item(r, 1) && pk_item(r, 2) == r);
-    pk_free(doc);
+    rs_pickle_doc *doc;
+    const rs_pickle_value *r = decode(&p, &doc);
+    CHECK(r && rs_pickle_len(r) == 3 && rs_pickle_item(r, 0) == rs_pickle_item(r, 1) && rs_pickle_item(r, 2) == r);
+    rs_pickle_free(doc);
 }
 
 TEST(deep_nesting_costs_no_c_stack)
@@ -378,12 +378,12 @@ TEST(deep_nesting_costs_no_c_stack)
     for (int i = 0; i < 1000; i++) op(&p, EMPTY_LIST);
     for (int i = 0; i < 999; i++) op(&p, APPEND);
     op(&p, STOP);
-    pk_doc *doc;
-    const pk_value *r = decode(&p, &doc);
+    rs_pickle_doc *doc;
+    const rs_pickle_value *r = decode(&p, &doc);
     int depth = 0;
-    for (const pk_value *v = r; v && v->kind == PK_LIST; v = pk_item(v, 0)) depth++;
+    for (const rs_pickle_value *v = r; v && v->kind == RS_PICKLE_LIST; v = rs_pickle_item(v, 0)) depth++;
     CHECK(depth == 1000);
-    pk_free(doc);
+    rs_pickle_free(doc);
 }
 
 TEST(bytes_after_stop_are_ignored_as_pickle_loads_does)
@@ -393,10 +393,10 @@ TEST(bytes_after_stop_are_ignored_as_pickle_loads_does)
     op(&p, NONE);
     op(&p, STOP);
     put(&p, "trailing", 8);
-    pk_doc *doc;
-    const pk_value *r = decode(&p, &doc);
-    CHECK(r && r->kind == PK_NONE);
-    pk_free(doc);
+    rs_pickle_doc *doc;
+    const rs_pickle_value *r = decode(&p, &doc);
+    CHECK(r && r->kind == RS_PICKLE_NONE);
+    rs_pickle_free(doc);
 }
 
 /* ---- refusals ------------------------------------------------------------------------------ */
@@ -507,9 +507,9 @@ TEST(broken_stack_discipline_is_a_format_error_naming_the_opcode)
     for (size_t i = 0; i < 4; i++) {
         pb p = {{0}, 0};
         put(&p, ok[i], ok_len[i]);
-        pk_doc *doc;
+        rs_pickle_doc *doc;
         CHECK(decode(&p, &doc) != NULL);
-        pk_free(doc);
+        rs_pickle_free(doc);
     }
 }
 
@@ -606,25 +606,25 @@ TEST(every_truncation_is_a_format_error_naming_an_offset)
 {
     pb p = {{0}, 0};
     sample(&p);
-    pk_doc *doc;
+    rs_pickle_doc *doc;
     CHECK(decode(&p, &doc) != NULL);
-    pk_free(doc);
+    rs_pickle_free(doc);
     int bad = 0;
     for (size_t len = 0; len < p.n; len++) {
         doc = NULL;
-        ranksnap_status st = pk_decode(p.b, len, "cut.pickle", &doc);
+        ranksnap_status st = rs_pickle_decode(p.b, len, "cut.pickle", &doc);
         if (st != RANKSNAP_ERR_FORMAT || doc != NULL ||
             strncmp(ranksnap_last_error(), "cut.pickle: offset ", 19) != 0) {
             if (bad++ < 5) fprintf(stderr, "length %zu: %s\n", len, ranksnap_last_error());
         }
-        pk_free(doc);
+        rs_pickle_free(doc);
         /* A copy of exactly `len` bytes, so that ASan sees any read past the end. */
         unsigned char *copy = malloc(len ? len : 1);
         memcpy(copy, p.b, len);
         doc = NULL;
-        st = pk_decode(copy, len, "cut.pickle", &doc);
+        st = rs_pickle_decode(copy, len, "cut.pickle", &doc);
         if (st != RANKSNAP_ERR_FORMAT) bad++;
-        pk_free(doc);
+        rs_pickle_free(doc);
         free(copy);
     }
     CHECK(bad == 0);
@@ -640,16 +640,16 @@ TEST(every_bit_flip_decodes_or_fails_cleanly)
             unsigned char *copy = malloc(p.n);
             memcpy(copy, p.b, p.n);
             copy[i] ^= (unsigned char)(1u << bit);
-            pk_doc *doc = NULL;
-            ranksnap_status st = pk_decode(copy, p.n, "flip.pickle", &doc);
-            if (st == RANKSNAP_OK && doc && pk_root(doc))
+            rs_pickle_doc *doc = NULL;
+            ranksnap_status st = rs_pickle_decode(copy, p.n, "flip.pickle", &doc);
+            if (st == RANKSNAP_OK && doc && rs_pickle_root(doc))
                 ok++;
             else if (st == RANKSNAP_ERR_FORMAT && !doc &&
                      strncmp(ranksnap_last_error(), "flip.pickle: offset ", 20) == 0)
                 failed++;
             else
                 bad++;
-            pk_free(doc);
+            rs_pickle_free(doc);
             free(copy);
         }
     }
@@ -671,10 +671,10 @@ TEST(memory_stays_bounded_by_the_input)
     }
     op(&p, APPENDS);
     op(&p, STOP);
-    pk_doc *doc;
-    const pk_value *r = decode(&p, &doc);
-    CHECK(r && pk_len(r) == 2000 && pk_item(r, 1999) == r);
-    pk_free(doc);
+    rs_pickle_doc *doc;
+    const rs_pickle_value *r = decode(&p, &doc);
+    CHECK(r && rs_pickle_len(r) == 2000 && rs_pickle_item(r, 1999) == r);
+    rs_pickle_free(doc);
 }
 
 /* ---- pickles Python wrote ------------------------------------------------------------------ */
@@ -735,39 +735,39 @@ TEST(pickles_written_by_python_decode_at_protocols_2_to_5)
         unsigned char *buf = python_pickle(py, protocol, &len);
         CHECK(buf != NULL && len > 0);
         if (!buf) continue;
-        pk_doc *doc = NULL;
-        ranksnap_status st = pk_decode(buf, len, "python.pickle", &doc);
+        rs_pickle_doc *doc = NULL;
+        ranksnap_status st = rs_pickle_decode(buf, len, "python.pickle", &doc);
         if (st != RANKSNAP_OK) fprintf(stderr, "protocol %d: %s\n", protocol, ranksnap_last_error());
         CHECK(st == RANKSNAP_OK);
-        const pk_value *r = pk_root(doc);
-        CHECK(r && r->kind == PK_DICT);
-        const pk_value *seg = pk_item(pk_dict_get(r, "segments"), 0);
+        const rs_pickle_value *r = rs_pickle_root(doc);
+        CHECK(r && r->kind == RS_PICKLE_DICT);
+        const rs_pickle_value *seg = rs_pickle_item(rs_pickle_dict_get(r, "segments"), 0);
         uint64_t addr = 0;
-        CHECK(pk_get_u64(pk_dict_get(seg, "address"), &addr) == 0 && addr == 139637976727552ull);
-        CHECK(pk_str_is(pk_dict_get(pk_item(pk_dict_get(seg, "frames"), 0), "filename"),
+        CHECK(rs_pickle_get_u64(rs_pickle_dict_get(seg, "address"), &addr) == 0 && addr == 139637976727552ull);
+        CHECK(rs_pickle_str_is(rs_pickle_dict_get(rs_pickle_item(rs_pickle_dict_get(seg, "frames"), 0), "filename"),
                         "/home/u/model.py"));
-        const pk_value *ints = pk_dict_get(r, "ints");
-        CHECK(pk_len(ints) == 10);
+        const rs_pickle_value *ints = rs_pickle_dict_get(r, "ints");
+        CHECK(rs_pickle_len(ints) == 10);
         static const int64_t want[] = {0, 255, 65535, -1, 2147483648, -2147483649, INT64_MAX,
                                        INT64_MIN};
-        for (size_t i = 0; i < 8; i++) CHECK(is_int(pk_item(ints, i), want[i]));
+        for (size_t i = 0; i < 8; i++) CHECK(is_int(rs_pickle_item(ints, i), want[i]));
         uint64_t u = 0;
-        CHECK(pk_get_u64(pk_item(ints, 8), &u) == 0 && u == UINT64_MAX);
-        CHECK(pk_item(ints, 9) && pk_item(ints, 9)->kind == PK_BIGINT);
-        CHECK(pk_item(pk_dict_get(r, "floats"), 0)->v.f == 1.5);
-        CHECK(pk_len(pk_dict_get(r, "long_str")) == 0 && pk_dict_get(r, "long_str")->v.str.n == 300);
-        const pk_value *t = pk_dict_get(r, "tuples");
-        for (size_t i = 0; i < 5; i++) CHECK(pk_len(pk_item(t, i)) == i);
-        const pk_value *sh = pk_dict_get(r, "shared");
-        CHECK(pk_item(sh, 0) == pk_item(sh, 1));
-        CHECK(pk_dict_get(r, "pool") && pk_dict_get(r, "pool")->kind == PK_TUPLE);
-        if (protocol >= 3) CHECK(is_text(pk_dict_get(r, "bytes"), PK_BYTES, "yy"));
+        CHECK(rs_pickle_get_u64(rs_pickle_item(ints, 8), &u) == 0 && u == UINT64_MAX);
+        CHECK(rs_pickle_item(ints, 9) && rs_pickle_item(ints, 9)->kind == RS_PICKLE_BIGINT);
+        CHECK(rs_pickle_item(rs_pickle_dict_get(r, "floats"), 0)->v.f == 1.5);
+        CHECK(rs_pickle_len(rs_pickle_dict_get(r, "long_str")) == 0 && rs_pickle_dict_get(r, "long_str")->v.str.n == 300);
+        const rs_pickle_value *t = rs_pickle_dict_get(r, "tuples");
+        for (size_t i = 0; i < 5; i++) CHECK(rs_pickle_len(rs_pickle_item(t, i)) == i);
+        const rs_pickle_value *sh = rs_pickle_dict_get(r, "shared");
+        CHECK(rs_pickle_item(sh, 0) == rs_pickle_item(sh, 1));
+        CHECK(rs_pickle_dict_get(r, "pool") && rs_pickle_dict_get(r, "pool")->kind == RS_PICKLE_TUPLE);
+        if (protocol >= 3) CHECK(is_text(rs_pickle_dict_get(r, "bytes"), RS_PICKLE_BYTES, "yy"));
         if (protocol >= 4) {
-            const pk_value *sets = pk_dict_get(r, "sets");
-            CHECK(pk_item(sets, 0)->kind == PK_SET && pk_item(sets, 1)->kind == PK_FROZENSET);
+            const rs_pickle_value *sets = rs_pickle_dict_get(r, "sets");
+            CHECK(rs_pickle_item(sets, 0)->kind == RS_PICKLE_SET && rs_pickle_item(sets, 1)->kind == RS_PICKLE_FROZENSET);
         }
-        if (protocol >= 5) CHECK(is_text(pk_dict_get(r, "bytearray"), PK_BYTES, "z"));
-        pk_free(doc);
+        if (protocol >= 5) CHECK(is_text(rs_pickle_dict_get(r, "bytearray"), RS_PICKLE_BYTES, "z"));
+        rs_pickle_free(doc);
         free(buf);
     }
 }

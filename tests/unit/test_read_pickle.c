@@ -1,5 +1,5 @@
 /*
- * test_read_pickle.c — PyTorch snapshots read as rsn_snapshot (collector/read_pickle.c) and the
+ * test_read_pickle.c — PyTorch snapshots read as rs_snap (collector/read_pickle.c) and the
  * training steps inferred from their history (collector/infer_steps.c).
  *
  * The PyTorch-like snapshots are written at test time by tests/data/make_torch_like_pickle.py
@@ -17,10 +17,11 @@
 
 #include "check.h"
 #include "compare.h"
-#include "infer_steps.h"
+#include "decode.h"
 #include "model_check.h"
-#include "read_pickle.h"
-#include "read_rsnap.h"
+#include "rsnap_decode.h"
+#include "steps_infer.h"
+#include "torch_decode.h"
 
 #ifndef RS_TEST_DATA_DIR
 #define RS_TEST_DATA_DIR "tests/data"
@@ -66,22 +67,22 @@ static void setup(void)
     }
 }
 
-static rsn_snapshot *read_rank(const char *name, int rank, int all_frames)
+static rs_snap *read_rank(const char *name, int rank, int all_frames)
 {
     char path[640];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    rsn_pickle_opts o;
-    rsn_pickle_opts_default(&o);
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
     o.rank = rank;
     o.all_frames = all_frames;
-    rsn_snapshot *s = NULL;
-    ranksnap_status st = rsn_read_snapshot_file(path, &o, &s);
+    rs_snap *s = NULL;
+    ranksnap_status st = rs_decode_file(path, &o, &s);
     if (st != RANKSNAP_OK) fprintf(stderr, "%s: %s\n", path, ranksnap_last_error());
     CHECK(st == RANKSNAP_OK && s != NULL);
     return s;
 }
 
-static size_t count_action(const rsn_snapshot *s, unsigned action)
+static size_t count_action(const rs_snap *s, unsigned action)
 {
     size_t n = 0;
     for (uint64_t i = 0; i < s->history.count; i++) n += s->history.action[i] == action;
@@ -101,7 +102,7 @@ static size_t count_action(const rsn_snapshot *s, unsigned action)
 TEST(a_torch_snapshot_maps_onto_segments_history_and_interned_stacks)
 {
     NEED_FIXTURES();
-    rsn_snapshot *s = read_rank("snapshot_rank0.pickle", 0, 0);
+    rs_snap *s = read_rank("snapshot_rank0.pickle", 0, 0);
     if (!s) return;
     CHECK(model_is_consistent(s));
     CHECK(s->rank == 0 && s->world_size == 1 && s->complete);
@@ -134,13 +135,13 @@ TEST(a_torch_snapshot_maps_onto_segments_history_and_interned_stacks)
     CHECK_EQ_U64(s->totals.num_allocs, 159);
     CHECK(s->totals.peak_step >= 1); /* the optimizer state exists from step 1 on */
     CHECK(s->allocator.max_split_size == UINT64_MAX); /* SIZE_MAX in the pickle */
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(an_oom_entry_marks_the_rank_oom_with_the_request_and_its_site)
 {
     NEED_FIXTURES();
-    rsn_snapshot *s = read_rank("snapshot_rank3.pickle", 3, 0);
+    rs_snap *s = read_rank("snapshot_rank3.pickle", 3, 0);
     if (!s) return;
     CHECK(model_is_consistent(s));
     CHECK(s->rank == 3 && s->world_size == 4);
@@ -149,18 +150,18 @@ TEST(an_oom_entry_marks_the_rank_oom_with_the_request_and_its_site)
     CHECK(s->oom.device_free > 0 && s->oom.device_free < ((uint64_t)4 << 30));
     CHECK(s->oom.allocated > 0 && s->oom.reserved >= s->oom.allocated);
     CHECK(s->oom.step == 3);
-    rsc_site site;
-    rsc_site_of_stack(s, s->oom.stack, &site);
+    rs_site site;
+    rs_site_of_stack(s, s->oom.stack, &site);
     CHECK(strcmp(site.function, "forward") == 0 && strstr(site.file, "model.py") && site.line == 36);
     CHECK_EQ_U64(s->totals.num_ooms, 1);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(sites_are_user_frames_unless_all_frames_is_asked)
 {
     NEED_FIXTURES();
     for (int all = 0; all < 2; all++) {
-        rsn_snapshot *s = read_rank("snapshot_rank0.pickle", 0, all);
+        rs_snap *s = read_rank("snapshot_rank0.pickle", 0, all);
         if (!s) return;
         CHECK(s->skip_framework_frames == !all);
         /* The first activation of the forward pass: linear.py inside torch, called from
@@ -170,46 +171,46 @@ TEST(sites_are_user_frames_unless_all_frames_is_asked)
             if (s->history.action[i] == RS_ACT_ALLOC && s->history.size[i] == 3 * 1536 * 1024)
                 stack = s->history.stack[i];
         CHECK(stack != 0);
-        rsc_site site;
-        rsc_site_of_stack(s, stack, &site);
+        rs_site site;
+        rs_site_of_stack(s, stack, &site);
         if (!all)
             CHECK(strcmp(site.function, "forward") == 0 && strstr(site.file, "model.py") &&
                   site.line == 31);
         else
             CHECK(strstr(site.function, "CUDACachingAllocator") != NULL);
-        rsn_free(s);
+        rs_snap_free(s);
     }
 }
 
 TEST(the_comparison_names_the_divergent_rank_and_the_oom_rank)
 {
     NEED_FIXTURES();
-    rsc_summary sums[4];
-    rsn_snapshot *full[4] = {NULL};
+    rs_summary sums[4];
+    rs_snap *full[4] = {NULL};
     for (int r = 0; r < 4; r++) {
         char name[64];
         snprintf(name, sizeof name, "snapshot_rank%d.pickle", r);
         full[r] = read_rank(name, r, 0);
         if (!full[r]) return;
-        rsc_summarize(full[r], &sums[r]);
+        rs_summary_of(full[r], &sums[r]);
         CHECK(sums[r].n_steps == (r == 3 ? 4 : 5));
     }
-    rsc_result *res = NULL;
-    CHECK(rsc_compare(sums, (const rsn_snapshot *const *)full, 4, 0, NULL, &res) == RANKSNAP_OK);
+    rs_compare_result *res = NULL;
+    CHECK(rs_compare(sums, (const rs_snap *const *)full, 4, 0, NULL, &res) == RANKSNAP_OK);
     if (res) {
         CHECK(res->world_size == 4 && res->n_missing == 0);
         CHECK(res->n_oom == 1 && res->oom[0].rank == 3 && res->oom[0].step == 3);
         CHECK(res->n_oom == 1 && res->oom[0].requested == (uint64_t)16 << 30);
         CHECK(res->n_divergent == 1 && res->divergent[0].rank == 2);
         if (res->n_divergent == 1) {
-            const rsc_divergent *d = &res->divergent[0];
+            const rs_compare_divergent *d = &res->divergent[0];
             CHECK(d->first_divergent_step == 0 && !d->growth);
             CHECK(d->n_sites > 0 && strcmp(d->sites[0].function, "forward") == 0 &&
                   strstr(d->sites[0].file, "model.py") && d->sites[0].line == 36);
         }
     }
-    rsc_result_free(res);
-    for (int r = 0; r < 4; r++) rsn_free(full[r]);
+    rs_compare_result_free(res);
+    for (int r = 0; r < 4; r++) rs_snap_free(full[r]);
 }
 
 TEST(rank_numbers_come_from_common_file_names)
@@ -222,44 +223,44 @@ TEST(rank_numbers_come_from_common_file_names)
               {"RANK7.pickle", 7}, {"snap_rank1_rank2.pickle", 2}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         int r = -1;
-        CHECK(rsn_rank_from_name(ok[i].path, &r) == 0 && r == ok[i].rank);
+        CHECK(rs_decode_rank_from_name(ok[i].path, &r) == 0 && r == ok[i].rank);
     }
     static const char *const none[] = {"snapshot.pickle", "ranking.pickle", "/rank3/snap.pickle",
                                        "rank-99999999999.pickle"};
     for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
         int r = -1;
-        CHECK(rsn_rank_from_name(none[i], &r) == -1);
+        CHECK(rs_decode_rank_from_name(none[i], &r) == -1);
     }
 }
 
 TEST(pickles_and_rsnap_files_are_told_apart_by_content)
 {
-    CHECK(rsn_is_pickle("\x80\x04\x95", 3));
-    CHECK(rsn_is_pickle("\x80\x02}", 3));
-    CHECK(!rsn_is_pickle("\x80\x06", 2));
-    CHECK(!rsn_is_pickle("\x80", 1));
-    CHECK(!rsn_is_pickle("\xde\x00\x14", 3)); /* a msgpack map of 20 keys */
-    CHECK(!rsn_is_pickle("\x8f", 1));
+    CHECK(rs_torch_is_pickle("\x80\x04\x95", 3));
+    CHECK(rs_torch_is_pickle("\x80\x02}", 3));
+    CHECK(!rs_torch_is_pickle("\x80\x06", 2));
+    CHECK(!rs_torch_is_pickle("\x80", 1));
+    CHECK(!rs_torch_is_pickle("\xde\x00\x14", 3)); /* a msgpack map of 20 keys */
+    CHECK(!rs_torch_is_pickle("\x8f", 1));
     NEED_FIXTURES();
     char path[640];
     snprintf(path, sizeof path, "%s/oom_rank-3_gpt2.pickle", g_dir);
-    CHECK(rsn_file_is_pickle(path) == 1);
-    rsn_snapshot *s = NULL;
-    CHECK(rsn_read_pickle_file(path, 3, &s) == RANKSNAP_OK && s && s->has_oom && s->rank == 3);
-    rsn_free(s);
+    CHECK(rs_decode_is_pickle_file(path) == 1);
+    rs_snap *s = NULL;
+    CHECK(rs_torch_decode_file(path, 3, &s) == RANKSNAP_OK && s && s->has_oom && s->rank == 3);
+    rs_snap_free(s);
 }
 
 /* A pickle written by Python from a dict literal, for the error cases. */
-static ranksnap_status decode_python(const char *literal, rsn_snapshot **out)
+static ranksnap_status decode_python(const char *literal, rs_snap **out)
 {
     char cmd[2048], path[640];
     snprintf(path, sizeof path, "%s/case.pickle", g_dir);
     snprintf(cmd, sizeof cmd, "%s -c 'import pickle; pickle.dump(%s, open(\"%s\", \"wb\"), protocol=4)'",
              g_python, literal, path);
     CHECK(system(cmd) == 0);
-    rsn_pickle_opts o;
-    rsn_pickle_opts_default(&o);
-    return rsn_read_snapshot_file(path, &o, out);
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
+    return rs_decode_file(path, &o, out);
 }
 
 TEST(wrong_fields_are_format_errors_naming_the_field_and_offset)
@@ -291,22 +292,22 @@ TEST(wrong_fields_are_format_errors_naming_the_field_and_offset)
         {"{\"segments\": [], \"device_traces\": {}}", "device_traces: expected a list, found a dict"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        rsn_snapshot *s = NULL;
+        rs_snap *s = NULL;
         ranksnap_status st = decode_python(cases[i].literal, &s);
         CHECK(st == RANKSNAP_ERR_FORMAT && s == NULL);
         CHECK_STR_CONTAINS(ranksnap_last_error(), "case.pickle: offset ");
         CHECK_STR_CONTAINS(ranksnap_last_error(), cases[i].want);
-        rsn_free(s);
+        rs_snap_free(s);
     }
     /* What newer PyTorch versions may add is skipped, not refused. */
-    rsn_snapshot *s = NULL;
+    rs_snap *s = NULL;
     CHECK(decode_python("{\"segments\": [], \"device_traces\": [[{\"action\": \"user_defined\"}, "
                         "{\"action\": \"snapshot\"}, {\"action\": \"alloc\", \"addr\": 4096, "
                         "\"size\": 100, \"frames\": None, \"new_field\": (1, 2)}]], "
                         "\"new_top_level\": {1: 2}}",
                         &s) == RANKSNAP_OK);
     CHECK(s && s->history.count == 1 && model_is_consistent(s));
-    rsn_free(s);
+    rs_snap_free(s);
     /* Block states as PyTorch's C++ and its docstrings name them; a stream handle above
      * INT64_MAX, which PyTorch writes as a negative int64. */
     s = NULL;
@@ -323,7 +324,7 @@ TEST(wrong_fields_are_format_errors_naming_the_field_and_offset)
         CHECK(s->streams[s->segments[0].stream] == (uint64_t)-8);
         CHECK(s->totals.active_bytes_current == 1024 && s->totals.allocated_bytes_current == 0);
     }
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(damaged_snapshots_decode_or_fail_cleanly)
@@ -338,8 +339,8 @@ TEST(damaged_snapshots_decode_or_fail_cleanly)
     size_t len = fread(buf, 1, sizeof buf, f);
     fclose(f);
     CHECK(len > 1000 && len < sizeof buf);
-    rsn_pickle_opts o;
-    rsn_pickle_opts_default(&o);
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
     size_t ok = 0, failed = 0, bad = 0;
     /* Every byte replaced (by 0x00, 0xff or EMPTY_LIST in turn), then every 7th truncation. */
     static const unsigned char subst[] = {0x00, 0xff, 0x5d};
@@ -348,8 +349,8 @@ TEST(damaged_snapshots_decode_or_fail_cleanly)
             unsigned char *copy = malloc(len);
             memcpy(copy, buf, len);
             copy[i] = subst[k];
-            rsn_snapshot *s = NULL;
-            ranksnap_status st = rsn_decode_pickle(copy, len, "damaged.pickle", &o, &s);
+            rs_snap *s = NULL;
+            ranksnap_status st = rs_torch_decode(copy, len, "damaged.pickle", &o, &s);
             if (st == RANKSNAP_OK && s && model_is_consistent(s))
                 ok++;
             else if (st == RANKSNAP_ERR_FORMAT && !s &&
@@ -357,16 +358,16 @@ TEST(damaged_snapshots_decode_or_fail_cleanly)
                 failed++;
             else if (bad++ < 5)
                 fprintf(stderr, "byte %zu = 0x%02x: %s\n", i, subst[k], ranksnap_last_error());
-            rsn_free(s);
+            rs_snap_free(s);
             free(copy);
         }
     }
     for (size_t cut = 0; cut < len; cut += 7) {
         unsigned char *copy = malloc(cut ? cut : 1);
         memcpy(copy, buf, cut);
-        rsn_snapshot *s = NULL;
-        if (rsn_decode_pickle(copy, cut, "cut.pickle", &o, &s) != RANKSNAP_ERR_FORMAT || s) bad++;
-        rsn_free(s);
+        rs_snap *s = NULL;
+        if (rs_torch_decode(copy, cut, "cut.pickle", &o, &s) != RANKSNAP_ERR_FORMAT || s) bad++;
+        rs_snap_free(s);
         free(copy);
     }
     CHECK(bad == 0);
@@ -385,13 +386,13 @@ TEST(real_snapshots_in_tests_data_keep_the_model_promises)
         if (n < 8 || strcmp(e->d_name + n - 7, ".pickle") != 0) continue;
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", RS_TEST_DATA_DIR, e->d_name);
-        rsn_snapshot *s = NULL;
-        ranksnap_status st = rsn_read_snapshot_file(path, NULL, &s);
+        rs_snap *s = NULL;
+        ranksnap_status st = rs_decode_file(path, NULL, &s);
         if (st != RANKSNAP_OK) fprintf(stderr, "%s\n", ranksnap_last_error());
         CHECK(st == RANKSNAP_OK && s && model_is_consistent(s));
-        rsc_summary sum;
-        if (s) rsc_summarize(s, &sum);
-        rsn_free(s);
+        rs_summary sum;
+        if (s) rs_summary_of(s, &sum);
+        rs_snap_free(s);
         seen++;
     }
     closedir(d);
@@ -401,14 +402,14 @@ TEST(real_snapshots_in_tests_data_keep_the_model_promises)
 /* ---- step inference on histories built here ------------------------------------------------ */
 
 typedef struct hist {
-    rsn_snapshot *s;
+    rs_snap *s;
     size_t cap;
     uint64_t next_addr;
 } hist;
 
 static void ev(hist *h, unsigned action, uint64_t addr, uint64_t size, uint32_t stack)
 {
-    rsn_history *y = &h->s->history;
+    rs_snap_history *y = &h->s->history;
     if (y->count == h->cap) {
         h->cap = h->cap ? 2 * h->cap : 256;
         y->time_us = realloc(y->time_us, h->cap * sizeof *y->time_us);
@@ -482,7 +483,7 @@ static void training(hist *h, int prelude, int iterations, int layers, int extra
 }
 
 /* The step events' positions: each must sit where an iteration starts. */
-static int steps_at(const rsn_snapshot *s, const uint64_t *starts, int n)
+static int steps_at(const rs_snap *s, const uint64_t *starts, int n)
 {
     int k = 0, good = 1;
     for (uint64_t i = 0; i < s->history.count; i++) {
@@ -512,15 +513,15 @@ TEST(step_inference_finds_every_iteration_of_a_periodic_trace)
         uint64_t starts[256];
         training(&h, cases[c].prelude, cases[c].iterations, cases[c].layers, cases[c].extra,
                  cases[c].leak, cases[c].cut, starts);
-        rsn_steps_found f;
-        CHECK(rsn_infer_steps(h.s, &f) == RANKSNAP_OK);
+        rs_steps_found f;
+        CHECK(rs_steps_infer(h.s, &f) == RANKSNAP_OK);
         if (!f.found) fprintf(stderr, "case %zu: %s\n", c, f.why_not);
         CHECK(f.found && f.n_steps == (uint64_t)cases[c].iterations);
         CHECK(steps_at(h.s, starts, cases[c].iterations));
         CHECK(h.s->time.n_ranges == 1 && h.s->time.ranges[0].begin == 0 &&
               h.s->time.ranges[0].end == cases[c].iterations);
         CHECK(h.s->time.current_step == cases[c].iterations - 1);
-        rsn_free(h.s);
+        rs_snap_free(h.s);
     }
 }
 
@@ -531,10 +532,10 @@ TEST(step_inference_leaves_out_what_it_cannot_tell)
     hist_init(&h);
     training(&h, 10, 1, 4, 0, 0, -1, NULL);
     uint64_t before = h.s->history.count;
-    rsn_steps_found f;
-    CHECK(rsn_infer_steps(h.s, &f) == RANKSNAP_OK);
+    rs_steps_found f;
+    CHECK(rs_steps_infer(h.s, &f) == RANKSNAP_OK);
     CHECK(!f.found && f.why_not[0] && h.s->history.count == before);
-    rsn_free(h.s);
+    rs_snap_free(h.s);
 
     /* Sizes and stacks that follow no pattern. */
     hist_init(&h);
@@ -543,23 +544,23 @@ TEST(step_inference_leaves_out_what_it_cannot_tell)
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         alloc(&h, (x >> 33) % 100000, (uint32_t)((x >> 20) % 50));
     }
-    CHECK(rsn_infer_steps(h.s, &f) == RANKSNAP_OK);
+    CHECK(rs_steps_infer(h.s, &f) == RANKSNAP_OK);
     CHECK(!f.found && strstr(f.why_not, "repeats") != NULL);
     CHECK_EQ_U64(count_action(h.s, RS_ACT_STEP), 0);
-    rsn_free(h.s);
+    rs_snap_free(h.s);
 
     /* A history with step events of its own keeps them. */
     hist_init(&h);
     training(&h, 2, 4, 2, 0, 0, -1, NULL);
     ev(&h, RS_ACT_STEP, 0, 9, 0);
-    CHECK(rsn_infer_steps(h.s, &f) == RANKSNAP_OK);
+    CHECK(rs_steps_infer(h.s, &f) == RANKSNAP_OK);
     CHECK(!f.found && count_action(h.s, RS_ACT_STEP) == 1);
-    rsn_free(h.s);
+    rs_snap_free(h.s);
 
     /* Nothing at all. */
     hist_init(&h);
-    CHECK(rsn_infer_steps(h.s, &f) == RANKSNAP_OK && !f.found);
-    rsn_free(h.s);
+    CHECK(rs_steps_infer(h.s, &f) == RANKSNAP_OK && !f.found);
+    rs_snap_free(h.s);
 }
 
 int main(void)

@@ -19,8 +19,8 @@
 #include "check.h"
 #include "export_torch.h"
 #include "ranksnap.h"
-#include "read_pickle.h"
-#include "read_rsnap.h"
+#include "torch_decode.h"
+#include "rsnap_decode.h"
 #include "replay.h"
 #include "synth_snapshot.h"
 
@@ -76,11 +76,11 @@ TEST(replay_of_a_runtime_snapshot_lands_on_its_totals)
     CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
           WEXITSTATUS(status) == 0);
     snprintf(path, sizeof path, "%s/rt/rank-00000.rsnap", tmpdir);
-    rsn_snapshot *s = NULL;
-    CHECK(rsn_read_file(path, &s) == RANKSNAP_OK);
+    rs_snap *s = NULL;
+    CHECK(rs_rsnap_decode_file(path, &s) == RANKSNAP_OK);
     if (!s) return;
-    rsr_result r;
-    CHECK(rsr_replay(s, path, &r) == RANKSNAP_OK);
+    rs_replay_result r;
+    CHECK(rs_replay(s, path, &r) == RANKSNAP_OK);
     CHECK(!r.incomplete && r.inconsistent == 0 && r.preexisting == 0);
     CHECK_EQ_U64(r.events, s->history.count);
     CHECK_EQ_U64(r.allocs, s->totals.num_allocs);
@@ -93,7 +93,7 @@ TEST(replay_of_a_runtime_snapshot_lands_on_its_totals)
     /* The 11 MiB parameter's block is 12 MiB: the counted peak is below the blocks' peak. */
     CHECK(r.original.peak_allocated < s->totals.allocated_bytes_peak);
     CHECK(r.original.peak_allocated > s->totals.allocated_bytes_peak - 2 * MIB);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 /* The ring lost the allocation of block A and everything before; block B was allocated before
@@ -112,9 +112,9 @@ TEST(replay_allocates_blocks_alive_before_the_history_first)
     synth_free(&y, c);
     synth_alloc(&y, 2 * SY_MIB, site);
     synth_drop_oldest(&y, dropped);
-    rsn_snapshot *s = synth_finish(&y);
-    rsr_result r;
-    CHECK(rsr_replay(s, "ring", &r) == RANKSNAP_OK);
+    rs_snap *s = synth_finish(&y);
+    rs_replay_result r;
+    CHECK(rs_replay(s, "ring", &r) == RANKSNAP_OK);
     CHECK(r.incomplete);
     CHECK_EQ_U64(r.dropped, dropped);
     CHECK_EQ_U64(r.preexisting, 2);
@@ -125,7 +125,7 @@ TEST(replay_allocates_blocks_alive_before_the_history_first)
     /* The synth gives each block its own 2 MiB-rounded segment: 8 + 4 + 6 MiB reserved. */
     CHECK_EQ_U64(r.original.peak_reserved, 18 * SY_MIB);
     CHECK(r.ranksnap.peak_reserved >= 18 * SY_MIB);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 /* Two 1 KiB requests on two streams cannot share a small segment; on one stream they do. */
@@ -134,22 +134,22 @@ TEST(replay_keeps_streams_apart)
     for (int two = 0; two < 2; two++) {
         synth y;
         synth_init(&y, 0, 1, "job");
-        rsn_snapshot *sp = y.s;
+        rs_snap *sp = y.s;
         sp->streams = realloc(sp->streams, 2 * sizeof *sp->streams);
         sp->streams[1] = 0x7000;
         sp->n_streams = 2;
         uint32_t site = synth_site(&y, "f", "f.c", 1);
         synth_alloc(&y, 1024, site);
         synth_alloc(&y, 1024, site);
-        rsn_snapshot *s = synth_finish(&y);
+        rs_snap *s = synth_finish(&y);
         for (uint64_t i = 0; i < s->history.count; i++)
             if (s->history.action[i] == RS_ACT_ALLOC && s->history.addr[i] != s->segments[0].addr)
                 s->history.stream[i] = two ? 1 : 0;
-        rsr_result r;
-        CHECK(rsr_replay(s, "streams", &r) == RANKSNAP_OK);
+        rs_replay_result r;
+        CHECK(rs_replay(s, "streams", &r) == RANKSNAP_OK);
         CHECK_EQ_U64(r.ranksnap.peak_allocated, 2048);
         CHECK_EQ_U64(r.ranksnap.peak_reserved, (two ? 2 : 1) * RS_SMALL_BUFFER);
-        rsn_free(s);
+        rs_snap_free(s);
     }
 }
 
@@ -160,56 +160,56 @@ TEST(replay_counts_frees_of_blocks_that_are_not_alive)
     uint32_t site = synth_site(&y, "f", "f.c", 1);
     uint64_t a = synth_alloc(&y, 4 * SY_MIB, site);
     synth_free(&y, a);
-    rsn_snapshot *s = synth_finish(&y);
+    rs_snap *s = synth_finish(&y);
     /* A second free of the same block, appended as if the history had a hole. */
-    rsn_history *h = &s->history;
+    rs_snap_history *h = &s->history;
     uint64_t i = h->count - 1;
     h->action[i] = RS_ACT_FREE_REQUESTED; /* was its segment_free */
-    rsr_result r;
-    CHECK(rsr_replay(s, "double free", &r) == RANKSNAP_OK);
+    rs_replay_result r;
+    CHECK(rs_replay(s, "double free", &r) == RANKSNAP_OK);
     CHECK_EQ_U64(r.inconsistent, 1);
     CHECK_EQ_U64(r.frees, 1);
     CHECK_EQ_U64(r.original.peak_allocated, 4 * SY_MIB);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(replay_of_an_empty_history_reports_zeros)
 {
     synth y;
     synth_init(&y, 0, 1, "job");
-    rsn_snapshot *s = synth_finish(&y);
-    rsr_result r;
-    CHECK(rsr_replay(s, "empty", &r) == RANKSNAP_OK);
+    rs_snap *s = synth_finish(&y);
+    rs_replay_result r;
+    CHECK(rs_replay(s, "empty", &r) == RANKSNAP_OK);
     CHECK(r.events == 0 && r.original.peak_allocated == 0 && r.ranksnap.peak_reserved == 0);
     char *text = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&text, &len);
-    rsr_print_text(m, "empty", &r);
+    rs_replay_report_text(m, "empty", &r);
     fclose(m);
     CHECK_STR_CONTAINS(text, "reserved / allocated");
     free(text);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(replay_json_has_both_sides_and_the_completeness)
 {
     train_cfg c = train_default();
-    rsn_snapshot *s = synth_train(0, 1, "job", &c);
-    rsr_result r;
-    CHECK(rsr_replay(s, "train \"x\".rsnap", &r) == RANKSNAP_OK);
+    rs_snap *s = synth_train(0, 1, "job", &c);
+    rs_replay_result r;
+    CHECK(rs_replay(s, "train \"x\".rsnap", &r) == RANKSNAP_OK);
     CHECK_EQ_U64(r.original.peak_allocated, s->totals.allocated_bytes_peak);
     CHECK_EQ_U64(r.original.peak_reserved, s->totals.reserved_bytes_peak);
     char *text = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&text, &len);
-    rsr_print_json(m, "train \"x\".rsnap", &r);
+    rs_replay_report_json(m, "train \"x\".rsnap", &r);
     fclose(m);
     CHECK_STR_CONTAINS(text, "\"file\": \"train \\\"x\\\".rsnap\"");
     CHECK_STR_CONTAINS(text, "\"original\": {\"peak_allocated\": ");
     CHECK_STR_CONTAINS(text, "\"ranksnap\": {\"peak_allocated\": ");
     CHECK_STR_CONTAINS(text, "\"incomplete\": false");
     free(text);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 /* Through the torch export and the pickle decoder, a rank whose ring lost its oldest events
@@ -219,8 +219,8 @@ TEST(replay_of_the_torch_export_matches_the_snapshot)
     train_cfg c = train_default();
     c.leak_from = 2;
     c.leak_bytes = 3 * SY_MIB;
-    rsn_snapshot *s = synth_train(0, 1, "job", &c);
-    rsn_history *h = &s->history;
+    rs_snap *s = synth_train(0, 1, "job", &c);
+    rs_snap_history *h = &s->history;
     /* Forget the first 40 events, as a full ring would have. */
     uint64_t k = 40, n = h->count - k;
     memmove(h->time_us, h->time_us + k, n * sizeof *h->time_us);
@@ -232,13 +232,13 @@ TEST(replay_of_the_torch_export_matches_the_snapshot)
     h->count = n;
     unsigned char *buf = NULL;
     size_t len = 0;
-    rsn_snapshot *t = NULL;
-    CHECK(rsx_export_torch(s, "train", NULL, &buf, &len, NULL) == RANKSNAP_OK);
-    CHECK(rsn_decode_pickle(buf, len, "train.pickle", NULL, &t) == RANKSNAP_OK);
+    rs_snap *t = NULL;
+    CHECK(rs_export_torch(s, "train", NULL, &buf, &len, NULL) == RANKSNAP_OK);
+    CHECK(rs_torch_decode(buf, len, "train.pickle", NULL, &t) == RANKSNAP_OK);
     free(buf);
-    rsr_result a, b;
-    CHECK(rsr_replay(s, "train", &a) == RANKSNAP_OK);
-    if (t) CHECK(rsr_replay(t, "train.pickle", &b) == RANKSNAP_OK);
+    rs_replay_result a, b;
+    CHECK(rs_replay(s, "train", &a) == RANKSNAP_OK);
+    if (t) CHECK(rs_replay(t, "train.pickle", &b) == RANKSNAP_OK);
     if (t) {
         CHECK(a.preexisting > 0);
         CHECK_EQ_U64(b.preexisting, a.preexisting);
@@ -249,8 +249,8 @@ TEST(replay_of_the_torch_export_matches_the_snapshot)
         CHECK_EQ_U64(b.ranksnap.peak_reserved, a.ranksnap.peak_reserved);
         CHECK_EQ_U64(a.original.peak_allocated, a.ranksnap.peak_allocated);
     }
-    rsn_free(t);
-    rsn_free(s);
+    rs_snap_free(t);
+    rs_snap_free(s);
 }
 
 int main(void)

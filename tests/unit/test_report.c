@@ -25,41 +25,41 @@
 
 /* ---- rendering helpers ----------------------------------------------------------------------- */
 
-static char *render_text(const rsc_result *r)
+static char *render_text(const rs_compare_result *r)
 {
     char *text = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&text, &len);
     if (!m) return NULL;
-    CHECK(rsc_report_text(m, r) == RANKSNAP_OK);
+    CHECK(rs_report_text(m, r) == RANKSNAP_OK);
     fclose(m);
     return text;
 }
 
-static char *render_json(const rsc_result *r)
+static char *render_json(const rs_compare_result *r)
 {
     char *text = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&text, &len);
     if (!m) return NULL;
-    CHECK(rsc_report_json(m, r) == RANKSNAP_OK);
+    CHECK(rs_report_json(m, r) == RANKSNAP_OK);
     fclose(m);
     return text;
 }
 
 /* Compares four synthetic ranks; rank `odd` uses `odd_cfg`. */
-static rsc_result *compare_four(int odd, const train_cfg *odd_cfg)
+static rs_compare_result *compare_four(int odd, const train_cfg *odd_cfg)
 {
-    rsn_snapshot *full[4];
-    rsc_summary sums[4];
+    rs_snap *full[4];
+    rs_summary sums[4];
     for (int i = 0; i < 4; i++) {
         train_cfg c = train_default();
         full[i] = synth_train(i, 4, "job-1", i == odd ? odd_cfg : &c);
-        rsc_summarize(full[i], &sums[i]);
+        rs_summary_of(full[i], &sums[i]);
     }
-    rsc_result *r = NULL;
-    CHECK(rsc_compare(sums, (const rsn_snapshot *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
-    for (int i = 0; i < 4; i++) rsn_free(full[i]);
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(sums, (const rs_snap *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
+    for (int i = 0; i < 4; i++) rs_snap_free(full[i]);
     return r;
 }
 
@@ -69,7 +69,7 @@ TEST(text_report_says_which_rank_peaks_above_the_median_from_when_and_where)
 {
     train_cfg c = train_default();
     c.act_factor = 1.5;
-    rsc_result *r = compare_four(2, &c);
+    rs_compare_result *r = compare_four(2, &c);
     char *t = r ? render_text(r) : NULL;
     CHECK_STR_CONTAINS(t, "ranksnap: 4 of 4 ranks, reference rank 0 (median peak 129.00 MiB)");
     CHECK_STR_CONTAINS(t, "peak allocated");
@@ -80,7 +80,7 @@ TEST(text_report_says_which_rank_peaks_above_the_median_from_when_and_where)
                           "0, a constant offset: +32.00 MiB at attention_scores (model.c:211)");
     CHECK(t && !strstr(t, "no rank diverges"));
     free(t);
-    rsc_result_free(r);
+    rs_compare_result_free(r);
 }
 
 TEST(text_report_calls_a_growing_rank_a_leak)
@@ -88,13 +88,13 @@ TEST(text_report_calls_a_growing_rank_a_leak)
     train_cfg c = train_default();
     c.leak_from = 3;
     c.leak_bytes = 20 * MIB;
-    rsc_result *r = compare_four(1, &c);
+    rs_compare_result *r = compare_four(1, &c);
     char *t = r ? render_text(r) : NULL;
     CHECK_STR_CONTAINS(t, "rank 1 grows step after step from step 3 (a leak?), peaking 77% above "
                           "the median (228.00 MiB vs 129.00 MiB): +100.00 MiB at "
                           "keep_for_logging (train.c:57)");
     free(t);
-    rsc_result_free(r);
+    rs_compare_result_free(r);
 }
 
 TEST(text_report_explains_an_oom_with_the_request_and_the_memory_state)
@@ -102,7 +102,7 @@ TEST(text_report_explains_an_oom_with_the_request_and_the_memory_state)
     train_cfg c = train_default();
     c.oom_step = 5;
     c.oom_request = (uint64_t)2 << 30;
-    rsc_result *r = compare_four(3, &c);
+    rs_compare_result *r = compare_four(3, &c);
     char *t = r ? render_text(r) : NULL;
     CHECK_STR_CONTAINS(t, "rank 3 ran out of memory at step 5: tried to allocate 2.00 GiB with "
                           "819.20 MiB free of 80.00 GiB (allocated 128.00 MiB, reserved 128.00 "
@@ -111,36 +111,36 @@ TEST(text_report_explains_an_oom_with_the_request_and_the_memory_state)
     CHECK_STR_CONTAINS(t, "64.00 MiB  attention_scores (model.c:211)");
     CHECK_STR_CONTAINS(t, "no rank diverges beyond 5% of the median");
     free(t);
-    rsc_result_free(r);
+    rs_compare_result_free(r);
 }
 
 TEST(text_report_of_identical_ranks_has_no_verdict)
 {
     train_cfg c = train_default();
-    rsc_result *r = compare_four(-1, &c);
+    rs_compare_result *r = compare_four(-1, &c);
     char *t = r ? render_text(r) : NULL;
     CHECK_STR_CONTAINS(t, "no rank diverges beyond 5% of the median\n");
     CHECK(t && !strstr(t, "above the median") && !strstr(t, "out of memory") &&
           !strstr(t, "missing"));
     free(t);
-    rsc_result_free(r);
+    rs_compare_result_free(r);
 }
 
 TEST(text_report_lists_missing_ranks_as_ranges)
 {
-    rsc_summary s[2];
+    rs_summary s[2];
     memset(s, 0, sizeof s);
     s[0].rank = 0;
     s[1].rank = 3;
     s[0].peak_step = s[1].peak_step = -1;
     s[0].complete = s[1].complete = 1;
-    rsc_result *r = NULL;
-    CHECK(rsc_compare(s, NULL, 2, 6, NULL, &r) == RANKSNAP_OK);
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(s, NULL, 2, 6, NULL, &r) == RANKSNAP_OK);
     char *t = r ? render_text(r) : NULL;
     CHECK_STR_CONTAINS(t, "ranksnap: 2 of 6 ranks");
     CHECK_STR_CONTAINS(t, "missing: ranks 1-2, 4-5 (no data");
     free(t);
-    rsc_result_free(r);
+    rs_compare_result_free(r);
 }
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
@@ -149,7 +149,7 @@ TEST(json_report_has_the_schema_fields_with_integer_bytes)
 {
     train_cfg c = train_default();
     c.act_factor = 1.5;
-    rsc_result *r = compare_four(2, &c);
+    rs_compare_result *r = compare_four(2, &c);
     char *j = r ? render_json(r) : NULL;
     CHECK_STR_CONTAINS(j, "\"world_size\": 4");
     CHECK_STR_CONTAINS(j, "\"reference_rank\": 0");
@@ -167,7 +167,7 @@ TEST(json_report_has_the_schema_fields_with_integer_bytes)
                           "\"bytes_delta\": 33554432}");
     CHECK_STR_CONTAINS(j, "\"notes\": []");
     free(j);
-    rsc_result_free(r);
+    rs_compare_result_free(r);
 }
 
 TEST(json_report_of_an_oom_has_request_stack_and_live_sites)
@@ -175,7 +175,7 @@ TEST(json_report_of_an_oom_has_request_stack_and_live_sites)
     train_cfg c = train_default();
     c.oom_step = 5;
     c.oom_request = (uint64_t)2 << 30;
-    rsc_result *r = compare_four(3, &c);
+    rs_compare_result *r = compare_four(3, &c);
     char *j = r ? render_json(r) : NULL;
     CHECK_STR_CONTAINS(j, "{\"rank\": 3, \"requested\": 2147483648, \"step\": 5, ");
     CHECK_STR_CONTAINS(j, "\"stack\": {\"function\": \"train_step\", \"file\": \"src/train.c\", "
@@ -183,12 +183,12 @@ TEST(json_report_of_an_oom_has_request_stack_and_live_sites)
     CHECK_STR_CONTAINS(j, "\"oom\": true");
     CHECK_STR_CONTAINS(j, "\"divergent_ranks\": []");
     free(j);
-    rsc_result_free(r);
+    rs_compare_result_free(r);
 }
 
 TEST(json_strings_escape_quotes_controls_and_bytes_that_are_not_utf8)
 {
-    rsc_result r;
+    rs_compare_result r;
     memset(&r, 0, sizeof r);
     r.reference_rank = -1;
     char note[] = "a \"q\" b\\c\nd\te\x01 \xc3\xa9 \xff \xe2\x82 \xed\xa0\x80 \x7f";
@@ -307,14 +307,14 @@ TEST(four_processes_through_the_public_api_flag_the_rank_with_larger_activations
     CHECK(mkdtemp(dir) != NULL);
     int ranks[4] = {0, 1, 2, 3};
     CHECK(write_ranks(dir, "job-e2e", ranks, 4, 4) == 0);
-    rsn_snapshot *full[4] = {NULL, NULL, NULL, NULL};
-    rsc_summary sums[4];
+    rs_snap *full[4] = {NULL, NULL, NULL, NULL};
+    rs_summary sums[4];
     int n = 0;
     for (int i = 0; i < 4; i++) {
         char path[128];
         snprintf(path, sizeof path, "%s/rank-%05d.rsnap", dir, i);
-        if (rsn_read_file(path, &full[n]) == RANKSNAP_OK) {
-            rsc_summarize(full[n], &sums[n]);
+        if (rs_rsnap_decode_file(path, &full[n]) == RANKSNAP_OK) {
+            rs_summary_of(full[n], &sums[n]);
             n++;
         } else {
             fprintf(stderr, "%s\n", ranksnap_last_error());
@@ -323,13 +323,13 @@ TEST(four_processes_through_the_public_api_flag_the_rank_with_larger_activations
     }
     rmdir(dir);
     CHECK_EQ_U64(n, 4);
-    rsc_result *r = NULL;
+    rs_compare_result *r = NULL;
     if (n == 4)
-        CHECK(rsc_compare(sums, (const rsn_snapshot *const *)full, 4, 0, NULL, &r) ==
+        CHECK(rs_compare(sums, (const rs_snap *const *)full, 4, 0, NULL, &r) ==
               RANKSNAP_OK);
     CHECK(r && r->n_divergent == 1 && r->n_oom == 0 && r->n_missing == 0);
     if (r && r->n_divergent == 1) {
-        const rsc_divergent *d = &r->divergent[0];
+        const rs_compare_divergent *d = &r->divergent[0];
         CHECK_EQ_U64(d->rank, 2);
         CHECK_EQ_U64(d->first_divergent_step, 0);
         CHECK_EQ_U64(d->growth, 0);
@@ -349,8 +349,8 @@ TEST(four_processes_through_the_public_api_flag_the_rank_with_larger_activations
     CHECK_STR_CONTAINS(t, "rank 2 peaks 25% above the median");
     CHECK_STR_CONTAINS(t, "layer_activation (test_report.c:");
     free(t);
-    rsc_result_free(r);
-    for (int i = 0; i < n; i++) rsn_free(full[i]);
+    rs_compare_result_free(r);
+    for (int i = 0; i < n; i++) rs_snap_free(full[i]);
 }
 
 static int writer_main(int argc, char **argv)

@@ -22,15 +22,15 @@
  * name in front, or a snapshot that keeps the model's promises. */
 static int decode_is_safe(const void *buf, size_t len)
 {
-    rsn_snapshot *s = NULL;
-    ranksnap_status st = rsn_decode(buf, len, "damaged.rsnap", &s);
+    rs_snap *s = NULL;
+    ranksnap_status st = rs_rsnap_decode(buf, len, "damaged.rsnap", &s);
     int ok;
     if (st == RANKSNAP_OK)
         ok = s != NULL && model_is_consistent(s);
     else
         ok = st == RANKSNAP_ERR_FORMAT && s == NULL &&
              strncmp(ranksnap_last_error(), "damaged.rsnap: ", 15) == 0;
-    rsn_free(s);
+    rs_snap_free(s);
     return ok;
 }
 
@@ -49,15 +49,15 @@ TEST(every_truncation_of_a_valid_snapshot_is_a_format_error)
     char *buf = valid_snapshot(&f, &len);
     size_t bad = 0;
     for (size_t i = 0; buf && i < len; i++) {
-        rsn_snapshot *s = NULL;
-        ranksnap_status st = rsn_decode(buf, i, "cut.rsnap", &s);
+        rs_snap *s = NULL;
+        ranksnap_status st = rs_rsnap_decode(buf, i, "cut.rsnap", &s);
         char want[96];
         snprintf(want, sizeof want, "cut.rsnap: truncated: %zu bytes, the msgpack map ends", i);
         if (st != RANKSNAP_ERR_FORMAT || s != NULL ||
             (i > 0 && strstr(ranksnap_last_error(), want) == NULL)) {
             if (bad++ < 5) fprintf(stderr, "length %zu: %s\n", i, ranksnap_last_error());
         }
-        rsn_free(s);
+        rs_snap_free(s);
     }
     CHECK_EQ_U64(bad, 0);
     free(buf);
@@ -203,36 +203,36 @@ static void add_key(edit *e, msgpack_object *map, const char *key, msgpack_objec
     map->via.map.size = n + 1;
 }
 
-static ranksnap_status edit_decode(edit *e, rsn_snapshot **s)
+static ranksnap_status edit_decode(edit *e, rs_snap **s)
 {
     msgpack_packer pk;
     msgpack_sbuffer_destroy(&e->out);
     msgpack_sbuffer_init(&e->out);
     msgpack_packer_init(&pk, &e->out, msgpack_sbuffer_write);
     CHECK(msgpack_pack_object(&pk, *e->root) == 0);
-    return rsn_decode(e->out.data, e->out.size, "edited.rsnap", s);
+    return rs_rsnap_decode(e->out.data, e->out.size, "edited.rsnap", s);
 }
 
 /* The edited snapshot is rejected as malformed with exactly this message. */
 static void expect_error(edit *e, const char *message)
 {
-    rsn_snapshot *s = NULL;
+    rs_snap *s = NULL;
     char want[512];
     snprintf(want, sizeof want, "edited.rsnap: %s", message);
     CHECK(edit_decode(e, &s) == RANKSNAP_ERR_FORMAT);
     CHECK(s == NULL);
     CHECK_STR_CONTAINS(ranksnap_last_error(), want);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(unedited_snapshot_repacks_and_decodes)
 {
     edit e;
-    rsn_snapshot *s = NULL;
+    rs_snap *s = NULL;
     edit_begin(&e);
     CHECK(edit_decode(&e, &s) == RANKSNAP_OK);
     CHECK(s && model_is_consistent(s));
-    rsn_free(s);
+    rs_snap_free(s);
     edit_end(&e);
 }
 
@@ -261,13 +261,13 @@ TEST(newer_version_is_rejected_and_names_both_versions)
 TEST(unknown_keys_are_ignored)
 {
     edit e;
-    rsn_snapshot *s = NULL;
+    rs_snap *s = NULL;
     edit_begin(&e);
     msgpack_object extra = *get(e.root, "device");
     add_key(&e, e.root, "added_in_a_later_writer", extra);
     CHECK(edit_decode(&e, &s) == RANKSNAP_OK);
     CHECK(s != NULL);
-    rsn_free(s);
+    rs_snap_free(s);
     edit_end(&e);
 }
 
@@ -384,13 +384,13 @@ TEST(missing_and_duplicate_fields_are_rejected)
 
 static void expect_raw_error(const void *buf, size_t len, const char *message)
 {
-    rsn_snapshot *s = NULL;
+    rs_snap *s = NULL;
     char want[256];
     snprintf(want, sizeof want, "raw.rsnap: %s", message);
-    CHECK(rsn_decode(buf, len, "raw.rsnap", &s) == RANKSNAP_ERR_FORMAT);
+    CHECK(rs_rsnap_decode(buf, len, "raw.rsnap", &s) == RANKSNAP_ERR_FORMAT);
     CHECK(s == NULL);
     CHECK_STR_CONTAINS(ranksnap_last_error(), want);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(empty_and_non_map_inputs_are_rejected)
@@ -451,22 +451,22 @@ TEST(deep_nesting_is_rejected)
 
 TEST(files_that_cannot_be_read_are_io_errors_naming_the_path)
 {
-    rsn_snapshot *s = NULL;
-    CHECK(rsn_read_file("/nonexistent-ranksnap-dir/rank-00000.rsnap", &s) == RANKSNAP_ERR_IO);
+    rs_snap *s = NULL;
+    CHECK(rs_rsnap_decode_file("/nonexistent-ranksnap-dir/rank-00000.rsnap", &s) == RANKSNAP_ERR_IO);
     CHECK_STR_CONTAINS(ranksnap_last_error(), "/nonexistent-ranksnap-dir/rank-00000.rsnap");
     CHECK_STR_CONTAINS(ranksnap_last_error(), "No such file or directory");
     CHECK(s == NULL);
 
     char dir[] = "/tmp/ranksnap-bad-XXXXXX", path[128];
     CHECK(mkdtemp(dir) != NULL);
-    CHECK(rsn_read_file(dir, &s) == RANKSNAP_ERR_IO);
+    CHECK(rs_rsnap_decode_file(dir, &s) == RANKSNAP_ERR_IO);
     CHECK_STR_CONTAINS(ranksnap_last_error(), dir);
 
     snprintf(path, sizeof path, "%s/empty.rsnap", dir);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     CHECK(fd >= 0);
     if (fd >= 0) close(fd);
-    CHECK(rsn_read_file(path, &s) == RANKSNAP_ERR_FORMAT);
+    CHECK(rs_rsnap_decode_file(path, &s) == RANKSNAP_ERR_FORMAT);
     CHECK_STR_CONTAINS(ranksnap_last_error(), path);
     CHECK_STR_CONTAINS(ranksnap_last_error(), "empty file");
     CHECK(s == NULL);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "check.h"
 #include "clock.h"
 #include "snapshot_fixture.h"
@@ -19,7 +20,7 @@ static uint32_t expect_stack(const rs_snapshot_src *src, uint32_t id)
     return id <= rs_stacks_count(rs_recorder_stacks(src->recorder)) ? id : 0;
 }
 
-static void check_settings(const rsn_snapshot *s, const rs_snapshot_src *src)
+static void check_settings(const rs_snap *s, const rs_snapshot_src *src)
 {
     CHECK_EQ_U64(s->allocator.memory_limit, src->memory_limit);
     CHECK_EQ_U64(s->allocator.max_split_size, src->options->max_split_size);
@@ -34,9 +35,9 @@ static void check_settings(const rsn_snapshot *s, const rs_snapshot_src *src)
     CHECK_EQ_U64(s->recorder.stack_depth, src->options->stack_depth);
 }
 
-static void check_totals(const rsn_snapshot *s, const rs_snapshot_src *src)
+static void check_totals(const rs_snap *s, const rs_snapshot_src *src)
 {
-    const rsn_totals *t = &s->totals;
+    const rs_snap_totals *t = &s->totals;
     const ranksnap_stats *x = &src->stats;
     CHECK_EQ_U64(t->allocated_bytes_current, x->allocated_bytes);
     CHECK_EQ_U64(t->allocated_bytes_peak, x->allocated_bytes_peak);
@@ -65,11 +66,11 @@ static void check_totals(const rsn_snapshot *s, const rs_snapshot_src *src)
     CHECK_EQ_U64(t->outside_bytes_end, src->outside_bytes_end);
 }
 
-static void check_segments(const rsn_snapshot *s, const rs_snapshot_src *src)
+static void check_segments(const rs_snap *s, const rs_snapshot_src *src)
 {
     CHECK_EQ_U64(s->n_segments, src->state->n_segments);
     for (size_t i = 0; i < s->n_segments && i < src->state->n_segments; i++) {
-        const rsn_segment *g = &s->segments[i];
+        const rs_snap_segment *g = &s->segments[i];
         const rs_segment_info *x = &src->state->segments[i];
         CHECK_EQ_U64(g->addr, x->addr);
         CHECK_EQ_U64(g->total_size, x->total_size);
@@ -102,10 +103,10 @@ static uint64_t expanded_count(const rs_recorder *r)
     return n;
 }
 
-static void check_history(const rsn_snapshot *s, const rs_snapshot_src *src)
+static void check_history(const rs_snap *s, const rs_snapshot_src *src)
 {
     const rs_recorder *r = src->recorder;
-    const rsn_history *h = &s->history;
+    const rs_snap_history *h = &s->history;
     CHECK_EQ_U64(h->count, expanded_count(r));
     CHECK_EQ_U64(h->dropped, rs_recorder_dropped(r));
     CHECK_EQ_U64(h->capacity, rs_recorder_capacity(r));
@@ -131,7 +132,7 @@ static void check_history(const rsn_snapshot *s, const rs_snapshot_src *src)
         CHECK(strcmp(s->strings[i], rs_recorder_string(r, i)) == 0);
 }
 
-static void check_stack_tables(const rsn_snapshot *s, const rs_snapshot_src *src)
+static void check_stack_tables(const rs_snap *s, const rs_snapshot_src *src)
 {
     if (!src->recorder || !src->symbols) {
         CHECK_EQ_U64(s->n_stacks, 0);
@@ -147,7 +148,7 @@ static void check_stack_tables(const rsn_snapshot *s, const rs_snapshot_src *src
         const uintptr_t *pcs = rs_stacks_get(st, id, &n);
         CHECK_EQ_U64(s->stacks[id - 1].n_frames, n);
         for (int k = 0; k < n && (size_t)k < s->stacks[id - 1].n_frames; k++) {
-            const rsn_frame *f = &s->frames[s->stacks[id - 1].frames[k]];
+            const rs_snap_frame *f = &s->frames[s->stacks[id - 1].frames[k]];
             CHECK_EQ_U64(f->pc, pcs[k]);
             long x = rs_symbols_find(sym, pcs[k]);
             if (x < 0) {
@@ -170,7 +171,7 @@ static void check_stack_tables(const rsn_snapshot *s, const rs_snapshot_src *src
 }
 
 /* Every field of the decoded snapshot against the source it was encoded from. */
-static void check_matches_src(const rsn_snapshot *s, const rs_snapshot_src *src)
+static void check_matches_src(const rs_snap *s, const rs_snapshot_src *src)
 {
     CHECK_EQ_U64(s->version, RSNAP_FORMAT_VERSION);
     CHECK_EQ_U64(s->rank, src->rank);
@@ -217,14 +218,14 @@ static void check_matches_src(const rsn_snapshot *s, const rs_snapshot_src *src)
     }
 }
 
-static rsn_snapshot *roundtrip(const rs_snapshot_src *src)
+static rs_snap *roundtrip(const rs_snapshot_src *src)
 {
     char *buf = NULL;
     size_t len = 0;
-    rsn_snapshot *s = NULL;
+    rs_snap *s = NULL;
     CHECK(rs_snapshot_encode(src, &buf, &len) == RANKSNAP_OK);
     if (!buf) return NULL;
-    ranksnap_status st = rsn_decode(buf, len, "roundtrip", &s);
+    ranksnap_status st = rs_rsnap_decode(buf, len, "roundtrip", &s);
     if (st != RANKSNAP_OK) fprintf(stderr, "decode: %s\n", ranksnap_last_error());
     CHECK(st == RANKSNAP_OK);
     free(buf);
@@ -235,7 +236,7 @@ TEST(snapshot_without_recorder_roundtrips_every_field)
 {
     fixture f;
     CHECK(fixture_init(&f, 0) == 0);
-    rsn_snapshot *s = roundtrip(&f.src);
+    rs_snap *s = roundtrip(&f.src);
     CHECK(s != NULL);
     if (s) {
         check_matches_src(s, &f.src);
@@ -244,7 +245,7 @@ TEST(snapshot_without_recorder_roundtrips_every_field)
         CHECK_EQ_U64(s->streams[0], 0);
         CHECK_EQ_U64(s->history.count, 0);
     }
-    rsn_free(s);
+    rs_snap_free(s);
     fixture_free(&f);
 }
 
@@ -252,7 +253,7 @@ TEST(snapshot_with_recorder_roundtrips_history_stacks_and_symbols)
 {
     fixture f;
     CHECK(fixture_init(&f, 1) == 0);
-    rsn_snapshot *s = roundtrip(&f.src);
+    rs_snap *s = roundtrip(&f.src);
     CHECK(s != NULL);
     if (s) {
         check_matches_src(s, &f.src);
@@ -266,7 +267,7 @@ TEST(snapshot_with_recorder_roundtrips_history_stacks_and_symbols)
         /* FX_S2 is in no event: appended after the recorder's streams */
         CHECK_EQ_U64(s->streams[s->segments[2].stream], (uintptr_t)FX_S2);
     }
-    rsn_free(s);
+    rs_snap_free(s);
     fixture_free(&f);
 }
 
@@ -277,7 +278,7 @@ TEST(snapshot_keeps_a_finite_max_split_size_and_a_crash_flag)
     f.opt.max_split_size = 64 * FX_MIB;
     f.src.complete = 0;
     f.src.has_oom = 0;
-    rsn_snapshot *s = roundtrip(&f.src);
+    rs_snap *s = roundtrip(&f.src);
     CHECK(s != NULL);
     if (s) {
         check_matches_src(s, &f.src);
@@ -285,7 +286,7 @@ TEST(snapshot_keeps_a_finite_max_split_size_and_a_crash_flag)
         CHECK_EQ_U64(s->complete, 0);
         CHECK_EQ_U64(s->has_oom, 0);
     }
-    rsn_free(s);
+    rs_snap_free(s);
     fixture_free(&f);
 }
 
@@ -296,7 +297,7 @@ TEST(snapshot_of_a_wrapped_ring_reports_dropped_events)
     for (int i = 0; i < 200; i++)
         rs_recorder_append_id(f.rec, RS_ACT_ALLOC, FX_SEG0 + (uint64_t)i * 512, 512, FX_S1,
                               f.stack_a);
-    rsn_snapshot *s = roundtrip(&f.src);
+    rs_snap *s = roundtrip(&f.src);
     CHECK(s != NULL);
     if (s) {
         check_matches_src(s, &f.src);
@@ -304,7 +305,7 @@ TEST(snapshot_of_a_wrapped_ring_reports_dropped_events)
         CHECK_EQ_U64(s->history.dropped, 213 - 64);
         CHECK_EQ_U64(s->history.addr[63], FX_SEG0 + 199 * 512);
     }
-    rsn_free(s);
+    rs_snap_free(s);
     fixture_free(&f);
 }
 
@@ -316,10 +317,10 @@ TEST(delta_columns_survive_wraparound_and_large_jumps)
                                      UINT64_MAX - 1, 0x7f3a00000000ull, 0x1000};
     for (size_t i = 0; i < sizeof addrs / sizeof addrs[0]; i++)
         rs_recorder_append_id(f.rec, RS_ACT_SEGMENT_FREE, addrs[i], UINT64_MAX - i, FX_S2, 0);
-    rsn_snapshot *s = roundtrip(&f.src);
+    rs_snap *s = roundtrip(&f.src);
     CHECK(s != NULL);
     if (s) check_matches_src(s, &f.src);
-    rsn_free(s);
+    rs_snap_free(s);
     fixture_free(&f);
 }
 
@@ -333,11 +334,11 @@ TEST(snapshot_file_written_atomically_reads_back)
     size_t len;
     char *buf = fixture_encode(&f, &len);
     CHECK(buf != NULL);
-    CHECK(rs_write_file_atomic(path, buf, len) == RANKSNAP_OK);
-    rsn_snapshot *s = NULL;
-    CHECK(rsn_read_file(path, &s) == RANKSNAP_OK);
+    CHECK(rs_atomic_file_write(path, buf, len) == RANKSNAP_OK);
+    rs_snap *s = NULL;
+    CHECK(rs_rsnap_decode_file(path, &s) == RANKSNAP_OK);
     if (s) check_matches_src(s, &f.src);
-    rsn_free(s);
+    rs_snap_free(s);
     free(buf);
     unlink(path);
     rmdir(dir);
@@ -464,10 +465,10 @@ TEST(history_costs_at_most_24_bytes_per_event_before_stacks)
            full_len - empty_len, per_event, full_len);
     CHECK(per_event <= 24.0);
 
-    rsn_snapshot *s = NULL;
-    CHECK(rsn_decode(full, full_len, "synthetic", &s) == RANKSNAP_OK);
+    rs_snap *s = NULL;
+    CHECK(rs_rsnap_decode(full, full_len, "synthetic", &s) == RANKSNAP_OK);
     if (s) check_matches_src(s, &f.src);
-    rsn_free(s);
+    rs_snap_free(s);
     free(empty);
     free(full);
     fixture_free(&f);

@@ -8,30 +8,30 @@
 
 #include "check.h"
 #include "snapshot_fixture.h"
-#include "summary.h"
+#include "cmd_summary.h"
 
 /* The summary as a string (malloc'ed), or NULL. */
-static char *summary_of(const rsn_snapshot *s, const char *path, ranksnap_status *st)
+static char *summary_of(const rs_snap *s, const char *path, ranksnap_status *st)
 {
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
     if (!out) return NULL;
-    *st = rsn_print_summary(out, s, path);
+    *st = rs_cmd_summary_print(out, s, path);
     fclose(out);
     return text;
 }
 
-static rsn_snapshot *decoded_fixture(int complete)
+static rs_snap *decoded_fixture(int complete)
 {
     fixture f;
     size_t len;
-    rsn_snapshot *s = NULL;
+    rs_snap *s = NULL;
     CHECK(fixture_init(&f, 1) == 0);
     f.src.complete = complete;
     char *buf = fixture_encode(&f, &len);
     CHECK(buf != NULL);
-    if (buf) CHECK(rsn_decode(buf, len, "fixture", &s) == RANKSNAP_OK);
+    if (buf) CHECK(rs_rsnap_decode(buf, len, "fixture", &s) == RANKSNAP_OK);
     free(buf);
     fixture_free(&f);
     return s;
@@ -39,7 +39,7 @@ static rsn_snapshot *decoded_fixture(int complete)
 
 TEST(summary_names_the_rank_device_peaks_and_counts)
 {
-    rsn_snapshot *s = decoded_fixture(1);
+    rs_snap *s = decoded_fixture(1);
     ranksnap_status st = RANKSNAP_ERR_IO;
     char *text = s ? summary_of(s, "out/rank-00001.rsnap", &st) : NULL;
     CHECK(st == RANKSNAP_OK);
@@ -57,12 +57,12 @@ TEST(summary_names_the_rank_device_peaks_and_counts)
     CHECK_STR_CONTAINS(text, "13 recorded, 0 dropped (history holds 13 of 64)");
     CHECK_STR_CONTAINS(text, "segments    3, live blocks 3 holding 24.00 MiB");
     free(text);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(summary_explains_the_oom_with_its_request_state_and_site)
 {
-    rsn_snapshot *s = decoded_fixture(1);
+    rs_snap *s = decoded_fixture(1);
     ranksnap_status st = RANKSNAP_ERR_IO;
     char *text = s ? summary_of(s, NULL, &st) : NULL;
     CHECK(st == RANKSNAP_OK);
@@ -72,12 +72,12 @@ TEST(summary_explains_the_oom_with_its_request_state_and_site)
                              "42.00 MiB, memory limit 16.00 GiB");
     CHECK_STR_CONTAINS(text, "  at alloc_weights model.c:42 (stream 0x5551000)");
     free(text);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 TEST(summary_lists_live_sites_by_bytes_including_unresolved_and_missing_stacks)
 {
-    rsn_snapshot *s = decoded_fixture(0);
+    rs_snap *s = decoded_fixture(0);
     ranksnap_status st = RANKSNAP_ERR_IO;
     char *text = s ? summary_of(s, NULL, &st) : NULL;
     CHECK(st == RANKSNAP_OK);
@@ -90,33 +90,33 @@ TEST(summary_lists_live_sites_by_bytes_including_unresolved_and_missing_stacks)
     /* the block awaiting its stream event is not live */
     CHECK(text && strstr(text, "build_layer") == NULL);
     free(text);
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 /* Hand-built: twelve sites, two of which are two pcs on one line and must count as one. */
 TEST(summary_merges_pcs_of_one_line_and_shows_the_top_ten)
 {
     static char fn[13][24], file[] = "net.c", unknown[] = "??", mod[] = "/opt/libnet.so";
-    rsn_frame frames[13];
-    rsn_stack stacks[13];
+    rs_snap_frame frames[13];
+    rs_snap_stack stacks[13];
     uint32_t idx[13];
-    rsn_block blocks[13];
-    rsn_segment seg;
-    rsn_module module = {mod, 0x7f0000000000, unknown};
+    rs_snap_block blocks[13];
+    rs_snap_segment seg;
+    rs_snap_module module = {mod, 0x7f0000000000, unknown};
     uint64_t streams[1] = {0};
-    rsn_snapshot s;
+    rs_snap s;
     memset(&s, 0, sizeof s);
     for (int i = 0; i < 13; i++) {
         snprintf(fn[i], sizeof fn[i], "layer%02d", i < 12 ? i : 0);
-        frames[i] = (rsn_frame){0x1000 + (uint64_t)i, 0, fn[i], file, i < 12 ? 100 + i : 100};
+        frames[i] = (rs_snap_frame){0x1000 + (uint64_t)i, 0, fn[i], file, i < 12 ? 100 + i : 100};
         idx[i] = (uint32_t)i;
-        stacks[i] = (rsn_stack){1, &idx[i]};
+        stacks[i] = (rs_snap_stack){1, &idx[i]};
         /* site i holds (i + 1) MiB; frame 12 is another pc on layer00's line with 20 MiB */
         uint64_t mib = i < 12 ? (uint64_t)i + 1 : 20;
-        blocks[i] = (rsn_block){0x10000000ull * (uint64_t)(i + 1), mib << 20, 0, (uint32_t)i + 1,
+        blocks[i] = (rs_snap_block){0x10000000ull * (uint64_t)(i + 1), mib << 20, 0, (uint32_t)i + 1,
                                 RS_BLOCK_ACTIVE_ALLOCATED};
     }
-    seg = (rsn_segment){0, 1ull << 30, 0, 0, 0, 0, 0, 0, 13, blocks};
+    seg = (rs_snap_segment){0, 1ull << 30, 0, 0, 0, 0, 0, 0, 13, blocks};
     s.world_size = 1;
     s.host = unknown;
     s.job = unknown;
@@ -149,15 +149,15 @@ TEST(summary_merges_pcs_of_one_line_and_shows_the_top_ten)
 
 TEST(summary_to_a_full_device_is_an_io_error_naming_the_file)
 {
-    rsn_snapshot *s = decoded_fixture(1);
+    rs_snap *s = decoded_fixture(1);
     FILE *full = fopen("/dev/full", "w");
     CHECK(full != NULL);
     if (full && s) {
-        CHECK(rsn_print_summary(full, s, "rank-00001.rsnap") == RANKSNAP_ERR_IO);
+        CHECK(rs_cmd_summary_print(full, s, "rank-00001.rsnap") == RANKSNAP_ERR_IO);
         CHECK_STR_CONTAINS(ranksnap_last_error(), "rank-00001.rsnap: writing the summary failed");
         fclose(full);
     }
-    rsn_free(s);
+    rs_snap_free(s);
 }
 
 int main(void)

@@ -19,7 +19,7 @@
 
 #define MIB SY_MIB
 
-static uint64_t max_hi(const rsc_timeline *t)
+static uint64_t max_hi(const rs_timeline *t)
 {
     uint64_t m = t->alloc_start;
     for (size_t i = 0; i < t->alloc.n; i++)
@@ -28,21 +28,21 @@ static uint64_t max_hi(const rsc_timeline *t)
 }
 
 /* A page of `n` ranks, rank `big` with 1.5 times the activations, into a malloc'ed string. */
-static char *page_of(rsn_snapshot **full, int n, size_t *len)
+static char *page_of(rs_snap **full, int n, size_t *len)
 {
-    rsc_summary *sums = calloc((size_t)n, sizeof *sums);
-    rsc_result *r = NULL;
+    rs_summary *sums = calloc((size_t)n, sizeof *sums);
+    rs_compare_result *r = NULL;
     char *buf = NULL;
     *len = 0;
-    for (int i = 0; i < n; i++) rsc_summarize(full[i], &sums[i]);
-    rsc_config cfg;
-    rsc_config_default(&cfg);
-    CHECK(rsc_compare(sums, (const rsn_snapshot *const *)full, (size_t)n, n, &cfg, &r) == RANKSNAP_OK);
+    for (int i = 0; i < n; i++) rs_summary_of(full[i], &sums[i]);
+    rs_compare_config cfg;
+    rs_compare_config_default(&cfg);
+    CHECK(rs_compare(sums, (const rs_snap *const *)full, (size_t)n, n, &cfg, &r) == RANKSNAP_OK);
     FILE *m = open_memstream(&buf, len);
     CHECK(m != NULL);
-    if (m && r) CHECK(rsc_report_html_of_snapshots(m, r, (const rsn_snapshot *const *)full, (size_t)n) == RANKSNAP_OK);
+    if (m && r) CHECK(rs_report_html_of_snapshots(m, r, (const rs_snap *const *)full, (size_t)n) == RANKSNAP_OK);
     if (m) fclose(m);
-    rsc_result_free(r);
+    rs_compare_result_free(r);
     free(sums);
     return buf;
 }
@@ -57,9 +57,9 @@ TEST(timeline_keeps_at_most_max_points_buckets_and_a_one_event_spike)
         if (i == 12345) synth_free(&y, synth_alloc(&y, 512 * MIB, spike));
         synth_free(&y, synth_alloc(&y, MIB, small));
     }
-    rsn_snapshot *s = synth_finish(&y);
-    rsc_timeline *t = NULL;
-    CHECK(rsc_timeline_build(s, 300, &t) == RANKSNAP_OK);
+    rs_snap *s = synth_finish(&y);
+    rs_timeline *t = NULL;
+    CHECK(rs_timeline_build(s, 300, &t) == RANKSNAP_OK);
     if (t) {
         CHECK(t->n_buckets <= 300 && t->n_buckets >= 150);
         CHECK(t->alloc.n <= 300 && t->reserved.n <= 300);
@@ -68,29 +68,29 @@ TEST(timeline_keeps_at_most_max_points_buckets_and_a_one_event_spike)
         /* the bucket of the spike names the spike as its largest allocation */
         int named = 0;
         for (size_t i = 0; i < t->alloc.n; i++)
-            if (t->big_size[i] == 512 * MIB && t->big_site[i] != RSC_TL_NO_SITE &&
+            if (t->big_size[i] == 512 * MIB && t->big_site[i] != RS_TIMELINE_NO_SITE &&
                 strcmp(t->site_names[t->big_site[i]], "huge_workspace (model.c:20)") == 0)
                 named = 1;
         CHECK(named);
         for (size_t i = 1; i < t->alloc.n; i++) CHECK(t->alloc.index[i] > t->alloc.index[i - 1]);
     }
-    rsc_timeline_free(t);
-    rsn_free(s);
+    rs_timeline_free(t);
+    rs_snap_free(s);
 }
 
 TEST(timeline_peak_and_end_agree_with_the_summary)
 {
     train_cfg c = train_default();
     c.act_factor = 1.5;
-    rsn_snapshot *s = synth_train(0, 1, "job-1", &c);
-    rsc_summary sum;
-    rsc_summarize(s, &sum);
-    rsc_timeline *t = NULL;
-    CHECK(rsc_timeline_build(s, 0, &t) == RANKSNAP_OK);
+    rs_snap *s = synth_train(0, 1, "job-1", &c);
+    rs_summary sum;
+    rs_summary_of(s, &sum);
+    rs_timeline *t = NULL;
+    CHECK(rs_timeline_build(s, 0, &t) == RANKSNAP_OK);
     if (t) {
         CHECK_EQ_U64(t->peak_bytes, sum.peak_allocated);
         CHECK(t->peak_step == sum.peak_step);
-        CHECK(t->n_buckets <= RSC_TL_DEFAULT_POINTS);
+        CHECK(t->n_buckets <= RS_TIMELINE_DEFAULT_POINTS);
         CHECK(t->alloc.n > 0);
         if (t->alloc.n) CHECK_EQ_U64(t->alloc.last[t->alloc.n - 1], s->totals.allocated_bytes_current);
         if (t->reserved.n)
@@ -107,7 +107,7 @@ TEST(timeline_peak_and_end_agree_with_the_summary)
             CHECK_EQ_U64(t->live[1].size, 24 * MIB);
             CHECK(t->live[1].stack < t->n_stacks);
             if (t->live[1].stack < t->n_stacks) {
-                const rsc_tl_stack *st = &t->stacks[t->live[1].stack];
+                const rs_timeline_stack *st = &t->stacks[t->live[1].stack];
                 int found = 0;
                 for (size_t k = 0; k < st->n_frames; k++)
                     found |= strcmp(t->frames[st->frames[k]].function, "attention_scores") == 0;
@@ -120,8 +120,8 @@ TEST(timeline_peak_and_end_agree_with_the_summary)
         for (size_t i = 1; i < t->n_live; i++) CHECK(t->live[i - 1].size >= t->live[i].size);
         CHECK(t->n_sites > 0 && strcmp(t->sites[0].function, "attention_scores") == 0);
     }
-    rsc_timeline_free(t);
-    rsn_free(s);
+    rs_timeline_free(t);
+    rs_snap_free(s);
 }
 
 TEST(timeline_gives_a_burst_after_a_quiet_stretch_buckets_of_its_own)
@@ -133,9 +133,9 @@ TEST(timeline_gives_a_burst_after_a_quiet_stretch_buckets_of_its_own)
     y.now += 10 * 1000 * 1000; /* ten quiet seconds, then 20,000 events in 20 ms */
     int64_t burst = (int64_t)y.now;
     for (int i = 0; i < 4000; i++) synth_free(&y, synth_alloc(&y, (uint64_t)(1 + i % 7) * MIB, site));
-    rsn_snapshot *s = synth_finish(&y);
-    rsc_timeline *t = NULL;
-    CHECK(rsc_timeline_build(s, 2000, &t) == RANKSNAP_OK);
+    rs_snap *s = synth_finish(&y);
+    rs_timeline *t = NULL;
+    CHECK(rs_timeline_build(s, 2000, &t) == RANKSNAP_OK);
     if (t) {
         size_t in_burst = 0;
         for (size_t i = 0; i < t->alloc.n; i++) {
@@ -148,8 +148,8 @@ TEST(timeline_gives_a_burst_after_a_quiet_stretch_buckets_of_its_own)
         CHECK(t->n_buckets <= 2000);
         CHECK_EQ_U64(max_hi(t), 71 * MIB);
     }
-    rsc_timeline_free(t);
-    rsn_free(s);
+    rs_timeline_free(t);
+    rs_snap_free(s);
 }
 
 TEST(timeline_marks_the_oom_and_its_live_blocks)
@@ -157,9 +157,9 @@ TEST(timeline_marks_the_oom_and_its_live_blocks)
     train_cfg c = train_default();
     c.oom_step = 3;
     c.oom_request = 40ull << 30;
-    rsn_snapshot *s = synth_train(0, 1, "job-1", &c);
-    rsc_timeline *t = NULL;
-    CHECK(rsc_timeline_build(s, 0, &t) == RANKSNAP_OK);
+    rs_snap *s = synth_train(0, 1, "job-1", &c);
+    rs_timeline *t = NULL;
+    CHECK(rs_timeline_build(s, 0, &t) == RANKSNAP_OK);
     if (t) {
         CHECK(t->oom && t->moment_is_oom);
         CHECK_EQ_U64(t->oom_requested, 40ull << 30);
@@ -169,21 +169,21 @@ TEST(timeline_marks_the_oom_and_its_live_blocks)
         CHECK(t->n_live >= 5); /* the parameters and four activations */
         CHECK(t->n_ranges == 0);
     }
-    rsc_timeline_free(t);
-    rsn_free(s);
+    rs_timeline_free(t);
+    rs_snap_free(s);
 }
 
 TEST(timeline_turns_recorded_ranges_into_time_spans)
 {
     train_cfg c = train_default();
-    rsn_snapshot *s = synth_train(0, 1, "job-1", &c);
+    rs_snap *s = synth_train(0, 1, "job-1", &c);
     s->time.n_ranges = 2;
     s->time.ranges = malloc(2 * sizeof *s->time.ranges);
-    s->time.ranges[0] = (rsn_range){2, 4};
-    s->time.ranges[1] = (rsn_range){6, -1};
+    s->time.ranges[0] = (rs_snap_range){2, 4};
+    s->time.ranges[1] = (rs_snap_range){6, -1};
     s->time.clock_offset_us = -1000;
-    rsc_timeline *t = NULL;
-    CHECK(rsc_timeline_build(s, 0, &t) == RANKSNAP_OK);
+    rs_timeline *t = NULL;
+    CHECK(rs_timeline_build(s, 0, &t) == RANKSNAP_OK);
     if (t) {
         CHECK(t->n_ranges == 2);
         int64_t step_t[8] = {0};
@@ -193,38 +193,38 @@ TEST(timeline_turns_recorded_ranges_into_time_spans)
         /* rank 0's time base: the offset is applied */
         CHECK(t->t_first == (int64_t)s->history.time_us[0] - 1000);
     }
-    rsc_timeline_free(t);
-    rsn_free(s);
+    rs_timeline_free(t);
+    rs_snap_free(s);
 }
 
 TEST(timeline_of_a_snapshot_without_history_is_one_empty_bucket)
 {
     synth y;
     synth_init(&y, 3, 4, "job-1");
-    rsn_snapshot *s = synth_finish(&y);
-    rsc_timeline *t = NULL;
-    CHECK(rsc_timeline_build(s, 0, &t) == RANKSNAP_OK);
+    rs_snap *s = synth_finish(&y);
+    rs_timeline *t = NULL;
+    CHECK(rs_timeline_build(s, 0, &t) == RANKSNAP_OK);
     if (t) {
         CHECK(t->n_buckets == 1 && t->alloc.n == 0 && t->n_steps == 0 && t->n_live == 0);
         CHECK(t->rank == 3 && t->t_first == t->t_last);
     }
-    rsc_timeline_free(t);
-    rsn_free(s);
+    rs_timeline_free(t);
+    rs_snap_free(s);
 }
 
 TEST(points_per_rank_shrink_beyond_64_ranks_but_not_below_200)
 {
-    CHECK(rsc_timeline_points_for(1) == RSC_TL_DEFAULT_POINTS);
-    CHECK(rsc_timeline_points_for(32) == RSC_TL_DEFAULT_POINTS);
-    CHECK(rsc_timeline_points_for(64) == RSC_TL_DEFAULT_POINTS);
-    CHECK(rsc_timeline_points_for(128) == 1000);
-    CHECK(rsc_timeline_points_for(100000) == 200);
+    CHECK(rs_timeline_points_for(1) == RS_TIMELINE_DEFAULT_POINTS);
+    CHECK(rs_timeline_points_for(32) == RS_TIMELINE_DEFAULT_POINTS);
+    CHECK(rs_timeline_points_for(64) == RS_TIMELINE_DEFAULT_POINTS);
+    CHECK(rs_timeline_points_for(128) == 1000);
+    CHECK(rs_timeline_points_for(100000) == 200);
 }
 
 TEST(page_for_32_ranks_of_100000_events_is_under_5_mb)
 {
     enum { N = 32 };
-    rsn_snapshot *full[N];
+    rs_snap *full[N];
     train_cfg c = train_default();
     /* 41 events a step: 2440 steps are 100,040 events, every alloc with a segment of its own, so
      * reserved bytes move as often as allocated ones (the page's worst case) */
@@ -243,7 +243,7 @@ TEST(page_for_32_ranks_of_100000_events_is_under_5_mb)
     CHECK(len < 5u * 1000 * 1000);
     CHECK_STR_CONTAINS(page, "\"rank\":31,");
     free(page);
-    for (int i = 0; i < N; i++) rsn_free(full[i]);
+    for (int i = 0; i < N; i++) rs_snap_free(full[i]);
 }
 
 TEST(snapshot_strings_cannot_close_the_script_or_put_a_url_in_the_page)
@@ -255,7 +255,7 @@ TEST(snapshot_strings_cannot_close_the_script_or_put_a_url_in_the_page)
     synth_step(&y, 0);
     synth_alloc(&y, 4 * MIB, evil);
     synth_alloc(&y, 2 * MIB, bad_utf8);
-    rsn_snapshot *full[2];
+    rs_snap *full[2];
     full[0] = synth_finish(&y);
     train_cfg c = train_default();
     full[1] = synth_train(1, 2, "job</script><script>alert(1)</script>", &c);
@@ -276,18 +276,18 @@ TEST(snapshot_strings_cannot_close_the_script_or_put_a_url_in_the_page)
         CHECK_STR_CONTAINS(page, "data-rendered");
     }
     free(page);
-    rsn_free(full[0]);
-    rsn_free(full[1]);
+    rs_snap_free(full[0]);
+    rs_snap_free(full[1]);
 }
 
 TEST(progress_is_shown_on_a_terminal_for_long_work_and_when_asked)
 {
-    CHECK(!rsc_progress_wanted(-1, 0, 1000, 1ull << 40)); /* not a terminal: never by default */
-    CHECK(!rsc_progress_wanted(-1, 1, 4, 1 << 20));       /* a terminal, but short work */
-    CHECK(rsc_progress_wanted(-1, 1, RSC_PROGRESS_MIN_FILES, 0));
-    CHECK(rsc_progress_wanted(-1, 1, 1, RSC_PROGRESS_MIN_BYTES));
-    CHECK(rsc_progress_wanted(1, 0, 1, 0));               /* --progress */
-    CHECK(!rsc_progress_wanted(0, 1, 1000, 1ull << 40));  /* --no-progress */
+    CHECK(!rs_progress_wanted(-1, 0, 1000, 1ull << 40)); /* not a terminal: never by default */
+    CHECK(!rs_progress_wanted(-1, 1, 4, 1 << 20));       /* a terminal, but short work */
+    CHECK(rs_progress_wanted(-1, 1, RS_PROGRESS_MIN_FILES, 0));
+    CHECK(rs_progress_wanted(-1, 1, 1, RS_PROGRESS_MIN_BYTES));
+    CHECK(rs_progress_wanted(1, 0, 1, 0));               /* --progress */
+    CHECK(!rs_progress_wanted(0, 1, 1000, 1ull << 40));  /* --no-progress */
 }
 
 TEST(progress_line_is_redrawn_in_place_and_erased_at_the_end)
@@ -297,10 +297,10 @@ TEST(progress_line_is_redrawn_in_place_and_erased_at_the_end)
     FILE *m = open_memstream(&buf, &len);
     CHECK(m != NULL);
     if (!m) return;
-    rsc_progress p;
-    rsc_progress_begin(&p, m, "reading", 3, 3000000);
-    for (int i = 0; i < 3; i++) rsc_progress_step(&p, 1000000);
-    rsc_progress_end(&p);
+    rs_progress p;
+    rs_progress_begin(&p, m, "reading", 3, 3000000);
+    for (int i = 0; i < 3; i++) rs_progress_step(&p, 1000000);
+    rs_progress_end(&p);
     fclose(m);
     CHECK_STR_CONTAINS(buf, "\rranksnap report: reading 0/3 files, 0.0 of 3.0 MB\033[K");
     CHECK_STR_CONTAINS(buf, "\rranksnap report: reading 3/3 files, 3.0 of 3.0 MB\033[K");
@@ -308,10 +308,10 @@ TEST(progress_line_is_redrawn_in_place_and_erased_at_the_end)
     CHECK(strchr(buf, '\n') == NULL);
     free(buf);
 
-    rsc_progress off;
-    rsc_progress_begin(&off, NULL, "reading", 3, 0); /* off: nothing to write to */
-    rsc_progress_step(&off, 1);
-    rsc_progress_end(&off);
+    rs_progress off;
+    rs_progress_begin(&off, NULL, "reading", 3, 0); /* off: nothing to write to */
+    rs_progress_step(&off, 1);
+    rs_progress_end(&off);
     CHECK(off.drawn == 0);
 }
 

@@ -1,0 +1,252 @@
+/*
+ * cmd_collect.c — `ranksnap collect --from DIR --to DIR`: gather node-local snapshots over MPI.
+ *
+ * For jobs whose RANKSNAP_DIR is node-local (/tmp, a local SSD), run one collector per node:
+ *   mpirun -np NODES --map-by ppr:1:node ranksnap collect --from /local/dir --to ./here
+ * Every rank sends the rank-*.rsnap and rank-*.ring files of its --from to rank 0, which writes
+ * them into --to (atomically, 0600; a name already received from another node is kept once) and
+ * then prints the report over --to. MPI is entered through PMPI_* so that ranksnap's own
+ * MPI_Init wrapper (this command links the library) does not start a recording runtime here.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(RANKSNAP_HAVE_MPI)
+#include <mpi.h>
+#endif
+
+#include "commands.h"
+#include "errors.h"
+#include "atomic_file.h"
+
+#define RS_COLLECT_CHUNK ((size_t)1 << 30)
+#define RS_TAG_COUNT 901
+#define RS_TAG_NAME 902
+#define RS_TAG_SIZE 903
+#define RS_TAG_DATA 904
+
+static void collect_usage(FILE *out)
+{
+    fprintf(out, "usage: ranksnap collect --from DIR --to DIR [--json]\n"
+                 "  run under mpirun, one rank per node (--map-by ppr:1:node): every rank sends the\n"
+                 "  rank-*.rsnap and rank-*.ring files of --from to rank 0, which writes them into\n"
+                 "  --to and prints the report over them\n");
+}
+
+static int is_collected(const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(name, "rank-", 5) == 0 &&
+           ((n > 6 && strcmp(name + n - 6, ".rsnap") == 0) || (n > 5 && strcmp(name + n - 5, ".ring") == 0));
+}
+
+static int read_whole(const char *path, char **buf, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return -1;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    *len = (size_t)sb.st_size;
+    *buf = malloc(*len ? *len : 1);
+    if (!*buf) {
+        close(fd);
+        return -1;
+    }
+    size_t got = 0;
+    while (got < *len) {
+        ssize_t r = read(fd, *buf + got, *len - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != *len) {
+        free(*buf);
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
+static int make_dir(const char *dir)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(tmp, 0700) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(tmp, 0700) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* Writes one received file into --to; a name already there from this collection is kept once. */
+static int store(const char *to, const char *name, const char *buf, size_t len, int from_rank)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", to, name);
+    if (access(path, F_OK) == 0) {
+        char *old = NULL;
+        size_t old_len = 0;
+        if (read_whole(path, &old, &old_len) == 0) {
+            int same = old_len == len && memcmp(old, buf, len) == 0;
+            free(old);
+            if (same) return 0;
+        }
+        fprintf(stderr, "ranksnap collect: %s came from more than one node (again from rank %d); "
+                        "the last one is kept\n", name, from_rank);
+    }
+    if (rs_atomic_file_write(path, buf, len) != RANKSNAP_OK) {
+        fprintf(stderr, "ranksnap collect: %s\n", ranksnap_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+int rs_cmd_collect(int argc, char **argv, int (*report)(const char *dir, int json))
+{
+    const char *from = NULL, *to = NULL;
+    int json = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            collect_usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if ((!strcmp(argv[i], "--from") || !strcmp(argv[i], "--to")) && i + 1 < argc) {
+            if (argv[i][2] == 'f')
+                from = argv[++i];
+            else
+                to = argv[++i];
+        } else {
+            fprintf(stderr, "ranksnap collect: unexpected '%s'\n", argv[i]);
+            collect_usage(stderr);
+            return 2;
+        }
+    }
+    if (!from || !to) {
+        fprintf(stderr, "ranksnap collect: --from DIR and --to DIR are both needed\n");
+        collect_usage(stderr);
+        return 2;
+    }
+#if !defined(RANKSNAP_HAVE_MPI)
+    fprintf(stderr, "ranksnap collect: this ranksnap was built without MPI\n");
+    return 1;
+#else
+    if (PMPI_Init(NULL, NULL) != MPI_SUCCESS) {
+        fprintf(stderr, "ranksnap collect: MPI_Init failed (run it under mpirun)\n");
+        return 1;
+    }
+    int rank = 0, size = 1, code = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &size);
+    /* this rank's files */
+    char **names = NULL;
+    int n = 0, cap = 0;
+    DIR *d = opendir(from);
+    if (!d) {
+        fprintf(stderr, "ranksnap collect: rank %d: --from %s: %s\n", rank, from, strerror(errno));
+    } else {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (!is_collected(e->d_name)) continue;
+            if (n == cap) {
+                cap = cap ? cap * 2 : 16;
+                char **v = realloc(names, (size_t)cap * sizeof *v);
+                if (!v) break;
+                names = v;
+            }
+            if (!(names[n] = strdup(e->d_name))) break;
+            n++;
+        }
+        closedir(d);
+    }
+    if (rank == 0 && make_dir(to) != 0) {
+        fprintf(stderr, "ranksnap collect: --to %s: %s\n", to, strerror(errno));
+        PMPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    size_t received = 0;
+    if (rank != 0) {
+        PMPI_Send(&n, 1, MPI_INT, 0, RS_TAG_COUNT, MPI_COMM_WORLD);
+        for (int i = 0; i < n; i++) {
+            char path[4200], *buf = NULL;
+            size_t len = 0;
+            snprintf(path, sizeof path, "%s/%s", from, names[i]);
+            uint64_t len64 = 0;
+            if (read_whole(path, &buf, &len) == 0) {
+                len64 = len;
+            } else {
+                fprintf(stderr, "ranksnap collect: rank %d: %s: %s\n", rank, path, strerror(errno));
+                buf = NULL;
+            }
+            int nl = (int)strlen(names[i]) + 1;
+            PMPI_Send(names[i], nl, MPI_CHAR, 0, RS_TAG_NAME, MPI_COMM_WORLD);
+            PMPI_Send(&len64, 1, MPI_UINT64_T, 0, RS_TAG_SIZE, MPI_COMM_WORLD);
+            for (size_t off = 0; off < len64; off += RS_COLLECT_CHUNK) {
+                size_t part = len64 - off < RS_COLLECT_CHUNK ? len64 - off : RS_COLLECT_CHUNK;
+                PMPI_Send(buf + off, (int)part, MPI_BYTE, 0, RS_TAG_DATA, MPI_COMM_WORLD);
+            }
+            free(buf);
+        }
+    } else {
+        for (int i = 0; i < n; i++) {
+            char path[4200], *buf = NULL;
+            size_t len = 0;
+            snprintf(path, sizeof path, "%s/%s", from, names[i]);
+            if (read_whole(path, &buf, &len) != 0) {
+                fprintf(stderr, "ranksnap collect: rank 0: %s: %s\n", path, strerror(errno));
+                continue;
+            }
+            if (store(to, names[i], buf, len, 0) == 0) received++;
+            free(buf);
+        }
+        for (int r = 1; r < size; r++) {
+            int count = 0;
+            PMPI_Recv(&count, 1, MPI_INT, r, RS_TAG_COUNT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            for (int i = 0; i < count; i++) {
+                char name[512];
+                uint64_t len64 = 0;
+                PMPI_Recv(name, (int)sizeof name, MPI_CHAR, r, RS_TAG_NAME, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                name[sizeof name - 1] = '\0';
+                PMPI_Recv(&len64, 1, MPI_UINT64_T, r, RS_TAG_SIZE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                char *buf = malloc(len64 ? len64 : 1);
+                for (size_t off = 0; off < len64; off += RS_COLLECT_CHUNK) {
+                    size_t part = len64 - off < RS_COLLECT_CHUNK ? len64 - off : RS_COLLECT_CHUNK;
+                    PMPI_Recv(buf ? buf + off : NULL, buf ? (int)part : 0, MPI_BYTE, r, RS_TAG_DATA,
+                              MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                }
+                if (!buf) {
+                    fprintf(stderr, "ranksnap collect: no memory for %s from rank %d\n", name, r);
+                    continue;
+                }
+                /* names come from another node: only the file names we write, never a path */
+                if (len64 && is_collected(name) && !strchr(name, '/') && store(to, name, buf, len64, r) == 0)
+                    received++;
+                free(buf);
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    if (rank == 0) {
+        fprintf(stderr, "ranksnap collect: %zu files from %d node%s into %s\n", received, size,
+                size == 1 ? "" : "s", to);
+        code = received ? report(to, json) : 1;
+    }
+    PMPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    PMPI_Finalize();
+    return code;
+#endif
+}

@@ -1,0 +1,256 @@
+/*
+ * summary.c — the human summary of one snapshot (`ranksnap summary FILE`).
+ *
+ * Reads only the decoded model. Allocation sites are the innermost frame of each live block's
+ * stack, grouped by function, file and line rather than by pc: two return addresses on one source
+ * line are one site to the person reading, and the same grouping matches sites across ranks whose
+ * libraries loaded at different addresses. Frames that were not resolved keep their pc in the key,
+ * since "??" alone would lump unrelated code together.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd_summary.h"
+#include "compare.h"
+#include "errors.h"
+#include "options.h"
+#include "text.h"
+
+#define SUMMARY_TOP_SITES 10
+
+typedef struct site {
+    const rs_snap_frame *frame; /* NULL = the block has no stack */
+    const char *module;     /* for unresolved frames         */
+    uint64_t bytes;
+    uint64_t blocks;
+} site;
+
+static int unresolved(const rs_snap_frame *f)
+{
+    return strcmp(f->function, "??") == 0;
+}
+
+static int cmp_site_key(const void *pa, const void *pb)
+{
+    const rs_snap_frame *a = ((const site *)pa)->frame, *b = ((const site *)pb)->frame;
+    if (!a || !b) return (a != NULL) - (b != NULL);
+    int c = strcmp(a->function, b->function);
+    if (c) return c;
+    c = strcmp(a->file, b->file);
+    if (c) return c;
+    if (a->line != b->line) return a->line < b->line ? -1 : 1;
+    if (unresolved(a) && a->pc != b->pc) return a->pc < b->pc ? -1 : 1;
+    return 0;
+}
+
+static int cmp_site_bytes(const void *pa, const void *pb)
+{
+    const site *a = pa, *b = pb;
+    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
+    return cmp_site_key(pa, pb);
+}
+
+static void print_site(FILE *out, const site *st)
+{
+    const rs_snap_frame *f = st->frame;
+    if (!f)
+        fprintf(out, "(no stack recorded)");
+    else if (unresolved(f))
+        fprintf(out, "0x%" PRIx64 " in %s", f->pc, st->module ? st->module : "??");
+    else if (strcmp(f->file, "??") == 0)
+        fprintf(out, "%s (%s)", f->function, st->module ? st->module : "??");
+    else
+        fprintf(out, "%s %s:%" PRId32, f->function, f->file, f->line);
+}
+
+/* The innermost frame that is not ranksnap's own (an interposed cudaMalloc adds a few), else the
+ * outermost one. */
+static const rs_snap_frame *innermost(const rs_snap *s, uint32_t stack)
+{
+    if (stack == 0 || stack > s->n_stacks) return NULL;
+    const rs_snap_stack *st = &s->stacks[stack - 1];
+    const rs_snap_frame *f = NULL;
+    for (size_t i = 0; i < st->n_frames; i++) {
+        if (st->frames[i] >= s->n_frames) return f;
+        f = &s->frames[st->frames[i]];
+        if (!rs_site_frame_is_ranksnaps(s, f)) return f;
+    }
+    return f;
+}
+
+static const char *module_of(const rs_snap *s, const rs_snap_frame *f)
+{
+    if (!f || f->module < 0 || (size_t)f->module >= s->n_modules) return NULL;
+    const char *p = s->modules[f->module].path;
+    return *p ? rs_text_basename(p) : "(main program)";
+}
+
+/* The sites of the live blocks, merged, sorted by live bytes; *n_out distinct sites. */
+static ranksnap_status top_sites(const rs_snap *s, const char *path, site **out,
+                                 size_t *n_out, uint64_t *live_blocks, uint64_t *live_bytes)
+{
+    size_t n = 0;
+    *live_blocks = 0;
+    *live_bytes = 0;
+    for (size_t i = 0; i < s->n_segments; i++)
+        for (size_t k = 0; k < s->segments[i].n_blocks; k++)
+            if (s->segments[i].blocks[k].state == RS_BLOCK_ACTIVE_ALLOCATED) n++;
+    site *v = calloc(n ? n : 1, sizeof *v);
+    if (!v)
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: no memory for %zu allocation sites",
+                        path ? path : "summary", n);
+    n = 0;
+    for (size_t i = 0; i < s->n_segments; i++) {
+        for (size_t k = 0; k < s->segments[i].n_blocks; k++) {
+            const rs_snap_block *b = &s->segments[i].blocks[k];
+            if (b->state != RS_BLOCK_ACTIVE_ALLOCATED) continue;
+            v[n].frame = innermost(s, b->stack);
+            v[n].module = module_of(s, v[n].frame);
+            v[n].bytes = b->size;
+            v[n].blocks = 1;
+            *live_bytes += b->size;
+            n++;
+        }
+    }
+    *live_blocks = n;
+    qsort(v, n, sizeof *v, cmp_site_key);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m > 0 && cmp_site_key(&v[m - 1], &v[i]) == 0) {
+            v[m - 1].bytes += v[i].bytes;
+            v[m - 1].blocks += v[i].blocks;
+        } else {
+            v[m++] = v[i];
+        }
+    }
+    qsort(v, m, sizeof *v, cmp_site_bytes);
+    *out = v;
+    *n_out = m;
+    return RANKSNAP_OK;
+}
+
+static void print_oom(FILE *out, const rs_snap *s)
+{
+    const rs_snap_oom *o = &s->oom;
+    char req[32], rnd[32], fr[32], tot[32], al[32], rs[32], lim[32];
+    rs_text_format_bytes(o->requested, req, sizeof req);
+    rs_text_format_bytes(o->rounded, rnd, sizeof rnd);
+    rs_text_format_bytes(o->device_free, fr, sizeof fr);
+    rs_text_format_bytes(o->device_total, tot, sizeof tot);
+    rs_text_format_bytes(o->allocated, al, sizeof al);
+    rs_text_format_bytes(o->reserved, rs, sizeof rs);
+    if (o->memory_limit)
+        rs_text_format_bytes(o->memory_limit, lim, sizeof lim);
+    else
+        snprintf(lim, sizeof lim, "none");
+    fprintf(out, "OUT OF MEMORY at step %" PRId64 ": tried to allocate %s (rounded to %s)\n",
+            o->step, req, rnd);
+    fprintf(out, "  device free %s of %s; allocated %s, reserved %s, memory limit %s\n", fr, tot,
+            al, rs, lim);
+    site st = {innermost(s, o->stack), NULL, 0, 0};
+    st.module = module_of(s, st.frame);
+    fprintf(out, "  at ");
+    print_site(out, &st);
+    fprintf(out, " (stream 0x%" PRIx64 ")\n", s->streams[o->stream]);
+}
+
+ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *path)
+{
+    if (!out || !s)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_cmd_summary_print: NULL argument");
+    const char *name = path ? path : "snapshot";
+    const rs_snap_totals *t = &s->totals;
+    char a[32], b[32], c[32];
+
+    site *sites = NULL;
+    size_t n_sites = 0;
+    uint64_t live_blocks, live_bytes;
+    RS_CHECK(top_sites(s, name, &sites, &n_sites, &live_blocks, &live_bytes));
+
+    if (path) fprintf(out, "%s\n", path);
+    fprintf(out, "  rank        %d of %d on %s, pid %" PRId64 "%s%s\n", s->rank, s->world_size,
+            s->host, s->pid, s->job[0] ? ", job " : "", s->job);
+    rs_text_format_bytes(s->device.total_bytes, a, sizeof a);
+    fprintf(out, "  device      %d: %s, %s (%s), backend %s\n", s->device.index, s->device.name,
+            a, s->device.uuid, s->backend);
+    fprintf(out, "  snapshot    %s\n",
+            s->complete ? "complete" : "INCOMPLETE (written from a crash path)");
+
+    rs_text_format_bytes(t->allocated_bytes_peak, a, sizeof a);
+    rs_text_format_bytes(t->allocated_bytes_current, b, sizeof b);
+    fprintf(out, "  allocated   peak %s", a);
+    if (t->peak_step >= 0) fprintf(out, " at step %" PRId64, t->peak_step);
+    fprintf(out, ", now %s\n", b);
+    rs_text_format_bytes(t->reserved_bytes_peak, a, sizeof a);
+    rs_text_format_bytes(t->reserved_bytes_current, b, sizeof b);
+    fprintf(out, "  reserved    peak %s, now %s\n", a, b);
+    rs_text_format_bytes(t->active_bytes_peak, a, sizeof a);
+    rs_text_format_bytes(t->active_bytes_current, b, sizeof b);
+    fprintf(out, "  active      peak %s, now %s\n", a, b);
+    if (t->memory_limit_bytes) {
+        rs_text_format_bytes(t->memory_limit_bytes, a, sizeof a);
+        fprintf(out, "  limit       %s (RANKSNAP_MEMORY_LIMIT)\n", a);
+    }
+    rs_text_format_bytes(t->outside_bytes_peak, a, sizeof a);
+    rs_text_format_bytes(t->outside_bytes_end, b, sizeof b);
+    fprintf(out, "  outside     peak %s, at end %s (device memory not from the allocator)\n", a,
+            b);
+    int held = 0;
+    for (size_t i = 0; i < t->n_outside_labels; i++) {
+        if (!t->outside_labels[i].bytes) continue;
+        rs_text_format_bytes(t->outside_labels[i].bytes, a, sizeof a);
+        fprintf(out, "%s%s holds %s", held ? ", " : "  held by    ",
+                rs_summary_outside_label_name(t->outside_labels[i].label), a);
+        held = 1;
+    }
+    if (held) fputs(" (of the bytes outside, at the snapshot)\n", out);
+    fprintf(out, "  calls       %" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64
+                 " retries, %" PRIu64 " OOMs\n",
+            t->num_allocs, t->num_frees, t->num_alloc_retries, t->num_ooms);
+    fprintf(out, "  events      %" PRIu64 " recorded, %" PRIu64 " dropped (history holds %" PRIu64
+                 " of %" PRIu64 ")\n", t->events_recorded, t->events_dropped, s->history.count,
+            s->history.capacity);
+    rs_text_format_bytes(live_bytes, c, sizeof c);
+    fprintf(out, "  segments    %zu, live blocks %" PRIu64 " holding %s\n", s->n_segments,
+            live_blocks, c);
+
+    if (s->has_oom) print_oom(out, s);
+
+    if (n_sites) {
+        fprintf(out, "top allocation sites by live bytes:\n");
+        for (size_t i = 0; i < n_sites && i < SUMMARY_TOP_SITES; i++) {
+            rs_text_format_bytes(sites[i].bytes, a, sizeof a);
+            fprintf(out, "  %12s  %6" PRIu64 " block%s  ", a, sites[i].blocks,
+                    sites[i].blocks == 1 ? " " : "s");
+            print_site(out, &sites[i]);
+            fputc('\n', out);
+        }
+        if (n_sites > SUMMARY_TOP_SITES)
+            fprintf(out, "  ... and %zu more sites\n", n_sites - SUMMARY_TOP_SITES);
+    }
+    free(sites);
+
+    /* Live blocks at the end are often few (a program frees its tensors before it exits); the
+     * question is usually what was live at the peak, which the history answers. */
+    rs_site *peak = NULL;
+    size_t n_peak = 0;
+    if (s->history.count > 0 && rs_site_list_at_peak(s, &peak, &n_peak) == RANKSNAP_OK && n_peak) {
+        if (s->has_oom)
+            fprintf(out, "largest allocation sites at the OOM:\n");
+        else
+            fprintf(out, "largest allocation sites at the peak (step %" PRId64 "):\n", t->peak_step);
+        for (size_t i = 0; i < n_peak && i < SUMMARY_TOP_SITES; i++) {
+            rs_text_format_bytes((uint64_t)(peak[i].bytes > 0 ? peak[i].bytes : 0), a, sizeof a);
+            fprintf(out, "  %12s  %6d block%s  %s %s:%d\n", a, (int)peak[i].blocks,
+                    peak[i].blocks == 1 ? " " : "s", peak[i].function, peak[i].file, (int)peak[i].line);
+        }
+    }
+    free(peak);
+
+    if (ferror(out) || fflush(out) != 0)
+        return rs_error(RANKSNAP_ERR_IO, "%s: writing the summary failed: %s", name,
+                        strerror(errno));
+    return RANKSNAP_OK;
+}

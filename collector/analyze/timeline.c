@@ -1,0 +1,738 @@
+/*
+ * timeline.c — a rank's history replayed into a bounded, drawable timeline (timeline.h).
+ *
+ * Two passes over the history, as summarize.c does (the rules must agree, or the page's peak
+ * would not be the report's):
+ * 1. the live set at the history's start is reconstructed (a block whose first event is a free
+ *    was alive before; a block alive at the end with no event was alive throughout), then every
+ *    event is applied to find the sum of the changes (so that the start level is the current
+ *    level minus it), the first maximum of allocated bytes and the last OOM;
+ * 2. the events are applied again with absolute levels and cut into consecutive buckets, which
+ *    keep the time of their first event and the lowest, highest and last level they saw: a
+ *    min/max per bucket, so a 1-event spike stays visible however many events share one. A
+ *    bucket closes after count / (max_points / 2) events or after span / (max_points / 2) µs,
+ *    whichever comes first, so there are at most max_points of them: dense bursts get as many
+ *    buckets as their events deserve (a training step's few milliseconds after a long
+ *    initialization would get one or two buckets of equal time), and a long quiet stretch never
+ *    shares a bucket with what follows it. The page merges buckets per pixel column as it draws.
+ *    At the moment (the peak, or the OOM) the live blocks are copied out.
+ * Sizes come from an untrusted file: levels saturate at 0 and UINT64_MAX, never wrap.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "addr_hash.h"
+#include "errors.h"
+#include "text.h"
+#include "timeline.h"
+
+#define NO_INDEX UINT32_MAX
+/* Pseudo stack of a block alive before the history (its allocation was not recorded). */
+#define STACK_BEFORE UINT32_MAX
+/* The moment "the state at the end". */
+#define MOMENT_END INT64_MAX
+
+enum { SLOT_USED = 1, SLOT_LIVE = 2, SLOT_START_LIVE = 4, SLOT_END_LIVE = 8, SLOT_SEEN = 16 };
+
+typedef struct slot {
+    uint64_t addr;
+    uint64_t size, start_size, end_size;
+    uint64_t last_event;
+    uint32_t stack, start_stack, end_stack;
+    uint32_t flags;
+} slot;
+
+typedef struct replay {
+    const rs_snap *s;
+    slot *slots;
+    size_t mask;
+    uint64_t min_block;
+} replay;
+
+/* ---- saturating arithmetic ------------------------------------------------------------------ */
+
+static int64_t to_i64(uint64_t u)
+{
+    return u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
+    if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
+    return a + b;
+}
+
+static uint64_t apply(uint64_t base, int64_t rel)
+{
+    if (rel >= 0) {
+        uint64_t r = (uint64_t)rel;
+        return base > UINT64_MAX - r ? UINT64_MAX : base + r;
+    }
+    uint64_t m = rel == INT64_MIN ? (uint64_t)INT64_MAX + 1 : (uint64_t)-rel;
+    return base > m ? base - m : 0;
+}
+
+static int64_t neg(int64_t v)
+{
+    return v == INT64_MIN ? INT64_MAX : -v;
+}
+
+/* ---- the replay (summarize.c's rules) ------------------------------------------------------- */
+
+static slot *slot_get(replay *rp, uint64_t addr)
+{
+    size_t i = rs_addr_hash(addr) & rp->mask;
+    while (rp->slots[i].flags & SLOT_USED) {
+        if (rp->slots[i].addr == addr) return &rp->slots[i];
+        i = (i + 1) & rp->mask;
+    }
+    rp->slots[i].flags = SLOT_USED;
+    rp->slots[i].addr = addr;
+    return &rp->slots[i];
+}
+
+static int is_block_event(uint8_t a)
+{
+    return a == RS_ACT_ALLOC || a == RS_ACT_FREE_REQUESTED;
+}
+
+static uint64_t block_size_of(const replay *rp, uint64_t requested)
+{
+    uint64_t m = rp->min_block;
+    if (requested < m) return m;
+    uint64_t r = requested % m;
+    if (r == 0) return requested;
+    return requested > UINT64_MAX - (m - r) ? UINT64_MAX : requested + (m - r);
+}
+
+static ranksnap_status replay_init(replay *rp, const rs_snap *s)
+{
+    memset(rp, 0, sizeof *rp);
+    rp->s = s;
+    rp->min_block = s->allocator.min_block_size ? s->allocator.min_block_size : 512;
+    const rs_snap_history *h = &s->history;
+    uint64_t keys = 1;
+    for (size_t i = 0; i < s->n_segments; i++) keys += s->segments[i].n_blocks;
+    for (uint64_t i = 0; i < h->count; i++)
+        if (is_block_event(h->action[i])) keys++;
+    size_t cap = 16;
+    while (cap < 2 * keys && cap < ((size_t)1 << 62)) cap <<= 1;
+    rp->slots = calloc(cap, sizeof *rp->slots);
+    if (!rp->slots)
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY,
+                        "rank %d: no memory for the timeline of %llu events", s->rank,
+                        (unsigned long long)h->count);
+    rp->mask = cap - 1;
+    for (size_t i = 0; i < s->n_segments; i++)
+        for (size_t k = 0; k < s->segments[i].n_blocks; k++) {
+            const rs_snap_block *b = &s->segments[i].blocks[k];
+            if (b->state != RS_BLOCK_ACTIVE_ALLOCATED) continue;
+            slot *sl = slot_get(rp, b->addr);
+            sl->flags |= SLOT_END_LIVE;
+            sl->end_size = b->size;
+            sl->end_stack = b->stack;
+        }
+    for (uint64_t i = 0; i < h->count; i++) {
+        uint8_t a = h->action[i];
+        if (!is_block_event(a)) continue;
+        slot *sl = slot_get(rp, h->addr[i]);
+        if (!(sl->flags & SLOT_SEEN)) {
+            sl->flags |= SLOT_SEEN;
+            if (a == RS_ACT_FREE_REQUESTED) {
+                sl->flags |= SLOT_START_LIVE;
+                sl->start_size = block_size_of(rp, h->size[i]);
+                sl->start_stack = STACK_BEFORE;
+            }
+        }
+        sl->last_event = i;
+    }
+    for (size_t i = 0; i <= rp->mask; i++) {
+        slot *sl = &rp->slots[i];
+        if ((sl->flags & SLOT_END_LIVE) && !(sl->flags & SLOT_SEEN)) {
+            sl->flags |= SLOT_START_LIVE;
+            sl->start_size = sl->end_size;
+            sl->start_stack = sl->end_stack;
+        }
+    }
+    return RANKSNAP_OK;
+}
+
+static void replay_reset(replay *rp)
+{
+    for (size_t i = 0; i <= rp->mask; i++) {
+        slot *sl = &rp->slots[i];
+        if (!(sl->flags & SLOT_USED)) continue;
+        sl->flags &= ~(uint32_t)SLOT_LIVE;
+        if (sl->flags & SLOT_START_LIVE) {
+            sl->flags |= SLOT_LIVE;
+            sl->size = sl->start_size;
+            sl->stack = sl->start_stack;
+        }
+    }
+}
+
+static int64_t replay_event(replay *rp, uint64_t i, int64_t *d_res)
+{
+    const rs_snap_history *h = &rp->s->history;
+    *d_res = 0;
+    switch (h->action[i]) {
+    case RS_ACT_ALLOC: {
+        slot *sl = slot_get(rp, h->addr[i]);
+        int64_t d = 0;
+        if (sl->flags & SLOT_LIVE) d = -to_i64(sl->size);
+        if ((sl->flags & SLOT_END_LIVE) && sl->last_event == i)
+            sl->size = sl->end_size;
+        else
+            sl->size = block_size_of(rp, h->size[i]);
+        sl->stack = h->stack[i];
+        sl->flags |= SLOT_LIVE;
+        return sat_add(d, to_i64(sl->size));
+    }
+    case RS_ACT_FREE_REQUESTED: {
+        slot *sl = slot_get(rp, h->addr[i]);
+        if (!(sl->flags & SLOT_LIVE)) return 0;
+        sl->flags &= ~(uint32_t)SLOT_LIVE;
+        return -to_i64(sl->size);
+    }
+    case RS_ACT_SEGMENT_ALLOC:
+        *d_res = to_i64(h->size[i]);
+        return 0;
+    case RS_ACT_SEGMENT_FREE:
+        *d_res = -to_i64(h->size[i]);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* ---- building ------------------------------------------------------------------------------ */
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+void rs_timeline_free(rs_timeline *t)
+{
+    if (!t) return;
+    free(t->alloc.index);
+    free(t->alloc.t);
+    free(t->alloc.lo);
+    free(t->alloc.hi);
+    free(t->alloc.last);
+    free(t->reserved.index);
+    free(t->reserved.t);
+    free(t->reserved.lo);
+    free(t->reserved.hi);
+    free(t->reserved.last);
+    free(t->big_size);
+    free(t->big_site);
+    for (size_t i = 0; i < t->n_site_names; i++) free(t->site_names[i]);
+    free(t->site_names);
+    free(t->step_t);
+    free(t->step_no);
+    free(t->range_t0);
+    free(t->range_t1);
+    free(t->range_begin);
+    free(t->range_end);
+    free(t->live);
+    for (size_t i = 0; i < t->n_stacks; i++) free(t->stacks[i].frames);
+    free(t->stacks);
+    for (size_t i = 0; i < t->n_frames; i++) {
+        free(t->frames[i].function);
+        free(t->frames[i].file);
+    }
+    free(t->frames);
+    free(t->sites);
+    free(t);
+}
+
+uint32_t rs_timeline_points_for(size_t n_ranks)
+{
+    if (n_ranks <= 64) return RS_TIMELINE_DEFAULT_POINTS;
+    size_t p = 128000 / n_ranks;
+    return p < 200 ? 200 : (uint32_t)p;
+}
+
+/* Dense per-bucket accumulators of one level, compacted into an rs_timeline_series at the end. */
+typedef struct dense {
+    uint64_t *lo, *hi, *last;
+    uint8_t *seen;
+} dense;
+
+static int dense_init(dense *d, uint32_t n)
+{
+    d->lo = malloc(n * sizeof *d->lo);
+    d->hi = malloc(n * sizeof *d->hi);
+    d->last = malloc(n * sizeof *d->last);
+    d->seen = calloc(n, 1);
+    return d->lo && d->hi && d->last && d->seen ? 0 : -1;
+}
+
+static void dense_free(dense *d)
+{
+    free(d->lo);
+    free(d->hi);
+    free(d->last);
+    free(d->seen);
+}
+
+static void dense_add(dense *d, uint32_t b, uint64_t level)
+{
+    if (!d->seen[b]) {
+        d->seen[b] = 1;
+        d->lo[b] = d->hi[b] = level;
+    } else {
+        if (level < d->lo[b]) d->lo[b] = level;
+        if (level > d->hi[b]) d->hi[b] = level;
+    }
+    d->last[b] = level;
+}
+
+/* Only the buckets that saw an event, in order; `bt` is each bucket's start time. */
+static int dense_compact(const dense *d, const int64_t *bt, uint32_t n, rs_timeline_series *out)
+{
+    size_t m = 0;
+    for (uint32_t b = 0; b < n; b++) m += d->seen[b];
+    out->n = 0;
+    out->index = malloc((m ? m : 1) * sizeof *out->index);
+    out->t = malloc((m ? m : 1) * sizeof *out->t);
+    out->lo = malloc((m ? m : 1) * sizeof *out->lo);
+    out->hi = malloc((m ? m : 1) * sizeof *out->hi);
+    out->last = malloc((m ? m : 1) * sizeof *out->last);
+    if (!out->index || !out->t || !out->lo || !out->hi || !out->last) return -1;
+    for (uint32_t b = 0; b < n; b++) {
+        if (!d->seen[b]) continue;
+        out->index[out->n] = b;
+        out->t[out->n] = bt[b];
+        out->lo[out->n] = d->lo[b];
+        out->hi[out->n] = d->hi[b];
+        out->last[out->n] = d->last[b];
+        out->n++;
+    }
+    return 0;
+}
+
+/* Index of the site name of snapshot stack `stack`, added on first use. `memo` has n_stacks + 2
+ * entries (NO_INDEX = not yet named), the last for STACK_BEFORE. */
+static uint32_t site_name_of(rs_timeline *t, const rs_snap *s, uint32_t *memo,
+                             uint32_t stack, int *oom)
+{
+    size_t m = stack == STACK_BEFORE ? s->n_stacks + 1 : stack > s->n_stacks ? 0 : stack;
+    if (memo[m] != NO_INDEX) return memo[m];
+    rs_site site;
+    rs_site_of_stack(s, m == s->n_stacks + 1 ? 0 : (uint32_t)m, &site);
+    if (m == s->n_stacks + 1) snprintf(site.function, sizeof site.function, "(before recording)");
+    char buf[RS_SITE_FUNC_LEN + RS_SITE_FILE_LEN + 32];
+    const char *file = rs_text_basename(site.file);
+    if (!site.file[0] || strcmp(site.file, "??") == 0)
+        snprintf(buf, sizeof buf, "%s", site.function);
+    else if (site.line > 0)
+        snprintf(buf, sizeof buf, "%s (%s:%d)", site.function, file, (int)site.line);
+    else
+        snprintf(buf, sizeof buf, "%s (%s)", site.function, file);
+    /* Two stacks of one site share a name: the page lists each site once. */
+    for (size_t i = 0; i < t->n_site_names; i++)
+        if (strcmp(t->site_names[i], buf) == 0) return memo[m] = (uint32_t)i;
+    char *p = dup_str(buf);
+    char **v = realloc(t->site_names, (t->n_site_names + 1) * sizeof *v);
+    if (!p || !v) {
+        free(p);
+        if (v) t->site_names = v;
+        *oom = 1;
+        return RS_TIMELINE_NO_SITE;
+    }
+    t->site_names = v;
+    v[t->n_site_names] = p;
+    return memo[m] = (uint32_t)t->n_site_names++;
+}
+
+static int cmp_block_desc(const void *pa, const void *pb)
+{
+    const rs_timeline_block *a = pa, *b = pb;
+    if (a->size != b->size) return a->size > b->size ? -1 : 1;
+    return (a->addr > b->addr) - (a->addr < b->addr);
+}
+
+/* The largest live blocks, with their sites and stacks copied (frames deduplicated) into the
+ * timeline. Blocks are rs_timeline_block whose `stack` is still the snapshot's id (STACK_BEFORE for
+ * none); `memo` is site_name_of's. */
+static int keep_live(rs_timeline *t, const rs_snap *s, rs_timeline_block *v, size_t n,
+                     uint32_t *memo)
+{
+    qsort(v, n, sizeof *v, cmp_block_desc);
+    if (n > RS_TIMELINE_MAX_LIVE) n = RS_TIMELINE_MAX_LIVE;
+    t->live = malloc((n ? n : 1) * sizeof *t->live);
+    t->stacks = calloc(n ? n : 1, sizeof *t->stacks);
+    uint32_t *frame_map = malloc((s->n_frames ? s->n_frames : 1) * sizeof *frame_map);
+    uint32_t *stack_map = malloc((s->n_stacks + 1) * sizeof *stack_map);
+    t->frames = calloc(n * RS_TIMELINE_MAX_FRAMES + 1, sizeof *t->frames);
+    if (!t->live || !t->stacks || !frame_map || !stack_map || !t->frames) {
+        free(frame_map);
+        free(stack_map);
+        return -1;
+    }
+    for (size_t i = 0; i < s->n_frames; i++) frame_map[i] = NO_INDEX;
+    for (size_t i = 0; i <= s->n_stacks; i++) stack_map[i] = NO_INDEX;
+    int bad = 0;
+    for (size_t i = 0; i < n && !bad; i++) {
+        t->live[i] = v[i];
+        uint32_t id = v[i].stack;
+        t->live[i].site = site_name_of(t, s, memo, id, &bad);
+        if (id == 0 || id == STACK_BEFORE || id > s->n_stacks) {
+            t->live[i].stack = RS_TIMELINE_NO_SITE;
+            continue;
+        }
+        if (stack_map[id] != NO_INDEX) {
+            t->live[i].stack = stack_map[id];
+            continue;
+        }
+        const rs_snap_stack *st = &s->stacks[id - 1];
+        size_t nf = st->n_frames < RS_TIMELINE_MAX_FRAMES ? st->n_frames : RS_TIMELINE_MAX_FRAMES;
+        rs_timeline_stack *out = &t->stacks[t->n_stacks];
+        out->frames = malloc((nf ? nf : 1) * sizeof *out->frames);
+        if (!out->frames) {
+            bad = 1;
+            break;
+        }
+        stack_map[id] = (uint32_t)t->n_stacks++;
+        for (size_t k = 0; k < nf; k++) {
+            uint32_t f = st->frames[k];
+            if (frame_map[f] == NO_INDEX) {
+                rs_timeline_frame *fr = &t->frames[t->n_frames];
+                fr->function = dup_str(s->frames[f].function);
+                fr->file = dup_str(s->frames[f].file);
+                fr->line = s->frames[f].line;
+                if (!fr->function || !fr->file) {
+                    free(fr->function);
+                    free(fr->file);
+                    fr->function = fr->file = NULL;
+                    bad = 1;
+                    break;
+                }
+                frame_map[f] = (uint32_t)t->n_frames++;
+            }
+            out->frames[out->n_frames++] = frame_map[f];
+        }
+        t->live[i].stack = stack_map[id];
+    }
+    t->n_live = bad ? 0 : n;
+    free(frame_map);
+    free(stack_map);
+    return bad ? -1 : 0;
+}
+
+/* Recorded ranges as time spans: from the first step marker inside the range to the first marker
+ * after it (or the last event). A history that starts inside a range (older events dropped)
+ * starts the span at its first event. */
+static int ranges_of(rs_timeline *t, const rs_snap *s)
+{
+    const rs_snap_history *h = &s->history;
+    size_t n = s->time.n_ranges;
+    t->range_t0 = malloc((n ? n : 1) * sizeof *t->range_t0);
+    t->range_t1 = malloc((n ? n : 1) * sizeof *t->range_t1);
+    t->range_begin = malloc((n ? n : 1) * sizeof *t->range_begin);
+    t->range_end = malloc((n ? n : 1) * sizeof *t->range_end);
+    if (!t->range_t0 || !t->range_t1 || !t->range_begin || !t->range_end) return -1;
+    int64_t off = s->time.clock_offset_us;
+    for (size_t r = 0; r < n; r++) {
+        int64_t b = s->time.ranges[r].begin, e = s->time.ranges[r].end;
+        int64_t t0 = 0, t1 = 0;
+        int in = 0, seen_step = 0;
+        for (uint64_t i = 0; i < h->count; i++) {
+            int64_t ti = sat_add(to_i64(h->time_us[i]), off);
+            if (h->action[i] == RS_ACT_STEP) {
+                int64_t st = (int64_t)h->size[i];
+                int inside = st >= b && (e < 0 || st < e);
+                if (!seen_step && inside && st > b && !in) {
+                    /* the range began before the history does */
+                    in = 1;
+                    t0 = t->t_first;
+                }
+                seen_step = 1;
+                if (inside && !in) {
+                    in = 1;
+                    t0 = ti;
+                } else if (!inside && in) {
+                    t1 = ti;
+                    break;
+                }
+            }
+            if (in) t1 = ti;
+        }
+        if (!in) continue;
+        t->range_t0[t->n_ranges] = t0;
+        t->range_t1[t->n_ranges] = t1;
+        t->range_begin[t->n_ranges] = b;
+        t->range_end[t->n_ranges] = e;
+        t->n_ranges++;
+    }
+    return 0;
+}
+
+static int steps_of(rs_timeline *t, const rs_snap *s)
+{
+    const rs_snap_history *h = &s->history;
+    size_t total = 0;
+    for (uint64_t i = 0; i < h->count; i++) total += h->action[i] == RS_ACT_STEP;
+    size_t every = total / RS_TIMELINE_MAX_STEPS + 1;
+    size_t n = total / every + 1;
+    t->step_t = malloc(n * sizeof *t->step_t);
+    t->step_no = malloc(n * sizeof *t->step_no);
+    if (!t->step_t || !t->step_no) return -1;
+    size_t k = 0;
+    for (uint64_t i = 0; i < h->count; i++) {
+        if (h->action[i] != RS_ACT_STEP) continue;
+        if (k++ % every != 0 || t->n_steps == n) continue;
+        t->step_t[t->n_steps] = sat_add(to_i64(h->time_us[i]), s->time.clock_offset_us);
+        t->step_no[t->n_steps] = (int64_t)h->size[i];
+        t->n_steps++;
+    }
+    return 0;
+}
+
+/* The blocks live in the replay now; *out is malloc'ed. */
+static int capture_live(const replay *rp, rs_timeline_block **out, size_t *n)
+{
+    size_t m = 0;
+    for (size_t k = 0; k <= rp->mask; k++) m += (rp->slots[k].flags & SLOT_LIVE) != 0;
+    *out = malloc((m ? m : 1) * sizeof **out);
+    *n = 0;
+    if (!*out) return -1;
+    for (size_t k = 0; k <= rp->mask; k++) {
+        const slot *sl = &rp->slots[k];
+        if (!(sl->flags & SLOT_LIVE)) continue;
+        (*out)[*n].addr = sl->addr;
+        (*out)[*n].size = sl->size;
+        (*out)[*n].stack = sl->stack;
+        (*n)++;
+    }
+    return 0;
+}
+
+/* Pass 2 and the live blocks at the moment: after event index `moment`, before the first event
+ * for -1, the end state (whose blocks are exact) for MOMENT_END. */
+static int replay_levels(rs_timeline *t, replay *rp, uint32_t max_points, uint64_t l0,
+                         uint64_t r0, int64_t moment)
+{
+    const rs_snap *s = rp->s;
+    const rs_snap_history *h = &s->history;
+    uint32_t n = max_points;
+    dense da, dr;
+    memset(&da, 0, sizeof da);
+    memset(&dr, 0, sizeof dr);
+    uint64_t *big = calloc(n ? n : 1, sizeof *big);
+    uint32_t *big_stack = malloc((n ? n : 1) * sizeof *big_stack);
+    uint32_t *memo = malloc((s->n_stacks + 2) * sizeof *memo);
+    int64_t *bt = malloc((n ? n : 1) * sizeof *bt);
+    rs_timeline_block *blocks = NULL;
+    size_t n_blocks = 0;
+    int bad = !big || !big_stack || !memo || !bt || dense_init(&da, n) != 0 ||
+              dense_init(&dr, n) != 0;
+    if (bad) goto done;
+    for (size_t i = 0; i <= s->n_stacks + 1; i++) memo[i] = NO_INDEX;
+
+    /* the two limits of a bucket (file comment): events, and µs from its first event */
+    uint64_t half = n / 2 ? n / 2 : 1;
+    uint64_t per = h->count / half + 1;
+    /* unsigned: t_last >= t_first, and a crafted file's times may span more than INT64_MAX */
+    uint64_t width = ((uint64_t)t->t_last - (uint64_t)t->t_first) / half + 1;
+    uint64_t in_bucket = 0;
+    int64_t b_start = 0;
+    uint32_t b = 0;
+    int open = 0;
+    uint64_t level = l0, res = r0;
+    replay_reset(rp);
+    if (moment < 0 && capture_live(rp, &blocks, &n_blocks) != 0) {
+        bad = 1;
+        goto done;
+    }
+    for (uint64_t i = 0; i < h->count; i++) {
+        int64_t d_res;
+        int64_t d = replay_event(rp, i, &d_res);
+        int64_t ti = sat_add(to_i64(h->time_us[i]), s->time.clock_offset_us);
+        /* a clock that stepped back also starts a bucket; past n buckets (only a clock going
+         * back and forth gets there) the last one takes the rest */
+        if (!open || in_bucket >= per || ti < b_start ||
+            (uint64_t)ti - (uint64_t)b_start >= width) {
+            if (!open) {
+                open = 1;
+                bt[0] = ti;
+            } else if (b + 1 < n) {
+                bt[++b] = ti;
+            }
+            b_start = ti;
+            in_bucket = 0;
+        }
+        in_bucket++;
+        if (h->action[i] == RS_ACT_ALLOC || h->action[i] == RS_ACT_FREE_REQUESTED) {
+            if (!da.seen[b]) dense_add(&da, b, level);
+            level = apply(level, d);
+            dense_add(&da, b, level);
+            if (h->action[i] == RS_ACT_ALLOC && h->size[i] > big[b]) {
+                big[b] = h->size[i];
+                big_stack[b] = h->stack[i];
+            }
+        } else if (d_res) {
+            if (!dr.seen[b]) dense_add(&dr, b, res);
+            res = apply(res, d_res);
+            dense_add(&dr, b, res);
+        }
+        if ((int64_t)i == moment && capture_live(rp, &blocks, &n_blocks) != 0) {
+            bad = 1;
+            goto done;
+        }
+    }
+    if (moment == MOMENT_END) {
+        size_t m = 0;
+        for (size_t i = 0; i < s->n_segments; i++) m += s->segments[i].n_blocks;
+        blocks = malloc((m ? m : 1) * sizeof *blocks);
+        if (!blocks) {
+            bad = 1;
+            goto done;
+        }
+        for (size_t i = 0; i < s->n_segments; i++)
+            for (size_t k = 0; k < s->segments[i].n_blocks; k++) {
+                const rs_snap_block *blk = &s->segments[i].blocks[k];
+                if (blk->state != RS_BLOCK_ACTIVE_ALLOCATED) continue;
+                blocks[n_blocks].addr = blk->addr;
+                blocks[n_blocks].size = blk->size;
+                blocks[n_blocks].stack = blk->stack;
+                n_blocks++;
+            }
+    }
+    t->n_buckets = open ? b + 1 : 1;
+    if (dense_compact(&da, bt, t->n_buckets, &t->alloc) != 0 ||
+        dense_compact(&dr, bt, t->n_buckets, &t->reserved) != 0) {
+        bad = 1;
+        goto done;
+    }
+    t->big_size = malloc((t->alloc.n ? t->alloc.n : 1) * sizeof *t->big_size);
+    t->big_site = malloc((t->alloc.n ? t->alloc.n : 1) * sizeof *t->big_site);
+    if (!t->big_size || !t->big_site) {
+        bad = 1;
+        goto done;
+    }
+    for (size_t i = 0; i < t->alloc.n; i++) {
+        uint32_t k = t->alloc.index[i];
+        t->big_size[i] = big[k];
+        t->big_site[i] = big[k] ? site_name_of(t, s, memo, big_stack[k], &bad) : RS_TIMELINE_NO_SITE;
+    }
+    if (!bad && keep_live(t, s, blocks, n_blocks, memo) != 0) bad = 1;
+done:
+    dense_free(&da);
+    dense_free(&dr);
+    free(big);
+    free(big_stack);
+    free(memo);
+    free(bt);
+    free(blocks);
+    return bad ? -1 : 0;
+}
+
+ranksnap_status rs_timeline_build(const rs_snap *s, uint32_t max_points, rs_timeline **out)
+{
+    if (!s || !out) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_timeline_build: NULL argument");
+    *out = NULL;
+    if (max_points == 0) max_points = RS_TIMELINE_DEFAULT_POINTS;
+    const rs_snap_history *h = &s->history;
+    rs_timeline *t = calloc(1, sizeof *t);
+    if (!t) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory for a timeline", s->rank);
+    t->rank = s->rank;
+    t->complete = s->complete;
+    t->events = h->count;
+    t->dropped = h->dropped > s->totals.events_dropped ? h->dropped : s->totals.events_dropped;
+    t->peak_step = -1;
+    t->oom_step = -1;
+    int64_t off = s->time.clock_offset_us;
+    for (uint64_t i = 0; i < h->count; i++) {
+        int64_t ti = sat_add(to_i64(h->time_us[i]), off);
+        if (i == 0 || ti < t->t_first) t->t_first = ti;
+        if (i == 0 || ti > t->t_last) t->t_last = ti;
+    }
+    if (h->count == 0) t->t_first = t->t_last = sat_add(to_i64(s->time_us), off);
+    if (max_points < 2) max_points = 2;
+
+    replay rp;
+    ranksnap_status st = replay_init(&rp, s);
+    if (st != RANKSNAP_OK) {
+        free(t);
+        return st;
+    }
+    /* pass 1: the sums of the changes, the first maximum, the last OOM */
+    replay_reset(&rp);
+    int64_t rel = 0, best = 0, res_sum = 0, peak = -1, last_oom = -1;
+    int any_alloc = 0;
+    for (uint64_t i = 0; i < h->count; i++) {
+        int64_t d_res;
+        rel = sat_add(rel, replay_event(&rp, i, &d_res));
+        res_sum = sat_add(res_sum, d_res);
+        if (is_block_event(h->action[i])) any_alloc = 1;
+        if (rel > best) {
+            best = rel;
+            peak = (int64_t)i;
+        }
+        if (h->action[i] == RS_ACT_OOM) last_oom = (int64_t)i;
+    }
+    uint64_t l0 = apply(s->totals.allocated_bytes_current, neg(rel));
+    uint64_t r0 = apply(s->totals.reserved_bytes_current, neg(res_sum));
+    t->alloc_start = l0;
+    t->reserved_start = r0;
+    t->peak_bytes = apply(l0, best);
+    t->peak_t = peak >= 0 ? sat_add(to_i64(h->time_us[peak]), off) : t->t_first;
+    if (peak >= 0) {
+        for (int64_t i = peak; i >= 0; i--)
+            if (h->action[i] == RS_ACT_STEP) {
+                t->peak_step = (int64_t)h->size[i];
+                break;
+            }
+    }
+    if (s->has_oom) {
+        t->oom = 1;
+        t->oom_requested = s->oom.requested;
+        t->oom_step = s->oom.step;
+        if (last_oom >= 0)
+            t->oom_t = sat_add(to_i64(h->time_us[last_oom]), off);
+        else if (s->oom.time_us)
+            t->oom_t = sat_add(to_i64(s->oom.time_us), off);
+    }
+    /* the moment, as summarize.c chooses it */
+    int64_t moment;
+    if (s->has_oom)
+        moment = last_oom >= 0 ? last_oom : MOMENT_END;
+    else if (h->count == 0 || !any_alloc)
+        moment = MOMENT_END;
+    else
+        moment = peak; /* -1: the level was highest before the first event */
+    t->moment_is_oom = s->has_oom;
+    if (moment == MOMENT_END)
+        t->moment_t = s->has_oom && t->oom_t ? t->oom_t : t->t_last;
+    else
+        t->moment_t = moment >= 0 ? sat_add(to_i64(h->time_us[moment]), off) : t->t_first;
+
+    int bad = replay_levels(t, &rp, max_points, l0, r0, moment) != 0;
+    free(rp.slots);
+    if (!bad) bad = steps_of(t, s) != 0 || ranges_of(t, s) != 0;
+    if (!bad) {
+        rs_site *sites = NULL;
+        size_t n = 0;
+        st = rs_site_list_at_peak(s, &sites, &n);
+        if (st != RANKSNAP_OK) {
+            rs_timeline_free(t);
+            return st;
+        }
+        t->sites = sites;
+        t->n_sites = n < RS_TIMELINE_MAX_SITES ? n : RS_TIMELINE_MAX_SITES;
+    }
+    if (bad) {
+        rs_timeline_free(t);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory for the timeline of %llu events",
+                        s->rank, (unsigned long long)h->count);
+    }
+    *out = t;
+    return RANKSNAP_OK;
+}

@@ -1,0 +1,57 @@
+/*
+ * decode.c — opening any snapshot file (decode.h): a ranksnap .rsnap or a PyTorch pickle, told
+ * apart by their first bytes, and the rank a file's name gives.
+ */
+#include <stdlib.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "decode.h"
+#include "errors.h"
+#include "file_read.h"
+#include "rsnap_decode.h"
+#include "text.h"
+#include "torch_decode.h"
+
+ranksnap_status rs_decode_file(const char *path, const rs_torch_opts *opts,
+                                       rs_snap **out)
+{
+    if (!path || !out)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_decode_file: NULL argument");
+    *out = NULL;
+    char *buf;
+    size_t len;
+    RS_CHECK(rs_file_read(path, 0, &buf, &len));
+    ranksnap_status st = rs_torch_is_pickle(buf, len) ? rs_torch_decode(buf, len, path, opts, out)
+                                                 : rs_rsnap_decode(buf, len, path, out);
+    free(buf);
+    return st;
+}
+
+int rs_decode_is_pickle_file(const char *path)
+{
+    unsigned char head[2];
+    int fd = rs_file_open_regular(path);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, head, sizeof head);
+    close(fd);
+    return n > 0 && rs_torch_is_pickle(head, (size_t)n);
+}
+
+int rs_decode_rank_from_name(const char *path, int *rank)
+{
+    const char *base = rs_text_basename(path);
+    int found = -1;
+    for (const char *p = base; *p; p++) {
+        if (strncasecmp(p, "rank", 4) != 0) continue;
+        const char *q = p + 4;
+        if (*q == '-' || *q == '_') q++;
+        if (*q < '0' || *q > '9') continue;
+        long v = 0;
+        while (*q >= '0' && *q <= '9' && v <= INT32_MAX) v = v * 10 + (*q++ - '0');
+        if (v >= INT32_MAX) continue;
+        *rank = (int)v;
+        found = 0;
+    }
+    return found;
+}

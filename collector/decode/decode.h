@@ -1,0 +1,26 @@
+/*
+ * decode.h — opening a snapshot file of any kind the command reads.
+ */
+#ifndef RANKSNAP_DECODE_H
+#define RANKSNAP_DECODE_H
+
+#include "ranksnap.h"
+#include "snapshot.h"
+#include "torch_decode.h"
+
+/* Reads a snapshot of either kind, told apart by content: a pickle gets `opts` (NULL: the
+ * defaults), a .rsnap file keeps its own rank. What the `ranksnap` verbs use to open a file. */
+ranksnap_status rs_decode_file(const char *path, const rs_torch_opts *opts,
+                                       rs_snap **out);
+
+/* 1 when the file starts like a pickle (rs_torch_is_pickle), 0 otherwise or when it cannot be read
+ * (reading it then says why). */
+int rs_decode_is_pickle_file(const char *path);
+
+/* The rank number in a file name, as PyTorch users name their dumps: "snapshot_rank3.pickle",
+ * "rank-3.pickle", "rank_03.pickle", "oom_rank-3_gpt2.pickle" (the last "rank" followed by an
+ * optional '-' or '_' and digits, in the base name, any case). 0 and *rank set when found, -1
+ * when the name holds none. */
+int rs_decode_rank_from_name(const char *path, int *rank);
+
+#endif

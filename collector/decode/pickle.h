@@ -1,0 +1,114 @@
+/*
+ * pickle.h — a bounds-checked decoder for Python pickles (protocols 2 to 5) into a small value
+ * tree: None, bool, int, float, str, bytes, list, tuple, dict, set and frozenset.
+ *
+ * It reads what `pickle.dump` writes for plain data — PyTorch's memory snapshot dict is the case
+ * it exists for — and refuses every opcode that would make Python import or call something
+ * (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, NEWOBJ_EX, EXT1/2/4, PERSID,
+ * BINPERSID) instead of emulating it: nothing in a snapshot needs code, and a reader that runs
+ * none cannot be tricked into running any. Input is untrusted: every length is checked against
+ * the bytes that remain, every pop against the stack and its current MARK, and the memory used is
+ * bounded by a small multiple of the input size (each opcode adds at most one value or one
+ * container slot).
+ *
+ * Values live in one arena owned by the rs_pickle_doc and are freed together by rs_pickle_free. Shared
+ * references stay shared, as in Python: a memo GET pushes the same rs_pickle_value, so a list fetched
+ * from the memo and then appended to is one list everywhere it appears, and a container may
+ * contain itself. Code that walks a tree must therefore not recurse without a depth bound.
+ * Strings and bytes are not copied: rs_pickle_value.str points into the input buffer, so the buffer
+ * given to rs_pickle_decode must outlive the rs_pickle_doc.
+ */
+#ifndef RANKSNAP_PICKLE_H
+#define RANKSNAP_PICKLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ranksnap.h"
+
+typedef enum rs_pickle_kind {
+    RS_PICKLE_NONE = 0,
+    RS_PICKLE_BOOL,
+    RS_PICKLE_INT,       /* fits in int64 (.i), or in uint64 when .is_u64 (.u)                       */
+    RS_PICKLE_BIGINT,    /* an int wider than 64 bits: kept (so that the rest decodes), value unknown */
+    RS_PICKLE_FLOAT,
+    RS_PICKLE_STR,       /* UTF-8 (as Python accepts it: surrogates pass), not NUL-terminated        */
+    RS_PICKLE_BYTES,     /* bytes and bytearray                                                       */
+    RS_PICKLE_LIST,
+    RS_PICKLE_TUPLE,
+    RS_PICKLE_SET,
+    RS_PICKLE_FROZENSET,
+    RS_PICKLE_DICT,
+    RS_PICKLE_KIND_COUNT_
+} rs_pickle_kind;
+
+typedef struct rs_pickle_value rs_pickle_value;
+
+struct rs_pickle_value {
+    uint8_t kind;    /* rs_pickle_kind */
+    uint8_t is_u64;  /* RS_PICKLE_INT: the value is .u, above INT64_MAX */
+    size_t offset;   /* byte offset of the opcode that made the value, for error messages */
+    union {
+        int b;       /* RS_PICKLE_BOOL */
+        int64_t i;   /* RS_PICKLE_INT */
+        uint64_t u;  /* RS_PICKLE_INT with is_u64 */
+        double f;    /* RS_PICKLE_FLOAT */
+        struct {
+            const char *p; /* into the input buffer */
+            size_t n;
+        } str;       /* RS_PICKLE_STR, RS_PICKLE_BYTES */
+        struct {
+            rs_pickle_value **items; /* lists, tuples, sets: items; dicts: key, value, key, value... */
+            size_t n;         /* items; for a dict, 2 * the number of pairs                     */
+            size_t cap;
+        } seq;
+    } v;
+};
+
+typedef struct rs_pickle_doc rs_pickle_doc;
+
+/* Decodes `len` bytes up to the STOP opcode (bytes after STOP are ignored, as pickle.loads
+ * does). `name` (a path, "fuzz") starts every error message, which then says the byte offset and
+ * what was expected there, e.g. "snap.pickle: offset 1234: opcode GLOBAL (0x63) is refused: a
+ * snapshot never needs code execution". Errors are RANKSNAP_ERR_FORMAT, or
+ * RANKSNAP_ERR_HOST_MEMORY. On success *out is a new document the caller frees with rs_pickle_free; it
+ * borrows `buf` (see above). On failure *out is NULL. */
+ranksnap_status rs_pickle_decode(const void *buf, size_t len, const char *name, rs_pickle_doc **out);
+
+/* The object STOP returned. */
+const rs_pickle_value *rs_pickle_root(const rs_pickle_doc *doc);
+
+/* The protocol the PROTO opcode named (2..5), or 0 when the pickle had none. */
+int rs_pickle_protocol(const rs_pickle_doc *doc);
+
+/* Frees the document and every value in it; NULL is a no-op. */
+void rs_pickle_free(rs_pickle_doc *doc);
+
+/* "a str", "a dict", ...: for messages saying what was found instead of what was expected. */
+const char *rs_pickle_kind_name(unsigned kind);
+
+/* The opcode's name as pickletools spells it ("SHORT_BINUNICODE"), "unknown" when not one. */
+const char *rs_pickle_opcode_name(unsigned char op);
+
+/* 1 for a list, tuple, set or frozenset (whose items are v.seq.items[0..n)). */
+int rs_pickle_is_sequence(const rs_pickle_value *v);
+
+/* Number of items of a sequence, of pairs of a dict; 0 for anything else. */
+size_t rs_pickle_len(const rs_pickle_value *v);
+
+/* Item i of a sequence, NULL when out of range or not a sequence. */
+const rs_pickle_value *rs_pickle_item(const rs_pickle_value *v, size_t i);
+
+/* The value of the str key `key` of a dict, NULL when absent or when `dict` is not a dict. When
+ * a key was set twice the last value wins, as in Python. */
+const rs_pickle_value *rs_pickle_dict_get(const rs_pickle_value *dict, const char *key);
+
+/* 1 when v is a str equal to the NUL-terminated `s`. */
+int rs_pickle_str_is(const rs_pickle_value *v, const char *s);
+
+/* Integer values: 0 on success; -1 when v is not an int (bool counts, as in Python) or the value
+ * does not fit the type (negative for uint64, above INT64_MAX for int64, a RS_PICKLE_BIGINT). */
+int rs_pickle_get_i64(const rs_pickle_value *v, int64_t *out);
+int rs_pickle_get_u64(const rs_pickle_value *v, uint64_t *out);
+
+#endif

@@ -1,0 +1,362 @@
+/*
+ * read_ring.c — recovering a rank from the ring file it left behind (common/rsnap_ring.h).
+ *
+ * A ring file outlives its process: after SIGKILL, or the kernel's OOM killer, it is all that is
+ * left. It holds the events still in the ring, the segment table and the identity of the rank,
+ * but no stack table (that lived in the process's heap): the recovered snapshot has the history,
+ * the segments with the blocks the history shows alive, totals replayed from the events, and is
+ * marked complete: false. Every field is checked against the file's size before it is used; a
+ * torn or foreign file is an error naming the file and what was wrong.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ring_format.h"
+#include "errors.h"
+#include "ring_decode.h"
+#include "rsnap_decode.h"
+
+static char *rs_dup_n(const char *s, size_t max)
+{
+    size_t n = strnlen(s, max);
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+static int rs_cmp_seg(const void *a, const void *b)
+{
+    const rs_snap_segment *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* The recorder keeps a free_requested and the free_completed that followed at once as one event
+ * (flag 1, RS_EV_COMPLETED): the history gets both back, at the same time, as in a snapshot. */
+static int rs_ring_expand(rs_snap *s, const rs_ring_event *ev, uint64_t first, uint64_t cap,
+                          uint64_t completed)
+{
+    rs_snap_history *hi = &s->history;
+    uint64_t raw = hi->count, n = raw + completed;
+    uint64_t *t = malloc(n * sizeof *t), *a = malloc(n * sizeof *a), *z = malloc(n * sizeof *z);
+    uint8_t *act = malloc(n);
+    uint32_t *st = malloc(n * sizeof *st), *sk = calloc(n, sizeof *sk);
+    if (!t || !a || !z || !act || !st || !sk) {
+        free(t), free(a), free(z), free(act), free(st), free(sk);
+        return -1;
+    }
+    uint64_t j = 0;
+    for (uint64_t i = 0; i < raw; i++) {
+        int two = hi->action[i] == RS_ACT_FREE_REQUESTED && (ev[(first + i) % cap].flags & 1u);
+        for (int k = 0; k <= two; k++, j++) {
+            t[j] = hi->time_us[i];
+            a[j] = hi->addr[i];
+            z[j] = hi->size[i];
+            st[j] = hi->stream[i];
+            act[j] = k ? RS_ACT_FREE_COMPLETED : hi->action[i];
+        }
+    }
+    free(hi->time_us), free(hi->addr), free(hi->size), free(hi->stream), free(hi->action), free(hi->stack);
+    hi->time_us = t, hi->addr = a, hi->size = z, hi->stream = st, hi->action = act, hi->stack = sk;
+    hi->count = n;
+    return 0;
+}
+
+/* Fills the model from a validated file image. */
+static ranksnap_status rs_ring_model(const char *path, const unsigned char *img, size_t len,
+                                     rs_snap **out)
+{
+    const rs_ring_header *h = (const rs_ring_header *)img;
+    const rs_ring_segment *segs = (const rs_ring_segment *)(img + h->header_size);
+    const rs_ring_event *ev = (const rs_ring_event *)(img + h->header_size + h->max_segments * sizeof(rs_ring_segment));
+    uint64_t count = h->total < h->capacity ? h->total : h->capacity;
+    uint64_t first = h->total < h->capacity ? 0 : h->total % h->capacity;
+    (void)len;
+
+    rs_snap *s = calloc(1, sizeof *s);
+    if (!s) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: out of host memory", path);
+    s->version = 1;
+    s->rank = h->rank;
+    s->world_size = h->world_size;
+    s->pid = h->pid;
+    s->complete = 0;
+    s->host = rs_dup_n(h->host, sizeof h->host);
+    s->job = rs_dup_n(h->job, sizeof h->job);
+    s->backend = rs_dup_n("recovered ring", 32);
+    s->device.name = rs_dup_n(h->device_name, sizeof h->device_name);
+    s->device.uuid = rs_dup_n("", 1);
+    s->device.total_bytes = h->device_total;
+    s->recorder.stacks = rs_dup_n("none", 8);
+    s->recorder.max_entries = h->capacity;
+    s->allocator.memory_limit = h->memory_limit;
+    s->allocator.max_split_size = UINT64_MAX;
+    s->allocator.min_block_size = 512;
+    s->time.clock_offset_us = h->clock_offset_us;
+    s->time.current_step = h->step;
+    s->n_streams = h->n_streams ? (size_t)h->n_streams : 1;
+    s->streams = calloc(s->n_streams, sizeof *s->streams);
+    rs_snap_history *hi = &s->history;
+    hi->count = count;
+    hi->capacity = h->capacity;
+    hi->dropped = h->total - count;
+    size_t n = count ? (size_t)count : 1;
+    hi->time_us = calloc(n, sizeof *hi->time_us);
+    hi->action = calloc(n, sizeof *hi->action);
+    hi->addr = calloc(n, sizeof *hi->addr);
+    hi->size = calloc(n, sizeof *hi->size);
+    hi->stream = calloc(n, sizeof *hi->stream);
+    hi->stack = calloc(n, sizeof *hi->stack);
+    if (!s->host || !s->job || !s->backend || !s->device.name || !s->device.uuid ||
+        !s->recorder.stacks || !s->streams || !hi->time_us || !hi->action || !hi->addr ||
+        !hi->size || !hi->stream || !hi->stack) {
+        rs_snap_free(s);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: out of host memory", path);
+    }
+    for (size_t i = 0; i < s->n_streams && h->n_streams; i++) s->streams[i] = h->streams[i];
+    uint64_t completed = 0; /* free_requested events flagged RS_EV_COMPLETED (rank/recorder.h) */
+
+    /* events, oldest first; the replay gives the totals the header does not keep */
+    int64_t alloc_delta = 0, reserved_delta = 0, alloc_min = 0, reserved_min = 0;
+    int64_t alloc_level = 0, reserved_level = 0, alloc_peak = 0, reserved_peak = 0;
+    uint64_t peak_time = 0;
+    int64_t step = -1, peak_step = -1;
+    for (uint64_t i = 0; i < count; i++) {
+        const rs_ring_event *e = &ev[(first + i) % h->capacity];
+        hi->time_us[i] = e->time_us;
+        hi->action[i] = e->action;
+        hi->addr[i] = e->addr;
+        hi->size[i] = e->size;
+        hi->stream[i] = e->stream < s->n_streams ? e->stream : 0;
+        hi->stack[i] = 0; /* the stack table died with the process */
+        if (e->action == RS_ACT_FREE_REQUESTED && (e->flags & 1u)) completed++;
+        switch (e->action) {
+        case RS_ACT_ALLOC: alloc_level += (int64_t)e->size; s->totals.num_allocs++; break;
+        case RS_ACT_FREE_REQUESTED: alloc_level -= (int64_t)e->size; s->totals.num_frees++; break;
+        case RS_ACT_SEGMENT_ALLOC: reserved_level += (int64_t)e->size; s->totals.num_segment_allocs++; break;
+        case RS_ACT_SEGMENT_FREE: reserved_level -= (int64_t)e->size; s->totals.num_segment_frees++; break;
+        case RS_ACT_STEP: step = (int64_t)e->size; break;
+        case RS_ACT_OOM:
+            s->has_oom = 1;
+            s->totals.num_ooms++;
+            s->oom.requested = e->size;
+            s->oom.device_free = e->addr;
+            s->oom.time_us = e->time_us;
+            s->oom.step = step;
+            s->oom.stream = hi->stream[i];
+            break;
+        default: break;
+        }
+        if (alloc_level < alloc_min) alloc_min = alloc_level;
+        if (reserved_level < reserved_min) reserved_min = reserved_level;
+        if (alloc_level > alloc_peak || i == 0) {
+            alloc_peak = alloc_level;
+            peak_time = e->time_us;
+            peak_step = step;
+        }
+        if (reserved_level > reserved_peak) reserved_peak = reserved_level;
+        s->time_us = e->time_us;
+    }
+    alloc_delta = alloc_level;
+    reserved_delta = reserved_level;
+
+    /* segments and the blocks the history shows alive in them */
+    size_t nseg = 0;
+    for (uint64_t i = 0; i < h->max_segments; i++)
+        if (segs[i].addr && segs[i].addr != UINT64_MAX) nseg++;
+    s->segments = calloc(nseg ? nseg : 1, sizeof *s->segments);
+    if (!s->segments) {
+        rs_snap_free(s);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: out of host memory", path);
+    }
+    for (uint64_t i = 0; i < h->max_segments; i++) {
+        if (!segs[i].addr || segs[i].addr == UINT64_MAX) continue;
+        rs_snap_segment *g = &s->segments[s->n_segments++];
+        g->addr = segs[i].addr;
+        g->total_size = segs[i].size;
+        g->stream = segs[i].stream < s->n_streams ? segs[i].stream : 0;
+        g->is_small = segs[i].is_small != 0;
+    }
+    qsort(s->segments, s->n_segments, sizeof *s->segments, rs_cmp_seg);
+    /* Walking back from the end, an alloc is alive unless a free of its address follows it: a
+     * set of "freed later" addresses answers that in one pass. */
+    size_t cap = 1024;
+    while (cap < 2 * count) cap *= 2;
+    uint64_t *freed_later = calloc(cap, sizeof *freed_later);
+    unsigned char *alive = calloc(n, 1);
+    if (!freed_later || !alive) {
+        free(freed_later);
+        free(alive);
+        rs_snap_free(s);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: out of host memory", path);
+    }
+    for (uint64_t i = count; i-- > 0;) {
+        uint64_t a = hi->addr[i] | 1; /* 0 marks an empty slot; block addresses are even */
+        size_t k = (size_t)((a >> 9) * 0x9e3779b97f4a7c15ull) & (cap - 1);
+        if (hi->action[i] == RS_ACT_FREE_REQUESTED) {
+            while (freed_later[k] && freed_later[k] != a) k = (k + 1) & (cap - 1);
+            freed_later[k] = a;
+        } else if (hi->action[i] == RS_ACT_ALLOC) {
+            while (freed_later[k] && freed_later[k] != a) k = (k + 1) & (cap - 1);
+            if (freed_later[k] == a)
+                freed_later[k] = 2; /* matched: a tombstone (2 is never an address | 1) */
+            else
+                alive[i] = 1;
+        }
+    }
+    free(freed_later);
+    uint64_t live_bytes = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        if (!alive[i]) continue;
+        /* binary search of the segment holding it */
+        size_t lo = 0, hi_i = s->n_segments;
+        while (lo < hi_i) {
+            size_t mid = (lo + hi_i) / 2;
+            if (s->segments[mid].addr + s->segments[mid].total_size <= hi->addr[i])
+                lo = mid + 1;
+            else
+                hi_i = mid;
+        }
+        if (lo == s->n_segments || s->segments[lo].addr > hi->addr[i]) continue;
+        rs_snap_segment *g = &s->segments[lo];
+        rs_snap_block *nb = realloc(g->blocks, (g->n_blocks + 1) * sizeof *nb);
+        if (!nb) {
+            free(alive);
+            rs_snap_free(s);
+            return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: out of host memory", path);
+        }
+        g->blocks = nb;
+        uint64_t size = (hi->size[i] + 511) / 512 * 512;
+        nb[g->n_blocks++] = (rs_snap_block){hi->addr[i], size, hi->size[i], 0, RS_BLOCK_ACTIVE_ALLOCATED};
+        g->allocated_size += size;
+        g->active_size += size;
+        g->requested_size += hi->size[i];
+        live_bytes += size;
+    }
+    free(alive);
+
+    /* Levels at the window's start are unknown when the ring wrapped. The allocator's totals at
+     * the last step boundary anchor them when that step is inside the window; otherwise they are
+     * at least what makes every replayed level non-negative, and the live blocks found above. */
+    int64_t alloc_base = -alloc_min, reserved_base = (int64_t)h->reserved_bytes - reserved_delta;
+    if (alloc_base + alloc_delta < (int64_t)live_bytes) alloc_base = (int64_t)live_bytes - alloc_delta;
+    uint64_t window_start = h->total - count;
+    if (h->step_total >= window_start && h->step_total <= h->total && h->allocated_peak_at_step) {
+        int64_t level = 0, after_peak = INT64_MIN;
+        uint64_t at = h->step_total - window_start;
+        for (uint64_t i = 0; i < count; i++) {
+            if (i == at) level = 0, after_peak = 0;
+            int64_t d = hi->action[i] == RS_ACT_ALLOC ? (int64_t)hi->size[i]
+                      : hi->action[i] == RS_ACT_FREE_REQUESTED ? -(int64_t)hi->size[i] : 0;
+            level += d;
+            if (i >= at && level > after_peak) after_peak = level;
+        }
+        if (at >= count) after_peak = 0;
+        /* level now holds the change since the step */
+        int64_t cur = (int64_t)h->allocated_at_step + level;
+        int64_t peak = (int64_t)h->allocated_peak_at_step;
+        if ((int64_t)h->allocated_at_step + after_peak > peak) peak = (int64_t)h->allocated_at_step + after_peak;
+        alloc_base = cur - alloc_delta;
+        if (peak > alloc_base + alloc_peak) alloc_peak = peak - alloc_base;
+        if ((int64_t)h->reserved_peak_at_step > reserved_base + reserved_peak)
+            reserved_peak = (int64_t)h->reserved_peak_at_step - reserved_base;
+    }
+    if (reserved_base < -reserved_min) reserved_base = -reserved_min;
+    rs_snap_totals *t = &s->totals;
+    t->allocated_bytes_current = (uint64_t)(alloc_base + alloc_delta);
+    t->allocated_bytes_peak = (uint64_t)(alloc_base + alloc_peak);
+    t->reserved_bytes_current = h->reserved_bytes;
+    t->reserved_bytes_peak = (uint64_t)(reserved_base + reserved_peak);
+    if (t->reserved_bytes_peak < t->reserved_bytes_current) t->reserved_bytes_peak = t->reserved_bytes_current;
+    t->active_bytes_current = t->allocated_bytes_current;
+    t->active_bytes_peak = t->allocated_bytes_peak;
+    t->requested_bytes_current = t->allocated_bytes_current;
+    t->requested_bytes_peak = t->allocated_bytes_peak;
+    t->peak_time_us = peak_time;
+    t->peak_step = peak_step;
+    t->events_recorded = h->total;
+    t->events_dropped = hi->dropped;
+    t->device_total_bytes = h->device_total;
+    t->memory_limit_bytes = h->memory_limit;
+    if (s->has_oom) {
+        s->oom.device_total = h->device_total;
+        s->oom.memory_limit = h->memory_limit;
+        s->oom.allocated = t->allocated_bytes_current;
+        s->oom.reserved = t->reserved_bytes_current;
+    }
+    if (!s->time_us) s->time_us = h->created_us;
+    if (completed && rs_ring_expand(s, ev, first, h->capacity, completed) != 0) {
+        rs_snap_free(s);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: out of host memory", path);
+    }
+    *out = s;
+    return RANKSNAP_OK;
+}
+
+ranksnap_status rs_ring_decode(const void *buf, size_t len, const char *name, rs_snap **out)
+{
+    *out = NULL;
+    const unsigned char *img = buf;
+    const rs_ring_header *h = buf;
+    if (len < sizeof *h || memcmp(h->magic, RS_RING_MAGIC, sizeof h->magic) != 0)
+        return rs_error(RANKSNAP_ERR_FORMAT, "%s: not a ranksnap ring file (no %s header)", name, RS_RING_MAGIC);
+    if (h->endian != RS_RING_ENDIAN)
+        return rs_error(RANKSNAP_ERR_FORMAT, "%s: written on a machine of the other byte order", name);
+    if (h->version != RS_RING_VERSION)
+        return rs_error(RANKSNAP_ERR_FORMAT, "%s: ring version %u, this reader knows %u", name, h->version, RS_RING_VERSION);
+    if (h->header_size != RS_RING_HEADER_SIZE || h->event_size != sizeof(rs_ring_event) ||
+        h->max_segments == 0 || h->max_segments > (1u << 24) || h->capacity == 0 ||
+        h->capacity > (1ull << 32))
+        return rs_error(RANKSNAP_ERR_FORMAT, "%s: header sizes are not a ring's (header %u, event %u, "
+                        "%llu segments, capacity %llu)", name, h->header_size, h->event_size,
+                        (unsigned long long)h->max_segments, (unsigned long long)h->capacity);
+    uint64_t need = (uint64_t)h->header_size + h->max_segments * sizeof(rs_ring_segment) +
+                    h->capacity * sizeof(rs_ring_event);
+    if (need > len)
+        return rs_error(RANKSNAP_ERR_FORMAT, "%s: truncated: %zu bytes, the header describes %llu", name,
+                        len, (unsigned long long)need);
+    if (h->rank < 0 || h->world_size < 1 || h->rank >= h->world_size)
+        return rs_error(RANKSNAP_ERR_FORMAT, "%s: rank %d of %d is not a rank", name, h->rank, h->world_size);
+    if (h->n_streams > RS_RING_MAX_STREAMS)
+        return rs_error(RANKSNAP_ERR_FORMAT, "%s: %llu streams, at most %u fit", name,
+                        (unsigned long long)h->n_streams, RS_RING_MAX_STREAMS);
+    return rs_ring_model(name, img, len, out);
+}
+
+ranksnap_status rs_ring_decode_file(const char *path, rs_snap **out, int *closed)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return rs_error(RANKSNAP_ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return rs_error(RANKSNAP_ERR_IO, "%s: not a regular file", path);
+    }
+    size_t len = (size_t)sb.st_size;
+    unsigned char *buf = malloc(len ? len : 1);
+    if (!buf) {
+        close(fd);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: cannot hold %zu bytes", path, len);
+    }
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = read(fd, buf + got, len - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    ranksnap_status st = got == len ? rs_ring_decode(buf, len, path, out)
+                                    : rs_error(RANKSNAP_ERR_IO, "%s: short read (%zu of %zu bytes)", path, got, len);
+    if (st == RANKSNAP_OK && closed) *closed = ((const rs_ring_header *)buf)->closed != 0;
+    free(buf);
+    return st;
+}

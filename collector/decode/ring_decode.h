@@ -1,0 +1,15 @@
+/* read_ring.h — recovering a rank from its ring file (see read_ring.c). */
+#ifndef RANKSNAP_READ_RING_H
+#define RANKSNAP_READ_RING_H
+
+#include <stddef.h>
+
+#include "ranksnap.h"
+#include "snapshot.h"
+
+/* `len` bytes of a ring file; errors start with `name`. The result has complete = 0. */
+ranksnap_status rs_ring_decode(const void *buf, size_t len, const char *name, rs_snap **out);
+/* Reads and decodes `path`; *closed (may be NULL) tells whether the rank finalized cleanly. */
+ranksnap_status rs_ring_decode_file(const char *path, rs_snap **out, int *closed);
+
+#endif

@@ -1,0 +1,993 @@
+/*
+ * read_pickle.c — maps PyTorch's memory snapshot (the dict torch.cuda.memory._dump_snapshot
+ * pickles) onto rs_snap, the model the comparison and the reports read.
+ *
+ * The pickle is decoded by pickle.c into a value tree; this file walks the fixed shape PyTorch
+ * writes (docs/PYTORCH.md has the field by field mapping) and checks the type of every field it
+ * reads, naming the field and the byte offset of the value when one is wrong. Fields it does not
+ * use (segment_pool_id, is_expandable, compile_context, user_metadata, external_annotations,
+ * most of allocator_settings) are not looked at, so newer PyTorch versions that add fields still
+ * read. Trace actions it does not know are skipped rather than refused, for the same reason.
+ *
+ * What PyTorch does not record is derived: frames are interned into the frame and stack tables
+ * (the trace repeats the same stacks thousands of times); the totals come from the final state
+ * (current values) and a replay of the trace (peaks, the levels at the OOM); the rank comes from
+ * the caller; and training steps are inferred from the repeating allocation pattern
+ * (infer_steps.c). The snapshot is marked so that sites skip torch's and Python's own frames.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "errors.h"
+#include "file_read.h"
+#include "pickle.h"
+#include "rsnap_decode.h"
+#include "steps_infer.h"
+#include "torch_decode.h"
+
+/* PyTorch's CUDACachingAllocator constants (c10/cuda/CUDACachingAllocator.cpp), which a
+ * snapshot does not carry: the replay rounds trace sizes with the first. */
+#define TORCH_MIN_BLOCK 512u
+#define TORCH_SMALL_SIZE ((uint64_t)1 << 20)
+#define TORCH_SMALL_BUFFER ((uint64_t)2 << 20)
+#define TORCH_LARGE_BUFFER ((uint64_t)20 << 20)
+#define TORCH_MIN_LARGE_ALLOC ((uint64_t)10 << 20)
+#define TORCH_ROUND_LARGE ((uint64_t)2 << 20)
+
+void rs_torch_opts_default(rs_torch_opts *o)
+{
+    o->rank = 0;
+    o->device = -1;
+    o->all_frames = 0;
+    o->infer_steps = 1;
+}
+
+int rs_torch_is_pickle(const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+    return len >= 2 && p[0] == 0x80 && p[1] >= 2 && p[1] <= 5;
+}
+
+/* ---- where in the snapshot: "device_traces[0][12].frames[3]" -------------------------------- */
+
+#define LOC_DEPTH 8
+
+/* A chain of (name, index) on the C stack, built as the walk descends (three stores per level)
+ * and turned into text only for an error message. */
+typedef struct loc {
+    const struct loc *up;
+    const char *part; /* "segments", ".blocks", "" (an index right after an index) */
+    size_t idx;
+} loc;
+
+static loc loc_down(const loc *up, const char *part, size_t idx)
+{
+    return (loc){up, part, idx};
+}
+
+/* Identity caches: PyTorch's pickles share (memoize) strings, frame dicts and frame lists, and
+ * the tree is immutable once decoded, so a value already seen maps to the same frame or stack
+ * without hashing its text again. Keys are (pointer, pointer, number); values index + 1. */
+typedef struct idcache {
+    uintptr_t *a, *b;
+    int64_t *c;
+    uint32_t *val; /* 0 = empty */
+    size_t mask, n;
+} idcache;
+
+static size_t idcache_slot(const idcache *t, uintptr_t a, uintptr_t b, int64_t c)
+{
+    uint64_t h = (uint64_t)a * 0x9e3779b97f4a7c15ull ^ (uint64_t)b * 0xc2b2ae3d27d4eb4full ^
+                 (uint64_t)c * 0x165667b19e3779f9ull;
+    return (size_t)(h ^ (h >> 29)) & t->mask;
+}
+
+/* The cached value, 0 when absent. */
+static uint32_t idcache_get(const idcache *t, uintptr_t a, uintptr_t b, int64_t c)
+{
+    if (!t->mask) return 0;
+    for (size_t i = idcache_slot(t, a, b, c); t->val[i]; i = (i + 1) & t->mask)
+        if (t->a[i] == a && t->b[i] == b && t->c[i] == c) return t->val[i];
+    return 0;
+}
+
+static void idcache_free(idcache *t)
+{
+    free(t->a);
+    free(t->b);
+    free(t->c);
+    free(t->val);
+}
+
+/* -1 when out of memory (the cache is only a shortcut: callers go on without it). */
+static int idcache_put(idcache *t, uintptr_t a, uintptr_t b, int64_t c, uint32_t val)
+{
+    if (t->mask == 0 || 2 * (t->n + 1) > t->mask + 1) {
+        idcache g = {NULL, NULL, NULL, NULL, t->mask ? 2 * t->mask + 1 : 255, 0};
+        g.a = malloc((g.mask + 1) * sizeof *g.a);
+        g.b = malloc((g.mask + 1) * sizeof *g.b);
+        g.c = malloc((g.mask + 1) * sizeof *g.c);
+        g.val = calloc(g.mask + 1, sizeof *g.val);
+        if (!g.a || !g.b || !g.c || !g.val) {
+            idcache_free(&g);
+            return -1;
+        }
+        for (size_t i = 0; t->mask && i <= t->mask; i++)
+            if (t->val[i]) (void)idcache_put(&g, t->a[i], t->b[i], t->c[i], t->val[i]);
+        idcache_free(t);
+        *t = g;
+    }
+    size_t i = idcache_slot(t, a, b, c);
+    while (t->val[i]) i = (i + 1) & t->mask;
+    t->a[i] = a;
+    t->b[i] = b;
+    t->c[i] = c;
+    t->val[i] = val;
+    t->n++;
+    return 0;
+}
+
+typedef struct mapper {
+    const char *name;
+    rs_snap *s;
+    /* frames: (function, file, line) -> index */
+    size_t *frame_slot; /* index + 1, 0 = empty */
+    uint64_t *frame_hash;
+    size_t frame_mask, frames_cap;
+    /* stacks: frame index sequence -> id */
+    uint32_t *stack_slot; /* id, 0 = empty */
+    uint64_t *stack_hash;
+    size_t stack_mask, stacks_cap;
+    idcache frame_ids; /* (name str, filename str, line) -> index + 1 */
+    idcache stack_ids; /* (frames list, 0, 0) -> stack id */
+    uint32_t *scratch; /* the frames of the stack being built */
+    size_t scratch_cap;
+    /* streams: handle -> index */
+    uint64_t *stream_key;
+    uint32_t *stream_slot; /* index + 1, 0 = empty */
+    size_t stream_mask, streams_cap;
+    size_t hist_cap;
+} mapper;
+
+static ranksnap_status bad(const mapper *m, const rs_pickle_value *at, const loc *l, const char *field,
+                           const char *fmt, ...) RS_PRINTF(5, 6);
+
+/* "NAME: offset N: segments[3].blocks[0].state: MESSAGE". */
+static ranksnap_status bad(const mapper *m, const rs_pickle_value *at, const loc *l, const char *field,
+                           const char *fmt, ...)
+{
+    char where[256], msg[384];
+    const loc *chain[LOC_DEPTH];
+    int depth = 0;
+    for (; l && depth < LOC_DEPTH; l = l->up) chain[depth++] = l;
+    size_t k = 0;
+    where[0] = '\0';
+    for (int i = depth - 1; i >= 0 && k < sizeof where; i--)
+        k += (size_t)snprintf(where + k, sizeof where - k, "%s[%zu]", chain[i]->part,
+                              chain[i]->idx);
+    if (field && k < sizeof where)
+        snprintf(where + k, sizeof where - k, "%s%s", k ? "." : "", field);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return rs_error(RANKSNAP_ERR_FORMAT, "%s: offset %zu: %s%s%s", m->name, at ? at->offset : 0,
+                    where, where[0] ? ": " : "", msg);
+}
+
+static ranksnap_status no_memory(const mapper *m, const char *what)
+{
+    return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: no memory for %s", m->name, what);
+}
+
+/* ---- typed field access -------------------------------------------------------------------- */
+
+static ranksnap_status expect_kind(const mapper *m, const rs_pickle_value *v, rs_pickle_kind kind,
+                                   const loc *l, const char *field)
+{
+    if (v->kind == kind) return RANKSNAP_OK;
+    return bad(m, v, l, field, "expected %s, found %s", rs_pickle_kind_name(kind), rs_pickle_kind_name(v->kind));
+}
+
+/* A non-negative integer field; `*out` keeps its default when the field is absent and not
+ * required. */
+static ranksnap_status field_u64(const mapper *m, const rs_pickle_value *dict, const char *key,
+                                 const loc *l, int required, uint64_t *out)
+{
+    const rs_pickle_value *v = rs_pickle_dict_get(dict, key);
+    if (!v) {
+        if (required) return bad(m, dict, l, key, "missing (PyTorch always writes it)");
+        return RANKSNAP_OK;
+    }
+    if (rs_pickle_get_u64(v, out) == 0) return RANKSNAP_OK;
+    if (v->kind == RS_PICKLE_INT) return bad(m, v, l, key, "expected a non-negative integer, found %lld",
+                                      (long long)v->v.i);
+    if (v->kind == RS_PICKLE_BIGINT)
+        return bad(m, v, l, key, "expected an integer of at most 64 bits, found a wider one");
+    return bad(m, v, l, key, "expected an int, found %s", rs_pickle_kind_name(v->kind));
+}
+
+/* An optional str field: NULL when absent. */
+static ranksnap_status field_str(const mapper *m, const rs_pickle_value *dict, const char *key,
+                                 const loc *l, const rs_pickle_value **out)
+{
+    *out = rs_pickle_dict_get(dict, key);
+    if (*out && (*out)->kind != RS_PICKLE_STR)
+        return bad(m, *out, l, key, "expected a str, found %s", rs_pickle_kind_name((*out)->kind));
+    return RANKSNAP_OK;
+}
+
+/* An optional list field: NULL when absent (or None, which PyTorch writes for "no frames"). */
+static ranksnap_status field_list(const mapper *m, const rs_pickle_value *dict, const char *key,
+                                  const loc *l, const rs_pickle_value **out)
+{
+    *out = rs_pickle_dict_get(dict, key);
+    if (*out && (*out)->kind == RS_PICKLE_NONE) *out = NULL;
+    if (*out && (*out)->kind != RS_PICKLE_LIST && (*out)->kind != RS_PICKLE_TUPLE)
+        return bad(m, *out, l, key, "expected a list, found %s", rs_pickle_kind_name((*out)->kind));
+    return RANKSNAP_OK;
+}
+
+static char *copy_str(const rs_pickle_value *v, const char *fallback)
+{
+    const char *p = v ? v->v.str.p : fallback;
+    size_t n = v ? v->v.str.n : strlen(fallback);
+    char *s = malloc(n + 1);
+    if (!s) return NULL;
+    memcpy(s, p, n);
+    s[n] = '\0';
+    return s;
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Grows a table of `elem` bytes each to hold `need` entries. */
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 16;
+    while (c < need) {
+        if (c > SIZE_MAX / 2 / elem) return -1;
+        c *= 2;
+    }
+    void *q = realloc(*p, c * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+/* ---- streams ------------------------------------------------------------------------------- */
+
+static ranksnap_status stream_index(mapper *m, uint64_t handle, uint32_t *out)
+{
+    rs_snap *s = m->s;
+    if (2 * (s->n_streams + 1) > m->stream_mask + 1) {
+        size_t cap = m->stream_mask ? 2 * (m->stream_mask + 1) : 16;
+        uint64_t *key = malloc(cap * sizeof *key);
+        uint32_t *slot = calloc(cap, sizeof *slot);
+        if (!key || !slot) {
+            free(key);
+            free(slot);
+            return no_memory(m, "the stream table");
+        }
+        for (size_t i = 0; i < s->n_streams; i++) {
+            size_t j = mix(s->streams[i]) & (cap - 1);
+            while (slot[j]) j = (j + 1) & (cap - 1);
+            key[j] = s->streams[i];
+            slot[j] = (uint32_t)i + 1;
+        }
+        free(m->stream_key);
+        free(m->stream_slot);
+        m->stream_key = key;
+        m->stream_slot = slot;
+        m->stream_mask = cap - 1;
+    }
+    size_t j = mix(handle) & m->stream_mask;
+    while (m->stream_slot[j]) {
+        if (m->stream_key[j] == handle) {
+            *out = m->stream_slot[j] - 1;
+            return RANKSNAP_OK;
+        }
+        j = (j + 1) & m->stream_mask;
+    }
+    if (s->n_streams >= UINT32_MAX - 1 ||
+        grow((void **)&s->streams, &m->streams_cap, s->n_streams + 1, sizeof *s->streams) != 0)
+        return no_memory(m, "the stream table");
+    m->stream_key[j] = handle;
+    m->stream_slot[j] = (uint32_t)s->n_streams + 1;
+    s->streams[s->n_streams] = handle;
+    *out = (uint32_t)s->n_streams++;
+    return RANKSNAP_OK;
+}
+
+/* The stream field of a segment or trace entry (0 when absent, as PyTorch's default stream).
+ * PyTorch writes the cudaStream_t as an int64_t: a negative one is a handle all the same. */
+static ranksnap_status field_stream(mapper *m, const rs_pickle_value *dict, const loc *l, uint32_t *out)
+{
+    uint64_t handle = 0;
+    int64_t signed_handle;
+    const rs_pickle_value *v = rs_pickle_dict_get(dict, "stream");
+    if (v && rs_pickle_get_i64(v, &signed_handle) == 0)
+        handle = (uint64_t)signed_handle;
+    else
+        RS_CHECK(field_u64(m, dict, "stream", l, 0, &handle));
+    return stream_index(m, handle, out);
+}
+
+/* ---- frames and stacks --------------------------------------------------------------------- */
+
+static int frame_equal(const rs_snap_frame *f, const rs_pickle_value *name, const rs_pickle_value *file,
+                       int32_t line)
+{
+    const char *n = name ? name->v.str.p : "??", *p = file ? file->v.str.p : "??";
+    size_t nn = name ? name->v.str.n : 2, pn = file ? file->v.str.n : 2;
+    return f->line == line && strlen(f->function) == nn && memcmp(f->function, n, nn) == 0 &&
+           strlen(f->file) == pn && memcmp(f->file, p, pn) == 0;
+}
+
+static ranksnap_status frame_index(mapper *m, const rs_pickle_value *frame, const loc *l,
+                                   uint32_t *out)
+{
+    rs_snap *s = m->s;
+    RS_CHECK(expect_kind(m, frame, RS_PICKLE_DICT, l, NULL));
+    const rs_pickle_value *name, *file;
+    uint64_t h = 0xcbf29ce484222325ull;
+    int64_t line = 0;
+    RS_CHECK(field_str(m, frame, "name", l, &name));
+    RS_CHECK(field_str(m, frame, "filename", l, &file));
+    const rs_pickle_value *lv = rs_pickle_dict_get(frame, "line");
+    if (lv && rs_pickle_get_i64(lv, &line) != 0)
+        return bad(m, lv, l, "line", "expected an int, found %s", rs_pickle_kind_name(lv->kind));
+    int32_t line32 = line < 0 ? 0 : line > INT32_MAX ? INT32_MAX : (int32_t)line;
+    uint32_t hit = idcache_get(&m->frame_ids, (uintptr_t)name, (uintptr_t)file, line32);
+    if (hit) {
+        *out = hit - 1;
+        return RANKSNAP_OK;
+    }
+    const rs_pickle_value *name_v = name, *file_v = file;
+    /* A NUL inside a name ends the C string the frame table keeps: hash and compare that. */
+    size_t nn = name ? strnlen(name->v.str.p, name->v.str.n) : 2;
+    size_t fn = file ? strnlen(file->v.str.p, file->v.str.n) : 2;
+    rs_pickle_value nv, fv;
+    if (name) {
+        nv = *name;
+        nv.v.str.n = nn;
+        name = &nv;
+    }
+    if (file) {
+        fv = *file;
+        fv.v.str.n = fn;
+        file = &fv;
+    }
+    h = hash_bytes(h, name ? name->v.str.p : "??", nn);
+    h = hash_bytes(h ^ 0xff, file ? file->v.str.p : "??", fn);
+    h = mix(h ^ (uint64_t)(uint32_t)line32);
+
+    if (2 * (s->n_frames + 1) > m->frame_mask + 1) {
+        size_t cap = m->frame_mask ? 2 * (m->frame_mask + 1) : 256;
+        size_t *slot = calloc(cap, sizeof *slot);
+        uint64_t *hash = malloc(cap * sizeof *hash);
+        if (!slot || !hash) {
+            free(slot);
+            free(hash);
+            return no_memory(m, "the frame table");
+        }
+        for (size_t i = 0; m->frame_mask && i <= m->frame_mask; i++) {
+            if (!m->frame_slot[i]) continue;
+            size_t j = m->frame_hash[i] & (cap - 1);
+            while (slot[j]) j = (j + 1) & (cap - 1);
+            slot[j] = m->frame_slot[i];
+            hash[j] = m->frame_hash[i];
+        }
+        free(m->frame_slot);
+        free(m->frame_hash);
+        m->frame_slot = slot;
+        m->frame_hash = hash;
+        m->frame_mask = cap - 1;
+    }
+    size_t j = h & m->frame_mask;
+    while (m->frame_slot[j]) {
+        if (m->frame_hash[j] == h &&
+            frame_equal(&s->frames[m->frame_slot[j] - 1], name, file, line32)) {
+            *out = (uint32_t)(m->frame_slot[j] - 1);
+            goto cache;
+        }
+        j = (j + 1) & m->frame_mask;
+    }
+    if (s->n_frames >= UINT32_MAX - 1 ||
+        grow((void **)&s->frames, &m->frames_cap, s->n_frames + 1, sizeof *s->frames) != 0)
+        return no_memory(m, "the frame table");
+    rs_snap_frame *f = &s->frames[s->n_frames];
+    memset(f, 0, sizeof *f);
+    f->module = -1;
+    f->line = line32;
+    f->function = copy_str(name, "??");
+    f->file = copy_str(file, "??");
+    s->n_frames++; /* counted now so that rs_snap_free frees the strings on every path */
+    if (!f->function || !f->file) return no_memory(m, "a frame's strings");
+    m->frame_slot[j] = s->n_frames;
+    m->frame_hash[j] = h;
+    *out = (uint32_t)(s->n_frames - 1);
+cache:
+    (void)idcache_put(&m->frame_ids, (uintptr_t)name_v, (uintptr_t)file_v, line32, *out + 1);
+    return RANKSNAP_OK;
+}
+
+/* The stack id of a `frames` list (innermost first, as PyTorch writes them); 0 for none. */
+static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const loc *l, uint32_t *out)
+{
+    rs_snap *s = m->s;
+    *out = 0;
+    size_t n = rs_pickle_len(frames);
+    if (!frames || n == 0) return RANKSNAP_OK;
+    uint32_t hit = idcache_get(&m->stack_ids, (uintptr_t)frames, 0, 0);
+    if (hit) {
+        *out = hit;
+        return RANKSNAP_OK;
+    }
+    if (grow((void **)&m->scratch, &m->scratch_cap, n, sizeof *m->scratch) != 0)
+        return no_memory(m, "a stack");
+    uint64_t h = 0x84222325cbf29ce4ull;
+    for (size_t i = 0; i < n; i++) {
+        loc fl = loc_down(l, ".frames", i);
+        RS_CHECK(frame_index(m, rs_pickle_item(frames, i), &fl, &m->scratch[i]));
+        h = mix(h ^ m->scratch[i]) + i;
+    }
+    if (2 * (s->n_stacks + 1) > m->stack_mask + 1) {
+        size_t cap = m->stack_mask ? 2 * (m->stack_mask + 1) : 256;
+        uint32_t *slot = calloc(cap, sizeof *slot);
+        uint64_t *hash = malloc(cap * sizeof *hash);
+        if (!slot || !hash) {
+            free(slot);
+            free(hash);
+            return no_memory(m, "the stack table");
+        }
+        for (size_t i = 0; m->stack_mask && i <= m->stack_mask; i++) {
+            if (!m->stack_slot[i]) continue;
+            size_t j = m->stack_hash[i] & (cap - 1);
+            while (slot[j]) j = (j + 1) & (cap - 1);
+            slot[j] = m->stack_slot[i];
+            hash[j] = m->stack_hash[i];
+        }
+        free(m->stack_slot);
+        free(m->stack_hash);
+        m->stack_slot = slot;
+        m->stack_hash = hash;
+        m->stack_mask = cap - 1;
+    }
+    size_t j = h & m->stack_mask;
+    while (m->stack_slot[j]) {
+        const rs_snap_stack *st = &s->stacks[m->stack_slot[j] - 1];
+        if (m->stack_hash[j] == h && st->n_frames == n &&
+            memcmp(st->frames, m->scratch, n * sizeof *m->scratch) == 0) {
+            *out = m->stack_slot[j];
+            (void)idcache_put(&m->stack_ids, (uintptr_t)frames, 0, 0, *out);
+            return RANKSNAP_OK;
+        }
+        j = (j + 1) & m->stack_mask;
+    }
+    if (s->n_stacks >= UINT32_MAX - 1 ||
+        grow((void **)&s->stacks, &m->stacks_cap, s->n_stacks + 1, sizeof *s->stacks) != 0)
+        return no_memory(m, "the stack table");
+    rs_snap_stack *st = &s->stacks[s->n_stacks];
+    st->frames = malloc(n * sizeof *st->frames);
+    if (!st->frames) return no_memory(m, "a stack");
+    memcpy(st->frames, m->scratch, n * sizeof *st->frames);
+    st->n_frames = n;
+    s->n_stacks++;
+    m->stack_slot[j] = (uint32_t)s->n_stacks;
+    m->stack_hash[j] = h;
+    *out = (uint32_t)s->n_stacks;
+    (void)idcache_put(&m->stack_ids, (uintptr_t)frames, 0, 0, *out);
+    return RANKSNAP_OK;
+}
+
+static ranksnap_status field_stack(mapper *m, const rs_pickle_value *dict, const loc *l, uint32_t *out)
+{
+    const rs_pickle_value *frames;
+    RS_CHECK(field_list(m, dict, "frames", l, &frames));
+    return stack_id(m, frames, l, out);
+}
+
+/* ---- segments ------------------------------------------------------------------------------ */
+
+static int cmp_block(const void *pa, const void *pb)
+{
+    const rs_snap_block *a = pa, *b = pb;
+    return (a->addr > b->addr) - (a->addr < b->addr);
+}
+
+static int cmp_segment(const void *pa, const void *pb)
+{
+    const rs_snap_segment *a = pa, *b = pb;
+    return (a->addr > b->addr) - (a->addr < b->addr);
+}
+
+static ranksnap_status block_state(const mapper *m, const rs_pickle_value *blk, const loc *l,
+                                   uint8_t *state)
+{
+    const rs_pickle_value *v;
+    RS_CHECK(field_str(m, blk, "state", l, &v));
+    if (!v) return bad(m, blk, l, "state", "missing (PyTorch always writes it)");
+    for (unsigned i = 0; i < RS_BLOCK_STATE_COUNT_; i++)
+        if (rs_pickle_str_is(v, rs_block_state_name(i))) {
+            *state = (uint8_t)i;
+            return RANKSNAP_OK;
+        }
+    /* What PyTorch's C++ writes (torch/csrc/cuda/Module.cpp) for a block freed while another
+     * stream still uses it; its docstrings say active_awaiting_free. */
+    if (rs_pickle_str_is(v, "active_pending_free")) {
+        *state = RS_BLOCK_ACTIVE_AWAITING_FREE;
+        return RANKSNAP_OK;
+    }
+    return bad(m, v, l, "state",
+               "expected active_allocated, active_pending_free (or active_awaiting_free) or "
+               "inactive");
+}
+
+static ranksnap_status map_segment(mapper *m, const rs_pickle_value *seg, const loc *l, rs_snap_segment *g)
+{
+    RS_CHECK(expect_kind(m, seg, RS_PICKLE_DICT, l, NULL));
+    RS_CHECK(field_u64(m, seg, "address", l, 1, &g->addr));
+    RS_CHECK(field_u64(m, seg, "total_size", l, 1, &g->total_size));
+    RS_CHECK(field_stream(m, seg, l, &g->stream));
+    RS_CHECK(field_stack(m, seg, l, &g->stack));
+    const rs_pickle_value *type, *blocks;
+    RS_CHECK(field_str(m, seg, "segment_type", l, &type));
+    g->is_small = type ? rs_pickle_str_is(type, "small") : g->total_size <= TORCH_SMALL_BUFFER;
+    RS_CHECK(field_list(m, seg, "blocks", l, &blocks));
+    size_t n = rs_pickle_len(blocks);
+    g->blocks = calloc(n ? n : 1, sizeof *g->blocks);
+    if (!g->blocks) return no_memory(m, "the blocks of a segment");
+    uint64_t offset = g->addr, allocated = 0, active = 0, requested = 0;
+    int sorted = 1;
+    for (size_t i = 0; i < n; i++) {
+        loc bl = loc_down(l, ".blocks", i);
+        const rs_pickle_value *blk = rs_pickle_item(blocks, i);
+        rs_snap_block *b = &g->blocks[i];
+        RS_CHECK(expect_kind(m, blk, RS_PICKLE_DICT, &bl, NULL));
+        /* PyTorch before 2.1 wrote no block address: blocks tile the segment in order. */
+        b->addr = offset;
+        RS_CHECK(field_u64(m, blk, "address", &bl, 0, &b->addr));
+        RS_CHECK(field_u64(m, blk, "size", &bl, 1, &b->size));
+        b->requested_size = b->size;
+        RS_CHECK(field_u64(m, blk, "requested_size", &bl, 0, &b->requested_size));
+        RS_CHECK(block_state(m, blk, &bl, &b->state));
+        RS_CHECK(field_stack(m, blk, &bl, &b->stack));
+        offset = b->addr + b->size;
+        if (i > 0 && b->addr < g->blocks[i - 1].addr) sorted = 0;
+        if (b->state == RS_BLOCK_ACTIVE_ALLOCATED) {
+            allocated += b->size;
+            requested += b->requested_size;
+        }
+        if (b->state != RS_BLOCK_INACTIVE) active += b->size;
+        g->n_blocks++;
+    }
+    if (!sorted) qsort(g->blocks, g->n_blocks, sizeof *g->blocks, cmp_block);
+    g->allocated_size = allocated;
+    g->active_size = active;
+    g->requested_size = requested;
+    RS_CHECK(field_u64(m, seg, "allocated_size", l, 0, &g->allocated_size));
+    RS_CHECK(field_u64(m, seg, "active_size", l, 0, &g->active_size));
+    RS_CHECK(field_u64(m, seg, "requested_size", l, 0, &g->requested_size));
+    return RANKSNAP_OK;
+}
+
+/* Devices told apart when choosing the majority; a process sees a handful. */
+#define MAX_DEVICES 256
+
+static int64_t device_of(const rs_pickle_value *seg)
+{
+    uint64_t dev = 0;
+    (void)rs_pickle_get_u64(rs_pickle_dict_get(seg, "device"), &dev);
+    return dev > INT32_MAX ? INT32_MAX : (int64_t)dev;
+}
+
+/* The device most segments are on (the lowest of a tie), -1 when there are none. */
+static ranksnap_status majority_device(const mapper *m, const rs_pickle_value *segments, int64_t *out)
+{
+    int64_t dev[MAX_DEVICES];
+    size_t count[MAX_DEVICES], n_dev = 0;
+    *out = -1;
+    for (size_t i = 0; i < rs_pickle_len(segments); i++) {
+        loc l = loc_down(NULL, "segments", i);
+        const rs_pickle_value *seg = rs_pickle_item(segments, i);
+        RS_CHECK(expect_kind(m, seg, RS_PICKLE_DICT, &l, NULL));
+        uint64_t unused = 0;
+        RS_CHECK(field_u64(m, seg, "device", &l, 0, &unused));
+        int64_t d = device_of(seg);
+        size_t k = 0;
+        while (k < n_dev && dev[k] != d) k++;
+        if (k == n_dev) {
+            if (n_dev == MAX_DEVICES) continue;
+            dev[n_dev] = d;
+            count[n_dev++] = 0;
+        }
+        count[k]++;
+    }
+    for (size_t k = 0; k < n_dev; k++)
+        if (*out < 0 || count[k] > count[(size_t)*out] ||
+            (count[k] == count[(size_t)*out] && dev[k] < dev[(size_t)*out]))
+            *out = (int64_t)k;
+    if (*out >= 0) *out = dev[(size_t)*out];
+    return RANKSNAP_OK;
+}
+
+static ranksnap_status map_segments(mapper *m, const rs_pickle_value *segments, int64_t device)
+{
+    rs_snap *s = m->s;
+    size_t n = rs_pickle_len(segments);
+    s->segments = calloc(n ? n : 1, sizeof *s->segments);
+    if (!s->segments) return no_memory(m, "the segments");
+    for (size_t i = 0; i < n; i++) {
+        loc l = loc_down(NULL, "segments", i);
+        const rs_pickle_value *seg = rs_pickle_item(segments, i);
+        RS_CHECK(expect_kind(m, seg, RS_PICKLE_DICT, &l, NULL));
+        uint64_t unused = 0;
+        RS_CHECK(field_u64(m, seg, "device", &l, 0, &unused));
+        if (device_of(seg) != device) continue;
+        s->n_segments++; /* before filling: rs_snap_free frees its blocks on every path */
+        RS_CHECK(map_segment(m, seg, &l, &s->segments[s->n_segments - 1]));
+    }
+    qsort(s->segments, s->n_segments, sizeof *s->segments, cmp_segment);
+    return RANKSNAP_OK;
+}
+
+/* ---- the trace ----------------------------------------------------------------------------- */
+
+/* -1: left out ("snapshot", and actions newer than this reader). */
+static int action_of(const rs_pickle_value *v)
+{
+    static const struct {
+        const char *name;
+        int action;
+    } map[] = {
+        {"alloc", RS_ACT_ALLOC},
+        {"free_requested", RS_ACT_FREE_REQUESTED},
+        {"free_completed", RS_ACT_FREE_COMPLETED},
+        {"segment_alloc", RS_ACT_SEGMENT_ALLOC},
+        {"segment_free", RS_ACT_SEGMENT_FREE},
+        /* expandable segments map and unmap pages of a reserved range: reserved bytes move */
+        {"segment_map", RS_ACT_SEGMENT_ALLOC},
+        {"segment_unmap", RS_ACT_SEGMENT_FREE},
+        {"oom", RS_ACT_OOM},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (rs_pickle_str_is(v, map[i].name)) return map[i].action;
+    return -1;
+}
+
+static ranksnap_status history_grow(mapper *m, uint64_t need)
+{
+    rs_snap_history *h = &m->s->history;
+    if (need <= m->hist_cap) return RANKSNAP_OK;
+    size_t cap = m->hist_cap ? 2 * m->hist_cap : 1024;
+    while (cap < need) cap *= 2;
+    uint64_t *t = realloc(h->time_us, cap * sizeof *t);
+    if (t) h->time_us = t;
+    uint64_t *a = t ? realloc(h->addr, cap * sizeof *a) : NULL;
+    if (a) h->addr = a;
+    uint64_t *z = a ? realloc(h->size, cap * sizeof *z) : NULL;
+    if (z) h->size = z;
+    uint8_t *ac = z ? realloc(h->action, cap) : NULL;
+    if (ac) h->action = ac;
+    uint32_t *sr = ac ? realloc(h->stream, cap * sizeof *sr) : NULL;
+    if (sr) h->stream = sr;
+    uint32_t *sk = sr ? realloc(h->stack, cap * sizeof *sk) : NULL;
+    if (!sk) return no_memory(m, "the history");
+    h->stack = sk;
+    m->hist_cap = cap;
+    return RANKSNAP_OK;
+}
+
+static ranksnap_status map_trace(mapper *m, const rs_pickle_value *trace, size_t device)
+{
+    rs_snap_history *h = &m->s->history;
+    size_t n = rs_pickle_len(trace);
+    RS_CHECK(history_grow(m, n ? n : 1));
+    loc base = loc_down(NULL, "device_traces", device);
+    for (size_t i = 0; i < n; i++) {
+        loc l = loc_down(&base, "", i);
+        const rs_pickle_value *e = rs_pickle_item(trace, i);
+        RS_CHECK(expect_kind(m, e, RS_PICKLE_DICT, &l, NULL));
+        const rs_pickle_value *av;
+        RS_CHECK(field_str(m, e, "action", &l, &av));
+        if (!av) return bad(m, e, &l, "action", "missing (PyTorch always writes it)");
+        int action = action_of(av);
+        if (action < 0) continue;
+        uint64_t k = h->count;
+        h->action[k] = (uint8_t)action;
+        h->addr[k] = h->size[k] = h->time_us[k] = 0;
+        /* An oom entry keeps the device's free bytes where the others keep the address. */
+        RS_CHECK(field_u64(m, e, action == RS_ACT_OOM ? "device_free" : "addr", &l, 0,
+                           &h->addr[k]));
+        RS_CHECK(field_u64(m, e, "size", &l, 0, &h->size[k]));
+        RS_CHECK(field_u64(m, e, "time_us", &l, 0, &h->time_us[k]));
+        RS_CHECK(field_stream(m, e, &l, &h->stream[k]));
+        RS_CHECK(field_stack(m, e, &l, &h->stack[k]));
+        h->count++;
+    }
+    h->capacity = h->count;
+    return RANKSNAP_OK;
+}
+
+/* ---- totals -------------------------------------------------------------------------------- */
+
+static uint64_t round_block(uint64_t size)
+{
+    if (size < TORCH_MIN_BLOCK) return TORCH_MIN_BLOCK;
+    uint64_t r = size % TORCH_MIN_BLOCK;
+    return r == 0 || size > UINT64_MAX - TORCH_MIN_BLOCK ? size : size + (TORCH_MIN_BLOCK - r);
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
+    if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
+    return a + b;
+}
+
+static int64_t to_i64(uint64_t u)
+{
+    return u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
+}
+
+/* base + rel, clamped to [0, INT64_MAX]. */
+static uint64_t level_at(int64_t base, int64_t rel)
+{
+    int64_t x = sat_add(base, rel);
+    return x < 0 ? 0 : (uint64_t)x;
+}
+
+/* Current values from the final state; peaks, their time and step, and the OOM record from a
+ * replay of the history that ends at the current values (as summarize.c replays, so that the
+ * two agree). Trace sizes are requests: rounded as the allocator rounds blocks. */
+static void totals(rs_snap *s)
+{
+    rs_snap_totals *t = &s->totals;
+    const rs_snap_history *h = &s->history;
+    for (size_t i = 0; i < s->n_segments; i++) {
+        const rs_snap_segment *g = &s->segments[i];
+        t->reserved_bytes_current += g->total_size;
+        for (size_t k = 0; k < g->n_blocks; k++) {
+            const rs_snap_block *b = &g->blocks[k];
+            if (b->state == RS_BLOCK_ACTIVE_ALLOCATED) {
+                t->allocated_bytes_current += b->size;
+                t->requested_bytes_current += b->requested_size;
+            }
+            if (b->state != RS_BLOCK_INACTIVE) t->active_bytes_current += b->size;
+            /* a free piece of a segment that also holds live blocks: PyTorch's inactive_split */
+            if (b->state == RS_BLOCK_INACTIVE && g->n_blocks > 1) t->inactive_split_bytes += b->size;
+        }
+    }
+    int64_t sum_a = 0, sum_r = 0;
+    uint64_t steps = 0;
+    for (uint64_t i = 0; i < h->count; i++) {
+        steps += h->action[i] == RS_ACT_STEP;
+        int64_t d = to_i64(round_block(h->size[i]));
+        switch (h->action[i]) {
+        case RS_ACT_ALLOC: sum_a = sat_add(sum_a, d); t->num_allocs++; break;
+        case RS_ACT_FREE_REQUESTED: sum_a = sat_add(sum_a, -d); t->num_frees++; break;
+        case RS_ACT_SEGMENT_ALLOC: sum_r = sat_add(sum_r, to_i64(h->size[i])); t->num_segment_allocs++; break;
+        case RS_ACT_SEGMENT_FREE: sum_r = sat_add(sum_r, -to_i64(h->size[i])); t->num_segment_frees++; break;
+        case RS_ACT_OOM: t->num_ooms++; break;
+        }
+    }
+    int64_t a0 = sat_add(to_i64(t->allocated_bytes_current), sum_a == INT64_MIN ? INT64_MAX : -sum_a);
+    int64_t r0 = sat_add(to_i64(t->reserved_bytes_current), sum_r == INT64_MIN ? INT64_MAX : -sum_r);
+    int64_t ra = 0, rr = 0, step = -1;
+    t->allocated_bytes_peak = level_at(a0, 0);
+    t->reserved_bytes_peak = level_at(r0, 0);
+    t->peak_step = -1;
+    int64_t last_oom = -1;
+    for (uint64_t i = 0; i < h->count; i++) {
+        int64_t d = to_i64(round_block(h->size[i]));
+        switch (h->action[i]) {
+        case RS_ACT_ALLOC: ra = sat_add(ra, d); break;
+        case RS_ACT_FREE_REQUESTED: ra = sat_add(ra, -d); break;
+        case RS_ACT_SEGMENT_ALLOC: rr = sat_add(rr, to_i64(h->size[i])); break;
+        case RS_ACT_SEGMENT_FREE: rr = sat_add(rr, -to_i64(h->size[i])); break;
+        case RS_ACT_STEP: step = to_i64(h->size[i]); break;
+        case RS_ACT_OOM: last_oom = (int64_t)i; break;
+        }
+        uint64_t a = level_at(a0, ra), r = level_at(r0, rr);
+        if (a > t->allocated_bytes_peak) {
+            t->allocated_bytes_peak = a;
+            t->peak_time_us = h->time_us[i];
+            t->peak_step = step;
+        }
+        if (r > t->reserved_bytes_peak) t->reserved_bytes_peak = r;
+        if (last_oom == (int64_t)i) {
+            s->has_oom = 1;
+            s->oom.requested = h->size[i];
+            s->oom.rounded = round_block(h->size[i]);
+            s->oom.device_free = h->addr[i];
+            s->oom.allocated = a;
+            s->oom.reserved = r;
+            s->oom.time_us = h->time_us[i];
+            s->oom.stream = h->stream[i];
+            s->oom.stack = h->stack[i];
+            s->oom.step = step;
+        }
+        if (h->time_us[i] > s->time_us) s->time_us = h->time_us[i];
+    }
+    if (t->active_bytes_current > t->active_bytes_peak) t->active_bytes_peak = t->active_bytes_current;
+    t->requested_bytes_peak = t->requested_bytes_current;
+    t->events_recorded = h->count - steps; /* PyTorch's entries, not the inferred steps */
+}
+
+/* ---- the document -------------------------------------------------------------------------- */
+
+static ranksnap_status set_identity(mapper *m, const rs_torch_opts *o, int64_t device)
+{
+    rs_snap *s = m->s;
+    s->version = RSNAP_FORMAT_VERSION;
+    s->rank = o->rank;
+    /* PyTorch records no world size; the rank proves at least this many. */
+    s->world_size = o->rank + 1;
+    s->complete = 1;
+    s->pid = 0;
+    s->skip_framework_frames = !o->all_frames;
+    s->device.index = device < 0 ? 0 : (int)device;
+    s->host = copy_str(NULL, "");
+    s->job = copy_str(NULL, "");
+    s->backend = copy_str(NULL, "torch");
+    s->device.name = copy_str(NULL, "unknown (PyTorch snapshot)");
+    s->device.uuid = copy_str(NULL, "");
+    s->recorder.stacks = copy_str(NULL, "torch");
+    if (!s->host || !s->job || !s->backend || !s->device.name || !s->device.uuid ||
+        !s->recorder.stacks)
+        return no_memory(m, "the snapshot's names");
+    s->allocator.min_block_size = TORCH_MIN_BLOCK;
+    s->allocator.small_size = TORCH_SMALL_SIZE;
+    s->allocator.small_buffer = TORCH_SMALL_BUFFER;
+    s->allocator.large_buffer = TORCH_LARGE_BUFFER;
+    s->allocator.min_large_alloc = TORCH_MIN_LARGE_ALLOC;
+    s->allocator.round_large = TORCH_ROUND_LARGE;
+    s->allocator.max_split_size = UINT64_MAX;
+    s->time.current_step = -1;
+    return RANKSNAP_OK;
+}
+
+/* allocator_settings: only max_split_size has a counterpart (PyTorch writes SIZE_MAX, or -1 in
+ * some versions, for "unlimited"). */
+static void allocator_settings(rs_snap *s, const rs_pickle_value *settings)
+{
+    int64_t v;
+    uint64_t u;
+    const rs_pickle_value *x = rs_pickle_dict_get(settings, "max_split_size");
+    if (rs_pickle_get_u64(x, &u) == 0 && u > 0)
+        s->allocator.max_split_size = u;
+    else if (rs_pickle_get_i64(x, &v) == 0 && v < 0)
+        s->allocator.max_split_size = UINT64_MAX;
+}
+
+static ranksnap_status map_root(mapper *m, const rs_pickle_value *root, const rs_torch_opts *o)
+{
+    rs_snap *s = m->s;
+    if (root->kind != RS_PICKLE_DICT)
+        return bad(m, root, NULL, NULL,
+                   "expected a dict at the top (torch.cuda.memory._snapshot()), found %s",
+                   rs_pickle_kind_name(root->kind));
+    const rs_pickle_value *segments, *traces;
+    RS_CHECK(field_list(m, root, "segments", NULL, &segments));
+    RS_CHECK(field_list(m, root, "device_traces", NULL, &traces));
+    if (!segments && !traces)
+        return bad(m, root, NULL, NULL, "neither segments nor device_traces: not a PyTorch "
+                                        "memory snapshot");
+    for (size_t i = 0; i < rs_pickle_len(traces); i++) {
+        loc l = loc_down(NULL, "device_traces", i);
+        const rs_pickle_value *t = rs_pickle_item(traces, i);
+        if (t->kind != RS_PICKLE_LIST && t->kind != RS_PICKLE_TUPLE)
+            return bad(m, t, &l, NULL, "expected a list, found %s", rs_pickle_kind_name(t->kind));
+    }
+    int64_t device = o->device;
+    if (device < 0) RS_CHECK(majority_device(m, segments, &device));
+    if (device < 0 || (o->device < 0 && (size_t)device >= rs_pickle_len(traces) && rs_pickle_len(traces))) {
+        /* No segments (or none on a device with a trace): the busiest trace. */
+        size_t best = 0;
+        for (size_t i = 0; i < rs_pickle_len(traces); i++)
+            if (rs_pickle_len(rs_pickle_item(traces, i)) > rs_pickle_len(rs_pickle_item(traces, best))) best = i;
+        if (rs_pickle_len(traces)) device = (int64_t)best;
+        if (device < 0) device = 0;
+    }
+    if (o->device >= 0 && traces && (size_t)o->device >= rs_pickle_len(traces))
+        return bad(m, traces, NULL, "device_traces",
+                   "device %d has no trace (the snapshot has %zu)", o->device, rs_pickle_len(traces));
+    RS_CHECK(set_identity(m, o, device));
+    RS_CHECK(map_segments(m, segments, device));
+    if ((size_t)device < rs_pickle_len(traces))
+        RS_CHECK(map_trace(m, rs_pickle_item(traces, (size_t)device), (size_t)device));
+    allocator_settings(s, rs_pickle_dict_get(root, "allocator_settings"));
+    /* Every index must be valid even with no event or segment: one stream at least. */
+    if (s->n_streams == 0) {
+        uint32_t unused;
+        RS_CHECK(stream_index(m, 0, &unused));
+    }
+    if (o->infer_steps) {
+        rs_steps_found found;
+        RS_CHECK(rs_steps_infer(s, &found));
+    }
+    totals(s);
+    return RANKSNAP_OK;
+}
+
+static void mapper_free(mapper *m)
+{
+    free(m->frame_slot);
+    free(m->frame_hash);
+    free(m->stack_slot);
+    free(m->stack_hash);
+    free(m->scratch);
+    idcache_free(&m->frame_ids);
+    idcache_free(&m->stack_ids);
+    free(m->stream_key);
+    free(m->stream_slot);
+}
+
+ranksnap_status rs_torch_decode(const void *buf, size_t len, const char *name,
+                                  const rs_torch_opts *opts, rs_snap **out)
+{
+    if (!out || (!buf && len))
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_torch_decode: NULL argument");
+    *out = NULL;
+    rs_torch_opts o;
+    if (opts)
+        o = *opts;
+    else
+        rs_torch_opts_default(&o);
+    if (!name) name = "pickle";
+    if (o.rank < 0 || o.rank == INT32_MAX)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "%s: rank %d is not a rank", name, o.rank);
+    rs_pickle_doc *doc = NULL;
+    RS_CHECK(rs_pickle_decode(buf, len, name, &doc));
+    mapper m;
+    memset(&m, 0, sizeof m);
+    m.name = name;
+    m.s = calloc(1, sizeof *m.s);
+    ranksnap_status st = m.s ? map_root(&m, rs_pickle_root(doc), &o) : no_memory(&m, "a snapshot");
+    mapper_free(&m);
+    rs_pickle_free(doc);
+    if (st != RANKSNAP_OK) {
+        rs_snap_free(m.s);
+        return st;
+    }
+    *out = m.s;
+    return RANKSNAP_OK;
+}
+
+ranksnap_status rs_torch_decode_file(const char *path, int rank, rs_snap **out)
+{
+    if (!path || !out)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_torch_decode_file: NULL argument");
+    *out = NULL;
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
+    o.rank = rank;
+    char *buf;
+    size_t len;
+    RS_CHECK(rs_file_read(path, 0, &buf, &len));
+    ranksnap_status st = rs_torch_decode(buf, len, path, &o, out);
+    free(buf);
+    return st;
+}
+

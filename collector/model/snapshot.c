@@ -1,0 +1,45 @@
+/*
+ * snapshot.c — the decoded snapshot's one destructor (snapshot.h): every decoder builds a rs_snap
+ * with calloc and malloc'ed members, and hands it, whole or half-built, to rs_snap_free.
+ */
+#include <stdlib.h>
+
+#include "snapshot.h"
+
+void rs_snap_free(rs_snap *s)
+{
+    if (!s) return;
+    free(s->host);
+    free(s->job);
+    free(s->backend);
+    free(s->device.name);
+    free(s->device.uuid);
+    free(s->recorder.stacks);
+    free(s->time.ranges);
+    for (size_t i = 0; i < s->totals.n_outside_labels; i++) free(s->totals.outside_labels[i].label);
+    free(s->totals.outside_labels);
+    free(s->streams);
+    for (size_t i = 0; i < s->n_segments; i++) free(s->segments[i].blocks);
+    free(s->segments);
+    free(s->history.time_us);
+    free(s->history.action);
+    free(s->history.addr);
+    free(s->history.size);
+    free(s->history.stream);
+    free(s->history.stack);
+    for (size_t i = 0; i < s->n_strings; i++) free(s->strings[i]);
+    free(s->strings);
+    for (size_t i = 0; i < s->n_stacks; i++) free(s->stacks[i].frames);
+    free(s->stacks);
+    for (size_t i = 0; i < s->n_frames; i++) {
+        free(s->frames[i].function);
+        free(s->frames[i].file);
+    }
+    free(s->frames);
+    for (size_t i = 0; i < s->n_modules; i++) {
+        free(s->modules[i].path);
+        free(s->modules[i].build_id);
+    }
+    free(s->modules);
+    free(s);
+}

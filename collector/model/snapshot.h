@@ -1,0 +1,189 @@
+/*
+ * snapshot_model.h — one rank's snapshot, decoded: what the comparison and the reports read.
+ *
+ * A plain tree of structs and arrays, independent of the file it came from (a .rsnap today, a
+ * PyTorch pickle through read_pickle.c), so that everything downstream has one shape to read.
+ * Ownership: every pointer in it was obtained from malloc (strings NUL-terminated, arrays exactly
+ * n elements) and belongs to the snapshot; rs_snap_free (read_rsnap.h) frees all of it, so any
+ * decoder may build one with calloc + malloc and hand it out.
+ *
+ * Indexes are validated on decode: a stream index is < n_streams, a stack id is 0 (none) or
+ * 1..n_stacks (stacks[id - 1]), a frame index is < n_frames, a module index is -1 or < n_modules,
+ * an annotation's addr is < n_strings. Field meanings and units: docs/FORMAT.md.
+ */
+#ifndef RANKSNAP_SNAPSHOT_MODEL_H
+#define RANKSNAP_SNAPSHOT_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+
+typedef struct rs_snap_device {
+    int index;
+    char *name;
+    char *uuid;
+    uint64_t total_bytes;
+} rs_snap_device;
+
+typedef struct rs_snap_allocator {
+    uint64_t memory_limit;    /* cap of reserved bytes, 0 = none           */
+    uint64_t max_split_size;  /* UINT64_MAX = unlimited (nil in the file)  */
+    uint64_t min_block_size;
+    uint64_t small_size;
+    uint64_t small_buffer;
+    uint64_t large_buffer;
+    uint64_t min_large_alloc;
+    uint64_t round_large;
+} rs_snap_allocator;
+
+typedef struct rs_snap_recorder {
+    uint64_t max_entries;
+    char *stacks;             /* "native", "fp", "none"                    */
+    int stack_depth;
+} rs_snap_recorder;
+
+typedef struct rs_snap_range {
+    int64_t begin;
+    int64_t end;              /* one past the last step, -1 = open end     */
+} rs_snap_range;
+
+typedef struct rs_snap_time {
+    int64_t clock_offset_us;  /* add to this rank's times to get rank 0's  */
+    int64_t clock_uncertainty_us;
+    size_t n_ranges;
+    rs_snap_range *ranges;
+    int64_t current_step;
+} rs_snap_time;
+
+/* Device memory outside the allocator held by a known holder (totals.outside_labels). */
+typedef struct rs_snap_outside_label {
+    char *label;              /* "nccl", "nccl_mem", "cuda_mempool", "other" */
+    uint64_t bytes;
+} rs_snap_outside_label;
+
+/* PyTorch's memory_stats() vocabulary. */
+typedef struct rs_snap_totals {
+    uint64_t allocated_bytes_current, allocated_bytes_peak;
+    uint64_t reserved_bytes_current, reserved_bytes_peak;
+    uint64_t active_bytes_current, active_bytes_peak;
+    uint64_t requested_bytes_current, requested_bytes_peak;
+    uint64_t inactive_split_bytes;
+    uint64_t num_allocs, num_frees, num_alloc_retries, num_ooms;
+    uint64_t num_segment_allocs, num_segment_frees, num_sync_all_streams;
+    uint64_t peak_time_us;
+    int64_t peak_step;        /* -1 before any step                       */
+    uint64_t events_recorded, events_dropped;
+    uint64_t device_total_bytes, device_used_bytes, memory_limit_bytes;
+    uint64_t outside_bytes_peak, outside_bytes_end;
+    size_t n_outside_labels;  /* 0 for files written before the field existed */
+    rs_snap_outside_label *outside_labels;
+} rs_snap_totals;
+
+typedef struct rs_snap_block {
+    uint64_t addr;
+    uint64_t size;
+    uint64_t requested_size;
+    uint32_t stack;           /* stack id, 0 = none                        */
+    uint8_t state;            /* rs_block_state                            */
+} rs_snap_block;
+
+typedef struct rs_snap_segment {
+    uint64_t addr;
+    uint64_t total_size;
+    uint64_t allocated_size;
+    uint64_t active_size;
+    uint64_t requested_size;
+    uint32_t stream;          /* index into streams                        */
+    int is_small;             /* segment_type "small" (1) or "large" (0)   */
+    uint32_t stack;
+    size_t n_blocks;
+    rs_snap_block *blocks;        /* address order                             */
+} rs_snap_segment;
+
+/* The recorded events, oldest first, one array per field (all `count` long, deltas decoded). */
+typedef struct rs_snap_history {
+    uint64_t count;
+    uint64_t dropped;         /* older events overwritten in the ring      */
+    uint64_t capacity;
+    uint64_t *time_us;        /* wall clock, µs since the epoch             */
+    uint8_t *action;          /* rs_action; unknown codes are kept         */
+    uint64_t *addr;
+    uint64_t *size;
+    uint32_t *stream;
+    uint32_t *stack;
+} rs_snap_history;
+
+typedef struct rs_snap_stack {
+    size_t n_frames;
+    uint32_t *frames;         /* indexes into frames, innermost first      */
+} rs_snap_stack;
+
+typedef struct rs_snap_frame {
+    uint64_t pc;
+    int32_t module;           /* index into modules, -1 = unknown          */
+    char *function;           /* "??" if unknown                            */
+    char *file;               /* "??" if unknown                            */
+    int32_t line;             /* 0 if unknown                               */
+} rs_snap_frame;
+
+typedef struct rs_snap_module {
+    char *path;
+    uint64_t base;
+    char *build_id;           /* hex, "" if none                           */
+} rs_snap_module;
+
+typedef struct rs_snap_oom {
+    uint64_t requested, rounded;
+    uint64_t device_free, device_total;
+    uint64_t allocated, reserved, memory_limit;
+    uint64_t time_us;
+    uint32_t stream;
+    uint32_t stack;
+    int64_t step;
+} rs_snap_oom;
+
+typedef struct rs_snap {
+    unsigned version;
+    int rank;
+    int world_size;
+    char *host;
+    int64_t pid;
+    char *job;
+    int complete;             /* 0 when written from a crash path           */
+    uint64_t time_us;         /* when the snapshot was taken                */
+    rs_snap_device device;
+    char *backend;
+    rs_snap_allocator allocator;
+    rs_snap_recorder recorder;
+    rs_snap_time time;
+    rs_snap_totals totals;
+
+    size_t n_streams;
+    uint64_t *streams;        /* stream handles (cudaStream_t as integers) */
+    size_t n_segments;
+    rs_snap_segment *segments;    /* address order                             */
+    rs_snap_history history;
+    size_t n_strings;
+    char **strings;           /* annotation names                          */
+    size_t n_stacks;
+    rs_snap_stack *stacks;        /* stack id i is stacks[i - 1]               */
+    size_t n_frames;
+    rs_snap_frame *frames;
+    size_t n_modules;
+    rs_snap_module *modules;
+
+    int has_oom;
+    rs_snap_oom oom;
+
+    /* Not in the file: set by the reader. 1 (PyTorch snapshots, unless --all-frames) makes a
+     * site the innermost frame of user code, skipping frames of torch, of the Python standard
+     * library and C++ frames without a source file (summarize.c, docs/PYTORCH.md). */
+    int skip_framework_frames;
+} rs_snap;
+
+/* Frees a snapshot and everything it owns; NULL is fine. Safe on a half-built snapshot whose
+ * counts say how many of each array's elements are owned. */
+void rs_snap_free(rs_snap *s);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * report_html.h — report.html: the comparison for people, one self-contained page (styles,
+ * script and data inline; nothing fetched), with per-rank timelines (timeline.h).
+ */
+#ifndef RANKSNAP_REPORT_HTML_H
+#define RANKSNAP_REPORT_HTML_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "compare.h"
+#include "ranksnap.h"
+#include "timeline.h"
+
+/* Writes the page: the report `r` (as report.json has it, plus the text report) and the
+ * timelines of the ranks whose history was at hand (`tl[i]` may be NULL: that rank is drawn as
+ * "summary only"). */
+ranksnap_status rs_report_html(FILE *out, const rs_compare_result *r, const rs_timeline *const *tl,
+                                size_t n_tl);
+
+/* The same from decoded snapshots (NULL entries allowed), building each timeline with
+ * rs_timeline_points_for(n) buckets and freeing it before the next: what rank 0's live report
+ * calls with the snapshots the gather brought. */
+ranksnap_status rs_report_html_of_snapshots(FILE *out, const rs_compare_result *r,
+                                             const rs_snap *const *full, size_t n);
+
+/* The page's style sheet and script (report_html_page.c). */
+extern const char rs_report_html_css[];
+extern const char rs_report_html_js[];
+
+#endif

@@ -1,0 +1,212 @@
+/*
+ * report_json.c — the comparison for machines: report.json, schema in docs/FORMAT.md
+ * ("report.json").
+ *
+ * Written with fprintf, no JSON library: the document is a fixed shape of objects, arrays, integers
+ * and strings. Strings are escaped as RFC 8259 requires (quote, backslash, control characters);
+ * they come from snapshots (symbol names, host names, job ids) and need not be valid UTF-8, so
+ * every byte sequence that is not well-formed UTF-8 becomes U+FFFD and the output always parses.
+ * Byte counts and steps are integers; percentages are rounded to two decimals and written without
+ * a fraction when they are whole.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "compare.h"
+#include "errors.h"
+#include "text.h"
+
+
+static void json_str(FILE *f, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    fputc('"', f);
+    while (*p) {
+        unsigned c = *p;
+        if (c == '"' || c == '\\') {
+            fputc('\\', f);
+            fputc((int)c, f);
+            p++;
+        } else if (c < 0x20) {
+            switch (c) {
+            case '\n': fputs("\\n", f); break;
+            case '\r': fputs("\\r", f); break;
+            case '\t': fputs("\\t", f); break;
+            case '\b': fputs("\\b", f); break;
+            case '\f': fputs("\\f", f); break;
+            default: fprintf(f, "\\u%04x", c); break;
+            }
+            p++;
+        } else if (c < 0x80) {
+            fputc((int)c, f);
+            p++;
+        } else {
+            /* utf8_len stops at the terminating NUL: it is not a continuation byte. */
+            int n = rs_utf8_len(p);
+            if (n) {
+                fwrite(p, 1, (size_t)n, f);
+                p += n;
+            } else {
+                fputs("\\ufffd", f);
+                p++;
+            }
+        }
+    }
+    fputc('"', f);
+}
+
+static void json_key(FILE *f, const char *key)
+{
+    json_str(f, key);
+    fputs(": ", f);
+}
+
+/* Rounded to two decimals; "42", "42.5", "-3.14". */
+static void json_pct(FILE *f, double x)
+{
+    if (!isfinite(x)) {
+        fputs("null", f);
+        return;
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.2f", x);
+    char *dot = strchr(buf, '.');
+    if (dot) {
+        char *end = buf + strlen(buf);
+        while (end > dot + 1 && end[-1] == '0') *--end = '\0';
+        if (end == dot + 1) *dot = '\0';
+    }
+    fputs(strcmp(buf, "-0") == 0 ? "0" : buf, f);
+}
+
+static void json_site_fields(FILE *f, const rs_site *s)
+{
+    json_key(f, "function");
+    json_str(f, s->function);
+    fputs(", ", f);
+    json_key(f, "file");
+    json_str(f, s->file);
+    fprintf(f, ", \"line\": %" PRId32, s->line);
+}
+
+static void json_rank(FILE *f, const rs_summary *s)
+{
+    uint64_t frag = s->reserved_at_peak > s->peak_allocated ? s->reserved_at_peak - s->peak_allocated
+                                                            : 0;
+    fprintf(f, "    {\"rank\": %" PRId32 ", ", s->rank);
+    json_key(f, "host");
+    json_str(f, s->host);
+    fputs(", ", f);
+    json_key(f, "job");
+    json_str(f, s->job);
+    fprintf(f,
+            ", \"peak_allocated\": %" PRIu64 ", \"peak_reserved\": %" PRIu64
+            ", \"reserved_at_peak\": %" PRIu64 ", \"fragmentation\": %" PRIu64
+            ", \"outside_peak\": %" PRIu64 ", \"outside_end\": %" PRIu64
+            ", \"peak_step\": %" PRId64 ", \"peak_time_us\": %" PRId64
+            ", \"oom\": %s, \"complete\": %s, \"events\": %" PRIu64 ", \"dropped\": %" PRIu64
+            ", \"step_stride\": %" PRId32 ", \"step_peaks\": [",
+            s->peak_allocated, s->peak_reserved, s->reserved_at_peak, frag, s->outside_peak,
+            s->outside_end, s->peak_step, s->peak_time_us, s->oom ? "true" : "false",
+            s->complete ? "true" : "false", s->events, s->dropped, s->step_stride);
+    int first = 1;
+    int n = s->n_steps > RS_SUMMARY_MAX_STEPS ? RS_SUMMARY_MAX_STEPS : s->n_steps;
+    for (int k = 0; k < n; k++) {
+        if (s->step_peak[k] == RS_SUMMARY_NO_DATA) continue;
+        int64_t step = (int64_t)((uint64_t)s->step_first + (uint64_t)k * (uint64_t)s->step_stride);
+        fprintf(f, "%s{\"step\": %" PRId64 ", \"peak\": %" PRIu64 "}", first ? "" : ", ", step,
+                s->step_peak[k]);
+        first = 0;
+    }
+    fputs("], \"outside_labels\": {", f);
+    for (int k = 0; k < s->n_outside_labels && k < RS_SUMMARY_MAX_OUTSIDE_LABELS; k++) {
+        fputs(k ? ", " : "", f);
+        json_key(f, s->outside_labels[k].label);
+        fprintf(f, "%" PRIu64, s->outside_labels[k].bytes);
+    }
+    fputs("}}", f);
+}
+
+static void json_oom(FILE *f, const rs_compare_oom *v)
+{
+    fprintf(f,
+            "    {\"rank\": %" PRId32 ", \"requested\": %" PRIu64 ", \"step\": %" PRId64
+            ", \"device_free\": %" PRIu64 ", \"device_total\": %" PRIu64
+            ", \"allocated\": %" PRIu64 ", \"reserved\": %" PRIu64 ", \"memory_limit\": %" PRIu64
+            ", \"stack\": {",
+            v->rank, v->requested, v->step, v->device_free, v->device_total, v->allocated,
+            v->reserved, v->memory_limit);
+    json_site_fields(f, &v->site);
+    fputs("}, \"live_sites\": [", f);
+    for (size_t i = 0; i < v->n_live; i++) {
+        fputs(i ? ", {" : "{", f);
+        json_site_fields(f, &v->live[i]);
+        fprintf(f, ", \"bytes\": %" PRId64 ", \"blocks\": %" PRId32 "}", v->live[i].bytes,
+                v->live[i].blocks);
+    }
+    fputs("]}", f);
+}
+
+static void json_divergent(FILE *f, const rs_compare_divergent *d)
+{
+    fprintf(f,
+            "    {\"rank\": %" PRId32 ", \"peak_allocated\": %" PRIu64
+            ", \"reference_peak\": %" PRIu64 ", \"divergence_pct\": ",
+            d->rank, d->peak_allocated, d->reference_peak);
+    json_pct(f, d->divergence_pct);
+    fputs(", \"first_divergent_step\": ", f);
+    if (d->first_divergent_step >= 0)
+        fprintf(f, "%" PRId64, d->first_divergent_step);
+    else
+        fputs("null", f);
+    fprintf(f, ", \"pattern\": \"%s\", \"sites\": [", d->growth ? "growth" : "offset");
+    for (size_t i = 0; i < d->n_sites; i++) {
+        fputs(i ? ", {" : "{", f);
+        json_site_fields(f, &d->sites[i]);
+        fprintf(f, ", \"bytes_delta\": %" PRId64 "}", d->sites[i].bytes);
+    }
+    fputs("]}", f);
+}
+
+ranksnap_status rs_report_json(FILE *f, const rs_compare_result *r)
+{
+    if (!f || !r) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_report_json: NULL argument");
+    fprintf(f, "{\n  \"world_size\": %d,\n  \"reference_rank\": ", r->world_size);
+    if (r->reference_rank >= 0)
+        fprintf(f, "%" PRId32, r->reference_rank);
+    else
+        fputs("null", f);
+    fprintf(f, ",\n  \"median_peak_allocated\": %" PRIu64 ",\n  \"mad\": %" PRIu64
+               ",\n  \"divergence_threshold_pct\": ",
+            r->median_peak, r->mad);
+    json_pct(f, r->divergence_pct);
+    fprintf(f, ",\n  \"divergence_threshold_bytes\": %" PRIu64 ",\n  \"ranks\": [", r->threshold);
+    for (size_t i = 0; i < r->n_ranks; i++) {
+        fputs(i ? ",\n" : "\n", f);
+        json_rank(f, &r->ranks[i]);
+    }
+    fputs(r->n_ranks ? "\n  ],\n  \"missing_ranks\": [" : "],\n  \"missing_ranks\": [", f);
+    for (size_t i = 0; i < r->n_missing; i++)
+        fprintf(f, "%s%" PRId32, i ? ", " : "", r->missing[i]);
+    fputs("],\n  \"oom_ranks\": [", f);
+    for (size_t i = 0; i < r->n_oom; i++) {
+        fputs(i ? ",\n" : "\n", f);
+        json_oom(f, &r->oom[i]);
+    }
+    fputs(r->n_oom ? "\n  ],\n  \"divergent_ranks\": [" : "],\n  \"divergent_ranks\": [", f);
+    for (size_t i = 0; i < r->n_divergent; i++) {
+        fputs(i ? ",\n" : "\n", f);
+        json_divergent(f, &r->divergent[i]);
+    }
+    fputs(r->n_divergent ? "\n  ],\n  \"notes\": [" : "],\n  \"notes\": [", f);
+    for (size_t i = 0; i < r->n_notes; i++) {
+        fputs(i ? ",\n    " : "\n    ", f);
+        json_str(f, r->notes[i]);
+    }
+    fputs(r->n_notes ? "\n  ]\n}\n" : "]\n}\n", f);
+    if (ferror(f) || fflush(f) != 0)
+        return rs_error(RANKSNAP_ERR_IO, "writing the JSON report failed: %s", strerror(errno));
+    return RANKSNAP_OK;
+}

@@ -1,0 +1,229 @@
+/*
+ * report_text.c — the comparison told to a person at a terminal: a table with one row per rank,
+ * then the verdicts in plain sentences (the OOMs first, then the divergent ranks, the missing
+ * ones, the notes).
+ *
+ * Sizes go through rs_text_format_bytes so that they read as PyTorch's messages do; a site is
+ * "function (file:line)" with the file's base name, the full path being in report.json.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "compare.h"
+#include "errors.h"
+#include "options.h"
+#include "text.h"
+
+/* How many sites a verdict sentence names; the rest are counted (report.json has them all). */
+#define SITES_INLINE 3
+
+static void print_site(FILE *out, const rs_site *s)
+{
+    fputs(s->function, out);
+    if (strcmp(s->file, "??") == 0 || s->file[0] == '\0') return;
+    if (s->line > 0)
+        fprintf(out, " (%s:%" PRId32 ")", rs_text_basename(s->file), s->line);
+    else
+        fprintf(out, " (%s)", rs_text_basename(s->file));
+}
+
+static void print_bytes(FILE *out, uint64_t b)
+{
+    char buf[32];
+    rs_text_format_bytes(b, buf, sizeof buf);
+    fputs(buf, out);
+}
+
+static void print_signed_bytes(FILE *out, int64_t b)
+{
+    fputc(b < 0 ? '-' : '+', out);
+    print_bytes(out, b < 0 ? (uint64_t)0 - (uint64_t)b : (uint64_t)b);
+}
+
+/* 42% and 5.3%: whole percents once they are large enough to read that way. */
+static void print_pct(FILE *out, double pct)
+{
+    if (pct < 0) pct = -pct;
+    fprintf(out, pct >= 10 ? "%.0f%%" : "%.1f%%", pct);
+}
+
+static const rs_compare_divergent *divergent_of(const rs_compare_result *r, int32_t rank)
+{
+    for (size_t i = 0; i < r->n_divergent; i++)
+        if (r->divergent[i].rank == rank) return &r->divergent[i];
+    return NULL;
+}
+
+static void print_table(FILE *out, const rs_compare_result *r)
+{
+    fprintf(out, "  %5s  %-16s  %14s  %14s  %14s  %12s  %9s  %s\n", "rank", "host",
+            "peak allocated", "peak reserved", "fragmentation", "outside", "peak step", "OOM");
+    for (size_t i = 0; i < r->n_ranks; i++) {
+        const rs_summary *s = &r->ranks[i];
+        const rs_compare_divergent *d = divergent_of(r, s->rank);
+        char a[32], b[32], c[32], o[32], step[24];
+        rs_text_format_bytes(s->peak_allocated, a, sizeof a);
+        rs_text_format_bytes(s->peak_reserved, b, sizeof b);
+        rs_text_format_bytes(s->reserved_at_peak > s->peak_allocated
+                            ? s->reserved_at_peak - s->peak_allocated
+                            : 0,
+                        c, sizeof c);
+        rs_text_format_bytes(s->outside_peak, o, sizeof o);
+        if (s->peak_step >= 0)
+            snprintf(step, sizeof step, "%" PRId64, s->peak_step);
+        else
+            snprintf(step, sizeof step, "-");
+        char line[256];
+        int len = snprintf(line, sizeof line, "%c %5" PRId32 "  %-16.16s  %14s  %14s  %14s  %12s  %9s  %-3s",
+                           d || s->oom ? '*' : ' ', s->rank, s->host, a, b, c, o, step,
+                           s->oom ? "yes" : "no");
+        if (len < 0) len = 0;
+        if ((size_t)len >= sizeof line) len = (int)sizeof line - 1;
+        if (s->rank != r->reference_rank && !d)
+            while (len > 0 && line[len - 1] == ' ') line[--len] = '\0';
+        fputs(line, out);
+        if (s->rank == r->reference_rank) fputs("  reference", out);
+        if (d) {
+            fprintf(out, "  %s", d->divergence_pct >= 0 ? "+" : "-");
+            print_pct(out, d->divergence_pct);
+        }
+        fputc('\n', out);
+    }
+}
+
+/* "rank 1: NCCL holds 1.20 GiB, ncclMemAlloc holds 64.00 MiB (outside the allocator at the end:
+ * 1.50 GiB)", for the ranks whose outside memory has a known holder. */
+static void print_outside_holders(FILE *out, const rs_compare_result *r)
+{
+    int any = 0;
+    for (size_t i = 0; i < r->n_ranks; i++) {
+        const rs_summary *s = &r->ranks[i];
+        if (s->n_outside_labels <= 0) continue;
+        fprintf(out, "rank %" PRId32 ": ", s->rank);
+        for (int k = 0; k < s->n_outside_labels && k < RS_SUMMARY_MAX_OUTSIDE_LABELS; k++) {
+            fprintf(out, "%s%s holds ", k ? ", " : "", rs_summary_outside_label_name(s->outside_labels[k].label));
+            print_bytes(out, s->outside_labels[k].bytes);
+        }
+        fputs(" (outside the allocator at the end: ", out);
+        print_bytes(out, s->outside_end);
+        fputs(")\n", out);
+        any = 1;
+    }
+    if (any) fputc('\n', out);
+}
+
+static void print_sites_inline(FILE *out, const rs_site *v, size_t n)
+{
+    for (size_t i = 0; i < n && i < SITES_INLINE; i++) {
+        fputs(i ? ", " : ": ", out);
+        print_signed_bytes(out, v[i].bytes);
+        fputs(" at ", out);
+        print_site(out, &v[i]);
+    }
+    if (n > SITES_INLINE) fprintf(out, ", and %zu more site%s", n - SITES_INLINE, n - SITES_INLINE == 1 ? "" : "s");
+}
+
+static void print_oom(FILE *out, const rs_compare_oom *v)
+{
+    fprintf(out, "rank %" PRId32 " ran out of memory", v->rank);
+    if (v->step >= 0) fprintf(out, " at step %" PRId64, v->step);
+    fputs(": tried to allocate ", out);
+    print_bytes(out, v->requested);
+    fputs(" with ", out);
+    print_bytes(out, v->device_free);
+    fputs(" free", out);
+    /* PyTorch's snapshots do not record the capacity: leave it out rather than print 0 */
+    if (v->device_total) {
+        fputs(" of ", out);
+        print_bytes(out, v->device_total);
+    }
+    fputs(" (allocated ", out);
+    print_bytes(out, v->allocated);
+    fputs(", reserved ", out);
+    print_bytes(out, v->reserved);
+    if (v->memory_limit) {
+        fputs(", limit ", out);
+        print_bytes(out, v->memory_limit);
+    }
+    fputs(") at ", out);
+    print_site(out, &v->site);
+    fputc('\n', out);
+    if (v->n_live) fputs("  live at that moment:\n", out);
+    for (size_t i = 0; i < v->n_live; i++) {
+        char b[32];
+        rs_text_format_bytes(v->live[i].bytes < 0 ? 0 : (uint64_t)v->live[i].bytes, b, sizeof b);
+        fprintf(out, "    %12s  ", b);
+        print_site(out, &v->live[i]);
+        fputc('\n', out);
+    }
+}
+
+static void print_divergent(FILE *out, const rs_compare_result *r, const rs_compare_divergent *d)
+{
+    const char *dir = d->divergence_pct >= 0 ? "above" : "below";
+    if (d->growth) {
+        fprintf(out, "rank %" PRId32 " grows step after step from step %" PRId64
+                     " (a leak?), peaking ",
+                d->rank, d->first_divergent_step);
+        print_pct(out, d->divergence_pct);
+        fprintf(out, " %s the median (", dir);
+    } else {
+        fprintf(out, "rank %" PRId32 " peaks ", d->rank);
+        print_pct(out, d->divergence_pct);
+        fprintf(out, " %s the median (", dir);
+    }
+    print_bytes(out, d->peak_allocated);
+    fputs(" vs ", out);
+    print_bytes(out, r->median_peak);
+    fputc(')', out);
+    if (!d->growth && d->first_divergent_step >= 0)
+        fprintf(out, " from step %" PRId64 ", a constant offset", d->first_divergent_step);
+    print_sites_inline(out, d->sites, d->n_sites);
+    fputc('\n', out);
+}
+
+static void print_missing(FILE *out, const rs_compare_result *r)
+{
+    fprintf(out, "missing: rank%s ", r->n_missing == 1 ? "" : "s");
+    for (size_t i = 0; i < r->n_missing;) {
+        size_t j = i;
+        while (j + 1 < r->n_missing && r->missing[j + 1] == r->missing[j] + 1) j++;
+        if (i) fputs(", ", out);
+        if (j == i)
+            fprintf(out, "%" PRId32, r->missing[i]);
+        else
+            fprintf(out, "%" PRId32 "-%" PRId32, r->missing[i], r->missing[j]);
+        i = j + 1;
+    }
+    fputs(" (no data: no snapshot, or none within the gather timeout)\n", out);
+}
+
+ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r)
+{
+    if (!out || !r) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_report_text: NULL argument");
+    fprintf(out, "ranksnap: %zu of %d rank%s", r->n_ranks, r->world_size,
+            r->world_size == 1 ? "" : "s");
+    if (r->reference_rank >= 0) {
+        fprintf(out, ", reference rank %" PRId32 " (median peak ", r->reference_rank);
+        print_bytes(out, r->median_peak);
+        fputc(')', out);
+    }
+    fputs("\n\n", out);
+    if (r->n_ranks) {
+        print_table(out, r);
+        fputc('\n', out);
+        print_outside_holders(out, r);
+    }
+    for (size_t i = 0; i < r->n_oom; i++) print_oom(out, &r->oom[i]);
+    for (size_t i = 0; i < r->n_divergent; i++) print_divergent(out, r, &r->divergent[i]);
+    if (r->n_ranks == 0)
+        fputs("no rank to compare\n", out);
+    else if (r->n_divergent == 0)
+        fprintf(out, "no rank diverges beyond %g%% of the median\n", r->divergence_pct);
+    if (r->n_missing) print_missing(out, r);
+    for (size_t i = 0; i < r->n_notes; i++) fprintf(out, "note: %s\n", r->notes[i]);
+    if (ferror(out) || fflush(out) != 0)
+        return rs_error(RANKSNAP_ERR_IO, "writing the text report failed: %s", strerror(errno));
+    return RANKSNAP_OK;
+}

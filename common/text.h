@@ -1,0 +1,45 @@
+/*
+ * text.h — the small string helpers every layer shares: byte counts for people, file names,
+ * fixed-size copies that never cut a UTF-8 character, and UTF-8 validation.
+ */
+#ifndef RANKSNAP_TEXT_H
+#define RANKSNAP_TEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Human-readable bytes, PyTorch style ("2.00 GiB", "512.00 KiB", "20 bytes"). */
+void rs_text_format_bytes(uint64_t bytes, char *buf, size_t n);
+
+/* The part of `path` after its last '/'. */
+const char *rs_text_basename(const char *path);
+
+/* Copies `src` into dst[cap] (cap > 0), cutting at a UTF-8 character boundary when it does not
+ * fit. */
+void rs_text_copy_head(char *dst, size_t cap, const char *src);
+
+/* As rs_text_copy_head, but keeps the end of a long path ("...rc/model/attention.c"): the file
+ * name is the part a reader needs. cap must be at least 8. */
+void rs_text_copy_tail(char *dst, size_t cap, const char *src);
+
+/* Length of the valid UTF-8 sequence at p (2..4 bytes), 0 when p does not start one. Reads at
+ * most up to the first byte that is not a continuation byte, so a NUL-terminated string is never
+ * overrun. */
+static inline int rs_utf8_len(const unsigned char *p)
+{
+    unsigned c = p[0];
+    if (c >= 0xC2 && c <= 0xDF) return (p[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+        if (p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80) return 0;
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        if (p[1] < lo || p[1] > hi || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
+        return 4;
+    }
+    return 0;
+}
+
+#endif

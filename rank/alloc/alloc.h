@@ -1,0 +1,133 @@
+/*
+ * alloc.h — the caching allocator (PyTorch's CUDACachingAllocator policy, in C).
+ *
+ * Sizes are rounded up to 512 B. Requests <= 1 MiB come from the small pool (2 MiB segments);
+ * larger ones from the large pool (20 MiB segments below 10 MiB, otherwise the request rounded up
+ * to 2 MiB). Best fit by (stream, size, address); a free block is split when the remainder is
+ * >= 512 B (small) or > 1 MiB (large, and only for requests below max_split_size); free neighbours
+ * coalesce. Blocks belong to the stream they were allocated on; a block used on other streams
+ * (record_stream) is reused only once events recorded on those streams at free time completed.
+ * On a failed reservation: process events, free every cached unused segment, retry, then OOM.
+ *
+ * One mutex guards everything; the observer (the recorder) is called with it held, so it needs no
+ * lock of its own. rs_alloc_lock/unlock let the runtime serialise its own recorder writes (steps,
+ * annotations) with the allocator's.
+ */
+#ifndef RANKSNAP_ALLOC_H
+#define RANKSNAP_ALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+#include "backend.h"
+#include "ranksnap.h"
+
+#define RS_MIN_BLOCK_SIZE ((size_t)512)
+#define RS_SMALL_SIZE ((size_t)1 << 20)        /* largest "small" request: 1 MiB */
+#define RS_SMALL_BUFFER ((size_t)2 << 20)      /* small pool segments: 2 MiB     */
+#define RS_LARGE_BUFFER ((size_t)20 << 20)     /* large pool segments: 20 MiB    */
+#define RS_MIN_LARGE_ALLOC ((size_t)10 << 20)  /* below this, large segments are 20 MiB */
+#define RS_ROUND_LARGE ((size_t)2 << 20)       /* above, round up to 2 MiB       */
+
+typedef struct rs_alloc rs_alloc;
+
+/* Called (allocator lock held) for every alloc, free_requested, free_completed, segment_alloc,
+ * segment_free and oom. Returns the stack id to keep with an allocated block (0 = none). */
+typedef uint32_t (*rs_alloc_observer)(void *ctx, rs_action act, uint64_t addr, uint64_t size,
+                                      void *stream);
+
+typedef struct rs_alloc_config {
+    uint64_t memory_limit;   /* cap of reserved bytes, 0 = none                 */
+    uint64_t max_split_size; /* blocks at least this big are never split; UINT64_MAX = no cap */
+    int device_index;        /* for the OOM message                              */
+    rs_alloc_observer observer;
+    void *observer_ctx;
+} rs_alloc_config;
+
+/* The moment of the last OOM, as PyTorch's OOM message and trace entry describe it. */
+typedef struct rs_oom_info {
+    uint64_t requested;      /* bytes asked for (unrounded)          */
+    uint64_t rounded;        /* what the allocator needed to reserve  */
+    uint64_t device_free;    /* as the backend reported it            */
+    uint64_t device_total;
+    uint64_t allocated;      /* allocated bytes at that moment        */
+    uint64_t reserved;       /* reserved bytes at that moment         */
+    uint64_t memory_limit;   /* the cap in force, 0 = none            */
+    uint64_t time_us;
+    void *stream;
+} rs_oom_info;
+
+ranksnap_status rs_alloc_create(rs_backend *backend, const rs_alloc_config *cfg, rs_alloc **out);
+/* Waits for pending events, releases every segment (allocated blocks too) and frees the
+ * allocator. */
+void rs_alloc_destroy(rs_alloc *a);
+
+ranksnap_status rs_alloc_malloc(rs_alloc *a, size_t size, void *stream, void **ptr);
+ranksnap_status rs_alloc_free(rs_alloc *a, void *ptr);
+ranksnap_status rs_alloc_record_stream(rs_alloc *a, void *ptr, void *stream);
+ranksnap_status rs_alloc_empty_cache(rs_alloc *a);
+/* 1 if `ptr` is the start of a block this allocator handed out and has not taken back. */
+int rs_alloc_owns(rs_alloc *a, const void *ptr);
+
+/* Fills the allocator's fields of `out` (sizes, counts, peaks); leaves the others as they are. */
+void rs_alloc_get_stats(rs_alloc *a, ranksnap_stats *out);
+void rs_alloc_reset_peak_stats(rs_alloc *a);
+/* The step recorded as peak_step when a new allocated peak is reached. */
+void rs_alloc_set_step(rs_alloc *a, int64_t step);
+/* 1 and fills `out` if an OOM happened since create. */
+int rs_alloc_last_oom(rs_alloc *a, rs_oom_info *out);
+uint64_t rs_alloc_memory_limit(const rs_alloc *a);
+void rs_alloc_set_memory_limit(rs_alloc *a, uint64_t limit);
+
+void rs_alloc_lock(rs_alloc *a);
+void rs_alloc_unlock(rs_alloc *a);
+/* 1 if the lock was free and is now held; for the crash path, which must not wait forever on a
+ * thread that died holding it. */
+int rs_alloc_trylock(rs_alloc *a);
+
+/* The state for the snapshot: segments sorted by address, each with its blocks in address order.
+ * Built under the lock into memory the caller frees with rs_alloc_state_free. */
+typedef struct rs_block_info {
+    uint64_t addr;
+    uint64_t size;
+    uint64_t requested_size;
+    uint32_t stack_id;
+    uint8_t state; /* rs_block_state */
+} rs_block_info;
+
+typedef struct rs_segment_info {
+    uint64_t addr;
+    uint64_t total_size;
+    uint64_t allocated_size;
+    uint64_t active_size;
+    uint64_t requested_size;
+    void *stream;
+    int is_small;
+    uint32_t stack_id; /* stack of the allocation that created the segment */
+    size_t n_blocks;
+    rs_block_info *blocks;
+} rs_segment_info;
+
+typedef struct rs_alloc_state {
+    size_t n_segments;
+    rs_segment_info *segments;
+} rs_alloc_state;
+
+ranksnap_status rs_alloc_state_take(rs_alloc *a, rs_alloc_state *out);
+/* The same, for a caller that already holds the lock (rs_alloc_lock), so that the state and the
+ * recorder's history are taken at one instant. */
+ranksnap_status rs_alloc_state_take_locked(rs_alloc *a, rs_alloc_state *out);
+void rs_alloc_state_free(rs_alloc_state *s);
+
+/* Walks every structure and checks its invariants: blocks tile their segments, free neighbours
+ * are coalesced, the pools' bins are ordered, the counters match the blocks. 1 if all hold;
+ * otherwise 0, and the thread's last error names the first violation. Costs a walk of the whole
+ * allocator, under the lock: for tests and debugging. */
+int rs_alloc_check(rs_alloc *a);
+
+/* Policy helpers, exposed for the tests. */
+size_t rs_alloc_round_size(size_t size);
+size_t rs_alloc_segment_size(size_t rounded);
+
+#endif

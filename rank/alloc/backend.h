@@ -1,0 +1,71 @@
+/*
+ * backend.h — where device segments come from.
+ *
+ * The allocator never talks to the CUDA runtime itself: it reserves and releases whole segments
+ * through a backend, and asks the backend for events to order cross-stream frees. `cuda`
+ * (backend_cuda.c, the only file that calls the CUDA runtime for memory) and `sim`
+ * (backend_sim.c, a simulated device: synthetic addresses, a capacity, no memory touched) share
+ * this vtable, so that every policy, OOM and MPI path runs in CI without a GPU.
+ */
+#ifndef RANKSNAP_BACKEND_H
+#define RANKSNAP_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ranksnap.h"
+
+typedef struct rs_backend rs_backend;
+
+/* An event recorded on a stream; opaque to the allocator. (rs_event is the recorder's.) */
+typedef void *rs_dev_event;
+
+typedef struct rs_device_info {
+    int index;             /* device ordinal                                   */
+    char name[96];         /* "NVIDIA H100 80GB HBM3", "ranksnap-sim"          */
+    char uuid[48];         /* "GPU-xxxxxxxx-..." or a synthetic one for sim    */
+    uint64_t total_bytes;  /* capacity                                          */
+} rs_device_info;
+
+typedef struct rs_backend_ops {
+    const char *name; /* "cuda" or "sim" */
+    /* Reserves `size` bytes of device memory. RANKSNAP_ERR_OUT_OF_MEMORY when the device has no
+     * room (a recoverable failure: the allocator frees its cache and retries); any other error is
+     * fatal for the request. */
+    ranksnap_status (*reserve)(rs_backend *b, size_t size, void **ptr);
+    ranksnap_status (*release)(rs_backend *b, void *ptr, size_t size);
+    ranksnap_status (*mem_info)(rs_backend *b, uint64_t *free_bytes, uint64_t *total_bytes);
+    /* Records an event on `stream` now; `*ev` is later queried and destroyed. */
+    ranksnap_status (*event_record)(rs_backend *b, void *stream, rs_dev_event *ev);
+    /* 1 = complete, 0 = pending, <0 = error (status negated). */
+    int (*event_query)(rs_backend *b, rs_dev_event ev);
+    ranksnap_status (*event_synchronize)(rs_backend *b, rs_dev_event ev);
+    void (*event_destroy)(rs_backend *b, rs_dev_event ev);
+    ranksnap_status (*device_info)(rs_backend *b, rs_device_info *out);
+    void (*destroy)(rs_backend *b);
+} rs_backend_ops;
+
+struct rs_backend {
+    const rs_backend_ops *ops;
+};
+
+/* Simulated device of `capacity` bytes (device "index" 0). */
+ranksnap_status rs_backend_sim_create(uint64_t capacity, rs_backend **out);
+
+/* Test hooks of the sim device, so that tests can break what production breaks:
+ * - mark a stream busy (events recorded on it stay pending until rs_backend_sim_stream_complete);
+ * - make the n-th reservation from now fail (1 = the next one) with OUT_OF_MEMORY, 0 = never;
+ * - read how much the device has handed out. */
+void rs_backend_sim_stream_set_busy(rs_backend *b, void *stream, int busy);
+void rs_backend_sim_stream_complete(rs_backend *b, void *stream);
+void rs_backend_sim_fail_reserve_after(rs_backend *b, unsigned n);
+uint64_t rs_backend_sim_used_bytes(const rs_backend *b);
+unsigned rs_backend_sim_live_events(const rs_backend *b);
+
+/* The CUDA runtime on the current device. RANKSNAP_ERR_UNSUPPORTED in a build without CUDA,
+ * RANKSNAP_ERR_BACKEND when no device is present. */
+ranksnap_status rs_backend_cuda_create(rs_backend **out);
+/* 1 if a CUDA device can be used (for RANKSNAP_BACKEND=auto). */
+int rs_backend_cuda_available(void);
+
+#endif

@@ -1,0 +1,335 @@
+/*
+ * backend_sim.c — a simulated device, so that every allocator, OOM and MPI path runs without a GPU.
+ *
+ * Memory: a capacity and a bump pointer. Each reservation gets a fresh synthetic address range
+ * (2 MiB aligned, starting at 0x7f0000000000) that is never handed out again, so a block used
+ * after its segment was released can never alias a live one. Addresses are never dereferenced.
+ * Live reservations are remembered so that a release of something never reserved (or of the
+ * wrong size) is reported instead of silently corrupting the used-bytes count.
+ *
+ * Streams and events: every stream (keyed by its void *, NULL = the default stream) counts the
+ * work submitted and the work completed. An event recorded on an idle stream is complete at once;
+ * on a busy stream (rs_backend_sim_stream_set_busy) it takes a ticket that completes when the test calls
+ * rs_backend_sim_stream_complete, or when someone synchronizes on it (as cudaEventSynchronize waits).
+ * Clearing busy submits no more work but does not finish what is queued.
+ *
+ * One mutex guards everything, so allocators on several threads may share the device.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "errors.h"
+
+#define SIM_BASE_ADDR ((uint64_t)0x7f0000000000)
+#define SIM_ALIGN ((uint64_t)2 << 20)
+#define SIM_EVENT_MAGIC 0x5349454eu /* "SIEN": catches events that are not ours or destroyed */
+
+typedef struct sim_stream {
+    void *key;
+    uint64_t submitted; /* tickets handed to events recorded while busy */
+    uint64_t completed; /* every ticket up to this one has completed    */
+    int busy;
+    struct sim_stream *next;
+} sim_stream;
+
+typedef struct sim_event {
+    uint32_t magic;
+    sim_stream *stream;
+    uint64_t ticket;
+} sim_event;
+
+typedef struct sim_range {
+    uint64_t addr;
+    uint64_t size;
+} sim_range;
+
+typedef struct sim_backend {
+    rs_backend base;
+    pthread_mutex_t mu;
+    uint64_t capacity;
+    uint64_t used;
+    uint64_t next_addr;
+    unsigned fail_countdown; /* 0 = off; 1 = the next reserve fails */
+    unsigned live_events;
+    sim_stream *streams;
+    sim_range *ranges; /* live reservations, unordered */
+    size_t n_ranges, cap_ranges;
+} sim_backend;
+
+static const rs_backend_ops sim_ops;
+
+static sim_backend *as_sim(const rs_backend *b)
+{
+    return (b && b->ops == &sim_ops) ? (sim_backend *)(uintptr_t)b : NULL;
+}
+
+/* Finds the stream's counters, creating them on first use. NULL only when malloc fails. */
+static sim_stream *sim_stream_get(sim_backend *s, void *key)
+{
+    for (sim_stream *st = s->streams; st; st = st->next)
+        if (st->key == key) return st;
+    sim_stream *st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    st->key = key;
+    st->next = s->streams;
+    s->streams = st;
+    return st;
+}
+
+static ranksnap_status sim_reserve(rs_backend *b, size_t size, void **ptr)
+{
+    sim_backend *s = as_sim(b);
+    if (!ptr || size == 0)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
+                        "sim reserve: expected a non-zero size and an output pointer");
+    ranksnap_status st = RANKSNAP_OK;
+    pthread_mutex_lock(&s->mu);
+    if (s->fail_countdown && --s->fail_countdown == 0) {
+        st = rs_error(RANKSNAP_ERR_OUT_OF_MEMORY,
+                      "sim reserve of %zu bytes: injected failure (rs_backend_sim_fail_reserve_after)",
+                      size);
+    } else if ((uint64_t)size > s->capacity - s->used) {
+        st = rs_error(RANKSNAP_ERR_OUT_OF_MEMORY,
+                      "sim reserve of %zu bytes: device has %" PRIu64 " of %" PRIu64
+                      " bytes free",
+                      size, s->capacity - s->used, s->capacity);
+    } else {
+        if (s->n_ranges == s->cap_ranges) {
+            size_t ncap = s->cap_ranges ? s->cap_ranges * 2 : 64;
+            sim_range *nr = realloc(s->ranges, ncap * sizeof *nr);
+            if (!nr) {
+                st = rs_error(RANKSNAP_ERR_HOST_MEMORY,
+                              "sim reserve: could not grow the table of live reservations to "
+                              "%zu entries",
+                              ncap);
+                goto out;
+            }
+            s->ranges = nr;
+            s->cap_ranges = ncap;
+        }
+        uint64_t addr = s->next_addr;
+        s->next_addr += ((uint64_t)size + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
+        s->ranges[s->n_ranges].addr = addr;
+        s->ranges[s->n_ranges].size = size;
+        s->n_ranges++;
+        s->used += size;
+        *ptr = (void *)(uintptr_t)addr;
+    }
+out:
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+static ranksnap_status sim_release(rs_backend *b, void *ptr, size_t size)
+{
+    sim_backend *s = as_sim(b);
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    ranksnap_status st = RANKSNAP_OK;
+    pthread_mutex_lock(&s->mu);
+    size_t i = 0;
+    while (i < s->n_ranges && s->ranges[i].addr != addr) i++;
+    if (i == s->n_ranges) {
+        st = rs_error(RANKSNAP_ERR_BACKEND,
+                      "sim release of 0x%" PRIx64 ": expected the start of a live reservation",
+                      addr);
+    } else if (s->ranges[i].size != size) {
+        st = rs_error(RANKSNAP_ERR_BACKEND,
+                      "sim release of 0x%" PRIx64 ": expected size %" PRIu64 ", got %zu", addr,
+                      s->ranges[i].size, size);
+    } else {
+        s->used -= size;
+        s->ranges[i] = s->ranges[--s->n_ranges];
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+static ranksnap_status sim_mem_info(rs_backend *b, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    sim_backend *s = as_sim(b);
+    pthread_mutex_lock(&s->mu);
+    if (free_bytes) *free_bytes = s->capacity - s->used;
+    if (total_bytes) *total_bytes = s->capacity;
+    pthread_mutex_unlock(&s->mu);
+    return RANKSNAP_OK;
+}
+
+static ranksnap_status sim_event_record(rs_backend *b, void *stream, rs_dev_event *ev)
+{
+    sim_backend *s = as_sim(b);
+    sim_event *e = malloc(sizeof *e);
+    if (!e) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "sim event_record: out of host memory");
+    pthread_mutex_lock(&s->mu);
+    sim_stream *st = sim_stream_get(s, stream);
+    if (!st) {
+        pthread_mutex_unlock(&s->mu);
+        free(e);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "sim event_record: out of host memory");
+    }
+    e->magic = SIM_EVENT_MAGIC;
+    e->stream = st;
+    /* In order, like a CUDA stream: the event waits for everything submitted before it. */
+    e->ticket = st->busy ? ++st->submitted : st->submitted;
+    s->live_events++;
+    pthread_mutex_unlock(&s->mu);
+    *ev = e;
+    return RANKSNAP_OK;
+}
+
+static int sim_event_query(rs_backend *b, rs_dev_event ev)
+{
+    sim_backend *s = as_sim(b);
+    sim_event *e = ev;
+    if (!e || e->magic != SIM_EVENT_MAGIC) {
+        rs_error(RANKSNAP_ERR_BACKEND, "sim event_query: %p is not a live sim event", ev);
+        return -(int)RANKSNAP_ERR_BACKEND;
+    }
+    pthread_mutex_lock(&s->mu);
+    int done = e->stream->completed >= e->ticket;
+    pthread_mutex_unlock(&s->mu);
+    return done;
+}
+
+static ranksnap_status sim_event_synchronize(rs_backend *b, rs_dev_event ev)
+{
+    sim_backend *s = as_sim(b);
+    sim_event *e = ev;
+    if (!e || e->magic != SIM_EVENT_MAGIC)
+        return rs_error(RANKSNAP_ERR_BACKEND, "sim event_synchronize: %p is not a live sim event",
+                        ev);
+    pthread_mutex_lock(&s->mu);
+    /* Waiting for the event means the stream's work up to it has run; later work stays queued. */
+    if (e->stream->completed < e->ticket) e->stream->completed = e->ticket;
+    pthread_mutex_unlock(&s->mu);
+    return RANKSNAP_OK;
+}
+
+static void sim_event_destroy(rs_backend *b, rs_dev_event ev)
+{
+    sim_backend *s = as_sim(b);
+    sim_event *e = ev;
+    if (!e || e->magic != SIM_EVENT_MAGIC) return;
+    e->magic = 0;
+    pthread_mutex_lock(&s->mu);
+    s->live_events--;
+    pthread_mutex_unlock(&s->mu);
+    free(e);
+}
+
+static ranksnap_status sim_device_info(rs_backend *b, rs_device_info *out)
+{
+    sim_backend *s = as_sim(b);
+    memset(out, 0, sizeof *out);
+    out->index = 0;
+    snprintf(out->name, sizeof out->name, "ranksnap-sim");
+    pthread_mutex_lock(&s->mu);
+    out->total_bytes = s->capacity;
+    pthread_mutex_unlock(&s->mu);
+    /* Stable for a given capacity, so that snapshots of the same simulated job compare equal. */
+    snprintf(out->uuid, sizeof out->uuid, "SIM-%08x-0000-0000-%012" PRIx64,
+             (unsigned)(out->total_bytes >> 20), out->total_bytes & UINT64_C(0xffffffffffff));
+    return RANKSNAP_OK;
+}
+
+static void sim_destroy(rs_backend *b)
+{
+    sim_backend *s = as_sim(b);
+    if (!s) return;
+    sim_stream *st = s->streams;
+    while (st) {
+        sim_stream *next = st->next;
+        free(st);
+        st = next;
+    }
+    free(s->ranges);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+static const rs_backend_ops sim_ops = {
+    .name = "sim",
+    .reserve = sim_reserve,
+    .release = sim_release,
+    .mem_info = sim_mem_info,
+    .event_record = sim_event_record,
+    .event_query = sim_event_query,
+    .event_synchronize = sim_event_synchronize,
+    .event_destroy = sim_event_destroy,
+    .device_info = sim_device_info,
+    .destroy = sim_destroy,
+};
+
+ranksnap_status rs_backend_sim_create(uint64_t capacity, rs_backend **out)
+{
+    if (!out) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_backend_sim_create: out is NULL");
+    *out = NULL;
+    if (capacity == 0)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
+                        "sim device: expected a capacity above 0 bytes");
+    sim_backend *s = calloc(1, sizeof *s);
+    if (!s) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "sim device: out of host memory");
+    int rc = pthread_mutex_init(&s->mu, NULL);
+    if (rc != 0) {
+        free(s);
+        return rs_error(RANKSNAP_ERR_BACKEND, "sim device: pthread_mutex_init failed (%s)",
+                        strerror(rc));
+    }
+    s->base.ops = &sim_ops;
+    s->capacity = capacity;
+    s->next_addr = SIM_BASE_ADDR;
+    *out = &s->base;
+    return RANKSNAP_OK;
+}
+
+void rs_backend_sim_stream_set_busy(rs_backend *b, void *stream, int busy)
+{
+    sim_backend *s = as_sim(b);
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    sim_stream *st = sim_stream_get(s, stream);
+    if (st) st->busy = busy != 0;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void rs_backend_sim_stream_complete(rs_backend *b, void *stream)
+{
+    sim_backend *s = as_sim(b);
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    sim_stream *st = sim_stream_get(s, stream);
+    if (st) st->completed = st->submitted;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void rs_backend_sim_fail_reserve_after(rs_backend *b, unsigned n)
+{
+    sim_backend *s = as_sim(b);
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->fail_countdown = n;
+    pthread_mutex_unlock(&s->mu);
+}
+
+uint64_t rs_backend_sim_used_bytes(const rs_backend *b)
+{
+    sim_backend *s = as_sim(b);
+    if (!s) return 0;
+    pthread_mutex_lock(&s->mu);
+    uint64_t used = s->used;
+    pthread_mutex_unlock(&s->mu);
+    return used;
+}
+
+unsigned rs_backend_sim_live_events(const rs_backend *b)
+{
+    sim_backend *s = as_sim(b);
+    if (!s) return 0;
+    pthread_mutex_lock(&s->mu);
+    unsigned n = s->live_events;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}

@@ -1,0 +1,118 @@
+/*
+ * intercept_preload.c — the exported CUDA runtime names that take over a program's allocation
+ * calls when libranksnap.so is preloaded (LD_PRELOAD, which launch/ranksnap-run sets).
+ *
+ * Only in libranksnap.so, never in libranksnap.a, and active only when the library was preloaded
+ * (ranksnap_icp_preloaded): a program linked with ranksnap to call its API keeps its own cudaMalloc
+ * (alloc_bench compares ranksnap with the real cudaMallocAsync, for one). Each function hands the
+ * call to the core (intercept_cuda.c) with the table of the real functions found behind
+ * libranksnap.so (dlsym(RTLD_NEXT)). The _ptsz names are
+ * what cuda_runtime_api.h turns the async calls into when a program is compiled with
+ * --default-stream per-thread (CUDA_API_PER_THREAD_DEFAULT_STREAM).
+ *
+ * A program linked with the static CUDA runtime (nvcc's default) resolves cudaMalloc inside its
+ * own executable, where no preloaded library can reach it; such programs link ranksnap::wrap
+ * instead (intercept_wrap.c). A preloaded run that saw no call is told so: by finalize when
+ * ranksnap started (through MPI_Init) and the device filled up anyway, by the destructor below
+ * when it never started.
+ */
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "intercept.h"
+#include "launcher.h"
+#include "runtime.h"
+
+#define RS_EXPORT __attribute__((visibility("default")))
+
+/* Not declared by cuda_runtime_api.h unless the program is compiled for per-thread default
+ * streams; the runtime exports them either way. */
+RS_EXPORT cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream);
+RS_EXPORT cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream);
+RS_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
+                                                   cudaStream_t stream);
+
+RS_EXPORT cudaError_t cudaMalloc(void **ptr, size_t size)
+{
+    const rs_cuda_real *r = ranksnap_icp_preload_real();
+    return rs_launcher_preloaded() ? ranksnap_icp_malloc(r, ptr, size) : r->malloc_(ptr, size);
+}
+
+RS_EXPORT cudaError_t cudaFree(void *ptr)
+{
+    const rs_cuda_real *r = ranksnap_icp_preload_real();
+    return rs_launcher_preloaded() ? ranksnap_icp_free(r, ptr) : r->free_(ptr);
+}
+
+RS_EXPORT cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream)
+{
+    const rs_cuda_real *r = ranksnap_icp_preload_real();
+    return rs_launcher_preloaded() ? ranksnap_icp_malloc_async(r, ptr, size, stream, 0)
+                              : r->malloc_async(ptr, size, stream);
+}
+
+RS_EXPORT cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream)
+{
+    const rs_cuda_real *r = ranksnap_icp_preload_real();
+    return rs_launcher_preloaded() ? ranksnap_icp_malloc_async(r, ptr, size, stream, 1)
+                              : r->malloc_async_ptsz(ptr, size, stream);
+}
+
+RS_EXPORT cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream)
+{
+    const rs_cuda_real *r = ranksnap_icp_preload_real();
+    return rs_launcher_preloaded() ? ranksnap_icp_free_async(r, ptr, stream, 0) : r->free_async(ptr, stream);
+}
+
+RS_EXPORT cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream)
+{
+    const rs_cuda_real *r = ranksnap_icp_preload_real();
+    return rs_launcher_preloaded() ? ranksnap_icp_free_async(r, ptr, stream, 1)
+                              : r->free_async_ptsz(ptr, stream);
+}
+
+RS_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool,
+                                              cudaStream_t stream)
+{
+    const rs_cuda_real *r = ranksnap_icp_preload_real();
+    return rs_launcher_preloaded() ? ranksnap_icp_malloc_from_pool_async(r, ptr, size, pool, stream, 0)
+                              : r->malloc_from_pool_async(ptr, size, pool, stream);
+}
+
+RS_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
+                                                   cudaStream_t stream)
+{
+    const rs_cuda_real *r = ranksnap_icp_preload_real();
+    return rs_launcher_preloaded() ? ranksnap_icp_malloc_from_pool_async(r, ptr, size, pool, stream, 1)
+                              : r->malloc_from_pool_async_ptsz(ptr, size, pool, stream);
+}
+
+RS_EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+    const rs_cuda_real *r = ranksnap_icp_preload_real();
+    return rs_launcher_preloaded() ? ranksnap_icp_mem_get_info(r, free_bytes, total_bytes)
+                              : r->mem_get_info(free_bytes, total_bytes);
+}
+
+/* At exit, for a preloaded process that used CUDA (the driver is loaded) but in which no
+ * allocation call ever reached ranksnap, so that ranksnap never started and finalize's own
+ * check (runtime.c) could not run: say why, once, on rank 0. Runs after the atexit handlers. */
+__attribute__((destructor)) static void ranksnap_icp_check_at_exit(void)
+{
+    if (rs_runtime_intercepted() != 0 || rs_runtime_ever_started()) return;
+    if (!rs_launcher_preloaded() || rs_launcher_rank(0) != 0) return;
+    void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!driver) return;
+    dlclose(driver);
+    fprintf(stderr,
+            "ranksnap: this process used CUDA, but none of its allocation calls reached the "
+            "preloaded ranksnap, so nothing was recorded. It is probably linked with the static "
+            "CUDA runtime (nvcc's default), whose cudaMalloc LD_PRELOAD cannot reach (or it "
+            "allocates through the driver API). Link it with ranksnap's link-time route instead: "
+            "CMake target_link_libraries(app PRIVATE ranksnap::wrap), or $(pkg-config --libs "
+            "ranksnap-wrap) on the link line; or build it with nvcc -cudart shared "
+            "(docs/GPU.md, \"Interception\").\n");
+}

@@ -1,0 +1,111 @@
+/*
+ * pmpi.c — joining an MPI job without code changes, through the MPI profiling interface.
+ *
+ * MPI_Init, MPI_Init_thread and MPI_Finalize are wrapped: ranksnap starts on MPI_COMM_WORLD right
+ * after the real init and gathers, reports and shuts down right before the real finalize, while
+ * MPI still works. A few collectives are wrapped only to count them for RANKSNAP_STEP_ON. The
+ * wrappers are in the library, so they take effect when it is preloaded (ranksnap-run) or linked
+ * ahead of libmpi. ranksnap's own MPI traffic uses PMPI_* and is never counted.
+ *
+ * Programs that never call MPI but run under mpirun (PyTorch with NCCL) get MPI from
+ * rank/mpi/world.c instead.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "log.h"
+#include "world.h"
+#include "runtime.h"
+
+#if defined(RANKSNAP_HAVE_MPI)
+#include <mpi.h>
+
+#define RS_EXPORT __attribute__((visibility("default")))
+
+
+/* Called once MPI is up: a bad option disables ranksnap for the run, loudly, on rank 0 only
+ * (every rank would say the same), and the program goes on as if ranksnap were not there. */
+static void rs_start_on_world(void)
+{
+    MPI_Comm world = MPI_COMM_WORLD;
+    rs_world_wrapper_init(1);
+    ranksnap_status st = ranksnap_init(&world);
+    rs_world_wrapper_init(0);
+    if (st == RANKSNAP_OK || st == RANKSNAP_ERR_DISABLED) return;
+    int rank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0)
+        fprintf(stderr, "ranksnap: not recording this run: %s: %s\n", ranksnap_strerror(st),
+                ranksnap_last_error());
+}
+
+RS_EXPORT int MPI_Init(int *argc, char ***argv)
+{
+    int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS) rs_start_on_world();
+    return rc;
+}
+
+RS_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS) rs_start_on_world();
+    return rc;
+}
+
+RS_EXPORT int MPI_Finalize(void)
+{
+    ranksnap_status st = ranksnap_finalize();
+    if (st != RANKSNAP_OK) RS_WARN(RS_SUB_MPI, "finalize: %s", ranksnap_last_error());
+    rs_world_disown();
+    return PMPI_Finalize();
+}
+
+#define RS_COUNTED(name, call)                                                                     \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ == MPI_SUCCESS) rs_runtime_collective_done(name);                                  \
+        return rc_;                                                                                \
+    } while (0)
+
+RS_EXPORT int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c)
+{
+    RS_COUNTED("MPI_Allreduce", PMPI_Allreduce(s, r, n, t, op, c));
+}
+
+RS_EXPORT int MPI_Barrier(MPI_Comm c)
+{
+    RS_COUNTED("MPI_Barrier", PMPI_Barrier(c));
+}
+
+RS_EXPORT int MPI_Bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c)
+{
+    RS_COUNTED("MPI_Bcast", PMPI_Bcast(b, n, t, root, c));
+}
+
+RS_EXPORT int MPI_Reduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c)
+{
+    RS_COUNTED("MPI_Reduce", PMPI_Reduce(s, r, n, t, op, root, c));
+}
+
+RS_EXPORT int MPI_Allgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt,
+                            MPI_Comm c)
+{
+    RS_COUNTED("MPI_Allgather", PMPI_Allgather(s, sn, st, r, rn, rt, c));
+}
+
+RS_EXPORT int MPI_Alltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt,
+                           MPI_Comm c)
+{
+    RS_COUNTED("MPI_Alltoall", PMPI_Alltoall(s, sn, st, r, rn, rt, c));
+}
+
+RS_EXPORT int MPI_Reduce_scatter(const void *s, void *r, const int rc[], MPI_Datatype t, MPI_Op op,
+                                 MPI_Comm c)
+{
+    RS_COUNTED("MPI_Reduce_scatter", PMPI_Reduce_scatter(s, r, rc, t, op, c));
+}
+
+#endif

@@ -1,0 +1,68 @@
+/*
+ * coord.h — what the ranks agree on over MPI: clocks, triggers, and the two-phase gather.
+ *
+ * ranksnap talks over its own duplicate of the job's communicator, with PMPI_* calls only, so its
+ * messages never match the application's and its calls are never counted by the step-on
+ * wrappers. A coordinator without a communicator is a world of one: every call still works, and
+ * the gather hands rank 0 its own data.
+ *
+ * Clocks: at create, every rank measures its offset to rank 0 with several ping-pongs and keeps
+ * the one with the least round trip; the uncertainty is half that round trip.
+ *
+ * Triggers: rank 0 watches RANKSNAP_DIR/trigger (`ranksnap trigger` creates it) and SIGUSR1, at
+ * each step boundary. It picks a start step a few steps ahead and sends it down a binary tree of
+ * point-to-point messages; every other rank has a receive posted and tests it at each step, so no
+ * rank ever waits for the trigger.
+ *
+ * Gather: phase 1, every rank sends a fixed-size summary (rs_summary) to rank 0, which waits at
+ * most the timeout and names the ranks that did not arrive; phase 2, rank 0 asks the ranks it
+ * wants (all, or the flagged ones and the reference) for their full snapshot, sent in chunks of
+ * at most 1 GiB so that messages over 2 GiB work; again bounded by the timeout.
+ */
+#ifndef RANKSNAP_COORD_H
+#define RANKSNAP_COORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compare.h"
+#include "options.h"
+#include "ranksnap.h"
+#include "snapshot.h"
+
+typedef struct rs_coord rs_coord;
+
+/* `mpi_comm` is the address of an MPI_Comm, or NULL for a world of one. */
+ranksnap_status rs_coord_create(const void *mpi_comm, rs_coord **out);
+/* Frees the duplicate communicator: call before MPI_Finalize. */
+void rs_coord_destroy(rs_coord *c);
+
+int rs_coord_rank(const rs_coord *c);
+int rs_coord_size(const rs_coord *c);
+int64_t rs_coord_clock_offset_us(const rs_coord *c);
+int64_t rs_coord_clock_uncertainty_us(const rs_coord *c);
+
+/* At each step boundary. Rank 0 looks for a trigger (file `dir`/trigger, or SIGUSR1) and sends
+ * the start step (`step` + `lag`) to the others; the others pick it up when it has arrived.
+ * Returns 1 and sets *start when a triggered range is to begin at *start, 0 otherwise. */
+int rs_coord_poll_trigger(rs_coord *c, int64_t step, const char *dir, int lag, int64_t *start);
+
+typedef struct rs_gather_result {
+    int world_size;
+    size_t n;                   /* ranks present */
+    rs_summary *summaries;     /* n, in rank order */
+    rs_snap **full;        /* n, NULL where no full snapshot came */
+    double seconds;             /* wall time of the gather on rank 0 */
+    uint64_t bytes_summaries;   /* bytes received in phase 1 */
+    uint64_t bytes_full;        /* bytes received in phase 2 */
+} rs_gather_result;
+
+/* Collective over the coordinator's ranks. `snap`/`len` is this rank's encoded snapshot and
+ * `mine` its summary. On rank 0 fills *out (free with rs_gather_result_free); on the others *out
+ * is zeroed. Never waits longer than `timeout_s` for any one phase. */
+ranksnap_status rs_coord_gather(rs_coord *c, const char *snap, size_t len, const rs_summary *mine,
+                                rs_gather_mode mode, int timeout_s, double divergence_pct,
+                                rs_gather_result *out);
+void rs_gather_result_free(rs_gather_result *r);
+
+#endif

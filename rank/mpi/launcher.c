@@ -1,0 +1,83 @@
+/*
+ * launcher.c — launcher.h: reading what mpirun, srun, mpiexec or torchrun exported.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "launcher.h"
+
+static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                        "SLURM_PROCID", "RANK", NULL};
+static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
+                                        "WORLD_SIZE", NULL};
+
+/* The first of `names` set to a non-negative int; `fallback` when none is. */
+static int env_int(const char *const *names, int fallback)
+{
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (!v || !*v) continue;
+        char *end;
+        errno = 0;
+        long x = strtol(v, &end, 10);
+        if (errno == 0 && *end == '\0' && x >= 0 && x <= INT_MAX) return (int)x;
+    }
+    return fallback;
+}
+
+int rs_launcher_rank(int fallback)
+{
+    return env_int(rank_vars, fallback);
+}
+
+int rs_launcher_size(int fallback)
+{
+    return env_int(size_vars, fallback);
+}
+
+int rs_launcher_has_peers(void)
+{
+    /* the variables of launchers that start ranks of one MPI world (not torchrun's WORLD_SIZE:
+     * its workers are not MPI processes) */
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
+    return env_int(vars, 1) > 1;
+}
+
+void rs_launcher_job(const char *host, char *buf, size_t n)
+{
+    static const char *const job_vars[] = {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID",
+                                           "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", NULL};
+    for (const char *const *v = job_vars; *v; v++) {
+        const char *s = getenv(*v);
+        if (s && *s) {
+            snprintf(buf, n, "%s", s);
+            return;
+        }
+    }
+    snprintf(buf, n, "local-%s-%ld", host, (long)getppid());
+}
+
+int rs_launcher_preloaded(void)
+{
+    static atomic_int preloaded = -1;
+    int p = atomic_load_explicit(&preloaded, memory_order_relaxed);
+    if (p >= 0) return p;
+    const char *pre = getenv("LD_PRELOAD");
+    p = 0;
+    for (const char *s = pre; s && *s;) {
+        size_t len = strcspn(s, ": ");
+        const char *base = s;
+        for (const char *c = s; c < s + len; c++)
+            if (*c == '/') base = c + 1;
+        if ((size_t)(s + len - base) >= 11 && !strncmp(base, "libranksnap", 11)) p = 1;
+        s += len;
+        s += strspn(s, ": ");
+    }
+    atomic_store_explicit(&preloaded, p, memory_order_relaxed);
+    return p;
+}

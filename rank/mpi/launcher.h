@@ -1,0 +1,36 @@
+/*
+ * launcher.h — what the program's launcher says about this process: its rank, the size of the
+ * job, the job's id, and whether ranksnap was preloaded.
+ *
+ * The one place that reads the launchers' environment (Open MPI, PMIx, MPICH/Hydra's PMI, Slurm,
+ * torchrun): ranksnap's own RANKSNAP_* settings come from the options table (common/options.h),
+ * everything a launcher exports comes from here.
+ */
+#ifndef RANKSNAP_LAUNCHER_H
+#define RANKSNAP_LAUNCHER_H
+
+#include <stddef.h>
+
+/* The rank a launcher gave this process (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK,
+ * SLURM_PROCID, RANK), or `fallback` when none did. */
+int rs_launcher_rank(int fallback);
+
+/* The number of ranks the launcher started (OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS,
+ * WORLD_SIZE), or `fallback`. */
+int rs_launcher_size(int fallback);
+
+/* 1 when a launcher started this process as one of several ranks (a world size > 1 from
+ * OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_SIZE): the processes that ranksnap may join into an
+ * MPI world. */
+int rs_launcher_has_peers(void);
+
+/* The batch system's job id (SLURM_JOB_ID, PBS_JOBID, LSB_JOBID, PMIX_NAMESPACE,
+ * OMPI_MCA_ess_base_jobid) into buf; else "local-HOST-PPID" (the ranks of one mpirun share their
+ * parent, so they share the id). */
+void rs_launcher_job(const char *host, char *buf, size_t n);
+
+/* 1 when LD_PRELOAD names a libranksnap*: the user asked for the program's allocations to be
+ * taken over. Decided once; the environment of a running process does not change its preloads. */
+int rs_launcher_preloaded(void);
+
+#endif

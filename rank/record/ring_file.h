@@ -1,0 +1,37 @@
+/* ring_file.h — the rank's ring file (RANKSNAP_RING=mmap): layout in common/rsnap_ring.h. */
+#ifndef RANKSNAP_RING_FILE_H
+#define RANKSNAP_RING_FILE_H
+
+#include <stdint.h>
+
+#include "ring_format.h"
+#include "ranksnap.h"
+#include "recorder.h"
+
+typedef struct rs_ring_file rs_ring_file;
+
+typedef struct rs_ring_identity {
+    int rank, world_size;
+    int64_t pid;
+    const char *job, *host, *device_name;
+    uint64_t device_total, memory_limit;
+    int64_t clock_offset_us;
+} rs_ring_identity;
+
+/* Creates (replacing a previous run's) DIR/rank-RRRRR.ring, 0600, O_NOFOLLOW, sized for
+ * `capacity` events, and maps it shared. */
+ranksnap_status rs_ring_file_open(const char *dir, uint64_t capacity, const rs_ring_identity *id,
+                                  rs_ring_file **out);
+/* Where the recorder writes (rs_recorder_create_on). */
+void rs_ring_file_pub(rs_ring_file *f, rs_ring_pub *pub);
+/* The segment table mirrors the allocator's segments (allocator lock held). */
+void rs_ring_file_segment(rs_ring_file *f, int alloc, uint64_t addr, uint64_t size, uint32_t stream,
+                          int is_small);
+/* At a step boundary (allocator lock held): the step and the allocator's totals then. */
+void rs_ring_file_step(rs_ring_file *f, int64_t step, uint64_t allocated, uint64_t allocated_peak,
+                       uint64_t reserved_peak);
+void rs_ring_file_snapshot_written(rs_ring_file *f, uint64_t time_us);
+/* Unmaps; with `remove` (a clean finalize) marks it closed and deletes the file. */
+void rs_ring_file_close(rs_ring_file *f, int remove);
+
+#endif

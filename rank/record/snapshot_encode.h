@@ -1,0 +1,68 @@
+/*
+ * snapshot_encode.h — a rank's snapshot encoded as msgpack (docs/FORMAT.md).
+ *
+ * The encoder reads the allocator state, the recorder and the resolved symbols it is handed and
+ * packs them straight into a msgpack_sbuffer (large arrays packed element by element, no
+ * intermediate objects). common/atomic_file.h writes the bytes to disk.
+ */
+#ifndef RANKSNAP_SNAPSHOT_ENCODE_H
+#define RANKSNAP_SNAPSHOT_ENCODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "backend.h"
+#include "options.h"
+#include "recorder.h"
+#include "stacks.h"
+
+typedef struct rs_step_range {
+    int64_t begin; /* first step recorded              */
+    int64_t end;   /* one past the last, -1 = open end */
+} rs_step_range;
+
+/* Device memory held outside the allocator by a known holder (runtime.h, rs_runtime_outside_add). */
+#define RS_MAX_OUTSIDE_LABELS 8
+typedef struct rs_outside_label {
+    char label[24];  /* "nccl", "nccl_mem", "cuda_mempool", "other" */
+    uint64_t bytes;  /* held when the snapshot was taken              */
+} rs_outside_label;
+
+/* Everything the encoder needs; pointers are borrowed. */
+typedef struct rs_snapshot_src {
+    int rank;
+    int world_size;
+    const char *host;
+    int64_t pid;
+    const char *job;            /* launcher's job id, "" if none                     */
+    rs_device_info device;
+    const char *backend;        /* "cuda" or "sim"                                   */
+    const rs_options *options;  /* allocator settings and recorder settings          */
+    uint64_t memory_limit;      /* resolved for this rank                            */
+    int complete;               /* 0 when written from a crash path                  */
+    int64_t clock_offset_us;    /* to rank 0                                         */
+    int64_t clock_uncertainty_us;
+    size_t n_ranges;
+    const rs_step_range *ranges;
+    int64_t current_step;
+    ranksnap_stats stats;
+    uint64_t device_used_bytes;     /* device total - free, now                       */
+    uint64_t outside_bytes_peak;    /* device memory used outside the allocator        */
+    uint64_t outside_bytes_end;
+    size_t n_outside_labels;        /* the part of the outside bytes whose holder is known */
+    const rs_outside_label *outside_labels;
+    int has_oom;
+    rs_oom_info oom;
+    uint32_t oom_stack_id;
+    int64_t oom_step;
+    const rs_alloc_state *state;
+    const rs_recorder *recorder;    /* may be NULL                                   */
+    const rs_symbols *symbols;      /* may be NULL (no stacks)                        */
+    uint64_t time_us;               /* when the snapshot was taken                   */
+} rs_snapshot_src;
+
+/* Encodes into a malloc'ed buffer the caller frees. */
+ranksnap_status rs_snapshot_encode(const rs_snapshot_src *src, char **buf, size_t *len);
+
+#endif
