@@ -13,6 +13,7 @@
 #include "decode.h"
 #include "ranksnap.h"
 #include "replay.h"
+#include "replay_report.h"
 #include "ring_decode.h"
 #include "rsnap_decode.h"
 #include "torch_decode.h"

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "cmd_summary.h"
-#include "compare.h"
+#include "summary.h"
 #include "errors.h"
 #include "options.h"
 #include "text.h"

@@ -1,8 +1,8 @@
 /*
  * summary.h — `ranksnap summary FILE`: one snapshot, told to a person in a screenful.
  */
-#ifndef RANKSNAP_SUMMARY_H
-#define RANKSNAP_SUMMARY_H
+#ifndef RANKSNAP_CMD_SUMMARY_H
+#define RANKSNAP_CMD_SUMMARY_H
 
 #include <stdio.h>
 

@@ -1,5 +1,5 @@
 /*
- * replay.h — a rank's allocation history replayed through ranksnap's allocator (rank/alloc.c)
+ * replay.h — a rank's allocation history replayed through ranksnap's allocator (rank/alloc/)
  * on the sim backend, against the original's own numbers.
  *
  * How the allocator under test would have done on the very same requests: the same sizes, in
@@ -7,8 +7,8 @@
  * stands for the original's address. Blocks alive before the history began are allocated first
  * (in address order), so both sides start from the same allocated level.
  *
- * "Allocated" here is what the trace shows on both sides: each live allocation's requested size
- * rounded up to the allocator's minimum block (512 B). It does not depend on the policy, so the
+ * "Allocated" here is what the trace shows on both sides: each live block's size as the one
+ * history walk counts it (collector/model/walk.h). It does not depend on the policy, so the
  * replay reproduces the original's peak exactly unless a replayed request failed. The allocator's
  * own count (block sizes, which include the tail of a segment too small to split) is reported
  * apart, as peak_allocated_blocks. Reserved is the policy's result: for the original, the level
@@ -19,7 +19,6 @@
 #define RANKSNAP_REPLAY_H
 
 #include <stdint.h>
-#include <stdio.h>
 
 #include "ranksnap.h"
 #include "snapshot.h"
@@ -46,11 +45,5 @@ typedef struct rs_replay_result {
 /* Replays `s`. Errors (HOST_MEMORY, or the allocator failing other than by running out of
  * device memory) start with `name_for_errors`. */
 ranksnap_status rs_replay(const rs_snap *s, const char *name_for_errors, rs_replay_result *out);
-
-/* The side-by-side table, or the JSON object
- * {"original": {"peak_allocated", "peak_reserved"}, "ranksnap": {..., "peak_allocated_blocks"},
- *  "events", "incomplete", ...}. */
-void rs_replay_report_text(FILE *out, const char *name, const rs_replay_result *r);
-void rs_replay_report_json(FILE *out, const char *name, const rs_replay_result *r);
 
 #endif

@@ -1,210 +1,29 @@
 /*
- * timeline.c — a rank's history replayed into a bounded, drawable timeline (timeline.h).
+ * timeline.c — a rank's history walked into a bounded, drawable timeline (timeline.h).
  *
- * Two passes over the history, as summarize.c does (the rules must agree, or the page's peak
- * would not be the report's):
- * 1. the live set at the history's start is reconstructed (a block whose first event is a free
- *    was alive before; a block alive at the end with no event was alive throughout), then every
- *    event is applied to find the sum of the changes (so that the start level is the current
- *    level minus it), the first maximum of allocated bytes and the last OOM;
- * 2. the events are applied again with absolute levels and cut into consecutive buckets, which
- *    keep the time of their first event and the lowest, highest and last level they saw: a
- *    min/max per bucket, so a 1-event spike stays visible however many events share one. A
- *    bucket closes after count / (max_points / 2) events or after span / (max_points / 2) µs,
- *    whichever comes first, so there are at most max_points of them: dense bursts get as many
- *    buckets as their events deserve (a training step's few milliseconds after a long
- *    initialization would get one or two buckets of equal time), and a long quiet stretch never
- *    shares a bucket with what follows it. The page merges buckets per pixel column as it draws.
- *    At the moment (the peak, or the OOM) the live blocks are copied out.
+ * The one history walk (walk.h) gives the levels, the first peak and the last OOM, by the rules
+ * the summary uses too, so the page's peak is the report's. Walked once more here, the events are
+ * cut into consecutive buckets, which keep the time of their first event and the lowest, highest
+ * and last level they saw: a min/max per bucket, so a 1-event spike stays visible however many
+ * events share one. A bucket closes after count / (max_points / 2) events or after
+ * span / (max_points / 2) µs, whichever comes first, so there are at most max_points of them:
+ * dense bursts get as many buckets as their events deserve (a training step's few milliseconds
+ * after a long initialization would get one or two buckets of equal time), and a long quiet
+ * stretch never shares a bucket with what follows it. The page merges buckets per pixel column
+ * as it draws. At the moment (the peak, or the OOM) the live blocks are copied out.
  * Sizes come from an untrusted file: levels saturate at 0 and UINT64_MAX, never wrap.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "addr_hash.h"
 #include "errors.h"
+#include "sat.h"
 #include "text.h"
 #include "timeline.h"
+#include "walk.h"
 
 #define NO_INDEX UINT32_MAX
-/* Pseudo stack of a block alive before the history (its allocation was not recorded). */
-#define STACK_BEFORE UINT32_MAX
-/* The moment "the state at the end". */
-#define MOMENT_END INT64_MAX
-
-enum { SLOT_USED = 1, SLOT_LIVE = 2, SLOT_START_LIVE = 4, SLOT_END_LIVE = 8, SLOT_SEEN = 16 };
-
-typedef struct slot {
-    uint64_t addr;
-    uint64_t size, start_size, end_size;
-    uint64_t last_event;
-    uint32_t stack, start_stack, end_stack;
-    uint32_t flags;
-} slot;
-
-typedef struct replay {
-    const rs_snap *s;
-    slot *slots;
-    size_t mask;
-    uint64_t min_block;
-} replay;
-
-/* ---- saturating arithmetic ------------------------------------------------------------------ */
-
-static int64_t to_i64(uint64_t u)
-{
-    return u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
-}
-
-static int64_t sat_add(int64_t a, int64_t b)
-{
-    if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
-    if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
-    return a + b;
-}
-
-static uint64_t apply(uint64_t base, int64_t rel)
-{
-    if (rel >= 0) {
-        uint64_t r = (uint64_t)rel;
-        return base > UINT64_MAX - r ? UINT64_MAX : base + r;
-    }
-    uint64_t m = rel == INT64_MIN ? (uint64_t)INT64_MAX + 1 : (uint64_t)-rel;
-    return base > m ? base - m : 0;
-}
-
-static int64_t neg(int64_t v)
-{
-    return v == INT64_MIN ? INT64_MAX : -v;
-}
-
-/* ---- the replay (summarize.c's rules) ------------------------------------------------------- */
-
-static slot *slot_get(replay *rp, uint64_t addr)
-{
-    size_t i = rs_addr_hash(addr) & rp->mask;
-    while (rp->slots[i].flags & SLOT_USED) {
-        if (rp->slots[i].addr == addr) return &rp->slots[i];
-        i = (i + 1) & rp->mask;
-    }
-    rp->slots[i].flags = SLOT_USED;
-    rp->slots[i].addr = addr;
-    return &rp->slots[i];
-}
-
-static int is_block_event(uint8_t a)
-{
-    return a == RS_ACT_ALLOC || a == RS_ACT_FREE_REQUESTED;
-}
-
-static uint64_t block_size_of(const replay *rp, uint64_t requested)
-{
-    uint64_t m = rp->min_block;
-    if (requested < m) return m;
-    uint64_t r = requested % m;
-    if (r == 0) return requested;
-    return requested > UINT64_MAX - (m - r) ? UINT64_MAX : requested + (m - r);
-}
-
-static ranksnap_status replay_init(replay *rp, const rs_snap *s)
-{
-    memset(rp, 0, sizeof *rp);
-    rp->s = s;
-    rp->min_block = s->allocator.min_block_size ? s->allocator.min_block_size : 512;
-    const rs_snap_history *h = &s->history;
-    uint64_t keys = 1;
-    for (size_t i = 0; i < s->n_segments; i++) keys += s->segments[i].n_blocks;
-    for (uint64_t i = 0; i < h->count; i++)
-        if (is_block_event(h->action[i])) keys++;
-    size_t cap = 16;
-    while (cap < 2 * keys && cap < ((size_t)1 << 62)) cap <<= 1;
-    rp->slots = calloc(cap, sizeof *rp->slots);
-    if (!rp->slots)
-        return rs_error(RANKSNAP_ERR_HOST_MEMORY,
-                        "rank %d: no memory for the timeline of %llu events", s->rank,
-                        (unsigned long long)h->count);
-    rp->mask = cap - 1;
-    for (size_t i = 0; i < s->n_segments; i++)
-        for (size_t k = 0; k < s->segments[i].n_blocks; k++) {
-            const rs_snap_block *b = &s->segments[i].blocks[k];
-            if (b->state != RS_BLOCK_ACTIVE_ALLOCATED) continue;
-            slot *sl = slot_get(rp, b->addr);
-            sl->flags |= SLOT_END_LIVE;
-            sl->end_size = b->size;
-            sl->end_stack = b->stack;
-        }
-    for (uint64_t i = 0; i < h->count; i++) {
-        uint8_t a = h->action[i];
-        if (!is_block_event(a)) continue;
-        slot *sl = slot_get(rp, h->addr[i]);
-        if (!(sl->flags & SLOT_SEEN)) {
-            sl->flags |= SLOT_SEEN;
-            if (a == RS_ACT_FREE_REQUESTED) {
-                sl->flags |= SLOT_START_LIVE;
-                sl->start_size = block_size_of(rp, h->size[i]);
-                sl->start_stack = STACK_BEFORE;
-            }
-        }
-        sl->last_event = i;
-    }
-    for (size_t i = 0; i <= rp->mask; i++) {
-        slot *sl = &rp->slots[i];
-        if ((sl->flags & SLOT_END_LIVE) && !(sl->flags & SLOT_SEEN)) {
-            sl->flags |= SLOT_START_LIVE;
-            sl->start_size = sl->end_size;
-            sl->start_stack = sl->end_stack;
-        }
-    }
-    return RANKSNAP_OK;
-}
-
-static void replay_reset(replay *rp)
-{
-    for (size_t i = 0; i <= rp->mask; i++) {
-        slot *sl = &rp->slots[i];
-        if (!(sl->flags & SLOT_USED)) continue;
-        sl->flags &= ~(uint32_t)SLOT_LIVE;
-        if (sl->flags & SLOT_START_LIVE) {
-            sl->flags |= SLOT_LIVE;
-            sl->size = sl->start_size;
-            sl->stack = sl->start_stack;
-        }
-    }
-}
-
-static int64_t replay_event(replay *rp, uint64_t i, int64_t *d_res)
-{
-    const rs_snap_history *h = &rp->s->history;
-    *d_res = 0;
-    switch (h->action[i]) {
-    case RS_ACT_ALLOC: {
-        slot *sl = slot_get(rp, h->addr[i]);
-        int64_t d = 0;
-        if (sl->flags & SLOT_LIVE) d = -to_i64(sl->size);
-        if ((sl->flags & SLOT_END_LIVE) && sl->last_event == i)
-            sl->size = sl->end_size;
-        else
-            sl->size = block_size_of(rp, h->size[i]);
-        sl->stack = h->stack[i];
-        sl->flags |= SLOT_LIVE;
-        return sat_add(d, to_i64(sl->size));
-    }
-    case RS_ACT_FREE_REQUESTED: {
-        slot *sl = slot_get(rp, h->addr[i]);
-        if (!(sl->flags & SLOT_LIVE)) return 0;
-        sl->flags &= ~(uint32_t)SLOT_LIVE;
-        return -to_i64(sl->size);
-    }
-    case RS_ACT_SEGMENT_ALLOC:
-        *d_res = to_i64(h->size[i]);
-        return 0;
-    case RS_ACT_SEGMENT_FREE:
-        *d_res = -to_i64(h->size[i]);
-        return 0;
-    default:
-        return 0;
-    }
-}
 
 /* ---- building ------------------------------------------------------------------------------ */
 
@@ -318,11 +137,11 @@ static int dense_compact(const dense *d, const int64_t *bt, uint32_t n, rs_timel
 }
 
 /* Index of the site name of snapshot stack `stack`, added on first use. `memo` has n_stacks + 2
- * entries (NO_INDEX = not yet named), the last for STACK_BEFORE. */
+ * entries (NO_INDEX = not yet named), the last for RS_WALK_STACK_BEFORE. */
 static uint32_t site_name_of(rs_timeline *t, const rs_snap *s, uint32_t *memo,
                              uint32_t stack, int *oom)
 {
-    size_t m = stack == STACK_BEFORE ? s->n_stacks + 1 : stack > s->n_stacks ? 0 : stack;
+    size_t m = stack == RS_WALK_STACK_BEFORE ? s->n_stacks + 1 : stack > s->n_stacks ? 0 : stack;
     if (memo[m] != NO_INDEX) return memo[m];
     rs_site site;
     rs_site_of_stack(s, m == s->n_stacks + 1 ? 0 : (uint32_t)m, &site);
@@ -359,7 +178,7 @@ static int cmp_block_desc(const void *pa, const void *pb)
 }
 
 /* The largest live blocks, with their sites and stacks copied (frames deduplicated) into the
- * timeline. Blocks are rs_timeline_block whose `stack` is still the snapshot's id (STACK_BEFORE for
+ * timeline. Blocks are rs_timeline_block whose `stack` is still the snapshot's id (RS_WALK_STACK_BEFORE for
  * none); `memo` is site_name_of's. */
 static int keep_live(rs_timeline *t, const rs_snap *s, rs_timeline_block *v, size_t n,
                      uint32_t *memo)
@@ -383,7 +202,7 @@ static int keep_live(rs_timeline *t, const rs_snap *s, rs_timeline_block *v, siz
         t->live[i] = v[i];
         uint32_t id = v[i].stack;
         t->live[i].site = site_name_of(t, s, memo, id, &bad);
-        if (id == 0 || id == STACK_BEFORE || id > s->n_stacks) {
+        if (id == 0 || id == RS_WALK_STACK_BEFORE || id > s->n_stacks) {
             t->live[i].stack = RS_TIMELINE_NO_SITE;
             continue;
         }
@@ -444,7 +263,7 @@ static int ranges_of(rs_timeline *t, const rs_snap *s)
         int64_t t0 = 0, t1 = 0;
         int in = 0, seen_step = 0;
         for (uint64_t i = 0; i < h->count; i++) {
-            int64_t ti = sat_add(to_i64(h->time_us[i]), off);
+            int64_t ti = rs_sat_add_i64(rs_sat_i64(h->time_us[i]), off);
             if (h->action[i] == RS_ACT_STEP) {
                 int64_t st = (int64_t)h->size[i];
                 int inside = st >= b && (e < 0 || st < e);
@@ -488,38 +307,36 @@ static int steps_of(rs_timeline *t, const rs_snap *s)
     for (uint64_t i = 0; i < h->count; i++) {
         if (h->action[i] != RS_ACT_STEP) continue;
         if (k++ % every != 0 || t->n_steps == n) continue;
-        t->step_t[t->n_steps] = sat_add(to_i64(h->time_us[i]), s->time.clock_offset_us);
+        t->step_t[t->n_steps] = rs_sat_add_i64(rs_sat_i64(h->time_us[i]), s->time.clock_offset_us);
         t->step_no[t->n_steps] = (int64_t)h->size[i];
         t->n_steps++;
     }
     return 0;
 }
 
-/* The blocks live in the replay now; *out is malloc'ed. */
-static int capture_live(const replay *rp, rs_timeline_block **out, size_t *n)
+/* The blocks live in the walk now; *out is malloc'ed. */
+static int capture_live(rs_walk *w, rs_timeline_block **out, size_t *n)
 {
-    size_t m = 0;
-    for (size_t k = 0; k <= rp->mask; k++) m += (rp->slots[k].flags & SLOT_LIVE) != 0;
+    size_t m = 0, it = 0;
+    while (rs_walk_next_live(w, &it)) m++;
     *out = malloc((m ? m : 1) * sizeof **out);
     *n = 0;
     if (!*out) return -1;
-    for (size_t k = 0; k <= rp->mask; k++) {
-        const slot *sl = &rp->slots[k];
-        if (!(sl->flags & SLOT_LIVE)) continue;
-        (*out)[*n].addr = sl->addr;
-        (*out)[*n].size = sl->size;
-        (*out)[*n].stack = sl->stack;
+    it = 0;
+    for (const rs_walk_block *b; (b = rs_walk_next_live(w, &it));) {
+        (*out)[*n].addr = b->addr;
+        (*out)[*n].size = b->size;
+        (*out)[*n].stack = b->stack;
         (*n)++;
     }
     return 0;
 }
 
 /* Pass 2 and the live blocks at the moment: after event index `moment`, before the first event
- * for -1, the end state (whose blocks are exact) for MOMENT_END. */
-static int replay_levels(rs_timeline *t, replay *rp, uint32_t max_points, uint64_t l0,
-                         uint64_t r0, int64_t moment)
+ * for -1, the end state (whose blocks are exact) for RS_WALK_END. */
+static int walk_levels(rs_timeline *t, rs_walk *w, uint32_t max_points, int64_t moment)
 {
-    const rs_snap *s = rp->s;
+    const rs_snap *s = w->s;
     const rs_snap_history *h = &s->history;
     uint32_t n = max_points;
     dense da, dr;
@@ -545,16 +362,16 @@ static int replay_levels(rs_timeline *t, replay *rp, uint32_t max_points, uint64
     int64_t b_start = 0;
     uint32_t b = 0;
     int open = 0;
-    uint64_t level = l0, res = r0;
-    replay_reset(rp);
-    if (moment < 0 && capture_live(rp, &blocks, &n_blocks) != 0) {
+    rs_walk_reset(w);
+    if (moment < 0 && capture_live(w, &blocks, &n_blocks) != 0) {
         bad = 1;
         goto done;
     }
+    rs_walk_change c;
     for (uint64_t i = 0; i < h->count; i++) {
-        int64_t d_res;
-        int64_t d = replay_event(rp, i, &d_res);
-        int64_t ti = sat_add(to_i64(h->time_us[i]), s->time.clock_offset_us);
+        uint64_t level = w->allocated, res = w->reserved;
+        rs_walk_event(w, &c);
+        int64_t ti = rs_sat_add_i64(rs_sat_i64(h->time_us[i]), s->time.clock_offset_us);
         /* a clock that stepped back also starts a bucket; past n buckets (only a clock going
          * back and forth gets there) the last one takes the rest */
         if (!open || in_bucket >= per || ti < b_start ||
@@ -571,23 +388,21 @@ static int replay_levels(rs_timeline *t, replay *rp, uint32_t max_points, uint64
         in_bucket++;
         if (h->action[i] == RS_ACT_ALLOC || h->action[i] == RS_ACT_FREE_REQUESTED) {
             if (!da.seen[b]) dense_add(&da, b, level);
-            level = apply(level, d);
-            dense_add(&da, b, level);
+            dense_add(&da, b, w->allocated);
             if (h->action[i] == RS_ACT_ALLOC && h->size[i] > big[b]) {
                 big[b] = h->size[i];
                 big_stack[b] = h->stack[i];
             }
-        } else if (d_res) {
+        } else if (c.d_reserved) {
             if (!dr.seen[b]) dense_add(&dr, b, res);
-            res = apply(res, d_res);
-            dense_add(&dr, b, res);
+            dense_add(&dr, b, w->reserved);
         }
-        if ((int64_t)i == moment && capture_live(rp, &blocks, &n_blocks) != 0) {
+        if ((int64_t)i == moment && capture_live(w, &blocks, &n_blocks) != 0) {
             bad = 1;
             goto done;
         }
     }
-    if (moment == MOMENT_END) {
+    if (moment == RS_WALK_END) {
         size_t m = 0;
         for (size_t i = 0; i < s->n_segments; i++) m += s->segments[i].n_blocks;
         blocks = malloc((m ? m : 1) * sizeof *blocks);
@@ -650,40 +465,24 @@ ranksnap_status rs_timeline_build(const rs_snap *s, uint32_t max_points, rs_time
     t->oom_step = -1;
     int64_t off = s->time.clock_offset_us;
     for (uint64_t i = 0; i < h->count; i++) {
-        int64_t ti = sat_add(to_i64(h->time_us[i]), off);
+        int64_t ti = rs_sat_add_i64(rs_sat_i64(h->time_us[i]), off);
         if (i == 0 || ti < t->t_first) t->t_first = ti;
         if (i == 0 || ti > t->t_last) t->t_last = ti;
     }
-    if (h->count == 0) t->t_first = t->t_last = sat_add(to_i64(s->time_us), off);
+    if (h->count == 0) t->t_first = t->t_last = rs_sat_add_i64(rs_sat_i64(s->time_us), off);
     if (max_points < 2) max_points = 2;
 
-    replay rp;
-    ranksnap_status st = replay_init(&rp, s);
+    rs_walk w;
+    ranksnap_status st = rs_walk_init(&w, s);
     if (st != RANKSNAP_OK) {
         free(t);
         return st;
     }
-    /* pass 1: the sums of the changes, the first maximum, the last OOM */
-    replay_reset(&rp);
-    int64_t rel = 0, best = 0, res_sum = 0, peak = -1, last_oom = -1;
-    int any_alloc = 0;
-    for (uint64_t i = 0; i < h->count; i++) {
-        int64_t d_res;
-        rel = sat_add(rel, replay_event(&rp, i, &d_res));
-        res_sum = sat_add(res_sum, d_res);
-        if (is_block_event(h->action[i])) any_alloc = 1;
-        if (rel > best) {
-            best = rel;
-            peak = (int64_t)i;
-        }
-        if (h->action[i] == RS_ACT_OOM) last_oom = (int64_t)i;
-    }
-    uint64_t l0 = apply(s->totals.allocated_bytes_current, neg(rel));
-    uint64_t r0 = apply(s->totals.reserved_bytes_current, neg(res_sum));
-    t->alloc_start = l0;
-    t->reserved_start = r0;
-    t->peak_bytes = apply(l0, best);
-    t->peak_t = peak >= 0 ? sat_add(to_i64(h->time_us[peak]), off) : t->t_first;
+    t->alloc_start = w.start_allocated;
+    t->reserved_start = w.start_reserved;
+    t->peak_bytes = w.peak_allocated;
+    int64_t peak = w.peak_event, last_oom = w.last_oom;
+    t->peak_t = peak >= 0 ? rs_sat_add_i64(rs_sat_i64(h->time_us[peak]), off) : t->t_first;
     if (peak >= 0) {
         for (int64_t i = peak; i >= 0; i--)
             if (h->action[i] == RS_ACT_STEP) {
@@ -696,38 +495,33 @@ ranksnap_status rs_timeline_build(const rs_snap *s, uint32_t max_points, rs_time
         t->oom_requested = s->oom.requested;
         t->oom_step = s->oom.step;
         if (last_oom >= 0)
-            t->oom_t = sat_add(to_i64(h->time_us[last_oom]), off);
+            t->oom_t = rs_sat_add_i64(rs_sat_i64(h->time_us[last_oom]), off);
         else if (s->oom.time_us)
-            t->oom_t = sat_add(to_i64(s->oom.time_us), off);
+            t->oom_t = rs_sat_add_i64(rs_sat_i64(s->oom.time_us), off);
     }
-    /* the moment, as summarize.c chooses it */
-    int64_t moment;
-    if (s->has_oom)
-        moment = last_oom >= 0 ? last_oom : MOMENT_END;
-    else if (h->count == 0 || !any_alloc)
-        moment = MOMENT_END;
-    else
-        moment = peak; /* -1: the level was highest before the first event */
+    /* the moment, as the summary chooses it */
+    int64_t moment = rs_walk_moment(&w);
     t->moment_is_oom = s->has_oom;
-    if (moment == MOMENT_END)
+    if (moment == RS_WALK_END)
         t->moment_t = s->has_oom && t->oom_t ? t->oom_t : t->t_last;
     else
-        t->moment_t = moment >= 0 ? sat_add(to_i64(h->time_us[moment]), off) : t->t_first;
+        t->moment_t = moment >= 0 ? rs_sat_add_i64(rs_sat_i64(h->time_us[moment]), off) : t->t_first;
 
-    int bad = replay_levels(t, &rp, max_points, l0, r0, moment) != 0;
-    free(rp.slots);
+    int bad = walk_levels(t, &w, max_points, moment) != 0;
     if (!bad) bad = steps_of(t, s) != 0 || ranges_of(t, s) != 0;
     if (!bad) {
         rs_site *sites = NULL;
         size_t n = 0;
-        st = rs_site_list_at_peak(s, &sites, &n);
+        st = rs_site_list_at_moment(&w, &sites, &n);
         if (st != RANKSNAP_OK) {
+            rs_walk_free(&w);
             rs_timeline_free(t);
             return st;
         }
         t->sites = sites;
         t->n_sites = n < RS_TIMELINE_MAX_SITES ? n : RS_TIMELINE_MAX_SITES;
     }
+    rs_walk_free(&w);
     if (bad) {
         rs_timeline_free(t);
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory for the timeline of %llu events",

@@ -9,10 +9,8 @@
  * for the rest), so that a page for many ranks of 100,000 events each stays a few MB. Times are
  * on rank 0's time base (the rank's clock_offset_us applied), in µs since the epoch.
  *
- * The levels are replayed from the history with the rules of summarize.c (docs/FORMAT.md, "How
- * the verdicts are reached"): the live set at the history's start is reconstructed, sizes are
- * rounded to the minimum block, and the start level is the current level minus the replayed
- * changes, so the curve ends exactly at the allocator's current value.
+ * The levels come from the one history walk (collector/model/walk.h), as the summary's do, so the
+ * page's peak is the report's and the curve ends exactly at the allocator's current value.
  */
 #ifndef RANKSNAP_TIMELINE_H
 #define RANKSNAP_TIMELINE_H
@@ -20,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "compare.h"
+#include "sites.h"
 #include "ranksnap.h"
 #include "snapshot.h"
 

@@ -1,11 +1,11 @@
 /*
- * read_ring.c — recovering a rank from the ring file it left behind (common/rsnap_ring.h).
+ * ring_decode.c — recovering a rank from the ring file it left behind (common/ring_format.h).
  *
  * A ring file outlives its process: after SIGKILL, or the kernel's OOM killer, it is all that is
  * left. It holds the events still in the ring, the segment table and the identity of the rank,
  * but no stack table (that lived in the process's heap): the recovered snapshot has the history,
- * the segments with the blocks the history shows alive, totals replayed from the events, and is
- * marked complete: false. Every field is checked against the file's size before it is used; a
+ * the segments with the blocks the history shows alive, totals from the one history walk
+ * (collector/model/walk.h), and is marked complete: false. Every field is checked against the file's size before it is used; a
  * torn or foreign file is an error naming the file and what was wrong.
  */
 #include <errno.h>
@@ -17,10 +17,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ring_format.h"
 #include "errors.h"
+#include "file_read.h"
 #include "ring_decode.h"
+#include "ring_format.h"
 #include "rsnap_decode.h"
+#include "sat.h"
+#include "walk.h"
 
 static char *rs_dup_n(const char *s, size_t max)
 {
@@ -36,6 +39,12 @@ static char *rs_dup_n(const char *s, size_t max)
 static int rs_cmp_seg(const void *a, const void *b)
 {
     const rs_snap_segment *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int rs_cmp_block(const void *a, const void *b)
+{
+    const rs_snap_block *x = a, *y = b;
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
@@ -123,11 +132,8 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
     for (size_t i = 0; i < s->n_streams && h->n_streams; i++) s->streams[i] = h->streams[i];
     uint64_t completed = 0; /* free_requested events flagged RS_EV_COMPLETED (rank/recorder.h) */
 
-    /* events, oldest first; the replay gives the totals the header does not keep */
-    int64_t alloc_delta = 0, reserved_delta = 0, alloc_min = 0, reserved_min = 0;
-    int64_t alloc_level = 0, reserved_level = 0, alloc_peak = 0, reserved_peak = 0;
-    uint64_t peak_time = 0;
-    int64_t step = -1, peak_step = -1;
+    /* events, oldest first */
+    int64_t step = -1;
     for (uint64_t i = 0; i < count; i++) {
         const rs_ring_event *e = &ev[(first + i) % h->capacity];
         hi->time_us[i] = e->time_us;
@@ -138,11 +144,11 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
         hi->stack[i] = 0; /* the stack table died with the process */
         if (e->action == RS_ACT_FREE_REQUESTED && (e->flags & 1u)) completed++;
         switch (e->action) {
-        case RS_ACT_ALLOC: alloc_level += (int64_t)e->size; s->totals.num_allocs++; break;
-        case RS_ACT_FREE_REQUESTED: alloc_level -= (int64_t)e->size; s->totals.num_frees++; break;
-        case RS_ACT_SEGMENT_ALLOC: reserved_level += (int64_t)e->size; s->totals.num_segment_allocs++; break;
-        case RS_ACT_SEGMENT_FREE: reserved_level -= (int64_t)e->size; s->totals.num_segment_frees++; break;
-        case RS_ACT_STEP: step = (int64_t)e->size; break;
+        case RS_ACT_ALLOC: s->totals.num_allocs++; break;
+        case RS_ACT_FREE_REQUESTED: s->totals.num_frees++; break;
+        case RS_ACT_SEGMENT_ALLOC: s->totals.num_segment_allocs++; break;
+        case RS_ACT_SEGMENT_FREE: s->totals.num_segment_frees++; break;
+        case RS_ACT_STEP: step = rs_sat_i64(e->size); break;
         case RS_ACT_OOM:
             s->has_oom = 1;
             s->totals.num_ooms++;
@@ -154,20 +160,10 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
             break;
         default: break;
         }
-        if (alloc_level < alloc_min) alloc_min = alloc_level;
-        if (reserved_level < reserved_min) reserved_min = reserved_level;
-        if (alloc_level > alloc_peak || i == 0) {
-            alloc_peak = alloc_level;
-            peak_time = e->time_us;
-            peak_step = step;
-        }
-        if (reserved_level > reserved_peak) reserved_peak = reserved_level;
         s->time_us = e->time_us;
     }
-    alloc_delta = alloc_level;
-    reserved_delta = reserved_level;
 
-    /* segments and the blocks the history shows alive in them */
+    /* segments, from the segment table */
     size_t nseg = 0;
     for (uint64_t i = 0; i < h->max_segments; i++)
         if (segs[i].addr && segs[i].addr != UINT64_MAX) nseg++;
@@ -185,95 +181,111 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
         g->is_small = segs[i].is_small != 0;
     }
     qsort(s->segments, s->n_segments, sizeof *s->segments, rs_cmp_seg);
-    /* Walking back from the end, an alloc is alive unless a free of its address follows it: a
-     * set of "freed later" addresses answers that in one pass. */
-    size_t cap = 1024;
-    while (cap < 2 * count) cap *= 2;
-    uint64_t *freed_later = calloc(cap, sizeof *freed_later);
-    unsigned char *alive = calloc(n, 1);
-    if (!freed_later || !alive) {
-        free(freed_later);
-        free(alive);
+
+    /* The one history walk (walk.h), over segments that have no blocks yet: the blocks it leaves
+     * live are those the history shows alive at the end; its levels, relative to the window's
+     * start, are all the ring says about allocated bytes. */
+    rs_walk w;
+    if (rs_walk_init(&w, s) != RANKSNAP_OK) {
         rs_snap_free(s);
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: out of host memory", path);
     }
-    for (uint64_t i = count; i-- > 0;) {
-        uint64_t a = hi->addr[i] | 1; /* 0 marks an empty slot; block addresses are even */
-        size_t k = (size_t)((a >> 9) * 0x9e3779b97f4a7c15ull) & (cap - 1);
-        if (hi->action[i] == RS_ACT_FREE_REQUESTED) {
-            while (freed_later[k] && freed_later[k] != a) k = (k + 1) & (cap - 1);
-            freed_later[k] = a;
-        } else if (hi->action[i] == RS_ACT_ALLOC) {
-            while (freed_later[k] && freed_later[k] != a) k = (k + 1) & (cap - 1);
-            if (freed_later[k] == a)
-                freed_later[k] = 2; /* matched: a tombstone (2 is never an address | 1) */
-            else
-                alive[i] = 1;
-        }
-    }
-    free(freed_later);
-    uint64_t live_bytes = 0;
+    uint64_t window_start = h->total - count;
+    /* the allocator's totals at the last step boundary anchor the levels when that step is
+     * inside the window */
+    int anchored = h->step_total >= window_start && h->step_total <= h->total &&
+                   h->allocated_peak_at_step;
+    uint64_t at = anchored ? h->step_total - window_start : 0;
+    int64_t alloc_min = 0, alloc_peak = 0, reserved_min = 0, reserved_peak = 0;
+    int64_t at_level = 0, after_peak = 0; /* relative levels at event `at`, and the highest since */
+    uint64_t peak_time = count ? hi->time_us[0] : 0;
+    int64_t peak_step = -1;
+    step = -1;
+    rs_walk_change c;
     for (uint64_t i = 0; i < count; i++) {
-        if (!alive[i]) continue;
-        /* binary search of the segment holding it */
+        if (i == at) at_level = after_peak = w.rel_allocated;
+        rs_walk_event(&w, &c);
+        if (hi->action[i] == RS_ACT_STEP) step = rs_sat_i64(hi->size[i]);
+        int64_t la = w.rel_allocated, lr = w.rel_reserved;
+        if (la < alloc_min) alloc_min = la;
+        if (lr < reserved_min) reserved_min = lr;
+        if (la > alloc_peak) {
+            alloc_peak = la;
+            peak_time = hi->time_us[i];
+            peak_step = step;
+        }
+        if (lr > reserved_peak) reserved_peak = lr;
+        if (i >= at && la > after_peak) after_peak = la;
+    }
+    int64_t alloc_delta = w.rel_allocated, reserved_delta = w.rel_reserved;
+
+    /* the blocks alive at the end, into the segments that hold them */
+    uint64_t live_bytes = 0;
+    size_t it = 0;
+    ranksnap_status st = RANKSNAP_OK;
+    for (const rs_walk_block *b; st == RANKSNAP_OK && (b = rs_walk_next_live(&w, &it));) {
         size_t lo = 0, hi_i = s->n_segments;
         while (lo < hi_i) {
             size_t mid = (lo + hi_i) / 2;
-            if (s->segments[mid].addr + s->segments[mid].total_size <= hi->addr[i])
+            if (rs_sat_add_u64(s->segments[mid].addr, s->segments[mid].total_size) <= b->addr)
                 lo = mid + 1;
             else
                 hi_i = mid;
         }
-        if (lo == s->n_segments || s->segments[lo].addr > hi->addr[i]) continue;
+        if (lo == s->n_segments || s->segments[lo].addr > b->addr) continue;
         rs_snap_segment *g = &s->segments[lo];
         rs_snap_block *nb = realloc(g->blocks, (g->n_blocks + 1) * sizeof *nb);
         if (!nb) {
-            free(alive);
-            rs_snap_free(s);
-            return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: out of host memory", path);
+            st = RANKSNAP_ERR_HOST_MEMORY;
+            break;
         }
         g->blocks = nb;
-        uint64_t size = (hi->size[i] + 511) / 512 * 512;
-        nb[g->n_blocks++] = (rs_snap_block){hi->addr[i], size, hi->size[i], 0, RS_BLOCK_ACTIVE_ALLOCATED};
-        g->allocated_size += size;
-        g->active_size += size;
-        g->requested_size += hi->size[i];
-        live_bytes += size;
+        uint64_t req = rs_walk_request(&w, b);
+        nb[g->n_blocks++] = (rs_snap_block){b->addr, b->size, req, 0, RS_BLOCK_ACTIVE_ALLOCATED};
+        g->allocated_size = rs_sat_add_u64(g->allocated_size, b->size);
+        g->active_size = rs_sat_add_u64(g->active_size, b->size);
+        g->requested_size = rs_sat_add_u64(g->requested_size, req);
+        live_bytes = rs_sat_add_u64(live_bytes, b->size);
     }
-    free(alive);
+    rs_walk_free(&w);
+    if (st != RANKSNAP_OK) {
+        rs_snap_free(s);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: out of host memory", path);
+    }
+    /* blocks found in the order of the table: the model wants them in address order */
+    for (size_t i = 0; i < s->n_segments; i++)
+        qsort(s->segments[i].blocks, s->segments[i].n_blocks, sizeof(rs_snap_block), rs_cmp_block);
 
     /* Levels at the window's start are unknown when the ring wrapped. The allocator's totals at
      * the last step boundary anchor them when that step is inside the window; otherwise they are
-     * at least what makes every replayed level non-negative, and the live blocks found above. */
-    int64_t alloc_base = -alloc_min, reserved_base = (int64_t)h->reserved_bytes - reserved_delta;
-    if (alloc_base + alloc_delta < (int64_t)live_bytes) alloc_base = (int64_t)live_bytes - alloc_delta;
-    uint64_t window_start = h->total - count;
-    if (h->step_total >= window_start && h->step_total <= h->total && h->allocated_peak_at_step) {
-        int64_t level = 0, after_peak = INT64_MIN;
-        uint64_t at = h->step_total - window_start;
-        for (uint64_t i = 0; i < count; i++) {
-            if (i == at) level = 0, after_peak = 0;
-            int64_t d = hi->action[i] == RS_ACT_ALLOC ? (int64_t)hi->size[i]
-                      : hi->action[i] == RS_ACT_FREE_REQUESTED ? -(int64_t)hi->size[i] : 0;
-            level += d;
-            if (i >= at && level > after_peak) after_peak = level;
-        }
-        if (at >= count) after_peak = 0;
-        /* level now holds the change since the step */
-        int64_t cur = (int64_t)h->allocated_at_step + level;
-        int64_t peak = (int64_t)h->allocated_peak_at_step;
-        if ((int64_t)h->allocated_at_step + after_peak > peak) peak = (int64_t)h->allocated_at_step + after_peak;
-        alloc_base = cur - alloc_delta;
-        if (peak > alloc_base + alloc_peak) alloc_peak = peak - alloc_base;
-        if ((int64_t)h->reserved_peak_at_step > reserved_base + reserved_peak)
-            reserved_peak = (int64_t)h->reserved_peak_at_step - reserved_base;
+     * at least what makes every walked level non-negative, and the live blocks found above. All
+     * in saturating arithmetic: every number here comes from the file. */
+    int64_t alloc_base = rs_sat_neg_i64(alloc_min);
+    int64_t reserved_base = rs_sat_add_i64(rs_sat_i64(h->reserved_bytes), rs_sat_neg_i64(reserved_delta));
+    if (rs_sat_add_i64(alloc_base, alloc_delta) < rs_sat_i64(live_bytes))
+        alloc_base = rs_sat_add_i64(rs_sat_i64(live_bytes), rs_sat_neg_i64(alloc_delta));
+    if (anchored) {
+        /* the change since the step, and the highest level since */
+        int64_t since = rs_sat_add_i64(alloc_delta, rs_sat_neg_i64(at_level));
+        int64_t rise = rs_sat_add_i64(after_peak, rs_sat_neg_i64(at_level));
+        if (at >= count) since = rise = 0;
+        int64_t cur = rs_sat_add_i64(rs_sat_i64(h->allocated_at_step), since);
+        int64_t peak = rs_sat_i64(h->allocated_peak_at_step);
+        int64_t after = rs_sat_add_i64(rs_sat_i64(h->allocated_at_step), rise);
+        if (after > peak) peak = after;
+        alloc_base = rs_sat_add_i64(cur, rs_sat_neg_i64(alloc_delta));
+        if (peak > rs_sat_add_i64(alloc_base, alloc_peak))
+            alloc_peak = rs_sat_add_i64(peak, rs_sat_neg_i64(alloc_base));
+        int64_t rpeak = rs_sat_i64(h->reserved_peak_at_step);
+        if (rpeak > rs_sat_add_i64(reserved_base, reserved_peak))
+            reserved_peak = rs_sat_add_i64(rpeak, rs_sat_neg_i64(reserved_base));
     }
-    if (reserved_base < -reserved_min) reserved_base = -reserved_min;
+    if (reserved_base < rs_sat_neg_i64(reserved_min)) reserved_base = rs_sat_neg_i64(reserved_min);
     rs_snap_totals *t = &s->totals;
-    t->allocated_bytes_current = (uint64_t)(alloc_base + alloc_delta);
-    t->allocated_bytes_peak = (uint64_t)(alloc_base + alloc_peak);
+    t->allocated_bytes_current = rs_sat_apply(0, rs_sat_add_i64(alloc_base, alloc_delta));
+    t->allocated_bytes_peak = rs_sat_apply(0, rs_sat_add_i64(alloc_base, alloc_peak));
     t->reserved_bytes_current = h->reserved_bytes;
-    t->reserved_bytes_peak = (uint64_t)(reserved_base + reserved_peak);
+    t->reserved_bytes_peak = rs_sat_apply(0, rs_sat_add_i64(reserved_base, reserved_peak));
     if (t->reserved_bytes_peak < t->reserved_bytes_current) t->reserved_bytes_peak = t->reserved_bytes_current;
     t->active_bytes_current = t->allocated_bytes_current;
     t->active_bytes_peak = t->allocated_bytes_peak;
@@ -333,29 +345,10 @@ ranksnap_status rs_ring_decode(const void *buf, size_t len, const char *name, rs
 ranksnap_status rs_ring_decode_file(const char *path, rs_snap **out, int *closed)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return rs_error(RANKSNAP_ERR_IO, "%s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return rs_error(RANKSNAP_ERR_IO, "%s: not a regular file", path);
-    }
-    size_t len = (size_t)sb.st_size;
-    unsigned char *buf = malloc(len ? len : 1);
-    if (!buf) {
-        close(fd);
-        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: cannot hold %zu bytes", path, len);
-    }
-    size_t got = 0;
-    while (got < len) {
-        ssize_t r = read(fd, buf + got, len - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    ranksnap_status st = got == len ? rs_ring_decode(buf, len, path, out)
-                                    : rs_error(RANKSNAP_ERR_IO, "%s: short read (%zu of %zu bytes)", path, got, len);
+    char *buf;
+    size_t len;
+    RS_CHECK(rs_file_read(path, 0, &buf, &len));
+    ranksnap_status st = rs_ring_decode(buf, len, path, out);
     if (st == RANKSNAP_OK && closed) *closed = ((const rs_ring_header *)buf)->closed != 0;
     free(buf);
     return st;

@@ -27,8 +27,10 @@
 #include "file_read.h"
 #include "pickle.h"
 #include "rsnap_decode.h"
+#include "sat.h"
 #include "steps_infer.h"
 #include "torch_decode.h"
+#include "walk.h"
 
 /* PyTorch's CUDACachingAllocator constants (c10/cuda/CUDACachingAllocator.cpp), which a
  * snapshot does not carry: the replay rounds trace sizes with the first. */
@@ -730,109 +732,73 @@ static ranksnap_status map_trace(mapper *m, const rs_pickle_value *trace, size_t
     return RANKSNAP_OK;
 }
 
-/* ---- totals -------------------------------------------------------------------------------- */
-
-static uint64_t round_block(uint64_t size)
+/* Current values from the final state; peaks, their time and step, and the OOM record from the
+ * one history walk (walk.h), which ends at the current values, as every reader's walk does. Trace
+ * sizes are requests, rounded there as the allocator rounds blocks. */
+static ranksnap_status totals(mapper *m)
 {
-    if (size < TORCH_MIN_BLOCK) return TORCH_MIN_BLOCK;
-    uint64_t r = size % TORCH_MIN_BLOCK;
-    return r == 0 || size > UINT64_MAX - TORCH_MIN_BLOCK ? size : size + (TORCH_MIN_BLOCK - r);
-}
-
-static int64_t sat_add(int64_t a, int64_t b)
-{
-    if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
-    if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
-    return a + b;
-}
-
-static int64_t to_i64(uint64_t u)
-{
-    return u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
-}
-
-/* base + rel, clamped to [0, INT64_MAX]. */
-static uint64_t level_at(int64_t base, int64_t rel)
-{
-    int64_t x = sat_add(base, rel);
-    return x < 0 ? 0 : (uint64_t)x;
-}
-
-/* Current values from the final state; peaks, their time and step, and the OOM record from a
- * replay of the history that ends at the current values (as summarize.c replays, so that the
- * two agree). Trace sizes are requests: rounded as the allocator rounds blocks. */
-static void totals(rs_snap *s)
-{
+    rs_snap *s = m->s;
     rs_snap_totals *t = &s->totals;
     const rs_snap_history *h = &s->history;
     for (size_t i = 0; i < s->n_segments; i++) {
         const rs_snap_segment *g = &s->segments[i];
-        t->reserved_bytes_current += g->total_size;
+        t->reserved_bytes_current = rs_sat_add_u64(t->reserved_bytes_current, g->total_size);
         for (size_t k = 0; k < g->n_blocks; k++) {
             const rs_snap_block *b = &g->blocks[k];
             if (b->state == RS_BLOCK_ACTIVE_ALLOCATED) {
-                t->allocated_bytes_current += b->size;
-                t->requested_bytes_current += b->requested_size;
+                t->allocated_bytes_current = rs_sat_add_u64(t->allocated_bytes_current, b->size);
+                t->requested_bytes_current =
+                    rs_sat_add_u64(t->requested_bytes_current, b->requested_size);
             }
-            if (b->state != RS_BLOCK_INACTIVE) t->active_bytes_current += b->size;
+            if (b->state != RS_BLOCK_INACTIVE)
+                t->active_bytes_current = rs_sat_add_u64(t->active_bytes_current, b->size);
             /* a free piece of a segment that also holds live blocks: PyTorch's inactive_split */
-            if (b->state == RS_BLOCK_INACTIVE && g->n_blocks > 1) t->inactive_split_bytes += b->size;
+            if (b->state == RS_BLOCK_INACTIVE && g->n_blocks > 1)
+                t->inactive_split_bytes = rs_sat_add_u64(t->inactive_split_bytes, b->size);
         }
     }
-    int64_t sum_a = 0, sum_r = 0;
+    rs_walk w;
+    if (rs_walk_init(&w, s) != RANKSNAP_OK) return no_memory(m, "the walk of the trace");
     uint64_t steps = 0;
-    for (uint64_t i = 0; i < h->count; i++) {
-        steps += h->action[i] == RS_ACT_STEP;
-        int64_t d = to_i64(round_block(h->size[i]));
-        switch (h->action[i]) {
-        case RS_ACT_ALLOC: sum_a = sat_add(sum_a, d); t->num_allocs++; break;
-        case RS_ACT_FREE_REQUESTED: sum_a = sat_add(sum_a, -d); t->num_frees++; break;
-        case RS_ACT_SEGMENT_ALLOC: sum_r = sat_add(sum_r, to_i64(h->size[i])); t->num_segment_allocs++; break;
-        case RS_ACT_SEGMENT_FREE: sum_r = sat_add(sum_r, -to_i64(h->size[i])); t->num_segment_frees++; break;
-        case RS_ACT_OOM: t->num_ooms++; break;
-        }
-    }
-    int64_t a0 = sat_add(to_i64(t->allocated_bytes_current), sum_a == INT64_MIN ? INT64_MAX : -sum_a);
-    int64_t r0 = sat_add(to_i64(t->reserved_bytes_current), sum_r == INT64_MIN ? INT64_MAX : -sum_r);
-    int64_t ra = 0, rr = 0, step = -1;
-    t->allocated_bytes_peak = level_at(a0, 0);
-    t->reserved_bytes_peak = level_at(r0, 0);
+    int64_t step = -1;
+    t->allocated_bytes_peak = w.start_allocated;
+    t->reserved_bytes_peak = w.peak_reserved;
     t->peak_step = -1;
-    int64_t last_oom = -1;
+    rs_walk_change c;
     for (uint64_t i = 0; i < h->count; i++) {
-        int64_t d = to_i64(round_block(h->size[i]));
+        rs_walk_event(&w, &c);
         switch (h->action[i]) {
-        case RS_ACT_ALLOC: ra = sat_add(ra, d); break;
-        case RS_ACT_FREE_REQUESTED: ra = sat_add(ra, -d); break;
-        case RS_ACT_SEGMENT_ALLOC: rr = sat_add(rr, to_i64(h->size[i])); break;
-        case RS_ACT_SEGMENT_FREE: rr = sat_add(rr, -to_i64(h->size[i])); break;
-        case RS_ACT_STEP: step = to_i64(h->size[i]); break;
-        case RS_ACT_OOM: last_oom = (int64_t)i; break;
-        }
-        uint64_t a = level_at(a0, ra), r = level_at(r0, rr);
-        if (a > t->allocated_bytes_peak) {
-            t->allocated_bytes_peak = a;
-            t->peak_time_us = h->time_us[i];
-            t->peak_step = step;
-        }
-        if (r > t->reserved_bytes_peak) t->reserved_bytes_peak = r;
-        if (last_oom == (int64_t)i) {
+        case RS_ACT_ALLOC: t->num_allocs++; break;
+        case RS_ACT_FREE_REQUESTED: t->num_frees++; break;
+        case RS_ACT_SEGMENT_ALLOC: t->num_segment_allocs++; break;
+        case RS_ACT_SEGMENT_FREE: t->num_segment_frees++; break;
+        case RS_ACT_STEP: step = rs_sat_i64(h->size[i]); steps++; break;
+        case RS_ACT_OOM:
+            t->num_ooms++;
             s->has_oom = 1;
             s->oom.requested = h->size[i];
-            s->oom.rounded = round_block(h->size[i]);
+            s->oom.rounded = rs_walk_round(&w, h->size[i]);
             s->oom.device_free = h->addr[i];
-            s->oom.allocated = a;
-            s->oom.reserved = r;
+            s->oom.allocated = w.allocated;
+            s->oom.reserved = w.reserved;
             s->oom.time_us = h->time_us[i];
             s->oom.stream = h->stream[i];
             s->oom.stack = h->stack[i];
             s->oom.step = step;
+            break;
+        }
+        if (w.allocated > t->allocated_bytes_peak) {
+            t->allocated_bytes_peak = w.allocated;
+            t->peak_time_us = h->time_us[i];
+            t->peak_step = step;
         }
         if (h->time_us[i] > s->time_us) s->time_us = h->time_us[i];
     }
+    rs_walk_free(&w);
     if (t->active_bytes_current > t->active_bytes_peak) t->active_bytes_peak = t->active_bytes_current;
     t->requested_bytes_peak = t->requested_bytes_current;
     t->events_recorded = h->count - steps; /* PyTorch's entries, not the inferred steps */
+    return RANKSNAP_OK;
 }
 
 /* ---- the document -------------------------------------------------------------------------- */
@@ -927,8 +893,7 @@ static ranksnap_status map_root(mapper *m, const rs_pickle_value *root, const rs
         rs_steps_found found;
         RS_CHECK(rs_steps_infer(s, &found));
     }
-    totals(s);
-    return RANKSNAP_OK;
+    return totals(m);
 }
 
 static void mapper_free(mapper *m)

@@ -22,61 +22,10 @@
 #include <string.h>
 
 #include "errors.h"
+#include "json_write.h"
 #include "report_html.h"
 #include "text.h"
 
-
-/* One byte of JSON text, escaped for a <script> element (see the file comment). */
-static void safe_byte(FILE *f, unsigned char c)
-{
-    switch (c) {
-    case '<': fputs("\\u003c", f); break;
-    case '>': fputs("\\u003e", f); break;
-    case '&': fputs("\\u0026", f); break;
-    case '/': fputs("\\/", f); break;
-    default: fputc(c, f); break;
-    }
-}
-
-/* A JSON string from a snapshot's bytes (not necessarily UTF-8), safe inside <script>. */
-static void jstr(FILE *f, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)(s ? s : "");
-    fputc('"', f);
-    while (*p) {
-        unsigned c = *p;
-        if (c == '"' || c == '\\') {
-            fputc('\\', f);
-            fputc((int)c, f);
-            p++;
-        } else if (c < 0x20) {
-            switch (c) {
-            case '\n': fputs("\\n", f); break;
-            case '\t': fputs("\\t", f); break;
-            default: fprintf(f, "\\u%04x", c); break;
-            }
-            p++;
-        } else if (c < 0x80) {
-            safe_byte(f, (unsigned char)c);
-            p++;
-        } else {
-            int n = rs_utf8_len(p);
-            if (n) {
-                fwrite(p, 1, (size_t)n, f);
-                p += n;
-            } else {
-                fputs("\\ufffd", f);
-                p++;
-            }
-        }
-    }
-    fputc('"', f);
-}
-
-static void safe_copy(FILE *f, const char *buf, size_t n)
-{
-    for (size_t i = 0; i < n; i++) safe_byte(f, (unsigned char)buf[i]);
-}
 
 /* t - t0 exactly, whatever the two are (a crafted file's times may be far apart). */
 static void rel(FILE *f, int64_t t, int64_t t0)
@@ -164,7 +113,7 @@ static void timeline_json(FILE *f, const rs_timeline *t)
     fputs("],\"sn\":[", f);
     for (size_t i = 0; i < t->n_site_names; i++) {
         if (i) fputc(',', f);
-        jstr(f, t->site_names[i]);
+        rs_json_string(f, t->site_names[i], RS_JSON_SCRIPT);
     }
     fputs("],\"stt\":[", f);
     for (size_t i = 0; i < t->n_steps; i++) {
@@ -220,18 +169,18 @@ static void timeline_json(FILE *f, const rs_timeline *t)
     fputs("],\"frames\":[", f);
     for (size_t i = 0; i < t->n_frames; i++) {
         fputs(i ? ",[" : "[", f);
-        jstr(f, t->frames[i].function);
+        rs_json_string(f, t->frames[i].function, RS_JSON_SCRIPT);
         fputc(',', f);
-        jstr(f, t->frames[i].file);
+        rs_json_string(f, t->frames[i].file, RS_JSON_SCRIPT);
         fprintf(f, ",%" PRId32 "]", t->frames[i].line);
     }
     fputs("],\"sites\":[", f);
     for (size_t i = 0; i < t->n_sites; i++) {
         const rs_site *s = &t->sites[i];
         fputs(i ? ",[" : "[", f);
-        jstr(f, s->function);
+        rs_json_string(f, s->function, RS_JSON_SCRIPT);
         fputc(',', f);
-        jstr(f, s->file);
+        rs_json_string(f, s->file, RS_JSON_SCRIPT);
         fprintf(f, ",%" PRId32 ",%" PRId64 ",%" PRId32 "]", s->line, s->bytes, s->blocks);
     }
     fputs("]}", f);
@@ -308,9 +257,9 @@ static ranksnap_status page(FILE *f, const rs_compare_result *r, const rs_timeli
     }
     page_head(f);
     fputs("<script type=\"application/json\" id=\"ranksnap-data\">{\"report\":", f);
-    safe_copy(f, json, json_len);
+    rs_json_script_bytes(f, json, json_len);
     fputs(",\"text\":", f);
-    jstr(f, text);
+    rs_json_string(f, text, RS_JSON_SCRIPT);
     free(json);
     free(text);
     fputs(",\"timelines\":[", f);

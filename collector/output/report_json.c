@@ -14,52 +14,15 @@
 #include <math.h>
 #include <string.h>
 
-#include "compare.h"
+#include "report.h"
 #include "errors.h"
+#include "json_write.h"
 #include "text.h"
 
 
-static void json_str(FILE *f, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    fputc('"', f);
-    while (*p) {
-        unsigned c = *p;
-        if (c == '"' || c == '\\') {
-            fputc('\\', f);
-            fputc((int)c, f);
-            p++;
-        } else if (c < 0x20) {
-            switch (c) {
-            case '\n': fputs("\\n", f); break;
-            case '\r': fputs("\\r", f); break;
-            case '\t': fputs("\\t", f); break;
-            case '\b': fputs("\\b", f); break;
-            case '\f': fputs("\\f", f); break;
-            default: fprintf(f, "\\u%04x", c); break;
-            }
-            p++;
-        } else if (c < 0x80) {
-            fputc((int)c, f);
-            p++;
-        } else {
-            /* utf8_len stops at the terminating NUL: it is not a continuation byte. */
-            int n = rs_utf8_len(p);
-            if (n) {
-                fwrite(p, 1, (size_t)n, f);
-                p += n;
-            } else {
-                fputs("\\ufffd", f);
-                p++;
-            }
-        }
-    }
-    fputc('"', f);
-}
-
 static void json_key(FILE *f, const char *key)
 {
-    json_str(f, key);
+    rs_json_string(f, key, RS_JSON_PLAIN);
     fputs(": ", f);
 }
 
@@ -84,10 +47,10 @@ static void json_pct(FILE *f, double x)
 static void json_site_fields(FILE *f, const rs_site *s)
 {
     json_key(f, "function");
-    json_str(f, s->function);
+    rs_json_string(f, s->function, RS_JSON_PLAIN);
     fputs(", ", f);
     json_key(f, "file");
-    json_str(f, s->file);
+    rs_json_string(f, s->file, RS_JSON_PLAIN);
     fprintf(f, ", \"line\": %" PRId32, s->line);
 }
 
@@ -97,10 +60,10 @@ static void json_rank(FILE *f, const rs_summary *s)
                                                             : 0;
     fprintf(f, "    {\"rank\": %" PRId32 ", ", s->rank);
     json_key(f, "host");
-    json_str(f, s->host);
+    rs_json_string(f, s->host, RS_JSON_PLAIN);
     fputs(", ", f);
     json_key(f, "job");
-    json_str(f, s->job);
+    rs_json_string(f, s->job, RS_JSON_PLAIN);
     fprintf(f,
             ", \"peak_allocated\": %" PRIu64 ", \"peak_reserved\": %" PRIu64
             ", \"reserved_at_peak\": %" PRIu64 ", \"fragmentation\": %" PRIu64
@@ -203,7 +166,7 @@ ranksnap_status rs_report_json(FILE *f, const rs_compare_result *r)
     fputs(r->n_divergent ? "\n  ],\n  \"notes\": [" : "],\n  \"notes\": [", f);
     for (size_t i = 0; i < r->n_notes; i++) {
         fputs(i ? ",\n    " : "\n    ", f);
-        json_str(f, r->notes[i]);
+        rs_json_string(f, r->notes[i], RS_JSON_PLAIN);
     }
     fputs(r->n_notes ? "\n  ]\n}\n" : "]\n}\n", f);
     if (ferror(f) || fflush(f) != 0)

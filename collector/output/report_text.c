@@ -10,7 +10,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "compare.h"
+#include "report.h"
 #include "errors.h"
 #include "options.h"
 #include "text.h"

@@ -32,7 +32,7 @@
 #include "atomic_file.h"
 #include "backend.h"
 #include "clock.h"
-#include "compare.h"
+#include "report.h"
 #include "coord.h"
 #include "errors.h"
 #include "launcher.h"

@@ -35,7 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "compare.h"
+#include "summary.h"
 #include "ranksnap.h"
 
 #define MAX_WINDOW 1024

@@ -24,6 +24,7 @@
 #include "compare.h"
 #include "intercept.h"
 #include "ranksnap.h"
+#include "report.h"
 #include "rsnap_decode.h"
 #include "runtime.h"
 

@@ -19,6 +19,7 @@
 #include "check.h"
 #include "compare.h"
 #include "ranksnap.h"
+#include "report.h"
 #include "synth_snapshot.h"
 
 #define MIB SY_MIB

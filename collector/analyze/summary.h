@@ -1,0 +1,80 @@
+/*
+ * summary.h — a fixed-size digest of one rank: what every rank sends rank 0 in the gather's first
+ * phase, and what the comparison reads.
+ *
+ * Peaks, the per-step peak series downsampled to RS_SUMMARY_MAX_STEPS points, the OOM record and
+ * the top sites at the peak. Plain bytes (no pointers), so that MPI can move it as MPI_BYTE.
+ */
+#ifndef RANKSNAP_SUMMARY_H
+#define RANKSNAP_SUMMARY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ranksnap.h"
+#include "sites.h"
+#include "snapshot.h"
+
+#define RS_SUMMARY_MAX_STEPS 64
+#define RS_SUMMARY_MAX_SITES 8
+#define RS_SUMMARY_MAX_OUTSIDE_LABELS 8
+#define RS_SUMMARY_LABEL_LEN 24
+/* rs_summary.step_peak of a bucket in which no step of the rank was recorded (step ranges such
+ * as 10:15,100:105 leave gaps). */
+#define RS_SUMMARY_NO_DATA UINT64_MAX
+
+/* Device memory outside the allocator held by a known holder (totals.outside_labels). */
+typedef struct rs_summary_outside_label {
+    char label[RS_SUMMARY_LABEL_LEN]; /* "nccl", "nccl_mem", "cuda_mempool", ... */
+    uint64_t bytes;
+} rs_summary_outside_label;
+
+typedef struct rs_summary {
+    int32_t rank;
+    int32_t world_size;
+    int32_t complete;            /* 0: written from a crash path / recovered ring */
+    int32_t oom;
+    char host[64];
+    char job[64];
+    uint64_t peak_allocated;
+    uint64_t peak_reserved;
+    uint64_t reserved_at_peak;   /* reserved bytes when allocated peaked (fragmentation = this - peak_allocated) */
+    uint64_t outside_peak;       /* device memory not from the allocator */
+    uint64_t outside_end;
+    int64_t peak_step;
+    int64_t peak_time_us;        /* on rank 0's time base (clock offset applied) */
+    int64_t clock_offset_us;
+    uint64_t events;
+    uint64_t dropped;
+    /* per-step peak of allocated bytes: step_first, step_first+stride, ...; a bucket holds the
+     * maximum over its `stride` steps when the range has more than RS_SUMMARY_MAX_STEPS steps */
+    int32_t n_steps;
+    int32_t step_stride;
+    int64_t step_first;
+    uint64_t step_peak[RS_SUMMARY_MAX_STEPS];
+    /* the OOM, when oom != 0 */
+    uint64_t oom_requested;
+    uint64_t oom_device_free;
+    uint64_t oom_device_total;
+    uint64_t oom_allocated;
+    uint64_t oom_reserved;
+    uint64_t oom_memory_limit;
+    int64_t oom_step;
+    rs_site oom_site;           /* where the failing request came from */
+    /* largest sites by live bytes at the peak (at the OOM for an OOM rank) */
+    int32_t n_sites;
+    rs_site sites[RS_SUMMARY_MAX_SITES];
+    /* the part of outside_end whose holder is known, largest first, holders with 0 bytes left out */
+    int32_t n_outside_labels;
+    rs_summary_outside_label outside_labels[RS_SUMMARY_MAX_OUTSIDE_LABELS];
+} rs_summary;
+
+/* Fills `out` from a decoded snapshot. Never fails on a valid snapshot (decoders guarantee every
+ * index is in range); without memory for the walk it keeps the totals. */
+void rs_summary_of(const rs_snap *s, rs_summary *out);
+
+/* How the reports name a holder of outside memory: "NCCL" for "nccl", "ncclMemAlloc" for
+ * "nccl_mem", "cudaMallocFromPoolAsync" for "cuda_mempool"; other labels as they are. */
+const char *rs_summary_outside_label_name(const char *label);
+
+#endif

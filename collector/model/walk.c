@@ -1,0 +1,262 @@
+/*
+ * walk.c — walk.h: the live-block table and the level walk every reader of a history shares.
+ *
+ * The table is open addressing with linear probing, sized to at least twice the number of
+ * addresses it can ever hold (every block of the end state and every block event), so it never
+ * fills and never grows during a walk.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "addr_hash.h"
+#include "errors.h"
+#include "sat.h"
+#include "walk.h"
+
+static int is_block_event(uint8_t a)
+{
+    return a == RS_ACT_ALLOC || a == RS_ACT_FREE_REQUESTED;
+}
+
+/* The slot of `addr`, created when missing. */
+static rs_walk_block *slot_get(rs_walk *w, uint64_t addr)
+{
+    size_t i = rs_addr_hash(addr, w->seed) & w->mask;
+    while (w->slots[i].flags & RS_WALK_USED) {
+        if (w->slots[i].addr == addr) return &w->slots[i];
+        i = (i + 1) & w->mask;
+    }
+    w->slots[i].flags = RS_WALK_USED;
+    w->slots[i].addr = addr;
+    return &w->slots[i];
+}
+
+uint64_t rs_walk_round(const rs_walk *w, uint64_t request)
+{
+    uint64_t m = w->min_block, r = request % m;
+    if (request == 0) return 0;
+    if (request < m) return m;
+    return r == 0 ? request : rs_sat_add_u64(request, m - r);
+}
+
+uint64_t rs_walk_request(const rs_walk *w, const rs_walk_block *b)
+{
+    const rs_snap_history *h = &w->s->history;
+    if ((b->flags & RS_WALK_LIVE) && b->stack != RS_WALK_STACK_BEFORE &&
+        (b->flags & RS_WALK_SEEN) && w->next > b->first) {
+        /* live from an alloc applied by this walk: find it (the last alloc before `next`) */
+        uint64_t i = b->last < w->next ? b->last : w->next - 1;
+        for (;; i--) {
+            if (h->addr[i] == b->addr && h->action[i] == RS_ACT_ALLOC) return h->size[i];
+            if (i == b->first) break;
+        }
+    }
+    if ((b->flags & RS_WALK_SEEN) && h->action[b->first] == RS_ACT_FREE_REQUESTED)
+        return h->size[b->first];
+    if (b->end) return b->end->requested_size ? b->end->requested_size : b->end->size;
+    return b->size;
+}
+
+/* The block's state before the first event. */
+static void start_state(const rs_walk *w, rs_walk_block *b)
+{
+    const rs_snap_history *h = &w->s->history;
+    b->flags &= ~(uint32_t)RS_WALK_LIVE;
+    if (!(b->flags & RS_WALK_START_LIVE)) return;
+    b->flags |= RS_WALK_LIVE;
+    if ((b->flags & RS_WALK_SEEN) && h->action[b->first] == RS_ACT_FREE_REQUESTED) {
+        b->size = rs_walk_round(w, h->size[b->first]);
+        b->stack = RS_WALK_STACK_BEFORE;
+        b->stream = h->stream[b->first];
+    } else {
+        b->size = b->end->size;
+        b->stack = b->end->stack;
+        b->stream = b->end_stream;
+    }
+}
+
+void rs_walk_reset(rs_walk *w)
+{
+    for (size_t i = 0; i <= w->mask; i++)
+        if (w->slots[i].flags & RS_WALK_USED) start_state(w, &w->slots[i]);
+    w->next = 0;
+    w->allocated = w->start_allocated;
+    w->reserved = w->start_reserved;
+    w->rel_allocated = 0;
+    w->rel_reserved = 0;
+}
+
+void rs_walk_event(rs_walk *w, rs_walk_change *c)
+{
+    const rs_snap_history *h = &w->s->history;
+    uint64_t i = w->next++;
+    memset(c, 0, sizeof *c);
+    switch (h->action[i]) {
+    case RS_ACT_ALLOC: {
+        rs_walk_block *b = slot_get(w, h->addr[i]);
+        if (b->flags & RS_WALK_LIVE) {
+            /* allocated over a live block: its free was not recorded */
+            c->inconsistent = 1;
+            c->replaced_size = b->size;
+            c->d_allocated = -rs_sat_i64(b->size);
+        }
+        b->size = (b->flags & RS_WALK_END_LIVE) && b->last == i ? b->end->size
+                                                                 : rs_walk_round(w, h->size[i]);
+        b->stack = h->stack[i];
+        b->stream = h->stream[i];
+        b->flags |= RS_WALK_LIVE;
+        c->d_allocated = rs_sat_add_i64(c->d_allocated, rs_sat_i64(b->size));
+        c->block = b;
+        break;
+    }
+    case RS_ACT_FREE_REQUESTED: {
+        rs_walk_block *b = slot_get(w, h->addr[i]);
+        c->block = b;
+        if (!(b->flags & RS_WALK_LIVE)) {
+            c->inconsistent = 1;
+            break;
+        }
+        b->flags &= ~(uint32_t)RS_WALK_LIVE;
+        c->d_allocated = -rs_sat_i64(b->size);
+        break;
+    }
+    case RS_ACT_SEGMENT_ALLOC:
+        c->d_reserved = rs_sat_i64(h->size[i]);
+        break;
+    case RS_ACT_SEGMENT_FREE:
+        c->d_reserved = -rs_sat_i64(h->size[i]);
+        break;
+    default:
+        break;
+    }
+    w->rel_allocated = rs_sat_add_i64(w->rel_allocated, c->d_allocated);
+    w->rel_reserved = rs_sat_add_i64(w->rel_reserved, c->d_reserved);
+    w->allocated = rs_sat_apply(w->allocated, c->d_allocated);
+    w->reserved = rs_sat_apply(w->reserved, c->d_reserved);
+}
+
+void rs_walk_to(rs_walk *w, int64_t moment)
+{
+    uint64_t count = w->s->history.count;
+    uint64_t until = moment == RS_WALK_END ? count : moment < 0 ? 0 : (uint64_t)moment + 1;
+    if (until > count) until = count;
+    if (w->next > until) rs_walk_reset(w);
+    rs_walk_change c;
+    while (w->next < until) rs_walk_event(w, &c);
+}
+
+int64_t rs_walk_moment(const rs_walk *w)
+{
+    const rs_snap *s = w->s;
+    if (s->has_oom) return w->last_oom >= 0 ? w->last_oom : RS_WALK_END;
+    if (s->history.count == 0 || !w->any_block_event) return RS_WALK_END;
+    return w->peak_event;
+}
+
+rs_walk_block *rs_walk_next_live(rs_walk *w, size_t *it)
+{
+    while (*it <= w->mask) {
+        rs_walk_block *b = &w->slots[(*it)++];
+        if (b->flags & RS_WALK_LIVE) return b;
+    }
+    return NULL;
+}
+
+void rs_walk_free(rs_walk *w)
+{
+    if (!w) return;
+    free(w->slots);
+    w->slots = NULL;
+}
+
+/* The pass that finds the sums of the changes (hence the start levels), the first peak, the last
+ * OOM and the span of step numbers. */
+static void first_pass(rs_walk *w)
+{
+    const rs_snap *s = w->s;
+    const rs_snap_history *h = &s->history;
+    w->start_allocated = 0;
+    w->start_reserved = 0;
+    rs_walk_reset(w);
+    int64_t best = 0, best_res = 0;
+    w->peak_event = -1;
+    w->last_oom = -1;
+    rs_walk_change c;
+    for (uint64_t i = 0; i < h->count; i++) {
+        uint8_t a = h->action[i];
+        rs_walk_event(w, &c);
+        if (is_block_event(a)) w->any_block_event = 1;
+        if (w->rel_allocated > best) {
+            best = w->rel_allocated;
+            w->peak_event = (int64_t)i;
+        }
+        if (w->rel_reserved > best_res) best_res = w->rel_reserved;
+        if (a == RS_ACT_OOM) w->last_oom = (int64_t)i;
+        if (a == RS_ACT_STEP) {
+            int64_t st = (int64_t)h->size[i];
+            if (!w->any_step || st < w->step_min) w->step_min = st;
+            if (!w->any_step || st > w->step_max) w->step_max = st;
+            w->any_step = 1;
+        }
+    }
+    w->start_allocated = rs_sat_apply(s->totals.allocated_bytes_current,
+                                      rs_sat_neg_i64(w->rel_allocated));
+    w->start_reserved = rs_sat_apply(s->totals.reserved_bytes_current,
+                                     rs_sat_neg_i64(w->rel_reserved));
+    w->peak_allocated = rs_sat_apply(w->start_allocated, best);
+    w->peak_reserved = rs_sat_apply(w->start_reserved, best_res);
+}
+
+ranksnap_status rs_walk_init(rs_walk *w, const rs_snap *s)
+{
+    memset(w, 0, sizeof *w);
+    w->s = s;
+    w->min_block = s->allocator.min_block_size ? s->allocator.min_block_size : 512;
+    w->seed = rs_addr_hash_seed();
+    const rs_snap_history *h = &s->history;
+
+    uint64_t keys = 1;
+    for (size_t i = 0; i < s->n_segments; i++) keys = rs_sat_add_u64(keys, s->segments[i].n_blocks);
+    for (uint64_t i = 0; i < h->count; i++)
+        if (is_block_event(h->action[i])) keys++;
+    size_t cap = 16;
+    while (cap < 2 * keys && cap < ((size_t)1 << 58)) cap <<= 1;
+    w->slots = calloc(cap, sizeof *w->slots);
+    if (!w->slots)
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY,
+                        "rank %d: no memory to walk %llu events over %llu blocks", s->rank,
+                        (unsigned long long)h->count, (unsigned long long)keys);
+    w->mask = cap - 1;
+
+    for (size_t i = 0; i < s->n_segments; i++) {
+        const rs_snap_segment *g = &s->segments[i];
+        for (size_t k = 0; k < g->n_blocks; k++) {
+            const rs_snap_block *b = &g->blocks[k];
+            if (b->state != RS_BLOCK_ACTIVE_ALLOCATED) continue;
+            rs_walk_block *sl = slot_get(w, b->addr);
+            sl->flags |= RS_WALK_END_LIVE;
+            sl->end = b;
+            sl->end_stream = g->stream;
+        }
+    }
+    for (uint64_t i = 0; i < h->count; i++) {
+        uint8_t a = h->action[i];
+        if (!is_block_event(a)) continue;
+        rs_walk_block *sl = slot_get(w, h->addr[i]);
+        if (!(sl->flags & RS_WALK_SEEN)) {
+            sl->flags |= RS_WALK_SEEN;
+            sl->first = i;
+            if (a == RS_ACT_FREE_REQUESTED) sl->flags |= RS_WALK_START_LIVE;
+        }
+        sl->last = i;
+    }
+    for (size_t i = 0; i <= w->mask; i++) {
+        rs_walk_block *sl = &w->slots[i];
+        if ((sl->flags & RS_WALK_END_LIVE) && !(sl->flags & RS_WALK_SEEN))
+            sl->flags |= RS_WALK_START_LIVE;
+        if (sl->flags & RS_WALK_START_LIVE) w->n_start_live++;
+    }
+    first_pass(w);
+    rs_walk_reset(w);
+    return RANKSNAP_OK;
+}
