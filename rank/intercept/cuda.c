@@ -3,7 +3,7 @@
  * cudaMalloc, cudaFree, cudaMallocAsync, cudaFreeAsync, cudaMallocFromPoolAsync and
  * cudaMemGetInfo do, whichever route (LD_PRELOAD or -Wl,--wrap) brought the call here.
  *
- * The first allocation call starts ranksnap (rs_runtime_ensure, which never blocks: a call that
+ * The first allocation call starts ranksnap (rs_instance_ensure, which never blocks: a call that
  * races with an init in progress, or comes from inside it, goes to the real function). Then:
  * - allocations on ranksnap's device come from its caching allocator, on the stream they name
  *   (cudaMalloc: the legacy default stream, as ranksnap_malloc(NULL)); everything else (ranksnap
@@ -30,11 +30,13 @@
 #include <string.h>
 
 #include "errors.h"
+#include "instance.h"
 #include "intercept.h"
 #include "log.h"
+#include "outside.h"
 #include "ptrmap.h"
 #include "ranksnap.h"
-#include "runtime.h"
+#include "state.h"
 
 #ifndef RANKSNAP_CUDART_SONAME
 #define RANKSNAP_CUDART_SONAME "libcudart.so"
@@ -234,7 +236,7 @@ cudaError_t ranksnap_icp_cuda_error(ranksnap_status st)
 static int ranksnap_icp_running(int *device)
 {
     int cuda = 0;
-    return rs_runtime_active(device, &cuda) &&
+    return rs_instance_active(device, &cuda) &&
            (cuda || atomic_load_explicit(&ranksnap_icp_sim_ok, memory_order_relaxed));
 }
 
@@ -243,7 +245,7 @@ static int ranksnap_icp_running(int *device)
 static int ranksnap_icp_serving(const rs_cuda_real *r)
 {
     int dev = -1, cur = -1;
-    if (rs_runtime_ensure() != RANKSNAP_OK || !ranksnap_icp_running(&dev)) return 0;
+    if (rs_instance_ensure() != RANKSNAP_OK || !ranksnap_icp_running(&dev)) return 0;
     return r->get_device(&cur) == cudaSuccess && cur == dev;
 }
 
@@ -315,8 +317,8 @@ static cudaError_t ranksnap_icp_real_free(const rs_cuda_real *r, void *ptr, cuda
                            : r->free_async(ptr, stream);
     uint64_t bytes = 0;
     if (e == cudaSuccess && ptr && rs_ptrmap_take(&rs_pool_allocs, ptr, &bytes)) {
-        rs_runtime_outside_add("cuda_mempool", -(int64_t)bytes);
-        rs_runtime_record_outside(0, ptr, bytes);
+        rs_outside_add("cuda_mempool", -(int64_t)bytes);
+        rs_outside_record(0, ptr, bytes);
     }
     return e;
 }
@@ -326,7 +328,7 @@ static int ranksnap_icp_free_ours(const rs_cuda_real *r, void *ptr, void *stream
 {
     if (!ranksnap_icp_running(NULL)) {
         /* after finalize: a block of the retired allocator goes back to it */
-        if (!rs_runtime_free_retired(ptr)) return 0;
+        if (!rs_instance_free_retired(ptr)) return 0;
         *e = cudaSuccess;
         return 1;
     }
@@ -334,7 +336,7 @@ static int ranksnap_icp_free_ours(const rs_cuda_real *r, void *ptr, void *stream
     if (st == RANKSNAP_OK) st = ranksnap_free(ptr);
     if (st == RANKSNAP_ERR_UNKNOWN_POINTER) {
         /* not the running allocator's: perhaps one retired by an earlier finalize */
-        if (!rs_runtime_free_retired(ptr)) return 0;
+        if (!rs_instance_free_retired(ptr)) return 0;
         st = RANKSNAP_OK;
     }
     *e = ranksnap_icp_result(r, st, "cudaFree");
@@ -343,14 +345,14 @@ static int ranksnap_icp_free_ours(const rs_cuda_real *r, void *ptr, void *stream
 
 cudaError_t ranksnap_icp_malloc(const rs_cuda_real *r, void **ptr, size_t size)
 {
-    rs_runtime_note_intercepted();
+    rs_state_note_intercepted();
     if (!ptr || !ranksnap_icp_serving(r)) return r->malloc_(ptr, size);
     return ranksnap_icp_alloc(r, ptr, size, NULL, "cudaMalloc");
 }
 
 cudaError_t ranksnap_icp_free(const rs_cuda_real *r, void *ptr)
 {
-    rs_runtime_note_intercepted();
+    rs_state_note_intercepted();
     cudaError_t e = cudaSuccess;
     /* cudaFree(NULL) is the common "create the context now" idiom: the real one does that */
     if (ptr && ranksnap_icp_free_ours(r, ptr, (void *)cudaStreamLegacy, &e)) return e;
@@ -360,7 +362,7 @@ cudaError_t ranksnap_icp_free(const rs_cuda_real *r, void *ptr)
 cudaError_t ranksnap_icp_malloc_async(const rs_cuda_real *r, void **ptr, size_t size,
                                 cudaStream_t stream, int ptsz)
 {
-    rs_runtime_note_intercepted();
+    rs_state_note_intercepted();
     if (ptr && ranksnap_icp_serving(r) && !ranksnap_icp_capturing(r, stream, ptsz))
         return ranksnap_icp_alloc(r, ptr, size, ranksnap_icp_stream(stream, ptsz), "cudaMallocAsync");
     return ptsz ? r->malloc_async_ptsz(ptr, size, stream) : r->malloc_async(ptr, size, stream);
@@ -368,7 +370,7 @@ cudaError_t ranksnap_icp_malloc_async(const rs_cuda_real *r, void **ptr, size_t 
 
 cudaError_t ranksnap_icp_free_async(const rs_cuda_real *r, void *ptr, cudaStream_t stream, int ptsz)
 {
-    rs_runtime_note_intercepted();
+    rs_state_note_intercepted();
     cudaError_t e = cudaSuccess;
     if (ptr && ranksnap_icp_free_ours(r, ptr, ranksnap_icp_stream(stream, ptsz), &e)) return e;
     return ranksnap_icp_real_free(r, ptr, stream, 1, ptsz);
@@ -377,7 +379,7 @@ cudaError_t ranksnap_icp_free_async(const rs_cuda_real *r, void *ptr, cudaStream
 cudaError_t ranksnap_icp_malloc_from_pool_async(const rs_cuda_real *r, void **ptr, size_t size,
                                           cudaMemPool_t pool, cudaStream_t stream, int ptsz)
 {
-    rs_runtime_note_intercepted();
+    rs_state_note_intercepted();
     cudaError_t (*real)(void **, size_t, cudaMemPool_t, cudaStream_t) =
         ptsz ? r->malloc_from_pool_async_ptsz : r->malloc_from_pool_async;
     int dev = -1;
@@ -392,8 +394,8 @@ cudaError_t ranksnap_icp_malloc_from_pool_async(const rs_cuda_real *r, void **pt
     cudaError_t e = real(ptr, size, pool, stream);
     if (e == cudaSuccess && *ptr && size) {
         if (rs_ptrmap_put(&rs_pool_allocs, *ptr, size) == 0) {
-            rs_runtime_outside_add("cuda_mempool", (int64_t)size);
-            rs_runtime_record_outside(1, *ptr, size);
+            rs_outside_add("cuda_mempool", (int64_t)size);
+            rs_outside_record(1, *ptr, size);
         }
     }
     return e;
@@ -407,7 +409,7 @@ cudaError_t ranksnap_icp_mem_get_info(const rs_cuda_real *r, size_t *free_bytes,
         r->get_device(&cur) != cudaSuccess || cur != dev)
         return e;
     uint64_t reserved = 0, allocated = 0, limit = 0;
-    if (rs_runtime_cache_bytes(&reserved, &allocated, &limit) != RANKSNAP_OK) return e;
+    if (rs_instance_cache_bytes(&reserved, &allocated, &limit) != RANKSNAP_OK) return e;
     uint64_t f = (uint64_t)*free_bytes + (reserved > allocated ? reserved - allocated : 0);
     uint64_t t = *total_bytes;
     if (limit) {

@@ -22,9 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "instance.h"
 #include "intercept.h"
 #include "launcher.h"
-#include "runtime.h"
+#include "state.h"
 
 #define RS_EXPORT __attribute__((visibility("default")))
 
@@ -102,7 +103,7 @@ RS_EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
  * check (runtime.c) could not run: say why, once, on rank 0. Runs after the atexit handlers. */
 __attribute__((destructor)) static void ranksnap_icp_check_at_exit(void)
 {
-    if (rs_runtime_intercepted() != 0 || rs_runtime_ever_started()) return;
+    if (rs_state_intercepted() != 0 || rs_state_ever_started()) return;
     if (!rs_launcher_preloaded() || rs_launcher_rank(0) != 0) return;
     void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (!driver) return;

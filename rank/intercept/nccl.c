@@ -32,9 +32,11 @@
 
 #include <nccl.h>
 
+#include "instance.h"
 #include "log.h"
+#include "outside.h"
 #include "ptrmap.h"
-#include "runtime.h"
+#include "steps.h"
 
 #define RS_EXPORT __attribute__((visibility("default")))
 
@@ -102,15 +104,15 @@ typedef struct rs_probe {
 
 static void rs_probe_begin(rs_probe *p)
 {
-    p->ok = rs_runtime_ensure() == RANKSNAP_OK &&
-            rs_runtime_device_usage(&p->free0, &p->reserved0) == RANKSNAP_OK;
+    p->ok = rs_instance_ensure() == RANKSNAP_OK &&
+            rs_instance_device_usage(&p->free0, &p->reserved0) == RANKSNAP_OK;
 }
 
 /* Bytes the device lost since rs_probe_begin that ranksnap's cache did not take. */
 static uint64_t rs_probe_end(const rs_probe *p)
 {
     uint64_t free1 = 0, reserved1 = 0;
-    if (!p->ok || rs_runtime_device_usage(&free1, &reserved1) != RANKSNAP_OK) return 0;
+    if (!p->ok || rs_instance_device_usage(&free1, &reserved1) != RANKSNAP_OK) return 0;
     int64_t taken = (int64_t)p->free0 - (int64_t)free1;
     int64_t cache = (int64_t)reserved1 - (int64_t)p->reserved0;
     return taken > cache ? (uint64_t)(taken - cache) : 0;
@@ -126,9 +128,9 @@ static void rs_comm_account(ncclComm_t comm, uint64_t bytes, const char *how)
     uint64_t old = 0;
     /* a handle NCCL reuses after a destroy we did not see starts afresh */
     if (rs_ptrmap_take(&rs_comm_bytes, comm, &old))
-        rs_runtime_outside_add("nccl", -(int64_t)(old & ~RS_FIRST_COLL_DONE));
+        rs_outside_add("nccl", -(int64_t)(old & ~RS_FIRST_COLL_DONE));
     if (rs_ptrmap_put(&rs_comm_bytes, comm, bytes) != 0) return;
-    rs_runtime_outside_add("nccl", (int64_t)bytes);
+    rs_outside_add("nccl", (int64_t)bytes);
     RS_INFO(RS_SUB_INIT, "%s: communicator %p holds %llu bytes of device memory", how, (void *)comm,
             (unsigned long long)bytes);
 }
@@ -137,7 +139,7 @@ static void rs_comm_release(ncclComm_t comm)
 {
     uint64_t v = 0;
     if (comm && rs_ptrmap_take(&rs_comm_bytes, comm, &v))
-        rs_runtime_outside_add("nccl", -(int64_t)(v & ~RS_FIRST_COLL_DONE));
+        rs_outside_add("nccl", -(int64_t)(v & ~RS_FIRST_COLL_DONE));
 }
 
 /* ---- communicators -------------------------------------------------------------------------- */
@@ -175,7 +177,7 @@ RS_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *d
     rs_probe_begin(&p);
     ncclResult_t res = n->init_all(comms, ndev, devlist);
     int dev = -1;
-    if (res != ncclSuccess || !p.ok || !comms || ndev <= 0 || !rs_runtime_active(&dev, NULL)) return res;
+    if (res != ncclSuccess || !p.ok || !comms || ndev <= 0 || !rs_instance_active(&dev, NULL)) return res;
     /* One process, several devices: what ranksnap's device lost belongs to the communicator
      * on that device (the first one when none is). */
     int on_ours = 0;
@@ -230,7 +232,7 @@ RS_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_
     const rs_nccl *n = rs_nccl_get();
     if (!n->all_reduce) return rs_nccl_missing("ncclAllReduce");
     uint64_t v = 0;
-    int first = rs_runtime_active(NULL, NULL) && rs_ptrmap_get(&rs_comm_bytes, comm, &v) &&
+    int first = rs_instance_active(NULL, NULL) && rs_ptrmap_get(&rs_comm_bytes, comm, &v) &&
                 !(v & RS_FIRST_COLL_DONE);
     rs_probe p = {0, 0, 0};
     if (first) rs_probe_begin(&p);
@@ -239,12 +241,12 @@ RS_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_
         uint64_t more = rs_probe_end(&p);
         /* only a communicator still known (not destroyed by another thread meanwhile) */
         if (rs_ptrmap_add(&rs_comm_bytes, comm, more | RS_FIRST_COLL_DONE) && more) {
-            rs_runtime_outside_add("nccl", (int64_t)more);
+            rs_outside_add("nccl", (int64_t)more);
             RS_INFO(RS_SUB_INIT, "first ncclAllReduce on communicator %p: %llu more bytes",
                     (void *)comm, (unsigned long long)more);
         }
     }
-    if (res == ncclSuccess) rs_runtime_collective_done("ncclAllReduce");
+    if (res == ncclSuccess) rs_steps_collective_done("ncclAllReduce");
     return res;
 }
 
@@ -257,10 +259,10 @@ RS_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size)
     const rs_nccl *n = rs_nccl_get();
     if (!n->mem_alloc) return rs_nccl_missing("ncclMemAlloc");
     ncclResult_t res = n->mem_alloc(ptr, size);
-    if (res == ncclSuccess && ptr && *ptr && size && rs_runtime_ensure() == RANKSNAP_OK &&
+    if (res == ncclSuccess && ptr && *ptr && size && rs_instance_ensure() == RANKSNAP_OK &&
         rs_ptrmap_put(&rs_nccl_mem, *ptr, size) == 0) {
-        rs_runtime_outside_add("nccl_mem", (int64_t)size);
-        rs_runtime_record_outside(1, *ptr, size);
+        rs_outside_add("nccl_mem", (int64_t)size);
+        rs_outside_record(1, *ptr, size);
     }
     return res;
 }
@@ -272,8 +274,8 @@ RS_EXPORT ncclResult_t ncclMemFree(void *ptr)
     ncclResult_t res = n->mem_free(ptr);
     uint64_t size = 0;
     if (res == ncclSuccess && ptr && rs_ptrmap_take(&rs_nccl_mem, ptr, &size)) {
-        rs_runtime_outside_add("nccl_mem", -(int64_t)size);
-        rs_runtime_record_outside(0, ptr, size);
+        rs_outside_add("nccl_mem", -(int64_t)size);
+        rs_outside_record(0, ptr, size);
     }
     return res;
 }

@@ -16,8 +16,8 @@
 
 #include "errors.h"
 #include "log.h"
+#include "steps.h"
 #include "world.h"
-#include "runtime.h"
 
 #if defined(RANKSNAP_HAVE_MPI)
 #include <mpi.h>
@@ -66,7 +66,7 @@ RS_EXPORT int MPI_Finalize(void)
 #define RS_COUNTED(name, call)                                                                     \
     do {                                                                                           \
         int rc_ = (call);                                                                          \
-        if (rc_ == MPI_SUCCESS) rs_runtime_collective_done(name);                                  \
+        if (rc_ == MPI_SUCCESS) rs_steps_collective_done(name);                                  \
         return rc_;                                                                                \
     } while (0)
 

@@ -6,7 +6,7 @@
  * forwards requests: the caching, the history and the snapshots are ranksnap's, so that a PyTorch
  * job is compared across ranks by the same code as a C/CUDA one.
  *
- * The first malloc starts ranksnap (rs_runtime_ensure_wait: it may wait for an init in progress,
+ * The first malloc starts ranksnap (rs_instance_ensure_wait: it may wait for an init in progress,
  * since PyTorch never calls in from inside ranksnap's own init, and joins MPI under mpirun).
  * PyTorch does not check the pointer alloc_fn returns, so a failure cannot be reported as a
  * status: it is printed, with the OOM message PyTorch's own allocator would have raised, and NULL
@@ -16,19 +16,20 @@
 #include <stdio.h>
 
 #include "errors.h"
+#include "instance.h"
 #include "ranksnap.h"
-#include "runtime.h"
+#include "state.h"
 
 void *ranksnap_torch_malloc(size_t size, int device, void *stream)
 {
-    rs_runtime_note_intercepted();
+    rs_state_note_intercepted();
     /* PyTorch asks for 0 bytes for empty tensors; its own allocator answers NULL too */
     if (size == 0) return NULL;
-    ranksnap_status st = rs_runtime_ensure_wait();
+    ranksnap_status st = rs_instance_ensure_wait();
     void *p = NULL;
     if (st == RANKSNAP_OK) {
         int dev = -1;
-        if (rs_runtime_active(&dev, NULL) && dev != device)
+        if (rs_instance_active(&dev, NULL) && dev != device)
             st = rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
                           "ranksnap_torch_malloc: PyTorch asked for memory on device %d, but "
                           "ranksnap serves device %d (the device current when it started): one "
@@ -58,7 +59,7 @@ void ranksnap_torch_free(void *ptr, size_t size, int device, void *stream)
     ranksnap_status st = ranksnap_free(ptr);
     /* after ranksnap_finalize (at exit, before Python's last tensors are gone) the block belongs
      * to the retired allocator */
-    if (st == RANKSNAP_ERR_NOT_INITIALIZED && rs_runtime_free_retired(ptr)) return;
+    if (st == RANKSNAP_ERR_NOT_INITIALIZED && rs_instance_free_retired(ptr)) return;
     if (st != RANKSNAP_OK)
         fprintf(stderr, "ranksnap_torch_free(%p): %s: %s\n", ptr, ranksnap_strerror(st),
                 ranksnap_last_error());

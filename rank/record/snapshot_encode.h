@@ -22,7 +22,7 @@ typedef struct rs_step_range {
     int64_t end;   /* one past the last, -1 = open end */
 } rs_step_range;
 
-/* Device memory held outside the allocator by a known holder (runtime.h, rs_runtime_outside_add). */
+/* Device memory held outside the allocator by a known holder (outside.h, rs_outside_add). */
 #define RS_MAX_OUTSIDE_LABELS 8
 typedef struct rs_outside_label {
     char label[24];  /* "nccl", "nccl_mem", "cuda_mempool", "other" */

@@ -22,11 +22,13 @@
 
 #include "check.h"
 #include "compare.h"
+#include "instance.h"
 #include "intercept.h"
+#include "outside.h"
 #include "ranksnap.h"
 #include "report.h"
 #include "rsnap_decode.h"
-#include "runtime.h"
+#include "state.h"
 
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)
@@ -165,11 +167,11 @@ TEST(first_intercepted_call_starts_ranksnap)
 {
     ranksnap_stats s;
     CHECK(ranksnap_get_stats(&s) == RANKSNAP_ERR_NOT_INITIALIZED);
-    uint64_t before = rs_runtime_intercepted();
+    uint64_t before = rs_state_intercepted();
     void *p = NULL;
     CHECK(ranksnap_icp_malloc(&fake, &p, 1000) == cudaSuccess);
     CHECK(p != NULL);
-    CHECK(rs_runtime_intercepted() == before + 1);
+    CHECK(rs_state_intercepted() == before + 1);
     s = stats();
     CHECK_EQ_U64(s.num_allocs, 1);
     CHECK_EQ_U64(s.requested_bytes, 1000);
@@ -381,10 +383,10 @@ TEST(a_wrap_table_pointing_back_into_ranksnap_is_refused)
 
 TEST(outside_labels_reach_the_snapshot_and_the_report)
 {
-    rs_runtime_outside_add("nccl", 300 * (int64_t)MiB);
-    rs_runtime_outside_add("nccl", -100 * (int64_t)MiB);
-    rs_runtime_outside_add("nccl_mem", 64 * (int64_t)MiB);
-    rs_runtime_outside_add("nccl_mem", -(int64_t)GiB); /* more than it holds: 0, not a wrap */
+    rs_outside_add("nccl", 300 * (int64_t)MiB);
+    rs_outside_add("nccl", -100 * (int64_t)MiB);
+    rs_outside_add("nccl_mem", 64 * (int64_t)MiB);
+    rs_outside_add("nccl_mem", -(int64_t)GiB); /* more than it holds: 0, not a wrap */
     rs_snap *s = dump_and_read("labels.rsnap");
     CHECK_EQ_U64(label_bytes(s, "nccl"), 200 * MiB);
     CHECK_EQ_U64(label_bytes(s, "nccl_mem"), 0);
@@ -414,7 +416,7 @@ TEST(outside_labels_reach_the_snapshot_and_the_report)
     char name[16];
     for (int i = 0; i < 12; i++) {
         snprintf(name, sizeof name, "lib%d", i);
-        rs_runtime_outside_add(name, (int64_t)MiB);
+        rs_outside_add(name, (int64_t)MiB);
     }
     s = dump_and_read("labels2.rsnap");
     CHECK(s && s->totals.n_outside_labels <= 8);

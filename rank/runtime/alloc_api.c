@@ -1,0 +1,137 @@
+/*
+ * alloc_api.c — the allocation calls of the public API (ranksnap_malloc, ranksnap_free, ...) and the
+ * allocator's observer, which records their events with the stack unwound before the lock.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc_api.h"
+#include "dump.h"
+#include "errors.h"
+#include "passthrough.h"
+#include "recorder.h"
+#include "ring_file.h"
+#include "stacks.h"
+#include "state.h"
+
+/* The stack of the allocation in flight on this thread, unwound before the allocator lock. */
+typedef struct rs_pending_stack {
+    int n;
+    uint32_t id; /* interned id once the observer has interned it, 0 before */
+    uintptr_t pcs[RS_MAX_STACK_DEPTH];
+} rs_pending_stack;
+static _Thread_local rs_pending_stack rs_pending;
+
+/* The observer while recording. Out of line so that rs_alloc_api_observe, with recording off, is a load,
+ * a test and a return: the register saves this part needs are not made for every event. */
+__attribute__((noinline)) static uint32_t rs_observe_on(rs_runtime *rt, rs_action act,
+                                                        uint64_t addr, uint64_t size, void *stream)
+{
+    uint32_t id = 0;
+    /* The thread-local buffer only with stacks on: each access to it is a call to
+     * __tls_get_addr from a shared library. */
+    if (rt->stacks && (act == RS_ACT_ALLOC || act == RS_ACT_SEGMENT_ALLOC || act == RS_ACT_OOM)) {
+        rs_pending_stack *ps = &rs_pending;
+        if (ps->n > 0) {
+            if (ps->id == 0) ps->id = rs_stacks_intern(rt->stacks, ps->pcs, ps->n);
+            id = ps->id;
+        }
+    }
+    rs_recorder_append_id(rt->recorder, act, addr, size, stream, id);
+    return id;
+}
+
+/* Called by the allocator with its lock held. rs_recorder_on is inline, not a call into
+ * recorder.c: with recording off this is all an event costs. */
+uint32_t rs_alloc_api_observe(void *ctx, rs_action act, uint64_t addr, uint64_t size, void *stream)
+{
+    rs_runtime *rt = ctx;
+    /* the file's segment table follows the allocator whether or not events are recorded */
+    if (rt->ring_file && (act == RS_ACT_SEGMENT_ALLOC || act == RS_ACT_SEGMENT_FREE))
+        rs_ring_file_segment(rt->ring_file, act == RS_ACT_SEGMENT_ALLOC, addr, size, 0,
+                             size == RS_SMALL_BUFFER);
+    if (!rs_recorder_on(rt->recorder)) return 0;
+    return rs_observe_on(rt, act, addr, size, stream);
+}
+
+/* ---- allocation ----------------------------------------------------------------------------- */
+
+ranksnap_status ranksnap_malloc(void **ptr, size_t size, void *stream)
+{
+    if (!ptr) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_malloc: ptr is NULL");
+    *ptr = NULL;
+    rs_runtime *rt = rs_state_get();
+    if (!rt) {
+        if (rs_passthrough_on()) return rs_passthrough_malloc(ptr, size);
+        return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "ranksnap_malloc: call ranksnap_init() first");
+    }
+    /* Without stacks to capture the thread-local buffer is not touched (its address is a call
+     * to __tls_get_addr in a shared library): it holds n == 0 between calls, so the observer
+     * finds no stack. */
+    ranksnap_status st;
+    if (!rt->stacks || !atomic_load_explicit(&rt->recording, memory_order_relaxed)) {
+        st = rs_alloc_malloc(rt->alloc, size, stream, ptr);
+    } else {
+        rs_pending_stack *ps = &rs_pending;
+        ps->id = 0;
+        ps->n = rs_stacks_capture_pcs(rt->stacks, 1, ps->pcs);
+        st = rs_alloc_malloc(rt->alloc, size, stream, ptr);
+        ps->n = 0;
+    }
+    if (__builtin_expect(st == RANKSNAP_ERR_OUT_OF_MEMORY, 0)) rs_dump_after_oom(rt);
+    return st;
+}
+
+ranksnap_status ranksnap_free(void *ptr)
+{
+    if (!ptr) return RANKSNAP_OK;
+    rs_runtime *rt = rs_state_get();
+    if (!rt) {
+        if (rs_passthrough_on()) return rs_passthrough_free(ptr);
+        return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "ranksnap_free: call ranksnap_init() first");
+    }
+    return rs_alloc_free(rt->alloc, ptr);
+}
+
+ranksnap_status ranksnap_record_stream(void *ptr, void *stream)
+{
+    if (!ptr) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_record_stream: ptr is NULL");
+    RS_NEED(rt);
+    return rs_alloc_record_stream(rt->alloc, ptr, stream);
+}
+
+ranksnap_status ranksnap_empty_cache(void)
+{
+    RS_NEED(rt);
+    return rs_alloc_empty_cache(rt->alloc);
+}
+
+/* ---- stats ---------------------------------------------------------------------------------- */
+
+ranksnap_status ranksnap_get_stats(ranksnap_stats *out)
+{
+    if (!out) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_get_stats: out is NULL");
+    memset(out, 0, sizeof *out);
+    RS_NEED(rt);
+    rs_alloc_get_stats(rt->alloc, out);
+    rs_alloc_lock(rt->alloc);
+    out->events_recorded = rs_recorder_total(rt->recorder);
+    out->events_dropped = rs_recorder_dropped(rt->recorder);
+    rs_alloc_unlock(rt->alloc);
+    out->device_total_bytes = rt->device.total_bytes;
+    out->memory_limit_bytes = rt->memory_limit;
+    return RANKSNAP_OK;
+}
+
+ranksnap_status ranksnap_reset_peak_stats(void)
+{
+    RS_NEED(rt);
+    rs_alloc_reset_peak_stats(rt->alloc);
+    return RANKSNAP_OK;
+}
+

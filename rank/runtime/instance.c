@@ -1,0 +1,420 @@
+/*
+ * instance.c — the process-wide instance (instance.h): init and finalize, the start from inside an
+ * intercepted call, and what the interposers ask of it.
+ *
+ * Owns the one backend, allocator, recorder and stack table of this rank and wires the
+ * allocator's observer (alloc_api.c) to the recorder. The other ranksnap_* calls of
+ * include/ranksnap.h are in alloc_api.c, steps.c and dump.c.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc_api.h"
+#include "clock.h"
+#include "dump.h"
+#include "errors.h"
+#include "instance.h"
+#include "launcher.h"
+#include "live_report.h"
+#include "log.h"
+#include "outside.h"
+#include "passthrough.h"
+#include "postmortem.h"
+#include "state.h"
+#include "steps.h"
+#include "world.h"
+
+static pthread_mutex_t rs_init_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* For the interposers (instance.h): whether a finalize happened (after which they no longer start
+ * ranksnap), and the one failed attempt of rs_instance_ensure, whose status every later call
+ * passes through with. */
+static atomic_int rs_finalized_once;
+static atomic_int rs_ensure_gave_up; /* a ranksnap_status, 0 = not given up */
+static int rs_atexit_registered;     /* guarded by rs_init_lock */
+
+/* ---- init / finalize ------------------------------------------------------------------------ */
+
+static ranksnap_status rs_backend_open(rs_runtime *rt)
+{
+    rs_backend_kind kind = rt->opts.backend;
+    if (kind == RS_BACKEND_AUTO) kind = rs_backend_cuda_available() ? RS_BACKEND_CUDA : RS_BACKEND_SIM;
+    if (kind == RS_BACKEND_CUDA) return rs_backend_cuda_create(&rt->backend);
+    return rs_backend_sim_create(rt->opts.sim_capacity, &rt->backend);
+}
+
+static void rs_runtime_destroy(rs_runtime *rt)
+{
+    if (!rt) return;
+    rs_steps_timer_stop(rt);
+    if (rt->postmortem) rs_postmortem_stop();
+    if (rt->alloc) rs_alloc_destroy(rt->alloc);
+    if (rt->recorder) rs_recorder_destroy(rt->recorder);
+    if (rt->ring_file) rs_ring_file_close(rt->ring_file, 1);
+    if (rt->stacks) rs_stacks_destroy(rt->stacks);
+    if (rt->backend) rt->backend->ops->destroy(rt->backend);
+    if (rt->coord) rs_coord_destroy(rt->coord);
+    free(rt);
+}
+
+/* The collectives RANKSNAP_STEP_ON can count (pmpi.c wraps each of them). */
+static const char *const rs_step_on_names[] = {"MPI_Allreduce", "MPI_Barrier",   "MPI_Bcast",
+                                               "MPI_Reduce",    "MPI_Allgather", "MPI_Alltoall",
+                                               "MPI_Reduce_scatter", "ncclAllReduce", NULL};
+
+static ranksnap_status rs_parse_step_on(rs_runtime *rt)
+{
+    const char *v = rt->opts.step_on;
+    if (!v[0]) return RANKSNAP_OK;
+    const char *colon = strchr(v, ':');
+    size_t n = colon ? (size_t)(colon - v) : strlen(v);
+    long every = 1;
+    if (colon) {
+        char *end;
+        errno = 0;
+        every = strtol(colon + 1, &end, 10);
+        if (errno || *end || end == colon + 1 || every < 1) n = 0;
+    }
+    for (const char *const *name = rs_step_on_names; n && *name; name++)
+        if (strlen(*name) == n && !strncmp(*name, v, n)) {
+            snprintf(rt->step_on_name, sizeof rt->step_on_name, "%s", *name);
+            rt->step_on_every = every;
+            return RANKSNAP_OK;
+        }
+    return rs_error(RANKSNAP_ERR_OPTION,
+                    "RANKSNAP_STEP_ON=%.100s: expected a collective and a call count such as "
+                    "MPI_Allreduce:1; collectives: MPI_Allreduce, MPI_Barrier, MPI_Bcast, MPI_Reduce, "
+                    "MPI_Allgather, MPI_Alltoall, MPI_Reduce_scatter, ncclAllReduce", v);
+}
+
+static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
+{
+    rs_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "ranksnap_init: out of host memory");
+    ranksnap_status st = rs_options_load_env(&rt->opts);
+    if (st != RANKSNAP_OK) goto fail;
+    if (rt->opts.disable) {
+        st = rs_passthrough_init(rt->opts.backend, rt->opts.sim_capacity);
+        if (st == RANKSNAP_OK)
+            st = rs_error(RANKSNAP_ERR_DISABLED, "RANKSNAP_DISABLE is set: ranksnap passes calls through");
+        goto fail;
+    }
+    if ((st = rs_schedule_parse(rt->opts.steps, &rt->sched)) != RANKSNAP_OK) goto fail;
+    if ((st = rs_parse_step_on(rt)) != RANKSNAP_OK) goto fail;
+    if (gethostname(rt->host, sizeof rt->host) != 0) snprintf(rt->host, sizeof rt->host, "unknown");
+    rt->host[sizeof rt->host - 1] = '\0';
+    rt->rank = rs_launcher_rank(0);
+    rt->world_size = rs_launcher_size(1);
+    if (rt->world_size <= rt->rank) rt->world_size = rt->rank + 1;
+    if ((st = rs_coord_create(mpi_comm, &rt->coord)) != RANKSNAP_OK) goto fail;
+    if (mpi_comm) {
+        rt->rank = rs_coord_rank(rt->coord);
+        rt->world_size = rs_coord_size(rt->coord);
+    }
+    rt->epoch_us = (int64_t)rs_now_us() + rs_coord_clock_offset_us(rt->coord);
+    if (rt->opts.job[0])
+        snprintf(rt->job, sizeof rt->job, "%s", rt->opts.job);
+    else
+        rs_launcher_job(rt->host, rt->job, sizeof rt->job);
+    rs_log_configure(rt->opts.debug_level, rt->opts.debug_subsys, rt->rank);
+    rt->step = -1;
+
+    st = rs_backend_open(rt);
+    if (st != RANKSNAP_OK) goto fail;
+    st = rt->backend->ops->device_info(rt->backend, &rt->device);
+    if (st != RANKSNAP_OK) goto fail;
+    rt->is_cuda = strcmp(rt->backend->ops->name, "cuda") == 0;
+    {
+        /* the baseline of finalize's "nothing was intercepted" check */
+        uint64_t free_b = 0, total_b = 0;
+        if (rt->backend->ops->mem_info(rt->backend, &free_b, &total_b) == RANKSNAP_OK)
+            rt->outside_at_init = total_b > free_b ? total_b - free_b : 0;
+    }
+
+    if (rt->opts.stacks != RS_STACKS_NONE) {
+        st = rs_stacks_create(rt->opts.stacks, rt->opts.stack_depth, &rt->stacks);
+        if (st != RANKSNAP_OK) goto fail;
+    }
+    rt->memory_limit = rs_options_memory_limit_for_rank(&rt->opts.memory_limit, rt->rank);
+    if (rt->opts.ring == RS_RING_MMAP) {
+        rs_ring_identity id = {rt->rank, rt->world_size, (int64_t)getpid(), rt->job, rt->host,
+                               rt->device.name, rt->device.total_bytes, rt->memory_limit,
+                               rs_coord_clock_offset_us(rt->coord)};
+        rs_ring_pub pub;
+        if ((st = rs_dump_ensure_dir(rt->opts.dir)) == RANKSNAP_OK &&
+            (st = rs_ring_file_open(rt->opts.dir, rt->opts.max_entries, &id, &rt->ring_file)) == RANKSNAP_OK) {
+            rs_ring_file_pub(rt->ring_file, &pub);
+            st = rs_recorder_create_on(rt->opts.max_entries, rt->stacks, &pub, &rt->recorder);
+        }
+        if (st != RANKSNAP_OK) {
+            /* the job goes on; only a SIGKILL would lose more than it would have anyway */
+            RS_WARN(RS_SUB_INIT, "%s; keeping the event ring in memory (RANKSNAP_RING=memory)",
+                    ranksnap_last_error());
+            if (rt->ring_file) rs_ring_file_close(rt->ring_file, 1);
+            rt->ring_file = NULL;
+        }
+    }
+    if (!rt->recorder) {
+        st = rs_recorder_create(rt->opts.max_entries, rt->stacks, &rt->recorder);
+        if (st != RANKSNAP_OK) goto fail;
+    }
+    rs_alloc_config cfg = {
+        .memory_limit = rt->memory_limit,
+        .max_split_size = rt->opts.max_split_size,
+        .device_index = rt->device.index,
+        .observer = rs_alloc_api_observe,
+        .observer_ctx = rt,
+    };
+    st = rs_alloc_create(rt->backend, &cfg, &rt->alloc);
+    if (st != RANKSNAP_OK) goto fail;
+
+    /* The whole run (RANKSNAP_STEPS empty) is one range that starts now; step ranges start at
+     * their first step, time ranges when the timer says so. */
+    if (rt->opts.record && rt->sched.whole_run) {
+        rs_recorder_set_enabled(rt->recorder, 1);
+        atomic_store(&rt->recording, 1);
+        rt->in_range = 1;
+        rt->ranges[0].begin = 0;
+        rt->ranges[0].end = -1;
+        rt->n_ranges = 1;
+    }
+    if (rt->opts.signals) {
+        if (rs_postmortem_start(rs_dump_on_signal, rt->opts.dump_timeout_ms) == RANKSNAP_OK)
+            rt->postmortem = 1;
+        else
+            RS_WARN(RS_SUB_INIT, "%s", ranksnap_last_error());
+    }
+    RS_INFO(RS_SUB_INIT, "init: rank %d of %d, backend %s (%s, %llu bytes), limit %llu, stacks %s, steps \"%s\"",
+            rt->rank, rt->world_size, rt->backend->ops->name, rt->device.name,
+            (unsigned long long)rt->device.total_bytes, (unsigned long long)rt->memory_limit,
+            rt->opts.stacks == RS_STACKS_NONE ? "none" : rt->opts.stacks == RS_STACKS_FP ? "fp" : "native",
+            rt->opts.steps);
+    *out = rt;
+    return RANKSNAP_OK;
+fail:
+    rs_runtime_destroy(rt);
+    return st;
+}
+
+static int rs_runtime_should_retire(rs_runtime *rt);
+static void rs_runtime_retire(rs_runtime *rt);
+
+/* For processes whose MPI ranksnap started: gather and finalise MPI even if the program never
+ * calls ranksnap_finalize. */
+static void rs_atexit_finalize(void)
+{
+    ranksnap_finalize();
+}
+
+/* rs_init_lock held. */
+static void rs_atexit_finalize_once(void)
+{
+    if (rs_atexit_registered) return;
+    if (atexit(rs_atexit_finalize) == 0) rs_atexit_registered = 1;
+}
+
+/* ranksnap_init's body; rs_init_lock held. */
+static ranksnap_status rs_init_locked(const void *mpi_comm)
+{
+    if (rs_state_get()) return RANKSNAP_OK;
+    rs_runtime *rt = NULL;
+    if (!mpi_comm) {
+        /* the options decide whether to join; a value that does not parse is reported by
+         * rs_runtime_create below, with MPI left alone meanwhile */
+        rs_options o;
+        int allowed = rs_options_load_env(&o) == RANKSNAP_OK && o.mpi;
+        rs_error_clear();
+        int joined = allowed ? rs_world_join(&mpi_comm) : 0;
+        if (joined < 0)
+            return rs_error(RANKSNAP_ERR_MPI, "ranksnap_init: launched as one of several ranks, "
+                            "but MPI_Init_thread failed (RANKSNAP_MPI=0 keeps ranksnap off MPI)");
+        if (joined > 0) rs_atexit_finalize_once();
+    }
+    ranksnap_status st = rs_runtime_create(mpi_comm, &rt);
+    if (st == RANKSNAP_OK) {
+        rs_state_publish(rt);
+        if (rt->sched.time_based && rt->opts.record) st = rs_steps_timer_start(rt);
+    }
+    return st;
+}
+
+ranksnap_status ranksnap_init(const void *mpi_comm)
+{
+    pthread_mutex_lock(&rs_init_lock);
+    ranksnap_status st = rs_init_locked(mpi_comm);
+    pthread_mutex_unlock(&rs_init_lock);
+    return st;
+}
+
+ranksnap_status ranksnap_finalize(void)
+{
+    pthread_mutex_lock(&rs_init_lock);
+    rs_runtime *rt = rs_state_get();
+    ranksnap_status st = RANKSNAP_OK;
+    if (rt) {
+        rs_steps_timer_stop(rt);
+        /* A range still open (the whole run, "10:", a time range) or a time range that ended
+         * since the last step is gathered and reported now, while MPI still works. */
+        if (rt->in_range || (rt->sched.time_based && !rt->reported && rt->n_ranges > 0)) {
+            rs_alloc_lock(rt->alloc);
+            if (rt->n_ranges > 0 && rt->ranges[rt->n_ranges - 1].end < 0)
+                rt->ranges[rt->n_ranges - 1].end = rt->step < 0 ? 0 : rt->step + 1;
+            rt->in_range = 0;
+            rs_alloc_unlock(rt->alloc);
+            st = rs_live_report_end_of_range(rt);
+        }
+    }
+    int retire = 0;
+    if (rt) {
+        rs_outside_warn_if_nothing_intercepted(rt);
+        retire = rs_runtime_should_retire(rt);
+        atomic_store(&rs_finalized_once, 1);
+    }
+    rs_state_publish(NULL);
+    pthread_mutex_unlock(&rs_init_lock);
+    if (retire)
+        rs_runtime_retire(rt);
+    else
+        rs_runtime_destroy(rt);
+    rs_passthrough_shutdown();
+    rs_world_release();
+    return st;
+}
+
+/* ---- for the interposers (instance.h) ------------------------------------------------------- */
+
+static ranksnap_status rs_ensure(int wait)
+{
+    if (rs_state_get()) return RANKSNAP_OK;
+    int gave_up = atomic_load_explicit(&rs_ensure_gave_up, memory_order_acquire);
+    if (gave_up) return (ranksnap_status)gave_up;
+    if (atomic_load(&rs_finalized_once)) return RANKSNAP_ERR_NOT_INITIALIZED;
+    if (!wait && rs_world_program_will_init()) return RANKSNAP_ERR_NOT_INITIALIZED;
+    /* Never wait inside the program's CUDA call: the thread holding the lock may be this one
+     * (a CUDA call made from inside ranksnap's init, by MPI_Init_thread for instance) or may be
+     * waiting for this one. */
+    if (wait)
+        pthread_mutex_lock(&rs_init_lock);
+    else if (pthread_mutex_trylock(&rs_init_lock) != 0)
+        return RANKSNAP_ERR_NOT_INITIALIZED;
+    ranksnap_status st = RANKSNAP_OK;
+    if (!rs_state_get()) {
+        if (atomic_load(&rs_finalized_once)) {
+            st = RANKSNAP_ERR_NOT_INITIALIZED;
+        } else if ((st = rs_init_locked(NULL)) == RANKSNAP_OK) {
+            /* the program will not call ranksnap_finalize: the range is written at exit */
+            rs_atexit_finalize_once();
+        } else {
+            atomic_store_explicit(&rs_ensure_gave_up, (int)st, memory_order_release);
+            /* every rank fails alike: rank 0 says it (pmpi.c does the same) */
+            if (st != RANKSNAP_ERR_DISABLED && rs_launcher_rank(0) == 0)
+                fprintf(stderr, "ranksnap: not tracking this process's allocations (passing them "
+                        "through): %s: %s\n", ranksnap_strerror(st), ranksnap_last_error());
+        }
+    }
+    pthread_mutex_unlock(&rs_init_lock);
+    return st;
+}
+
+ranksnap_status rs_instance_ensure(void)
+{
+    return rs_ensure(0);
+}
+
+ranksnap_status rs_instance_ensure_wait(void)
+{
+    return rs_ensure(1);
+}
+
+int rs_instance_active(int *device, int *cuda)
+{
+    rs_runtime *rt = rs_state_get();
+    if (!rt) return 0;
+    if (device) *device = rt->device.index;
+    if (cuda) *cuda = rt->is_cuda;
+    return 1;
+}
+
+ranksnap_status rs_instance_cache_bytes(uint64_t *reserved, uint64_t *allocated, uint64_t *limit)
+{
+    RS_NEED(rt);
+    ranksnap_stats s;
+    memset(&s, 0, sizeof s);
+    rs_alloc_get_stats(rt->alloc, &s);
+    *reserved = s.reserved_bytes;
+    *allocated = s.allocated_bytes;
+    *limit = rs_alloc_memory_limit(rt->alloc);
+    return RANKSNAP_OK;
+}
+
+ranksnap_status rs_instance_device_usage(uint64_t *device_free, uint64_t *reserved)
+{
+    RS_NEED(rt);
+    uint64_t total = 0;
+    RS_CHECK(rt->backend->ops->mem_info(rt->backend, device_free, &total));
+    ranksnap_stats s;
+    memset(&s, 0, sizeof s);
+    rs_alloc_get_stats(rt->alloc, &s);
+    *reserved = s.reserved_bytes;
+    return RANKSNAP_OK;
+}
+
+/* Finalize keeps the allocator of a process whose interposed cudaMalloc handed out blocks
+ * that are still live: the program may use and free them after MPI_Finalize, and releasing
+ * their segments under it would turn that into use-after-free on the device. */
+static _Atomic(rs_runtime *) rs_retired;
+static pthread_mutex_t rs_retired_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int rs_runtime_should_retire(rs_runtime *rt)
+{
+    if (rs_state_intercepted() == 0) return 0;
+    ranksnap_stats s;
+    memset(&s, 0, sizeof s);
+    rs_alloc_get_stats(rt->alloc, &s);
+    return s.allocated_bytes > 0;
+}
+
+/* Ends what must end with finalize (the timer and signal threads, the ring file, the MPI
+ * communicator, recording) and keeps the allocator, its backend and the recorder (which the
+ * observer still reaches, switched off) for rs_instance_free_retired. Their memory goes back at
+ * exit, with the process. */
+static void rs_runtime_retire(rs_runtime *rt)
+{
+    rs_steps_timer_stop(rt);
+    if (rt->postmortem) {
+        rs_postmortem_stop();
+        rt->postmortem = 0;
+    }
+    rs_alloc_lock(rt->alloc);
+    rs_recorder_set_enabled(rt->recorder, 0);
+    atomic_store(&rt->recording, 0);
+    rs_ring_file *rf = rt->ring_file;
+    rt->ring_file = NULL;
+    rs_alloc_unlock(rt->alloc);
+    if (rf) rs_ring_file_close(rf, 1);
+    if (rt->coord) rs_coord_destroy(rt->coord);
+    rt->coord = NULL;
+    pthread_mutex_lock(&rs_retired_mu);
+    rt->retired_next = atomic_load(&rs_retired);
+    atomic_store(&rs_retired, rt);
+    pthread_mutex_unlock(&rs_retired_mu);
+    RS_INFO(RS_SUB_INIT, "finalize: blocks handed out through cudaMalloc are still allocated; the "
+            "allocator stays, retired, so that they remain valid until freed or until exit");
+}
+
+int rs_instance_free_retired(void *ptr)
+{
+    if (!ptr || !atomic_load_explicit(&rs_retired, memory_order_acquire)) return 0;
+    int done = 0;
+    pthread_mutex_lock(&rs_retired_mu);
+    for (rs_runtime *rt = atomic_load(&rs_retired); rt && !done; rt = rt->retired_next)
+        done = rs_alloc_owns(rt->alloc, ptr) && rs_alloc_free(rt->alloc, ptr) == RANKSNAP_OK;
+    pthread_mutex_unlock(&rs_retired_mu);
+    return done;
+}
+

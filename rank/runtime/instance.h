@@ -1,0 +1,45 @@
+/*
+ * instance.h — starting and stopping the process-wide instance (state.h), and what the
+ * interposers (rank/intercept/) need from it beyond the public API.
+ */
+#ifndef RANKSNAP_INSTANCE_H
+#define RANKSNAP_INSTANCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ranksnap.h"
+
+/* ---- for the interposers (rank/intercept/) -----------------------------------------------------
+ *
+ * rs_instance_ensure starts ranksnap from inside an intercepted call (the program never called
+ * ranksnap_init): RANKSNAP_OK when ranksnap is running (now or already). Any other status means
+ * "pass this call through to the real function": RANKSNAP_ERR_DISABLED (RANKSNAP_DISABLE=1),
+ * the error that made the one attempt fail (printed once on stderr), or
+ * RANKSNAP_ERR_NOT_INITIALIZED for "not now": another thread (or this one, re-entering from
+ * inside the init) is initialising or finalising, ranksnap was finalised already, or the
+ * program is an MPI program that has not called MPI_Init yet (its MPI_Init starts ranksnap on
+ * MPI_COMM_WORLD; starting before it would make that MPI_Init fail). Never blocks. When it starts
+ * ranksnap it also registers ranksnap_finalize to run at exit. */
+ranksnap_status rs_instance_ensure(void);
+/* The same for callers that may wait for an init in progress (PyTorch's pluggable allocator,
+ * never called from inside ranksnap's own init), and that join MPI under mpirun whatever the
+ * program is. */
+ranksnap_status rs_instance_ensure_wait(void);
+/* 1 when ranksnap is running, with the device index of its backend in *device and 1 in *cuda
+ * when that backend is the CUDA one (0 for the sim device). */
+int rs_instance_active(int *device, int *cuda);
+/* The allocator's view for cudaMemGetInfo: bytes reserved, allocated and the memory limit
+ * (0 = none). RANKSNAP_ERR_NOT_INITIALIZED when ranksnap is not running. */
+ranksnap_status rs_instance_cache_bytes(uint64_t *reserved, uint64_t *allocated, uint64_t *limit);
+/* The device's free bytes (on ranksnap's device, whatever the calling thread's current device)
+ * and the allocator's reserved bytes, read together so that a caller measuring device memory
+ * taken by someone else (NCCL) can take out what ranksnap reserved meanwhile. */
+ranksnap_status rs_instance_device_usage(uint64_t *device_free, uint64_t *reserved);
+/* After ranksnap_finalize: a block handed out by the interposers is still live when finalize
+ * runs (MPI_Finalize before cudaFree is common), so the allocator is kept, retired, instead of
+ * releasing memory the program still uses. Returns 1 if `ptr` was a live block of a retired
+ * allocator and is now back in its cache, 0 if it is not ranksnap's. */
+int rs_instance_free_retired(void *ptr);
+
+#endif

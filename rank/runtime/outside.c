@@ -1,0 +1,143 @@
+/*
+ * outside.c — device memory outside the allocator: sampled at steps and dumps, labelled by its
+ * holder (NCCL, ncclMemAlloc, CUDA memory pools) when an interposer knows it, and the warning of a
+ * preloaded run that saw the device fill up with none of its allocation calls reaching ranksnap.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "errors.h"
+#include "launcher.h"
+#include "outside.h"
+#include "recorder.h"
+#include "stacks.h"
+#include "state.h"
+#include "text.h"
+
+/* Device memory the allocator does not account for: CUDA context, NCCL buffers, other
+ * libraries. Sampled at steps and dumps, since cudaMemGetInfo is too slow for every event. */
+uint64_t rs_outside_sample(rs_runtime *rt, uint64_t reserved)
+{
+    uint64_t free_b = 0, total_b = 0;
+    if (rt->backend->ops->mem_info(rt->backend, &free_b, &total_b) != RANKSNAP_OK) return 0;
+    uint64_t used = total_b > free_b ? total_b - free_b : 0;
+    uint64_t outside = used > reserved ? used - reserved : 0;
+    if (outside > rt->outside_peak) rt->outside_peak = outside;
+    return outside;
+}
+
+/* Device memory held outside the allocator by known holders. Process-wide rather than per
+ * instance: a communicator created before a re-init, or destroyed after finalize, still adds up. */
+static pthread_mutex_t rs_outside_mu = PTHREAD_MUTEX_INITIALIZER;
+static rs_outside_label rs_outside[RS_MAX_OUTSIDE_LABELS];
+static size_t rs_n_outside;
+
+/* rs_outside_mu held; NULL only if the table is full and `label` is new. */
+static rs_outside_label *rs_outside_find(const char *label, int create)
+{
+    for (size_t i = 0; i < rs_n_outside; i++)
+        if (!strcmp(rs_outside[i].label, label)) return &rs_outside[i];
+    if (!create || rs_n_outside == RS_MAX_OUTSIDE_LABELS) return NULL;
+    rs_outside_label *l = &rs_outside[rs_n_outside++];
+    snprintf(l->label, sizeof l->label, "%s", label);
+    l->bytes = 0;
+    return l;
+}
+
+void rs_outside_add(const char *label, int64_t bytes)
+{
+    if (!label || !*label || bytes == 0) return;
+    /* compared as stored: a longer label is its first 23 bytes */
+    char name[sizeof rs_outside[0].label];
+    snprintf(name, sizeof name, "%s", label);
+    label = name;
+    pthread_mutex_lock(&rs_outside_mu);
+    rs_outside_label *l = rs_outside_find(label, 0);
+    /* the last slot is kept for "other", so that a table full of labels still adds up */
+    if (!l) l = rs_n_outside + 1 < RS_MAX_OUTSIDE_LABELS ? rs_outside_find(label, 1)
+                                                          : rs_outside_find("other", 1);
+    if (l) {
+        uint64_t mag = bytes < 0 ? (uint64_t)0 - (uint64_t)bytes : (uint64_t)bytes;
+        if (bytes > 0)
+            l->bytes += mag;
+        else
+            l->bytes = mag > l->bytes ? 0 : l->bytes - mag;
+    }
+    pthread_mutex_unlock(&rs_outside_mu);
+}
+
+/* Copies the table (for the snapshot); returns the number of labels. */
+size_t rs_outside_labels_copy(rs_outside_label *out)
+{
+    pthread_mutex_lock(&rs_outside_mu);
+    size_t n = rs_n_outside;
+    memcpy(out, rs_outside, n * sizeof *out);
+    pthread_mutex_unlock(&rs_outside_mu);
+    return n;
+}
+
+static uint64_t rs_outside_labelled_bytes(void)
+{
+    rs_outside_label l[RS_MAX_OUTSIDE_LABELS];
+    size_t n = rs_outside_labels_copy(l);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++) sum += l[i].bytes;
+    return sum;
+}
+
+void rs_outside_record(int is_alloc, const void *ptr, uint64_t size)
+{
+    rs_runtime *rt = rs_state_get();
+    if (!rt || !atomic_load_explicit(&rt->recording, memory_order_relaxed)) return;
+    /* unwound before the lock, as for allocations; frees carry no stack, as in the observer */
+    uintptr_t pcs[RS_MAX_STACK_DEPTH];
+    int n = is_alloc && rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
+    rs_alloc_lock(rt->alloc);
+    uint32_t id = n > 0 && rs_recorder_enabled(rt->recorder) ? rs_stacks_intern(rt->stacks, pcs, n) : 0;
+    rs_recorder_append_id(rt->recorder, is_alloc ? RS_ACT_OUTSIDE_ALLOC : RS_ACT_OUTSIDE_FREE,
+                          (uint64_t)(uintptr_t)ptr, size, NULL, id);
+    rs_alloc_unlock(rt->alloc);
+}
+
+/* Growth of device memory outside the allocator that finalize calls unexplained when a
+ * preloaded run intercepted nothing: more than CUDA libraries' handles and workspaces take. */
+#define RS_UNSEEN_GROWTH ((uint64_t)64 << 20)
+
+/* A preloaded ranksnap that saw no allocation call while the device filled up: the program's
+ * calls never reached the interposer, almost always because it is linked with the static CUDA
+ * runtime (nvcc's default), whose cudaMalloc is inside the executable. Said once, on rank 0. */
+void rs_outside_warn_if_nothing_intercepted(rs_runtime *rt)
+{
+    if (!rt->is_cuda || rs_state_intercepted() != 0 || rt->rank != 0) return;
+    if (!rs_launcher_preloaded()) return;
+    ranksnap_stats s;
+    memset(&s, 0, sizeof s);
+    rs_alloc_get_stats(rt->alloc, &s);
+    /* a program that allocates through ranksnap's API (the demo) reached it all the same; the
+     * device memory it saw grow is NCCL's or another library's, already accounted outside */
+    if (s.num_allocs > 0) return;
+    rs_alloc_lock(rt->alloc);
+    rs_outside_sample(rt, s.reserved_bytes);
+    uint64_t peak = rt->outside_peak;
+    rs_alloc_unlock(rt->alloc);
+    uint64_t known = rt->outside_at_init + rs_outside_labelled_bytes();
+    if (peak <= known || peak - known < RS_UNSEEN_GROWTH) return;
+    char grown[32];
+    rs_text_format_bytes(peak - known, grown, sizeof grown);
+    fprintf(stderr,
+            "ranksnap: rank %d: no cudaMalloc/cudaFree call reached ranksnap, yet %s of device "
+            "memory were taken outside it while it ran. The program is probably linked with the "
+            "static CUDA runtime (nvcc's default), whose calls LD_PRELOAD cannot reach. Link it "
+            "with ranksnap's link-time route instead: CMake target_link_libraries(app PRIVATE "
+            "ranksnap::wrap), or $(pkg-config --libs ranksnap-wrap) on the link line; or build "
+            "it with nvcc -cudart shared (docs/GPU.md, \"Interception\").\n",
+            rt->rank, grown);
+}
+

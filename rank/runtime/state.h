@@ -1,0 +1,89 @@
+/*
+ * state.h — the process-wide ranksnap instance: the state every file of the runtime shares, the
+ * pointer to it, and the counters that outlive an instance.
+ *
+ * Locking: the allocator's mutex is the only lock on the hot path. The observer runs with it held,
+ * so the recorder and the stack table need none of their own; steps, annotations and dumps take
+ * the same mutex (rs_alloc_lock) for their recorder writes. Init and finalize (instance.c) are
+ * serialised by their own mutex; the API reads the instance through an atomic pointer
+ * (rs_state_get) so that a call racing with finalize sees either the instance or NULL.
+ */
+#ifndef RANKSNAP_STATE_H
+#define RANKSNAP_STATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "backend.h"
+#include "coord.h"
+#include "options.h"
+#include "ranksnap.h"
+#include "recorder.h"
+#include "ring_file.h"
+#include "schedule.h"
+#include "snapshot_encode.h"
+#include "stacks.h"
+
+#define RS_MAX_RANGES 64
+
+typedef struct rs_runtime {
+    rs_options opts;
+    rs_backend *backend;
+    rs_alloc *alloc;
+    rs_stacks *stacks;     /* NULL with RANKSNAP_STACKS=none */
+    rs_recorder *recorder;
+    atomic_int recording;  /* mirrors the recorder's switch for the lock-free check */
+    int rank;
+    int world_size;
+    char host[256];
+    char job[320];
+    rs_device_info device;
+    uint64_t memory_limit;
+    int64_t step;          /* guarded by the allocator lock */
+    size_t n_ranges;       /* recorded step ranges, guarded by the allocator lock */
+    rs_step_range ranges[RS_MAX_RANGES];
+    uint64_t outside_peak; /* device memory used outside the allocator, highest sample */
+    rs_coord *coord;       /* the ranks, over MPI (a world of one without) */
+    rs_schedule sched;     /* RANKSNAP_STEPS plus triggered ranges */
+    int in_range;          /* a scheduled range is being recorded (guarded by the allocator lock) */
+    int reported;          /* a range ended and was gathered; finalize need not repeat it */
+    pthread_t timer;       /* drives time:A:B ranges */
+    int timer_running;
+    pthread_mutex_t timer_mu;
+    pthread_cond_t timer_cv;
+    int timer_stop;
+    int64_t epoch_us;      /* init, on rank 0's time base (time:A:B counts from here) */
+    char step_on_name[64]; /* RANKSNAP_STEP_ON's collective, "" = none */
+    long step_on_every;
+    long step_on_calls;
+    int64_t step_on_next;
+    rs_ring_file *ring_file; /* RANKSNAP_RING=mmap */
+    int postmortem;          /* signal handlers installed */
+    int is_cuda;                     /* the backend is the CUDA one (the interposers serve only it) */
+    uint64_t outside_at_init;        /* device memory in use when ranksnap started */
+    struct rs_runtime *retired_next; /* list of retired instances (rs_instance_free_retired) */
+} rs_runtime;
+
+/* The running instance, or NULL (not initialised, finalised, or disabled). */
+rs_runtime *rs_state_get(void);
+
+/* For API calls that need the instance: declares `rt` or returns RANKSNAP_ERR_NOT_INITIALIZED. */
+#define RS_NEED(rt)                                                                                \
+    rs_runtime *rt = rs_state_get();                                                           \
+    if (!rt) return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "%s: call ranksnap_init() first", __func__)
+
+/* Makes `rt` (NULL: none) the instance the API sees; a non-NULL one also marks the process as
+ * having started ranksnap (rs_state_ever_started). */
+void rs_state_publish(rs_runtime *rt);
+
+/* Counts one allocation call that reached ranksnap through an interposer or the PyTorch entry
+ * points; finalize warns when a preloaded run counted none (outside.h). */
+void rs_state_note_intercepted(void);
+uint64_t rs_state_intercepted(void);
+/* 1 once ranksnap has started in this process (by any route), even if finalised since. */
+int rs_state_ever_started(void);
+
+#endif

@@ -1,0 +1,224 @@
+/*
+ * steps.c — steps, recorded ranges and annotations: ranksnap_step (and the steps counted from a
+ * collective, RANKSNAP_STEP_ON), the timer thread of time:A:B ranges, ranksnap_annotate_*,
+ * ranksnap_record.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "coord.h"
+#include "errors.h"
+#include "live_report.h"
+#include "log.h"
+#include "outside.h"
+#include "recorder.h"
+#include "ring_file.h"
+#include "schedule.h"
+#include "state.h"
+#include "steps.h"
+
+/* Starts a recorded range at the current step: fresh history and peaks, so that the range's
+ * snapshot and report are about the range. Allocator lock held. */
+static void rs_range_begin_locked(rs_runtime *rt, int64_t at)
+{
+    rs_recorder_clear(rt->recorder);
+    rs_recorder_set_enabled(rt->recorder, 1);
+    atomic_store(&rt->recording, 1);
+    rt->in_range = 1;
+    rt->reported = 0;
+    if (rt->n_ranges < RS_MAX_RANGES) {
+        rt->ranges[rt->n_ranges].begin = at;
+        rt->ranges[rt->n_ranges].end = -1;
+        rt->n_ranges++;
+    } else {
+        /* past RS_MAX_RANGES the last slot stands for every later range */
+        rt->ranges[RS_MAX_RANGES - 1].end = -1;
+    }
+}
+
+static void rs_range_end_locked(rs_runtime *rt, int64_t at)
+{
+    rs_recorder_set_enabled(rt->recorder, 0);
+    atomic_store(&rt->recording, 0);
+    rt->in_range = 0;
+    if (rt->n_ranges > 0) rt->ranges[rt->n_ranges - 1].end = at;
+}
+
+ranksnap_status ranksnap_step(int64_t step)
+{
+    RS_NEED(rt);
+    ranksnap_status st = RANKSNAP_OK;
+    int64_t start;
+    if (rs_coord_poll_trigger(rt->coord, step, rt->opts.dir, rt->opts.trigger_lag, &start)) {
+        /* A start already passed (this rank ran ahead) begins at once: the snapshot's ranges
+         * say which steps it really holds. */
+        if (start < step) start = step;
+        if (rs_schedule_add(&rt->sched, start, start + rt->opts.trigger_steps) != RANKSNAP_OK)
+            RS_WARN(RS_SUB_RECORD, "trigger: %s", ranksnap_last_error());
+    }
+    int want = !rt->sched.time_based && !rt->sched.whole_run && rt->opts.record &&
+               rs_schedule_contains(&rt->sched, step);
+    int ended = 0;
+    rs_alloc_set_step(rt->alloc, step);
+    if (want && !rt->in_range) rs_alloc_reset_peak_stats(rt->alloc);
+    ranksnap_stats s;
+    memset(&s, 0, sizeof s);
+    rs_alloc_get_stats(rt->alloc, &s);
+    rs_alloc_lock(rt->alloc);
+    rt->step = step;
+    if (!rt->sched.time_based && !rt->sched.whole_run) {
+        if (want && !rt->in_range) {
+            rs_range_begin_locked(rt, step);
+            RS_INFO(RS_SUB_RECORD, "recording from step %lld", (long long)step);
+        } else if (!want && rt->in_range) {
+            rs_range_end_locked(rt, step);
+            ended = 1;
+        }
+    }
+    rs_outside_sample(rt, s.reserved_bytes);
+    rs_ring_file_step(rt->ring_file, step, s.allocated_bytes, s.allocated_bytes_peak, s.reserved_bytes_peak);
+    rs_recorder_append_id(rt->recorder, RS_ACT_STEP, 0, (uint64_t)step, NULL, 0);
+    rs_alloc_unlock(rt->alloc);
+    if (ended) {
+        RS_INFO(RS_SUB_RECORD, "recorded range ends before step %lld: gathering", (long long)step);
+        st = rs_live_report_end_of_range(rt);
+    }
+    return st;
+}
+
+/* RANKSNAP_STEP_ON: pmpi.c reports each completed call of a wrapped collective. Every N-th call
+ * of the configured one is a step boundary, numbered from 0. */
+void rs_steps_collective_done(const char *name)
+{
+    rs_runtime *rt = rs_state_get();
+    if (!rt || !rt->step_on_every || strcmp(name, rt->step_on_name) != 0) return;
+    if (++rt->step_on_calls % rt->step_on_every != 0) return;
+    ranksnap_step(rt->step_on_next++);
+}
+
+/* Sleeps until `at_us` on rank 0's time base, or until stopped; 0 when stopped. */
+static int rs_timer_sleep_until(rs_runtime *rt, int64_t at_us)
+{
+    int64_t local = at_us - rs_coord_clock_offset_us(rt->coord);
+    struct timespec ts = {(time_t)(local / 1000000), (long)(local % 1000000) * 1000};
+    pthread_mutex_lock(&rt->timer_mu);
+    while (!rt->timer_stop)
+        if (pthread_cond_timedwait(&rt->timer_cv, &rt->timer_mu, &ts) == ETIMEDOUT) break;
+    int go = !rt->timer_stop;
+    pthread_mutex_unlock(&rt->timer_mu);
+    return go;
+}
+
+/* time:A:B ranges start and stop recording on every rank at the same instant of rank 0's clock;
+ * the gather that needs every rank at once waits for finalize, a point all ranks reach. */
+static void *rs_timer_main(void *arg)
+{
+    rs_runtime *rt = arg;
+    for (size_t i = 0; i < rt->sched.n; i++) {
+        const rs_range *r = &rt->sched.r[i];
+        if (!rs_timer_sleep_until(rt, rt->epoch_us + r->begin * 1000000)) return NULL;
+        rs_alloc_reset_peak_stats(rt->alloc);
+        rs_alloc_lock(rt->alloc);
+        rs_range_begin_locked(rt, rt->step < 0 ? 0 : rt->step);
+        rs_alloc_unlock(rt->alloc);
+        RS_INFO(RS_SUB_RECORD, "time range %lld:%lld s: recording", (long long)r->begin, (long long)r->end);
+        if (r->end < 0) return NULL;
+        if (!rs_timer_sleep_until(rt, rt->epoch_us + r->end * 1000000)) return NULL;
+        rs_alloc_lock(rt->alloc);
+        rs_range_end_locked(rt, rt->step < 0 ? 0 : rt->step + 1);
+        rs_alloc_unlock(rt->alloc);
+        RS_INFO(RS_SUB_RECORD, "time range %lld:%lld s: stopped", (long long)r->begin, (long long)r->end);
+    }
+    return NULL;
+}
+
+/* ---- time ranges -------------------------------------------------------------------------- */
+
+ranksnap_status rs_steps_timer_start(rs_runtime *rt)
+{
+    pthread_condattr_t ca;
+    if (pthread_mutex_init(&rt->timer_mu, NULL) != 0 || pthread_condattr_init(&ca) != 0)
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_STEPS=time:...: cannot create the timer");
+    /* the deadlines are wall-clock times (rank 0's epoch), so the condition waits on CLOCK_REALTIME */
+    pthread_condattr_setclock(&ca, CLOCK_REALTIME);
+    int rc = pthread_cond_init(&rt->timer_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc != 0) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_STEPS=time:...: cannot create the timer");
+    if (pthread_create(&rt->timer, NULL, rs_timer_main, rt) != 0)
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_STEPS=time:...: cannot start the timer thread");
+    rt->timer_running = 1;
+    return RANKSNAP_OK;
+}
+
+void rs_steps_timer_stop(rs_runtime *rt)
+{
+    if (!rt->timer_running) return;
+    pthread_mutex_lock(&rt->timer_mu);
+    rt->timer_stop = 1;
+    pthread_cond_broadcast(&rt->timer_cv);
+    pthread_mutex_unlock(&rt->timer_mu);
+    pthread_join(rt->timer, NULL);
+    rt->timer_running = 0;
+    pthread_cond_destroy(&rt->timer_cv);
+    pthread_mutex_destroy(&rt->timer_mu);
+}
+
+static ranksnap_status rs_annotate(rs_action act, const char *name, const char *fn)
+{
+    if (!name) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "%s: name is NULL", fn);
+    rs_runtime *rt = rs_state_get();
+    if (!rt) return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "%s: call ranksnap_init() first", fn);
+    ranksnap_status st = RANKSNAP_OK;
+    rs_alloc_lock(rt->alloc);
+    if (rs_recorder_enabled(rt->recorder)) {
+        uint32_t idx = rs_recorder_intern_string(rt->recorder, name);
+        if (idx == UINT32_MAX)
+            st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: could not store annotation \"%s\"", fn, name);
+        else
+            rs_recorder_append_id(rt->recorder, act, idx, 0, NULL, 0);
+    }
+    rs_alloc_unlock(rt->alloc);
+    return st;
+}
+
+ranksnap_status ranksnap_annotate_begin(const char *name)
+{
+    return rs_annotate(RS_ACT_ANNOTATION_BEGIN, name, "ranksnap_annotate_begin");
+}
+
+ranksnap_status ranksnap_annotate_end(const char *name)
+{
+    return rs_annotate(RS_ACT_ANNOTATION_END, name, "ranksnap_annotate_end");
+}
+
+ranksnap_status ranksnap_record(int on)
+{
+    RS_NEED(rt);
+    rs_alloc_lock(rt->alloc);
+    int was = rs_recorder_enabled(rt->recorder);
+    if (on && !was && rt->n_ranges < RS_MAX_RANGES) {
+        rt->ranges[rt->n_ranges].begin = rt->step < 0 ? 0 : rt->step;
+        rt->ranges[rt->n_ranges].end = -1;
+        rt->n_ranges++;
+    } else if (!on && was && rt->n_ranges > 0 && rt->ranges[rt->n_ranges - 1].end < 0) {
+        rt->ranges[rt->n_ranges - 1].end = rt->step < 0 ? 0 : rt->step;
+    }
+    rs_recorder_set_enabled(rt->recorder, on ? 1 : 0);
+    atomic_store(&rt->recording, on ? 1 : 0);
+    rs_alloc_unlock(rt->alloc);
+    return RANKSNAP_OK;
+}
+
+int ranksnap_is_recording(void)
+{
+    rs_runtime *rt = rs_state_get();
+    return rt ? atomic_load(&rt->recording) : 0;
+}
+
