@@ -1,7 +1,7 @@
 /*
  * report_page.js — the script of report.html: report_html.c writes it, after the style sheet
  * (report_page.css), around the data blob. The build embeds it in the binary as
- * rs_report_html_js (cmake/embed_text.cmake).
+ * rs_report_html_js (cmake/embed_text.cmake), and `node --check` checks its syntax (tests/html).
  *
  * The script draws from the blob only: JSON.parse of #ranksnap-data, then canvas 2D drawing and
  * DOM building, no library and no request of any kind. What it draws (docs/FORMAT.md,
