@@ -4,7 +4,8 @@
 # /usr/local/cuda; without it the build is CPU-only with the sim backend).
 set -eu
 # chromium: the browser tests of report.html (label html; tests/html), headless
-pkgs="cmake make gcc g++ clang pkg-config libopenmpi-dev openmpi-bin libmsgpack-dev libunwind-dev python3 python3-msgpack chromium"
+# nodejs, node-css-tree: the checks of the page's script (node --check) and style sheet (CSSTree)
+pkgs="cmake make gcc g++ clang pkg-config libopenmpi-dev openmpi-bin libmsgpack-dev libunwind-dev python3 python3-msgpack chromium nodejs node-css-tree"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,9 +1,10 @@
 /*
  * report_html.c — report.html: one file a person opens in a browser, with nothing to fetch.
  *
- * The page is a fixed shell (report_html_page.c: style sheet and script) around one inline data
- * blob, <script type="application/json" id="ranksnap-data">, which the script parses and draws
- * from (canvas, no library). The blob holds:
+ * The page is a fixed shell (style sheet and script: report_page.css and report_page.js, embedded
+ * at build time) around one inline data blob, <script type="application/json"
+ * id="ranksnap-data">, which the script parses and draws from (canvas, no library). The blob
+ * holds:
  *   report     report.json exactly as rs_report_json writes it (docs/FORMAT.md), so the page and
  *              the JSON cannot disagree about a verdict;
  *   text       the text report, shown as is in a collapsed section;

@@ -24,7 +24,8 @@ ranksnap_status rs_report_html(FILE *out, const rs_compare_result *r, const rs_t
 ranksnap_status rs_report_html_of_snapshots(FILE *out, const rs_compare_result *r,
                                              const rs_snap *const *full, size_t n);
 
-/* The page's style sheet and script (report_html_page.c). */
+/* The page's style sheet and script: report_page.css and report_page.js, embedded at build
+ * time (cmake/embed_text.cmake, without their leading comments). */
 extern const char rs_report_html_css[];
 extern const char rs_report_html_js[];
 
