@@ -22,9 +22,12 @@
 #include <mpi.h>
 #endif
 
-#include "commands.h"
-#include "errors.h"
 #include "atomic_file.h"
+#include "cli.h"
+#include "cmd_collect.h"
+#include "cmd_report.h"
+#include "errors.h"
+#include "file_read.h"
 
 #define RS_COLLECT_CHUNK ((size_t)1 << 30)
 #define RS_TAG_COUNT 901
@@ -32,51 +35,11 @@
 #define RS_TAG_SIZE 903
 #define RS_TAG_DATA 904
 
-static void collect_usage(FILE *out)
-{
-    fprintf(out, "usage: ranksnap collect --from DIR --to DIR [--json]\n"
-                 "  run under mpirun, one rank per node (--map-by ppr:1:node): every rank sends the\n"
-                 "  rank-*.rsnap and rank-*.ring files of --from to rank 0, which writes them into\n"
-                 "  --to and prints the report over them\n");
-}
-
 static int is_collected(const char *name)
 {
     size_t n = strlen(name);
     return strncmp(name, "rank-", 5) == 0 &&
            ((n > 6 && strcmp(name + n - 6, ".rsnap") == 0) || (n > 5 && strcmp(name + n - 5, ".ring") == 0));
-}
-
-static int read_whole(const char *path, char **buf, size_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return -1;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        errno = EINVAL;
-        return -1;
-    }
-    *len = (size_t)sb.st_size;
-    *buf = malloc(*len ? *len : 1);
-    if (!*buf) {
-        close(fd);
-        return -1;
-    }
-    size_t got = 0;
-    while (got < *len) {
-        ssize_t r = read(fd, *buf + got, *len - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    if (got != *len) {
-        free(*buf);
-        errno = EIO;
-        return -1;
-    }
-    return 0;
 }
 
 static int make_dir(const char *dir)
@@ -100,7 +63,7 @@ static int store(const char *to, const char *name, const char *buf, size_t len, 
     if (access(path, F_OK) == 0) {
         char *old = NULL;
         size_t old_len = 0;
-        if (read_whole(path, &old, &old_len) == 0) {
+        if (rs_file_read(path, 0, &old, &old_len) == RANKSNAP_OK) {
             int same = old_len == len && memcmp(old, buf, len) == 0;
             free(old);
             if (same) return 0;
@@ -115,14 +78,14 @@ static int store(const char *to, const char *name, const char *buf, size_t len, 
     return 0;
 }
 
-int rs_cmd_collect(int argc, char **argv, int (*report)(const char *dir, int json))
+static int run_collect(const rs_cli_verb *verb, int argc, char **argv)
 {
     const char *from = NULL, *to = NULL;
     int json = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            collect_usage(stdout);
-            return 0;
+            rs_cli_usage(stdout, verb);
+            return RS_EXIT_OK;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if ((!strcmp(argv[i], "--from") || !strcmp(argv[i], "--to")) && i + 1 < argc) {
@@ -131,16 +94,10 @@ int rs_cmd_collect(int argc, char **argv, int (*report)(const char *dir, int jso
             else
                 to = argv[++i];
         } else {
-            fprintf(stderr, "ranksnap collect: unexpected '%s'\n", argv[i]);
-            collect_usage(stderr);
-            return 2;
+            return rs_cli_usage_error(verb, "unexpected '%s'", argv[i]);
         }
     }
-    if (!from || !to) {
-        fprintf(stderr, "ranksnap collect: --from DIR and --to DIR are both needed\n");
-        collect_usage(stderr);
-        return 2;
-    }
+    if (!from || !to) return rs_cli_usage_error(verb, "--from DIR and --to DIR are both needed");
 #if !defined(RANKSNAP_HAVE_MPI)
     fprintf(stderr, "ranksnap collect: this ranksnap was built without MPI\n");
     return 1;
@@ -185,10 +142,10 @@ int rs_cmd_collect(int argc, char **argv, int (*report)(const char *dir, int jso
             size_t len = 0;
             snprintf(path, sizeof path, "%s/%s", from, names[i]);
             uint64_t len64 = 0;
-            if (read_whole(path, &buf, &len) == 0) {
+            if (rs_file_read(path, 0, &buf, &len) == RANKSNAP_OK) {
                 len64 = len;
             } else {
-                fprintf(stderr, "ranksnap collect: rank %d: %s: %s\n", rank, path, strerror(errno));
+                fprintf(stderr, "ranksnap collect: rank %d: %s\n", rank, ranksnap_last_error());
                 buf = NULL;
             }
             int nl = (int)strlen(names[i]) + 1;
@@ -205,8 +162,8 @@ int rs_cmd_collect(int argc, char **argv, int (*report)(const char *dir, int jso
             char path[4200], *buf = NULL;
             size_t len = 0;
             snprintf(path, sizeof path, "%s/%s", from, names[i]);
-            if (read_whole(path, &buf, &len) != 0) {
-                fprintf(stderr, "ranksnap collect: rank 0: %s: %s\n", path, strerror(errno));
+            if (rs_file_read(path, 0, &buf, &len) != RANKSNAP_OK) {
+                fprintf(stderr, "ranksnap collect: rank 0: %s\n", ranksnap_last_error());
                 continue;
             }
             if (store(to, names[i], buf, len, 0) == 0) received++;
@@ -243,10 +200,18 @@ int rs_cmd_collect(int argc, char **argv, int (*report)(const char *dir, int jso
     if (rank == 0) {
         fprintf(stderr, "ranksnap collect: %zu files from %d node%s into %s\n", received, size,
                 size == 1 ? "" : "s", to);
-        code = received ? report(to, json) : 1;
+        code = received ? rs_cmd_report_dir(to, json) : RS_EXIT_FAILED;
     }
     PMPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
     PMPI_Finalize();
     return code;
 #endif
 }
+
+const rs_cli_verb rs_cmd_collect = {
+    "collect", "--from DIR --to DIR [--json]",
+    "under mpirun, one rank per node: gather node-local snapshots to rank 0 and report",
+    "  run under mpirun, one rank per node (--map-by ppr:1:node): every rank sends the\n"
+    "  rank-*.rsnap and rank-*.ring files of --from to rank 0, which writes them into\n"
+    "  --to and prints the report over them (--json: report.json instead of the text)\n",
+    run_collect};

@@ -1,5 +1,5 @@
 /*
- * summary.c — the human summary of one snapshot (`ranksnap summary FILE`).
+ * cmd_summary.c — `ranksnap summary FILE...`: each snapshot told to a person in a screenful.
  *
  * Reads only the decoded model. Allocation sites are the innermost frame of each live block's
  * stack, grouped by function, file and line rather than by pc: two return addresses on one source
@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "cmd_summary.h"
+#include "decode.h"
 #include "summary.h"
 #include "errors.h"
 #include "options.h"
@@ -254,3 +256,25 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
                         strerror(errno));
     return RANKSNAP_OK;
 }
+
+static int run_summary(const rs_cli_verb *verb, int argc, char **argv)
+{
+    int code = RS_EXIT_OK;
+    int n = rs_cli_file_operands(verb, argc, argv, &code);
+    if (n < 0) return code;
+    for (int i = 0; i < n; i++) {
+        rs_snap *snap = NULL;
+        ranksnap_status st = rs_decode_file(argv[i], NULL, &snap);
+        if (st == RANKSNAP_OK) st = rs_cmd_summary_print(stdout, snap, argv[i]);
+        rs_snap_free(snap);
+        if (st != RANKSNAP_OK) {
+            rs_cli_failure("ranksnap", argv[i], st);
+            code = RS_EXIT_FAILED;
+        }
+    }
+    return code;
+}
+
+const rs_cli_verb rs_cmd_summary = {
+    "summary", "FILE...", "print identity, totals and peaks of each .rsnap snapshot", NULL,
+    run_summary};

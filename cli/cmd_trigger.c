@@ -14,19 +14,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "commands.h"
+#include "cli.h"
+#include "cmd_trigger.h"
 #include "options.h"
 
-int rs_cmd_trigger(int argc, char **argv)
+static int run_trigger(const rs_cli_verb *verb, int argc, char **argv)
 {
-    if (argc > 1 || (argc == 1 && argv[0][0] == '-')) {
-        int help = argc == 1 && (!strcmp(argv[0], "-h") || !strcmp(argv[0], "--help"));
-        fprintf(help ? stdout : stderr,
-                "usage: ranksnap trigger [DIR]\n  start recording on every rank of the job writing "
-                "into DIR (default: RANKSNAP_DIR, else ranksnap-out)\n  at its next step boundary, "
-                "for RANKSNAP_TRIGGER_STEPS steps\n");
-        return help ? 0 : 2;
+    if (argc == 1 && (!strcmp(argv[0], "-h") || !strcmp(argv[0], "--help"))) {
+        rs_cli_usage(stdout, verb);
+        return RS_EXIT_OK;
     }
+    if (argc > 1 || (argc == 1 && argv[0][0] == '-'))
+        return rs_cli_usage_error(verb, "expected at most one DIR, got '%s'", argv[argc > 1]);
     rs_options opts;
     if (argc == 0 && rs_options_load_one(&opts, "RANKSNAP_DIR", NULL) != RANKSNAP_OK) {
         fprintf(stderr, "ranksnap trigger: %s\n", ranksnap_last_error());
@@ -60,3 +59,10 @@ int rs_cmd_trigger(int argc, char **argv)
     printf("ranksnap trigger: %s created; rank 0 starts a range at its next step boundary\n", path);
     return 0;
 }
+
+const rs_cli_verb rs_cmd_trigger = {
+    "trigger", "[DIR]", "start recording on every rank of a running job at its next step",
+    "  start recording on every rank of the job writing into DIR (default: RANKSNAP_DIR, else\n"
+    "  ranksnap-out) at its next step boundary, for RANKSNAP_TRIGGER_STEPS steps; sending\n"
+    "  SIGUSR1 to rank 0 does the same\n",
+    run_trigger};

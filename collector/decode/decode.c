@@ -1,31 +1,53 @@
 /*
  * decode.c — opening any snapshot file (decode.h): a ranksnap .rsnap or a PyTorch pickle, told
- * apart by their first bytes, and the rank a file's name gives.
+ * apart by their first bytes, a dead rank's .ring file, told by its name, and the rank a file's
+ * name gives.
  */
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
 #include "decode.h"
 #include "errors.h"
 #include "file_read.h"
+#include "ring_decode.h"
 #include "rsnap_decode.h"
 #include "text.h"
 #include "torch_decode.h"
 
-ranksnap_status rs_decode_file(const char *path, const rs_torch_opts *opts,
-                                       rs_snap **out)
+int rs_decode_is_ring_path(const char *path)
+{
+    size_t n = strlen(path);
+    return n > 5 && strcmp(path + n - 5, ".ring") == 0;
+}
+
+ranksnap_status rs_decode_file_ex(const char *path, const rs_torch_opts *opts, rs_snap **out,
+                                  int *is_ring, int *closed)
 {
     if (!path || !out)
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_decode_file: NULL argument");
     *out = NULL;
+    int ring = rs_decode_is_ring_path(path), done = 0;
+    if (is_ring) *is_ring = ring;
+    if (closed) *closed = 0;
+    if (ring) {
+        ranksnap_status st = rs_ring_decode_file(path, out, &done);
+        if (closed) *closed = done;
+        return st;
+    }
     char *buf;
     size_t len;
     RS_CHECK(rs_file_read(path, 0, &buf, &len));
     ranksnap_status st = rs_torch_is_pickle(buf, len) ? rs_torch_decode(buf, len, path, opts, out)
-                                                 : rs_rsnap_decode(buf, len, path, out);
+                                                      : rs_rsnap_decode(buf, len, path, out);
     free(buf);
     return st;
+}
+
+ranksnap_status rs_decode_file(const char *path, const rs_torch_opts *opts, rs_snap **out)
+{
+    return rs_decode_file_ex(path, opts, out, NULL, NULL);
 }
 
 int rs_decode_is_pickle_file(const char *path)

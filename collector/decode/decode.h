@@ -8,10 +8,16 @@
 #include "snapshot.h"
 #include "torch_decode.h"
 
-/* Reads a snapshot of either kind, told apart by content: a pickle gets `opts` (NULL: the
- * defaults), a .rsnap file keeps its own rank. What the `ranksnap` verbs use to open a file. */
-ranksnap_status rs_decode_file(const char *path, const rs_torch_opts *opts,
-                                       rs_snap **out);
+/* Reads a snapshot of any kind: a file named *.ring is a dead rank's ring (ring_decode.h);
+ * otherwise the content tells a pickle, which gets `opts` (NULL: the defaults), from a .rsnap
+ * file, which keeps its own rank. What the `ranksnap` verbs use to open a file. */
+ranksnap_status rs_decode_file(const char *path, const rs_torch_opts *opts, rs_snap **out);
+/* The same, also saying whether it was a ring (*is_ring) and whether that ring's rank finalized
+ * cleanly (*closed: its .rsnap says more). Either pointer may be NULL. */
+ranksnap_status rs_decode_file_ex(const char *path, const rs_torch_opts *opts, rs_snap **out,
+                                  int *is_ring, int *closed);
+/* 1 for a path named *.ring. */
+int rs_decode_is_ring_path(const char *path);
 
 /* 1 when the file starts like a pickle (rs_torch_is_pickle), 0 otherwise or when it cannot be read
  * (reading it then says why). */

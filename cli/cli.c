@@ -1,0 +1,77 @@
+/*
+ * cli.c — cli.h: the pieces every verb of the command shares.
+ */
+#include <stdarg.h>
+#include <string.h>
+
+#include "cli.h"
+
+void rs_cli_usage(FILE *out, const rs_cli_verb *verb)
+{
+    fprintf(out, "usage: ranksnap %s %s\n  %s\n", verb->name, verb->args, verb->summary);
+    if (verb->details) fprintf(out, "\n%s", verb->details);
+}
+
+int rs_cli_usage_error(const rs_cli_verb *verb, const char *fmt, ...)
+{
+    fprintf(stderr, "ranksnap %s: ", verb->name);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    rs_cli_usage(stderr, verb);
+    return RS_EXIT_USAGE;
+}
+
+int rs_cli_flag_value(const char *name, int argc, char **argv, int *i, const char **value)
+{
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n) != 0) return 0;
+    if (a[n] == '=' && name[1] == '-') {
+        *value = a + n + 1;
+        return 1;
+    }
+    if (a[n] != '\0') return 0;
+    if (*i + 1 >= argc) return -1;
+    *value = argv[++*i];
+    return 1;
+}
+
+void rs_cli_failure(const char *who, const char *path, ranksnap_status st)
+{
+    const char *detail = ranksnap_last_error();
+    if (!detail[0]) detail = ranksnap_strerror(st);
+    if (strstr(detail, path))
+        fprintf(stderr, "%s: %s\n", who, detail);
+    else
+        fprintf(stderr, "%s: %s: %s\n", who, path, detail);
+}
+
+int rs_cli_file_operands(const rs_cli_verb *verb, int argc, char **argv, int *code)
+{
+    int n = 0, flags_done = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!flags_done && a[0] == '-' && a[1] != '\0') {
+            if (strcmp(a, "--") == 0) {
+                flags_done = 1;
+                continue;
+            }
+            if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+                rs_cli_usage(stdout, verb);
+                *code = RS_EXIT_OK;
+                return -1;
+            }
+            *code = rs_cli_usage_error(verb, "unknown option '%s'", a);
+            return -1;
+        }
+        argv[n++] = argv[i];
+    }
+    if (n == 0) {
+        *code = rs_cli_usage_error(verb, "expected at least one FILE");
+        return -1;
+    }
+    return n;
+}

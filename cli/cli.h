@@ -1,0 +1,50 @@
+/*
+ * cli.h — what every verb of the `ranksnap` command shares: its row in the verb table (main.c),
+ * the exit codes, flag parsing and how a failure is printed.
+ *
+ * Exit codes: 0 success, 1 a file or the work on it failed (the others are still processed),
+ * 2 a usage error (unknown verb or flag, missing argument), as most Unix tools do.
+ */
+#ifndef RANKSNAP_CLI_H
+#define RANKSNAP_CLI_H
+
+#include <stdio.h>
+
+#include "ranksnap.h"
+
+enum { RS_EXIT_OK = 0, RS_EXIT_FAILED = 1, RS_EXIT_USAGE = 2 };
+
+/* A verb: `ranksnap NAME ARGS...` calls run with the arguments after the verb. */
+typedef struct rs_cli_verb {
+    const char *name;
+    const char *args;    /* as shown in the usage line */
+    const char *summary; /* one line for `ranksnap --help` */
+    const char *details; /* the flags, for `ranksnap VERB --help`; NULL when there are none */
+    int (*run)(const struct rs_cli_verb *verb, int argc, char **argv);
+} rs_cli_verb;
+
+/* "usage: ranksnap VERB ARGS\n  SUMMARY\n" and the details. */
+void rs_cli_usage(FILE *out, const rs_cli_verb *verb);
+
+/* "ranksnap VERB: MESSAGE" and the usage on stderr; returns RS_EXIT_USAGE. */
+int rs_cli_usage_error(const rs_cli_verb *verb, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* `--name VALUE`, `--name=VALUE`, or for a short flag `-o VALUE`, at argv[*i]: 1 matched (value
+ * set, *i advanced over it), 0 not this flag, -1 the value is missing. Only long flags take `=`,
+ * as in getopt_long. */
+int rs_cli_flag_value(const char *name, int argc, char **argv, int *i, const char **value);
+
+/* Prints "WHO: PATH: DETAIL" for a failure on `path` (ranksnap_last_error, else the status's
+ * text), naming the path once whether or not the detail already does. */
+void rs_cli_failure(const char *who, const char *path, ranksnap_status st);
+
+/* Collects the file operands of a verb that takes no flags: "--" ends the flags, "-h" and
+ * "--help" print the verb's usage, any other "-x" is a usage error. Returns -1 when the caller
+ * should exit with *code. Operands are compacted to the front of argv; their count is returned. */
+int rs_cli_file_operands(const rs_cli_verb *verb, int argc, char **argv, int *code);
+
+#endif

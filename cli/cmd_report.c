@@ -1,0 +1,576 @@
+/*
+ * cmd_report.c — `ranksnap report DIR|FILE...`: the comparison of rank snapshots written to disk, as rank 0
+ * prints it live. It works the way the gather does, so that a thousand files do not all sit in
+ * memory: each file is read, summarized and freed; the summaries decide the reference and the
+ * flagged ranks; only those files are read again, whole, for their allocation sites.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "atomic_file.h"
+#include "cli.h"
+#include "cmd_report.h"
+#include "decode.h"
+#include "options.h"
+#include "progress.h"
+#include "report.h"
+#include "report_html.h"
+#include "timeline.h"
+
+typedef struct report_opts {
+    int json;
+    int allow_mixed_jobs;
+    const char *out_dir;
+    const char *divergence; /* NULL: RANKSNAP_DIVERGENCE or its default */
+    int rank_from_name;     /* PyTorch pickles: rank = the number in the file name */
+    int all_frames;         /* PyTorch pickles: sites may be torch / standard library frames */
+    const char *html;       /* --html OUT.html */
+    int progress;           /* --progress 1, --no-progress 0, -1: stderr is a terminal (progress.h) */
+} report_opts;
+
+typedef struct report_file {
+    char *path;
+    rs_summary sum;
+    uint64_t time_us; /* when the snapshot was taken, or the ring's last event */
+    int is_ring;      /* recovered from a ring file a dead rank left */
+} report_file;
+
+/* The paths to read: each operand, a directory standing for its rank-*.rsnap files. */
+typedef struct path_list {
+    size_t n, cap;
+    char **v;
+} path_list;
+
+static int path_push(path_list *l, const char *dir, const char *name)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char **v = realloc(l->v, cap * sizeof *v);
+        if (!v) return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    size_t len = (dir ? strlen(dir) + 1 : 0) + strlen(name) + 1;
+    char *p = malloc(len);
+    if (!p) return -1;
+    if (dir)
+        snprintf(p, len, "%s/%s", dir, name);
+    else
+        snprintf(p, len, "%s", name);
+    l->v[l->n++] = p;
+    return 0;
+}
+
+static void path_list_free(path_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int is_rank_file(const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(name, "rank-", 5) == 0 && n > 10 &&
+           (strcmp(name + n - 6, ".rsnap") == 0 || strcmp(name + n - 5, ".ring") == 0);
+}
+
+/* The options a PyTorch pickle is read with: its rank is the number in its name
+ * (--rank-from-name) or its place among the pickles given (*n_pickles counts them). -1 (and a
+ * message) when the name holds no rank. */
+static int report_pickle_opts(const report_opts *o, const char *path, int *n_pickles,
+                              rs_torch_opts *po)
+{
+    rs_torch_opts_default(po);
+    po->all_frames = o->all_frames;
+    if (rs_decode_is_pickle_file(path) != 1) return 0;
+    if (!o->rank_from_name) {
+        po->rank = (*n_pickles)++;
+        return 0;
+    }
+    if (rs_decode_rank_from_name(path, &po->rank) == 0) return 0;
+    fprintf(stderr, "ranksnap: %s: --rank-from-name: no rank number in the file name (such as "
+                    "snapshot_rank3.pickle, rank-3.pickle or oom_rank-3_NAME.pickle)\n", path);
+    return -1;
+}
+
+/* A rank with both a snapshot and a ring keeps whichever is newer: a snapshot written at the end
+ * of a range, then a SIGKILL later, leaves a ring that knows more; a crash-path dump is at least
+ * as new as its ring; a snapshot written at an OOM is kept even if the ring saw the frees that
+ * followed. Files are in rank order; returns the new count. */
+static size_t report_prefer_newest(report_file *f, size_t n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (w > 0 && f[w - 1].sum.rank == f[i].sum.rank && (f[w - 1].is_ring != f[i].is_ring)) {
+            report_file *ring = f[i].is_ring ? &f[i] : &f[w - 1];
+            report_file *snap = f[i].is_ring ? &f[w - 1] : &f[i];
+            /* an OOM dump is the moment that matters, whatever the ring saw after it */
+            f[w - 1] = ring->time_us > snap->time_us && !snap->sum.oom ? *ring : *snap;
+            continue;
+        }
+        f[w++] = f[i];
+    }
+    return w;
+}
+
+/* Adds the rank files of `dir` in name order; -1 (and a message) when there are none. */
+static int add_dir(path_list *l, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "ranksnap: %s: cannot open the directory: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    size_t first = l->n;
+    struct dirent *e;
+    int oom = 0;
+    while ((e = readdir(d)) != NULL)
+        if (is_rank_file(e->d_name) && path_push(l, dir, e->d_name) != 0) oom = 1;
+    closedir(d);
+    if (oom) {
+        fprintf(stderr, "ranksnap: %s: out of memory listing the directory\n", dir);
+        return -1;
+    }
+    if (l->n == first) {
+        fprintf(stderr, "ranksnap: %s: no rank-*.rsnap files in this directory\n", dir);
+        return -1;
+    }
+    qsort(l->v + first, l->n - first, sizeof *l->v, cmp_str);
+    return 0;
+}
+
+/* The flag, else RANKSNAP_DIVERGENCE, parsed by the options table's own parser; only that one
+ * variable is read, so that a bad value of an unrelated RANKSNAP_* does not stop a report. */
+static int report_divergence(const report_opts *o, double *pct)
+{
+    rs_options opts;
+    if (rs_options_load_one(&opts, "RANKSNAP_DIVERGENCE", o->divergence) != RANKSNAP_OK) {
+        if (o->divergence)
+            fprintf(stderr, "ranksnap report: --divergence '%s': expected a percentage such as "
+                            "5%% or 2.5, above 0 and at most 1000\n", o->divergence);
+        else
+            fprintf(stderr, "ranksnap: %s\n", ranksnap_last_error());
+        return -1;
+    }
+    *pct = opts.divergence;
+    return 0;
+}
+
+static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_opts *o,
+                        path_list *operands, int *code)
+{
+    int flags_done = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (flags_done || a[0] != '-' || a[1] == '\0') {
+            if (path_push(operands, NULL, a) != 0) {
+                fprintf(stderr, "ranksnap report: out of memory\n");
+                *code = RS_EXIT_FAILED;
+                return -1;
+            }
+            continue;
+        }
+        int got;
+        if (strcmp(a, "--") == 0) {
+            flags_done = 1;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            rs_cli_usage(stdout, verb);
+            *code = RS_EXIT_OK;
+            return -1;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+        } else if (strcmp(a, "--allow-mixed-jobs") == 0) {
+            o->allow_mixed_jobs = 1;
+        } else if (strcmp(a, "--rank-from-name") == 0) {
+            o->rank_from_name = 1;
+        } else if (strcmp(a, "--all-frames") == 0) {
+            o->all_frames = 1;
+        } else if (strcmp(a, "--progress") == 0 || strcmp(a, "--no-progress") == 0) {
+            o->progress = a[2] == 'p';
+        } else if ((got = rs_cli_flag_value("--out", argc, argv, &i, &o->out_dir)) != 0 ||
+                   (got = rs_cli_flag_value("--divergence", argc, argv, &i, &o->divergence)) != 0 ||
+                   (got = rs_cli_flag_value("--html", argc, argv, &i, &o->html)) != 0) {
+            if (got < 0 || (o->out_dir && !*o->out_dir) || (o->divergence && !*o->divergence) ||
+                (o->html && !*o->html)) {
+                *code = rs_cli_usage_error(verb, "%s expects a value", a);
+                return -1;
+            }
+        } else {
+            *code = rs_cli_usage_error(verb, "unknown option '%s'", a);
+            return -1;
+        }
+    }
+    if (operands->n == 0) {
+        *code = rs_cli_usage_error(verb, "expected a directory or at least one FILE");
+        return -1;
+    }
+    return 0;
+}
+
+static int cmp_file_rank(const void *pa, const void *pb)
+{
+    const report_file *a = pa, *b = pb;
+    if (a->sum.rank != b->sum.rank) return a->sum.rank < b->sum.rank ? -1 : 1;
+    return strcmp(a->path, b->path);
+}
+
+/* Two files of one rank: the report would compare the wrong things, so there is none. Files of
+ * another job than most of them (a directory two jobs wrote into) are left out, each with an
+ * error naming it and both jobs, unless --allow-mixed-jobs; the report covers the rest. Files are
+ * in rank order. Returns the number kept, or -1. */
+static long report_check_files(const report_opts *o, report_file *f, size_t n, path_list *failed)
+{
+    for (size_t i = 1; i < n; i++) {
+        if (f[i].sum.rank == f[i - 1].sum.rank) {
+            fprintf(stderr, "ranksnap: %s and %s are both rank %d; give one snapshot per rank\n",
+                    f[i - 1].path, f[i].path, (int)f[i].sum.rank);
+            return -1;
+        }
+    }
+    if (o->allow_mixed_jobs || n == 0) return (long)n;
+    /* the job most files belong to; ties go to the one of the lowest rank */
+    size_t best = 0, best_count = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t c = 0;
+        for (size_t j = 0; j < n; j++) c += strcmp(f[j].sum.job, f[i].sum.job) == 0;
+        if (c > best_count) best = i, best_count = c;
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(f[i].sum.job, f[best].sum.job) != 0) {
+            fprintf(stderr, "ranksnap: %s is from job %s but %s (and %zu files in all) are from job %s; "
+                            "left out (pass --allow-mixed-jobs to compare them anyway)\n",
+                    f[i].path, f[i].sum.job[0] ? f[i].sum.job : "(none)", f[best].path, best_count,
+                    f[best].sum.job[0] ? f[best].sum.job : "(none)");
+            if (path_push(failed, NULL, f[i].path) != 0) return -1;
+            continue;
+        }
+        f[w++] = f[i];
+    }
+    return (long)w;
+}
+
+static int needs_full(const rs_compare_result *r, int32_t rank)
+{
+    if (rank == r->reference_rank) return 1;
+    for (size_t i = 0; i < r->n_oom; i++)
+        if (r->oom[i].rank == rank) return 1;
+    for (size_t i = 0; i < r->n_divergent; i++)
+        if (r->divergent[i].rank == rank) return 1;
+    return 0;
+}
+
+/* Renders the report into a malloc'ed string. */
+static ranksnap_status render(const rs_compare_result *r, int json, char **text, size_t *len)
+{
+    *text = NULL;
+    *len = 0;
+    FILE *m = open_memstream(text, len);
+    if (!m) return RANKSNAP_ERR_HOST_MEMORY;
+    ranksnap_status st = json ? rs_report_json(m, r) : rs_report_text(m, r);
+    if (fclose(m) != 0 && st == RANKSNAP_OK) st = RANKSNAP_ERR_HOST_MEMORY;
+    if (st != RANKSNAP_OK) {
+        free(*text);
+        *text = NULL;
+    }
+    return st;
+}
+
+/* report.html draws every rank's history, which the first pass did not keep (it holds summaries
+ * only, so that a thousand files need not fit in memory): each file is read once more, one at a
+ * time, and reduced to its bounded timeline (timeline.h); the files already loaded whole for the
+ * verdicts are used as they are. A file that cannot be read again is drawn as "summary only". */
+static ranksnap_status render_html(const report_opts *o, const rs_compare_result *r, const report_file *f,
+                                   rs_snap *const *full, size_t n, FILE *progress,
+                                   char **html, size_t *len)
+{
+    *html = NULL;
+    *len = 0;
+    rs_timeline **tl = calloc(n ? n : 1, sizeof *tl);
+    if (!tl) return RANKSNAP_ERR_HOST_MEMORY;
+    uint32_t points = rs_timeline_points_for(n);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct stat sb;
+        if (stat(f[i].path, &sb) == 0) bytes += (uint64_t)sb.st_size;
+    }
+    rs_progress pg;
+    rs_progress_begin(&pg, progress, "drawing", n, bytes);
+    ranksnap_status st = RANKSNAP_OK;
+    for (size_t i = 0; i < n && st == RANKSNAP_OK; i++) {
+        rs_snap *snap = full[i];
+        struct stat sb;
+        if (!snap) {
+            int ring, closed;
+            rs_torch_opts po;
+            rs_torch_opts_default(&po);
+            po.rank = f[i].sum.rank;
+            po.all_frames = o->all_frames;
+            if (rs_decode_file_ex(f[i].path, &po, &snap, &ring, &closed) != RANKSNAP_OK ||
+                snap->rank != f[i].sum.rank) {
+                rs_snap_free(snap);
+                snap = NULL;
+            }
+        }
+        if (snap) st = rs_timeline_build(snap, points, &tl[i]);
+        if (snap != full[i]) rs_snap_free(snap);
+        rs_progress_step(&pg, stat(f[i].path, &sb) == 0 ? (uint64_t)sb.st_size : 0);
+    }
+    rs_progress_end(&pg);
+    FILE *m = st == RANKSNAP_OK ? open_memstream(html, len) : NULL;
+    if (st == RANKSNAP_OK && !m) st = RANKSNAP_ERR_HOST_MEMORY;
+    if (m) {
+        st = rs_report_html(m, r, (const rs_timeline *const *)tl, n);
+        if (fclose(m) != 0 && st == RANKSNAP_OK) st = RANKSNAP_ERR_HOST_MEMORY;
+    }
+    for (size_t i = 0; i < n; i++) rs_timeline_free(tl[i]);
+    free(tl);
+    if (st != RANKSNAP_OK) {
+        free(*html);
+        *html = NULL;
+        *len = 0;
+    }
+    return st;
+}
+
+static int write_reports(const char *dir, const char *txt, size_t txt_len, const char *json,
+                         size_t json_len, const char *html, size_t html_len)
+{
+    struct stat sb;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ranksnap: --out %s: cannot create the directory: %s\n", dir,
+                strerror(errno));
+        return -1;
+    }
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "ranksnap: --out %s: not a directory\n", dir);
+        return -1;
+    }
+    const char *names[3] = {"report.txt", "report.json", "report.html"};
+    const char *bufs[3] = {txt, json, html};
+    size_t lens[3] = {txt_len, json_len, html_len};
+    for (int i = 0; i < 3; i++) {
+        size_t n = strlen(dir) + strlen(names[i]) + 2;
+        char *path = malloc(n);
+        if (!path) {
+            fprintf(stderr, "ranksnap: out of memory\n");
+            return -1;
+        }
+        snprintf(path, n, "%s/%s", dir, names[i]);
+        ranksnap_status st = rs_atomic_file_write(path, bufs[i], lens[i]);
+        if (st != RANKSNAP_OK) rs_cli_failure("ranksnap", path, st);
+        free(path);
+        if (st != RANKSNAP_OK) return -1;
+    }
+    return 0;
+}
+
+/* Compares the summaries, re-reads the flagged and reference files whole for their sites, and
+ * prints or writes the report. `failed` are the operands that could not be read. */
+static int report_emit(const report_opts *o, double pct, report_file *f, size_t n,
+                       const path_list *failed, FILE *progress)
+{
+    int code = RS_EXIT_FAILED;
+    rs_compare_config cfg;
+    rs_compare_config_default(&cfg);
+    cfg.divergence_pct = pct;
+    int world = 0;
+    rs_summary *sums = malloc(n * sizeof *sums);
+    rs_snap **full = calloc(n, sizeof *full);
+    rs_compare_result *r = NULL;
+    char *txt = NULL, *json = NULL, *html = NULL;
+    size_t txt_len = 0, json_len = 0, html_len = 0;
+    if (!sums || !full) {
+        fprintf(stderr, "ranksnap: out of memory for %zu summaries\n", n);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sums[i] = f[i].sum;
+        if (sums[i].world_size > world) world = sums[i].world_size;
+    }
+    ranksnap_status st = rs_compare(sums, NULL, n, world, &cfg, &r);
+    for (size_t i = 0; st == RANKSNAP_OK && i < n; i++) {
+        if (!needs_full(r, sums[i].rank)) continue;
+        /* A file that changed or vanished since the first read falls back to its summary. */
+        int ring, closed;
+        rs_torch_opts po;
+        rs_torch_opts_default(&po);
+        po.rank = sums[i].rank;
+        po.all_frames = o->all_frames;
+        if (rs_decode_file_ex(f[i].path, &po, &full[i], &ring, &closed) != RANKSNAP_OK ||
+            full[i]->rank != sums[i].rank) {
+            rs_snap_free(full[i]);
+            full[i] = NULL;
+        }
+    }
+    if (st == RANKSNAP_OK) {
+        rs_compare_result_free(r);
+        r = NULL;
+        st = rs_compare(sums, (const rs_snap *const *)full, n, world, &cfg, &r);
+    }
+    for (size_t i = 0; st == RANKSNAP_OK && i < failed->n; i++)
+        st = rs_compare_add_note(r, "%s could not be read and is left out", failed->v[i]);
+    if (st == RANKSNAP_OK && (!o->json || o->out_dir)) st = render(r, 0, &txt, &txt_len);
+    if (st == RANKSNAP_OK && (o->json || o->out_dir)) st = render(r, 1, &json, &json_len);
+    if (st == RANKSNAP_OK && (o->html || o->out_dir))
+        st = render_html(o, r, f, full, n, progress, &html, &html_len);
+    if (st != RANKSNAP_OK) {
+        const char *d = ranksnap_last_error();
+        fprintf(stderr, "ranksnap: report: %s\n", d[0] ? d : ranksnap_strerror(st));
+        goto done;
+    }
+    if (o->json)
+        fwrite(json, 1, json_len, stdout);
+    else
+        fwrite(txt, 1, txt_len, stdout);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "ranksnap: writing the report to stdout failed: %s\n", strerror(errno));
+        goto done;
+    }
+    if (o->out_dir && write_reports(o->out_dir, txt, txt_len, json, json_len, html, html_len) != 0)
+        goto done;
+    if (o->html) {
+        ranksnap_status hst = rs_atomic_file_write(o->html, html, html_len);
+        if (hst != RANKSNAP_OK) {
+            rs_cli_failure("ranksnap", o->html, hst);
+            goto done;
+        }
+    }
+    code = RS_EXIT_OK;
+done:
+    for (size_t i = 0; full && i < n; i++) rs_snap_free(full[i]);
+    free(full);
+    free(sums);
+    rs_compare_result_free(r);
+    free(txt);
+    free(json);
+    free(html);
+    return code;
+}
+
+static int run_report(const rs_cli_verb *verb, int argc, char **argv)
+{
+    report_opts o = {0, 0, NULL, NULL, 0, 0, NULL, -1};
+    path_list operands = {0, 0, NULL}, paths = {0, 0, NULL}, failed = {0, 0, NULL};
+    report_file *files = NULL;
+    size_t n = 0;
+    int code = RS_EXIT_OK, n_pickles = 0;
+    double pct = 0;
+    FILE *progress = NULL;
+    rs_progress pg;
+    memset(&pg, 0, sizeof pg);
+    if (report_parse(verb, argc, argv, &o, &operands, &code) != 0) goto done;
+    if (report_divergence(&o, &pct) != 0) {
+        code = RS_EXIT_USAGE;
+        goto done;
+    }
+    code = RS_EXIT_FAILED;
+    for (size_t i = 0; i < operands.n; i++) {
+        struct stat sb;
+        int bad = 0;
+        if (stat(operands.v[i], &sb) == 0 && S_ISDIR(sb.st_mode))
+            bad = add_dir(&paths, operands.v[i]);
+        else
+            bad = path_push(&paths, NULL, operands.v[i]);
+        if (bad && path_push(&failed, NULL, operands.v[i]) != 0) goto done;
+    }
+    files = calloc(paths.n ? paths.n : 1, sizeof *files);
+    if (!files) goto done;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < paths.n; i++) {
+        struct stat sb;
+        if (stat(paths.v[i], &sb) == 0) bytes += (uint64_t)sb.st_size;
+    }
+    /* "reading 3/32 files": the third is being read */
+    if (rs_progress_wanted(o.progress, isatty(STDERR_FILENO), paths.n, bytes)) progress = stderr;
+    rs_progress_begin(&pg, progress, "reading", paths.n, bytes);
+    for (size_t i = 0; i < paths.n; i++) {
+        struct stat sb;
+        rs_progress_step(&pg, stat(paths.v[i], &sb) == 0 ? (uint64_t)sb.st_size : 0);
+        rs_snap *snap = NULL;
+        int ring = 0, closed = 0;
+        rs_torch_opts po;
+        /* an error line must not start after the progress text: erase it (the next file redraws) */
+        if (o.rank_from_name) rs_progress_end(&pg);
+        if (report_pickle_opts(&o, paths.v[i], &n_pickles, &po) != 0) {
+            if (path_push(&failed, NULL, paths.v[i]) != 0) goto done;
+            continue;
+        }
+        ranksnap_status st = rs_decode_file_ex(paths.v[i], &po, &snap, &ring, &closed);
+        if (st != RANKSNAP_OK) {
+            rs_progress_end(&pg);
+            rs_cli_failure("ranksnap", paths.v[i], st);
+            if (path_push(&failed, NULL, paths.v[i]) != 0) goto done;
+            continue;
+        }
+        if (ring && closed) { /* a clean finalize: the ring is a leftover, the .rsnap speaks */
+            rs_snap_free(snap);
+            continue;
+        }
+        files[n].path = paths.v[i];
+        files[n].time_us = snap->time_us;
+        files[n].is_ring = ring;
+        rs_summary_of(snap, &files[n].sum);
+        rs_snap_free(snap);
+        n++;
+    }
+    rs_progress_end(&pg);
+    if (n == 0) {
+        fprintf(stderr, "ranksnap report: no snapshot could be read\n");
+        goto done;
+    }
+    qsort(files, n, sizeof *files, cmp_file_rank);
+    n = report_prefer_newest(files, n);
+    long kept = report_check_files(&o, files, n, &failed);
+    if (kept < 0) goto done;
+    n = (size_t)kept;
+    code = report_emit(&o, pct, files, n, &failed, progress);
+done:
+    rs_progress_end(&pg);
+    free(files);
+    path_list_free(&operands);
+    path_list_free(&paths);
+    path_list_free(&failed);
+    return code;
+}
+
+const rs_cli_verb rs_cmd_report = {
+"report", "DIR|FILE... [--json] [--out DIR] [--html OUT.html] [--divergence PCT]\n"
+     "                [--allow-mixed-jobs] [--rank-from-name] [--all-frames] [--[no-]progress]",
+     "compare the ranks: peaks, OOMs, ranks diverging from the median, and the sites why",
+     "  DIR                 every rank-*.rsnap in it, and the rank-*.ring files of ranks\n"
+     "                      that died (recovered, marked incomplete)\n"
+     "  --json              print report.json (schema: docs/FORMAT.md) instead of the text\n"
+     "  --out DIR           also write DIR/report.txt, DIR/report.json and DIR/report.html\n"
+     "  --html OUT.html     also write the HTML report (one self-contained page with every\n"
+     "                      rank's timeline) to OUT.html\n"
+     "  --divergence PCT    flag ranks whose peak is more than PCT% from the median\n"
+     "                      (default: RANKSNAP_DIVERGENCE, else 5%)\n"
+     "  --allow-mixed-jobs  compare snapshots of different jobs instead of refusing\n"
+     "  FILE.pickle         a PyTorch snapshot (torch.cuda.memory._dump_snapshot); its rank is\n"
+     "                      its place among the pickles given, or with\n"
+     "  --rank-from-name    the number in its name: snapshot_rank3, rank-3, oom_rank-3_NAME\n"
+     "  --all-frames        PyTorch sites may be frames of torch and of the Python standard\n"
+     "                      library (by default the innermost frame of user code)\n"
+     "  --progress, --no-progress\n"
+     "                      progress on stderr: by default shown when stderr is a terminal\n"
+     "                      and there are 8 files or 16 MiB or more\n"
+     "exit status: 0 a report was produced, 1 no snapshot could be read (or two of one rank,\n"
+     "or of different jobs), 2 usage error\n",
+     run_report};
+
+int rs_cmd_report_dir(const char *dir, int json)
+{
+    char *args[2] = {(char *)"--json", (char *)dir};
+    return run_report(&rs_cmd_report, json ? 2 : 1, json ? args : args + 1);
+}
