@@ -39,6 +39,33 @@ int rs_cli_flag_value(const char *name, int argc, char **argv, int *i, const cha
     return 1;
 }
 
+void rs_cli_args_init(rs_cli_args *a, int argc, char **argv)
+{
+    a->argc = argc;
+    a->argv = argv;
+    a->i = -1;
+    a->flags_done = 0;
+}
+
+int rs_cli_next(const rs_cli_verb *verb, rs_cli_args *a, const char **arg)
+{
+    while (++a->i < a->argc) {
+        const char *s = a->argv[a->i];
+        *arg = s;
+        if (a->flags_done || s[0] != '-' || s[1] == '\0') return RS_CLI_OPERAND;
+        if (strcmp(s, "--") == 0) {
+            a->flags_done = 1;
+            continue;
+        }
+        if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
+            rs_cli_usage(stdout, verb);
+            return RS_CLI_HELP;
+        }
+        return RS_CLI_FLAG;
+    }
+    return RS_CLI_END;
+}
+
 void rs_cli_failure(const char *who, const char *path, ranksnap_status st)
 {
     const char *detail = ranksnap_last_error();
@@ -51,23 +78,20 @@ void rs_cli_failure(const char *who, const char *path, ranksnap_status st)
 
 int rs_cli_file_operands(const rs_cli_verb *verb, int argc, char **argv, int *code)
 {
-    int n = 0, flags_done = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!flags_done && a[0] == '-' && a[1] != '\0') {
-            if (strcmp(a, "--") == 0) {
-                flags_done = 1;
-                continue;
-            }
-            if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-                rs_cli_usage(stdout, verb);
-                *code = RS_EXIT_OK;
-                return -1;
-            }
-            *code = rs_cli_usage_error(verb, "unknown option '%s'", a);
+    rs_cli_args it;
+    rs_cli_args_init(&it, argc, argv);
+    const char *arg;
+    int n = 0, kind;
+    while ((kind = rs_cli_next(verb, &it, &arg)) != RS_CLI_END) {
+        if (kind == RS_CLI_HELP) {
+            *code = RS_EXIT_OK;
             return -1;
         }
-        argv[n++] = argv[i];
+        if (kind == RS_CLI_FLAG) {
+            *code = rs_cli_usage_error(verb, "unknown option '%s'", arg);
+            return -1;
+        }
+        argv[n++] = (char *)arg;
     }
     if (n == 0) {
         *code = rs_cli_usage_error(verb, "expected at least one FILE");

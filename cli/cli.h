@@ -38,6 +38,20 @@ int rs_cli_usage_error(const rs_cli_verb *verb, const char *fmt, ...)
  * as in getopt_long. */
 int rs_cli_flag_value(const char *name, int argc, char **argv, int *i, const char **value);
 
+/* Walks a verb's arguments: an operand (anything not starting with '-', "-" itself, everything
+ * after "--") or a flag, with "--" consumed and -h/--help answered (usage on stdout). */
+enum { RS_CLI_END = 0, RS_CLI_OPERAND, RS_CLI_FLAG, RS_CLI_HELP };
+typedef struct rs_cli_args {
+    int argc;
+    char **argv;
+    int i;          /* index of the argument last returned; flags with values advance it */
+    int flags_done;
+} rs_cli_args;
+
+void rs_cli_args_init(rs_cli_args *a, int argc, char **argv);
+/* The next argument in *arg and what it is; RS_CLI_HELP after printing the verb's usage. */
+int rs_cli_next(const rs_cli_verb *verb, rs_cli_args *a, const char **arg);
+
 /* Prints "WHO: PATH: DETAIL" for a failure on `path` (ranksnap_last_error, else the status's
  * text), naming the path once whether or not the detail already does. */
 void rs_cli_failure(const char *who, const char *path, ranksnap_status st);

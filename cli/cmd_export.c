@@ -33,28 +33,26 @@ static void read_failure(const char *path, ranksnap_status st)
 
 static int run_export(const rs_cli_verb *verb, int argc, char **argv)
 {
-    int torch = 0, all_frames = 0, flags_done = 0;
-    const char *rank_arg = NULL, *out = NULL, *operand = NULL;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (flags_done || a[0] != '-' || a[1] == '\0') {
-            if (operand) return rs_cli_usage_error(verb, "expected one FILE or DIR, got '%s' as well", a);
+    int torch = 0, all_frames = 0, kind;
+    const char *rank_arg = NULL, *out = NULL, *operand = NULL, *a;
+    rs_cli_args it;
+    rs_cli_args_init(&it, argc, argv);
+    while ((kind = rs_cli_next(verb, &it, &a)) != RS_CLI_END) {
+        if (kind == RS_CLI_HELP) return RS_EXIT_OK;
+        if (kind == RS_CLI_OPERAND) {
+            if (operand)
+                return rs_cli_usage_error(verb, "expected one FILE or DIR, got '%s' as well", a);
             operand = a;
             continue;
         }
         int got;
-        if (strcmp(a, "--") == 0) {
-            flags_done = 1;
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            rs_cli_usage(stdout, verb);
-            return RS_EXIT_OK;
-        } else if (strcmp(a, "--torch") == 0) {
+        if (strcmp(a, "--torch") == 0) {
             torch = 1;
         } else if (strcmp(a, "--all-frames") == 0) {
             all_frames = 1;
-        } else if ((got = rs_cli_flag_value("--rank", argc, argv, &i, &rank_arg)) != 0 ||
-                   (got = rs_cli_flag_value("--output", argc, argv, &i, &out)) != 0 ||
-                   (got = rs_cli_flag_value("-o", argc, argv, &i, &out)) != 0) {
+        } else if ((got = rs_cli_flag_value("--rank", argc, argv, &it.i, &rank_arg)) != 0 ||
+                   (got = rs_cli_flag_value("--output", argc, argv, &it.i, &out)) != 0 ||
+                   (got = rs_cli_flag_value("-o", argc, argv, &it.i, &out)) != 0) {
             if (got < 0) return rs_cli_usage_error(verb, "%s expects a value", a);
         } else {
             return rs_cli_usage_error(verb, "unknown option '%s'", a);

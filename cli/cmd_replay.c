@@ -30,18 +30,15 @@ static ranksnap_status load(const char *path, rs_snap **out)
 
 static int run_replay(const rs_cli_verb *verb, int argc, char **argv)
 {
-    int json = 0, flags_done = 0;
-    const char *path = NULL;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (flags_done || a[0] != '-' || a[1] == '\0') {
+    int json = 0, kind;
+    const char *path = NULL, *a;
+    rs_cli_args it;
+    rs_cli_args_init(&it, argc, argv);
+    while ((kind = rs_cli_next(verb, &it, &a)) != RS_CLI_END) {
+        if (kind == RS_CLI_HELP) return RS_EXIT_OK;
+        if (kind == RS_CLI_OPERAND) {
             if (path) return rs_cli_usage_error(verb, "expected one FILE, got '%s' as well", a);
             path = a;
-        } else if (strcmp(a, "--") == 0) {
-            flags_done = 1;
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            rs_cli_usage(stdout, verb);
-            return RS_EXIT_OK;
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
         } else {

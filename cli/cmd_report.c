@@ -169,10 +169,16 @@ static int report_divergence(const report_opts *o, double *pct)
 static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_opts *o,
                         path_list *operands, int *code)
 {
-    int flags_done = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (flags_done || a[0] != '-' || a[1] == '\0') {
+    rs_cli_args it;
+    rs_cli_args_init(&it, argc, argv);
+    const char *a;
+    int kind;
+    while ((kind = rs_cli_next(verb, &it, &a)) != RS_CLI_END) {
+        if (kind == RS_CLI_HELP) {
+            *code = RS_EXIT_OK;
+            return -1;
+        }
+        if (kind == RS_CLI_OPERAND) {
             if (path_push(operands, NULL, a) != 0) {
                 fprintf(stderr, "ranksnap report: out of memory\n");
                 *code = RS_EXIT_FAILED;
@@ -181,13 +187,7 @@ static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_o
             continue;
         }
         int got;
-        if (strcmp(a, "--") == 0) {
-            flags_done = 1;
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            rs_cli_usage(stdout, verb);
-            *code = RS_EXIT_OK;
-            return -1;
-        } else if (strcmp(a, "--json") == 0) {
+        if (strcmp(a, "--json") == 0) {
             o->json = 1;
         } else if (strcmp(a, "--allow-mixed-jobs") == 0) {
             o->allow_mixed_jobs = 1;
@@ -197,9 +197,9 @@ static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_o
             o->all_frames = 1;
         } else if (strcmp(a, "--progress") == 0 || strcmp(a, "--no-progress") == 0) {
             o->progress = a[2] == 'p';
-        } else if ((got = rs_cli_flag_value("--out", argc, argv, &i, &o->out_dir)) != 0 ||
-                   (got = rs_cli_flag_value("--divergence", argc, argv, &i, &o->divergence)) != 0 ||
-                   (got = rs_cli_flag_value("--html", argc, argv, &i, &o->html)) != 0) {
+        } else if ((got = rs_cli_flag_value("--out", argc, argv, &it.i, &o->out_dir)) != 0 ||
+                   (got = rs_cli_flag_value("--divergence", argc, argv, &it.i, &o->divergence)) != 0 ||
+                   (got = rs_cli_flag_value("--html", argc, argv, &it.i, &o->html)) != 0) {
             if (got < 0 || (o->out_dir && !*o->out_dir) || (o->divergence && !*o->divergence) ||
                 (o->html && !*o->html)) {
                 *code = rs_cli_usage_error(verb, "%s expects a value", a);
