@@ -35,6 +35,14 @@ static inline uint64_t rs_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Monotonic seconds, for deadlines. */
+static inline double rs_now_mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static inline uint64_t rs_now_us(void)
 {
     struct timespec ts;

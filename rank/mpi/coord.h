@@ -25,10 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "compare.h"
 #include "options.h"
 #include "ranksnap.h"
-#include "snapshot.h"
 
 typedef struct rs_coord rs_coord;
 
@@ -47,22 +45,9 @@ int64_t rs_coord_clock_uncertainty_us(const rs_coord *c);
  * Returns 1 and sets *start when a triggered range is to begin at *start, 0 otherwise. */
 int rs_coord_poll_trigger(rs_coord *c, int64_t step, const char *dir, int lag, int64_t *start);
 
-typedef struct rs_gather_result {
-    int world_size;
-    size_t n;                   /* ranks present */
-    rs_summary *summaries;     /* n, in rank order */
-    rs_snap **full;        /* n, NULL where no full snapshot came */
-    double seconds;             /* wall time of the gather on rank 0 */
-    uint64_t bytes_summaries;   /* bytes received in phase 1 */
-    uint64_t bytes_full;        /* bytes received in phase 2 */
-} rs_gather_result;
-
-/* Collective over the coordinator's ranks. `snap`/`len` is this rank's encoded snapshot and
- * `mine` its summary. On rank 0 fills *out (free with rs_gather_result_free); on the others *out
- * is zeroed. Never waits longer than `timeout_s` for any one phase. */
-ranksnap_status rs_coord_gather(rs_coord *c, const char *snap, size_t len, const rs_summary *mine,
-                                rs_gather_mode mode, int timeout_s, double divergence_pct,
-                                rs_gather_result *out);
-void rs_gather_result_free(rs_gather_result *r);
+/* For the gather (gather.c): the duplicated communicator (the address of an MPI_Comm), NULL in
+ * a world of one; and the next gather's sequence number, which picks its message tags. */
+const void *rs_coord_comm(const rs_coord *c);
+unsigned rs_coord_next_gather(rs_coord *c);
 
 #endif

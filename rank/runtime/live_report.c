@@ -16,6 +16,7 @@
 #include "coord.h"
 #include "dump.h"
 #include "errors.h"
+#include "gather.h"
 #include "live_report.h"
 #include "log.h"
 #include "report.h"
@@ -130,7 +131,7 @@ ranksnap_status rs_live_report_end_of_range(rs_runtime *rt)
         mine.world_size = rt->world_size;
     }
     rs_gather_result g;
-    ranksnap_status gst = rs_coord_gather(rt->coord, buf, len, &mine, rt->opts.gather,
+    ranksnap_status gst = rs_gather_run(rt->coord, buf, len, &mine, rt->opts.gather,
                                           rt->opts.gather_timeout, rt->opts.divergence, &g);
     free(buf);
     if (gst != RANKSNAP_OK) {

@@ -1,0 +1,279 @@
+/*
+ * gather.c — the two-phase gather over MPI (gather.h; the protocol in coord.h).
+ *
+ * Every wait is a poll with a deadline (PMPI_Test* and a short sleep), never a blocking receive,
+ * so a rank that hangs or died costs the others at most RANKSNAP_GATHER_TIMEOUT. Requests that
+ * never matched are cancelled before they are freed, so nothing stays posted into the next
+ * gather; each gather uses its own tags (a sequence number) so that a late message of an earlier
+ * one cannot be taken for a current one.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(RANKSNAP_HAVE_MPI)
+#include <mpi.h>
+#endif
+
+#include "clock.h"
+#include "compare.h"
+#include "errors.h"
+#include "gather.h"
+#include "log.h"
+#include "mpi_call.h"
+#include "rsnap_decode.h"
+
+#define RS_TAG_GATHER0 16
+#define RS_CHUNK ((size_t)1 << 30) /* keeps every message's count within an int */
+
+void rs_gather_result_free(rs_gather_result *r)
+{
+    if (!r) return;
+    if (r->full)
+        for (size_t i = 0; i < r->n; i++) rs_snap_free(r->full[i]);
+    free(r->full);
+    free(r->summaries);
+    memset(r, 0, sizeof *r);
+}
+
+static ranksnap_status rs_result_alloc(rs_gather_result *out, size_t cap)
+{
+    out->summaries = calloc(cap ? cap : 1, sizeof *out->summaries);
+    out->full = calloc(cap ? cap : 1, sizeof *out->full);
+    if (!out->summaries || !out->full) {
+        rs_gather_result_free(out);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "gather: out of host memory for %zu ranks", cap);
+    }
+    return RANKSNAP_OK;
+}
+
+/* A world of one, or rank 0's own part. */
+static ranksnap_status rs_gather_self(const char *snap, size_t len, const rs_summary *mine,
+                                      rs_snap **full)
+{
+    (void)mine;
+    return rs_rsnap_decode(snap, len, "this rank's snapshot", full);
+}
+
+#if defined(RANKSNAP_HAVE_MPI)
+
+/* Non-root side. */
+static ranksnap_status rs_gather_send(rs_coord *c, int base, const char *snap, size_t len,
+                                      const rs_summary *mine, int timeout_s)
+{
+    MPI_Comm comm = *(const MPI_Comm *)rs_coord_comm(c);
+    double deadline = rs_now_mono_s() + 2.0 * timeout_s + 5.0;
+    MPI_Request req = MPI_REQUEST_NULL;
+    RS_MPI(PMPI_Isend((void *)mine, (int)sizeof *mine, MPI_BYTE, 0, base + 0, comm, &req), "gather MPI_Isend");
+    int want = 0;
+    MPI_Request dreq = MPI_REQUEST_NULL;
+    RS_MPI(PMPI_Irecv(&want, 1, MPI_INT, 0, base + 1, comm, &dreq), "gather MPI_Irecv");
+    if (!rs_mpi_call_wait(&dreq, deadline)) {
+        rs_mpi_call_cancel(&dreq);
+        rs_mpi_call_cancel(&req);
+        RS_WARN(RS_SUB_MPI, "gather: rank 0 did not answer within %d s; going on without it", timeout_s);
+        return RANKSNAP_OK;
+    }
+    if (!rs_mpi_call_wait(&req, deadline)) rs_mpi_call_cancel(&req);
+    if (!want) return RANKSNAP_OK;
+    uint64_t n = len;
+    RS_MPI(PMPI_Isend(&n, 1, MPI_UINT64_T, 0, base + 2, comm, &req), "gather MPI_Isend");
+    if (!rs_mpi_call_wait(&req, deadline)) {
+        rs_mpi_call_cancel(&req);
+        return RANKSNAP_OK;
+    }
+    for (size_t off = 0; off < len; off += RS_CHUNK) {
+        size_t part = len - off < RS_CHUNK ? len - off : RS_CHUNK;
+        RS_MPI(PMPI_Isend((void *)(snap + off), (int)part, MPI_BYTE, 0, base + 3, comm, &req), "gather MPI_Isend");
+        if (!rs_mpi_call_wait(&req, deadline)) {
+            rs_mpi_call_cancel(&req);
+            RS_WARN(RS_SUB_MPI, "gather: rank 0 stopped receiving this rank's snapshot");
+            return RANKSNAP_OK;
+        }
+    }
+    return RANKSNAP_OK;
+}
+
+/* Rank 0: the full snapshot of rank r, or NULL when it did not come in time. */
+static rs_snap *rs_gather_recv_full(rs_coord *c, int base, int r, double deadline,
+                                         uint64_t *bytes)
+{
+    MPI_Comm comm = *(const MPI_Comm *)rs_coord_comm(c);
+    uint64_t n = 0;
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (PMPI_Irecv(&n, 1, MPI_UINT64_T, r, base + 2, comm, &req) != MPI_SUCCESS) return NULL;
+    if (!rs_mpi_call_wait(&req, deadline)) {
+        rs_mpi_call_cancel(&req);
+        return NULL;
+    }
+    char *buf = malloc(n ? n : 1);
+    if (!buf) {
+        RS_WARN(RS_SUB_MPI, "gather: no host memory for rank %d's %llu-byte snapshot", r, (unsigned long long)n);
+        return NULL;
+    }
+    for (size_t off = 0; off < n; off += RS_CHUNK) {
+        size_t part = n - off < RS_CHUNK ? n - off : RS_CHUNK;
+        if (PMPI_Irecv(buf + off, (int)part, MPI_BYTE, r, base + 3, comm, &req) != MPI_SUCCESS ||
+            !rs_mpi_call_wait(&req, deadline)) {
+            rs_mpi_call_cancel(&req);
+            free(buf);
+            RS_WARN(RS_SUB_MPI, "gather: rank %d's snapshot did not arrive in time", r);
+            return NULL;
+        }
+    }
+    *bytes += n;
+    char name[64];
+    snprintf(name, sizeof name, "rank %d's gathered snapshot", r);
+    rs_snap *s = NULL;
+    if (rs_rsnap_decode(buf, n, name, &s) != RANKSNAP_OK) {
+        RS_WARN(RS_SUB_MPI, "gather: %s", ranksnap_last_error());
+        s = NULL;
+    }
+    free(buf);
+    return s;
+}
+
+/* Rank 0: which ranks send their full snapshot. */
+static void rs_gather_choose(const rs_summary *sums, const int *present, int size, rs_gather_mode mode,
+                             double divergence_pct, int *want)
+{
+    int all = mode == RS_GATHER_ALL || (mode == RS_GATHER_AUTO && size <= 16);
+    for (int r = 0; r < size; r++) want[r] = present[r] && all;
+    if (all) return;
+    size_t n = 0;
+    rs_summary *v = malloc((size_t)size * sizeof *v);
+    if (!v) return;
+    for (int r = 0; r < size; r++)
+        if (present[r]) v[n++] = sums[r];
+    rs_compare_config cfg;
+    rs_compare_config_default(&cfg);
+    cfg.divergence_pct = divergence_pct;
+    rs_compare_result *res = NULL;
+    if (rs_compare(v, NULL, n, size, &cfg, &res) == RANKSNAP_OK) {
+        if (res->reference_rank >= 0 && res->reference_rank < size) want[res->reference_rank] = 1;
+        for (size_t i = 0; i < res->n_oom; i++)
+            if (res->oom[i].rank >= 0 && res->oom[i].rank < size) want[res->oom[i].rank] = 1;
+        for (size_t i = 0; i < res->n_divergent; i++)
+            if (res->divergent[i].rank >= 0 && res->divergent[i].rank < size) want[res->divergent[i].rank] = 1;
+        rs_compare_result_free(res);
+    }
+    free(v);
+}
+
+static ranksnap_status rs_gather_root(rs_coord *c, int base, const char *snap, size_t len,
+                                      const rs_summary *mine, rs_gather_mode mode, int timeout_s,
+                                      double divergence_pct, rs_gather_result *out)
+{
+    MPI_Comm comm = *(const MPI_Comm *)rs_coord_comm(c);
+    int size = rs_coord_size(c);
+    double t0 = rs_now_mono_s();
+    rs_summary *sums = calloc((size_t)size, sizeof *sums);
+    MPI_Request *reqs = calloc((size_t)size, sizeof *reqs);
+    int *present = calloc((size_t)size, sizeof *present);
+    int *want = calloc((size_t)size, sizeof *want);
+    int *idx = calloc((size_t)size, sizeof *idx);
+    ranksnap_status st = RANKSNAP_OK;
+    if (!sums || !reqs || !present || !want || !idx) {
+        st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "gather: out of host memory for %d ranks", size);
+        goto done;
+    }
+    sums[0] = *mine;
+    present[0] = 1;
+    reqs[0] = MPI_REQUEST_NULL;
+    int pending = 0;
+    for (int r = 1; r < size; r++) {
+        int rc = PMPI_Irecv(&sums[r], (int)sizeof sums[r], MPI_BYTE, r, base + 0, comm, &reqs[r]);
+        if (rc != MPI_SUCCESS) {
+            reqs[r] = MPI_REQUEST_NULL;
+            RS_WARN(RS_SUB_MPI, "gather: MPI_Irecv for rank %d failed", r);
+            continue;
+        }
+        pending++;
+    }
+    /* phase 1: summaries, until all came or the timeout */
+    double deadline = t0 + timeout_s;
+    while (pending > 0) {
+        int outcount = 0;
+        if (PMPI_Testsome(size, reqs, &outcount, idx, MPI_STATUSES_IGNORE) != MPI_SUCCESS) break;
+        if (outcount == MPI_UNDEFINED) break;
+        for (int i = 0; i < outcount; i++) {
+            present[idx[i]] = 1;
+            out->bytes_summaries += sizeof(rs_summary);
+            pending--;
+        }
+        if (pending == 0 || rs_now_mono_s() > deadline) break;
+        if (outcount == 0) {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    for (int r = 1; r < size; r++)
+        if (!present[r]) {
+            rs_mpi_call_cancel(&reqs[r]);
+            RS_WARN(RS_SUB_MPI, "gather: rank %d sent nothing within %d s: reported missing", r, timeout_s);
+        }
+    for (int r = 0; r < size; r++)
+        if (present[r] && sums[r].rank != r) {
+            RS_WARN(RS_SUB_MPI, "gather: rank %d's summary says rank %d; taken as rank %d", r, sums[r].rank, r);
+            sums[r].rank = r;
+        }
+
+    /* phase 2: full snapshots from the ranks chosen */
+    rs_gather_choose(sums, present, size, mode, divergence_pct, want);
+    for (int r = 1; r < size; r++)
+        if (present[r]) PMPI_Send(&want[r], 1, MPI_INT, r, base + 1, comm);
+    if ((st = rs_result_alloc(out, (size_t)size)) != RANKSNAP_OK) goto done;
+    out->world_size = size;
+    deadline = rs_now_mono_s() + timeout_s;
+    for (int r = 0; r < size; r++) {
+        if (!present[r]) continue;
+        out->summaries[out->n] = sums[r];
+        if (r == 0) {
+            if (rs_gather_self(snap, len, mine, &out->full[out->n]) != RANKSNAP_OK) {
+                RS_WARN(RS_SUB_MPI, "gather: %s", ranksnap_last_error());
+                out->full[out->n] = NULL;
+            }
+        } else if (want[r]) {
+            out->full[out->n] = rs_gather_recv_full(c, base, r, deadline, &out->bytes_full);
+        }
+        out->n++;
+    }
+    out->seconds = rs_now_mono_s() - t0;
+done:
+    free(sums);
+    free(reqs);
+    free(present);
+    free(want);
+    free(idx);
+    return st;
+}
+
+#endif /* RANKSNAP_HAVE_MPI */
+
+ranksnap_status rs_gather_run(rs_coord *c, const char *snap, size_t len, const rs_summary *mine,
+                                rs_gather_mode mode, int timeout_s, double divergence_pct,
+                                rs_gather_result *out)
+{
+    memset(out, 0, sizeof *out);
+    unsigned seq = rs_coord_next_gather(c);
+#if defined(RANKSNAP_HAVE_MPI)
+    if (rs_coord_comm(c) && rs_coord_size(c) > 1) {
+        int base = RS_TAG_GATHER0 + (int)(seq % 4000u) * 4;
+        if (rs_coord_rank(c) != 0) return rs_gather_send(c, base, snap, len, mine, timeout_s);
+        return rs_gather_root(c, base, snap, len, mine, mode, timeout_s, divergence_pct, out);
+    }
+#else
+    (void)mode;
+    (void)timeout_s;
+    (void)divergence_pct;
+#endif
+    (void)seq;
+    double t0 = rs_now_mono_s();
+    RS_CHECK(rs_result_alloc(out, 1));
+    out->world_size = 1;
+    out->summaries[0] = *mine;
+    out->n = 1;
+    if (rs_gather_self(snap, len, mine, &out->full[0]) != RANKSNAP_OK) out->full[0] = NULL;
+    out->seconds = rs_now_mono_s() - t0;
+    return RANKSNAP_OK;
+}
