@@ -22,6 +22,7 @@
 
 #include "errors.h"
 #include "snapshot_encode.h"
+#include "symbols.h"
 
 typedef struct enc {
     msgpack_sbuffer sbuf;

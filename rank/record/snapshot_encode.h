@@ -16,6 +16,7 @@
 #include "options.h"
 #include "recorder.h"
 #include "stacks.h"
+#include "symbols.h"
 
 typedef struct rs_step_range {
     int64_t begin; /* first step recorded              */

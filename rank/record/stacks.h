@@ -47,37 +47,7 @@ uint64_t rs_stacks_failed(const rs_stacks *s);
  * failing malloc would; UINT64_MAX (the default) never fails. */
 void rs_stacks_fail_allocs_after(rs_stacks *s, uint64_t n);
 
-/* Resolution of every distinct pc of every interned stack. */
-typedef struct rs_module_info {
-    char *path;           /* as the dynamic loader knows it ("" = main program, resolved) */
-    uint64_t base;        /* load address                                                */
-    char build_id[65];    /* hex of NT_GNU_BUILD_ID, "" if none                          */
-} rs_module_info;
-
-typedef struct rs_frame_info {
-    uint64_t pc;
-    int32_t module;       /* index into modules, -1 if unknown        */
-    char *function;       /* demangling is left to readers; "??" if unknown */
-    char *file;           /* "??" if unknown                          */
-    int32_t line;         /* 0 if unknown                             */
-} rs_frame_info;
-
-typedef struct rs_symbols {
-    size_t n_modules;
-    rs_module_info *modules;
-    size_t n_frames;
-    rs_frame_info *frames; /* sorted by pc                           */
-} rs_symbols;
-
-ranksnap_status rs_symbols_resolve(const rs_stacks *s, rs_symbols *out);
-/* Index of `pc` in out->frames, or -1. */
-long rs_symbols_find(const rs_symbols *sym, uint64_t pc);
-void rs_symbols_free(rs_symbols *sym);
-/* Loads the debug info resolution needs, ahead of the first dump (the dumper thread does this
- * while the program starts, so that a dump on a fatal signal fits in its time budget). */
-void rs_symbols_prewarm(void);
-/* 1 when this build resolves file and line (libbacktrace reading DWARF), 0 when frames get only
- * the dynamic symbol name from dladdr. */
-int rs_symbols_have_file_lines(void);
+/* Every interned stack's pcs, one after another (symbols.c resolves them). */
+const uintptr_t *rs_stacks_pcs(const rs_stacks *s, size_t *n);
 
 #endif

@@ -24,6 +24,7 @@
 #include "snapshot_encode.h"
 #include "stacks.h"
 #include "state.h"
+#include "symbols.h"
 #include "world.h"
 
 /* Creates RANKSNAP_DIR (0700) if it is missing; an existing one is used as it is. */

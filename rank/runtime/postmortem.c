@@ -27,6 +27,7 @@
 #include "log.h"
 #include "postmortem.h"
 #include "stacks.h"
+#include "symbols.h"
 
 static const int rs_pm_signals[] = {SIGTERM, SIGINT, SIGABRT, SIGSEGV, SIGBUS};
 #define RS_PM_NSIG (sizeof rs_pm_signals / sizeof rs_pm_signals[0])

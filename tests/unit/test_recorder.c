@@ -8,6 +8,7 @@
 #include "check.h"
 #include "clock.h"
 #include "recorder.h"
+#include "symbols.h"
 
 static volatile uint32_t sink;
 

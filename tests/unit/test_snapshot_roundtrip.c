@@ -12,6 +12,7 @@
 #include "check.h"
 #include "clock.h"
 #include "snapshot_fixture.h"
+#include "symbols.h"
 
 /* The stack id the file should carry for `id`: ids without a stack table become 0. */
 static uint32_t expect_stack(const rs_snapshot_src *src, uint32_t id)

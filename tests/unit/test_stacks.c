@@ -14,6 +14,7 @@
 
 #include "check.h"
 #include "stacks.h"
+#include "symbols.h"
 
 static volatile uint32_t sink;
 static volatile int int_sink;
