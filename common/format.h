@@ -5,8 +5,8 @@
  * states with their names (PyTorch's vocabulary wherever the concept is the same), and the map
  * keys. Nothing else crosses between rank/ and collector/. docs/FORMAT.md documents each field.
  */
-#ifndef RANKSNAP_RSNAP_FORMAT_H
-#define RANKSNAP_RSNAP_FORMAT_H
+#ifndef RANKSNAP_FORMAT_H
+#define RANKSNAP_FORMAT_H
 
 #define RSNAP_FORMAT_NAME "ranksnap"
 #define RSNAP_FORMAT_VERSION 1

@@ -1,5 +1,5 @@
 /*
- * rsnap_ring.h — the layout of a rank's ring file (RANKSNAP_RING=mmap), shared by the writer
+ * ring_format.h — the layout of a rank's ring file (RANKSNAP_RING=mmap), shared by the writer
  * (rank/ring_file.c, through a MAP_SHARED mapping) and the reader (collector/read_ring.c).
  *
  * rank-RRRRR.ring in RANKSNAP_DIR: one 4 KiB header, then the segment table (RS_RING_MAX_SEGMENTS
@@ -9,8 +9,8 @@
  * complete: false. `total` is stored after the event it counts, so a reader never counts a slot
  * that was half written. All integers little-endian, the host's (the reader checks `endian`).
  */
-#ifndef RANKSNAP_RSNAP_RING_H
-#define RANKSNAP_RSNAP_RING_H
+#ifndef RANKSNAP_RING_FORMAT_H
+#define RANKSNAP_RING_FORMAT_H
 
 #include <stdint.h>
 

@@ -1,6 +1,6 @@
-/* read_ring.h — recovering a rank from its ring file (see read_ring.c). */
-#ifndef RANKSNAP_READ_RING_H
-#define RANKSNAP_READ_RING_H
+/* ring_decode.h — recovering a rank from the ring file it left behind (ring_decode.c). */
+#ifndef RANKSNAP_RING_DECODE_H
+#define RANKSNAP_RING_DECODE_H
 
 #include <stddef.h>
 

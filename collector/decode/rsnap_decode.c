@@ -1,5 +1,5 @@
 /*
- * read_rsnap.c — decodes .rsnap files (docs/FORMAT.md) into rs_snap, trusting nothing.
+ * rsnap_decode.c — decodes .rsnap files (docs/FORMAT.md) into rs_snap, trusting nothing.
  *
  * Two passes. The first (scan) walks the raw msgpack bytes without allocating: it finds where the
  * top-level map ends (so that truncation and trailing bytes get their own messages) and checks

@@ -1,13 +1,13 @@
 /*
- * read_rsnap.h — decoding .rsnap files (docs/FORMAT.md) into rs_snap.
+ * rsnap_decode.h — decoding .rsnap files (docs/FORMAT.md) into rs_snap.
  *
  * Input is untrusted: every size, type and index is checked, nothing is read past the buffer, no
  * allocation is larger than the input could describe. Every failure is RANKSNAP_ERR_FORMAT (or
  * RANKSNAP_ERR_IO for the file itself) with ranksnap_last_error() naming the file and what was
  * wrong, e.g. "rank-00003.rsnap: history.addr has 10 entries, history.count says 12".
  */
-#ifndef RANKSNAP_READ_RSNAP_H
-#define RANKSNAP_READ_RSNAP_H
+#ifndef RANKSNAP_RSNAP_DECODE_H
+#define RANKSNAP_RSNAP_DECODE_H
 
 #include <stddef.h>
 

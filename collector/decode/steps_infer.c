@@ -1,5 +1,5 @@
 /*
- * infer_steps.c — finds the training iterations of a history without step markers and inserts
+ * steps_infer.c — finds the training iterations of a history without step markers and inserts
  * RS_ACT_STEP events at their starts (infer_steps.h; the method is in docs/PYTORCH.md).
  *
  * Only allocations take part: frees, free_completed and segment events depend on timing (stream
@@ -348,7 +348,7 @@ static ranksnap_status insert_steps(rs_snap *s, const allocs *a, const positions
     return RANKSNAP_OK;
 }
 
-ranksnap_status rs_steps_infer(rs_snap *s, rs_steps_found *out)
+ranksnap_status rs_steps_infer(rs_snap *s, rs_steps_infer_result *out)
 {
     memset(out, 0, sizeof *out);
     const rs_snap_history *h = &s->history;

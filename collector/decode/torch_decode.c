@@ -1,5 +1,5 @@
 /*
- * read_pickle.c — maps PyTorch's memory snapshot (the dict torch.cuda.memory._dump_snapshot
+ * torch_decode.c — maps PyTorch's memory snapshot (the dict torch.cuda.memory._dump_snapshot
  * pickles) onto rs_snap, the model the comparison and the reports read.
  *
  * The pickle is decoded by pickle.c into a value tree; this file walks the fixed shape PyTorch
@@ -890,7 +890,7 @@ static ranksnap_status map_root(mapper *m, const rs_pickle_value *root, const rs
         RS_CHECK(stream_index(m, 0, &unused));
     }
     if (o->infer_steps) {
-        rs_steps_found found;
+        rs_steps_infer_result found;
         RS_CHECK(rs_steps_infer(s, &found));
     }
     return totals(m);

@@ -1,5 +1,5 @@
 /*
- * read_pickle.h — PyTorch memory snapshots (torch.cuda.memory._dump_snapshot pickles) decoded
+ * torch_decode.h — PyTorch memory snapshots (torch.cuda.memory._dump_snapshot pickles) decoded
  * into rs_snap, so that `ranksnap report` compares them as it compares .rsnap files.
  *
  * The mapping (docs/PYTORCH.md): segments and blocks as they are; one device's trace as the
@@ -10,8 +10,8 @@
  * RANKSNAP_ERR_FORMAT naming the file, the byte offset and the field, e.g.
  * "snap.pickle: offset 5512: segments[3].blocks[0].state: expected a str, found an int".
  */
-#ifndef RANKSNAP_READ_PICKLE_H
-#define RANKSNAP_READ_PICKLE_H
+#ifndef RANKSNAP_TORCH_DECODE_H
+#define RANKSNAP_TORCH_DECODE_H
 
 #include <stddef.h>
 

@@ -1,5 +1,5 @@
 /*
- * snapshot_model.h — one rank's snapshot, decoded: what the comparison and the reports read.
+ * snapshot.h — one rank's snapshot, decoded: what the comparison and the reports read.
  *
  * A plain tree of structs and arrays, independent of the file it came from (a .rsnap today, a
  * PyTorch pickle through read_pickle.c), so that everything downstream has one shape to read.
@@ -11,8 +11,8 @@
  * 1..n_stacks (stacks[id - 1]), a frame index is < n_frames, a module index is -1 or < n_modules,
  * an annotation's addr is < n_strings. Field meanings and units: docs/FORMAT.md.
  */
-#ifndef RANKSNAP_SNAPSHOT_MODEL_H
-#define RANKSNAP_SNAPSHOT_MODEL_H
+#ifndef RANKSNAP_SNAPSHOT_H
+#define RANKSNAP_SNAPSHOT_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /*
- * pickle_write.c — the pickle writer (pickle_write.h): opcodes into a growing buffer.
+ * pickler.c — the pickle writer (pickler.h): opcodes into a growing buffer.
  *
  * Opcode bytes and argument layouts are those of Python's Lib/pickle.py (protocol 2 to 4):
  * little-endian lengths and integers, BINFLOAT big-endian. A write that cannot grow the buffer

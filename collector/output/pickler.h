@@ -1,5 +1,5 @@
 /*
- * pickle_write.h — a small writer of Python pickles (protocol 4 opcodes), for the torch export.
+ * pickler.h — a small writer of Python pickles (protocol 4 opcodes), for the torch export.
  *
  * It emits only what PyTorch's own snapshot pickles use and what both readers of them accept:
  * Python's pickle module and the JavaScript unpickler inside pytorch.org/memory_viz
@@ -14,8 +14,8 @@
  * Strings that repeat (dict keys, action names, file names) go through rs_pickler_str_shared: the
  * first use writes and memoizes the string, later uses write a 2 or 5 byte memo reference.
  */
-#ifndef RANKSNAP_PICKLE_WRITE_H
-#define RANKSNAP_PICKLE_WRITE_H
+#ifndef RANKSNAP_PICKLER_H
+#define RANKSNAP_PICKLER_H
 
 #include <stddef.h>
 #include <stdint.h>

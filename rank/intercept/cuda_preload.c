@@ -1,5 +1,5 @@
 /*
- * intercept_preload.c — the exported CUDA runtime names that take over a program's allocation
+ * cuda_preload.c — the exported CUDA runtime names that take over a program's allocation
  * calls when libranksnap.so is preloaded (LD_PRELOAD, which launch/ranksnap-run sets).
  *
  * Only in libranksnap.so, never in libranksnap.a, and active only when the library was preloaded

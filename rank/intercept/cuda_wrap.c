@@ -1,5 +1,5 @@
 /*
- * intercept_wrap.c — the link-time route for programs linked with the static CUDA runtime
+ * cuda_wrap.c — the link-time route for programs linked with the static CUDA runtime
  * (nvcc's default), whose cudaMalloc no preloaded library can reach.
  *
  * Built into libranksnap_wrap.a, which the CMake target ranksnap::wrap (and the pkg-config

@@ -1,5 +1,5 @@
 /*
- * intercept_torch.c — the entry points of PyTorch's pluggable allocator (include/ranksnap.h).
+ * torch_pluggable.c — the entry points of PyTorch's pluggable allocator (include/ranksnap.h).
  *
  * torch.cuda.memory.CUDAPluggableAllocator dlopens libranksnap.so and calls these two functions
  * for every tensor allocation and free, instead of its own caching allocator. PyTorch then only

@@ -1,5 +1,5 @@
 /*
- * snapshot_write.c — encodes a rank's snapshot as one msgpack map (docs/FORMAT.md).
+ * snapshot_encode.c — encodes a rank's snapshot as one msgpack map (docs/FORMAT.md).
  *
  * Everything is packed straight into a msgpack_sbuffer, arrays element by element, so that a
  * snapshot of a million events needs no intermediate objects. The history is columnar (one array

@@ -513,7 +513,7 @@ TEST(step_inference_finds_every_iteration_of_a_periodic_trace)
         uint64_t starts[256];
         training(&h, cases[c].prelude, cases[c].iterations, cases[c].layers, cases[c].extra,
                  cases[c].leak, cases[c].cut, starts);
-        rs_steps_found f;
+        rs_steps_infer_result f;
         CHECK(rs_steps_infer(h.s, &f) == RANKSNAP_OK);
         if (!f.found) fprintf(stderr, "case %zu: %s\n", c, f.why_not);
         CHECK(f.found && f.n_steps == (uint64_t)cases[c].iterations);
@@ -532,7 +532,7 @@ TEST(step_inference_leaves_out_what_it_cannot_tell)
     hist_init(&h);
     training(&h, 10, 1, 4, 0, 0, -1, NULL);
     uint64_t before = h.s->history.count;
-    rs_steps_found f;
+    rs_steps_infer_result f;
     CHECK(rs_steps_infer(h.s, &f) == RANKSNAP_OK);
     CHECK(!f.found && f.why_not[0] && h.s->history.count == before);
     rs_snap_free(h.s);
