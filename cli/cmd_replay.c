@@ -1,6 +1,6 @@
 /*
  * cmd_replay.c — `ranksnap replay FILE [--json]`: the original's peaks against ranksnap's
- * allocator replaying the same requests (collector/replay.h).
+ * allocator replaying the same requests (collector/analyze/replay.h).
  *
  * FILE is a .rsnap snapshot, a rank's .ring file, or a PyTorch snapshot pickle: all of them
  * decode to one rs_snap, which is all the replay reads. Exit codes: 0 replayed, 1 the file

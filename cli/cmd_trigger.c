@@ -3,7 +3,7 @@
  *
  * Creates DIR/trigger (DIR: the argument, else RANKSNAP_DIR, else ./ranksnap-out), which rank 0
  * of the job looks for at each step boundary; it removes the file, picks a start step a few
- * steps ahead and tells every rank (rank/coord.c). Sending SIGUSR1 to rank 0 does the same.
+ * steps ahead and tells every rank (rank/mpi/coord.c). Sending SIGUSR1 to rank 0 does the same.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /*
- * rsnap_format.h — what the snapshot writer (rank/) and the readers (collector/) share.
+ * format.h — what the snapshot writer (rank/) and the readers (collector/) share.
  *
  * The only header both sides include: the format name and version, the event actions and block
  * states with their names (PyTorch's vocabulary wherever the concept is the same), and the map

@@ -1,6 +1,6 @@
 /*
  * ring_format.h — the layout of a rank's ring file (RANKSNAP_RING=mmap), shared by the writer
- * (rank/ring_file.c, through a MAP_SHARED mapping) and the reader (collector/read_ring.c).
+ * (rank/record/ring_file.c, through a MAP_SHARED mapping) and the reader (collector/decode/ring_decode.c).
  *
  * rank-RRRRR.ring in RANKSNAP_DIR: one 4 KiB header, then the segment table (RS_RING_MAX_SEGMENTS
  * entries), then `capacity` events of 32 bytes, written in place as they happen. Because the

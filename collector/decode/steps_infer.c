@@ -1,6 +1,6 @@
 /*
  * steps_infer.c — finds the training iterations of a history without step markers and inserts
- * RS_ACT_STEP events at their starts (infer_steps.h; the method is in docs/PYTORCH.md).
+ * RS_ACT_STEP events at their starts (steps_infer.h; the method is in docs/PYTORCH.md).
  *
  * Only allocations take part: frees, free_completed and segment events depend on timing (stream
  * events, the caching allocator's state), allocations on the program. Each allocation becomes a

@@ -13,7 +13,7 @@
  * (the trace repeats the same stacks thousands of times); the totals come from the final state
  * (current values) and a replay of the trace (peaks, the levels at the OOM); the rank comes from
  * the caller; and training steps are inferred from the repeating allocation pattern
- * (infer_steps.c). The snapshot is marked so that sites skip torch's and Python's own frames.
+ * (steps_infer.c). The snapshot is marked so that sites skip torch's and Python's own frames.
  */
 #include <errno.h>
 #include <stdarg.h>

@@ -6,7 +6,7 @@
  * history (segment_map/segment_unmap as segment_alloc/segment_free, `snapshot` entries left out,
  * `oom` as an oom event and the snapshot's OOM record); frames interned into the frame and stack
  * tables; totals replayed from the trace and the final state; and training steps, which PyTorch
- * does not record, inferred from the repeating allocation pattern (infer_steps.h). Errors are
+ * does not record, inferred from the repeating allocation pattern (steps_infer.h). Errors are
  * RANKSNAP_ERR_FORMAT naming the file, the byte offset and the field, e.g.
  * "snap.pickle: offset 5512: segments[3].blocks[0].state: expected a str, found an int".
  */

@@ -2,9 +2,9 @@
  * snapshot.h — one rank's snapshot, decoded: what the comparison and the reports read.
  *
  * A plain tree of structs and arrays, independent of the file it came from (a .rsnap today, a
- * PyTorch pickle through read_pickle.c), so that everything downstream has one shape to read.
+ * PyTorch pickle through torch_decode.c), so that everything downstream has one shape to read.
  * Ownership: every pointer in it was obtained from malloc (strings NUL-terminated, arrays exactly
- * n elements) and belongs to the snapshot; rs_snap_free (read_rsnap.h) frees all of it, so any
+ * n elements) and belongs to the snapshot; rs_snap_free (rsnap_decode.h) frees all of it, so any
  * decoder may build one with calloc + malloc and hand it out.
  *
  * Indexes are validated on decode: a stream index is < n_streams, a stack id is 0 (none) or
@@ -178,7 +178,7 @@ typedef struct rs_snap {
 
     /* Not in the file: set by the reader. 1 (PyTorch snapshots, unless --all-frames) makes a
      * site the innermost frame of user code, skipping frames of torch, of the Python standard
-     * library and C++ frames without a source file (summarize.c, docs/PYTORCH.md). */
+     * library and C++ frames without a source file (summary.c, docs/PYTORCH.md). */
     int skip_framework_frames;
 } rs_snap;
 

@@ -655,7 +655,7 @@
         var td = el('td', { class: 'l wrap' }), site = b[3] >= 0 ? t.sn[b[3]] : '(no stack)';
         if (b[2] < 0) td.appendChild(el('span', { class: 'empty' }, site === '(no stack)' ? 'no stack recorded' : site));
         else {
-          /* the site as the reports name it (summarize.c), the whole stack under it */
+          /* the site as the reports name it (summary.c), the whole stack under it */
           var frames = t.stacks[b[2]].map(function (k) { return t.frames[k]; });
           var det = el('details'), sum = el('summary', null, site);
           det.appendChild(sum);

@@ -5,14 +5,14 @@
  * Only in libranksnap.so, never in libranksnap.a, and active only when the library was preloaded
  * (ranksnap_icp_preloaded): a program linked with ranksnap to call its API keeps its own cudaMalloc
  * (alloc_bench compares ranksnap with the real cudaMallocAsync, for one). Each function hands the
- * call to the core (intercept_cuda.c) with the table of the real functions found behind
+ * call to the core (cuda.c) with the table of the real functions found behind
  * libranksnap.so (dlsym(RTLD_NEXT)). The _ptsz names are
  * what cuda_runtime_api.h turns the async calls into when a program is compiled with
  * --default-stream per-thread (CUDA_API_PER_THREAD_DEFAULT_STREAM).
  *
  * A program linked with the static CUDA runtime (nvcc's default) resolves cudaMalloc inside its
  * own executable, where no preloaded library can reach it; such programs link ranksnap::wrap
- * instead (intercept_wrap.c). A preloaded run that saw no call is told so: by finalize when
+ * instead (cuda_wrap.c). A preloaded run that saw no call is told so: by finalize when
  * ranksnap started (through MPI_Init) and the device filled up anyway, by the destructor below
  * when it never started.
  */
@@ -100,7 +100,7 @@ RS_EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 
 /* At exit, for a preloaded process that used CUDA (the driver is loaded) but in which no
  * allocation call ever reached ranksnap, so that ranksnap never started and finalize's own
- * check (runtime.c) could not run: say why, once, on rank 0. Runs after the atexit handlers. */
+ * check (rank/runtime/) could not run: say why, once, on rank 0. Runs after the atexit handlers. */
 __attribute__((destructor)) static void ranksnap_icp_check_at_exit(void)
 {
     if (rs_state_intercepted() != 0 || rs_state_ever_started()) return;

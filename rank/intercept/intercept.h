@@ -1,14 +1,14 @@
 /*
- * intercept.h — the CUDA runtime interposers' shared core (intercept_cuda.c).
+ * intercept.h — the CUDA runtime interposers' shared core (cuda.c).
  *
  * ranksnap takes over cudaMalloc, cudaFree, cudaMallocAsync, cudaFreeAsync,
  * cudaMallocFromPoolAsync (and the per-thread-default-stream _ptsz variants of the async ones) and
  * answers cudaMemGetInfo, by two routes that share this core:
  *
- * - preload (intercept_preload.c, in libranksnap.so only): the exported cuda* names interpose the
+ * - preload (cuda_preload.c, in libranksnap.so only): the exported cuda* names interpose the
  *   shared CUDA runtime of a program started with LD_PRELOAD (launch/ranksnap-run). The real
  *   functions are found with dlsym(RTLD_NEXT), else in the already loaded runtime.
- * - link time (intercept_wrap.c, in libranksnap_wrap.a, the CMake target ranksnap::wrap): the
+ * - link time (cuda_wrap.c, in libranksnap_wrap.a, the CMake target ranksnap::wrap): the
  *   program is linked with -Wl,--wrap=cudaMalloc,...; its calls land in __wrap_cudaMalloc, and
  *   the real functions are __real_cudaMalloc etc., i.e. the program's own (static) runtime.
  *

@@ -1,5 +1,5 @@
 /*
- * intercept_nccl.c — NCCL's device memory, accounted per communicator as memory outside the
+ * nccl.c — NCCL's device memory, accounted per communicator as memory outside the
  * allocator (label "nccl"), and ncclMemAlloc buffers recorded (label "nccl_mem").
  *
  * Exported from libranksnap.so only (never from libranksnap.a), so they interpose NCCL when the

@@ -1,4 +1,4 @@
-/* ring_file.h — the rank's ring file (RANKSNAP_RING=mmap): layout in common/rsnap_ring.h. */
+/* ring_file.h — the rank's ring file (RANKSNAP_RING=mmap): layout in common/ring_format.h. */
 #ifndef RANKSNAP_RING_FILE_H
 #define RANKSNAP_RING_FILE_H
 

@@ -8,7 +8,7 @@
  * five bytes each.
  *
  * The encoder guarantees that every index it writes is in range for the reader (collector/
- * read_rsnap.c rejects anything else): stack ids without a stack table become 0, pcs missing from
+ * rsnap_decode.c rejects anything else): stack ids without a stack table become 0, pcs missing from
  * the resolved symbols get an unresolved frame of their own, streams that are not in the
  * recorder's table are appended to the file's stream table.
  *

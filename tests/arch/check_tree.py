@@ -10,7 +10,7 @@ Usage: check_tree.py SOURCE_DIR [OBJECT_DIR]
   with one guard silently hide each other);
 - only the options table (common/options.c) and the launcher (rank/mpi/launcher.c) read the
   environment;
-- every source file starts with a comment that names it and says what it owns;
+- every source file starts with a comment "NAME — what it owns";
 - with OBJECT_DIR, the build's object files: no cycle of calls between source files (an object
   that uses a symbol another defines depends on it).
 """
@@ -56,7 +56,7 @@ def check_sources(root):
                           "launcher variables to rank/mpi/launcher.c")
         name = os.path.basename(rel)
         head = text.lstrip()[:400]
-        if not head.startswith("/*") or name not in head.split("*/")[0]:
+        if not re.match(r"/\*[\s*]*" + re.escape(name) + r"\s+—", head):
             errors.append(f"{rel}: does not start with a comment naming {name} and what it owns")
     return errors
 

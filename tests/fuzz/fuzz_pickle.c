@@ -1,7 +1,7 @@
 /*
  * fuzz_pickle.c — libFuzzer target for the PyTorch snapshot reader: the pickle decoder
- * (collector/pickle.c), the mapping onto rs_snap (collector/read_pickle.c), the step
- * inference (collector/infer_steps.c) and the summary of what was accepted (summarize.c).
+ * (collector/decode/pickle.c), the mapping onto rs_snap (collector/decode/torch_decode.c), the step
+ * inference (collector/decode/steps_infer.c) and the summary of what was accepted (summary.c).
  *
  * Any input must either be rejected with RANKSNAP_ERR_FORMAT or decode into a snapshot whose
  * indexes are all in range (model_check.h) and that summarizes; ASan/UBSan catch reads past the

@@ -1,6 +1,6 @@
 /*
  * fake_nccl.c — a stand-in for libnccl.so.2 on machines without a GPU (with fake_cudart.c), so
- * that ranksnap's NCCL interposers (rank/intercept_nccl.c) run end to end in CI (label unit).
+ * that ranksnap's NCCL interposers (rank/intercept/nccl.c) run end to end in CI (label unit).
  *
  * A communicator takes 48 MiB of the fake device when created and gives them back when
  * destroyed; ncclMemAlloc takes what it is asked. Like the real NCCL, it takes device memory

@@ -1,5 +1,5 @@
 /*
- * test_intercept_core.c — the CUDA interposers' core (rank/intercept_cuda.c) without a GPU
+ * test_intercept_core.c — the CUDA interposers' core (rank/intercept/cuda.c) without a GPU
  * (label unit).
  *
  * The core takes a table of "real" CUDA functions; here that table is a fake runtime (addresses

@@ -1,5 +1,5 @@
 /*
- * model_check.h — the promises rs_snap makes to its readers (snapshot_model.h), checked on
+ * model_check.h — the promises rs_snap makes to its readers (model/snapshot.h), checked on
  * whatever a decoder accepted: every index in range, every state known. Shared by the bad-input
  * test and the fuzz target, so that "decoded without error" also means "safe to walk".
  */

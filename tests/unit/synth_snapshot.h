@@ -128,7 +128,7 @@ static inline void synth_init(synth *y, int rank, int world_size, const char *jo
     s->modules[1] = (rs_snap_module){sy_strdup("/opt/ranksnap/lib/libranksnap.so.0"), 0x7f0000000000,
                                  sy_strdup("")};
     sy_frame(y, "capture_pcs", "stacks.c", 120, 1);
-    sy_frame(y, "ranksnap_malloc", "runtime.c", 262, 0);
+    sy_frame(y, "ranksnap_malloc", "rank/runtime/", 262, 0);
     sy_frame(y, "rs_alloc_malloc", "alloc.c", 780, 0);
     sy_frame(y, "main", "train.c", 5, 0);
     y->next_addr = 0x7f0000000000ull + ((uint64_t)rank << 40);

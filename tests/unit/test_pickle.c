@@ -1,5 +1,5 @@
 /*
- * test_pickle.c — the pickle decoder (collector/pickle.c): every opcode it supports builds the
+ * test_pickle.c — the pickle decoder (collector/decode/pickle.c): every opcode it supports builds the
  * value Python would, shared references stay shared, every opcode that runs code is refused by
  * name, and damaged input (every truncation, every bit flip, lying lengths, broken stack
  * discipline) is a format error naming the offset, never a crash or a read past the buffer.

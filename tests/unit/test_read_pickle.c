@@ -1,6 +1,6 @@
 /*
- * test_read_pickle.c — PyTorch snapshots read as rs_snap (collector/read_pickle.c) and the
- * training steps inferred from their history (collector/infer_steps.c).
+ * test_read_pickle.c — PyTorch snapshots read as rs_snap (collector/decode/torch_decode.c) and the
+ * training steps inferred from their history (collector/decode/steps_infer.c).
  *
  * The PyTorch-like snapshots are written at test time by tests/data/make_torch_like_pickle.py
  * with Python's own pickle module (protocol 4): four ranks, rank 2 with 1.5 times larger
