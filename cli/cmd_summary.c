@@ -15,9 +15,10 @@
 #include "cli.h"
 #include "cmd_summary.h"
 #include "decode.h"
-#include "summary.h"
 #include "errors.h"
 #include "options.h"
+#include "sites.h"
+#include "summary.h"
 #include "text.h"
 
 #define SUMMARY_TOP_SITES 10
@@ -67,21 +68,6 @@ static void print_site(FILE *out, const site *st)
         fprintf(out, "%s %s:%" PRId32, f->function, f->file, f->line);
 }
 
-/* The innermost frame that is not ranksnap's own (an interposed cudaMalloc adds a few), else the
- * outermost one. */
-static const rs_snap_frame *innermost(const rs_snap *s, uint32_t stack)
-{
-    if (stack == 0 || stack > s->n_stacks) return NULL;
-    const rs_snap_stack *st = &s->stacks[stack - 1];
-    const rs_snap_frame *f = NULL;
-    for (size_t i = 0; i < st->n_frames; i++) {
-        if (st->frames[i] >= s->n_frames) return f;
-        f = &s->frames[st->frames[i]];
-        if (!rs_site_frame_is_ranksnaps(s, f)) return f;
-    }
-    return f;
-}
-
 static const char *module_of(const rs_snap *s, const rs_snap_frame *f)
 {
     if (!f || f->module < 0 || (size_t)f->module >= s->n_modules) return NULL;
@@ -103,12 +89,16 @@ static ranksnap_status top_sites(const rs_snap *s, const char *path, site **out,
     if (!v)
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: no memory for %zu allocation sites",
                         path ? path : "summary", n);
+    /* the frame the report names the site after (collector/analyze/sites.h) */
+    rs_site_picker pk;
+    rs_site_picker_init(&pk, s);
     n = 0;
     for (size_t i = 0; i < s->n_segments; i++) {
         for (size_t k = 0; k < s->segments[i].n_blocks; k++) {
             const rs_snap_block *b = &s->segments[i].blocks[k];
             if (b->state != RS_BLOCK_ACTIVE_ALLOCATED) continue;
-            v[n].frame = innermost(s, b->stack);
+            int64_t fi = rs_site_pick_frame(&pk, b->stack);
+            v[n].frame = fi >= 0 ? &s->frames[fi] : NULL;
             v[n].module = module_of(s, v[n].frame);
             v[n].bytes = b->size;
             v[n].blocks = 1;
@@ -116,6 +106,7 @@ static ranksnap_status top_sites(const rs_snap *s, const char *path, site **out,
             n++;
         }
     }
+    rs_site_picker_free(&pk);
     *live_blocks = n;
     qsort(v, n, sizeof *v, cmp_site_key);
     size_t m = 0;
@@ -151,7 +142,11 @@ static void print_oom(FILE *out, const rs_snap *s)
             o->step, req, rnd);
     fprintf(out, "  device free %s of %s; allocated %s, reserved %s, memory limit %s\n", fr, tot,
             al, rs, lim);
-    site st = {innermost(s, o->stack), NULL, 0, 0};
+    rs_site_picker pk;
+    rs_site_picker_init(&pk, s);
+    int64_t fi = rs_site_pick_frame(&pk, o->stack);
+    rs_site_picker_free(&pk);
+    site st = {fi >= 0 ? &s->frames[fi] : NULL, NULL, 0, 0};
     st.module = module_of(s, st.frame);
     fprintf(out, "  at ");
     print_site(out, &st);

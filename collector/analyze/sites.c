@@ -39,28 +39,168 @@ static int framework_frame(const rs_snap_frame *f)
     return lib && !strstr(lib, "-packages/");
 }
 
-/* Frame index of the site of stack `id`, -1 for no stack. A stack made only of ranksnap's own
- * frames (cut short by RANKSNAP_STACK_DEPTH) falls back to its outermost frame, the one nearest
- * the application. With skip_framework_frames, a stack with no user frame falls back to its
- * innermost frame with a source file (a torch Python line says more than a C++ "??"), then to
- * its innermost frame that is not ranksnap's. */
-static int64_t site_frame(const rs_snap *s, uint32_t id)
+/* Whether frame f may be a site at all: not ranksnap's own, and (for snapshots that ask) not the
+ * framework's. */
+static int eligible(const rs_snap *s, const rs_snap_frame *f)
+{
+    if (rs_site_frame_is_ranksnaps(s, f)) return 0;
+    return !s->skip_framework_frames || !framework_frame(f);
+}
+
+/* Frame index of the site of stack `id`, -1 for no stack: the innermost eligible frame that is not
+ * an allocation wrapper (`wrapper`, by frame index; NULL: none known). A stack whose eligible
+ * frames are all wrappers keeps its innermost one. A stack made only of ranksnap's own frames
+ * (cut short by RANKSNAP_STACK_DEPTH) falls back to its outermost frame, the one nearest the
+ * application. With skip_framework_frames, a stack with no user frame falls back to its innermost
+ * frame with a source file (a torch Python line says more than a C++ "??"), then to its innermost
+ * frame that is not ranksnap's. */
+static int64_t site_frame(const rs_snap *s, const uint8_t *wrapper, uint32_t id)
 {
     if (id == 0 || id > s->n_stacks) return -1;
     const rs_snap_stack *st = &s->stacks[id - 1];
     if (st->n_frames == 0) return -1;
-    int skip = s->skip_framework_frames;
-    int64_t with_file = -1, other = -1;
+    int64_t first = -1, with_file = -1, other = -1;
     for (size_t i = 0; i < st->n_frames; i++) {
-        const rs_snap_frame *f = &s->frames[st->frames[i]];
+        uint32_t fi = st->frames[i];
+        const rs_snap_frame *f = &s->frames[fi];
         if (rs_site_frame_is_ranksnaps(s, f)) continue;
-        if (!skip || !framework_frame(f)) return st->frames[i];
-        if (other < 0) other = st->frames[i];
-        if (with_file < 0 && f->file[0] && strcmp(f->file, "??") != 0) with_file = st->frames[i];
+        if (eligible(s, f)) {
+            if (!wrapper || !wrapper[fi]) return fi;
+            if (first < 0) first = fi;
+            continue;
+        }
+        if (other < 0) other = fi;
+        if (with_file < 0 && f->file[0] && strcmp(f->file, "??") != 0) with_file = fi;
     }
+    if (first >= 0) return first;
     if (with_file >= 0) return with_file;
     if (other >= 0) return other;
     return st->frames[st->n_frames - 1];
+}
+
+/* ---- allocation wrappers --------------------------------------------------------------------
+ * Real programs allocate through helpers (alloc_buffer(), a checked cudaMalloc wrapper, a
+ * framework's empty()), and an optimising compiler may fold every allocation call into one inlined
+ * helper. Such a helper is the innermost frame of most stacks but tells nothing: the line that
+ * explains the memory is its caller's. It is found from the data, not from a list of names: a
+ * line (function, file, line) that is the innermost eligible frame of at least half the stacks
+ * (and of three at least: two stacks are no evidence) and is reached from at least two different
+ * caller lines. Its frames are then looked past, and
+ * the search repeats (a wrapper of a wrapper) a few times. */
+
+#define WRAPPER_ROUNDS 4
+
+/* canon[i]: the first frame index with frame i's function, file and line. */
+static uint32_t *canonical_frames(const rs_snap *s)
+{
+    size_t n = s->n_frames, cap = 16;
+    while (cap < 2 * n) cap <<= 1;
+    uint32_t *canon = malloc((n ? n : 1) * sizeof *canon);
+    uint32_t *table = malloc(cap * sizeof *table);
+    if (!canon || !table) {
+        free(canon);
+        free(table);
+        return NULL;
+    }
+    memset(table, 0xff, cap * sizeof *table);
+    for (size_t i = 0; i < n; i++) {
+        const rs_snap_frame *f = &s->frames[i];
+        uint64_t h = 1469598103934665603ull ^ (uint64_t)(uint32_t)f->line;
+        for (const char *c = f->function; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        h = (h ^ 0xff) * 1099511628211ull;
+        for (const char *c = f->file; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        size_t k = (size_t)(h ^ (h >> 29)) & (cap - 1);
+        for (;;) {
+            uint32_t j = table[k];
+            if (j == UINT32_MAX) {
+                table[k] = (uint32_t)i;
+                canon[i] = (uint32_t)i;
+                break;
+            }
+            const rs_snap_frame *g = &s->frames[j];
+            if (g->line == f->line && !strcmp(g->function, f->function) && !strcmp(g->file, f->file)) {
+                canon[i] = j;
+                break;
+            }
+            k = (k + 1) & (cap - 1);
+        }
+    }
+    free(table);
+    return canon;
+}
+
+/* Marks, by frame index, the frames of allocation wrappers; NULL when there is no memory (sites are
+ * then the plain innermost eligible frames). */
+static uint8_t *find_wrappers(const rs_snap *s)
+{
+    size_t n = s->n_frames;
+    if (n == 0 || s->n_stacks < 2) return NULL;
+    uint32_t *canon = canonical_frames(s);
+    uint8_t *wrap = calloc(n, 1), *multi = malloc(n);
+    uint32_t *count = malloc(n * sizeof *count), *caller = malloc(n * sizeof *caller);
+    int any = 0;
+    if (!canon || !wrap || !multi || !count || !caller) goto done;
+    for (int round = 0; round < WRAPPER_ROUNDS; round++) {
+        memset(count, 0, n * sizeof *count);
+        memset(caller, 0xff, n * sizeof *caller);
+        memset(multi, 0, n);
+        uint64_t total = 0;
+        for (size_t id = 0; id < s->n_stacks; id++) {
+            const rs_snap_stack *st = &s->stacks[id];
+            int64_t c0 = -1, c1 = -1;
+            for (size_t i = 0; i < st->n_frames && c1 < 0; i++) {
+                uint32_t fi = st->frames[i];
+                if (!eligible(s, &s->frames[fi]) || wrap[canon[fi]]) continue;
+                if (c0 < 0)
+                    c0 = canon[fi];
+                else if (canon[fi] != c0)
+                    c1 = canon[fi];
+            }
+            if (c0 < 0) continue;
+            total++;
+            count[c0]++;
+            if (c1 < 0) continue;
+            if (caller[c0] == UINT32_MAX)
+                caller[c0] = (uint32_t)c1;
+            else if (caller[c0] != (uint32_t)c1)
+                multi[c0] = 1;
+        }
+        int found = 0;
+        for (size_t k = 0; k < n; k++)
+            if (multi[k] && count[k] >= 3 && 2 * (uint64_t)count[k] >= total) wrap[k] = found = 1;
+        if (!found) break;
+        any = 1;
+    }
+    /* from canonical frames to every frame of the same line */
+    for (size_t i = 0; any && i < n; i++) wrap[i] = wrap[canon[i]];
+done:
+    free(canon);
+    free(multi);
+    free(count);
+    free(caller);
+    if (!any) {
+        free(wrap);
+        return NULL;
+    }
+    return wrap;
+}
+
+ranksnap_status rs_site_picker_init(rs_site_picker *p, const rs_snap *s)
+{
+    p->s = s;
+    p->wrapper = find_wrappers(s);
+    return RANKSNAP_OK;
+}
+
+void rs_site_picker_free(rs_site_picker *p)
+{
+    free(p->wrapper);
+    p->wrapper = NULL;
+}
+
+int rs_site_is_wrapper(const rs_site_picker *p, uint32_t frame)
+{
+    return p->wrapper && frame < p->s->n_frames && p->wrapper[frame];
 }
 
 static void site_from_frame(const rs_snap *s, int64_t frame, rs_site *out)
@@ -109,9 +249,22 @@ static int cmp_bytes_desc(const void *pa, const void *pb)
     return rs_site_cmp(a, b);
 }
 
+int64_t rs_site_pick_frame(const rs_site_picker *p, uint32_t stack)
+{
+    return site_frame(p->s, p->wrapper, stack);
+}
+
+void rs_site_pick(const rs_site_picker *p, uint32_t stack, rs_site *out)
+{
+    site_from_frame(p->s, site_frame(p->s, p->wrapper, stack), out);
+}
+
 void rs_site_of_stack(const rs_snap *s, uint32_t stack, rs_site *out)
 {
-    site_from_frame(s, site_frame(s, stack), out);
+    rs_site_picker p;
+    rs_site_picker_init(&p, s);
+    rs_site_pick(&p, stack, out);
+    rs_site_picker_free(&p);
 }
 
 /* Per-frame byte counters, turned into merged, sorted sites. Index n_frames is "(no stack)",
@@ -138,7 +291,10 @@ static ranksnap_status tally_init(tally *t, const rs_snap *s)
                         "rank %d: no memory to tally %zu frames of %zu stacks", s->rank,
                         s->n_frames, s->n_stacks);
     }
-    for (size_t i = 0; i <= s->n_stacks; i++) t->frame_of_stack[i] = site_frame(s, (uint32_t)i);
+    rs_site_picker p;
+    rs_site_picker_init(&p, s);
+    for (size_t i = 0; i <= s->n_stacks; i++) t->frame_of_stack[i] = site_frame(s, p.wrapper, (uint32_t)i);
+    rs_site_picker_free(&p);
     return RANKSNAP_OK;
 }
 

@@ -35,7 +35,24 @@ ranksnap_status rs_site_list_at_peak(const rs_snap *s, rs_site **out, size_t *n)
 /* The same for a walk made already (rs_walk_init), which it moves to the moment. */
 ranksnap_status rs_site_list_at_moment(rs_walk *w, rs_site **out, size_t *n);
 
-/* The site of stack id `stack` of `s` (0: "(no stack)"), bytes and blocks 0. */
+/* Picks the sites of one snapshot's stacks: made once per snapshot, it knows the snapshot's
+ * allocation wrappers (sites.c: a line that is the innermost frame of most stacks, reached from
+ * several callers) and looks past them to the line that called them. */
+typedef struct rs_site_picker {
+    const rs_snap *s;
+    uint8_t *wrapper; /* by frame index, 1 for a wrapper's frame; NULL when there is none */
+} rs_site_picker;
+
+ranksnap_status rs_site_picker_init(rs_site_picker *p, const rs_snap *s);
+void rs_site_picker_free(rs_site_picker *p);
+/* The site of stack id `stack` (0: "(no stack)"), bytes and blocks 0. */
+void rs_site_pick(const rs_site_picker *p, uint32_t stack, rs_site *out);
+/* The frame index rs_site_pick names the site after, -1 for no stack. */
+int64_t rs_site_pick_frame(const rs_site_picker *p, uint32_t stack);
+/* 1 when frame index `frame` is an allocation wrapper's. */
+int rs_site_is_wrapper(const rs_site_picker *p, uint32_t frame);
+
+/* rs_site_pick with a picker of its own, for one stack. */
 void rs_site_of_stack(const rs_snap *s, uint32_t stack, rs_site *out);
 
 /* 1 for a frame of ranksnap itself (ranksnap_*, rs_*, the __wrap_cuda* of ranksnap::wrap, or

@@ -138,13 +138,14 @@ static int dense_compact(const dense *d, const int64_t *bt, uint32_t n, rs_timel
 
 /* Index of the site name of snapshot stack `stack`, added on first use. `memo` has n_stacks + 2
  * entries (NO_INDEX = not yet named), the last for RS_WALK_STACK_BEFORE. */
-static uint32_t site_name_of(rs_timeline *t, const rs_snap *s, uint32_t *memo,
+static uint32_t site_name_of(rs_timeline *t, const rs_site_picker *pk, uint32_t *memo,
                              uint32_t stack, int *oom)
 {
+    const rs_snap *s = pk->s;
     size_t m = stack == RS_WALK_STACK_BEFORE ? s->n_stacks + 1 : stack > s->n_stacks ? 0 : stack;
     if (memo[m] != NO_INDEX) return memo[m];
     rs_site site;
-    rs_site_of_stack(s, m == s->n_stacks + 1 ? 0 : (uint32_t)m, &site);
+    rs_site_pick(pk, m == s->n_stacks + 1 ? 0 : (uint32_t)m, &site);
     if (m == s->n_stacks + 1) snprintf(site.function, sizeof site.function, "(before recording)");
     char buf[RS_SITE_FUNC_LEN + RS_SITE_FILE_LEN + 32];
     const char *file = rs_text_basename(site.file);
@@ -180,9 +181,10 @@ static int cmp_block_desc(const void *pa, const void *pb)
 /* The largest live blocks, with their sites and stacks copied (frames deduplicated) into the
  * timeline. Blocks are rs_timeline_block whose `stack` is still the snapshot's id (RS_WALK_STACK_BEFORE for
  * none); `memo` is site_name_of's. */
-static int keep_live(rs_timeline *t, const rs_snap *s, rs_timeline_block *v, size_t n,
+static int keep_live(rs_timeline *t, const rs_site_picker *pk, rs_timeline_block *v, size_t n,
                      uint32_t *memo)
 {
+    const rs_snap *s = pk->s;
     qsort(v, n, sizeof *v, cmp_block_desc);
     if (n > RS_TIMELINE_MAX_LIVE) n = RS_TIMELINE_MAX_LIVE;
     t->live = malloc((n ? n : 1) * sizeof *t->live);
@@ -201,7 +203,7 @@ static int keep_live(rs_timeline *t, const rs_snap *s, rs_timeline_block *v, siz
     for (size_t i = 0; i < n && !bad; i++) {
         t->live[i] = v[i];
         uint32_t id = v[i].stack;
-        t->live[i].site = site_name_of(t, s, memo, id, &bad);
+        t->live[i].site = site_name_of(t, pk, memo, id, &bad);
         if (id == 0 || id == RS_WALK_STACK_BEFORE || id > s->n_stacks) {
             t->live[i].stack = RS_TIMELINE_NO_SITE;
             continue;
@@ -334,7 +336,8 @@ static int capture_live(rs_walk *w, rs_timeline_block **out, size_t *n)
 
 /* Pass 2 and the live blocks at the moment: after event index `moment`, before the first event
  * for -1, the end state (whose blocks are exact) for RS_WALK_END. */
-static int walk_levels(rs_timeline *t, rs_walk *w, uint32_t max_points, int64_t moment)
+static int walk_levels(rs_timeline *t, rs_walk *w, const rs_site_picker *pk, uint32_t max_points,
+                       int64_t moment)
 {
     const rs_snap *s = w->s;
     const rs_snap_history *h = &s->history;
@@ -435,9 +438,9 @@ static int walk_levels(rs_timeline *t, rs_walk *w, uint32_t max_points, int64_t 
     for (size_t i = 0; i < t->alloc.n; i++) {
         uint32_t k = t->alloc.index[i];
         t->big_size[i] = big[k];
-        t->big_site[i] = big[k] ? site_name_of(t, s, memo, big_stack[k], &bad) : RS_TIMELINE_NO_SITE;
+        t->big_site[i] = big[k] ? site_name_of(t, pk, memo, big_stack[k], &bad) : RS_TIMELINE_NO_SITE;
     }
-    if (!bad && keep_live(t, s, blocks, n_blocks, memo) != 0) bad = 1;
+    if (!bad && keep_live(t, pk, blocks, n_blocks, memo) != 0) bad = 1;
 done:
     dense_free(&da);
     dense_free(&dr);
@@ -507,7 +510,10 @@ ranksnap_status rs_timeline_build(const rs_snap *s, uint32_t max_points, rs_time
     else
         t->moment_t = moment >= 0 ? rs_sat_add_i64(rs_sat_i64(h->time_us[moment]), off) : t->t_first;
 
-    int bad = walk_levels(t, &w, max_points, moment) != 0;
+    rs_site_picker pk;
+    rs_site_picker_init(&pk, s);
+    int bad = walk_levels(t, &w, &pk, max_points, moment) != 0;
+    rs_site_picker_free(&pk);
     if (!bad) bad = steps_of(t, s) != 0 || ranges_of(t, s) != 0;
     if (!bad) {
         rs_site *sites = NULL;

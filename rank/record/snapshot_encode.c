@@ -406,9 +406,10 @@ static void write_strings(enc *e, const rs_recorder *r)
     for (size_t i = 0; i < n; i++) put_str(e, rs_recorder_string(r, i));
 }
 
-/* stacks: id i+1 is element i, an array of indexes into `frames`. A pc the symbols do not know
- * (a stack interned after resolution) gets an unresolved frame after the resolved ones; both
- * loops below visit the misses in the same order so that their indexes agree. */
+/* stacks: id i+1 is element i, an array of indexes into `frames`, each pc contributing its inline
+ * levels (symbols.h). A pc the symbols do not know (a stack interned after resolution) gets an
+ * unresolved frame after the resolved ones; both loops below visit the misses in the same order
+ * so that their indexes agree. */
 static void write_stack_tables(enc *e, const stack_view *sv)
 {
     size_t n_sym = sv->n ? sv->sym->n_frames : 0;
@@ -417,14 +418,19 @@ static void write_stack_tables(enc *e, const stack_view *sv)
     key(e, "stacks");
     put_array(e, sv->n);
     for (uint32_t id = 1; id <= sv->n; id++) {
-        int depth = 0;
+        int depth = 0, levels;
         const uintptr_t *pcs = rs_stacks_get(sv->stacks, id, &depth);
         if (!pcs || depth < 0) depth = 0;
-        put_array(e, (size_t)depth);
+        size_t n_frames = 0;
         for (int k = 0; k < depth; k++) {
-            long f = rs_symbols_find(sv->sym, pcs[k]);
-            if (f >= 0 && (size_t)f < n_sym)
-                put_u64(e, (uint64_t)f);
+            long f = rs_symbols_find(sv->sym, pcs[k], &levels);
+            n_frames += f >= 0 ? (size_t)levels : 1;
+        }
+        put_array(e, n_frames);
+        for (int k = 0; k < depth; k++) {
+            long f = rs_symbols_find(sv->sym, pcs[k], &levels);
+            if (f >= 0 && (size_t)f + (size_t)levels <= n_sym)
+                for (int l = 0; l < levels; l++) put_u64(e, (uint64_t)f + (uint64_t)l);
             else
                 put_u64(e, n_sym + misses++);
         }
@@ -443,12 +449,12 @@ static void write_stack_tables(enc *e, const stack_view *sv)
         put_i64(e, f->line);
     }
     for (uint32_t id = 1; id <= sv->n; id++) {
-        int depth = 0;
+        int depth = 0, levels;
         const uintptr_t *pcs = rs_stacks_get(sv->stacks, id, &depth);
         if (!pcs || depth < 0) depth = 0;
         for (int k = 0; k < depth; k++) {
-            long f = rs_symbols_find(sv->sym, pcs[k]);
-            if (f >= 0 && (size_t)f < n_sym) continue;
+            long f = rs_symbols_find(sv->sym, pcs[k], &levels);
+            if (f >= 0 && (size_t)f + (size_t)levels <= n_sym) continue;
             put_array(e, 5);
             put_u64(e, pcs[k]);
             put_i64(e, -1);

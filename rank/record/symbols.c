@@ -197,13 +197,17 @@ static void rs_bt_init(void)
     rs_bt_state = backtrace_create_state(NULL, 1, rs_bt_error, NULL);
 }
 
-/* The first report is the innermost inlined frame: the function whose source holds the line of
- * the call, so that function, file and line always describe the same place. */
+/* libbacktrace reports a pc inside inlined code once per inline level, innermost first: the
+ * inlined function with the line in its own source, then each function it was inlined into with
+ * the line of the call. Each level becomes a frame, so that a call merged into an inlined helper
+ * (gcc -O3 folds identical calls, and the survivor's location is the helper's) still shows the
+ * function that called the helper. */
+#define RS_MAX_INLINE 16
 struct rs_bt_info {
-    const char *function;
-    const char *file;
-    int line;
-    int seen;
+    int n;
+    const char *function[RS_MAX_INLINE];
+    const char *file[RS_MAX_INLINE];
+    int line[RS_MAX_INLINE];
 };
 
 static int rs_bt_pcinfo(void *data, uintptr_t pc, const char *filename, int lineno,
@@ -211,11 +215,11 @@ static int rs_bt_pcinfo(void *data, uintptr_t pc, const char *filename, int line
 {
     struct rs_bt_info *bi = data;
     (void)pc;
-    bi->function = function;
-    bi->file = filename;
-    bi->line = lineno;
-    bi->seen = 1;
-    return 1;
+    if (!function && !filename) return bi->n > 0; /* no debug info for this pc */
+    bi->function[bi->n] = function;
+    bi->file[bi->n] = filename;
+    bi->line[bi->n] = lineno;
+    return ++bi->n == RS_MAX_INLINE;
 }
 
 static void rs_bt_syminfo(void *data, uintptr_t pc, const char *symname, uintptr_t symval,
@@ -242,40 +246,48 @@ static char *rs_dup_or_unknown(const char *s)
     return strdup(s && *s ? s : "??");
 }
 
-static ranksnap_status rs_resolve_frame(rs_frame_info *f)
+/* Fills f[0..*n) with the levels of f->pc (at least one; at most RS_MAX_INLINE), each with
+ * the pc and module of f[0]. */
+static ranksnap_status rs_resolve_frame(rs_frame_info *f, int *n)
 {
-    const char *function = NULL, *file = NULL;
-    int line = 0;
-    if (f->pc == 0) {
-        f->function = strdup("??");
-        f->file = strdup("??");
-        return f->function && f->file ? RANKSNAP_OK
-                                      : rs_error(RANKSNAP_ERR_HOST_MEMORY,
-                                                 "rs_symbols_resolve: out of memory");
-    }
-    uintptr_t at = (uintptr_t)f->pc - 1;
+    const char *function[RS_MAX_INLINE] = {NULL}, *file[RS_MAX_INLINE] = {NULL};
+    int line[RS_MAX_INLINE] = {0};
+    int levels = 1;
+    *n = 0;
+    if (f->pc != 0) {
+        uintptr_t at = (uintptr_t)f->pc - 1;
 #if defined(RANKSNAP_HAVE_LIBBACKTRACE)
-    pthread_once(&rs_bt_once, rs_bt_init);
-    if (rs_bt_state) {
-        struct rs_bt_info bi = {NULL, NULL, 0, 0};
-        backtrace_pcinfo(rs_bt_state, at, rs_bt_pcinfo, rs_bt_error, &bi);
-        if (bi.seen) {
-            function = bi.function;
-            file = bi.file;
-            line = file ? bi.line : 0;
+        pthread_once(&rs_bt_once, rs_bt_init);
+        if (rs_bt_state) {
+            struct rs_bt_info bi;
+            bi.n = 0;
+            backtrace_pcinfo(rs_bt_state, at, rs_bt_pcinfo, rs_bt_error, &bi);
+            for (int k = 0; k < bi.n; k++) {
+                function[k] = bi.function[k];
+                file[k] = bi.file[k];
+                line[k] = file[k] ? bi.line[k] : 0;
+            }
+            if (bi.n > 0) levels = bi.n;
+            /* the outermost level's name from the symbol table when DWARF has none */
+            if (!function[levels - 1])
+                backtrace_syminfo(rs_bt_state, at, rs_bt_syminfo, rs_bt_error, &function[levels - 1]);
         }
-        if (!function) backtrace_syminfo(rs_bt_state, at, rs_bt_syminfo, rs_bt_error, &function);
-    }
 #endif
-    if (!function) {
-        Dl_info di;
-        if (dladdr((void *)at, &di) != 0 && di.dli_sname) function = di.dli_sname;
+        if (!function[levels - 1]) {
+            Dl_info di;
+            if (dladdr((void *)at, &di) != 0 && di.dli_sname) function[levels - 1] = di.dli_sname;
+        }
     }
-    f->function = rs_dup_or_unknown(function);
-    f->file = rs_dup_or_unknown(file);
-    f->line = line > 0 ? line : 0;
-    if (!f->function || !f->file)
-        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rs_symbols_resolve: out of memory");
+    for (int k = 0; k < levels; k++) {
+        f[k].pc = f[0].pc;
+        f[k].module = f[0].module;
+        f[k].function = rs_dup_or_unknown(function[k]);
+        f[k].file = rs_dup_or_unknown(file[k]);
+        f[k].line = line[k] > 0 ? line[k] : 0;
+        *n = k + 1; /* owned from here on, for rs_symbols_free */
+        if (!f[k].function || !f[k].file)
+            return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rs_symbols_resolve: out of memory");
+    }
     return RANKSNAP_OK;
 }
 
@@ -287,7 +299,8 @@ void rs_symbols_prewarm(void)
      * own frames. */
     pthread_once(&rs_bt_once, rs_bt_init);
     if (rs_bt_state) {
-        struct rs_bt_info bi = {NULL, NULL, 0, 0};
+        struct rs_bt_info bi;
+        bi.n = 0;
         backtrace_pcinfo(rs_bt_state, (uintptr_t)&rs_symbols_prewarm, rs_bt_pcinfo, rs_bt_error, &bi);
     }
 #endif
@@ -356,15 +369,26 @@ ranksnap_status rs_symbols_resolve(const rs_stacks *s, rs_symbols *out)
         free(pcs);
         return st;
     }
-    out->frames = calloc(n, sizeof *out->frames);
+    size_t cap = n + RS_MAX_INLINE, mod_cap = 0;
+    out->frames = calloc(cap, sizeof *out->frames);
     if (!out->frames) {
         st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "rs_symbols_resolve: cannot allocate %zu frames", n);
         goto done;
     }
-    size_t mod_cap = 0;
     for (size_t i = 0; i < n; i++) {
-        rs_frame_info *f = &out->frames[i];
-        out->n_frames = i + 1; /* so that a failure frees what this frame got */
+        /* room for this pc's inline levels (usually one) */
+        if (out->n_frames + RS_MAX_INLINE > cap) {
+            size_t c = cap * 2;
+            rs_frame_info *v = realloc(out->frames, c * sizeof *v);
+            if (!v) {
+                st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "rs_symbols_resolve: cannot allocate %zu frames", c);
+                goto done;
+            }
+            memset(v + cap, 0, (c - cap) * sizeof *v);
+            out->frames = v;
+            cap = c;
+        }
+        rs_frame_info *f = &out->frames[out->n_frames];
         f->pc = pcs[i];
         f->module = -1;
         rs_loaded_module *m = pcs[i] ? rs_module_of(&scan, pcs[i] - 1) : NULL;
@@ -373,7 +397,9 @@ ranksnap_status rs_symbols_resolve(const rs_stacks *s, rs_symbols *out)
             if (st != RANKSNAP_OK) goto done;
             f->module = m->out;
         }
-        st = rs_resolve_frame(f);
+        int levels = 0;
+        st = rs_resolve_frame(f, &levels);
+        out->n_frames += (size_t)levels; /* so that a failure frees what this pc got */
         if (st != RANKSNAP_OK) goto done;
     }
 done:
@@ -383,18 +409,22 @@ done:
     return st;
 }
 
-long rs_symbols_find(const rs_symbols *sym, uint64_t pc)
+long rs_symbols_find(const rs_symbols *sym, uint64_t pc, int *levels)
 {
+    *levels = 0;
     if (!sym) return -1;
+    /* the first frame of pc: its innermost level */
     size_t lo = 0, hi = sym->n_frames;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        uint64_t v = sym->frames[mid].pc;
-        if (v == pc) return (long)mid;
-        if (v < pc)
+        if (sym->frames[mid].pc < pc)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return -1;
+    if (lo == sym->n_frames || sym->frames[lo].pc != pc) return -1;
+    size_t end = lo;
+    while (end < sym->n_frames && sym->frames[end].pc == pc) end++;
+    *levels = (int)(end - lo);
+    return (long)lo;
 }

@@ -30,12 +30,14 @@ typedef struct rs_symbols {
     size_t n_modules;
     rs_module_info *modules;
     size_t n_frames;
-    rs_frame_info *frames; /* sorted by pc                           */
+    rs_frame_info *frames; /* sorted by pc; a pc in inlined code has one frame per inline level,
+                            * innermost first, all with that pc           */
 } rs_symbols;
 
 ranksnap_status rs_symbols_resolve(const rs_stacks *s, rs_symbols *out);
-/* Index of `pc` in out->frames, or -1. */
-long rs_symbols_find(const rs_symbols *sym, uint64_t pc);
+/* Index of the first (innermost) frame of `pc` in sym->frames and, in *levels, how many
+ * consecutive frames it has (its inline levels); -1 and 0 when the symbols do not know it. */
+long rs_symbols_find(const rs_symbols *sym, uint64_t pc, int *levels);
 void rs_symbols_free(rs_symbols *sym);
 /* Loads the debug info resolution needs, ahead of the first dump (the dumper thread does this
  * while the program starts, so that a dump on a fatal signal fits in its time budget). */

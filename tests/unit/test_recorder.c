@@ -249,8 +249,9 @@ TEST(append_with_stack_starts_at_its_caller_and_skip_leaves_out_more)
     rs_symbols sym;
     CHECK_EQ_U64(rs_symbols_resolve(s, &sym), RANKSNAP_OK);
     if (ph && pc && rs_symbols_have_file_lines()) {
-        long i = rs_symbols_find(&sym, ph[0]);
-        long j = rs_symbols_find(&sym, pc[0]);
+        int li, lj;
+        long i = rs_symbols_find(&sym, ph[0], &li);
+        long j = rs_symbols_find(&sym, pc[0], &lj);
         CHECK(i >= 0 && j >= 0);
         if (i >= 0) CHECK_STR_CONTAINS(sym.frames[i].function, "record_alloc_here");
         if (j >= 0) CHECK_STR_CONTAINS(sym.frames[j].function, "append_with_stack_starts_at");

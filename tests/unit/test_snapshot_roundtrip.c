@@ -147,19 +147,29 @@ static void check_stack_tables(const rs_snap *s, const rs_snapshot_src *src)
     for (uint32_t id = 1; id <= s->n_stacks; id++) {
         int n = 0;
         const uintptr_t *pcs = rs_stacks_get(st, id, &n);
-        CHECK_EQ_U64(s->stacks[id - 1].n_frames, n);
-        for (int k = 0; k < n && (size_t)k < s->stacks[id - 1].n_frames; k++) {
-            const rs_snap_frame *f = &s->frames[s->stacks[id - 1].frames[k]];
-            CHECK_EQ_U64(f->pc, pcs[k]);
-            long x = rs_symbols_find(sym, pcs[k]);
-            if (x < 0) {
-                CHECK(strcmp(f->function, "??") == 0 && strcmp(f->file, "??") == 0);
-                CHECK(f->module == -1 && f->line == 0);
-            } else {
-                CHECK(strcmp(f->function, sym->frames[x].function) == 0);
-                CHECK(strcmp(f->file, sym->frames[x].file) == 0);
-                CHECK(f->module == sym->frames[x].module);
-                CHECK(f->line == sym->frames[x].line);
+        /* each pc stands for its inline levels (symbols.h), one frame for a pc not resolved */
+        size_t want = 0, at = 0;
+        for (int k = 0; k < n; k++) {
+            int levels;
+            want += rs_symbols_find(sym, pcs[k], &levels) >= 0 ? (size_t)levels : 1;
+        }
+        CHECK_EQ_U64(s->stacks[id - 1].n_frames, want);
+        for (int k = 0; k < n; k++) {
+            int levels;
+            long x = rs_symbols_find(sym, pcs[k], &levels);
+            for (int l = 0; l < (x < 0 ? 1 : levels) && at < s->stacks[id - 1].n_frames; l++, at++) {
+                const rs_snap_frame *f = &s->frames[s->stacks[id - 1].frames[at]];
+                CHECK_EQ_U64(f->pc, pcs[k]);
+                if (x < 0) {
+                    CHECK(strcmp(f->function, "??") == 0 && strcmp(f->file, "??") == 0);
+                    CHECK(f->module == -1 && f->line == 0);
+                } else {
+                    const rs_frame_info *g = &sym->frames[x + l];
+                    CHECK(strcmp(f->function, g->function) == 0);
+                    CHECK(strcmp(f->file, g->file) == 0);
+                    CHECK(f->module == g->module);
+                    CHECK(f->line == g->line);
+                }
             }
         }
     }

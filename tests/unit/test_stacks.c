@@ -50,6 +50,23 @@ __attribute__((noinline)) static uint32_t capture_via_one_site(rs_stacks *s)
     return id;
 }
 
+/* An allocation helper the compiler inlines into its caller, as -O2/-O3 do with small static
+ * helpers: the captured pc is in the caller's code, but its debug location is the helper's. */
+static int inline_helper_line, inline_caller_line;
+static inline __attribute__((always_inline)) uint32_t inlined_helper(rs_stacks *s)
+{
+    inline_helper_line = __LINE__ + 1;
+    return rs_stacks_capture(s, 0);
+}
+
+__attribute__((noinline)) static uint32_t calls_inlined_helper(rs_stacks *s)
+{
+    inline_caller_line = __LINE__ + 1;
+    uint32_t id = inlined_helper(s);
+    sink = id + 4;
+    return id;
+}
+
 /* Leaves out its own frame: the stack starts in its caller. */
 __attribute__((noinline)) static uint32_t capture_skipping_self(rs_stacks *s)
 {
@@ -83,8 +100,9 @@ static char *self_exe(void)
 /* The resolved frame of `pc`, or NULL (a failed check) when it is not in the table. */
 static const rs_frame_info *frame_of(const rs_symbols *sym, uintptr_t pc)
 {
-    long i = rs_symbols_find(sym, pc);
-    CHECK(i >= 0);
+    int levels;
+    long i = rs_symbols_find(sym, pc, &levels);
+    CHECK(i >= 0 && levels >= 1);
     return i >= 0 ? &sym->frames[i] : NULL;
 }
 
@@ -320,7 +338,8 @@ TEST(resolve_names_function_file_and_line_of_each_frame)
     const uintptr_t *pcs = rs_stacks_get(s, id, &n);
     CHECK(pcs && n >= 2);
     CHECK(sym.n_frames >= (size_t)n);
-    for (size_t i = 1; i < sym.n_frames; i++) CHECK(sym.frames[i - 1].pc < sym.frames[i].pc);
+    /* sorted by pc; a pc in inlined code has several frames in a row (its inline levels) */
+    for (size_t i = 1; i < sym.n_frames; i++) CHECK(sym.frames[i - 1].pc <= sym.frames[i].pc);
     for (size_t i = 0; i < sym.n_frames; i++) {
         CHECK(sym.frames[i].function && sym.frames[i].function[0]);
         CHECK(sym.frames[i].file && sym.frames[i].file[0]);
@@ -339,10 +358,42 @@ TEST(resolve_names_function_file_and_line_of_each_frame)
             CHECK(g && g->line > capture_line_a);
         }
     }
-    CHECK_EQ_U64(rs_symbols_find(&sym, 1), (unsigned long long)-1);
-    CHECK_EQ_U64(rs_symbols_find(NULL, pcs ? pcs[0] : 0), (unsigned long long)-1);
+    int levels = 7;
+    CHECK_EQ_U64(rs_symbols_find(&sym, 1, &levels), (unsigned long long)-1);
+    CHECK_EQ_U64(levels, 0);
+    CHECK_EQ_U64(rs_symbols_find(NULL, pcs ? pcs[0] : 0, &levels), (unsigned long long)-1);
     rs_symbols_free(&sym);
     CHECK(sym.frames == NULL && sym.n_frames == 0 && sym.modules == NULL);
+    rs_stacks_destroy(s);
+}
+
+/* One pc, two frames: the inlined helper (its own line), then the function it was inlined into
+ * (the line of the call), so that a site can look past the helper to its caller. */
+TEST(resolve_gives_a_pc_in_inlined_code_one_frame_per_inline_level)
+{
+    if (!rs_symbols_have_file_lines()) {
+        printf("skipped: this build resolves without libbacktrace (no inline levels)\n");
+        return;
+    }
+    rs_stacks *s = new_stacks(RS_STACKS_NATIVE, 16);
+    uint32_t id = calls_inlined_helper(s);
+    rs_symbols sym;
+    CHECK_EQ_U64(rs_symbols_resolve(s, &sym), RANKSNAP_OK);
+    int n = 0, levels = 0;
+    const uintptr_t *pcs = rs_stacks_get(s, id, &n);
+    CHECK(pcs && n >= 2);
+    long i = pcs ? rs_symbols_find(&sym, pcs[0], &levels) : -1;
+    CHECK(i >= 0 && levels >= 2);
+    if (i >= 0 && levels >= 2) {
+        const rs_frame_info *in = &sym.frames[i], *out = &sym.frames[i + 1];
+        CHECK_EQ_U64(in->pc, out->pc);
+        CHECK_STR_CONTAINS(in->function, "inlined_helper");
+        CHECK_EQ_U64(in->line, inline_helper_line);
+        CHECK_STR_CONTAINS(out->function, "calls_inlined_helper");
+        CHECK_EQ_U64(out->line, inline_caller_line);
+        CHECK_STR_CONTAINS(out->file, "test_stacks.c");
+    }
+    rs_symbols_free(&sym);
     rs_stacks_destroy(s);
 }
 
@@ -465,6 +516,7 @@ int main(void)
     RUN(mode_none_captures_nothing);
     RUN(capture_starts_at_the_caller_and_skip_leaves_out_its_frames);
     RUN(resolve_names_function_file_and_line_of_each_frame);
+    RUN(resolve_gives_a_pc_in_inlined_code_one_frame_per_inline_level);
     RUN(resolve_lists_the_executable_with_its_build_id_and_load_base);
     RUN(resolve_of_unknown_pcs_gives_question_marks_and_no_module);
     RUN(fp_mode_always_gets_the_callers_frame_and_stops_at_the_depth);
