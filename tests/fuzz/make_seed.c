@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "atomic_file.h"
 #include "unit/snapshot_fixture.h"
 
 static int write_seed(const char *dir, const char *name, int with_recorder)

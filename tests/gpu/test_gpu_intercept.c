@@ -28,6 +28,7 @@
 #include <cuda_runtime_api.h>
 
 #include "check.h"
+#include "cuda_device.h"
 #include "ranksnap.h"
 
 #define MiB ((size_t)1 << 20)
@@ -218,13 +219,7 @@ static int disabled_mode(void)
 
 int main(int argc, char **argv)
 {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0) {
-        printf("SKIPPED: no usable CUDA device (%s); run on a GPU machine\n",
-               e != cudaSuccess ? cudaGetErrorString(e) : "device count 0");
-        return 77;
-    }
+    if (skip_without_a_cuda_device()) return 77;
     *(void **)&get_stats = dlsym(RTLD_DEFAULT, "ranksnap_get_stats");
     *(void **)&dump = dlsym(RTLD_DEFAULT, "ranksnap_dump");
     if (!get_stats || !dump) {

@@ -19,19 +19,14 @@
 #include <nccl.h>
 
 #include "check.h"
+#include "cuda_device.h"
 #include "ranksnap.h"
 
 #define MiB ((size_t)1 << 20)
 
 int main(int argc, char **argv)
 {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0) {
-        printf("SKIPPED: no usable CUDA device (%s); run on a GPU machine\n",
-               e != cudaSuccess ? cudaGetErrorString(e) : "device count 0");
-        return 77;
-    }
+    if (skip_without_a_cuda_device()) return 77;
     if (argc != 3) {
         fprintf(stderr, "usage: %s WITH_COMM.rsnap AFTER_DESTROY.rsnap\n", argv[0]);
         return 2;

@@ -223,10 +223,10 @@ static inline void synth_oom(synth *y, uint64_t requested, uint32_t stack)
     s->totals.num_ooms++;
 }
 
-/* Forgets the `k` oldest events, as a full ring does. */
-static inline void synth_drop_oldest(synth *y, uint64_t k)
+/* Takes the `k` oldest events out of a history (of a finished snapshot too), without counting
+ * them as dropped; returns how many it took. */
+static inline uint64_t sy_forget_oldest(rs_snap_history *h, uint64_t k)
 {
-    rs_snap_history *h = &y->s->history;
     if (k > h->count) k = h->count;
     uint64_t n = h->count - k;
     memmove(h->time_us, h->time_us + k, n * sizeof *h->time_us);
@@ -236,7 +236,14 @@ static inline void synth_drop_oldest(synth *y, uint64_t k)
     memmove(h->stream, h->stream + k, n * sizeof *h->stream);
     memmove(h->stack, h->stack + k, n * sizeof *h->stack);
     h->count = n;
-    h->dropped += k;
+    return k;
+}
+
+/* Forgets the `k` oldest events, as a full ring does. */
+static inline void synth_drop_oldest(synth *y, uint64_t k)
+{
+    k = sy_forget_oldest(&y->s->history, k);
+    y->s->history.dropped += k;
     y->s->totals.events_dropped += k;
 }
 

@@ -4,99 +4,14 @@
  * cache, the memory limit, OOM reports, fault injection, bad frees, stats, observer events and
  * the snapshot state.
  *
- * Every test builds its own sim device and allocator, and ends by checking that destroying the
+ * Every test builds its own sim device and allocator (alloc_fixture.h), and ends by checking that destroying the
  * allocator gave every byte and every event back to the device.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "backend.h"
-#include "check.h"
+#include "alloc_fixture.h"
 #include "clock.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
-#define GiB ((size_t)1 << 30)
-
-/* ---- fixture --------------------------------------------------------------------------------- */
-
-typedef struct obs_event {
-    rs_action act;
-    uint64_t addr, size;
-    void *stream;
-} obs_event;
-
-/* Records every observer call and hands out stack ids 100, 101, ... */
-typedef struct recorder {
-    obs_event ev[256];
-    int n;
-    uint32_t next_id;
-} recorder;
-
-static uint32_t record_cb(void *ctx, rs_action act, uint64_t addr, uint64_t size, void *stream)
-{
-    recorder *r = ctx;
-    if (r->n < (int)(sizeof r->ev / sizeof r->ev[0])) {
-        r->ev[r->n].act = act;
-        r->ev[r->n].addr = addr;
-        r->ev[r->n].size = size;
-        r->ev[r->n].stream = stream;
-        r->n++;
-    }
-    return r->next_id++;
-}
-
-typedef struct fixture {
-    rs_backend *b;
-    rs_alloc *a;
-    recorder rec;
-} fixture;
-
-static void fx_init(fixture *f, uint64_t capacity, uint64_t limit, uint64_t max_split)
-{
-    memset(f, 0, sizeof *f);
-    f->rec.next_id = 100;
-    CHECK(rs_backend_sim_create(capacity, &f->b) == RANKSNAP_OK);
-    rs_alloc_config cfg = {.memory_limit = limit,
-                           .max_split_size = max_split,
-                           .device_index = 0,
-                           .observer = record_cb,
-                           .observer_ctx = &f->rec};
-    CHECK(rs_alloc_create(f->b, &cfg, &f->a) == RANKSNAP_OK);
-}
-
-static void fx_done(fixture *f)
-{
-    CHECK(rs_alloc_check(f->a));
-    if (!rs_alloc_check(f->a)) fprintf(stderr, "  %s\n", ranksnap_last_error());
-    rs_alloc_destroy(f->a);
-    CHECK_EQ_U64(rs_backend_sim_used_bytes(f->b), 0);
-    CHECK_EQ_U64(rs_backend_sim_live_events(f->b), 0);
-    f->b->ops->destroy(f->b);
-}
-
-static ranksnap_stats stats_of(rs_alloc *a)
-{
-    ranksnap_stats s;
-    memset(&s, 0, sizeof s);
-    rs_alloc_get_stats(a, &s);
-    return s;
-}
-
-static void *must_alloc(rs_alloc *a, size_t size, void *stream)
-{
-    void *p = NULL;
-    ranksnap_status st = rs_alloc_malloc(a, size, stream, &p);
-    CHECK_EQ_U64(st, RANKSNAP_OK);
-    if (st != RANKSNAP_OK) fprintf(stderr, "  malloc(%zu): %s\n", size, ranksnap_last_error());
-    return p;
-}
-
-static uint64_t u(const void *p)
-{
-    return (uint64_t)(uintptr_t)p;
-}
 
 /* ---- rounding, pools, segment sizes ---------------------------------------------------------- */
 

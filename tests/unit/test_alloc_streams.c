@@ -7,84 +7,17 @@
  */
 #include <string.h>
 
-#include "alloc.h"
-#include "backend.h"
-#include "check.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
-#define GiB ((size_t)1 << 30)
+#include "alloc_fixture.h"
 
 static void *const S0 = NULL; /* the default stream */
 static void *const S1 = (void *)0x1001;
 static void *const S2 = (void *)0x2002;
 
-typedef struct recorder {
-    rs_action act[128];
-    uint64_t addr[128];
-    int n;
-} recorder;
-
-static uint32_t record_cb(void *ctx, rs_action act, uint64_t addr, uint64_t size, void *stream)
-{
-    (void)size;
-    (void)stream;
-    recorder *r = ctx;
-    if (r->n < 128) {
-        r->act[r->n] = act;
-        r->addr[r->n] = addr;
-        r->n++;
-    }
-    return 1;
-}
-
-typedef struct fixture {
-    rs_backend *b;
-    rs_alloc *a;
-    recorder rec;
-} fixture;
-
-static void fx_init(fixture *f, uint64_t capacity)
-{
-    memset(f, 0, sizeof *f);
-    CHECK(rs_backend_sim_create(capacity, &f->b) == RANKSNAP_OK);
-    rs_alloc_config cfg = {.max_split_size = UINT64_MAX, .observer = record_cb,
-                           .observer_ctx = &f->rec};
-    CHECK(rs_alloc_create(f->b, &cfg, &f->a) == RANKSNAP_OK);
-}
-
-static void fx_done(fixture *f)
-{
-    CHECK(rs_alloc_check(f->a));
-    if (!rs_alloc_check(f->a)) fprintf(stderr, "  %s\n", ranksnap_last_error());
-    rs_alloc_destroy(f->a);
-    CHECK_EQ_U64(rs_backend_sim_used_bytes(f->b), 0);
-    CHECK_EQ_U64(rs_backend_sim_live_events(f->b), 0);
-    f->b->ops->destroy(f->b);
-}
-
-static ranksnap_stats stats_of(rs_alloc *a)
-{
-    ranksnap_stats s;
-    memset(&s, 0, sizeof s);
-    rs_alloc_get_stats(a, &s);
-    return s;
-}
-
-static void *must_alloc(rs_alloc *a, size_t size, void *stream)
-{
-    void *p = NULL;
-    ranksnap_status st = rs_alloc_malloc(a, size, stream, &p);
-    CHECK_EQ_U64(st, RANKSNAP_OK);
-    if (st != RANKSNAP_OK) fprintf(stderr, "  malloc(%zu): %s\n", size, ranksnap_last_error());
-    return p;
-}
-
 static int count_act(const recorder *r, rs_action act, const void *addr)
 {
     int n = 0;
     for (int i = 0; i < r->n; i++)
-        if (r->act[i] == act && r->addr[i] == (uint64_t)(uintptr_t)addr) n++;
+        if (r->ev[i].act == act && r->ev[i].addr == u(addr)) n++;
     return n;
 }
 
@@ -96,7 +29,7 @@ static int block_state(rs_alloc *a, const void *p)
     if (rs_alloc_state_take(a, &st) != RANKSNAP_OK) return -1;
     for (size_t i = 0; i < st.n_segments; i++)
         for (size_t k = 0; k < st.segments[i].n_blocks; k++)
-            if (st.segments[i].blocks[k].addr == (uint64_t)(uintptr_t)p)
+            if (st.segments[i].blocks[k].addr == u(p))
                 state = st.segments[i].blocks[k].state;
     rs_alloc_state_free(&st);
     return state;
@@ -105,7 +38,7 @@ static int block_state(rs_alloc *a, const void *p)
 TEST(freed_block_is_reused_on_its_own_stream)
 {
     fixture f;
-    fx_init(&f, GiB);
+    fx_init(&f, GiB, 0, UINT64_MAX);
     void *p = must_alloc(f.a, 4096, S1);
     CHECK(rs_alloc_free(f.a, p) == RANKSNAP_OK);
     CHECK(must_alloc(f.a, 4096, S1) == p);
@@ -116,7 +49,7 @@ TEST(freed_block_is_reused_on_its_own_stream)
 TEST(block_freed_on_one_stream_is_not_reused_for_another)
 {
     fixture f;
-    fx_init(&f, GiB);
+    fx_init(&f, GiB, 0, UINT64_MAX);
     void *p = must_alloc(f.a, 4096, S1);
     CHECK(rs_alloc_free(f.a, p) == RANKSNAP_OK);
     void *q = must_alloc(f.a, 4096, S2);
@@ -134,7 +67,7 @@ TEST(block_freed_on_one_stream_is_not_reused_for_another)
 TEST(segments_carry_the_stream_they_were_created_on)
 {
     fixture f;
-    fx_init(&f, GiB);
+    fx_init(&f, GiB, 0, UINT64_MAX);
     must_alloc(f.a, 100, S2);
     rs_alloc_state st;
     CHECK(rs_alloc_state_take(f.a, &st) == RANKSNAP_OK);
@@ -147,7 +80,7 @@ TEST(segments_carry_the_stream_they_were_created_on)
 TEST(block_used_on_a_busy_stream_waits_for_its_event_before_reuse)
 {
     fixture f;
-    fx_init(&f, GiB);
+    fx_init(&f, GiB, 0, UINT64_MAX);
     rs_backend_sim_stream_set_busy(f.b, S1, 1);
     void *p = must_alloc(f.a, 4096, S0);
     CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
@@ -175,10 +108,8 @@ TEST(block_used_on_a_busy_stream_waits_for_its_event_before_reuse)
     /* free_completed of the old block comes before the alloc that reuses it. */
     int completed_at = -1, realloc_at = -1;
     for (int i = 0; i < f.rec.n; i++) {
-        if (f.rec.act[i] == RS_ACT_FREE_COMPLETED && f.rec.addr[i] == (uint64_t)(uintptr_t)p)
-            completed_at = i;
-        if (f.rec.act[i] == RS_ACT_ALLOC && f.rec.addr[i] == (uint64_t)(uintptr_t)p)
-            realloc_at = i;
+        if (f.rec.ev[i].act == RS_ACT_FREE_COMPLETED && f.rec.ev[i].addr == u(p)) completed_at = i;
+        if (f.rec.ev[i].act == RS_ACT_ALLOC && f.rec.ev[i].addr == u(p)) realloc_at = i;
     }
     CHECK(completed_at >= 0 && completed_at < realloc_at);
     fx_done(&f);
@@ -187,7 +118,7 @@ TEST(block_used_on_a_busy_stream_waits_for_its_event_before_reuse)
 TEST(block_used_on_an_idle_stream_is_reusable_at_the_next_malloc)
 {
     fixture f;
-    fx_init(&f, GiB);
+    fx_init(&f, GiB, 0, UINT64_MAX);
     void *p = must_alloc(f.a, 4096, S0);
     CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
     CHECK(rs_alloc_free(f.a, p) == RANKSNAP_OK);
@@ -200,7 +131,7 @@ TEST(block_used_on_an_idle_stream_is_reusable_at_the_next_malloc)
 TEST(record_stream_on_the_blocks_own_stream_records_no_event)
 {
     fixture f;
-    fx_init(&f, GiB);
+    fx_init(&f, GiB, 0, UINT64_MAX);
     rs_backend_sim_stream_set_busy(f.b, S1, 1);
     void *p = must_alloc(f.a, 4096, S1);
     CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
@@ -214,7 +145,7 @@ TEST(record_stream_on_the_blocks_own_stream_records_no_event)
 TEST(recording_the_same_stream_twice_records_one_event)
 {
     fixture f;
-    fx_init(&f, GiB);
+    fx_init(&f, GiB, 0, UINT64_MAX);
     rs_backend_sim_stream_set_busy(f.b, S1, 1);
     void *p = must_alloc(f.a, 4096, S0);
     CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
@@ -227,7 +158,7 @@ TEST(recording_the_same_stream_twice_records_one_event)
 TEST(block_used_on_two_streams_waits_for_both)
 {
     fixture f;
-    fx_init(&f, GiB);
+    fx_init(&f, GiB, 0, UINT64_MAX);
     rs_backend_sim_stream_set_busy(f.b, S1, 1);
     rs_backend_sim_stream_set_busy(f.b, S2, 1);
     void *p = must_alloc(f.a, 4096, S0);
@@ -248,7 +179,7 @@ TEST(block_used_on_two_streams_waits_for_both)
 TEST(awaiting_block_does_not_coalesce_with_free_neighbours)
 {
     fixture f;
-    fx_init(&f, GiB);
+    fx_init(&f, GiB, 0, UINT64_MAX);
     rs_backend_sim_stream_set_busy(f.b, S1, 1);
     void *a = must_alloc(f.a, 512 * KiB, S0);
     void *b = must_alloc(f.a, 512 * KiB, S0);
@@ -275,7 +206,7 @@ TEST(awaiting_block_does_not_coalesce_with_free_neighbours)
 TEST(empty_cache_waits_for_pending_events_and_releases_their_segments)
 {
     fixture f;
-    fx_init(&f, GiB);
+    fx_init(&f, GiB, 0, UINT64_MAX);
     rs_backend_sim_stream_set_busy(f.b, S1, 1);
     void *p = must_alloc(f.a, 5 * MiB, S0);
     CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
@@ -294,7 +225,7 @@ TEST(empty_cache_waits_for_pending_events_and_releases_their_segments)
 TEST(failed_reservation_waits_for_events_and_reuses_the_awaited_block)
 {
     fixture f;
-    fx_init(&f, 20 * MiB);
+    fx_init(&f, 20 * MiB, 0, UINT64_MAX);
     rs_backend_sim_stream_set_busy(f.b, S1, 1);
     void *keep = must_alloc(f.a, 4 * MiB, S0); /* splits a 20 MiB segment */
     void *p = must_alloc(f.a, 12 * MiB, S0);
@@ -315,7 +246,7 @@ TEST(failed_reservation_waits_for_events_and_reuses_the_awaited_block)
 TEST(failed_reservation_waits_for_events_then_releases_the_freed_segment)
 {
     fixture f;
-    fx_init(&f, 32 * MiB);
+    fx_init(&f, 32 * MiB, 0, UINT64_MAX);
     rs_backend_sim_stream_set_busy(f.b, S1, 1);
     void *p = must_alloc(f.a, 20 * MiB, S0);
     CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
@@ -334,7 +265,7 @@ TEST(failed_reservation_waits_for_events_then_releases_the_freed_segment)
 TEST(destroy_waits_for_pending_events_and_leaks_none)
 {
     fixture f;
-    fx_init(&f, GiB);
+    fx_init(&f, GiB, 0, UINT64_MAX);
     rs_backend_sim_stream_set_busy(f.b, S1, 1);
     for (int i = 0; i < 10; i++) {
         void *p = must_alloc(f.a, 4096 * (size_t)(i + 1), S0);

@@ -35,6 +35,37 @@ static void free_ranks(rs_snap **full, int n)
     for (int i = 0; i < n; i++) rs_snap_free(full[i]);
 }
 
+/* Four ranks of one job, each the default training loop until a test changes its cfg[]. */
+typedef struct four_ranks {
+    train_cfg cfg[4];
+    rs_snap *full[4];
+    rs_summary sums[4];
+} four_ranks;
+
+static void four_ranks_init(four_ranks *f)
+{
+    for (int i = 0; i < 4; i++) f->cfg[i] = train_default();
+}
+
+enum { FROM_SNAPSHOTS, FROM_SUMMARIES };
+
+/* Trains the four ranks and compares them, FROM_SNAPSHOTS (the full ones at hand) or
+ * FROM_SUMMARIES alone. */
+static rs_compare_result *four_ranks_compare(four_ranks *f, int from)
+{
+    train_ranks(f->cfg, 4, 4, f->full, f->sums);
+    rs_compare_result *r = NULL;
+    const rs_snap *const *full = from == FROM_SNAPSHOTS ? (const rs_snap *const *)f->full : NULL;
+    CHECK(rs_compare(f->sums, full, 4, 0, NULL, &r) == RANKSNAP_OK);
+    return r;
+}
+
+static void four_ranks_free(four_ranks *f, rs_compare_result *r)
+{
+    rs_compare_result_free(r);
+    free_ranks(f->full, 4);
+}
+
 TEST(site_is_the_innermost_frame_that_is_not_ranksnaps_own)
 {
     synth y;
@@ -332,13 +363,9 @@ TEST(summary_of_an_inconsistent_history_never_goes_negative)
 
 TEST(identical_ranks_produce_no_verdict)
 {
-    train_cfg c[4];
-    for (int i = 0; i < 4; i++) c[i] = train_default();
-    rs_snap *full[4];
-    rs_summary sums[4];
-    train_ranks(c, 4, 4, full, sums);
-    rs_compare_result *r = NULL;
-    CHECK(rs_compare(sums, (const rs_snap *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
+    four_ranks f;
+    four_ranks_init(&f);
+    rs_compare_result *r = four_ranks_compare(&f, FROM_SNAPSHOTS);
     if (r) {
         CHECK_EQ_U64(r->world_size, 4);
         CHECK_EQ_U64(r->n_ranks, 4);
@@ -350,20 +377,15 @@ TEST(identical_ranks_produce_no_verdict)
         CHECK_EQ_U64(r->mad, 0);
         CHECK_EQ_U64(r->reference_rank, 0);
     }
-    rs_compare_result_free(r);
-    free_ranks(full, 4);
+    four_ranks_free(&f, r);
 }
 
 TEST(larger_activations_from_step_0_are_a_constant_offset_at_their_site)
 {
-    train_cfg c[4];
-    for (int i = 0; i < 4; i++) c[i] = train_default();
-    c[2].act_factor = 1.5;
-    rs_snap *full[4];
-    rs_summary sums[4];
-    train_ranks(c, 4, 4, full, sums);
-    rs_compare_result *r = NULL;
-    CHECK(rs_compare(sums, (const rs_snap *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
+    four_ranks f;
+    four_ranks_init(&f);
+    f.cfg[2].act_factor = 1.5;
+    rs_compare_result *r = four_ranks_compare(&f, FROM_SNAPSHOTS);
     CHECK(r && r->n_divergent == 1);
     if (r && r->n_divergent == 1) {
         const rs_compare_divergent *d = &r->divergent[0];
@@ -383,21 +405,16 @@ TEST(larger_activations_from_step_0_are_a_constant_offset_at_their_site)
         for (size_t i = 0; i < d->n_sites; i++) CHECK(d->sites[i].bytes > 0);
         CHECK(r->reference_rank != 2);
     }
-    rs_compare_result_free(r);
-    free_ranks(full, 4);
+    four_ranks_free(&f, r);
 }
 
 TEST(a_leak_from_step_3_is_growth_from_step_3_at_the_leaking_site)
 {
-    train_cfg c[4];
-    for (int i = 0; i < 4; i++) c[i] = train_default();
-    c[1].leak_from = 3;
-    c[1].leak_bytes = 20 * MIB;
-    rs_snap *full[4];
-    rs_summary sums[4];
-    train_ranks(c, 4, 4, full, sums);
-    rs_compare_result *r = NULL;
-    CHECK(rs_compare(sums, (const rs_snap *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
+    four_ranks f;
+    four_ranks_init(&f);
+    f.cfg[1].leak_from = 3;
+    f.cfg[1].leak_bytes = 20 * MIB;
+    rs_compare_result *r = four_ranks_compare(&f, FROM_SNAPSHOTS);
     CHECK(r && r->n_divergent == 1);
     if (r && r->n_divergent == 1) {
         const rs_compare_divergent *d = &r->divergent[0];
@@ -410,44 +427,34 @@ TEST(a_leak_from_step_3_is_growth_from_step_3_at_the_leaking_site)
             CHECK_EQ_U64(d->sites[0].bytes, 5 * 20 * MIB);
         }
     }
-    rs_compare_result_free(r);
-    free_ranks(full, 4);
+    four_ranks_free(&f, r);
 }
 
 TEST(a_small_leak_is_dated_from_where_it_started)
 {
     /* 2 MiB a step is under 5% of a 129 MiB step at first; the threshold is crossed later. */
-    train_cfg c[4];
-    for (int i = 0; i < 4; i++) c[i] = train_default();
-    for (int i = 0; i < 4; i++) c[i].steps = 16;
-    c[3].leak_from = 4;
-    c[3].leak_bytes = 2 * MIB;
-    rs_snap *full[4];
-    rs_summary sums[4];
-    train_ranks(c, 4, 4, full, sums);
-    rs_compare_result *r = NULL;
-    CHECK(rs_compare(sums, (const rs_snap *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
+    four_ranks f;
+    four_ranks_init(&f);
+    for (int i = 0; i < 4; i++) f.cfg[i].steps = 16;
+    f.cfg[3].leak_from = 4;
+    f.cfg[3].leak_bytes = 2 * MIB;
+    rs_compare_result *r = four_ranks_compare(&f, FROM_SNAPSHOTS);
     CHECK(r && r->n_divergent == 1);
     if (r && r->n_divergent == 1) {
         CHECK_EQ_U64(r->divergent[0].rank, 3);
         CHECK_EQ_U64(r->divergent[0].growth, 1);
         CHECK_EQ_U64(r->divergent[0].first_divergent_step, 4);
     }
-    rs_compare_result_free(r);
-    free_ranks(full, 4);
+    four_ranks_free(&f, r);
 }
 
 TEST(an_oom_rank_is_a_verdict_with_its_request_step_and_live_sites)
 {
-    train_cfg c[4];
-    for (int i = 0; i < 4; i++) c[i] = train_default();
-    c[3].oom_step = 5;
-    c[3].oom_request = (uint64_t)2 << 30;
-    rs_snap *full[4];
-    rs_summary sums[4];
-    train_ranks(c, 4, 4, full, sums);
-    rs_compare_result *r = NULL;
-    CHECK(rs_compare(sums, (const rs_snap *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
+    four_ranks f;
+    four_ranks_init(&f);
+    f.cfg[3].oom_step = 5;
+    f.cfg[3].oom_request = (uint64_t)2 << 30;
+    rs_compare_result *r = four_ranks_compare(&f, FROM_SNAPSHOTS);
     CHECK(r && r->n_oom == 1);
     if (r && r->n_oom == 1) {
         const rs_compare_oom *o = &r->oom[0];
@@ -464,8 +471,7 @@ TEST(an_oom_rank_is_a_verdict_with_its_request_step_and_live_sites)
         /* same peak as the others: no divergence verdict */
         CHECK_EQ_U64(r->n_divergent, 0);
     }
-    rs_compare_result_free(r);
-    free_ranks(full, 4);
+    four_ranks_free(&f, r);
 }
 
 TEST(ranks_without_data_are_missing)
@@ -548,14 +554,10 @@ TEST(the_mad_guard_keeps_an_evenly_spread_job_quiet_but_flags_an_outlier)
 
 TEST(a_rank_below_the_median_is_flagged_with_the_sites_it_lacks)
 {
-    train_cfg c[4];
-    for (int i = 0; i < 4; i++) c[i] = train_default();
-    c[0].act_factor = 0.5;
-    rs_snap *full[4];
-    rs_summary sums[4];
-    train_ranks(c, 4, 4, full, sums);
-    rs_compare_result *r = NULL;
-    CHECK(rs_compare(sums, (const rs_snap *const *)full, 4, 0, NULL, &r) == RANKSNAP_OK);
+    four_ranks f;
+    four_ranks_init(&f);
+    f.cfg[0].act_factor = 0.5;
+    rs_compare_result *r = four_ranks_compare(&f, FROM_SNAPSHOTS);
     CHECK(r && r->n_divergent == 1);
     if (r && r->n_divergent == 1) {
         const rs_compare_divergent *d = &r->divergent[0];
@@ -565,20 +567,15 @@ TEST(a_rank_below_the_median_is_flagged_with_the_sites_it_lacks)
         CHECK(d->n_sites >= 1 && strcmp(d->sites[0].function, "attention_scores") == 0);
         if (d->n_sites >= 1) CHECK(d->sites[0].bytes == -(int64_t)(32 * MIB));
     }
-    rs_compare_result_free(r);
-    free_ranks(full, 4);
+    four_ranks_free(&f, r);
 }
 
 TEST(without_full_snapshots_sites_come_from_the_summaries)
 {
-    train_cfg c[4];
-    for (int i = 0; i < 4; i++) c[i] = train_default();
-    c[2].act_factor = 1.5;
-    rs_snap *full[4];
-    rs_summary sums[4];
-    train_ranks(c, 4, 4, full, sums);
-    rs_compare_result *r = NULL;
-    CHECK(rs_compare(sums, NULL, 4, 0, NULL, &r) == RANKSNAP_OK);
+    four_ranks f;
+    four_ranks_init(&f);
+    f.cfg[2].act_factor = 1.5;
+    rs_compare_result *r = four_ranks_compare(&f, FROM_SUMMARIES);
     CHECK(r && r->n_divergent == 1);
     if (r && r->n_divergent == 1) {
         const rs_compare_divergent *d = &r->divergent[0];
@@ -589,8 +586,7 @@ TEST(without_full_snapshots_sites_come_from_the_summaries)
             if (strstr(r->notes[i], "no full snapshot")) noted = 1;
         CHECK(noted);
     }
-    rs_compare_result_free(r);
-    free_ranks(full, 4);
+    four_ranks_free(&f, r);
 }
 
 TEST(notes_name_incomplete_snapshots_dropped_events_and_other_jobs)

@@ -22,6 +22,8 @@
 #include "pickler.h"
 #include "ranksnap.h"
 #include "rsnap_decode.h"
+#include "runtime_child.h"
+#include "scratch_dir.h"
 #include "synth_snapshot.h"
 
 #define MIB ((size_t)1 << 20)
@@ -112,6 +114,18 @@ static int run_python(const char *script, const char *args)
     fflush(NULL);
     int rc = system(cmd);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* Finishes the pickle `w` writes and saves it as tmpdir/NAME, whose path goes to `path`. */
+static void finish_into_file(rs_pickler *w, const char *name, char *path, size_t size)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    CHECK(rs_pickler_finish(w, &buf, &len) == RANKSNAP_OK);
+    rs_pickler_free(w);
+    snprintf(path, size, "%s/%s", tmpdir, name);
+    CHECK(write_file(path, buf, len) == 0);
+    free(buf);
 }
 
 static uint64_t count_action(const rs_snap *s, uint8_t action)
@@ -207,14 +221,8 @@ TEST(pickle_writer_values_read_back_in_python)
     rs_pickler_tuple2(&w);
     rs_pickler_close(&w, &l);
     rs_pickler_stop(&w);
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    CHECK(rs_pickler_finish(&w, &buf, &len) == RANKSNAP_OK);
-    rs_pickler_free(&w);
     char path[300];
-    snprintf(path, sizeof path, "%s/values.pickle", tmpdir);
-    CHECK(write_file(path, buf, len) == 0);
-    free(buf);
+    finish_into_file(&w, "values.pickle", path, sizeof path);
     if (!have_python) return;
     CHECK(run_python("import pickle, sys\n"
                      "v = pickle.load(open(sys.argv[1], 'rb'))\n"
@@ -273,14 +281,8 @@ TEST(pickle_writer_fills_long_lists_in_batches_of_1000)
     }
     CHECK_EQ_U64(marks, 3);
     CHECK_EQ_U64(appends, 3);
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    CHECK(rs_pickler_finish(&w, &buf, &len) == RANKSNAP_OK);
-    rs_pickler_free(&w);
     char path[300];
-    snprintf(path, sizeof path, "%s/list.pickle", tmpdir);
-    CHECK(write_file(path, buf, len) == 0);
-    free(buf);
+    finish_into_file(&w, "list.pickle", path, sizeof path);
     if (have_python)
         CHECK(run_python("import pickle, sys\n"
                          "v = pickle.load(open(sys.argv[1], 'rb'))\n"
@@ -290,19 +292,10 @@ TEST(pickle_writer_fills_long_lists_in_batches_of_1000)
 
 /* ---- the export ---------------------------------------------------------------------------- */
 
-/* One rank through the public API, in a child (the runtime is a per-process singleton): steps,
- * annotations, two streams, blocks left alive at the end; dumped into tmpdir/rt. */
-static int run_runtime_child(void)
+/* One rank's allocations, in a child (runtime_child.h): steps, annotations, two streams, blocks
+ * left alive at the end. */
+static int export_workload(void)
 {
-    char dir[300];
-    snprintf(dir, sizeof dir, "%s/rt", tmpdir);
-    setenv("RANKSNAP_DIR", dir, 1);
-    setenv("RANKSNAP_BACKEND", "sim", 1);
-    setenv("RANKSNAP_REPORT", "0", 1);
-    if (ranksnap_init(NULL) != RANKSNAP_OK) {
-        fprintf(stderr, "child: ranksnap_init: %s\n", ranksnap_last_error());
-        return 1;
-    }
     void *side = (void *)(uintptr_t)0x5000;
     void *w[3], *acts[6], *ws;
     int ok = 1;
@@ -316,22 +309,16 @@ static int run_runtime_child(void)
         ok = ok && ranksnap_annotate_end("forward") == 0;
         for (int l = 6; l-- > 0 && ok;) ok = ranksnap_free(acts[l]) == 0;
     }
-    ok = ok && ranksnap_free(w[1]) == 0 && ranksnap_dump(NULL) == 0;
-    if (!ok) fprintf(stderr, "child: %s\n", ranksnap_last_error());
-    ranksnap_finalize();
-    return ok ? 0 : 1;
+    return ok && ranksnap_free(w[1]) == 0;
 }
 
+/* The snapshot export_workload dumped into tmpdir/rt, or NULL. */
 static rs_snap *runtime_snapshot(void)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) _exit(run_runtime_child());
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
-        return NULL;
-    char path[300];
-    snprintf(path, sizeof path, "%s/rt/rank-00000.rsnap", tmpdir);
+    char dir[300], path[320];
+    snprintf(dir, sizeof dir, "%s/rt", tmpdir);
+    if (!runtime_child_run(dir, export_workload)) return NULL;
+    snprintf(path, sizeof path, "%s/rank-00000.rsnap", dir);
     rs_snap *s = NULL;
     if (rs_rsnap_decode_file(path, &s) != RANKSNAP_OK) {
         fprintf(stderr, "%s\n", ranksnap_last_error());
@@ -455,11 +442,7 @@ TEST(export_refuses_an_absurd_device_index)
 
 int main(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/test_export_torch.XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (scratch_dir_make(tmpdir, sizeof tmpdir, "test_export_torch") != 0) return 1;
     have_python = system("python3 -c 'import pickle' >/dev/null 2>&1") == 0;
     if (!have_python) printf("note: python3 not found, the checks through pickle.load are skipped\n");
     RUN(pickle_writer_uses_the_narrowest_integer_opcode);
@@ -471,11 +454,5 @@ int main(void)
     RUN(export_cuts_ranksnap_frames_unless_asked_to_keep_them);
     RUN(export_of_a_history_with_a_gap_stays_replayable);
     RUN(export_refuses_an_absurd_device_index);
-    int rc = check_summary();
-    if (rc == 0) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
-    }
-    return rc;
+    return scratch_dir_done(tmpdir, check_summary());
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "find_python.h"
 #include "pickle.h"
 
 /* ---- a pickle, byte by byte ---------------------------------------------------------------- */
@@ -679,17 +680,6 @@ TEST(memory_stays_bounded_by_the_input)
 
 /* ---- pickles Python wrote ------------------------------------------------------------------ */
 
-static const char *python(void)
-{
-    static const char *const candidates[] = {"/usr/bin/python3", "python3"};
-    for (size_t i = 0; i < 2; i++) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "%s -c 'import pickle' >/dev/null 2>&1", candidates[i]);
-        if (system(cmd) == 0) return candidates[i];
-    }
-    return NULL;
-}
-
 /* Python's pickle.dumps(obj, protocol) of a PyTorch-like value, read back through a pipe. */
 static unsigned char *python_pickle(const char *py, int protocol, size_t *len)
 {
@@ -725,7 +715,7 @@ static unsigned char *python_pickle(const char *py, int protocol, size_t *len)
 
 TEST(pickles_written_by_python_decode_at_protocols_2_to_5)
 {
-    const char *py = python();
+    const char *py = find_python();
     if (!py) {
         printf("skip: no python3 to write pickles with\n");
         return;

@@ -18,6 +18,7 @@
 #include "check.h"
 #include "compare.h"
 #include "decode.h"
+#include "find_python.h"
 #include "model_check.h"
 #include "rsnap_decode.h"
 #include "steps_infer.h"
@@ -29,17 +30,6 @@
 
 static char g_dir[512];   /* where the fixtures were written, "" when python3 is missing */
 static const char *g_python;
-
-static const char *find_python(void)
-{
-    static const char *const candidates[] = {"/usr/bin/python3", "python3"};
-    for (size_t i = 0; i < 2; i++) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "%s -c 'import pickle' >/dev/null 2>&1", candidates[i]);
-        if (system(cmd) == 0) return candidates[i];
-    }
-    return NULL;
-}
 
 /* Runs the fixture script with `args` into g_dir; 0 on success. */
 static int make_fixture(const char *args)

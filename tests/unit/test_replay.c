@@ -12,8 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "alloc.h"
 #include "check.h"
@@ -22,6 +20,8 @@
 #include "replay.h"
 #include "replay_report.h"
 #include "rsnap_decode.h"
+#include "runtime_child.h"
+#include "scratch_dir.h"
 #include "synth_snapshot.h"
 #include "torch_decode.h"
 
@@ -29,20 +29,11 @@
 
 static char tmpdir[256];
 
-/* One rank through the public API in a child: parameters (one of 11 MiB, whose 12 MiB segment
- * keeps an unsplit 1 MiB tail), then steps of activations on two streams with short-lived
+/* One rank's allocations, in a child (runtime_child.h): parameters (one of 11 MiB, whose 12 MiB
+ * segment keeps an unsplit 1 MiB tail), then steps of activations on two streams with short-lived
  * workspaces, some of it still alive at the dump. */
-static int run_runtime_child(void)
+static int replay_workload(void)
 {
-    char dir[300];
-    snprintf(dir, sizeof dir, "%s/rt", tmpdir);
-    setenv("RANKSNAP_DIR", dir, 1);
-    setenv("RANKSNAP_BACKEND", "sim", 1);
-    setenv("RANKSNAP_REPORT", "0", 1);
-    if (ranksnap_init(NULL) != RANKSNAP_OK) {
-        fprintf(stderr, "child: ranksnap_init: %s\n", ranksnap_last_error());
-        return 1;
-    }
     void *side = (void *)(uintptr_t)0x5000;
     void *p[4], *acts[8], *ws, *keep = NULL;
     static const size_t params[4] = {11 * MIB, 6 * MIB, 1000, 700 * 1024};
@@ -59,24 +50,16 @@ static int run_runtime_child(void)
         for (int l = 8; l-- > 0 && ok;) ok = ranksnap_free(acts[l]) == 0;
         if (ok && step == 3) ok = ranksnap_malloc(&keep, 3 * MIB, side) == 0;
     }
-    ok = ok && ranksnap_free(p[1]) == 0 && ranksnap_dump(NULL) == 0;
-    if (!ok) fprintf(stderr, "child: %s\n", ranksnap_last_error());
-    ranksnap_finalize();
-    return ok ? 0 : 1;
+    return ok && ranksnap_free(p[1]) == 0;
 }
 
 TEST(replay_of_a_runtime_snapshot_lands_on_its_totals)
 {
-    char path[300];
-    snprintf(path, sizeof path, "%s/rt", tmpdir);
-    mkdir(path, 0700);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) _exit(run_runtime_child());
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-          WEXITSTATUS(status) == 0);
-    snprintf(path, sizeof path, "%s/rt/rank-00000.rsnap", tmpdir);
+    char dir[300], path[320];
+    snprintf(dir, sizeof dir, "%s/rt", tmpdir);
+    mkdir(dir, 0700);
+    CHECK(runtime_child_run(dir, replay_workload));
+    snprintf(path, sizeof path, "%s/rank-00000.rsnap", dir);
     rs_snap *s = NULL;
     CHECK(rs_rsnap_decode_file(path, &s) == RANKSNAP_OK);
     if (!s) return;
@@ -221,16 +204,8 @@ TEST(replay_of_the_torch_export_matches_the_snapshot)
     c.leak_from = 2;
     c.leak_bytes = 3 * SY_MIB;
     rs_snap *s = synth_train(0, 1, "job", &c);
-    rs_snap_history *h = &s->history;
     /* Forget the first 40 events, as a full ring would have. */
-    uint64_t k = 40, n = h->count - k;
-    memmove(h->time_us, h->time_us + k, n * sizeof *h->time_us);
-    memmove(h->action, h->action + k, n * sizeof *h->action);
-    memmove(h->addr, h->addr + k, n * sizeof *h->addr);
-    memmove(h->size, h->size + k, n * sizeof *h->size);
-    memmove(h->stream, h->stream + k, n * sizeof *h->stream);
-    memmove(h->stack, h->stack + k, n * sizeof *h->stack);
-    h->count = n;
+    sy_forget_oldest(&s->history, 40);
     unsigned char *buf = NULL;
     size_t len = 0;
     rs_snap *t = NULL;
@@ -256,11 +231,7 @@ TEST(replay_of_the_torch_export_matches_the_snapshot)
 
 int main(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/test_replay.XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (scratch_dir_make(tmpdir, sizeof tmpdir, "test_replay") != 0) return 1;
     RUN(replay_of_a_runtime_snapshot_lands_on_its_totals);
     RUN(replay_allocates_blocks_alive_before_the_history_first);
     RUN(replay_keeps_streams_apart);
@@ -268,11 +239,5 @@ int main(void)
     RUN(replay_of_an_empty_history_reports_zeros);
     RUN(replay_json_has_both_sides_and_the_completeness);
     RUN(replay_of_the_torch_export_matches_the_snapshot);
-    int rc = check_summary();
-    if (rc == 0) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
-    }
-    return rc;
+    return scratch_dir_done(tmpdir, check_summary());
 }

@@ -1,0 +1,45 @@
+#!/bin/sh
+# `ranksnap report` and `ranksnap collect` on what the MPI tests' jobs left behind: the files of a
+# job aborted by one rank's OOM, of a job with a SIGKILLed rank, spoiled copies of them.
+# usage: post_mortem.sh CASE ARGS... (each case below says its ARGS)
+set -u
+name=$1
+shift
+
+# DIR RANKSNAP PYTHON: every rank of the aborted job left a snapshot or a ring, and the report
+# from them names rank 2 as the OOM rank, with its request, and no rank missing
+case_report_after_oom_abort_names_the_oom_rank() {
+    d=$1 ranksnap=$2 python=$3
+    for r in 0 1 2 3; do test -e "$d/rank-0000$r.rsnap" -o -e "$d/rank-0000$r.ring" || { echo rank $r left nothing; exit 1; }; done
+    test -e "$d/rank-00002.rsnap" && "$ranksnap" report "$d" --json > "$d/post.json" && "$python" -c "import json; r=json.load(open('$d/post.json')); assert [o['rank'] for o in r['oom_ranks']] == [2], r['oom_ranks']; assert r['oom_ranks'][0]['requested'] > 0; assert r['missing_ranks'] == []; print('oom rank 2, request', r['oom_ranks'][0]['requested'])"
+}
+
+# DIR RANKSNAP PYTHON: the killed rank 1 is recovered from its ring, incomplete but with its
+# peak, beside the other three
+case_report_recovers_the_killed_rank_incomplete() {
+    d=$1 ranksnap=$2 python=$3
+    test -e "$d/rank-00001.ring" && "$ranksnap" report "$d" --json > "$d/post.json" && "$python" -c "import json; r=json.load(open('$d/post.json')); k=[x for x in r['ranks'] if x['rank']==1]; assert k and k[0]['complete'] is False, r['ranks']; assert k[0]['peak_allocated'] > 0; assert len(r['ranks']) == 4, r['ranks']; print('rank 1 recovered, peak', k[0]['peak_allocated'])"
+}
+
+# DIR FROM RANKSNAP PYTHON CORRUPT_PY: corrupt_files.py copies FROM into DIR, spoiling all files
+# but rank 2's (truncated, inconsistent, newer version, empty, another job); the report errs once
+# per spoiled file, naming it, and reports on rank 2
+case_report_on_spoiled_files_errs_per_file_and_reports_the_rest() {
+    d=$1 from=$2 ranksnap=$3 python=$4 corrupt=$5
+    bad=$("$python" "$corrupt" "$from" "$d") || exit 1
+    "$ranksnap" report "$d" > "$d.out" 2> "$d.err"; rc=$?; cat "$d.out" "$d.err"
+    test $rc -eq 0 || exit 1
+    for f in $bad; do grep -q "$f" "$d.err" || { echo "no error for $f"; exit 1; }; done
+    grep -q 'rank 2 ran out of memory' "$d.out"
+}
+
+# FROM TO MPIEXEC RANKSNAP: two "nodes" sharing FROM gather its files to rank 0 over MPI into TO
+# (all four ranks), and the report from them names rank 2's OOM at its site
+case_collect_gathers_node_local_files_and_reports() {
+    from=$1 to=$2 mpiexec=$3 ranksnap=$4
+    rm -rf "$to" && "$mpiexec" -np 2 --oversubscribe --allow-run-as-root "$ranksnap" collect --from "$from" --to "$to" > "$to.out"; rc=$?; cat "$to.out"
+    test $rc -eq 0 && test $(ls "$to"/rank-*.rsnap "$to"/rank-*.ring | sed 's/[.].*//' | sort -u | wc -l) -eq 4 && grep -q 'rank 2 ran out of memory.*at attention_scores\|rank 2 ran out of memory.*at block_activations\|rank 2 ran out of memory.*at matmul_workspace' "$to.out"
+}
+
+command -v "case_$name" >/dev/null || { echo "post_mortem.sh: no case '$name'" >&2; exit 2; }
+"case_$name" "$@"
