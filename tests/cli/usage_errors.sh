@@ -30,8 +30,10 @@ case_summary_missing_file() {
 
 # `collect` without both directories, or with a misspelt flag: 2, naming what is wrong
 case_collect_usage_errors() {
-    err=$("$ranksnap" collect --from /tmp 2>&1); test $? -eq 2 && case "$err" in *'--from DIR and --to DIR are both needed'*) ;; *) exit 1;; esac
-    err=$("$ranksnap" collect --frm x --to y 2>&1); test $? -eq 2 && case "$err" in *"unexpected '--frm'"*) ;; *) exit 1;; esac
+    err=$("$ranksnap" collect --from /tmp 2>&1); test $? -eq 2 || exit 1
+    case "$err" in *'--from DIR and --to DIR are both needed'*) ;; *) exit 1;; esac
+    err=$("$ranksnap" collect --frm x --to y 2>&1); test $? -eq 2 || exit 1
+    case "$err" in *"unexpected '--frm'"*) ;; *) exit 1;; esac
 }
 
 shift 2
