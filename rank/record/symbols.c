@@ -181,6 +181,9 @@ static rs_loaded_module *rs_module_of(rs_module_scan *scan, uint64_t addr)
 
 /* ---- symbols -------------------------------------------------------------------------------- */
 
+/* Inline levels kept for one pc (rs_resolve_frame). */
+#define RS_MAX_INLINE 16
+
 #if defined(RANKSNAP_HAVE_LIBBACKTRACE)
 static struct backtrace_state *rs_bt_state;
 static pthread_once_t rs_bt_once = PTHREAD_ONCE_INIT;
@@ -202,7 +205,6 @@ static void rs_bt_init(void)
  * the line of the call. Each level becomes a frame, so that a call merged into an inlined helper
  * (gcc -O3 folds identical calls, and the survivor's location is the helper's) still shows the
  * function that called the helper. */
-#define RS_MAX_INLINE 16
 struct rs_bt_info {
     int n;
     const char *function[RS_MAX_INLINE];
