@@ -20,6 +20,7 @@
 #include "progress.h"
 #include "report.h"
 #include "report_html.h"
+#include "site_rules.h"
 #include "timeline.h"
 
 typedef struct report_opts {
@@ -28,7 +29,8 @@ typedef struct report_opts {
     const char *out_dir;
     const char *divergence; /* NULL: RANKSNAP_DIVERGENCE or its default */
     int rank_from_name;     /* PyTorch pickles: rank = the number in the file name */
-    int all_frames;         /* PyTorch pickles: sites may be torch / standard library frames */
+    int all_frames;         /* sites are the innermost frame that is not ranksnap's (site_rules.h) */
+    const char *site_skip;  /* --site-skip PATTERNS, NULL: RANKSNAP_SITE_SKIP */
     const char *html;       /* --html OUT.html */
     int progress;           /* --progress 1, --no-progress 0, -1: stderr is a terminal (progress.h) */
 } report_opts;
@@ -199,7 +201,8 @@ static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_o
             o->progress = a[2] == 'p';
         } else if ((got = rs_cli_flag_value("--out", argc, argv, &it.i, &o->out_dir)) != 0 ||
                    (got = rs_cli_flag_value("--divergence", argc, argv, &it.i, &o->divergence)) != 0 ||
-                   (got = rs_cli_flag_value("--html", argc, argv, &it.i, &o->html)) != 0) {
+                   (got = rs_cli_flag_value("--html", argc, argv, &it.i, &o->html)) != 0 ||
+                   (got = rs_cli_flag_value("--site-skip", argc, argv, &it.i, &o->site_skip)) != 0) {
             if (got < 0 || (o->out_dir && !*o->out_dir) || (o->divergence && !*o->divergence) ||
                 (o->html && !*o->html)) {
                 *code = rs_cli_usage_error(verb, "%s expects a value", a);
@@ -460,7 +463,7 @@ done:
 
 static int run_report(const rs_cli_verb *verb, int argc, char **argv)
 {
-    report_opts o = {0, 0, NULL, NULL, 0, 0, NULL, -1};
+    report_opts o = {0, 0, NULL, NULL, 0, 0, NULL, NULL, -1};
     path_list operands = {0, 0, NULL}, paths = {0, 0, NULL}, failed = {0, 0, NULL};
     report_file *files = NULL;
     size_t n = 0;
@@ -472,6 +475,10 @@ static int run_report(const rs_cli_verb *verb, int argc, char **argv)
     if (report_parse(verb, argc, argv, &o, &operands, &code) != 0) goto done;
     if (report_divergence(&o, &pct) != 0) {
         code = RS_EXIT_USAGE;
+        goto done;
+    }
+    if (rs_site_rules_set(o.site_skip, o.all_frames) != RANKSNAP_OK) {
+        code = rs_cli_usage_error(verb, "--site-skip %s", ranksnap_last_error());
         goto done;
     }
     code = RS_EXIT_FAILED;
@@ -546,7 +553,8 @@ done:
 
 const rs_cli_verb rs_cmd_report = {
 "report", "DIR|FILE... [--json] [--out DIR] [--html OUT.html] [--divergence PCT]\n"
-     "                [--allow-mixed-jobs] [--rank-from-name] [--all-frames] [--[no-]progress]",
+     "                [--allow-mixed-jobs] [--rank-from-name] [--site-skip PATTERNS]\n"
+     "                [--all-frames] [--[no-]progress]",
      "compare the ranks: peaks, OOMs, ranks diverging from the median, and the sites why",
      "  DIR                 every rank-*.rsnap in it, and the rank-*.ring files of ranks\n"
      "                      that died (recovered, marked incomplete)\n"
@@ -560,8 +568,11 @@ const rs_cli_verb rs_cmd_report = {
      "  FILE.pickle         a PyTorch snapshot (torch.cuda.memory._dump_snapshot); its rank is\n"
      "                      its place among the pickles given, or with\n"
      "  --rank-from-name    the number in its name: snapshot_rank3, rank-3, oom_rank-3_NAME\n"
-     "  --all-frames        PyTorch sites may be frames of torch and of the Python standard\n"
-     "                      library (by default the innermost frame of user code)\n"
+     "  --site-skip PATTERNS  frames never named as a site, added to the defaults (CUDA,\n"
+     "                      NCCL, libc, Python, PyTorch's machinery): comma-separated shell\n"
+     "                      patterns of function, file or library (default: RANKSNAP_SITE_SKIP)\n"
+     "  --all-frames        a site is the innermost frame that is not ranksnap's, nothing\n"
+     "                      else skipped (by default the user's line: docs/PYTORCH.md, Sites)\n"
      "  --progress, --no-progress\n"
      "                      progress on stderr: by default shown when stderr is a terminal\n"
      "                      and there are 8 files or 16 MiB or more\n"
