@@ -53,7 +53,7 @@ static const char *const skip_functions[] = {
 static const char *const skip_modules[] = {
     "*libcudart*", "*libcuda.so*", "*libnccl*", "*libcublas*", "*libcudnn*", "*libcufft*",
     "*libcurand*", "*libcusparse*", "*libcusolver*", "*libnvrtc*", "*libnvJitLink*",
-    "*libnvToolsExt*", "*libtorch*", "*libc10*", "*libshm*", "*libcaffe2*", "*/torch/_C.*",
+    "*libnvToolsExt*", "*/bin/python*", "*libtorch*", "*libc10*", "*libshm*", "*libcaffe2*", "*/torch/_C.*",
     "*/torch/lib/*", "*libtriton*", "*libgomp*", "*libpython*", "*libstdc++*", "*libc++*",
     "*libgcc_s*", "*/libc.so*", "*/libc-*", "*libpthread*", "*/ld-linux*", "*/libdl.so*",
 };
@@ -148,7 +148,7 @@ static int match_any(const char *const *patterns, size_t n, const char *text)
 {
     if (!text || !*text) return 0;
     for (size_t i = 0; i < n; i++)
-        if (fnmatch(patterns[i], text, 0) == 0) return 1;
+        if (fnmatch(patterns[i], text, FNM_NOESCAPE) == 0) return 1;
     return 0;
 }
 

@@ -27,7 +27,7 @@
 #define RS_SITE_SKIP_MAX_PATTERNS 64
 
 /* Sets the rules: `skip` is a comma-separated list of shell patterns (fnmatch, `*` crossing
- * '/') added to the defaults, each matched against a frame's function name (demangled, and its
+ * '/', '\' an ordinary character so that Windows paths match as written) added to the defaults, each matched against a frame's function name (demangled, and its
  * qualified name without return type and arguments), its source file and its module's path;
  * "" adds none, NULL keeps RANKSNAP_SITE_SKIP's. all_frames 1 turns every rule off but the one that looks past ranksnap's
  * own frames: a site is then the innermost other frame, as recorded. RANKSNAP_ERR_OPTION for a
