@@ -311,9 +311,11 @@ void rs_site_rules_classify(const rs_snap *s, uint32_t frame, rs_site_rules_fram
                (strstr(f->file, ".so") && match_any(skip_modules, COUNT(skip_modules), f->file)) ||
                match_any(skip_native_files, COUNT(skip_native_files), f->file) ||
                user_skips(name, qualified, f->file, module);
-    /* An unresolved frame is the user's only when its module says whose it is (PyTorch's
-     * unresolved frames have none). */
-    if (strcmp(f->function, "??") == 0 && f->module < 0) skip = 1;
+    /* Without a module (PyTorch's frames), a C/C++ frame is the user's only with a source line:
+     * PyTorch's symbolizer gives line 0 to everything of its release wheels, of the interpreter
+     * and of the C++ runtime (execute_native_thread_routine in thread48.o, the nearest exported
+     * symbols of stripped libraries), and an unresolved frame says nothing at all. */
+    if (f->module < 0 && (f->line <= 0 || strcmp(f->function, "??") == 0)) skip = 1;
     out->kind = skip ? RS_SITE_FRAME_SKIPPED : RS_SITE_FRAME_NATIVE;
 }
 
