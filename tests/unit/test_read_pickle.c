@@ -25,6 +25,7 @@
 #include "find_python.h"
 #include "model_check.h"
 #include "rsnap_decode.h"
+#include "site_path.h"
 #include "site_rules.h"
 #include "sites.h"
 #include "steps_infer.h"
@@ -192,21 +193,16 @@ TEST(sites_are_user_frames_unless_all_frames_is_asked)
     CHECK(rs_site_rules_set("", 0) == RANKSNAP_OK);
 }
 
-/* Every stack's site in `s` and its path, formatted; *n of them. */
+/* fn on every stack's site in `s` and its path, formatted. */
 static void each_site(const rs_snap *s, void (*fn)(const rs_site *, const char *path, void *),
                       void *ctx)
 {
-    rs_site_picker pk;
-    rs_site_picker_init(&pk, s);
     for (uint32_t id = 1; id <= s->n_stacks; id++) {
         rs_site site;
-        rs_site_path path;
-        rs_site_pick_path(&pk, id, &site, &path);
         char buf[1024];
-        rs_site_path_format(&path, buf, sizeof buf);
+        site_path_of(s, id, &site, buf, sizeof buf);
         fn(&site, buf, ctx);
     }
-    rs_site_picker_free(&pk);
 }
 
 /* A site of PyTorch's own machinery or a name left mangled: what the user must never be shown. */
@@ -246,27 +242,25 @@ static uint32_t stack_of_size(const rs_snap *s, uint64_t size)
     return 0;
 }
 
-static void path_of(const rs_snap *s, uint32_t stack, rs_site *site, char *buf, size_t n)
+/* The site and path of the first allocation of `size` bytes in rank 0 of fixture `name`; 0 when
+ * the fixture cannot be read. */
+static int first_alloc_site(const char *name, uint64_t size, rs_site *site, char *buf, size_t n)
 {
-    rs_site_picker pk;
-    rs_site_picker_init(&pk, s);
-    rs_site_path path;
-    rs_site_pick_path(&pk, stack, site, &path);
-    rs_site_path_format(&path, buf, n);
-    rs_site_picker_free(&pk);
+    rs_snap *s = read_rank(name, 0, 0);
+    if (!s) return 0;
+    site_path_of(s, stack_of_size(s, size), site, buf, n);
+    rs_snap_free(s);
+    return 1;
 }
 
 TEST(a_forward_site_is_the_model_line_with_the_operator_it_ran)
 {
     NEED_FIXTURES();
-    rs_snap *s = read_rank("snapshot_rank0.pickle", 0, 0);
-    if (!s) return;
     rs_site site;
     char buf[1024];
-    path_of(s, stack_of_size(s, 4 * 1536 * 1024), &site, buf, sizeof buf);
+    if (!first_alloc_site("snapshot_rank0.pickle", 4 * 1536 * 1024, &site, buf, sizeof buf)) return;
     CHECK(strcmp(site.function, "forward") == 0 && site.line == 36);
     CHECK_STR_CONTAINS(buf, "forward (model.py:36) \xe2\x86\x92 aten::linear");
-    rs_snap_free(s);
 }
 
 TEST(backward_allocations_are_named_by_their_autograd_node_and_operator)
@@ -283,18 +277,18 @@ TEST(backward_allocations_are_named_by_their_autograd_node_and_operator)
             s->history.stack[i] != stack_of_size(s, 4 * 1536 * 1024))
             bwd = s->history.stack[i];
     CHECK(bwd != 0);
-    path_of(s, bwd, &site, buf, sizeof buf);
+    site_path_of(s, bwd, &site, buf, sizeof buf);
     CHECK(strcmp(site.function, "AddmmBackward0") == 0 && !site.file[0] && site.line == 0);
     CHECK(strcmp(buf, "AddmmBackward0 \xe2\x86\x92 aten::mm") == 0);
     /* the gradients: AccumulateGrad (its _apply_impl helper is no node) */
-    path_of(s, stack_of_size(s, 512 * 1024), &site, buf, sizeof buf);
+    site_path_of(s, stack_of_size(s, 512 * 1024), &site, buf, sizeof buf);
     CHECK(strcmp(site.function, "__init__") == 0); /* the first 512 KiB: a parameter */
     uint32_t grad = 0;
     for (uint64_t i = 0; i < s->history.count && !grad; i++)
         if (s->history.action[i] == RS_ACT_ALLOC && s->history.stack[i] != stack_of_size(s, 512 * 1024) &&
             (s->history.size[i] - 512 * 1024) % 4096 == 0 && s->history.size[i] < 600 * 1024) {
             rs_site g;
-            path_of(s, s->history.stack[i], &g, buf, sizeof buf);
+            site_path_of(s, s->history.stack[i], &g, buf, sizeof buf);
             if (strcmp(g.function, "AccumulateGrad") == 0) grad = s->history.stack[i];
         }
     CHECK(grad != 0);
@@ -305,16 +299,14 @@ TEST(backward_allocations_are_named_by_their_autograd_node_and_operator)
 TEST(a_package_model_line_is_shown_under_the_users_line)
 {
     NEED_FIXTURES();
-    rs_snap *s = read_rank("transformers/snapshot_rank0.pickle", 0, 0);
-    if (!s) return;
     rs_site site;
     char buf[1024];
-    path_of(s, stack_of_size(s, 3 * 1536 * 1024), &site, buf, sizeof buf);
+    if (!first_alloc_site("transformers/snapshot_rank0.pickle", 3 * 1536 * 1024, &site, buf, sizeof buf))
+        return;
     /* the site is the model's line; the user's line above it says which call of theirs */
     CHECK(strcmp(site.function, "forward") == 0 && site.line == 212 && strstr(site.file, "modeling_gpt2.py"));
     CHECK(strcmp(buf, "train_step (train.py:41) \xe2\x86\x92 forward "
                       "(transformers/models/gpt2/modeling_gpt2.py:212) \xe2\x86\x92 aten::linear") == 0);
-    rs_snap_free(s);
 }
 
 /* The comparison of the four ranks of fixture folder `sub` ("" the default one). */
