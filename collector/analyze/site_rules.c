@@ -67,12 +67,20 @@ static const char *const skip_native_files[] = {
     "*/nptl/*", "*/csu/*", "*/sysdeps/*",
 };
 
-/* Python files: torch's own Python (nn.Module's call plumbing, functional, optimizers, autograd),
- * its compiler's generated code, and frozen standard-library modules. The standard library in a
- * lib/python3.X folder is recognised in code (python_library), outside its site-packages. */
+/* Python: torch's own Python (nn.Module's call plumbing, functional, optimizers, autograd) and
+ * its compilers'. In an installed package (site-packages, dist-packages) the package's name
+ * decides, so that a virtual environment under a folder named "torch" is not all PyTorch's;
+ * elsewhere (a source checkout) the path does, as do generated code and frozen modules. The
+ * standard library in a lib/python3.X folder is recognised in code (python_library). */
+static const char *const skip_python_packages[] = {"torch", "functorch", "triton"};
 static const char *const skip_python_files[] = {
-    "*/torch/*", "*\\torch\\*", "*/functorch/*", "*\\functorch\\*", "*/triton/*",
-    "*\\triton\\*", "<frozen *", "<eval_with_key>*",
+    /* a checkout of PyTorch's sources: its package's folders and top-level modules, not every
+     * path with a folder named torch in it */
+    "*/torch/nn/*", "*/torch/optim/*", "*/torch/autograd/*", "*/torch/_*", "*/torch/utils/*",
+    "*/torch/cuda/*", "*/torch/distributed/*", "*/torch/amp/*", "*/torch/fx/*", "*/torch/jit/*",
+    "*/torch/export/*", "*/torch/compiler/*", "*/torch/functional.py", "*/torch/overrides.py",
+    "*/torch/serialization.py", "*/torch/__init__.py", "*/torch/random.py", "*/torch/storage.py",
+    "*/torch/library.py", "*/functorch/*", "*/triton/*", "<frozen *", "<eval_with_key>*",
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -180,6 +188,29 @@ static int installed_package(const char *file)
     return strstr(file, "site-packages") || strstr(file, "dist-packages");
 }
 
+/* The path inside the last site-packages / dist-packages folder of `file`, NULL when none. */
+static const char *inside_packages(const char *file)
+{
+    const char *in = NULL;
+    for (const char *p = file; (p = strstr(p, "-packages")) != NULL; p += 9)
+        if ((p[9] == '/' || p[9] == '\\') && p > file &&
+            (strncmp(p - 4, "site", 4) == 0 || strncmp(p - 4, "dist", 4) == 0))
+            in = p + 10;
+    return in;
+}
+
+static int framework_python(const char *file)
+{
+    const char *in = inside_packages(file);
+    if (!in) return match_any(skip_python_files, COUNT(skip_python_files), file);
+    for (size_t i = 0; i < COUNT(skip_python_packages); i++) {
+        size_t n = strlen(skip_python_packages[i]);
+        if (strncmp(in, skip_python_packages[i], n) == 0 && (in[n] == '/' || in[n] == '\\'))
+            return 1;
+    }
+    return 0;
+}
+
 /* The standard library: lib/python3.X/ (Windows: Lib\) outside its site-packages. */
 static int python_library(const char *file)
 {
@@ -190,9 +221,8 @@ static int python_library(const char *file)
 
 const char *rs_site_rules_display_file(const char *file)
 {
-    const char *pkg = strstr(file, "site-packages");
-    if (!pkg) pkg = strstr(file, "dist-packages");
-    if (pkg && (pkg[13] == '/' || pkg[13] == '\\') && pkg[14]) return pkg + 14;
+    const char *in = inside_packages(file);
+    if (in && *in) return in;
     const char *base = file;
     for (const char *p = file; *p; p++)
         if ((*p == '/' || *p == '\\') && p[1]) base = p + 1;
@@ -290,8 +320,8 @@ void rs_site_rules_classify(const rs_snap *s, uint32_t frame, rs_site_rules_fram
         return;
     }
     if (out->python) {
-        int skip = match_any(skip_python_files, COUNT(skip_python_files), f->file) ||
-                   python_library(f->file) || user_skips(f->function, NULL, f->file, NULL);
+        int skip = framework_python(f->file) || python_library(f->file) ||
+                   user_skips(f->function, NULL, f->file, NULL);
         out->kind = skip ? RS_SITE_FRAME_SKIPPED : RS_SITE_FRAME_PYTHON;
         return;
     }

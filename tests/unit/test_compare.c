@@ -527,7 +527,7 @@ static rs_summary summary_with_steps(int rank, uint64_t base, const double *extr
     s.n_steps = n;
     s.step_stride = 1;
     for (int k = 0; k < n; k++) {
-        s.step_peak[k] = base + (uint64_t)(extra[k] * (double)MIB);
+        s.step_peak[k] = (uint64_t)((double)base + extra[k] * (double)MIB);
         if (s.step_peak[k] > s.peak_allocated) s.peak_allocated = s.step_peak[k];
     }
     return s;

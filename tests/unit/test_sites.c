@@ -307,6 +307,30 @@ TEST(all_frames_names_the_innermost_frame_that_is_not_ranksnaps)
     CHECK(rs_site_rules_set(NULL, 0) == RANKSNAP_OK && !rs_site_rules_all_frames());
 }
 
+TEST(torch_is_a_package_not_any_folder_named_torch)
+{
+    /* a virtual environment in /opt/torch: transformers is the model's code, torch is PyTorch's,
+     * torch_geometric is neither */
+    synth y;
+    synth_init(&y, 0, 1, "j");
+    const char *venv = "/opt/torch/.venv/lib/python3.12/site-packages/";
+    char act[256], mod[256], geo[256];
+    snprintf(act, sizeof act, "%stransformers/activations.py", venv);
+    snprintf(mod, sizeof mod, "%storch/nn/modules/module.py", venv);
+    snprintf(geo, sizeof geo, "%storch_geometric/nn/conv.py", venv);
+    uint32_t f[] = {sy_frame(&y, "_call_impl", mod, 1790, -1), sy_frame(&y, "forward", act, 66, -1),
+                    sy_frame(&y, "run_rank", "/opt/torch/work/train.py", 49, -1)};
+    rs_site site;
+    char path[1024];
+    one_stack_site(&y, f, 3, &site, path, sizeof path);
+    if (strcmp(path, "run_rank (train.py:49)" ARROW "forward (transformers/activations.py:66)") != 0) fprintf(stderr, "%s\n", path);
+    CHECK(strcmp(path, "run_rank (train.py:49)" ARROW "forward (transformers/activations.py:66)") == 0);
+    synth_init(&y, 0, 1, "j");
+    uint32_t g[] = {sy_frame(&y, "propagate", geo, 12, -1), sy_frame(&y, "run_rank", "/opt/torch/work/train.py", 49, -1)};
+    one_stack_site(&y, g, 2, &site, path, sizeof path);
+    CHECK(strcmp(site.function, "propagate") == 0);
+}
+
 TEST(files_are_shown_as_people_read_them_and_windows_torch_is_torch)
 {
     CHECK(strcmp(rs_site_rules_display_file("/usr/lib/python3/dist-packages/transformers/models/gpt2/"
@@ -339,6 +363,7 @@ int main(void)
     RUN(an_allocation_wrapper_is_found_from_the_data_and_looked_past);
     RUN(the_users_patterns_skip_frames_by_function_file_or_library);
     RUN(all_frames_names_the_innermost_frame_that_is_not_ranksnaps);
+    RUN(torch_is_a_package_not_any_folder_named_torch);
     RUN(files_are_shown_as_people_read_them_and_windows_torch_is_torch);
     return check_summary();
 }
