@@ -121,10 +121,15 @@ static int parse_patterns(const char *list)
 static void rules_from_environment(void)
 {
     rs_options o;
-    if (rs_options_load_one(&o, "RANKSNAP_SITE_SKIP", NULL) != RANKSNAP_OK ||
-        parse_patterns(o.site_skip) != 0) {
-        rules.n = 0;
+    if (rs_options_load_one(&o, "RANKSNAP_SITE_SKIP", NULL) != RANKSNAP_OK) {
         RS_WARN(RS_SUB_ALL, "RANKSNAP_SITE_SKIP is ignored: %s", ranksnap_last_error());
+        return;
+    }
+    if (parse_patterns(o.site_skip) != 0) {
+        rules.n = 0;
+        RS_WARN(RS_SUB_ALL, "RANKSNAP_SITE_SKIP is ignored: expected at most %d comma-separated "
+                            "patterns of fewer than %d bytes each",
+                RS_SITE_SKIP_MAX_PATTERNS, RS_SITE_SKIP_PATTERN_LEN);
     }
 }
 
