@@ -489,8 +489,12 @@ static void tally_add(tally *t, uint32_t stack, uint64_t bytes)
     t->bytes[i] = rs_sat_add_u64(t->bytes[i], bytes);
     t->blocks[i]++;
     if (i < s->n_frames) {
+        /* running totals only grow: the stack with the most bytes in the end wins, the lowest
+         * id among equals, whatever order the walk's table gives the blocks in */
         t->stack_bytes[stack] = rs_sat_add_u64(t->stack_bytes[stack], bytes);
-        if (t->stack_bytes[stack] > t->best_bytes[i] || !t->best_stack[i]) {
+        uint64_t sb = t->stack_bytes[stack];
+        if (!t->best_stack[i] || sb > t->best_bytes[i] ||
+            (sb == t->best_bytes[i] && stack < t->best_stack[i])) {
             t->best_bytes[i] = t->stack_bytes[stack];
             t->best_stack[i] = stack;
         }
@@ -547,7 +551,8 @@ static ranksnap_status tally_finish(tally *t, rs_site **out, rs_site_path **path
             rs_site *a = &v[m - 1].site;
             a->bytes = rs_sat_add_i64(a->bytes, v[i].site.bytes);
             a->blocks = a->blocks > INT32_MAX - v[i].site.blocks ? INT32_MAX : a->blocks + v[i].site.blocks;
-            if (v[i].stack_bytes > v[m - 1].stack_bytes) {
+            if (v[i].stack_bytes > v[m - 1].stack_bytes ||
+                (v[i].stack_bytes == v[m - 1].stack_bytes && v[i].stack < v[m - 1].stack)) {
                 v[m - 1].stack = v[i].stack;
                 v[m - 1].stack_bytes = v[i].stack_bytes;
             }
