@@ -26,11 +26,14 @@ k = [x for x in r['ranks'] if x['rank'] == 1]
 assert k and k[0]['complete'] is False and k[0]['recovered'] is True, r['ranks']
 assert k[0]['peak_allocated'] > 0
 assert len(r['ranks']) == 4, r['ranks']
-assert not any(x['recovered'] for x in r['ranks'] if x['rank'] != 1), r['ranks']
-assert [n for n in r['notes'] if n.startswith('rank 1 was recovered from its event ring')], r['notes']
+# under load mpirun may SIGKILL another rank before its dumper is done: it is recovered too
+def named(ranks, one, many):
+    return ('rank %d %s' % (ranks[0], one)) if len(ranks) == 1 else ('ranks %s %s' % (', '.join(map(str, ranks)), many))
+rec = [x['rank'] for x in r['ranks'] if x['recovered']]
+assert [n for n in r['notes'] if n.startswith(named(rec, 'was recovered from its event ring', 'were recovered from their event rings'))], (rec, r['notes'])
 crash = [x['rank'] for x in r['ranks'] if not x['complete'] and not x['recovered']]
-assert not crash or [n for n in r['notes'] if 'crash path' in n and 'rank 1 ' not in n and 'rank 1,' not in n], r['notes']
-print('rank 1 recovered, peak', k[0]['peak_allocated'], '; crash-path ranks', crash)"
+assert not crash or [n for n in r['notes'] if n.startswith(named(crash, 'wrote its snapshot from a crash path', 'wrote their snapshots from a crash path'))], (crash, r['notes'])
+print('recovered from their rings', rec, 'peak of rank 1', k[0]['peak_allocated'], '; crash-path ranks', crash)"
 }
 
 # DIR FROM RANKSNAP PYTHON CORRUPT_PY: corrupt_files.py copies FROM into DIR, spoiling all files
