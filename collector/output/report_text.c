@@ -4,7 +4,9 @@
  * ones, the notes).
  *
  * Sizes go through rs_text_format_bytes so that they read as PyTorch's messages do; a site is
- * "function (file:line)" with the file's base name, the full path being in report.json.
+ * "function (file:line)" with the file's base name, the full path being in report.json. Every
+ * string that came from a file (host, function and file names, holders, notes) is written through
+ * rs_text_put / rs_text_escape (common/text.h), so that a snapshot cannot drive the terminal.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -20,12 +22,12 @@
 
 static void print_site(FILE *out, const rs_site *s)
 {
-    fputs(s->function, out);
+    rs_text_put(out, s->function);
     if (strcmp(s->file, "??") == 0 || s->file[0] == '\0') return;
-    if (s->line > 0)
-        fprintf(out, " (%s:%" PRId32 ")", rs_text_basename(s->file), s->line);
-    else
-        fprintf(out, " (%s)", rs_text_basename(s->file));
+    fputs(" (", out);
+    rs_text_put(out, rs_text_basename(s->file));
+    if (s->line > 0) fprintf(out, ":%" PRId32, s->line);
+    fputc(')', out);
 }
 
 static void print_bytes(FILE *out, uint64_t b)
@@ -62,7 +64,7 @@ static void print_table(FILE *out, const rs_compare_result *r)
     for (size_t i = 0; i < r->n_ranks; i++) {
         const rs_summary *s = &r->ranks[i];
         const rs_compare_divergent *d = divergent_of(r, s->rank);
-        char a[32], b[32], c[32], o[32], step[24];
+        char a[32], b[32], c[32], o[32], step[24], host[80];
         rs_text_format_bytes(s->peak_allocated, a, sizeof a);
         rs_text_format_bytes(s->peak_reserved, b, sizeof b);
         rs_text_format_bytes(s->reserved_at_peak > s->peak_allocated
@@ -76,7 +78,8 @@ static void print_table(FILE *out, const rs_compare_result *r)
             snprintf(step, sizeof step, "-");
         char line[256];
         int len = snprintf(line, sizeof line, "%c %5" PRId32 "  %-16.16s  %14s  %14s  %14s  %12s  %9s  %-3s",
-                           d || s->oom ? '*' : ' ', s->rank, s->host, a, b, c, o, step,
+                           d || s->oom ? '*' : ' ', s->rank,
+                           rs_text_escape(host, sizeof host, s->host), a, b, c, o, step,
                            s->oom ? "yes" : "no");
         if (len < 0) len = 0;
         if ((size_t)len >= sizeof line) len = (int)sizeof line - 1;
@@ -102,7 +105,9 @@ static void print_outside_holders(FILE *out, const rs_compare_result *r)
         if (s->n_outside_labels <= 0) continue;
         fprintf(out, "rank %" PRId32 ": ", s->rank);
         for (int k = 0; k < s->n_outside_labels && k < RS_SUMMARY_MAX_OUTSIDE_LABELS; k++) {
-            fprintf(out, "%s%s holds ", k ? ", " : "", rs_summary_outside_label_name(s->outside_labels[k].label));
+            fputs(k ? ", " : "", out);
+            rs_text_put(out, rs_summary_outside_label_name(s->outside_labels[k].label));
+            fputs(" holds ", out);
             print_bytes(out, s->outside_labels[k].bytes);
         }
         fputs(" (outside the allocator at the end: ", out);
@@ -222,7 +227,11 @@ ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r)
     else if (r->n_divergent == 0)
         fprintf(out, "no rank diverges beyond %g%% of the median\n", r->divergence_pct);
     if (r->n_missing) print_missing(out, r);
-    for (size_t i = 0; i < r->n_notes; i++) fprintf(out, "note: %s\n", r->notes[i]);
+    for (size_t i = 0; i < r->n_notes; i++) {
+        fputs("note: ", out);
+        rs_text_put(out, r->notes[i]);
+        fputc('\n', out);
+    }
     if (ferror(out) || fflush(out) != 0)
         return rs_error(RANKSNAP_ERR_IO, "writing the text report failed: %s", strerror(errno));
     return RANKSNAP_OK;
