@@ -113,3 +113,37 @@ void rs_text_put(FILE *out, const char *src)
         fwrite(piece, 1, k, out);
     }
 }
+
+void rs_text_file_tag(char *dst, size_t cap, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t w = 0, i = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    if (cap < 18) {
+        if (cap) dst[0] = '\0';
+        return;
+    }
+    /* the hash suffix needs 17 bytes: the head stops early enough to leave them */
+    size_t room = cap - 18;
+    for (; p[i]; i++) {
+        unsigned c = p[i];
+        int keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+        size_t k = keep ? 1 : 3;
+        if (w + k > room) break;
+        if (keep) {
+            dst[w++] = (char)c;
+        } else {
+            dst[w++] = '_';
+            dst[w++] = hex[c >> 4];
+            dst[w++] = hex[c & 15];
+        }
+    }
+    if (p[i]) {
+        /* FNV-1a of the whole name: not seeded, the tag must be the same in every process */
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (size_t j = 0; p[j]; j++) h = (h ^ p[j]) * 0x100000001b3ull;
+        dst[w++] = '-';
+        for (int b = 60; b >= 0; b -= 4) dst[w++] = hex[(h >> b) & 15];
+    }
+    dst[w] = '\0';
+}

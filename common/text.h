@@ -37,6 +37,14 @@ const char *rs_text_escape(char *dst, size_t cap, const char *src);
 /* Writes `src` escaped to `out`, whatever its length. */
 void rs_text_put(FILE *out, const char *src);
 
+/* Room for a tag (rs_text_file_tag), its NUL included. */
+#define RS_TEXT_TAG_MAX 64
+/* A name safe and short in a file name, the same for the same `s` in every process: letters,
+ * digits and '-' as they are, every other byte as _XX (hex), so that distinct names stay
+ * distinct; one longer than the room keeps its head and ends in -<16 hex digits> of a hash of the
+ * whole name. cap is at least 18. Job ids and host names become parts of file names this way. */
+void rs_text_file_tag(char *dst, size_t cap, const char *s);
+
 /* Length of the valid UTF-8 sequence at p (2..4 bytes), 0 when p does not start one. Reads at
  * most up to the first byte that is not a continuation byte, so a NUL-terminated string is never
  * overrun. */
