@@ -7,6 +7,16 @@
  * with SIGKILL, which no handler can catch. Nothing is msync'ed on the hot path — surviving the
  * process is the point, not surviving the machine. A clean finalize marks the file closed and
  * removes it; a file left behind is a rank that died, which `ranksnap report` recovers.
+ *
+ * Every block of the file is reserved (posix_fallocate) before it is mapped. A file only sized
+ * with ftruncate is sparse: the first store to a page whose block the file system cannot find
+ * (a full disk, a quota) is a SIGBUS in the middle of the program's cudaMalloc. Reserved up
+ * front, a full disk is an error at init instead, and the runtime keeps the ring in memory.
+ *
+ * The file belongs to the job that created it (its job id is in the header): it is created with
+ * O_EXCL, never over another file, and at close it is removed only if the name still points at
+ * it. Which name to use, and whether an old file of this job may go, is the caller's decision
+ * (rank/runtime/dump.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +25,7 @@
 #include <string.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -32,29 +43,46 @@ struct rs_ring_file {
     rs_ring_header *hdr;
     rs_ring_segment *segs;
     rs_event *events;
-    char path[RS_PATH_MAX + 32];
+    char path[RS_PATH_MAX + 128];
 };
 
-ranksnap_status rs_ring_file_open(const char *dir, uint64_t capacity, const rs_ring_identity *id,
-                                  rs_ring_file **out)
+/* Removes `path` if it still is the file open on `fd`. */
+static void rs_ring_unlink_own(const char *path, int fd)
+{
+    struct stat a, b;
+    if (fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        unlink(path);
+}
+
+ranksnap_status rs_ring_file_open(const char *path, int replace, uint64_t capacity,
+                                  const rs_ring_identity *id, rs_ring_file **out, int *existed)
 {
     *out = NULL;
+    if (existed) *existed = 0;
     rs_ring_file *f = calloc(1, sizeof *f);
     if (!f) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_RING=mmap: out of host memory");
-    snprintf(f->path, sizeof f->path, "%s/rank-%05d.ring", dir, id->rank);
+    snprintf(f->path, sizeof f->path, "%s", path);
     size_t seg_bytes = RS_RING_MAX_SEGMENTS * sizeof(rs_ring_segment);
+    if (capacity > (SIZE_MAX - RS_RING_HEADER_SIZE - seg_bytes) / sizeof(rs_event)) {
+        free(f);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_RING=mmap: %llu events do not fit a mapping",
+                        (unsigned long long)capacity);
+    }
     f->len = RS_RING_HEADER_SIZE + seg_bytes + (size_t)capacity * sizeof(rs_event);
-    /* a previous run's file of this rank is replaced, never followed if it is a link */
-    unlink(f->path);
+    /* an old file of this job (the caller checked): replaced; never followed if it is a link */
+    if (replace) unlink(f->path);
     f->fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (f->fd < 0) {
+        if (existed && errno == EEXIST) *existed = 1;
         ranksnap_status st = rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: %s", f->path, strerror(errno));
         free(f);
         return st;
     }
-    if (ftruncate(f->fd, (off_t)f->len) != 0) {
-        ranksnap_status st = rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: cannot size it to %zu bytes: %s",
-                                      f->path, f->len, strerror(errno));
+    /* posix_fallocate returns the error instead of setting errno */
+    int err = posix_fallocate(f->fd, 0, (off_t)f->len);
+    if (err != 0) {
+        ranksnap_status st = rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: cannot reserve its "
+                                      "%zu bytes on disk: %s", f->path, f->len, strerror(err));
         close(f->fd);
         unlink(f->path);
         free(f);
@@ -156,12 +184,37 @@ void rs_ring_file_snapshot_written(rs_ring_file *f, uint64_t time_us)
     if (f) f->hdr->snapshot_time_us = time_us;
 }
 
+const char *rs_ring_file_path(const rs_ring_file *f)
+{
+    return f->path;
+}
+
 void rs_ring_file_close(rs_ring_file *f, int remove)
 {
     if (!f) return;
     if (remove) f->hdr->closed = 1;
     munmap(f->map, f->len);
+    /* the name may have been taken over since (by hand, by an older ranksnap): only ours goes */
+    if (remove) rs_ring_unlink_own(f->path, f->fd);
     close(f->fd);
-    if (remove) unlink(f->path);
     free(f);
+}
+
+int rs_ring_file_peek(const char *path, rs_ring_owner *out)
+{
+    memset(out, 0, sizeof *out);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat sb;
+    rs_ring_header h;
+    int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+             pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+             memcmp(h.magic, RS_RING_MAGIC, sizeof h.magic) == 0;
+    close(fd);
+    if (!ok) return -1;
+    memcpy(out->job, h.job, sizeof out->job - 1);
+    memcpy(out->host, h.host, sizeof out->host - 1);
+    out->pid = h.pid;
+    out->closed = h.closed != 0;
+    return 0;
 }
