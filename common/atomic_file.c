@@ -134,8 +134,9 @@ static ranksnap_status check_target(const char *path)
 /* Moves `tmp` to `path` without ever replacing a file there: RENAME_NOREPLACE, else (a file
  * system without it) link + unlink, which fails on an existing name just the same, else (one
  * without hard links either) a look before the rename, the best such a file system allows. */
-static int rename_noreplace(const char *tmp, const char *path)
+int rs_atomic_file_rename(const char *tmp, const char *path, int replace)
 {
+    if (replace) return rename(tmp, path);
 #if defined(RENAME_NOREPLACE)
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0) return 0;
     if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) return -1;
@@ -153,6 +154,15 @@ static int rename_noreplace(const char *tmp, const char *path)
     return rename(tmp, path);
 }
 
+void rs_atomic_file_temp_name(const char *path, char *buf, size_t n)
+{
+    unsigned k = atomic_fetch_add(&rs_tmp_counter, 1u);
+    if (rs_tmp_owner[0])
+        snprintf(buf, n, "%s.tmp.%s.%ld.%u", path, rs_tmp_owner, (long)getpid(), k);
+    else
+        snprintf(buf, n, "%s.tmp.%ld.%u", path, (long)getpid(), k);
+}
+
 static ranksnap_status write_file(const char *path, const void *buf, size_t len, int durable,
                                   int replace, int *existed)
 {
@@ -162,15 +172,11 @@ static ranksnap_status write_file(const char *path, const void *buf, size_t len,
                         !path || !*path ? "empty path" : "NULL buffer");
     RS_CHECK(check_target(path));
 
-    unsigned n = atomic_fetch_add(&rs_tmp_counter, 1u);
-    size_t tlen = strlen(path) + sizeof rs_tmp_owner + 64;
+    size_t tlen = strlen(path) + RS_ATOMIC_TMP_EXTRA;
     char *tmp = malloc(tlen);
     if (!tmp)
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: no memory for the temporary name", path);
-    if (rs_tmp_owner[0])
-        snprintf(tmp, tlen, "%s.tmp.%s.%ld.%u", path, rs_tmp_owner, (long)getpid(), n);
-    else
-        snprintf(tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(), n);
+    rs_atomic_file_temp_name(path, tmp, tlen);
 
     int fd;
     do {
@@ -195,7 +201,7 @@ static ranksnap_status write_file(const char *path, const void *buf, size_t len,
     } else if (close(fd) != 0 && errno != EINTR) {
         /* on Linux EINTR from close still closes the descriptor, and the data is already synced */
         st = fail_unlink(path, tmp, "close", errno);
-    } else if (replace ? rename(tmp, path) != 0 : rename_noreplace(tmp, path) != 0) {
+    } else if (rs_atomic_file_rename(tmp, path, replace) != 0) {
         int err = errno;
         if (existed && err == EEXIST) *existed = 1;
         st = fail_unlink(path, tmp, replace ? "rename" : "rename (without replacing)", err);

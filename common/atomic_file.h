@@ -16,6 +16,8 @@
 
 /* Room for "<job tag>@<host tag>" (text.h's tags). */
 #define RS_ATOMIC_OWNER_MAX 160
+/* What a temporary name adds to its target's length, at most (NUL included). */
+#define RS_ATOMIC_TMP_EXTRA (RS_ATOMIC_OWNER_MAX + 64)
 
 /* Atomic write of `len` bytes to `path` (see above). Errors name the path and the failing step. */
 ranksnap_status rs_atomic_file_write(const char *path, const void *buf, size_t len);
@@ -33,6 +35,12 @@ ranksnap_status rs_atomic_file_create(const char *path, const void *buf, size_t 
  * `<path>.tmp.<job tag>@<host tag>.<pid>.<n>`, so that they can be told apart from other jobs'.
  * Call before other threads write; NULL or "" goes back to the plain names. */
 void rs_atomic_file_set_owner(const char *job, const char *host);
+/* A fresh temporary name for `path` (buf of strlen(path) + RS_ATOMIC_TMP_EXTRA), for writers that
+ * make a file whole under it before it takes its name (rank/record/ring_file.c). */
+void rs_atomic_file_temp_name(const char *path, char *buf, size_t n);
+/* Gives `tmp` the name `path`: replacing a file there (`replace`), or never (RENAME_NOREPLACE,
+ * else link + unlink, else a look first), failing with errno EEXIST. 0, or -1 and errno. */
+int rs_atomic_file_rename(const char *tmp, const char *path, int replace);
 /* Removes the temporaries of `path` that a process of this job on this host left when it was
  * killed mid-write: those named for this owner (rs_atomic_file_set_owner), belonging to this
  * user, regular files, whose pid is not alive. Nothing without an owner. Returns how many. */

@@ -13,9 +13,10 @@
  * (a full disk, a quota) is a SIGBUS in the middle of the program's cudaMalloc. Reserved up
  * front, a full disk is an error at init instead, and the runtime keeps the ring in memory.
  *
- * The file belongs to the job that created it (its job id is in the header): it is created with
- * O_EXCL, never over another file, and at close it is removed only if the name still points at
- * it. Which name to use, and whether an old file of this job may go, is the caller's decision
+ * The file belongs to the job that created it (its job id is in the header): it is made whole
+ * under a temporary name and then given its name without replacing anything (unless the caller
+ * says the file there is this job's), and at close it is removed only if the name still points
+ * at it. Which name to use, and whether an old file of this job may go, is the caller's decision
  * (rank/runtime/dump.c).
  */
 #include <errno.h>
@@ -28,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "clock.h"
 #include "errors.h"
 #include "ring_file.h"
@@ -54,49 +56,49 @@ static void rs_ring_unlink_own(const char *path, int fd)
         unlink(path);
 }
 
+/* Undoes a half-made ring: its mapping, its descriptor and its temporary name. */
+static ranksnap_status rs_ring_abandon(rs_ring_file *f, const char *tmp, ranksnap_status st)
+{
+    if (f->map && f->map != MAP_FAILED) munmap(f->map, f->len);
+    close(f->fd);
+    unlink(tmp);
+    free(f);
+    return st;
+}
+
 ranksnap_status rs_ring_file_open(const char *path, int replace, uint64_t capacity,
                                   const rs_ring_identity *id, rs_ring_file **out, int *existed)
 {
     *out = NULL;
     if (existed) *existed = 0;
+    size_t seg_bytes = RS_RING_MAX_SEGMENTS * sizeof(rs_ring_segment);
+    if (capacity > (SIZE_MAX - RS_RING_HEADER_SIZE - seg_bytes) / sizeof(rs_event))
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_RING=mmap: %llu events do not fit a mapping",
+                        (unsigned long long)capacity);
     rs_ring_file *f = calloc(1, sizeof *f);
     if (!f) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_RING=mmap: out of host memory");
     snprintf(f->path, sizeof f->path, "%s", path);
-    size_t seg_bytes = RS_RING_MAX_SEGMENTS * sizeof(rs_ring_segment);
-    if (capacity > (SIZE_MAX - RS_RING_HEADER_SIZE - seg_bytes) / sizeof(rs_event)) {
-        free(f);
-        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_RING=mmap: %llu events do not fit a mapping",
-                        (unsigned long long)capacity);
-    }
     f->len = RS_RING_HEADER_SIZE + seg_bytes + (size_t)capacity * sizeof(rs_event);
-    /* an old file of this job (the caller checked): replaced; never followed if it is a link */
-    if (replace) unlink(f->path);
-    f->fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    /* Made whole under a temporary name (atomic_file.h's, which a later start of this job
+     * removes if a SIGKILL leaves it), then given its name: a reader never finds a ring without
+     * its header, whenever the process is killed. */
+    char tmp[sizeof f->path + RS_ATOMIC_TMP_EXTRA];
+    rs_atomic_file_temp_name(path, tmp, sizeof tmp);
+    f->fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (f->fd < 0) {
-        if (existed && errno == EEXIST) *existed = 1;
-        ranksnap_status st = rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: %s", f->path, strerror(errno));
+        ranksnap_status st = rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: %s", tmp, strerror(errno));
         free(f);
         return st;
     }
     /* posix_fallocate returns the error instead of setting errno */
     int err = posix_fallocate(f->fd, 0, (off_t)f->len);
-    if (err != 0) {
-        ranksnap_status st = rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: cannot reserve its "
-                                      "%zu bytes on disk: %s", f->path, f->len, strerror(err));
-        close(f->fd);
-        unlink(f->path);
-        free(f);
-        return st;
-    }
+    if (err != 0)
+        return rs_ring_abandon(f, tmp, rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: cannot reserve "
+                                                "its %zu bytes on disk: %s", path, f->len, strerror(err)));
     f->map = mmap(NULL, f->len, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
-    if (f->map == MAP_FAILED) {
-        ranksnap_status st = rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: mmap of %zu bytes failed: %s",
-                                      f->path, f->len, strerror(errno));
-        close(f->fd);
-        unlink(f->path);
-        free(f);
-        return st;
-    }
+    if (f->map == MAP_FAILED)
+        return rs_ring_abandon(f, tmp, rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: mmap of %zu "
+                                                "bytes failed: %s", path, f->len, strerror(errno)));
     f->hdr = f->map;
     f->segs = (rs_ring_segment *)((char *)f->map + RS_RING_HEADER_SIZE);
     f->events = (rs_event *)((char *)f->map + RS_RING_HEADER_SIZE + seg_bytes);
@@ -118,8 +120,14 @@ ranksnap_status rs_ring_file_open(const char *path, int replace, uint64_t capaci
     h->clock_offset_us = id->clock_offset_us;
     h->created_us = rs_now_us();
     h->step = -1;
-    /* the magic last: a reader takes the file for a ring only once the rest is in place */
     memcpy(h->magic, RS_RING_MAGIC, sizeof h->magic);
+    /* an old file of this job (the caller checked) is replaced; any other never is */
+    if (rs_atomic_file_rename(tmp, path, replace) != 0) {
+        int e = errno;
+        if (existed && e == EEXIST) *existed = 1;
+        return rs_ring_abandon(f, tmp, rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: %s", path,
+                                                strerror(e)));
+    }
     *out = f;
     return RANKSNAP_OK;
 }

@@ -18,10 +18,11 @@ typedef struct rs_ring_identity {
     int64_t clock_offset_us;
 } rs_ring_identity;
 
-/* Creates `path` (0600, O_EXCL, O_NOFOLLOW) for `capacity` events, reserves every block of it
- * on disk (posix_fallocate: a full disk is an error here, never a SIGBUS later) and maps it
- * shared. `replace` removes a file already at `path` first: only for one the caller knows is this
- * job's. A file there otherwise is an error with *existed = 1 (when not NULL). */
+/* Makes the ring file `path` (0600) for `capacity` events: every block reserved on disk
+ * (posix_fallocate: a full disk is an error here, never a SIGBUS later), mapped shared, the header
+ * written, all under a temporary name that then becomes `path`, so that a ring without its header
+ * is never seen. `replace` lets it take the place of a file at `path`: only for one the caller
+ * knows is this job's. A file there otherwise is an error with *existed = 1 (when not NULL). */
 ranksnap_status rs_ring_file_open(const char *path, int replace, uint64_t capacity,
                                   const rs_ring_identity *id, rs_ring_file **out, int *existed);
 const char *rs_ring_file_path(const rs_ring_file *f);

@@ -201,8 +201,12 @@ ranksnap_status rs_dump_claim(rs_runtime *rt)
                 other, rt->job, rt->rank, rt->job_tag);
     }
     /* what a SIGKILL of this job left mid-write on this host (only those: atomic_file.h) */
-    for (int q = 0; q < 2; q++)
-        if (rs_dump_path_of(rt, name, q, path, sizeof path) == 0) rs_atomic_file_clean_stale(path);
+    static const char *const exts[] = {"rsnap", "ring"};
+    for (size_t e = 0; e < 2; e++) {
+        rs_dump_rank_name(rt, exts[e], name, sizeof name);
+        for (int q = 0; q < 2; q++)
+            if (rs_dump_path_of(rt, name, q, path, sizeof path) == 0) rs_atomic_file_clean_stale(path);
+    }
     if (rt->rank == 0) {
         static const char *const reports[] = {"report.txt", "report.json", "report.html"};
         for (size_t i = 0; i < sizeof reports / sizeof reports[0]; i++)

@@ -4,7 +4,7 @@
  * inference (collector/decode/steps_infer.c) and the summary of what was accepted (summary.c).
  *
  * Any input must either be rejected with RANKSNAP_ERR_FORMAT or decode into a snapshot whose
- * indexes are all in range (model_check.h) and that summarizes; ASan/UBSan catch reads past the
+ * indexes are all in range (collector/model/snap_check.h) and that summarizes; ASan/UBSan catch reads past the
  * buffer, leaks and overflows, libFuzzer's malloc limit catches allocations the input could not
  * back. The raw decoder runs on its own first, so that inputs which are valid pickles but no
  * snapshot still exercise every opcode.
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 
 #include "compare.h"
-#include "model_check.h"
+#include "snap_check.h"
 #include "pickle.h"
 #include "torch_decode.h"
 #include "rsnap_decode.h"
@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.rank = (int)(size % 7);
     rs_snap *s = NULL;
     st = rs_torch_decode(data, size, "fuzz", &o, &s);
-    if (st == RANKSNAP_OK ? (s == NULL || !model_is_consistent(s))
+    if (st == RANKSNAP_OK ? (s == NULL || rs_snap_check(s, "fuzz") != RANKSNAP_OK)
                           : (st != RANKSNAP_ERR_FORMAT || s != NULL))
         abort();
     if (s) {
