@@ -103,12 +103,7 @@ ranksnap_status rs_ring_file_open(const char *path, int replace, uint64_t capaci
     f->segs = (rs_ring_segment *)((char *)f->map + RS_RING_HEADER_SIZE);
     f->events = (rs_event *)((char *)f->map + RS_RING_HEADER_SIZE + seg_bytes);
     rs_ring_header *h = f->hdr;
-    h->version = RS_RING_VERSION;
-    h->endian = RS_RING_ENDIAN;
-    h->header_size = RS_RING_HEADER_SIZE;
-    h->event_size = sizeof(rs_event);
-    h->capacity = capacity;
-    h->max_segments = RS_RING_MAX_SEGMENTS;
+    rs_ring_header_init(h, capacity, RS_RING_MAX_SEGMENTS);
     h->rank = id->rank;
     h->world_size = id->world_size;
     h->pid = id->pid;
@@ -119,7 +114,6 @@ ranksnap_status rs_ring_file_open(const char *path, int replace, uint64_t capaci
     h->memory_limit = id->memory_limit;
     h->clock_offset_us = id->clock_offset_us;
     h->created_us = rs_now_us();
-    h->step = -1;
     memcpy(h->magic, RS_RING_MAGIC, sizeof h->magic);
     /* an old file of this job (the caller checked) is replaced; any other never is */
     if (rs_atomic_file_rename(tmp, path, replace) != 0) {

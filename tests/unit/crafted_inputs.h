@@ -137,13 +137,8 @@ static inline int cr_ring_init(cr_ring *r, uint64_t capacity, uint64_t max_segme
     if (!r->b.p) return -1;
     r->b.n = r->b.cap = len;
     rs_ring_header *h = cr_ring_header(r);
+    rs_ring_header_init(h, capacity, max_segments);
     memcpy(h->magic, RS_RING_MAGIC, sizeof h->magic);
-    h->version = RS_RING_VERSION;
-    h->endian = RS_RING_ENDIAN;
-    h->header_size = RS_RING_HEADER_SIZE;
-    h->event_size = sizeof(rs_ring_event);
-    h->capacity = capacity;
-    h->max_segments = max_segments;
     h->rank = 0;
     h->world_size = 1;
     h->pid = 4242;
@@ -151,7 +146,6 @@ static inline int cr_ring_init(cr_ring *r, uint64_t capacity, uint64_t max_segme
     strcpy(h->host, "crafted");
     strcpy(h->device_name, "crafted");
     h->device_total = (uint64_t)80 << 30;
-    h->step = -1;
     h->n_streams = 1;
     return 0;
 }
@@ -324,26 +318,37 @@ static inline unsigned char *pk_snapshot(uint64_t n, int kind, const uint64_t *k
     return cr_done(&b, len);
 }
 
-/* The pickle: n allocations at addresses that fmix64 with seed 0 sends to one slot. */
-static inline unsigned char *crafted_pickle_addresses(uint64_t n, size_t *len)
+/* pk_snapshot with key i given by key(i). */
+static inline unsigned char *pk_keyed(uint64_t n, int kind, uint64_t (*key)(uint64_t), size_t *len)
 {
     uint64_t *k = malloc((n ? n : 1) * sizeof *k);
     if (!k) return NULL;
-    for (uint64_t i = 0; i < n; i++) k[i] = cr_unfmix64((i + 1) << 20);
-    unsigned char *p = pk_snapshot(n, PK_PLAIN, k, len);
+    for (uint64_t i = 0; i < n; i++) k[i] = key(i);
+    unsigned char *p = pk_snapshot(n, kind, k, len);
     free(k);
     return p;
+}
+
+static inline uint64_t cr_aim_fmix64(uint64_t i)
+{
+    return cr_unfmix64((i + 1) << 20);
+}
+
+static inline uint64_t cr_aim_mix(uint64_t i)
+{
+    return cr_unmix((i + 1) << 20);
+}
+
+/* The pickle: n allocations at addresses that fmix64 with seed 0 sends to one slot. */
+static inline unsigned char *crafted_pickle_addresses(uint64_t n, size_t *len)
+{
+    return pk_keyed(n, PK_PLAIN, cr_aim_fmix64, len);
 }
 
 /* n allocations on n streams whose handles the stream table's mixer sends to one slot. */
 static inline unsigned char *crafted_pickle_streams(uint64_t n, size_t *len)
 {
-    uint64_t *k = malloc((n ? n : 1) * sizeof *k);
-    if (!k) return NULL;
-    for (uint64_t i = 0; i < n; i++) k[i] = cr_unmix((i + 1) << 20);
-    unsigned char *p = pk_snapshot(n, PK_STREAMS, k, len);
-    free(k);
-    return p;
+    return pk_keyed(n, PK_STREAMS, cr_aim_mix, len);
 }
 
 /* n allocations, each from the same function and file (the memoized strings: the same two
@@ -370,7 +375,7 @@ static inline unsigned char *crafted_pickle_memo(uint64_t n, size_t *len)
     cr_byte(&b, 2);
     for (uint64_t i = 0; i < n && !b.failed; i++) {
         char key[32];
-        uint64_t k = cr_unmix((i + 1) << 20);
+        uint64_t k = cr_aim_mix(i);
         if (k < ((uint64_t)1 << 32)) k |= (uint64_t)1 << 63; /* above any input's length */
         int w = snprintf(key, sizeof key, "p%llu\n", (unsigned long long)k);
         cr_byte(&b, 'N'); /* NONE */
