@@ -264,9 +264,29 @@ ranksnap_status rs_dump_write_file(rs_runtime *rt, const char *name, const void 
 {
     RS_CHECK(rs_dump_ensure_dir(rt->opts.dir));
     char path[RS_PATH_MAX + 128];
-    pthread_mutex_lock(&rs_names_mu);
+    /* The crash path (not durable) may run while the thread the signal stopped holds the lock in
+     * the middle of a dump of its own: it waits a bounded time, then goes on with what the table
+     * says, read without the lock (entries are only ever added, and their flags only set). */
+    int locked = 1;
+    if (durable) {
+        pthread_mutex_lock(&rs_names_mu);
+    } else {
+        int tries = 0;
+        while ((locked = pthread_mutex_trylock(&rs_names_mu) == 0) == 0 && tries++ < 100) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
     rs_dump_name scratch = {"", rt->names_qualified, 0};
-    rs_dump_name *e = rs_dump_entry(rt, name);
+    rs_dump_name *e = NULL;
+    if (locked) {
+        e = rs_dump_entry(rt, name);
+    } else {
+        for (size_t i = 0; i < rt->n_written && !e; i++)
+            if (strcmp(rt->written[i].name, name) == 0) e = &rt->written[i];
+        if (e) scratch = *e;
+        e = NULL;
+    }
     if (!e) e = &scratch;
     ranksnap_status st;
     if (rs_dump_path_of(rt, name, e->qualified, path, sizeof path) != 0) {
@@ -290,7 +310,7 @@ ranksnap_status rs_dump_write_file(rs_runtime *rt, const char *name, const void 
         }
     }
     if (st == RANKSNAP_OK) e->ours = 1;
-    pthread_mutex_unlock(&rs_names_mu);
+    if (locked) pthread_mutex_unlock(&rs_names_mu);
     return st;
 }
 
