@@ -21,6 +21,7 @@
 #include "report.h"
 #include "report_html.h"
 #include "site_rules.h"
+#include "text.h"
 #include "timeline.h"
 
 typedef struct report_opts {
@@ -113,7 +114,8 @@ static size_t report_prefer_newest(report_file *f, size_t n)
 {
     size_t w = 0;
     for (size_t i = 0; i < n; i++) {
-        if (w > 0 && f[w - 1].sum.rank == f[i].sum.rank && (f[w - 1].is_ring != f[i].is_ring)) {
+        if (w > 0 && f[w - 1].sum.rank == f[i].sum.rank && (f[w - 1].is_ring != f[i].is_ring) &&
+            strcmp(f[w - 1].sum.job, f[i].sum.job) == 0) {
             report_file *ring = f[i].is_ring ? &f[i] : &f[w - 1];
             report_file *snap = f[i].is_ring ? &f[w - 1] : &f[i];
             /* an OOM dump is the moment that matters, whatever the ring saw after it */
@@ -233,32 +235,40 @@ static int cmp_file_rank(const void *pa, const void *pb)
  * in rank order. Returns the number kept, or -1. */
 static long report_check_files(const report_opts *o, report_file *f, size_t n, path_list *failed)
 {
-    for (size_t i = 1; i < n; i++) {
+    char a[256], b[256], ja[128], jb[128];
+    size_t w = n;
+    if (!o->allow_mixed_jobs && n > 0) {
+        /* the job most files belong to; ties go to the one of the lowest rank. Done before the
+         * check below: two jobs that shared a directory each left a file of rank 0. */
+        size_t best = 0, best_count = 0;
+        for (size_t i = 0; i < n; i++) {
+            size_t c = 0;
+            for (size_t j = 0; j < n; j++) c += strcmp(f[j].sum.job, f[i].sum.job) == 0;
+            if (c > best_count) best = i, best_count = c;
+        }
+        report_file keep = f[best];
+        w = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(f[i].sum.job, keep.sum.job) != 0) {
+                fprintf(stderr, "ranksnap: %s is from job %s but %s (and %zu files in all) are from job %s; "
+                                "left out (pass --allow-mixed-jobs to compare them anyway)\n",
+                        rs_text_escape(a, sizeof a, f[i].path),
+                        rs_text_escape(ja, sizeof ja, f[i].sum.job[0] ? f[i].sum.job : "(none)"),
+                        rs_text_escape(b, sizeof b, keep.path), best_count,
+                        rs_text_escape(jb, sizeof jb, keep.sum.job[0] ? keep.sum.job : "(none)"));
+                if (path_push(failed, NULL, f[i].path) != 0) return -1;
+                continue;
+            }
+            f[w++] = f[i];
+        }
+    }
+    for (size_t i = 1; i < w; i++) {
         if (f[i].sum.rank == f[i - 1].sum.rank) {
             fprintf(stderr, "ranksnap: %s and %s are both rank %d; give one snapshot per rank\n",
-                    f[i - 1].path, f[i].path, (int)f[i].sum.rank);
+                    rs_text_escape(a, sizeof a, f[i - 1].path), rs_text_escape(b, sizeof b, f[i].path),
+                    (int)f[i].sum.rank);
             return -1;
         }
-    }
-    if (o->allow_mixed_jobs || n == 0) return (long)n;
-    /* the job most files belong to; ties go to the one of the lowest rank */
-    size_t best = 0, best_count = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t c = 0;
-        for (size_t j = 0; j < n; j++) c += strcmp(f[j].sum.job, f[i].sum.job) == 0;
-        if (c > best_count) best = i, best_count = c;
-    }
-    size_t w = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(f[i].sum.job, f[best].sum.job) != 0) {
-            fprintf(stderr, "ranksnap: %s is from job %s but %s (and %zu files in all) are from job %s; "
-                            "left out (pass --allow-mixed-jobs to compare them anyway)\n",
-                    f[i].path, f[i].sum.job[0] ? f[i].sum.job : "(none)", f[best].path, best_count,
-                    f[best].sum.job[0] ? f[best].sum.job : "(none)");
-            if (path_push(failed, NULL, f[i].path) != 0) return -1;
-            continue;
-        }
-        f[w++] = f[i];
     }
     return (long)w;
 }

@@ -5,7 +5,9 @@
  * stack, grouped by function, file and line rather than by pc: two return addresses on one source
  * line are one site to the person reading, and the same grouping matches sites across ranks whose
  * libraries loaded at different addresses. Frames that were not resolved keep their pc in the key,
- * since "??" alone would lump unrelated code together.
+ * since "??" alone would lump unrelated code together. Every string of the file (host, job,
+ * device, names of functions, files and modules) is printed escaped (rs_text_put, common/text.h):
+ * a crafted snapshot must not drive the terminal it is summarised on.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -58,16 +60,25 @@ static int cmp_site_bytes(const void *pa, const void *pb)
 static void print_site(FILE *out, const site *st)
 {
     const rs_snap_frame *f = st->frame;
-    if (!f)
-        fprintf(out, "(no stack recorded)");
-    else if (unresolved(f))
-        fprintf(out, "0x%" PRIx64 " in %s", f->pc, st->module ? st->module : "??");
-    else if (!st->name.file[0])
-        fputs(st->name.function, out);
-    else if (strcmp(st->name.file, "??") == 0)
-        fprintf(out, "%s (%s)", st->name.function, st->module ? st->module : "??");
-    else
-        fprintf(out, "%s %s:%" PRId32, st->name.function, st->name.file, st->name.line);
+    const char *module = st->module ? st->module : "??";
+    if (!f) {
+        fputs("(no stack recorded)", out);
+    } else if (unresolved(f)) {
+        fprintf(out, "0x%" PRIx64 " in ", f->pc);
+        rs_text_put(out, module);
+    } else if (!st->name.file[0]) {
+        rs_text_put(out, st->name.function);
+    } else if (strcmp(st->name.file, "??") == 0) {
+        rs_text_put(out, st->name.function);
+        fputs(" (", out);
+        rs_text_put(out, module);
+        fputc(')', out);
+    } else {
+        rs_text_put(out, st->name.function);
+        fputc(' ', out);
+        rs_text_put(out, st->name.file);
+        fprintf(out, ":%" PRId32, st->name.line);
+    }
 }
 
 static const char *module_of(const rs_snap *s, const rs_snap_frame *f)
@@ -169,12 +180,26 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
     uint64_t live_blocks, live_bytes;
     RS_CHECK(top_sites(s, name, &sites, &n_sites, &live_blocks, &live_bytes));
 
-    if (path) fprintf(out, "%s\n", path);
-    fprintf(out, "  rank        %d of %d on %s, pid %" PRId64 "%s%s\n", s->rank, s->world_size,
-            s->host, s->pid, s->job[0] ? ", job " : "", s->job);
+    if (path) {
+        rs_text_put(out, path);
+        fputc('\n', out);
+    }
+    fprintf(out, "  rank        %d of %d on ", s->rank, s->world_size);
+    rs_text_put(out, s->host);
+    fprintf(out, ", pid %" PRId64, s->pid);
+    if (s->job[0]) {
+        fputs(", job ", out);
+        rs_text_put(out, s->job);
+    }
+    fputc('\n', out);
     rs_text_format_bytes(s->device.total_bytes, a, sizeof a);
-    fprintf(out, "  device      %d: %s, %s (%s), backend %s\n", s->device.index, s->device.name,
-            a, s->device.uuid, s->backend);
+    fprintf(out, "  device      %d: ", s->device.index);
+    rs_text_put(out, s->device.name);
+    fprintf(out, ", %s (", a);
+    rs_text_put(out, s->device.uuid);
+    fputs("), backend ", out);
+    rs_text_put(out, s->backend);
+    fputc('\n', out);
     fprintf(out, "  snapshot    %s\n",
             s->complete ? "complete" : "INCOMPLETE (written from a crash path)");
 
@@ -201,8 +226,9 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
     for (size_t i = 0; i < t->n_outside_labels; i++) {
         if (!t->outside_labels[i].bytes) continue;
         rs_text_format_bytes(t->outside_labels[i].bytes, a, sizeof a);
-        fprintf(out, "%s%s holds %s", held ? ", " : "  held by    ",
-                rs_summary_outside_label_name(t->outside_labels[i].label), a);
+        fputs(held ? ", " : "  held by    ", out);
+        rs_text_put(out, rs_summary_outside_label_name(t->outside_labels[i].label));
+        fprintf(out, " holds %s", a);
         held = 1;
     }
     if (held) fputs(" (of the bytes outside, at the snapshot)\n", out);
@@ -246,8 +272,10 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
             rs_text_format_bytes((uint64_t)(peak[i].bytes > 0 ? peak[i].bytes : 0), a, sizeof a);
             char where[RS_SITE_PATH_MAX * (RS_SITE_FUNC_LEN + RS_SITE_FILE_LEN + 16)];
             rs_site_path_format(&paths[i], where, sizeof where);
-            fprintf(out, "  %12s  %6d block%s  %s\n", a, (int)peak[i].blocks,
-                    peak[i].blocks == 1 ? " " : "s", where);
+            fprintf(out, "  %12s  %6d block%s  ", a, (int)peak[i].blocks,
+                    peak[i].blocks == 1 ? " " : "s");
+            rs_text_put(out, where);
+            fputc('\n', out);
         }
     }
     free(peak);

@@ -6,6 +6,8 @@
  * Sizes go through rs_text_format_bytes so that they read as PyTorch's messages do; a site is
  * its path (sites.h): "function (file:line)" for each of its frames, joined by arrows, with the
  * file's base name (its path inside an installed package), the full path being in report.json.
+ * Every string that came from a file (host, function and file names, holders, notes) is written
+ * through rs_text_put / rs_text_escape (common/text.h), so that a snapshot cannot drive the terminal.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,7 +25,7 @@ static void print_site(FILE *out, const rs_compare_site *s)
 {
     char buf[RS_SITE_PATH_MAX * (RS_SITE_FUNC_LEN + RS_SITE_FILE_LEN + 16)];
     rs_site_path_format(&s->path, buf, sizeof buf);
-    fputs(buf, out);
+    rs_text_put(out, buf);
 }
 
 static void print_bytes(FILE *out, uint64_t b)
@@ -67,7 +69,7 @@ static void print_table(FILE *out, const rs_compare_result *r)
     for (size_t i = 0; i < r->n_ranks; i++) {
         const rs_summary *s = &r->ranks[i];
         const rs_compare_divergent *d = divergent_of(r, s->rank);
-        char a[32], b[32], c[32], o[32], step[24];
+        char a[32], b[32], c[32], o[32], step[24], host[80];
         rs_text_format_bytes(s->peak_allocated, a, sizeof a);
         rs_text_format_bytes(s->peak_reserved, b, sizeof b);
         rs_text_format_bytes(s->reserved_at_peak > s->peak_allocated
@@ -81,7 +83,8 @@ static void print_table(FILE *out, const rs_compare_result *r)
             snprintf(step, sizeof step, "-");
         char line[256];
         int len = snprintf(line, sizeof line, "%c %5" PRId32 "  %-16.16s  %14s  %14s  %14s  %12s  %9s  %-3s",
-                           d || s->oom ? '*' : ' ', s->rank, s->host, a, b, c, o, step,
+                           d || s->oom ? '*' : ' ', s->rank,
+                           rs_text_escape(host, sizeof host, s->host), a, b, c, o, step,
                            s->oom ? "yes" : "no");
         if (len < 0) len = 0;
         if ((size_t)len >= sizeof line) len = (int)sizeof line - 1;
@@ -108,7 +111,9 @@ static void print_outside_holders(FILE *out, const rs_compare_result *r)
         if (s->n_outside_labels <= 0) continue;
         fprintf(out, "rank %" PRId32 ": ", s->rank);
         for (int k = 0; k < s->n_outside_labels && k < RS_SUMMARY_MAX_OUTSIDE_LABELS; k++) {
-            fprintf(out, "%s%s holds ", k ? ", " : "", rs_summary_outside_label_name(s->outside_labels[k].label));
+            fputs(k ? ", " : "", out);
+            rs_text_put(out, rs_summary_outside_label_name(s->outside_labels[k].label));
+            fputs(" holds ", out);
             print_bytes(out, s->outside_labels[k].bytes);
         }
         fputs(" (outside the allocator at the end: ", out);
@@ -275,7 +280,11 @@ ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r)
         fprintf(out, "no rank diverges beyond %g%% of the median\n", r->divergence_pct);
     if (r->n_missing) print_missing(out, r);
     if (r->n_no_data) print_no_data(out, r);
-    for (size_t i = 0; i < r->n_notes; i++) fprintf(out, "note: %s\n", r->notes[i]);
+    for (size_t i = 0; i < r->n_notes; i++) {
+        fputs("note: ", out);
+        rs_text_put(out, r->notes[i]);
+        fputc('\n', out);
+    }
     if (ferror(out) || fflush(out) != 0)
         return rs_error(RANKSNAP_ERR_IO, "writing the text report failed: %s", strerror(errno));
     return RANKSNAP_OK;

@@ -23,7 +23,7 @@
 #include "compare.h"
 #include "decode.h"
 #include "find_python.h"
-#include "model_check.h"
+#include "snap_check.h"
 #include "rsnap_decode.h"
 #include "site_path.h"
 #include "site_rules.h"
@@ -113,7 +113,7 @@ TEST(a_torch_snapshot_maps_onto_segments_history_and_interned_stacks)
     NEED_FIXTURES();
     rs_snap *s = read_rank("snapshot_rank0.pickle", 0, 0);
     if (!s) return;
-    CHECK(model_is_consistent(s));
+    CHECK(rs_snap_check(s, "decoded") == RANKSNAP_OK);
     CHECK(s->rank == 0 && s->world_size == 1 && s->complete);
     CHECK(strcmp(s->backend, "torch") == 0);
     CHECK(strcmp(s->device.name, "unknown (PyTorch snapshot)") == 0);
@@ -153,7 +153,7 @@ TEST(an_oom_entry_marks_the_rank_oom_with_the_request_and_its_site)
     NEED_FIXTURES();
     rs_snap *s = read_rank("snapshot_rank3.pickle", 3, 0);
     if (!s) return;
-    CHECK(model_is_consistent(s));
+    CHECK(rs_snap_check(s, "decoded") == RANKSNAP_OK);
     CHECK(s->rank == 3 && s->world_size == 4);
     CHECK(s->has_oom);
     CHECK_EQ_U64(s->oom.requested, (uint64_t)16 << 30);
@@ -501,7 +501,7 @@ TEST(wrong_fields_are_format_errors_naming_the_field_and_offset)
                         "\"size\": 100, \"frames\": None, \"new_field\": (1, 2)}]], "
                         "\"new_top_level\": {1: 2}}",
                         &s) == RANKSNAP_OK);
-    CHECK(s && s->history.count == 1 && model_is_consistent(s));
+    CHECK(s && s->history.count == 1 && rs_snap_check(s, "decoded") == RANKSNAP_OK);
     rs_snap_free(s);
     /* Block states as PyTorch's C++ and its docstrings name them; a stream handle above
      * INT64_MAX, which PyTorch writes as a negative int64. */
@@ -546,7 +546,7 @@ TEST(damaged_snapshots_decode_or_fail_cleanly)
             copy[i] = subst[k];
             rs_snap *s = NULL;
             ranksnap_status st = rs_torch_decode(copy, len, "damaged.pickle", &o, &s);
-            if (st == RANKSNAP_OK && s && model_is_consistent(s))
+            if (st == RANKSNAP_OK && s && rs_snap_check(s, "decoded") == RANKSNAP_OK)
                 ok++;
             else if (st == RANKSNAP_ERR_FORMAT && !s &&
                      strncmp(ranksnap_last_error(), "damaged.pickle: offset ", 23) == 0)
@@ -584,7 +584,7 @@ TEST(real_snapshots_in_tests_data_keep_the_model_promises)
         rs_snap *s = NULL;
         ranksnap_status st = rs_decode_file(path, NULL, &s);
         if (st != RANKSNAP_OK) fprintf(stderr, "%s\n", ranksnap_last_error());
-        CHECK(st == RANKSNAP_OK && s && model_is_consistent(s));
+        CHECK(st == RANKSNAP_OK && s && rs_snap_check(s, "decoded") == RANKSNAP_OK);
         rs_summary sum;
         if (s) rs_summary_of(s, &sum);
         rs_snap_free(s);
