@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "dump.h"
 #include "errors.h"
+#include "external.h"
 #include "instance.h"
 #include "launcher.h"
 #include "live_report.h"
@@ -105,6 +106,7 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
         goto fail;
     }
     if ((st = rs_schedule_parse(rt->opts.steps, &rt->sched)) != RANKSNAP_OK) goto fail;
+    if ((st = rs_external_check_options(&rt->opts)) != RANKSNAP_OK) goto fail; /* torch mode */
     if ((st = rs_parse_step_on(rt)) != RANKSNAP_OK) goto fail;
     if (gethostname(rt->host, sizeof rt->host) != 0) snprintf(rt->host, sizeof rt->host, "unknown");
     rt->host[sizeof rt->host - 1] = '\0';
@@ -136,12 +138,14 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
             rt->outside_at_init = total_b > free_b ? total_b - free_b : 0;
     }
 
-    if (rt->opts.stacks != RS_STACKS_NONE) {
+    /* ranksnap torch mode: the framework records, with its own stacks and no ring file */
+    int external = rt->opts.recorder == RS_RECORDER_TORCH;
+    if (!external && rt->opts.stacks != RS_STACKS_NONE) {
         st = rs_stacks_create(rt->opts.stacks, rt->opts.stack_depth, &rt->stacks);
         if (st != RANKSNAP_OK) goto fail;
     }
     rt->memory_limit = rs_options_memory_limit_for_rank(&rt->opts.memory_limit, rt->rank);
-    if (rt->opts.ring == RS_RING_MMAP) {
+    if (!external && rt->opts.ring == RS_RING_MMAP) {
         rs_ring_identity id = {rt->rank, rt->world_size, (int64_t)getpid(), rt->job, rt->host,
                                rt->device.name, rt->device.total_bytes, rt->memory_limit,
                                rs_coord_clock_offset_us(rt->coord)};
