@@ -69,6 +69,13 @@ RANKSNAP_API ranksnap_status ranksnap_init(const void *mpi_comm);
  * backend but are no longer tracked. Safe to call when not initialised. */
 RANKSNAP_API ranksnap_status ranksnap_finalize(void);
 
+/* The process is going down on an error (an uncaught exception, an OOM it will not survive):
+ * finalize, whenever it comes (at exit), then neither gathers an open range nor finalises the
+ * MPI world ranksnap joined, so that the launcher sees a rank that died, as it would without
+ * ranksnap, and ends the job (mpirun then sends the others SIGTERM, and they dump). Files
+ * already written stay. Safe to call at any time. */
+RANKSNAP_API void ranksnap_abandon(void);
+
 /* Device memory from the caching allocator, ordered on `stream` (NULL = the default stream).
  * size 0 gives *ptr = NULL and RANKSNAP_OK, as cudaMalloc does. On OOM the message of
  * ranksnap_last_error() has PyTorch's parts: the request, the device capacity and free memory,

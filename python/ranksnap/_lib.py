@@ -56,6 +56,7 @@ def lib():
     sig = {
         "ranksnap_init": (ctypes.c_int, [ctypes.c_void_p]),
         "ranksnap_finalize": (ctypes.c_int, []),
+        "ranksnap_abandon": (None, []),
         "ranksnap_step": (ctypes.c_int, [ctypes.c_int64]),
         "ranksnap_dump": (ctypes.c_int, [ctypes.c_char_p]),
         "ranksnap_annotate_begin": (ctypes.c_int, [ctypes.c_char_p]),

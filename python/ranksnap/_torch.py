@@ -68,6 +68,7 @@ class Glue:
         self.last_oom = None
         self.group = _dist.Group(torch)
         self.ops = None             # the callbacks, kept alive as long as C may call them
+        self.dying = False          # an uncaught exception ends the program
 
     # ---- installing --------------------------------------------------------------------------
 
@@ -86,6 +87,20 @@ class Glue:
             return
         self.torch.optim.optimizer.register_optimizer_step_post_hook(self._on_optimizer_step)
         atexit.register(self._at_exit)
+        self._watch_uncaught()
+
+    def _watch_uncaught(self):
+        """An uncaught exception (the OutOfMemoryError of a script that does not catch it) ends
+        the program: ranksnap then abandons the range's gather and the MPI world it joined, so
+        that the launcher sees the rank die, as without ranksnap, instead of a rank waiting in a
+        collective for peers that wait elsewhere."""
+        previous = sys.excepthook
+
+        def hook(kind, value, tb):
+            self.dying = True
+            previous(kind, value, tb)
+
+        sys.excepthook = hook
 
     def _make_ops(self):
         ops = _lib.RecorderOps()
@@ -295,6 +310,8 @@ class Glue:
         """Before the interpreter goes: an open range is gathered now (its ops need Python), and
         the ops are taken back so that nothing calls them later."""
         try:
+            if self.dying:
+                self.lib.ranksnap_abandon()
             self.lib.ranksnap_finalize()
         finally:
             if self.mode == "torch":

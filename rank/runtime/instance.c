@@ -264,7 +264,9 @@ ranksnap_status ranksnap_finalize(void)
         rs_steps_timer_stop(rt);
         /* A range still open (the whole run, "10:", a time range) or a time range that ended
          * since the last step is gathered and reported now, while MPI still works. */
-        if (rt->in_range || (rt->sched.time_based && !rt->reported && rt->n_ranges > 0)) {
+        /* ranksnap_abandon: the process dies; no collective with ranks that wait elsewhere */
+        if (!rs_state_abandoned() &&
+            (rt->in_range || (rt->sched.time_based && !rt->reported && rt->n_ranges > 0))) {
             rs_alloc_lock(rt->alloc);
             if (rt->n_ranges > 0 && rt->ranges[rt->n_ranges - 1].end < 0)
                 rt->ranges[rt->n_ranges - 1].end = rt->step < 0 ? 0 : rt->step + 1;
@@ -286,7 +288,7 @@ ranksnap_status ranksnap_finalize(void)
     else
         rs_runtime_destroy(rt);
     rs_passthrough_shutdown();
-    rs_world_release();
+    if (!rs_state_abandoned()) rs_world_release(); /* ranksnap_abandon: see above */
     return st;
 }
 

@@ -7,17 +7,22 @@ ways the tests need:
 
   --diverge R:F     rank R's batch is F times larger (a constant offset)
   --leak R          rank R keeps one output per step in a list (growth)
-  --oom R:S         rank R caps its memory at step S and runs out in the forward pass; the
-                    OutOfMemoryError propagates (the script fails, as an unmodified one would)
+  --oom R:S         rank R caps its memory at step S, where its batch grows 8 times, and runs
+                    out in the forward pass; the OutOfMemoryError propagates (the script
+                    fails, as an unmodified one would)
   --block-at S:T    every rank but the OOM one sleeps T seconds at step S, as ranks blocked in a
                     collective with a dead peer do (the GIL released)
+  --killed R:S      rank R is SIGKILLed at step S (the kernel's OOM killer, a node lost)
   --dist DIR        torch.distributed.init_process_group over DIR (file://), as a torchrun
                     script initialises its process group
+  --sync            with --dist, a barrier after every step, as the gradients' all-reduce
+                    keeps the ranks of a real job in step
   --manual          calls ranksnap.step(n) itself instead of letting optimizer steps count
 Ranks come from the launcher's variables (OMPI_COMM_WORLD_RANK or torchrun's RANK).
 """
 import argparse
 import os
+import signal
 import time
 
 import torch
@@ -51,7 +56,9 @@ def main():
     p.add_argument("--leak", type=int, default=-1)
     p.add_argument("--oom", type=pair)
     p.add_argument("--block-at", type=pair)
+    p.add_argument("--killed", type=pair)
     p.add_argument("--dist")
+    p.add_argument("--sync", action="store_true")
     p.add_argument("--manual", action="store_true")
     a = p.parse_args()
     rank = launcher_rank()
@@ -69,7 +76,10 @@ def main():
         if a.manual:
             ranksnap.step(step)
         if a.oom and int(a.oom[0]) == rank and step == int(a.oom[1]):
-            torch.cuda.set_per_process_memory_fraction(0.001)
+            torch.cuda.set_per_process_memory_fraction(0.004)
+            batch *= 8
+        if a.killed and int(a.killed[0]) == rank and step == int(a.killed[1]):
+            os.kill(os.getpid(), signal.SIGKILL)
         if a.block_at and step == int(a.block_at[0]) and not (a.oom and int(a.oom[0]) == rank):
             time.sleep(a.block_at[1])
         acts = forward(batch)
@@ -78,6 +88,8 @@ def main():
         del acts
         opt.step()
         opt.zero_grad()
+        if a.sync:
+            torch.distributed.barrier()
     if a.dist:
         torch.distributed.destroy_process_group()
 

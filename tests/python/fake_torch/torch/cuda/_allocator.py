@@ -10,6 +10,7 @@ the trace (a ring of max_entries, cleared when recording stops), the stacks of a
 before the OutOfMemoryError is raised. The snapshot has the exact keys of PyTorch 2.11's
 (tests/data/*.pickle).
 """
+import ctypes
 import os
 import sys
 import time
@@ -55,6 +56,15 @@ class Allocator:
         self.trace = []
         self.observers = []
         self.annotations = []
+        # PyTorch reserves segments with cudaMalloc, which a preloaded libranksnap.so sees (in
+        # torch mode it passes every call through, and the first one starts ranksnap); the
+        # stand-in calls it the same way and frees at once what a machine with a GPU gives.
+        process = ctypes.CDLL(None)
+        self.cuda_malloc = getattr(process, "cudaMalloc", None)
+        self.cuda_free = getattr(process, "cudaFree", None)
+        if self.cuda_malloc is not None:
+            self.cuda_malloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+            self.cuda_free.argtypes = [ctypes.c_void_p]
 
     # ---- recorder ----
     def record_history(self, enabled, context, stacks, max_entries):
@@ -129,6 +139,10 @@ class Allocator:
                 raise OutOfMemoryError(
                     f"CUDA out of memory. Tried to allocate {nbytes} bytes. GPU 0 has a total "
                     f"capacity of {TOTAL} bytes of which {free} bytes is free.")
+            if self.cuda_malloc is not None:
+                p = ctypes.c_void_p()
+                if self.cuda_malloc(ctypes.byref(p), seg_size) == 0 and p.value:
+                    self.cuda_free(p)
             addr = self.next_address
             self.next_address += seg_size + 2 * MIB
             self.segments[addr] = {
