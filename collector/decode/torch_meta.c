@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "step_events.h"
 #include "torch_meta.h"
 
 typedef struct meta_ctx {
@@ -212,20 +213,12 @@ static ranksnap_status meta_steps(const meta_ctx *c, const rs_pickle_value *m, r
     RS_CHECK(meta_seq(c, st, "steps"));
     size_t n = rs_pickle_len(st);
     if (n == 0) return RANKSNAP_OK;
-    rs_snap_history *h = &s->history;
+    const rs_snap_history *h = &s->history;
     for (uint64_t i = 0; i < h->count; i++)
         if (h->action[i] == RS_ACT_STEP) return RANKSNAP_OK; /* already marked */
-    uint64_t total = h->count + n;
-    uint64_t *time_us = malloc(total * sizeof *time_us), *addr = malloc(total * sizeof *addr);
-    uint64_t *size = malloc(total * sizeof *size);
-    uint8_t *action = malloc(total);
-    uint32_t *stream = malloc(total * sizeof *stream), *stack = malloc(total * sizeof *stack);
-    ranksnap_status rc = RANKSNAP_OK;
-    if (!time_us || !addr || !size || !action || !stream || !stack) {
-        rc = rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: no memory for the step events", c->name);
-        goto done;
-    }
-    uint64_t w = 0, e = 0, prev_t = 0;
+    rs_step_event *ev = malloc(n * sizeof *ev);
+    if (!ev) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: no memory for the step events", c->name);
+    uint64_t at = 0, prev_t = 0;
     for (size_t k = 0; k < n; k++) {
         const rs_pickle_value *p = rs_pickle_item(st, k);
         int64_t step = 0;
@@ -233,49 +226,15 @@ static ranksnap_status meta_steps(const meta_ctx *c, const rs_pickle_value *m, r
         if (!rs_pickle_is_sequence(p) || rs_pickle_len(p) != 2 ||
             rs_pickle_get_i64(rs_pickle_item(p, 0), &step) != 0 || step < 0 ||
             rs_pickle_get_u64(rs_pickle_item(p, 1), &t) != 0 || t < prev_t) {
-            rc = meta_bad(c, p, "steps", "expected [step, time_us] pairs in time order");
-            goto done;
+            free(ev);
+            return meta_bad(c, p, "steps", "expected [step, time_us] pairs in time order");
         }
         prev_t = t;
-        for (; e < h->count && h->time_us[e] < t; e++, w++) {
-            time_us[w] = h->time_us[e];
-            addr[w] = h->addr[e];
-            size[w] = h->size[e];
-            action[w] = h->action[e];
-            stream[w] = h->stream[e];
-            stack[w] = h->stack[e];
-        }
-        time_us[w] = t;
-        addr[w] = 0;
-        size[w] = (uint64_t)step;
-        action[w] = RS_ACT_STEP;
-        stream[w] = 0;
-        stack[w] = 0;
-        w++;
+        while (at < h->count && h->time_us[at] < t) at++;
+        ev[k] = (rs_step_event){at, step, t, 0};
     }
-    for (; e < h->count; e++, w++) {
-        time_us[w] = h->time_us[e];
-        addr[w] = h->addr[e];
-        size[w] = h->size[e];
-        action[w] = h->action[e];
-        stream[w] = h->stream[e];
-        stack[w] = h->stack[e];
-    }
-    /* swap in the merged columns; the old ones are freed below */
-    uint64_t *t0 = h->time_us, *a0 = h->addr, *z0 = h->size;
-    uint8_t *ac0 = h->action;
-    uint32_t *sr0 = h->stream, *sk0 = h->stack;
-    h->time_us = time_us, h->addr = addr, h->size = size, h->action = action, h->stream = stream,
-    h->stack = stack;
-    time_us = t0, addr = a0, size = z0, action = ac0, stream = sr0, stack = sk0;
-    h->count = h->capacity = total;
-done:
-    free(time_us);
-    free(addr);
-    free(size);
-    free(action);
-    free(stream);
-    free(stack);
+    ranksnap_status rc = rs_step_events_insert(s, ev, n);
+    free(ev);
     return rc;
 }
 

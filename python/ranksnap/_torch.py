@@ -191,6 +191,7 @@ class Glue:
             kw = {"enabled": "all", "max_entries": int(max_entries)}
             if stacks < 0:
                 kw["context"] = None
+                kw["stacks"] = "python"  # "all" would warm up the C++ unwinder for nothing
             else:
                 # stacks of allocations (what sites are made of), not of frees: half the cost
                 kw["context"] = "alloc"
