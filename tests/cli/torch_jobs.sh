@@ -98,10 +98,11 @@ case_mpi_torch_oom_rank_ends_the_job_and_every_rank_leaves_its_pickle() {
 }
 
 case_torchrun_like_ranks_meet_in_their_files() {
-    export RANKSNAP_GATHER_TIMEOUT=30
+    export RANKSNAP_GATHER_TIMEOUT=30 RANKSNAP_DEBUG=INFO
     torchrun_like 3 --steps 2:5 "$py" "$train" --diverge 1:1.5
     live
-    grep -q "waiting for the other ranks' files" "$dir.err.0" 2>/dev/null || true
+    # no process group: rank 0 read the others' files
+    grep -q "no torch.distributed group; waiting for the other ranks' files" "$dir.err.0" || { cat "$dir.err.0"; exit 1; }
     check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
         "r['divergent_ranks'][0]['sites'][0]['file'].endswith('train_fake.py')" "len(r['ranks']) == 3"
 }
@@ -117,10 +118,11 @@ case_torchrun_like_rank_that_never_writes_is_named_missing() {
 # With torch.distributed initialised, rank 0 gathers over a gloo group of ranksnap's own: the
 # stand-in's collectives leave their files in the process group's folder.
 case_torchrun_like_gather_over_the_process_group() {
-    export RANKSNAP_GATHER_TIMEOUT=30
+    export RANKSNAP_GATHER_TIMEOUT=30 RANKSNAP_DEBUG=INFO
     torchrun_like 3 --steps 2:5 "$py" "$train" --diverge 2:1.5 --dist "$dir/pg"
     live
     ls "$dir/pg" | grep -q '^g1\.' || { echo "no collective of ranksnap's group in $dir/pg"; ls "$dir/pg"; exit 1; }
+    ! grep -q "waiting for the other ranks' files" "$dir.err.0" || { echo "fell back to the files"; exit 1; }
     check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [2]" "len(r['ranks']) == 3"
 }
 
