@@ -36,7 +36,10 @@ int rs_attempt_is_rank_file(const char *name)
 {
     int attempt;
     const char *ext = rs_attempt_tail(name, &attempt);
-    return ext && (!strcmp(ext, ".rsnap") || !strcmp(ext, ".ring") || !strcmp(ext, ".pickle"));
+    if (!ext || *ext != '.') return 0;
+    /* rank-RRRRR[.aK][.job-TAG].EXT: a job's qualified names (dump.c) are rank files too */
+    const char *dot = strrchr(ext, '.');
+    return !strcmp(dot, ".rsnap") || !strcmp(dot, ".ring") || !strcmp(dot, ".pickle");
 }
 
 int rs_attempt_of_name(const char *path)

@@ -9,7 +9,8 @@
 
 #include <stddef.h>
 
-/* 1 for rank-DIGITS.rsnap, .ring and .pickle, each also with .aK before the extension. */
+/* 1 for rank-DIGITS.rsnap, .ring and .pickle, each also with .aK and / or .job-TAG (a job's
+ * qualified names, dump.c) before the extension. */
 int rs_attempt_is_rank_file(const char *name);
 
 /* The attempt a file's name says: K for rank-RRRRR.aK.*, 0 otherwise. */
