@@ -83,7 +83,9 @@ class Glue:
             self.mode = "ranksnap"
             self._use_pluggable_allocator()
         else:
-            self._say("not recording this process: " + _lib.error(status))
+            # a bad RANKSNAP_* value: the library says so once, and passes through
+            if status != _lib.ERR_OPTION:
+                self._say("not recording this process: " + _lib.error(status))
             return
         self.torch.optim.optimizer.register_optimizer_step_post_hook(self._on_optimizer_step)
         atexit.register(self._at_exit)

@@ -64,6 +64,22 @@ case_glue_oom_observer_never_raises_in_place_of_the_error() {
     exit $rc
 }
 
+# A bad RANKSNAP_* value never takes a PyTorch job down: the script runs as without ranksnap
+# (the recorder case passes: nothing records), and the error is said once, by the library, naming
+# the variable, for the library's options and for the glue's own (RANKSNAP_RECORDER).
+case_glue_bad_option_value_is_said_once_and_the_script_runs() {
+    for bad in RANKSNAP_RECORDER=pytorch RANKSNAP_STACKS=dwarf RANKSNAP_MAX_ENTRIES=0; do
+        var=${bad%%=*}
+        env "$bad" "$run" --lib "$lib" --steps 2:4 "$py" "$src/glue_cases.py" glue_bad_option_runs_unrecorded \
+            > "$work/$name.out" 2> "$work/$name.err"
+        rc=$?
+        cat "$work/$name.out" "$work/$name.err"
+        test $rc -eq 0 || { echo "$bad: exit status $rc"; exit 1; }
+        test "$(wc -l < "$work/$name.err")" -eq 1 && test "$(grep -c "$var" "$work/$name.err")" -eq 1 ||
+            { echo "$bad: not said once, naming $var"; exit 1; }
+    done
+}
+
 case_glue_pluggable_route_swaps_the_allocator_before_cuda() {
     "$run" --lib "$lib" --torch-allocator ranksnap "$py" "$src/glue_cases.py" "$name"
 }

@@ -37,27 +37,32 @@ def one(a, max_entries, stacks, steps, port):
         cmd = [a.run, "--lib", a.lib, "--steps", "2:", sys.executable,
                os.path.join(HERE, "torch_ddp_train.py"), "--steps", "1000", "--hang", f"1:{steps}"]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    # rank 0 prints "step N" after each step; after step steps-1 it enters the one that waits
-    for line in procs[0].stdout:
-        if line.startswith(f"step {steps - 1} "):
-            break
-    time.sleep(5)
-    path = os.path.join(d, "rank-00000.pickle")
-    t0 = time.time()
-    os.kill(procs[0].pid, signal.SIGTERM)
-    procs[0].wait(timeout=120)
-    t_exit = time.time() - t0
-    t_file = os.stat(path).st_mtime - t0 if os.path.exists(path) else float("nan")
-    size = os.path.getsize(path) if os.path.exists(path) else 0
-    entries = 0
-    if size:
-        snap = pickle.load(open(path, "rb"))
-        entries = sum(len(t) for t in snap["device_traces"])
-        reason = snap["ranksnap"]["reason"]
-    else:
-        reason = "none"
-    procs[1].kill()
-    procs[1].wait()
+    # whatever happens (a rank that never prints, a time limit), no rank is left on the GPU
+    try:
+        # rank 0 prints "step N" after each step; after step steps-1 it enters the one that waits
+        for line in procs[0].stdout:
+            if line.startswith(f"step {steps - 1} "):
+                break
+        time.sleep(5)
+        path = os.path.join(d, "rank-00000.pickle")
+        t0 = time.time()
+        os.kill(procs[0].pid, signal.SIGTERM)
+        procs[0].wait(timeout=120)
+        t_exit = time.time() - t0
+        t_file = os.stat(path).st_mtime - t0 if os.path.exists(path) else float("nan")
+        size = os.path.getsize(path) if os.path.exists(path) else 0
+        entries = 0
+        if size:
+            snap = pickle.load(open(path, "rb"))
+            entries = sum(len(t) for t in snap["device_traces"])
+            reason = snap["ranksnap"]["reason"]
+        else:
+            reason = "none"
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
     return t_file, t_exit, size, entries, reason
 
 
@@ -67,6 +72,8 @@ def main():
     p.add_argument("--lib", default="build/libranksnap.so")
     p.add_argument("--out", default="sigterm-timing")
     a = p.parse_args()
+    # the caller's time limit (timeout sends SIGTERM) still runs the finally that stops the ranks
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
     import torch
     os.makedirs(a.out, exist_ok=True)
     print(f"SIGTERM to rank 0 waiting in an all-reduce; {torch.cuda.get_device_name()}, torch {torch.__version__}")

@@ -167,6 +167,19 @@ def case_glue_oom_observer_never_raises_in_place_of_the_error():
           f"the error changed: {type(err)} {err}")
 
 
+def case_glue_bad_option_runs_unrecorded():
+    """A bad RANKSNAP_* value (torch_glue.sh sets one): the steps run, nothing records."""
+    params = [torch.empty(MIB) for _ in range(2)]
+    opt = torch.optim.SGD(params)
+    seen = []
+    for _ in range(5):
+        x = torch.empty(3 * MIB)
+        del x
+        opt.step()
+        seen.append(recording())
+    check(seen == [False] * 5, f"recording after each step: {seen}")
+
+
 def case_glue_pluggable_route_swaps_the_allocator_before_cuda():
     """RANKSNAP_RECORDER=ranksnap: ranksnap's allocator as PyTorch's pluggable one, from the
     preloaded libranksnap.so, and no recorder of PyTorch's."""
