@@ -19,7 +19,7 @@ R=$OUT/issue11
 BUDGET=${BUDGET:-500}
 mkdir -p "$R"
 cd "$(dirname "$0")/../.."
-# seconds left of the budget, less a margin for what follows the last job
+# seconds left of the budget (the benchmarks after the jobs keep their own margins below)
 left() { echo $((BUDGET - SECONDS)); }
 for need in "python3 -c 'import torch, transformers'" "command -v mpirun" "command -v torchrun" \
             "python3 -c 'import torch; assert torch.cuda.is_available()'"; do
