@@ -47,16 +47,22 @@ def load(path):
         return pickle.load(f)
 
 
-def case_glue_starts_and_stops_the_recorder_on_the_range_steps():
-    """--steps 2:4: PyTorch's recorder runs from the 2nd optimizer step to the 4th, no longer."""
+def steps_recording(n):
+    """n optimizer steps, each allocating; whether PyTorch's recorder ran after each."""
     params = [torch.empty(MIB) for _ in range(2)]
     opt = torch.optim.SGD(params)
     seen = []
-    for _ in range(6):
+    for _ in range(n):
         x = torch.empty(3 * MIB)
         del x
         opt.step()
         seen.append(recording())
+    return seen
+
+
+def case_glue_starts_and_stops_the_recorder_on_the_range_steps():
+    """--steps 2:4: PyTorch's recorder runs from the 2nd optimizer step to the 4th, no longer."""
+    seen = steps_recording(6)
     check(seen == [False, True, True, False, False, False], f"recording after each step: {seen}")
     check(glue().count == 6, f"steps counted: {glue().count}")
 
@@ -169,14 +175,7 @@ def case_glue_oom_observer_never_raises_in_place_of_the_error():
 
 def case_glue_bad_option_runs_unrecorded():
     """A bad RANKSNAP_* value (torch_glue.sh sets one): the steps run, nothing records."""
-    params = [torch.empty(MIB) for _ in range(2)]
-    opt = torch.optim.SGD(params)
-    seen = []
-    for _ in range(5):
-        x = torch.empty(3 * MIB)
-        del x
-        opt.step()
-        seen.append(recording())
+    seen = steps_recording(5)
     check(seen == [False] * 5, f"recording after each step: {seen}")
 
 
