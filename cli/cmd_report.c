@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "attempt.h"
 #include "cli.h"
 #include "cmd_report.h"
 #include "decode.h"
@@ -34,6 +35,7 @@ typedef struct report_opts {
     const char *site_skip;  /* --site-skip PATTERNS, NULL: RANKSNAP_SITE_SKIP */
     const char *html;       /* --html OUT.html */
     int progress;           /* --progress 1, --no-progress 0, -1: stderr is a terminal (progress.h) */
+    int attempt;            /* --attempt K, -1: the newest complete one (attempt.h) */
 } report_opts;
 
 typedef struct report_file {
@@ -80,12 +82,6 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int is_rank_file(const char *name)
-{
-    size_t n = strlen(name);
-    return strncmp(name, "rank-", 5) == 0 && n > 10 &&
-           (strcmp(name + n - 6, ".rsnap") == 0 || strcmp(name + n - 5, ".ring") == 0);
-}
 
 /* The options a PyTorch pickle is read with: its rank is the number in its name
  * (--rank-from-name) or its place among the pickles given (*n_pickles counts them). -1 (and a
@@ -104,6 +100,37 @@ static int report_pickle_opts(const report_opts *o, const char *path, int *n_pic
     fprintf(stderr, "ranksnap: %s: --rank-from-name: no rank number in the file name (such as "
                     "snapshot_rank3.pickle, rank-3.pickle or oom_rank-3_NAME.pickle)\n", path);
     return -1;
+}
+
+/* The files of one attempt of a restarted torchrun job (attempt.h), the others left out with a
+ * note; returns the new count. */
+static size_t report_one_attempt(const report_opts *o, report_file *f, size_t n)
+{
+    int *att = calloc(n ? n : 1, sizeof *att), *rank = calloc(n ? n : 1, sizeof *rank);
+    int *world = calloc(n ? n : 1, sizeof *world);
+    size_t w = n;
+    if (att && rank && world) {
+        int mixed = 0;
+        for (size_t i = 0; i < n; i++) {
+            att[i] = rs_attempt_of_name(f[i].path);
+            rank[i] = f[i].sum.rank;
+            world[i] = f[i].sum.world_size;
+            mixed |= att[i] != att[0];
+        }
+        int keep = rs_attempt_choose(att, rank, world, n, o->attempt);
+        if (mixed || o->attempt >= 0) {
+            w = 0;
+            for (size_t i = 0; i < n; i++)
+                if (att[i] == keep) f[w++] = f[i];
+            if (w < n)
+                fprintf(stderr, "ranksnap: comparing attempt %d of the job; %zu files of other "
+                                "attempts left out (--attempt K picks one)\n", keep, n - w);
+        }
+    }
+    free(att);
+    free(rank);
+    free(world);
+    return w;
 }
 
 /* A rank with both a snapshot and a ring keeps whichever is newer: a snapshot written at the end
@@ -139,7 +166,7 @@ static int add_dir(path_list *l, const char *dir)
     struct dirent *e;
     int oom = 0;
     while ((e = readdir(d)) != NULL)
-        if (is_rank_file(e->d_name) && path_push(l, dir, e->d_name) != 0) oom = 1;
+        if (rs_attempt_is_rank_file(e->d_name) && path_push(l, dir, e->d_name) != 0) oom = 1;
     closedir(d);
     if (oom) {
         fprintf(stderr, "ranksnap: %s: out of memory listing the directory\n", dir);
@@ -201,6 +228,14 @@ static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_o
             o->all_frames = 1;
         } else if (strcmp(a, "--progress") == 0 || strcmp(a, "--no-progress") == 0) {
             o->progress = a[2] == 'p';
+        } else if ((got = rs_cli_flag_value("--attempt", argc, argv, &it.i, &a)) != 0) {
+            char *end = NULL;
+            long k = got > 0 ? strtol(a, &end, 10) : -1;
+            if (got < 0 || end == a || *end || k < 0 || k > 1000000) {
+                *code = rs_cli_usage_error(verb, "--attempt expects an attempt number (0, 1, ...)");
+                return -1;
+            }
+            o->attempt = (int)k;
         } else if ((got = rs_cli_flag_value("--out", argc, argv, &it.i, &o->out_dir)) != 0 ||
                    (got = rs_cli_flag_value("--divergence", argc, argv, &it.i, &o->divergence)) != 0 ||
                    (got = rs_cli_flag_value("--html", argc, argv, &it.i, &o->html)) != 0 ||
@@ -473,7 +508,7 @@ done:
 
 static int run_report(const rs_cli_verb *verb, int argc, char **argv)
 {
-    report_opts o = {0, 0, NULL, NULL, 0, 0, NULL, NULL, -1};
+    report_opts o = {0, 0, NULL, NULL, 0, 0, NULL, NULL, -1, -1};
     path_list operands = {0, 0, NULL}, paths = {0, 0, NULL}, failed = {0, 0, NULL};
     report_file *files = NULL;
     size_t n = 0;
@@ -542,6 +577,7 @@ static int run_report(const rs_cli_verb *verb, int argc, char **argv)
         n++;
     }
     rs_progress_end(&pg);
+    n = report_one_attempt(&o, files, n);
     if (n == 0) {
         fprintf(stderr, "ranksnap report: no snapshot could be read\n");
         goto done;
@@ -564,10 +600,12 @@ done:
 const rs_cli_verb rs_cmd_report = {
 "report", "DIR|FILE... [--json] [--out DIR] [--html OUT.html] [--divergence PCT]\n"
      "                [--allow-mixed-jobs] [--rank-from-name] [--site-skip PATTERNS]\n"
-     "                [--all-frames] [--[no-]progress]",
+     "                [--all-frames] [--attempt K] [--[no-]progress]",
      "compare the ranks: peaks, OOMs, ranks diverging from the median, and the sites why",
-     "  DIR                 every rank-*.rsnap in it, and the rank-*.ring files of ranks\n"
-     "                      that died (recovered, marked incomplete)\n"
+     "  DIR                 every rank-*.rsnap and rank-*.pickle (PyTorch jobs) in it, and\n"
+     "                      the rank-*.ring files of ranks that died (recovered, incomplete)\n"
+     "  --attempt K         a restarted torchrun job: compare attempt K (rank-*.aK.*; by\n"
+     "                      default the newest attempt with a file for each of its ranks)\n"
      "  --json              print report.json (schema: docs/FORMAT.md) instead of the text\n"
      "  --out DIR           also write DIR/report.txt, DIR/report.json and DIR/report.html\n"
      "  --html OUT.html     also write the HTML report (one self-contained page with every\n"

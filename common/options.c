@@ -31,6 +31,7 @@ _Static_assert(sizeof(rs_gather_mode) == sizeof(int), "enum fields are stored as
 _Static_assert(sizeof(rs_write_mode) == sizeof(int), "enum fields are stored as int");
 _Static_assert(sizeof(rs_on_oom) == sizeof(int), "enum fields are stored as int");
 _Static_assert(sizeof(rs_ring_kind) == sizeof(int), "enum fields are stored as int");
+_Static_assert(sizeof(rs_recorder_kind) == sizeof(int), "enum fields are stored as int");
 /* String rows carry their field's size in `max`. */
 _Static_assert(sizeof(((rs_options *)0)->dir) == RS_PATH_MAX, "RANKSNAP_DIR row's max");
 _Static_assert(sizeof(((rs_options *)0)->job) == RS_JOB_MAX, "RANKSNAP_JOB row's max");
@@ -396,8 +397,12 @@ static const rs_opt_word rs_bool_words[] = {{"0", 0},   {"1", 1},  {"true", 1}, 
                                             {NULL, 0}};
 static const rs_opt_word rs_backend_words[] = {
     {"auto", RS_BACKEND_AUTO}, {"cuda", RS_BACKEND_CUDA}, {"sim", RS_BACKEND_SIM}, {NULL, 0}};
-static const rs_opt_word rs_stacks_words[] = {
-    {"native", RS_STACKS_NATIVE}, {"fp", RS_STACKS_FP}, {"none", RS_STACKS_NONE}, {NULL, 0}};
+static const rs_opt_word rs_stacks_words[] = {{"native", RS_STACKS_NATIVE},
+                                              {"fp", RS_STACKS_FP},
+                                              {"none", RS_STACKS_NONE},
+                                              {"python", RS_STACKS_PYTHON},
+                                              {"all", RS_STACKS_ALL},
+                                              {NULL, 0}};
 static const rs_opt_word rs_gather_words[] = {
     {"auto", RS_GATHER_AUTO}, {"all", RS_GATHER_ALL}, {"flagged", RS_GATHER_FLAGGED}, {NULL, 0}};
 static const rs_opt_word rs_write_words[] = {
@@ -408,6 +413,8 @@ static const rs_opt_word rs_on_oom_words[] = {{"dump", RS_ON_OOM_DUMP},
                                               {NULL, 0}};
 static const rs_opt_word rs_ring_words[] = {
     {"mmap", RS_RING_MMAP}, {"memory", RS_RING_MEMORY}, {NULL, 0}};
+static const rs_opt_word rs_recorder_words[] = {
+    {"ranksnap", RS_RECORDER_RANKSNAP}, {"torch", RS_RECORDER_TORCH}, {NULL, 0}};
 static const rs_opt_word rs_debug_words[] = {{"NONE", RS_LOG_NONE},
                                              {"WARN", RS_LOG_WARN},
                                              {"INFO", RS_LOG_INFO},
@@ -439,7 +446,10 @@ static const rs_opt rs_option_table[] = {
      "events kept in the recorder's ring; older ones are overwritten (PyTorch's max_entries)",
      NULL, parse_u64, RS_FIELD(max_entries), 1, (uint64_t)1 << 30, NULL},
     {"RANKSNAP_STACKS", NULL, "native",
-     "how stacks are captured: unwinder (native), frame pointers (fp) or not at all (none)", NULL,
+     "how stacks are captured: unwinder (native), frame pointers (fp) or not at all (none); "
+     "PyTorch jobs (RANKSNAP_RECORDER=torch): Python frames (python, what native means there) "
+     "or Python and C++ frames (all)",
+     NULL,
      parse_word, RS_FIELD(stacks), 0, 0, rs_stacks_words},
     {"RANKSNAP_STACK_DEPTH", "integer", "16", "frames kept per captured stack", NULL, parse_int,
      RS_FIELD(stack_depth), 1, RS_MAX_STACK_DEPTH, NULL},
@@ -518,6 +528,11 @@ static const rs_opt rs_option_table[] = {
      "where the event ring lives: a file-backed mapping in RANKSNAP_DIR that survives SIGKILL "
      "(mmap), or plain memory",
      NULL, parse_word, RS_FIELD(ring), 0, 0, rs_ring_words},
+    /* ---- PyTorch jobs (rank/runtime/external.c, docs/PYTORCH.md) ---- */
+    {"RANKSNAP_RECORDER", NULL, "ranksnap",
+     "whose allocator and recorder: ranksnap's own (ranksnap: C programs, and PyTorch's pluggable "
+     "allocator), or PyTorch's own driven by ranksnap (torch; ranksnap-run sets it for Python)",
+     NULL, parse_word, RS_FIELD(recorder), 0, 0, rs_recorder_words},
 };
 
 #define RS_N_OPTIONS (sizeof rs_option_table / sizeof rs_option_table[0])

@@ -14,11 +14,21 @@
 #include "ranksnap.h"
 
 typedef enum rs_backend_kind { RS_BACKEND_AUTO = 0, RS_BACKEND_CUDA, RS_BACKEND_SIM } rs_backend_kind;
-typedef enum rs_stacks_mode { RS_STACKS_NATIVE = 0, RS_STACKS_FP, RS_STACKS_NONE } rs_stacks_mode;
+/* PYTHON and ALL are PyTorch's stacks (RANKSNAP_RECORDER=torch): its own Python frames, or those
+ * and the native ones. */
+typedef enum rs_stacks_mode {
+    RS_STACKS_NATIVE = 0,
+    RS_STACKS_FP,
+    RS_STACKS_NONE,
+    RS_STACKS_PYTHON,
+    RS_STACKS_ALL
+} rs_stacks_mode;
 typedef enum rs_gather_mode { RS_GATHER_AUTO = 0, RS_GATHER_ALL, RS_GATHER_FLAGGED } rs_gather_mode;
 typedef enum rs_write_mode { RS_WRITE_ALL = 0, RS_WRITE_RANK0, RS_WRITE_NONE } rs_write_mode;
 typedef enum rs_on_oom { RS_ON_OOM_DUMP = 0, RS_ON_OOM_DUMP_AND_ABORT, RS_ON_OOM_NONE } rs_on_oom;
 typedef enum rs_ring_kind { RS_RING_MMAP = 0, RS_RING_MEMORY } rs_ring_kind;
+/* Whose allocator and recorder: ranksnap's own, or PyTorch's driven by ranksnap (external.c). */
+typedef enum rs_recorder_kind { RS_RECORDER_RANKSNAP = 0, RS_RECORDER_TORCH } rs_recorder_kind;
 
 #define RS_MAX_RANK_LIMITS 64
 #define RS_MAX_STACK_DEPTH 64
@@ -66,6 +76,7 @@ typedef struct rs_options {
     int dump_timeout_ms;          /* RANKSNAP_DUMP_TIMEOUT_MS */
     rs_ring_kind ring;            /* RANKSNAP_RING */
     int mpi;                      /* RANKSNAP_MPI: join the launcher's MPI world */
+    rs_recorder_kind recorder;    /* RANKSNAP_RECORDER */
 } rs_options;
 
 /* Where values come from; getenv in production, a table in tests. */

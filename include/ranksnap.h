@@ -73,6 +73,13 @@ RANKSNAP_API ranksnap_status ranksnap_init(const void *mpi_comm);
  * backend but are no longer tracked. Safe to call when not initialised. */
 RANKSNAP_API ranksnap_status ranksnap_finalize(void);
 
+/* The process is going down on an error (an uncaught exception, an OOM it will not survive):
+ * finalize, whenever it comes (at exit), then neither gathers an open range nor finalises the
+ * MPI world ranksnap joined, so that the launcher sees a rank that died, as it would without
+ * ranksnap, and ends the job (mpirun then sends the others SIGTERM, and they dump). Files
+ * already written stay. Safe to call at any time. */
+RANKSNAP_API void ranksnap_abandon(void);
+
 /* Device memory from the caching allocator, ordered on `stream` (NULL = the default stream).
  * size 0 gives *ptr = NULL and RANKSNAP_OK, as cudaMalloc does. On OOM the message of
  * ranksnap_last_error() has PyTorch's parts: the request, the device capacity and free memory,
@@ -144,8 +151,58 @@ RANKSNAP_API void ranksnap_torch_free(void *ptr, size_t size, int device, void *
 
 /* Writes this rank's snapshot (msgpack, docs/FORMAT.md) to `path` atomically: a temporary file
  * in the same directory, fsync, rename. The file is created 0600. NULL = the default path,
- * RANKSNAP_DIR/rank-RRRRR.rsnap (the directory is created 0700 when missing). */
+ * RANKSNAP_DIR/rank-RRRRR.rsnap (the directory is created 0700 when missing). With an external
+ * recorder (below) the snapshot is the framework's, RANKSNAP_DIR/rank-RRRRR.pickle. */
 RANKSNAP_API ranksnap_status ranksnap_dump(const char *path);
+
+/* ---- an external recorder: frameworks that keep their own allocator and recorder -----------
+ *
+ * PyTorch has its own caching allocator and records its history itself
+ * (torch.cuda.memory._record_memory_history); with RANKSNAP_RECORDER=torch ranksnap drives that
+ * recorder instead of standing in front of cudaMalloc. ranksnap keeps what it does for C
+ * programs — the schedule of RANKSNAP_STEPS and ranksnap_step, triggers, clocks, RANKSNAP_DIR and
+ * its checks, the dumps on OOM and on fatal signals, the gather and the live report — and calls
+ * these functions for what the framework does: start and stop recording, and the snapshot's
+ * bytes. The CUDA interposers then pass every call through; NCCL's memory is still measured.
+ *
+ * Every function returns 0 on success and -1 on failure (the framework says why on stderr), and
+ * is called without any ranksnap lock held, from the thread that called ranksnap_step,
+ * ranksnap_dump or ranksnap_finalize, or from ranksnap's post-mortem thread after a fatal signal.
+ * Optional entries may be NULL. The Python glue (python/ranksnap/_torch.py) is the user. */
+typedef struct ranksnap_recorder_ops {
+    void *ctx;
+    /* Starts recording, keeping the last `max_entries` events; `stacks_all` 1: native frames
+     * too (RANKSNAP_STACKS=all), 0: the framework's own (python), -1: none. */
+    int (*start)(void *ctx, uint64_t max_entries, int stacks_all);
+    /* Stops recording; the snapshot was taken first (PyTorch clears its history on stop). */
+    int (*stop)(void *ctx);
+    /* Takes the snapshot, adds `meta_json` (the rank, the job, steps, memory outside the
+     * framework's allocator: docs/PYTORCH.md) and hands the file's bytes to put(arg, ...), once;
+     * ranksnap writes them atomically, 0600. */
+    int (*dump)(void *ctx, const char *meta_json, void *arg,
+                void (*put)(void *arg, const void *buf, size_t len));
+    /* Bytes the framework's allocator holds from the device (torch.cuda.memory_reserved()):
+     * device memory used beyond them is outside it (CUDA context, NCCL, other libraries). */
+    uint64_t (*reserved)(void *ctx);
+    /* Optional, for jobs without MPI (torchrun): a collective over the framework's own process
+     * group. gather: every rank gives `len` bytes; on rank 0 take(arg, rank, ...) receives each
+     * rank's, its own included. bcast: rank 0's `len` bytes to every rank. `timeout_s` bounds
+     * each. -1 when there is no process group (ranksnap then meets in RANKSNAP_DIR's files). */
+    int (*gather)(void *ctx, const void *buf, size_t len, int timeout_s, void *arg,
+                  void (*take)(void *arg, int rank, const void *buf, size_t len));
+    int (*bcast)(void *ctx, void *buf, size_t len, int timeout_s);
+    /* Optional, called from a signal handler (async-signal-safe, no ctx): 1 when the calling
+     * thread holds a lock that dump needs (Python's GIL: PyGILState_Check). The post-mortem
+     * dump is then skipped rather than waited for in vain. */
+    int (*holds_lock)(void);
+} ranksnap_recorder_ops;
+
+/* Registers the framework's recorder (copied; NULL unregisters it, as the glue does at exit).
+ * RANKSNAP_OK when RANKSNAP_RECORDER=torch; RANKSNAP_ERR_UNSUPPORTED when RANKSNAP_RECORDER is
+ * ranksnap (ranksnap's own allocator and recorder are the ones in use: the pluggable route);
+ * RANKSNAP_ERR_OPTION for a RANKSNAP_RECORDER that does not parse. May be called before
+ * ranksnap_init. */
+RANKSNAP_API ranksnap_status ranksnap_set_recorder(const ranksnap_recorder_ops *ops);
 
 #ifdef __cplusplus
 }

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "step_events.h"
 #include "steps_infer.h"
 
 #define MIN_PERIOD 2
@@ -322,66 +323,32 @@ static int retained(const allocs *a, const positions *starts, double *med)
 /* Rewrites the history with a step event before each start. */
 static ranksnap_status insert_steps(rs_snap *s, const allocs *a, const positions *starts)
 {
-    rs_snap_history *h = &s->history;
-    uint64_t n = h->count + starts->n;
-    uint64_t *time_us = malloc(n * sizeof *time_us), *addr = malloc(n * sizeof *addr);
-    uint64_t *size = malloc(n * sizeof *size);
-    uint8_t *action = malloc(n);
-    uint32_t *stream = malloc(n * sizeof *stream), *stack = malloc(n * sizeof *stack);
+    const rs_snap_history *h = &s->history;
+    rs_step_event *ev = malloc((starts->n ? starts->n : 1) * sizeof *ev);
     rs_snap_range *range = malloc(sizeof *range);
-    if (!time_us || !addr || !size || !action || !stream || !stack || !range) {
-        free(time_us);
-        free(addr);
-        free(size);
-        free(action);
-        free(stream);
-        free(stack);
+    if (!ev || !range) {
+        free(ev);
         free(range);
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory to add %zu step events",
                         s->rank, starts->n);
     }
-    uint64_t o = 0;
-    size_t k = 0;
-    for (uint64_t i = 0; i < h->count; i++) {
+    uint64_t floor = 0; /* a step never goes before the previous one's place */
+    for (size_t k = 0; k < starts->n; k++) {
+        uint64_t first = a->at[starts->v[k]], at = first;
         /* The step begins before the segment events the allocator made for its first
          * allocation (the cache flush and the new segment right before it). */
-        uint64_t at = k < starts->n ? a->at[starts->v[k]] : UINT64_MAX;
-        while (at > 0 && at != UINT64_MAX && at - 1 >= i &&
+        while (at > floor &&
                (h->action[at - 1] == RS_ACT_SEGMENT_ALLOC || h->action[at - 1] == RS_ACT_SEGMENT_FREE))
             at--;
-        if (k < starts->n && at == i) {
-            uint64_t first = a->at[starts->v[k]];
-            time_us[o] = h->time_us[first];
-            action[o] = RS_ACT_STEP;
-            addr[o] = 0;
-            size[o] = k;
-            stream[o] = h->stream[first];
-            stack[o] = 0;
-            o++;
-            k++;
-        }
-        time_us[o] = h->time_us[i];
-        action[o] = h->action[i];
-        addr[o] = h->addr[i];
-        size[o] = h->size[i];
-        stream[o] = h->stream[i];
-        stack[o] = h->stack[i];
-        o++;
+        ev[k] = (rs_step_event){at, (int64_t)k, h->time_us[first], h->stream[first]};
+        floor = at + 1;
     }
-    free(h->time_us);
-    free(h->action);
-    free(h->addr);
-    free(h->size);
-    free(h->stream);
-    free(h->stack);
-    h->time_us = time_us;
-    h->action = action;
-    h->addr = addr;
-    h->size = size;
-    h->stream = stream;
-    h->stack = stack;
-    h->count = n;
-    if (h->capacity < n) h->capacity = n;
+    ranksnap_status st = rs_step_events_insert(s, ev, starts->n);
+    free(ev);
+    if (st != RANKSNAP_OK) {
+        free(range);
+        return st;
+    }
     free(s->time.ranges);
     range->begin = 0;
     range->end = (int64_t)starts->n;

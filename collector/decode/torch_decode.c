@@ -32,6 +32,7 @@
 #include "snap_check.h"
 #include "steps_infer.h"
 #include "torch_decode.h"
+#include "torch_meta.h"
 #include "walk.h"
 
 /* PyTorch's CUDACachingAllocator constants (c10/cuda/CUDACachingAllocator.cpp), which a
@@ -887,6 +888,8 @@ static ranksnap_status map_root(mapper *m, const rs_pickle_value *root, const rs
         uint32_t unused;
         RS_CHECK(stream_index(m, 0, &unused));
     }
+    /* ranksnap's PyTorch glue: identity, steps and outside memory (torch_meta.c) */
+    RS_CHECK(rs_torch_meta_apply(rs_pickle_dict_get(root, "ranksnap"), m->name, s));
     if (o->infer_steps) {
         rs_steps_infer_result found;
         RS_CHECK(rs_steps_infer(s, &found));

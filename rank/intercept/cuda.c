@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "external.h"
 #include "instance.h"
 #include "intercept.h"
 #include "log.h"
@@ -236,6 +237,7 @@ cudaError_t ranksnap_icp_cuda_error(ranksnap_status st)
 static int ranksnap_icp_running(int *device)
 {
     int cuda = 0;
+    if (rs_external_mode()) return 0; /* ranksnap torch mode: every call passes through */
     return rs_instance_active(device, &cuda) &&
            (cuda || atomic_load_explicit(&ranksnap_icp_sim_ok, memory_order_relaxed));
 }
@@ -245,6 +247,12 @@ static int ranksnap_icp_running(int *device)
 static int ranksnap_icp_serving(const rs_cuda_real *r)
 {
     int dev = -1, cur = -1;
+    /* ranksnap torch mode: PyTorch's allocator serves; ranksnap never stands in front of it.
+     * Its first cudaMalloc starts ranksnap all the same, on the device PyTorch allocates on. */
+    if (rs_external_mode()) {
+        (void)rs_instance_ensure();
+        return 0;
+    }
     if (rs_instance_ensure() != RANKSNAP_OK || !ranksnap_icp_running(&dev)) return 0;
     return r->get_device(&cur) == cudaSuccess && cur == dev;
 }

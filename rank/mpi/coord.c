@@ -16,8 +16,10 @@
 #include "clock.h"
 #include "coord.h"
 #include "errors.h"
+#include "launcher.h"
 #include "log.h"
 #include "mpi_call.h"
+#include "trigger_file.h"
 
 #define RS_TAG_CLOCK 1
 #define RS_TAG_TRIGGER 2
@@ -29,6 +31,7 @@ struct rs_coord {
     int64_t offset_us;
     int64_t uncertainty_us;
     unsigned gather_seq;
+    int64_t trig_seen; /* without MPI: the last start read from trigger_file.c */
 #if defined(RANKSNAP_HAVE_MPI)
     int has_mpi;
     MPI_Comm comm;
@@ -131,6 +134,7 @@ ranksnap_status rs_coord_create(const void *mpi_comm, rs_coord **out)
     rs_coord *c = calloc(1, sizeof *c);
     if (!c) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "ranksnap: out of host memory (coordinator)");
     c->size = 1;
+    c->trig_seen = -1;
 #if defined(RANKSNAP_HAVE_MPI)
     c->trig_req = MPI_REQUEST_NULL;
     c->comm = MPI_COMM_NULL;
@@ -183,8 +187,17 @@ void rs_coord_destroy(rs_coord *c)
 
 /* ---- triggers ------------------------------------------------------------------------------- */
 
+/* Ranks a launcher started without MPI (torchrun): several processes, each a world of one. */
+static int rs_coord_ranks_without_mpi(const rs_coord *c)
+{
+    return !rs_coord_comm(c) && rs_launcher_size(1) > 1;
+}
+
 int rs_coord_poll_trigger(rs_coord *c, int64_t step, const char *dir, int lag, int64_t *start)
 {
+    /* without MPI only the launcher's rank 0 watches; the others read what it publishes */
+    int no_mpi = rs_coord_ranks_without_mpi(c);
+    if (no_mpi && rs_launcher_rank(0) != 0) return rs_trigger_file_poll(dir, &c->trig_seen, start);
     if (c->rank == 0) {
         int fired = 0;
         if (rs_sigusr1_seen) {
@@ -201,6 +214,7 @@ int rs_coord_poll_trigger(rs_coord *c, int64_t step, const char *dir, int lag, i
         }
         if (!fired) return 0;
         *start = step + lag;
+        if (no_mpi) rs_trigger_file_publish(dir, *start);
 #if defined(RANKSNAP_HAVE_MPI)
         if (c->has_mpi)
             for (int ch = 1; ch <= 2 && ch < c->size; ch++)

@@ -48,11 +48,11 @@ static ranksnap_status rs_result_alloc(rs_gather_result *out, size_t cap)
 }
 
 /* A world of one, or rank 0's own part. */
-static ranksnap_status rs_gather_self(const char *snap, size_t len, const rs_summary *mine,
-                                      rs_snap **full)
+static ranksnap_status rs_gather_self(rs_gather_decode_fn decode, const char *snap, size_t len,
+                                      const rs_summary *mine, rs_snap **full)
 {
     (void)mine;
-    return rs_rsnap_decode(snap, len, "this rank's snapshot", full);
+    return decode(snap, len, "this rank's snapshot", full);
 }
 
 #if defined(RANKSNAP_HAVE_MPI)
@@ -95,8 +95,8 @@ static ranksnap_status rs_gather_send(rs_coord *c, int base, const char *snap, s
 }
 
 /* Rank 0: the full snapshot of rank r, or NULL when it did not come in time. */
-static rs_snap *rs_gather_recv_full(rs_coord *c, int base, int r, double deadline,
-                                         uint64_t *bytes)
+static rs_snap *rs_gather_recv_full(rs_coord *c, rs_gather_decode_fn decode, int base, int r,
+                                    double deadline, uint64_t *bytes)
 {
     MPI_Comm comm = *(const MPI_Comm *)rs_coord_comm(c);
     uint64_t n = 0;
@@ -125,7 +125,7 @@ static rs_snap *rs_gather_recv_full(rs_coord *c, int base, int r, double deadlin
     char name[64];
     snprintf(name, sizeof name, "rank %d's gathered snapshot", r);
     rs_snap *s = NULL;
-    if (rs_rsnap_decode(buf, n, name, &s) != RANKSNAP_OK) {
+    if (decode(buf, n, name, &s) != RANKSNAP_OK) {
         RS_WARN(RS_SUB_MPI, "gather: %s", ranksnap_last_error());
         s = NULL;
     }
@@ -134,7 +134,7 @@ static rs_snap *rs_gather_recv_full(rs_coord *c, int base, int r, double deadlin
 }
 
 /* Rank 0: which ranks send their full snapshot. */
-static void rs_gather_choose(const rs_summary *sums, const int *present, int size, rs_gather_mode mode,
+void rs_gather_choose(const rs_summary *sums, const int *present, int size, rs_gather_mode mode,
                              double divergence_pct, int *want)
 {
     int all = mode == RS_GATHER_ALL || (mode == RS_GATHER_AUTO && size <= 16);
@@ -160,7 +160,8 @@ static void rs_gather_choose(const rs_summary *sums, const int *present, int siz
     free(v);
 }
 
-static ranksnap_status rs_gather_root(rs_coord *c, int base, const char *snap, size_t len,
+static ranksnap_status rs_gather_root(rs_coord *c, rs_gather_decode_fn decode, int base,
+                                      const char *snap, size_t len,
                                       const rs_summary *mine, rs_gather_mode mode, int timeout_s,
                                       double divergence_pct, rs_gather_result *out)
 {
@@ -229,12 +230,12 @@ static ranksnap_status rs_gather_root(rs_coord *c, int base, const char *snap, s
         if (!present[r]) continue;
         out->summaries[out->n] = sums[r];
         if (r == 0) {
-            if (rs_gather_self(snap, len, mine, &out->full[out->n]) != RANKSNAP_OK) {
+            if (rs_gather_self(decode, snap, len, mine, &out->full[out->n]) != RANKSNAP_OK) {
                 RS_WARN(RS_SUB_MPI, "gather: %s", ranksnap_last_error());
                 out->full[out->n] = NULL;
             }
         } else if (want[r]) {
-            out->full[out->n] = rs_gather_recv_full(c, base, r, deadline, &out->bytes_full);
+            out->full[out->n] = rs_gather_recv_full(c, decode, base, r, deadline, &out->bytes_full);
         }
         out->n++;
     }
@@ -250,9 +251,23 @@ done:
 
 #endif /* RANKSNAP_HAVE_MPI */
 
+/* ranksnap's own snapshots: the .rsnap decoder. */
+static ranksnap_status rs_gather_decode_rsnap(const char *buf, size_t len, const char *name, rs_snap **out)
+{
+    return rs_rsnap_decode(buf, len, name, out);
+}
+
 ranksnap_status rs_gather_run(rs_coord *c, const char *snap, size_t len, const rs_summary *mine,
                                 rs_gather_mode mode, int timeout_s, double divergence_pct,
                                 rs_gather_result *out)
+{
+    return rs_gather_run_with(c, rs_gather_decode_rsnap, snap, len, mine, mode, timeout_s,
+                              divergence_pct, out);
+}
+
+ranksnap_status rs_gather_run_with(rs_coord *c, rs_gather_decode_fn decode, const char *snap,
+                                   size_t len, const rs_summary *mine, rs_gather_mode mode,
+                                   int timeout_s, double divergence_pct, rs_gather_result *out)
 {
     memset(out, 0, sizeof *out);
     unsigned seq = rs_coord_next_gather(c);
@@ -260,7 +275,7 @@ ranksnap_status rs_gather_run(rs_coord *c, const char *snap, size_t len, const r
     if (rs_coord_comm(c) && rs_coord_size(c) > 1) {
         int base = RS_TAG_GATHER0 + (int)(seq % 4000u) * 4;
         if (rs_coord_rank(c) != 0) return rs_gather_send(c, base, snap, len, mine, timeout_s);
-        return rs_gather_root(c, base, snap, len, mine, mode, timeout_s, divergence_pct, out);
+        return rs_gather_root(c, decode, base, snap, len, mine, mode, timeout_s, divergence_pct, out);
     }
 #else
     (void)mode;
@@ -273,7 +288,7 @@ ranksnap_status rs_gather_run(rs_coord *c, const char *snap, size_t len, const r
     out->world_size = 1;
     out->summaries[0] = *mine;
     out->n = 1;
-    if (rs_gather_self(snap, len, mine, &out->full[0]) != RANKSNAP_OK) out->full[0] = NULL;
+    if (rs_gather_self(decode, snap, len, mine, &out->full[0]) != RANKSNAP_OK) out->full[0] = NULL;
     out->seconds = rs_now_mono_s() - t0;
     return RANKSNAP_OK;
 }

@@ -31,4 +31,18 @@ ranksnap_status rs_gather_run(rs_coord *c, const char *snap, size_t len, const r
                                 rs_gather_result *out);
 void rs_gather_result_free(rs_gather_result *r);
 
+/* How rank 0 reads a rank's bytes: rs_gather_run uses the .rsnap decoder; PyTorch jobs pass the
+ * pickle decoder of the reader library (rank/runtime/external_gather.c). */
+typedef ranksnap_status (*rs_gather_decode_fn)(const char *buf, size_t len, const char *name,
+                                               rs_snap **out);
+/* rs_gather_run with the decoder given. */
+ranksnap_status rs_gather_run_with(rs_coord *c, rs_gather_decode_fn decode, const char *snap,
+                                   size_t len, const rs_summary *mine, rs_gather_mode mode,
+                                   int timeout_s, double divergence_pct, rs_gather_result *out);
+/* Rank 0, between the phases: want[r] = 1 for the ranks whose whole snapshot is asked for, of
+ * the `present` ones (all of them with RANKSNAP_GATHER=all or auto up to 16 ranks, else the
+ * OOM and divergent ranks and the reference, as the summaries say). */
+void rs_gather_choose(const rs_summary *sums, const int *present, int size, rs_gather_mode mode,
+                      double divergence_pct, int *want);
+
 #endif

@@ -40,6 +40,19 @@ int rs_launcher_size(int fallback)
     return env_int(size_vars, fallback);
 }
 
+int rs_launcher_local_rank(int fallback)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+                                       "LOCAL_RANK", NULL};
+    return env_int(vars, fallback);
+}
+
+int rs_launcher_attempt(void)
+{
+    static const char *const vars[] = {"TORCHELASTIC_RESTART_COUNT", NULL};
+    return env_int(vars, 0);
+}
+
 int rs_launcher_has_peers(void)
 {
     /* the variables of launchers that start ranks of one MPI world (not torchrun's WORLD_SIZE:
@@ -50,11 +63,14 @@ int rs_launcher_has_peers(void)
 
 void rs_launcher_job(const char *host, char *buf, size_t n)
 {
+    /* torchrun's rendezvous id names the job on every node; "none" is its default when the user
+     * gave none, shared by unrelated runs, so it names nothing */
     static const char *const job_vars[] = {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID",
-                                           "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", NULL};
+                                           "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid",
+                                           "TORCHELASTIC_RUN_ID", NULL};
     for (const char *const *v = job_vars; *v; v++) {
         const char *s = getenv(*v);
-        if (s && *s) {
+        if (s && *s && strcmp(s, "none") != 0) {
             snprintf(buf, n, "%s", s);
             return;
         }

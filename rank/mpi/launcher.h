@@ -19,14 +19,24 @@ int rs_launcher_rank(int fallback);
  * WORLD_SIZE), or `fallback`. */
 int rs_launcher_size(int fallback);
 
+/* The rank among the ranks of this node (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,
+ * SLURM_LOCALID, LOCAL_RANK), or `fallback`. */
+int rs_launcher_local_rank(int fallback);
+
+/* Which attempt of the job this is: torchrun restarts failed workers with
+ * TORCHELASTIC_RESTART_COUNT = 1, 2, ...; 0 for the first attempt and for every other launcher.
+ * Files of attempt k > 0 are named so that they never overwrite attempt k - 1's. */
+int rs_launcher_attempt(void);
+
 /* 1 when a launcher started this process as one of several ranks (a world size > 1 from
  * OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_SIZE): the processes that ranksnap may join into an
  * MPI world. */
 int rs_launcher_has_peers(void);
 
 /* The batch system's job id (SLURM_JOB_ID, PBS_JOBID, LSB_JOBID, PMIX_NAMESPACE,
- * OMPI_MCA_ess_base_jobid) into buf; else "local-HOST-PPID" (the ranks of one mpirun share their
- * parent, so they share the id). */
+ * OMPI_MCA_ess_base_jobid, torchrun's TORCHELASTIC_RUN_ID unless "none") into buf; else
+ * "local-HOST-PPID" (the ranks of one mpirun, or of one torchrun agent, share their parent, so
+ * they share the id). */
 void rs_launcher_job(const char *host, char *buf, size_t n);
 
 /* 1 when LD_PRELOAD names a libranksnap*: the user asked for the program's allocations to be

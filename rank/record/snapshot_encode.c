@@ -159,6 +159,9 @@ static const char *stacks_mode_name(rs_stacks_mode m)
     case RS_STACKS_NATIVE: return "native";
     case RS_STACKS_FP: return "fp";
     case RS_STACKS_NONE: return "none";
+    /* PyTorch's stacks (torch mode), whose snapshots are PyTorch's pickles, not .rsnap */
+    case RS_STACKS_PYTHON: return "python";
+    case RS_STACKS_ALL: return "all";
     }
     return "none";
 }

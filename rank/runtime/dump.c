@@ -20,6 +20,7 @@
 #include "coord.h"
 #include "dump.h"
 #include "errors.h"
+#include "external.h"
 #include "log.h"
 #include "outside.h"
 #include "recorder.h"
@@ -412,6 +413,11 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
 ranksnap_status rs_dump_write(const char *path, int complete)
 {
     RS_NEED(rt);
+    /* ranksnap torch mode: the framework's snapshot, rank-RRRRR.pickle (external.c) */
+    if (rs_external_mode()) {
+        RS_CHECK(rs_dump_ensure_dir(rt->opts.dir));
+        return rs_external_dump_file(rt, path, complete);
+    }
     char *buf = NULL;
     size_t len = 0;
     RS_CHECK(rs_dump_encode(rt, complete, &buf, &len));

@@ -19,6 +19,7 @@
 #include "coord.h"
 #include "dump.h"
 #include "errors.h"
+#include "external.h"
 #include "instance.h"
 #include "launcher.h"
 #include "live_report.h"
@@ -104,6 +105,7 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
         goto fail;
     }
     if ((st = rs_schedule_parse(rt->opts.steps, &rt->sched)) != RANKSNAP_OK) goto fail;
+    if ((st = rs_external_check_options(&rt->opts)) != RANKSNAP_OK) goto fail; /* torch mode */
     if ((st = rs_parse_step_on(rt)) != RANKSNAP_OK) goto fail;
     if (gethostname(rt->host, sizeof rt->host) != 0) snprintf(rt->host, sizeof rt->host, "unknown");
     rt->host[sizeof rt->host - 1] = '\0';
@@ -137,12 +139,14 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
             rt->outside_at_init = total_b > free_b ? total_b - free_b : 0;
     }
 
-    if (rt->opts.stacks != RS_STACKS_NONE) {
+    /* ranksnap torch mode: the framework records, with its own stacks and no ring file */
+    int external = rt->opts.recorder == RS_RECORDER_TORCH;
+    if (!external && rt->opts.stacks != RS_STACKS_NONE) {
         st = rs_stacks_create(rt->opts.stacks, rt->opts.stack_depth, &rt->stacks);
         if (st != RANKSNAP_OK) goto fail;
     }
     rt->memory_limit = rs_options_memory_limit_for_rank(&rt->opts.memory_limit, rt->rank);
-    if (rt->opts.ring == RS_RING_MMAP) {
+    if (!external && rt->opts.ring == RS_RING_MMAP) {
         rs_ring_identity id = {rt->rank, rt->world_size, (int64_t)getpid(), rt->job, rt->host,
                                rt->device.name, rt->device.total_bytes, rt->memory_limit,
                                rs_coord_clock_offset_us(rt->coord)};
@@ -329,7 +333,9 @@ ranksnap_status ranksnap_finalize(void)
         rs_steps_timer_stop(rt);
         /* A range still open (the whole run, "10:", a time range) or a time range that ended
          * since the last step is gathered and reported now, while MPI still works. */
-        if (rt->in_range || (rt->sched.time_based && !rt->reported && rt->n_ranges > 0)) {
+        /* ranksnap_abandon: the process dies; no collective with ranks that wait elsewhere */
+        if (!rs_state_abandoned() &&
+            (rt->in_range || (rt->sched.time_based && !rt->reported && rt->n_ranges > 0))) {
             rs_alloc_lock(rt->alloc);
             if (rt->n_ranges > 0 && rt->ranges[rt->n_ranges - 1].end < 0)
                 rt->ranges[rt->n_ranges - 1].end = rt->step < 0 ? 0 : rt->step + 1;
@@ -352,7 +358,7 @@ ranksnap_status ranksnap_finalize(void)
     else
         rs_runtime_destroy(rt);
     rs_passthrough_shutdown();
-    rs_world_release();
+    if (!rs_state_abandoned()) rs_world_release(); /* ranksnap_abandon: see above */
     return st;
 }
 

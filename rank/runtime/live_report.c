@@ -16,6 +16,8 @@
 #include "coord.h"
 #include "dump.h"
 #include "errors.h"
+#include "external.h"
+#include "external_gather.h"
 #include "gather.h"
 #include "live_report.h"
 #include "log.h"
@@ -96,6 +98,16 @@ ranksnap_status rs_live_report_end_of_range(rs_runtime *rt)
     if (rt->opts.write == RS_WRITE_NONE && !rt->opts.report) {
         rt->reported = 1;
         return RANKSNAP_OK;
+    }
+    /* ranksnap torch mode: the framework's snapshot and its gather (external_gather.c) */
+    if (rs_external_mode()) {
+        rs_gather_result xg;
+        int gathered = 0;
+        ranksnap_status xst = rs_external_end_of_range(rt, &xg, &gathered);
+        if (gathered && rt->rank == 0 && xg.n > 0) rs_report(rt, &xg);
+        if (gathered) rs_gather_result_free(&xg);
+        rt->reported = 1;
+        return xst;
     }
     char *buf = NULL;
     size_t len = 0;

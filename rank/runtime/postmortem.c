@@ -42,6 +42,7 @@ static int rs_pm_timeout_ms;
 static rs_pm_dump_fn rs_pm_dump;
 static atomic_int rs_pm_fired;
 static _Atomic int rs_pm_last_signal;
+static rs_pm_gate_fn _Atomic rs_pm_gate; /* ranksnap torch mode: may this thread wait for the dump? */
 
 static int rs_pm_index(int sig)
 {
@@ -54,7 +55,8 @@ static void rs_pm_handler(int sig, siginfo_t *info, void *uc)
 {
     int saved = errno;
     int i = rs_pm_index(sig);
-    if (i >= 0 && atomic_exchange(&rs_pm_fired, 1) == 0 && rs_pm_wake[1] >= 0 &&
+    rs_pm_gate_fn gate = atomic_load(&rs_pm_gate);
+    if (i >= 0 && (!gate || gate()) && atomic_exchange(&rs_pm_fired, 1) == 0 && rs_pm_wake[1] >= 0 &&
         !pthread_equal(pthread_self(), rs_pm_thread)) {
         unsigned char b = (unsigned char)sig;
         if (write(rs_pm_wake[1], &b, 1) == 1) {
@@ -111,8 +113,26 @@ static void rs_pm_close_pipes(void)
     }
 }
 
+/* A child forked after start (a DataLoader worker) has the handlers but not the dumper thread,
+ * and shares its pipe with the parent's: its signals must not wake the parent's dumper. */
+static void rs_pm_atfork_child(void)
+{
+    atomic_store(&rs_pm_fired, 1);
+}
+
+static void rs_pm_register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, rs_pm_atfork_child);
+}
+
+void rs_postmortem_set_gate(rs_pm_gate_fn gate)
+{
+    atomic_store(&rs_pm_gate, gate);
+}
+
 ranksnap_status rs_postmortem_start(rs_pm_dump_fn dump, int timeout_ms)
 {
+    static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
     if (rs_pm_running) return RANKSNAP_OK;
     if (pipe2(rs_pm_wake, O_CLOEXEC) != 0 || pipe2(rs_pm_done, O_CLOEXEC) != 0) {
         int e = errno;
@@ -127,6 +147,7 @@ ranksnap_status rs_postmortem_start(rs_pm_dump_fn dump, int timeout_ms)
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_SIGNALS: cannot start the dumper thread");
     }
     rs_pm_running = 1;
+    pthread_once(&atfork_once, rs_pm_register_atfork);
     for (size_t i = 0; i < RS_PM_NSIG; i++) {
         struct sigaction old;
         if (sigaction(rs_pm_signals[i], NULL, &old) != 0) continue;

@@ -8,6 +8,7 @@
 static _Atomic(rs_runtime *) rs_instance;
 static atomic_uint_fast64_t rs_intercepted_calls;
 static atomic_int rs_started_once;
+static atomic_int rs_abandoned;
 
 rs_runtime *rs_state_get(void)
 {
@@ -33,4 +34,14 @@ uint64_t rs_state_intercepted(void)
 int rs_state_ever_started(void)
 {
     return atomic_load(&rs_started_once);
+}
+
+void ranksnap_abandon(void)
+{
+    atomic_store(&rs_abandoned, 1);
+}
+
+int rs_state_abandoned(void)
+{
+    return atomic_load(&rs_abandoned);
 }

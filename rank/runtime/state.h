@@ -111,5 +111,7 @@ void rs_state_note_intercepted(void);
 uint64_t rs_state_intercepted(void);
 /* 1 once ranksnap has started in this process (by any route), even if finalised since. */
 int rs_state_ever_started(void);
+/* 1 after ranksnap_abandon: finalize gathers nothing and leaves MPI to die with the process. */
+int rs_state_abandoned(void);
 
 #endif

@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "coord.h"
 #include "errors.h"
+#include "external.h"
 #include "live_report.h"
 #include "log.h"
 #include "outside.h"
@@ -86,6 +87,7 @@ ranksnap_status ranksnap_step(int64_t step)
     rs_ring_file_step(rt->ring_file, step, s.allocated_bytes, s.allocated_bytes_peak, s.reserved_bytes_peak);
     rs_recorder_append_id(rt->recorder, RS_ACT_STEP, 0, (uint64_t)step, NULL, 0);
     rs_alloc_unlock(rt->alloc);
+    rs_external_step(rt, step); /* ranksnap torch mode: the framework's recorder (external.c) */
     if (ended) {
         RS_INFO(RS_SUB_RECORD, "recorded range ends before step %lld: gathering", (long long)step);
         st = rs_live_report_end_of_range(rt);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # check.sh SOURCE_DIR BUILD_DIR WORK — installs ranksnap into WORK/prefix, then builds the consumer
-# with find_package(ranksnap) and again with pkg-config, and runs both on the sim backend.
+# with find_package(ranksnap) and again with pkg-config, and runs both on the sim backend; then a
+# PyTorch job (the stand-in torch) through the installed ranksnap-run.
 set -eu
 src=$1 build=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
@@ -12,3 +13,18 @@ cmake --build "$work/cmake" >/dev/null
 PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" c++ "$src/tests/package/consumer.cpp" -o "$work/consumer-pc" \
   $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs ranksnap)
 "$work/consumer-pc"
+
+# A PyTorch job from the install tree (the stand-in torch of tests/python): ranksnap-run finds the
+# library, the glue (lib/ranksnap/python) and the pickle reader next to the library.
+if command -v python3 >/dev/null; then
+  unset RANKSNAP_RECORDER
+  got=$("$work/prefix/bin/ranksnap-run" python3 -c 'import ranksnap, sitecustomize; print(ranksnap.__file__, sitecustomize.__file__)')
+  case "$got" in
+    "$work/prefix/lib/ranksnap/python/ranksnap/__init__.py $work/prefix/lib/ranksnap/python/sitecustomize.py") ;;
+    *) echo "the installed ranksnap-run gave Python: $got"; exit 1 ;;
+  esac
+  RANKSNAP_DIR="$work/torch" PYTHONPATH="$src/tests/python/fake_torch" \
+    "$work/prefix/bin/ranksnap-run" --steps 2:4 python3 "$src/tests/python/train_fake.py" > "$work/torch.out"
+  grep -q "1 of 1 rank" "$work/torch.out" || { cat "$work/torch.out"; exit 1; }
+  test -f "$work/torch/rank-00000.pickle"
+fi

@@ -1,0 +1,321 @@
+"""_torch.py — ranksnap inside a PyTorch process: PyTorch's own allocator and recorder, driven by
+ranksnap's schedule (RANKSNAP_RECORDER=torch, docs/PYTORCH.md).
+
+Installed when `torch` is imported (sitecustomize.py), with no change to the training script:
+
+- the recorder: ranksnap_set_recorder gets the four ops of include/ranksnap.h. ranksnap calls
+  start at the first step of a range (torch.cuda.memory._record_memory_history with the C
+  library's max_entries and RANKSNAP_STACKS), dump at its end, on ranksnap_dump and on a fatal
+  signal (torch.cuda.memory._snapshot() plus the metadata ranksnap passes, under the key
+  "ranksnap", pickled as PyTorch's _dump_snapshot does), and stop after the dump (PyTorch clears
+  its history on stop). Settings come from the C library's one options table, never from the
+  environment here.
+- steps: a post-hook on every optimizer's step() (torch.optim.optimizer.
+  register_optimizer_step_post_hook) counts the steps of the first optimizer seen (a job with a
+  generator and a discriminator counts one of them, the one that stepped first) and calls
+  ranksnap_step(n) after the n-th; ranksnap.step(n) replaces the count for who prefers to say.
+- out of memory: PyTorch's OOM observer (torch._C._cuda_attach_out_of_memory_observer, attached
+  through torch.cuda._lazy_call so that only processes that initialise CUDA do it, never a
+  DataLoader worker) writes this rank's file at once, with the failing request: PyTorch's own
+  `oom` trace entry when recording, else one added with the Python stack of the request. It
+  runs on the allocating thread with the GIL, before PyTorch raises: it makes no collective call
+  and catches everything, so that the OutOfMemoryError reaches the training script unchanged.
+- RANKSNAP_RECORDER=ranksnap (ranksnap-run --torch-allocator ranksnap): ranksnap's own allocator
+  instead, as PyTorch's pluggable allocator, swapped in now, before CUDA is initialised.
+
+Every callback catches its exceptions: an exception escaping a ctypes callback is printed and
+answered with 0, which would read as success.
+"""
+import atexit
+import ctypes
+import json
+import pickle
+import sys
+import time
+import traceback
+import weakref
+
+from . import _dist, _lib
+
+_glue = None
+
+
+def install(torch):
+    """Once per process; returns the glue."""
+    global _glue
+    if _glue is None:
+        _glue = Glue(torch)
+        _glue.install()
+    return _glue
+
+
+def current():
+    return _glue
+
+
+class Glue:
+    def __init__(self, torch):
+        self.torch = torch
+        self.lib = _lib.lib()
+        self.mode = None            # "torch" or "ranksnap" once installed
+        self.count = 0              # optimizer steps of the first optimizer
+        self.first = None           # weakref to it
+        self.manual = False         # ranksnap.step(n) was called: the hook counts no more
+        self.initialised = False
+        self.init_failed = False
+        self.said = set()
+        self.pending_oom = None     # the OOM being dumped
+        self.last_oom = None
+        self.group = _dist.Group(torch)
+        self.ops = None             # the callbacks, kept alive as long as C may call them
+        self.dying = False          # an uncaught exception ends the program
+
+    # ---- installing --------------------------------------------------------------------------
+
+    def install(self):
+        ops = self._make_ops()
+        status = self.lib.ranksnap_set_recorder(ctypes.byref(ops))
+        if status == _lib.OK:
+            self.mode = "torch"
+            self.ops = ops
+            self._defer_cuda(self._attach_oom_observer)
+        elif status == _lib.ERR_UNSUPPORTED:
+            self.mode = "ranksnap"
+            self._use_pluggable_allocator()
+        else:
+            # a bad RANKSNAP_* value: the library says so once, and passes through
+            if status != _lib.ERR_OPTION:
+                self._say("not recording this process: " + _lib.error(status))
+            return
+        self.torch.optim.optimizer.register_optimizer_step_post_hook(self._on_optimizer_step)
+        atexit.register(self._at_exit)
+        self._watch_uncaught()
+
+    def _watch_uncaught(self):
+        """An uncaught exception (the OutOfMemoryError of a script that does not catch it) ends
+        the program: ranksnap then abandons the range's gather and the MPI world it joined, so
+        that the launcher sees the rank die, as without ranksnap, instead of a rank waiting in a
+        collective for peers that wait elsewhere."""
+        previous = sys.excepthook
+
+        def hook(kind, value, tb):
+            self.dying = True
+            previous(kind, value, tb)
+
+        sys.excepthook = hook
+
+    def _make_ops(self):
+        ops = _lib.RecorderOps()
+        ops.ctx = None
+        ops.start = _lib.START(self._start)
+        ops.stop = _lib.STOP(self._stop)
+        ops.dump = _lib.DUMP(self._dump)
+        ops.reserved = _lib.RESERVED(self._reserved)
+        ops.gather = _lib.GATHER(self._gather)
+        ops.bcast = _lib.BCAST(self._bcast)
+        ops.holds_lock = _lib.gil_check_address()
+        return ops
+
+    def _defer_cuda(self, fn):
+        """fn once CUDA is initialised in this process (now if it is)."""
+        cuda = self.torch.cuda
+        lazy = getattr(cuda, "_lazy_call", None)
+        if lazy is not None:
+            lazy(fn)
+        elif cuda.is_initialized():
+            fn()
+
+    def _use_pluggable_allocator(self):
+        cuda = self.torch.cuda
+        if cuda.is_initialized():
+            self._say("--torch-allocator ranksnap: CUDA was initialised before torch was imported "
+                      "here; PyTorch's allocator stays")
+            return
+        alloc = cuda.memory.CUDAPluggableAllocator(_lib.path(), "ranksnap_torch_malloc",
+                                                   "ranksnap_torch_free")
+        cuda.memory.change_current_allocator(alloc)
+
+    def _attach_oom_observer(self):
+        try:
+            self.torch._C._cuda_attach_out_of_memory_observer(self._on_oom)
+        except Exception as e:  # the cudaMallocAsync backend has no observers
+            self._say(f"no snapshot at an out-of-memory: PyTorch refused the observer ({e})")
+
+    def _say(self, msg):
+        if msg in self.said:
+            return
+        self.said.add(msg)
+        sys.stderr.write(f"ranksnap: {msg}\n")
+        sys.stderr.flush()
+
+    # ---- steps -------------------------------------------------------------------------------
+
+    def _ensure_init(self):
+        if self.initialised or self.init_failed:
+            return self.initialised
+        status = self.lib.ranksnap_init(None)
+        if status != _lib.OK:
+            self.init_failed = True
+            self._say("not recording this process: " + _lib.error(status))
+            return False
+        self.initialised = True
+        return True
+
+    def step(self, n):
+        if not self._ensure_init():
+            return
+        status = self.lib.ranksnap_step(int(n))
+        if status != _lib.OK:
+            self._say(f"step {n}: " + _lib.error(status))
+
+    def manual_step(self, n):
+        self.manual = True
+        self.step(n)
+
+    def _on_optimizer_step(self, optimizer, args, kwargs):
+        if self.manual:
+            return
+        first = self.first() if self.first is not None else None
+        if first is None:
+            # the first optimizer, or a new one after it was dropped (a new run in the process)
+            self.first = weakref.ref(optimizer)
+            first = optimizer
+        if optimizer is not first:
+            return
+        self.count += 1
+        self.step(self.count)
+
+    # ---- the recorder's ops (called by libranksnap) ------------------------------------------
+
+    def _start(self, ctx, max_entries, stacks):
+        try:
+            memory = self.torch.cuda.memory
+            kw = {"enabled": "all", "max_entries": int(max_entries)}
+            if stacks < 0:
+                kw["context"] = None
+                kw["stacks"] = "python"  # "all" would warm up the C++ unwinder for nothing
+            else:
+                # stacks of allocations (what sites are made of), not of frees: half the cost
+                kw["context"] = "alloc"
+                kw["stacks"] = "all" if stacks == 1 else "python"
+            try:
+                memory._record_memory_history(**kw)
+            except RuntimeError as e:
+                if kw.get("stacks") != "all":
+                    raise
+                self._say(f"RANKSNAP_STACKS=all: {e}; recording Python frames only")
+                kw["stacks"] = "python"
+                memory._record_memory_history(**kw)
+            return 0
+        except Exception as e:
+            self._say(f"torch.cuda.memory._record_memory_history failed: {e}")
+            return -1
+
+    def _stop(self, ctx):
+        try:
+            self.torch.cuda.memory._record_memory_history(enabled=None)
+            return 0
+        except Exception as e:
+            self._say(f"stopping torch.cuda.memory._record_memory_history failed: {e}")
+            return -1
+
+    def _dump(self, ctx, meta, arg, put):
+        try:
+            snap = self.torch.cuda.memory._snapshot()
+            m = json.loads(meta.decode("utf-8"))
+            if self.pending_oom is not None:
+                self._add_oom(snap, m, self.pending_oom)
+            snap["ranksnap"] = m
+            # protocol 4, the one PyTorch's _dump_snapshot writes and MemoryViz.js reads
+            data = pickle.dumps(snap, protocol=4)
+            put(arg, data, len(data))
+            return 0
+        except Exception as e:
+            self._say(f"the snapshot failed: {type(e).__name__}: {e}")
+            return -1
+
+    def _reserved(self, ctx):
+        try:
+            cuda = self.torch.cuda
+            # never the call that initialises CUDA
+            return int(cuda.memory_reserved()) if cuda.is_initialized() else 0
+        except Exception:
+            return 0
+
+    def _gather(self, ctx, buf, n, timeout_s, arg, take):
+        try:
+            data = ctypes.string_at(buf, n) if n else b""
+            out = self.group.gather(data, timeout_s)
+            if out is None:
+                return -1
+            for rank, got in enumerate(out):
+                if got:
+                    take(arg, rank, got, len(got))
+            return 0
+        except Exception as e:
+            self._say(f"gather over torch.distributed failed: {e}")
+            return -1
+
+    def _bcast(self, ctx, buf, n, timeout_s):
+        try:
+            got = self.group.bcast(ctypes.string_at(buf, n), timeout_s)
+            if got is None or len(got) != n:
+                return -1
+            ctypes.memmove(buf, got, n)
+            return 0
+        except Exception as e:
+            self._say(f"broadcast over torch.distributed failed: {e}")
+            return -1
+
+    # ---- out of memory -----------------------------------------------------------------------
+
+    def _on_oom(self, device, alloc, device_limit, device_free):
+        """PyTorch's OOM observer: (device, bytes it tried to reserve, the per-process cap or the
+        device's capacity, the device's free bytes)."""
+        try:
+            key = (self.count, int(device))
+            if key == self.last_oom:
+                return
+            self.last_oom = key
+            frames = [{"name": f.name, "filename": f.filename, "line": f.lineno or 0}
+                      for f in reversed(traceback.extract_stack()[:-1])]
+            self.pending_oom = {"device": int(device), "size": int(alloc),
+                                "limit": int(device_limit), "device_free": int(device_free),
+                                "time_us": time.time_ns() // 1000, "frames": frames}
+            status = self.lib.ranksnap_dump(None)
+            if status != _lib.OK:
+                self._say("out of memory: the snapshot was not written: " + _lib.error(status))
+        except BaseException:  # never in place of the OutOfMemoryError
+            pass
+        finally:
+            self.pending_oom = None
+
+    @staticmethod
+    def _add_oom(snap, meta, oom):
+        meta["reason"] = "oom"
+        total = meta.get("device", {}).get("total_bytes", 0)
+        if oom["limit"] and (not total or oom["limit"] < total):
+            meta["memory_limit_bytes"] = oom["limit"]
+        traces = snap.setdefault("device_traces", [])
+        while len(traces) <= oom["device"]:
+            traces.append([])
+        trace = traces[oom["device"]]
+        # recording: PyTorch wrote the entry just before calling the observers
+        if any(e.get("action") == "oom" for e in trace[-8:]):
+            return
+        trace.append({"action": "oom", "device_free": oom["device_free"], "size": oom["size"],
+                      "stream": 0, "time_us": oom["time_us"], "compile_context": "N/A",
+                      "user_metadata": "", "frames": oom["frames"]})
+
+    # ---- the end ----------------------------------------------------------------------------
+
+    def _at_exit(self):
+        """Before the interpreter goes: an open range is gathered now (its ops need Python), and
+        the ops are taken back so that nothing calls them later."""
+        try:
+            if self.dying:
+                self.lib.ranksnap_abandon()
+            self.lib.ranksnap_finalize()
+        finally:
+            if self.mode == "torch":
+                self.lib.ranksnap_set_recorder(None)

@@ -1,0 +1,373 @@
+/*
+ * external.c — the framework's own recorder (external.h): ranksnap_set_recorder, starting and
+ * stopping it on the schedule's steps, the rank's metadata, and its snapshot written as this
+ * rank's file.
+ *
+ * The ops are the framework's (the Python glue's ctypes callbacks), so they are called without
+ * any ranksnap lock but this file's own mutex, which keeps a post-mortem dump from running into
+ * a range-end dump: the callbacks take Python's GIL, and a thread that waits for a C lock while
+ * holding the GIL would stop every other one. The post-mortem thread waits for the mutex at most
+ * half of RANKSNAP_DUMP_TIMEOUT_MS.
+ *
+ * The metadata (the "ranksnap" key of the pickle, docs/PYTORCH.md) carries what PyTorch's
+ * snapshot lacks: the rank and job, the recorded ranges and when each recorded step began (so
+ * that the reader need not infer steps), and the device memory used outside PyTorch's
+ * allocator: the device's used bytes minus the framework's reserved bytes, sampled at every
+ * recorded step, with the part whose holder is known (NCCL, measured by nccl.c).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "atomic_file.h"
+#include "clock.h"
+#include "coord.h"
+#include "errors.h"
+#include "external.h"
+#include "json_write.h"
+#include "launcher.h"
+#include "log.h"
+#include "outside.h"
+#include "postmortem.h"
+
+/* Step starts kept for the metadata: the last ones of the range when it is longer. */
+#define RS_EXT_STEPS 8192
+
+typedef struct rs_ext_step {
+    int64_t step;
+    uint64_t time_us;
+} rs_ext_step;
+
+static pthread_mutex_t rs_ext_mu = PTHREAD_MUTEX_INITIALIZER;
+static ranksnap_recorder_ops rs_ext_ops;          /* guarded by rs_ext_mu */
+static int rs_ext_have_ops;                       /* guarded by rs_ext_mu */
+static int (*_Atomic rs_ext_holds_lock)(void);    /* read by the signal gate */
+static int rs_ext_recording;                      /* start() succeeded, no stop() since */
+static int rs_ext_start_failed;                   /* said once */
+static rs_ext_step rs_ext_steps[RS_EXT_STEPS];
+static size_t rs_ext_n_steps;                     /* steps logged in this range */
+static uint64_t rs_ext_outside_peak;
+
+/* ---- the mode ------------------------------------------------------------------------------ */
+
+static atomic_int rs_ext_mode = -1; /* -1: not read yet */
+
+int rs_external_mode(void)
+{
+    int m = atomic_load_explicit(&rs_ext_mode, memory_order_relaxed);
+    if (m >= 0) return m;
+    rs_options o;
+    m = rs_options_load_one(&o, "RANKSNAP_RECORDER", NULL) == RANKSNAP_OK &&
+        o.recorder == RS_RECORDER_TORCH;
+    rs_error_clear();
+    atomic_store_explicit(&rs_ext_mode, m, memory_order_relaxed);
+    return m;
+}
+
+ranksnap_status rs_external_check_options(const rs_options *o)
+{
+    int torch = o->recorder == RS_RECORDER_TORCH;
+    if (!torch && (o->stacks == RS_STACKS_PYTHON || o->stacks == RS_STACKS_ALL))
+        return rs_error(RANKSNAP_ERR_OPTION, "RANKSNAP_STACKS=%s: python and all are PyTorch's "
+                        "stacks (RANKSNAP_RECORDER=torch, which ranksnap-run sets for Python "
+                        "programs); C programs take native, fp or none",
+                        o->stacks == RS_STACKS_PYTHON ? "python" : "all");
+    if (torch && o->stacks == RS_STACKS_FP)
+        return rs_error(RANKSNAP_ERR_OPTION, "RANKSNAP_STACKS=fp: PyTorch records python (the "
+                        "default), all (Python and C++ frames) or none");
+    return RANKSNAP_OK;
+}
+
+/* ---- registration -------------------------------------------------------------------------- */
+
+/* The post-mortem handler's question (postmortem.h): may it wait for a dump from this thread?
+ * Not when the thread holds the lock the dump needs (the GIL): the dump could never run. */
+static int rs_ext_signal_gate(void)
+{
+    int (*held)(void) = atomic_load(&rs_ext_holds_lock);
+    return !(held && held());
+}
+
+ranksnap_status ranksnap_set_recorder(const ranksnap_recorder_ops *ops)
+{
+    rs_options o;
+    if (rs_options_load_one(&o, "RANKSNAP_RECORDER", NULL) != RANKSNAP_OK) return RANKSNAP_ERR_OPTION;
+    if (ops && o.recorder != RS_RECORDER_TORCH)
+        return rs_error(RANKSNAP_ERR_UNSUPPORTED, "ranksnap_set_recorder: RANKSNAP_RECORDER=ranksnap: "
+                        "ranksnap's own allocator and recorder are in use (PyTorch's pluggable "
+                        "allocator); RANKSNAP_RECORDER=torch drives the framework's");
+    if (ops && (!ops->start || !ops->stop || !ops->dump || !ops->reserved))
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
+                        "ranksnap_set_recorder: start, stop, dump and reserved are required");
+    pthread_mutex_lock(&rs_ext_mu);
+    if (ops) rs_ext_ops = *ops;
+    else memset(&rs_ext_ops, 0, sizeof rs_ext_ops);
+    rs_ext_have_ops = ops != NULL;
+    /* unregistered (the interpreter is going away): nothing of it may be called any more */
+    if (!ops) rs_ext_recording = 0;
+    atomic_store(&rs_ext_holds_lock, ops ? ops->holds_lock : NULL);
+    pthread_mutex_unlock(&rs_ext_mu);
+    rs_postmortem_set_gate(ops && ops->holds_lock ? rs_ext_signal_gate : NULL);
+    return RANKSNAP_OK;
+}
+
+/* ---- steps --------------------------------------------------------------------------------- */
+
+/* Device memory outside the framework's allocator now; rs_ext_mu held. */
+static uint64_t rs_ext_outside_locked(rs_runtime *rt, uint64_t *used_out, uint64_t *reserved_out)
+{
+    uint64_t free_b = 0, total_b = 0, used = 0;
+    if (rt->backend->ops->mem_info(rt->backend, &free_b, &total_b) == RANKSNAP_OK)
+        used = total_b > free_b ? total_b - free_b : 0;
+    uint64_t reserved = rs_ext_have_ops ? rs_ext_ops.reserved(rs_ext_ops.ctx) : 0;
+    if (used_out) *used_out = used;
+    if (reserved_out) *reserved_out = reserved;
+    uint64_t outside = used > reserved ? used - reserved : 0;
+    if (outside > rs_ext_outside_peak) rs_ext_outside_peak = outside;
+    return outside;
+}
+
+void rs_external_step(rs_runtime *rt, int64_t step)
+{
+    if (!rs_external_mode() || !atomic_load_explicit(&rt->recording, memory_order_relaxed)) return;
+    pthread_mutex_lock(&rs_ext_mu);
+    if (rs_ext_have_ops && !rs_ext_recording) {
+        int stacks = rt->opts.stacks == RS_STACKS_ALL ? 1 : rt->opts.stacks == RS_STACKS_NONE ? -1 : 0;
+        rs_ext_n_steps = 0;
+        rs_ext_outside_peak = 0;
+        rs_ext_recording = rs_ext_ops.start(rs_ext_ops.ctx, rt->opts.max_entries, stacks) == 0;
+        if (!rs_ext_recording && !rs_ext_start_failed) {
+            rs_ext_start_failed = 1;
+            RS_WARN(RS_SUB_RECORD, "step %lld: the framework's recorder did not start (see above); "
+                    "the snapshots will have no history", (long long)step);
+        } else if (rs_ext_recording) {
+            RS_INFO(RS_SUB_RECORD, "step %lld: the framework's recorder started", (long long)step);
+        }
+    }
+    rs_ext_step *e = &rs_ext_steps[rs_ext_n_steps % RS_EXT_STEPS];
+    e->step = step;
+    e->time_us = rs_now_us();
+    rs_ext_n_steps++;
+    rs_ext_outside_locked(rt, NULL, NULL);
+    pthread_mutex_unlock(&rs_ext_mu);
+}
+
+void rs_external_stop(rs_runtime *rt)
+{
+    (void)rt;
+    pthread_mutex_lock(&rs_ext_mu);
+    if (rs_ext_have_ops && rs_ext_recording && rs_ext_ops.stop(rs_ext_ops.ctx) != 0)
+        RS_WARN(RS_SUB_RECORD, "the framework's recorder did not stop (see above)");
+    rs_ext_recording = 0;
+    pthread_mutex_unlock(&rs_ext_mu);
+}
+
+/* ---- the metadata -------------------------------------------------------------------------- */
+
+static const char *rs_ext_stacks_name(rs_stacks_mode m)
+{
+    return m == RS_STACKS_ALL ? "all" : m == RS_STACKS_NONE ? "none" : "python";
+}
+
+/* The "ranksnap" key, as JSON; rs_ext_mu held. */
+static ranksnap_status rs_ext_meta_locked(rs_runtime *rt, const char *reason, char **out)
+{
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    if (!f) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "ranksnap: no memory for the snapshot's metadata");
+    uint64_t used = 0, reserved = 0;
+    uint64_t outside = rs_ext_outside_locked(rt, &used, &reserved);
+    fprintf(f, "{\"format\": \"ranksnap-torch\", \"version\": 1, \"reason\": ");
+    rs_json_string(f, reason, RS_JSON_PLAIN);
+    fprintf(f, ", \"rank\": %d, \"world_size\": %d, \"local_rank\": %d, \"attempt\": %d, \"host\": ",
+            rt->rank, rt->world_size, rs_launcher_local_rank(0), rs_launcher_attempt());
+    rs_json_string(f, rt->host, RS_JSON_PLAIN);
+    fprintf(f, ", \"pid\": %ld, \"job\": ", (long)getpid());
+    rs_json_string(f, rt->job, RS_JSON_PLAIN);
+    fprintf(f, ", \"complete\": true, \"time_us\": %llu, \"clock_offset_us\": %lld, "
+               "\"clock_uncertainty_us\": %lld, \"ranges\": [",
+            (unsigned long long)rs_now_us(), (long long)rs_coord_clock_offset_us(rt->coord),
+            (long long)rs_coord_clock_uncertainty_us(rt->coord));
+    /* the ranges and the step are the allocator lock's (steps.c); the snapshot is taken
+     * between two steps, so they hold still */
+    rs_alloc_lock(rt->alloc);
+    for (size_t i = 0; i < rt->n_ranges; i++) {
+        if (rt->ranges[i].end < 0)
+            fprintf(f, "%s[%lld, null]", i ? ", " : "", (long long)rt->ranges[i].begin);
+        else
+            fprintf(f, "%s[%lld, %lld]", i ? ", " : "", (long long)rt->ranges[i].begin,
+                    (long long)rt->ranges[i].end);
+    }
+    int64_t current = rt->step;
+    rs_alloc_unlock(rt->alloc);
+    fprintf(f, "], \"current_step\": %lld, \"steps\": [", (long long)current);
+    size_t first = rs_ext_n_steps > RS_EXT_STEPS ? rs_ext_n_steps - RS_EXT_STEPS : 0;
+    for (size_t i = first; i < rs_ext_n_steps; i++) {
+        const rs_ext_step *e = &rs_ext_steps[i % RS_EXT_STEPS];
+        fprintf(f, "%s[%lld, %llu]", i > first ? ", " : "", (long long)e->step,
+                (unsigned long long)e->time_us);
+    }
+    fprintf(f, "], \"device\": {\"index\": %d, \"name\": ", rt->device.index);
+    rs_json_string(f, rt->device.name, RS_JSON_PLAIN);
+    fprintf(f, ", \"uuid\": ");
+    rs_json_string(f, rt->device.uuid, RS_JSON_PLAIN);
+    fprintf(f, ", \"total_bytes\": %llu}, \"device_used_bytes\": %llu, "
+               "\"framework_reserved_bytes\": %llu, \"outside_bytes_peak\": %llu, "
+               "\"outside_bytes_end\": %llu, \"outside_labels\": {",
+            (unsigned long long)rt->device.total_bytes, (unsigned long long)used,
+            (unsigned long long)reserved, (unsigned long long)rs_ext_outside_peak,
+            (unsigned long long)outside);
+    rs_outside_label labels[RS_MAX_OUTSIDE_LABELS];
+    size_t nl = rs_outside_labels_copy(labels);
+    for (size_t i = 0; i < nl; i++) {
+        fprintf(f, "%s", i ? ", " : "");
+        rs_json_string(f, labels[i].label, RS_JSON_PLAIN);
+        fprintf(f, ": %llu", (unsigned long long)labels[i].bytes);
+    }
+    fprintf(f, "}, \"memory_limit_bytes\": 0, \"recorder\": {\"max_entries\": %llu, \"stacks\": \"%s\"}}",
+            (unsigned long long)rt->opts.max_entries, rs_ext_stacks_name(rt->opts.stacks));
+    if (fclose(f) != 0) {
+        free(text);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "ranksnap: no memory for the snapshot's metadata");
+    }
+    *out = text;
+    return RANKSNAP_OK;
+}
+
+/* ---- the snapshot -------------------------------------------------------------------------- */
+
+typedef struct rs_ext_bytes {
+    char *buf;
+    size_t len;
+    int calls;
+} rs_ext_bytes;
+
+/* dump's put(): the file's bytes, copied (they belong to the framework's object). */
+static void rs_ext_put(void *arg, const void *buf, size_t len)
+{
+    rs_ext_bytes *b = arg;
+    if (b->calls++ || !buf) return;
+    b->buf = malloc(len ? len : 1);
+    if (b->buf) {
+        memcpy(b->buf, buf, len);
+        b->len = len;
+    }
+}
+
+/* rs_ext_mu, waiting at most `budget_ms` (< 0: for ever). 0 when not taken. */
+static int rs_ext_lock(int budget_ms)
+{
+    if (budget_ms < 0) return pthread_mutex_lock(&rs_ext_mu) == 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += budget_ms / 1000;
+    ts.tv_nsec += (long)(budget_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return pthread_mutex_timedlock(&rs_ext_mu, &ts) == 0;
+}
+
+static ranksnap_status rs_ext_snapshot(rs_runtime *rt, const char *reason, int budget_ms,
+                                       char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    if (!rs_ext_lock(budget_ms))
+        return rs_error(RANKSNAP_ERR_UNSUPPORTED, "%s: another dump of this rank is still running", reason);
+    ranksnap_status st = RANKSNAP_OK;
+    char *meta = NULL;
+    rs_ext_bytes b = {NULL, 0, 0};
+    if (!rs_ext_have_ops) {
+        st = rs_error(RANKSNAP_ERR_UNSUPPORTED, "RANKSNAP_RECORDER=torch: no framework recorder is "
+                      "registered (ranksnap's Python glue registers PyTorch's when torch is imported)");
+    } else if ((st = rs_ext_meta_locked(rt, reason, &meta)) == RANKSNAP_OK) {
+        uint64_t t0 = rs_now_us();
+        if (rs_ext_ops.dump(rs_ext_ops.ctx, meta, &b, rs_ext_put) != 0 || b.calls != 1)
+            st = rs_error(RANKSNAP_ERR_IO, "rank %d: the framework's snapshot failed (see above)", rt->rank);
+        else if (!b.buf)
+            st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory for the snapshot's %zu bytes",
+                          rt->rank, b.len);
+        else
+            RS_INFO(RS_SUB_DUMP, "%s: the framework's snapshot, %zu bytes in %.1f ms", reason, b.len,
+                    (double)(rs_now_us() - t0) / 1000.0);
+    }
+    pthread_mutex_unlock(&rs_ext_mu);
+    free(meta);
+    if (st != RANKSNAP_OK) {
+        free(b.buf);
+        return st;
+    }
+    *buf = b.buf;
+    *len = b.len;
+    return RANKSNAP_OK;
+}
+
+ranksnap_status rs_external_snapshot(rs_runtime *rt, const char *reason, char **buf, size_t *len)
+{
+    return rs_ext_snapshot(rt, reason, -1, buf, len);
+}
+
+/* ---- files --------------------------------------------------------------------------------- */
+
+ranksnap_status rs_external_path_of(const rs_runtime *rt, int rank, char *buf, size_t n)
+{
+    int attempt = rs_launcher_attempt();
+    int w = attempt > 0 ? snprintf(buf, n, "%s/rank-%05d.a%d.pickle", rt->opts.dir, rank, attempt)
+                        : snprintf(buf, n, "%s/rank-%05d.pickle", rt->opts.dir, rank);
+    if (w < 0 || (size_t)w >= n)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "RANKSNAP_DIR=%s: path too long", rt->opts.dir);
+    return RANKSNAP_OK;
+}
+
+ranksnap_status rs_external_path(const rs_runtime *rt, char *buf, size_t n)
+{
+    return rs_external_path_of(rt, rt->rank, buf, n);
+}
+
+ranksnap_status rs_external_dump_file(rs_runtime *rt, const char *path, int complete)
+{
+    char defpath[RS_PATH_MAX + 32];
+    if (!path) {
+        RS_CHECK(rs_external_path(rt, defpath, sizeof defpath));
+        path = defpath;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    /* the crash path shares the post-mortem budget with the dump itself */
+    RS_CHECK(rs_ext_snapshot(rt, complete ? "dump" : "signal", complete ? -1 : rt->opts.dump_timeout_ms / 2,
+                             &buf, &len));
+    ranksnap_status st = rs_atomic_file_write_ex(path, buf, len, complete);
+    free(buf);
+    if (st == RANKSNAP_OK) RS_INFO(RS_SUB_DUMP, "dump: %s, %zu bytes", path, len);
+    return st;
+}
+
+/* ---- the framework's process group --------------------------------------------------------- */
+
+int rs_external_group_gather(const void *buf, size_t len, int timeout_s, void *arg,
+                             void (*take)(void *arg, int rank, const void *buf, size_t len))
+{
+    pthread_mutex_lock(&rs_ext_mu);
+    ranksnap_recorder_ops ops = rs_ext_ops;
+    int have = rs_ext_have_ops && ops.gather;
+    pthread_mutex_unlock(&rs_ext_mu);
+    /* outside the mutex: a collective may wait for the slowest rank, up to the timeout */
+    return have ? ops.gather(ops.ctx, buf, len, timeout_s, arg, take) : -1;
+}
+
+int rs_external_group_bcast(void *buf, size_t len, int timeout_s)
+{
+    pthread_mutex_lock(&rs_ext_mu);
+    ranksnap_recorder_ops ops = rs_ext_ops;
+    int have = rs_ext_have_ops && ops.bcast;
+    pthread_mutex_unlock(&rs_ext_mu);
+    return have ? ops.bcast(ops.ctx, buf, len, timeout_s) : -1;
+}

@@ -1,0 +1,281 @@
+/*
+ * external_gather.c — the end of a recorded range in a PyTorch job (external_gather.h): the
+ * framework's snapshot on disk, then the two phases of the gather (coord.h) over whichever
+ * transport the job has.
+ *
+ * - mpirun (ranksnap joined MPI): gather.c's MPI gather, with the reader library's pickle
+ *   decoder for the bytes of phase 2.
+ * - torchrun with a torch.distributed process group: the glue's gather and bcast ops, on a
+ *   gloo group of their own (CPU tensors: gathering through an NCCL group would allocate on the
+ *   very GPU being measured). Phase 1 gathers the fixed-size summaries, rank 0 chooses, the
+ *   choice is broadcast, phase 2 gathers the chosen ranks' pickles.
+ * - torchrun without a group (or one whose collective failed): the files. Every rank has just
+ *   written its pickle into RANKSNAP_DIR; rank 0 waits, at most RANKSNAP_GATHER_TIMEOUT, for
+ *   each other rank's file of this attempt (by name) whose metadata says this job and this
+ *   range, and names the ranks that never came. The directory must be one all ranks see.
+ * Every rank summarises its own pickle with the same code `ranksnap report` uses, so the live
+ * report and the one from the files agree.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "atomic_file.h"
+#include "clock.h"
+#include "coord.h"
+#include "dump.h"
+#include "errors.h"
+#include "external.h"
+#include "external_gather.h"
+#include "file_read.h"
+#include "log.h"
+#include "reader_lib.h"
+#include "rsnap_decode.h"
+#include "summary.h"
+
+/* What rank 0 collects, per rank. */
+typedef struct rs_xg {
+    int size;
+    rs_summary *sums;
+    int *present;
+    rs_snap **full;
+    uint64_t bytes_summaries, bytes_full;
+} rs_xg;
+
+static ranksnap_status rs_xg_init(rs_xg *x, int size)
+{
+    memset(x, 0, sizeof *x);
+    x->size = size;
+    x->sums = calloc((size_t)size, sizeof *x->sums);
+    x->present = calloc((size_t)size, sizeof *x->present);
+    x->full = calloc((size_t)size, sizeof *x->full);
+    if (x->sums && x->present && x->full) return RANKSNAP_OK;
+    free(x->sums);
+    free(x->present);
+    free(x->full);
+    return rs_error(RANKSNAP_ERR_HOST_MEMORY, "gather: out of host memory for %d ranks", size);
+}
+
+static void rs_xg_free(rs_xg *x)
+{
+    for (int r = 0; x->full && r < x->size; r++) rs_snap_free(x->full[r]);
+    free(x->sums);
+    free(x->present);
+    free(x->full);
+}
+
+/* Hands what was collected to *g (the ranks present, in rank order); x keeps nothing. */
+static ranksnap_status rs_xg_result(rs_xg *x, double t0, rs_gather_result *g)
+{
+    memset(g, 0, sizeof *g);
+    g->summaries = calloc((size_t)x->size, sizeof *g->summaries);
+    g->full = calloc((size_t)x->size, sizeof *g->full);
+    if (!g->summaries || !g->full) {
+        free(g->summaries);
+        free(g->full);
+        memset(g, 0, sizeof *g);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "gather: out of host memory for %d ranks", x->size);
+    }
+    g->world_size = x->size;
+    for (int r = 0; r < x->size; r++) {
+        if (!x->present[r]) {
+            RS_WARN(RS_SUB_MPI, "gather: rank %d sent nothing: reported missing", r);
+            continue;
+        }
+        if (x->sums[r].rank != r) x->sums[r].rank = r;
+        g->summaries[g->n] = x->sums[r];
+        g->full[g->n++] = x->full[r];
+        x->full[r] = NULL;
+    }
+    g->bytes_summaries = x->bytes_summaries;
+    g->bytes_full = x->bytes_full;
+    g->seconds = rs_now_mono_s() - t0;
+    return RANKSNAP_OK;
+}
+
+/* ---- over the framework's process group ---------------------------------------------------- */
+
+static void rs_xg_take_summary(void *arg, int rank, const void *buf, size_t len)
+{
+    rs_xg *x = arg;
+    if (rank < 0 || rank >= x->size || len != sizeof(rs_summary) || !buf) return;
+    memcpy(&x->sums[rank], buf, len);
+    x->present[rank] = 1;
+    x->bytes_summaries += len;
+}
+
+static void rs_xg_take_full(void *arg, int rank, const void *buf, size_t len)
+{
+    rs_xg *x = arg;
+    if (rank < 0 || rank >= x->size || !len || !buf || x->full[rank]) return;
+    char name[64];
+    snprintf(name, sizeof name, "rank %d's gathered snapshot", rank);
+    if (rs_reader_lib_decode(buf, len, name, &x->full[rank]) != RANKSNAP_OK)
+        RS_WARN(RS_SUB_MPI, "gather: %s", ranksnap_last_error());
+    else
+        x->bytes_full += len;
+}
+
+/* 0: gathered (rank 0's *x filled); -1: no group; -2: a collective failed on the way. */
+static int rs_xg_group(rs_runtime *rt, const char *buf, size_t len, const rs_summary *mine, rs_xg *x)
+{
+    int t = rt->opts.gather_timeout, size = rt->world_size;
+    if (rs_external_group_gather(mine, sizeof *mine, t, x, rs_xg_take_summary) != 0) return -1;
+    unsigned char *want = calloc((size_t)size, 1);
+    int *w = calloc((size_t)size, sizeof *w);
+    int rc = -2;
+    if (want && w) {
+        if (rt->rank == 0) {
+            rs_gather_choose(x->sums, x->present, size, rt->opts.gather, rt->opts.divergence, w);
+            for (int r = 0; r < size; r++) want[r] = (unsigned char)w[r];
+        }
+        /* rank 0 decoded its own pickle already: it sends nothing to itself */
+        if (rs_external_group_bcast(want, (size_t)size, t) == 0 &&
+            rs_external_group_gather(buf, rt->rank != 0 && want[rt->rank] ? len : 0, t, x,
+                                     rs_xg_take_full) == 0)
+            rc = 0;
+    }
+    free(want);
+    free(w);
+    return rc;
+}
+
+/* ---- through the files --------------------------------------------------------------------- */
+
+/* Rank r's file, decoded, when it is of this job and of the range that began at `begin`. */
+static rs_snap *rs_xg_read_file(rs_runtime *rt, int r, int64_t begin, uint64_t *bytes)
+{
+    char path[RS_PATH_MAX + 32];
+    struct stat sb;
+    if (rs_external_path_of(rt, r, path, sizeof path) != RANKSNAP_OK || stat(path, &sb) != 0 ||
+        !S_ISREG(sb.st_mode))
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    rs_snap *s = NULL;
+    if (rs_file_read(path, 0, &buf, &len) == RANKSNAP_OK &&
+        rs_reader_lib_decode(buf, len, path, &s) == RANKSNAP_OK) {
+        int same = s->rank == r && strcmp(s->job, rt->job) == 0 && s->time.n_ranges > 0 &&
+                   s->time.ranges[s->time.n_ranges - 1].begin == begin;
+        if (!same) {
+            rs_snap_free(s);
+            s = NULL;
+        } else {
+            *bytes += len;
+        }
+    }
+    free(buf);
+    return s;
+}
+
+static void rs_xg_files(rs_runtime *rt, int64_t begin, rs_xg *x)
+{
+    int size = x->size;
+    int keep_all = rt->opts.gather == RS_GATHER_ALL || (rt->opts.gather == RS_GATHER_AUTO && size <= 16);
+    double deadline = rs_now_mono_s() + rt->opts.gather_timeout;
+    int missing = 0;
+    for (int r = 0; r < size; r++) missing += !x->present[r];
+    while (missing > 0) {
+        for (int r = 0; r < size; r++) {
+            if (x->present[r]) continue;
+            uint64_t bytes = 0;
+            rs_snap *s = rs_xg_read_file(rt, r, begin, &bytes);
+            if (!s) continue;
+            rs_summary_of(s, &x->sums[r]);
+            x->present[r] = 1;
+            x->bytes_summaries += bytes;
+            missing--;
+            if (keep_all) x->full[r] = s;
+            else rs_snap_free(s);
+        }
+        if (missing == 0 || rs_now_mono_s() > deadline) break;
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (keep_all) return;
+    int *want = calloc((size_t)size, sizeof *want);
+    if (!want) return;
+    rs_gather_choose(x->sums, x->present, size, rt->opts.gather, rt->opts.divergence, want);
+    for (int r = 0; r < size; r++)
+        if (want[r] && x->present[r] && !x->full[r]) x->full[r] = rs_xg_read_file(rt, r, begin, &x->bytes_full);
+    free(want);
+}
+
+/* ---- the end of the range ------------------------------------------------------------------ */
+
+ranksnap_status rs_external_end_of_range(rs_runtime *rt, rs_gather_result *g, int *gathered)
+{
+    *gathered = 0;
+    memset(g, 0, sizeof *g);
+    char *buf = NULL;
+    size_t len = 0;
+    ranksnap_status st = rs_external_snapshot(rt, "range_end", &buf, &len);
+    rs_external_stop(rt);
+    if (st != RANKSNAP_OK) {
+        RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
+        return st;
+    }
+    if (rt->opts.write == RS_WRITE_ALL || (rt->opts.write == RS_WRITE_RANK0 && rt->rank == 0)) {
+        char path[RS_PATH_MAX + 32];
+        if ((st = rs_dump_ensure_dir(rt->opts.dir)) == RANKSNAP_OK &&
+            (st = rs_external_path(rt, path, sizeof path)) == RANKSNAP_OK)
+            st = rs_atomic_file_write(path, buf, len);
+        if (st != RANKSNAP_OK) RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
+    }
+    if (!rt->opts.report) {
+        free(buf);
+        return st;
+    }
+    rs_snap *self = NULL;
+    rs_summary mine;
+    memset(&mine, 0, sizeof mine);
+    if (rs_reader_lib_decode(buf, len, "this rank's snapshot", &self) == RANKSNAP_OK) {
+        rs_summary_of(self, &mine);
+    } else {
+        RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
+        mine.rank = rt->rank;
+        mine.world_size = rt->world_size;
+    }
+    double t0 = rs_now_mono_s();
+    ranksnap_status gst = RANKSNAP_OK;
+    if (rs_coord_comm(rt->coord) || rt->world_size <= 1) {
+        /* MPI, or a process on its own: gather.c, which hands a world of one its own bytes */
+        rs_snap_free(self);
+        gst = rs_gather_run_with(rt->coord, rs_reader_lib_decode, buf, len, &mine, rt->opts.gather,
+                                 rt->opts.gather_timeout, rt->opts.divergence, g);
+    } else {
+        rs_xg x;
+        if ((gst = rs_xg_init(&x, rt->world_size)) == RANKSNAP_OK) {
+            if (rt->rank == 0) {
+                x.sums[0] = mine;
+                x.present[0] = 1;
+                x.full[0] = self;
+                self = NULL;
+            }
+            int rc = rs_xg_group(rt, buf, len, &mine, &x);
+            if (rc != 0 && rt->rank == 0) {
+                int64_t begin = 0;
+                rs_alloc_lock(rt->alloc);
+                if (rt->n_ranges > 0) begin = rt->ranges[rt->n_ranges - 1].begin;
+                rs_alloc_unlock(rt->alloc);
+                RS_INFO(RS_SUB_MPI, "gather: %s; waiting for the other ranks' files in %s",
+                        rc == -1 ? "no torch.distributed group" : "the process group's collective failed",
+                        rt->opts.dir);
+                rs_xg_files(rt, begin, &x);
+            }
+            if (rt->rank == 0) gst = rs_xg_result(&x, t0, g);
+            rs_xg_free(&x);
+        }
+        rs_snap_free(self);
+    }
+    free(buf);
+    if (gst != RANKSNAP_OK) {
+        RS_WARN(RS_SUB_MPI, "gather: %s", ranksnap_last_error());
+        return gst;
+    }
+    *gathered = 1;
+    return st;
+}

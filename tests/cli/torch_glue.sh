@@ -1,0 +1,91 @@
+#!/bin/sh
+# ranksnap's PyTorch glue in one process started by ranksnap-run, on the stand-in torch
+# (tests/python/fake_torch): the in-process cases of tests/python/glue_cases.py, and the fatal
+# signal cases, which need this script to watch the process. Skips (77) without python3.
+# usage: torch_glue.sh CASE RANKSNAP_RUN LIB PYTHON TESTS_PYTHON_DIR WORK
+set -u
+name=$1 run=$2 lib=$3 py=$4 src=$5 work=$6
+command -v "$py" >/dev/null || exit 77
+dir=$work/$name
+rm -rf "$dir" && mkdir -p "$work"
+export RANKSNAP_BACKEND=sim RANKSNAP_DIR="$dir" PYTHONPATH="$src/fake_torch" RANKSNAP_REPORT=0
+# the range 2:4 (steps counted from optimizer steps, or ranksnap.step)
+glue() { "$run" --lib "$lib" --steps 2:4 "$py" "$src/glue_cases.py" "$@"; }
+
+# The signal cases: the child records, says it is ready, then waits for SIGTERM either in a
+# sleep (the GIL released, as a rank blocked in a collective) or in a Python loop (the GIL held).
+start_child() {
+    # not through glue(): a function would run in a subshell, whose pid is not python's
+    "$run" --lib "$lib" --steps 2:4 "$py" "$src/glue_cases.py" sigterm_child "$1" > "$work/$name.out" 2>&1 &
+    child=$!
+    i=0
+    while [ ! -e "$dir/ready" ]; do
+        i=$((i + 1)); [ $i -lt 600 ] || { echo "the child never got ready"; cat "$work/$name.out"; kill -9 $child; exit 1; }
+        sleep 0.1
+    done
+    # ready is written just before the wait: let the child reach it (the main thread in its
+    # sleep's system call, or a while into its loop)
+    sleep 1
+}
+
+reason_of() {
+    "$py" -c 'import pickle, sys; print(pickle.load(open(sys.argv[1], "rb"))["ranksnap"]["reason"])' "$1"
+}
+
+case_glue_sigterm_while_blocked_writes_the_pickle() {
+    start_child sleep
+    kill -TERM $child
+    wait $child; rc=$?
+    cat "$work/$name.out"
+    # killed by SIGTERM as without ranksnap (the shell says 128 + 15)
+    test $rc -eq 143 || { echo "exit status $rc, expected 143"; exit 1; }
+    test -f "$dir/rank-00000.pickle" || { echo "no pickle after SIGTERM"; ls -la "$dir"; exit 1; }
+    r=$(reason_of "$dir/rank-00000.pickle"); test "$r" = signal || { echo "reason $r"; exit 1; }
+}
+
+# A handler on the thread that holds the GIL cannot wait for a dump that needs it: with a
+# ten-minute dump timeout the process would hang here without the gate; it dies at once, as
+# without ranksnap, leaving no signal dump.
+case_glue_sigterm_while_holding_the_gil_dies_without_waiting() {
+    export RANKSNAP_DUMP_TIMEOUT_MS=600000
+    start_child spin
+    kill -TERM $child
+    wait $child; rc=$?
+    cat "$work/$name.out"
+    test $rc -eq 143 || { echo "exit status $rc, expected 143"; exit 1; }
+    test ! -f "$dir/rank-00000.pickle" || { echo "a dump was written while the GIL was held?"; exit 1; }
+}
+
+case_glue_oom_observer_never_raises_in_place_of_the_error() {
+    # RANKSNAP_DIR a plain file: the dump fails inside the observer
+    : > "$dir"
+    glue glue_oom_observer_never_raises_in_place_of_the_error; rc=$?
+    rm -f "$dir"
+    exit $rc
+}
+
+# A bad RANKSNAP_* value never takes a PyTorch job down: the script runs as without ranksnap
+# (the recorder case passes: nothing records), and the error is said once, by the library, naming
+# the variable, for the library's options and for the glue's own (RANKSNAP_RECORDER).
+case_glue_bad_option_value_is_said_once_and_the_script_runs() {
+    for bad in RANKSNAP_RECORDER=pytorch RANKSNAP_STACKS=dwarf RANKSNAP_MAX_ENTRIES=0; do
+        var=${bad%%=*}
+        env "$bad" "$run" --lib "$lib" --steps 2:4 "$py" "$src/glue_cases.py" glue_bad_option_runs_unrecorded \
+            > "$work/$name.out" 2> "$work/$name.err"
+        rc=$?
+        cat "$work/$name.out" "$work/$name.err"
+        test $rc -eq 0 || { echo "$bad: exit status $rc"; exit 1; }
+        test "$(wc -l < "$work/$name.err")" -eq 1 && test "$(grep -c "$var" "$work/$name.err")" -eq 1 ||
+            { echo "$bad: not said once, naming $var"; exit 1; }
+    done
+}
+
+case_glue_pluggable_route_swaps_the_allocator_before_cuda() {
+    "$run" --lib "$lib" --torch-allocator ranksnap "$py" "$src/glue_cases.py" "$name"
+}
+
+if command -v "case_$name" >/dev/null 2>&1 || type "case_$name" >/dev/null 2>&1; then
+    "case_$name"
+else
+    glue "$name"
+fi

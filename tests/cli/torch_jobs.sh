@@ -1,0 +1,156 @@
+#!/bin/sh
+# PyTorch jobs of several ranks, unmodified (tests/python/train_fake.py on the stand-in torch),
+# launched as users launch them: `mpirun -np 4 ranksnap-run ... python train.py` (label mpi),
+# and torchrun-like, processes started with RANK/WORLD_SIZE and no MPI (label unit). Each case
+# checks the live report (report.json) or `ranksnap report` over the files left behind.
+# Skips (77) without python3.
+# usage: torch_jobs.sh CASE RANKSNAP_RUN LIB RANKSNAP PYTHON TESTS_PYTHON_DIR WORK [MPIRUN...]
+set -u
+name=$1 run=$2 lib=$3 ranksnap=$4 py=$5 src=$6 work=$7
+shift 7
+command -v "$py" >/dev/null || exit 77
+dir=$work/$name
+rm -rf "$dir" && mkdir -p "$dir"
+export RANKSNAP_BACKEND=sim RANKSNAP_DIR="$dir" PYTHONPATH="$src/fake_torch" RANKSNAP_DIVERGENCE=
+train="$src/train_fake.py"
+
+# mpirun -np 4 ranksnap-run FLAGS -- python train_fake.py ARGS (FLAGS and ARGS split by --)
+mpi_job() {
+    flags=""
+    while [ "$1" != "--" ]; do flags="$flags $1"; shift; done
+    shift
+    "$@" -x RANKSNAP_BACKEND -x RANKSNAP_DIR -x PYTHONPATH -x RANKSNAP_GATHER_TIMEOUT \
+        "$run" --lib "$lib" $flags "$py" "$train" $JOB_ARGS > "$dir.stdout" 2> "$dir.stderr"
+    echo "mpirun exit code $?"
+    cat "$dir.stdout"
+}
+
+# N processes as torchrun starts them (RANK, LOCAL_RANK, WORLD_SIZE), no MPI; waits for all
+torchrun_like() {
+    n=$1; shift
+    pids=""
+    for r in $(seq 0 $((n - 1))); do
+        RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n "$run" --lib "$lib" "$@" > "$dir.out.$r" 2> "$dir.err.$r" &
+        pids="$pids $!"
+    done
+    for p in $pids; do wait "$p"; done
+    cat "$dir.out.0"
+}
+
+# python assertions on the report.json given (r) and the pickles of DIR (snaps, by rank)
+check() {
+    json=$1; shift
+    "$py" - "$json" "$dir" "$@" <<'PY' || exit 1
+import glob, json, os, pickle, sys
+r = json.load(open(sys.argv[1]))
+snaps = {}
+for p in glob.glob(os.path.join(sys.argv[2], "rank-*.pickle")):
+    s = pickle.load(open(p, "rb"))
+    snaps[os.path.basename(p)] = s
+for expr in sys.argv[3:]:
+    if not eval(expr):
+        print("FAILED:", expr)
+        print(json.dumps(r, indent=1)[:4000])
+        sys.exit(1)
+PY
+}
+
+live() { test -f "$dir/report.json" || { echo "no live report"; cat "$dir.stderr" "$dir".err.* 2>/dev/null; exit 1; }; }
+
+case_mpi_torch_divergent_rank_is_flagged_with_its_python_line() {
+    JOB_ARGS="--diverge 2:1.5" mpi_job --steps 2:6 -- "$@"
+    live
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [2]" \
+        "r['divergent_ranks'][0]['pattern'] == 'offset'" \
+        "r['divergent_ranks'][0]['sites'][0]['file'].endswith('train_fake.py')" \
+        "r['divergent_ranks'][0]['first_divergent_step'] == 2" "len(snaps) == 4"
+}
+
+case_mpi_torch_leaking_rank_grows_with_its_python_line() {
+    JOB_ARGS="--leak 1 --steps 10" mpi_job --steps 2:9 -- "$@"
+    live
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
+        "r['divergent_ranks'][0]['pattern'] == 'growth'" \
+        "r['divergent_ranks'][0]['sites'][0]['file'].endswith('train_fake.py')"
+}
+
+case_mpi_torch_identical_ranks_give_no_verdict() {
+    JOB_ARGS="" mpi_job --steps 2:6 -- "$@"
+    live
+    check "$dir/report.json" "r['divergent_ranks'] == [] and r['oom_ranks'] == [] and r['missing_ranks'] == []" \
+        "len(r['ranks']) == 4"
+}
+
+# Rank 3 runs out of memory at step 3 and its script dies of the OutOfMemoryError; the others
+# are blocked (sleeping, the GIL released) until mpirun, seeing rank 3 gone, sends them SIGTERM.
+# The job ends by itself; every rank's pickle is on disk; the report names rank 3's request,
+# step and line.
+case_mpi_torch_oom_rank_ends_the_job_and_every_rank_leaves_its_pickle() {
+    JOB_ARGS="--oom 3:3 --block-at 3:100" mpi_job --steps 2:6 -- "$@"
+    for r in 0 1 2 3; do test -f "$dir/rank-0000$r.pickle" || { echo "rank $r left no pickle"; ls -la "$dir"; cat "$dir.stderr"; exit 1; }; done
+    "$ranksnap" report --json "$dir" > "$dir.report.json" || exit 1
+    "$ranksnap" report "$dir"
+    check "$dir.report.json" "[o['rank'] for o in r['oom_ranks']] == [3]" \
+        "r['oom_ranks'][0]['requested'] == 64 << 20" "r['oom_ranks'][0]['step'] == 3" \
+        "r['oom_ranks'][0]['stack']['file'].endswith('train_fake.py')" \
+        "r['oom_ranks'][0]['stack']['function'] == 'forward'" \
+        "sorted(s['ranksnap']['reason'] for s in snaps.values()) == ['oom', 'signal', 'signal', 'signal']"
+}
+
+case_torchrun_like_ranks_meet_in_their_files() {
+    export RANKSNAP_GATHER_TIMEOUT=30 RANKSNAP_DEBUG=INFO
+    torchrun_like 3 --steps 2:5 "$py" "$train" --diverge 1:1.5
+    live
+    # no process group: rank 0 read the others' files
+    grep -q "no torch.distributed group; waiting for the other ranks' files" "$dir.err.0" || { cat "$dir.err.0"; exit 1; }
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
+        "r['divergent_ranks'][0]['sites'][0]['file'].endswith('train_fake.py')" "len(r['ranks']) == 3"
+}
+
+case_torchrun_like_rank_that_never_writes_is_named_missing() {
+    export RANKSNAP_GATHER_TIMEOUT=3
+    # rank 2 is killed at step 3, in the middle of the range 2:6
+    torchrun_like 3 --steps 2:6 "$py" "$train" --killed 2:3
+    live
+    check "$dir/report.json" "r['missing_ranks'] == [2]" "len(r['ranks']) == 2"
+}
+
+# With torch.distributed initialised, rank 0 gathers over a gloo group of ranksnap's own: the
+# stand-in's collectives leave their files in the process group's folder.
+case_torchrun_like_gather_over_the_process_group() {
+    export RANKSNAP_GATHER_TIMEOUT=30 RANKSNAP_DEBUG=INFO
+    torchrun_like 3 --steps 2:5 "$py" "$train" --diverge 2:1.5 --dist "$dir/pg"
+    live
+    ls "$dir/pg" | grep -q '^g1\.' || { echo "no collective of ranksnap's group in $dir/pg"; ls "$dir/pg"; exit 1; }
+    ! grep -q "waiting for the other ranks' files" "$dir.err.0" || { echo "fell back to the files"; exit 1; }
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [2]" "len(r['ranks']) == 3"
+}
+
+# A torchrun restart (TORCHELASTIC_RESTART_COUNT=1) writes rank-RRRRR.a1.pickle and leaves
+# attempt 0's files as they were; `ranksnap report` compares one attempt, --attempt picks it.
+case_torchrun_restart_keeps_the_previous_attempt() {
+    export RANKSNAP_GATHER_TIMEOUT=30
+    torchrun_like 2 --steps 2:5 "$py" "$train" --diverge 1:1.5 > /dev/null
+    sum0=$(cat "$dir"/rank-00000.pickle "$dir"/rank-00001.pickle | cksum)
+    TORCHELASTIC_RESTART_COUNT=1 torchrun_like 2 --steps 2:5 "$py" "$train" > /dev/null
+    test -f "$dir/rank-00000.a1.pickle" && test -f "$dir/rank-00001.a1.pickle" || { ls "$dir"; exit 1; }
+    test "$(cat "$dir"/rank-00000.pickle "$dir"/rank-00001.pickle | cksum)" = "$sum0" || { echo "attempt 0 overwritten"; exit 1; }
+    "$ranksnap" report --json "$dir" > "$dir.a1.json" 2> "$dir.a1.err" || exit 1
+    "$ranksnap" report --json --attempt 0 "$dir" > "$dir.a0.json" || exit 1
+    grep -q "comparing attempt 1" "$dir.a1.err" || { cat "$dir.a1.err"; exit 1; }
+    check "$dir.a1.json" "r['divergent_ranks'] == []"
+    check "$dir.a0.json" "[d['rank'] for d in r['divergent_ranks']] == [1]"
+}
+
+# A trigger without MPI: rank 0 takes RANKSNAP_DIR/trigger and publishes the start step; every
+# rank records the same steps (they step together through the process group's barrier).
+case_torchrun_like_trigger_starts_a_range_on_every_rank() {
+    export RANKSNAP_GATHER_TIMEOUT=30 RANKSNAP_TRIGGER_STEPS=3 RANKSNAP_TRIGGER_LAG=2
+    "$ranksnap" trigger "$dir" > /dev/null || exit 1
+    torchrun_like 3 --steps 1000:1001 "$py" "$train" --steps 8 --dist "$dir/pg" --sync
+    live
+    check "$dir/report.json" "len(r['ranks']) == 3" \
+        "all(s['ranksnap']['ranges'] == [[3, 6]] for s in snaps.values())"
+}
+
+"case_$name" "$@"

@@ -1,0 +1,60 @@
+#!/bin/sh
+# `ranksnap report` on PyTorch snapshots that carry ranksnap's "ranksnap" key (what the glue of a
+# PyTorch job writes, docs/PYTORCH.md): the rank, job and world size come from it, so do the
+# steps and the memory outside PyTorch's allocator; a key of the wrong shape is an error naming
+# the field. The pickles are made by tests/python/meta_pickle.py. Skips (77) without python3.
+# usage: torch_meta.sh CASE RANKSNAP PYTHON TESTS_PYTHON_DIR WORK
+set -u
+name=$1 ranksnap=$2 py=$3 src=$4 work=$5
+command -v "$py" >/dev/null || exit 77
+dir=$work/$name
+rm -rf "$dir" && mkdir -p "$dir"
+make() { "$py" "$src/meta_pickle.py" "$@" || exit 1; }
+has() {
+    case "$1" in *"$2"*) ;; *) echo "missing: $2"; exit 1 ;; esac
+}
+
+# files named in no particular way, given in no particular order: the key says who is who
+case_report_takes_the_rank_and_job_from_the_ranksnap_key() {
+    make "$dir/first.pickle" '{"rank": 2, "world_size": 4, "job": "j7", "host": "node2"}' 12
+    make "$dir/second.pickle" '{"rank": 0, "world_size": 4, "job": "j7", "host": "node0"}'
+    make "$dir/third.pickle" '{"rank": 1, "world_size": 4, "job": "j7", "host": "node1"}'
+    out=$("$ranksnap" report "$dir"/*.pickle) || exit 1
+    echo "$out"
+    has "$out" "3 of 4 ranks"
+    has "$out" "missing: rank 3"
+    has "$out" "rank 2 peaks 50% above the median"
+    has "$out" "node2"
+}
+
+case_report_shows_nccl_memory_from_the_ranksnap_key() {
+    make "$dir/rank-00000.pickle" '{"rank": 0, "world_size": 1, "outside_bytes_end": 2147483648,
+        "outside_bytes_peak": 2147483648, "outside_labels": {"nccl": 1288490188}}'
+    out=$("$ranksnap" report "$dir") || exit 1
+    echo "$out"
+    has "$out" "rank 0: NCCL holds 1.20 GiB"
+}
+
+# steps from the key (the glue's step starts), not inferred: the OOM's step is the key's
+case_report_uses_the_recorded_steps() {
+    make "$dir/rank-00000.pickle" '{"rank": 0, "world_size": 1, "ranges": [[40, 43]],
+        "steps": [[40, 1000000000000500], [41, 1000000000001500], [42, 1000000000002500]]}' 8 96
+    out=$("$ranksnap" report "$dir") || exit 1
+    echo "$out"
+    has "$out" "rank 0 ran out of memory at step 42: tried to allocate 96.00 MiB"
+    has "$out" "forward (model.py:4)"
+}
+
+case_report_refuses_a_ranksnap_key_of_the_wrong_shape() {
+    make "$dir/rank-00000.pickle" '{"rank": "zero"}'
+    make "$dir/rank-00001.pickle" '{"rank": 1, "steps": [[5, 10], [6, 3]]}'
+    make "$dir/rank-00002.pickle" '[1, 2]'
+    out=$("$ranksnap" report "$dir" 2>&1); rc=$?
+    echo "$out"
+    test $rc -eq 1 || exit 1
+    has "$out" "ranksnap.rank: expected an integer"
+    has "$out" "ranksnap.steps: expected [step, time_us] pairs in time order"
+    has "$out" "ranksnap: expected a dict, found a list"
+}
+
+"case_$name"

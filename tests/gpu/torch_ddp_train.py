@@ -1,0 +1,97 @@
+"""torch_ddp_train.py — a DistributedDataParallel GPT-2 training script as its users write it:
+transformers, random init (no download), AdamW; nothing of ranksnap in it. The GPU session runs
+it unmodified under `mpirun ... ranksnap-run ... python torch_ddp_train.py` and
+`torchrun --no-python ranksnap-run ... python torch_ddp_train.py` (tests/gpu/torch-issue11.sh).
+
+Ranks come from torchrun's RANK/WORLD_SIZE/LOCAL_RANK or Open MPI's OMPI_COMM_WORLD_*;
+MASTER_ADDR/MASTER_PORT from the environment. One GPU per rank with NCCL when there are enough
+GPUs, else every rank on GPU 0 with gloo (gloo all-reduces CUDA tensors too).
+
+The knobs make one rank differ the ways issue 11 asks about:
+  --bigger R:F     rank R's batch is F times larger                         (case a)
+  --keep-logits R  rank R keeps every step's logits in a list                (case b)
+  --oom R:S        rank R caps its memory after step S-1 (the peak so far plus 30%) and
+                   trains step S with an 8 times larger batch: it runs out of memory, and the
+                   OutOfMemoryError ends the script                          (case c)
+  --hang R:S       rank R stops at step S (sleeps), as a stuck rank does; the others wait in
+                   the next all-reduce (tests/gpu/torch_sigterm_timing.py)
+"""
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from transformers import GPT2Config, GPT2LMHeadModel
+
+
+def env_int(*names, default=0):
+    for n in names:
+        if os.environ.get(n):
+            return int(os.environ[n])
+    return default
+
+
+def pair(text):
+    a, b = text.split(":")
+    return int(a), float(b)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--width", type=int, default=512)
+    p.add_argument("--bigger", type=pair)
+    p.add_argument("--keep-logits", type=int, default=-1)
+    p.add_argument("--oom", type=pair)
+    p.add_argument("--hang", type=pair)
+    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
+    a = p.parse_args()
+
+    rank = env_int("RANK", "OMPI_COMM_WORLD_RANK")
+    world = env_int("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", default=1)
+    local = env_int("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
+    own_gpu = torch.cuda.device_count() >= world
+    backend = a.backend if a.backend != "auto" else ("nccl" if own_gpu else "gloo")
+    device = torch.device("cuda", local if own_gpu else 0)
+    torch.cuda.set_device(device)
+    dist.init_process_group(backend, rank=rank, world_size=world)
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=a.layers, n_head=8, n_embd=a.width, vocab_size=8192, n_positions=a.seq)
+    model = DDP(GPT2LMHeadModel(cfg).to(device), device_ids=[device.index])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    gen = torch.Generator(device=device)
+    gen.manual_seed(1 + rank)
+
+    batch = a.batch
+    if a.bigger and a.bigger[0] == rank:
+        batch = int(batch * a.bigger[1])
+    kept = []
+    t0 = time.time()
+    for step in range(a.steps):
+        if a.hang and a.hang[0] == rank and step == int(a.hang[1]):
+            time.sleep(3600)
+        if a.oom and a.oom[0] == rank and step == int(a.oom[1]):
+            cap = torch.cuda.max_memory_reserved(device) * 1.3
+            torch.cuda.set_per_process_memory_fraction(cap / torch.cuda.get_device_properties(device).total_memory, device)
+            batch *= 8
+        ids = torch.randint(0, cfg.vocab_size, (batch, a.seq), device=device, generator=gen)
+        out = model(input_ids=ids, labels=ids)
+        if rank == a.keep_logits:
+            kept.append(out.logits.detach())
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss = out.loss.item()  # the step's sync, as training loops log their loss
+        if rank == 0:
+            print(f"step {step} loss {loss:.3f} ({time.time() - t0:.1f} s)", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""glue_cases.py — ranksnap's PyTorch glue (python/ranksnap/) in a process that ranksnap-run
+started, on the stand-in torch: one behaviour per case, named as its ctest test.
+
+    ranksnap-run --steps 2:4 python3 glue_cases.py CASE      (RANKSNAP_BACKEND=sim, RANKSNAP_DIR,
+                                                              PYTHONPATH=tests/python/fake_torch)
+Exit 0 when the case holds, 1 with what broke. Cases that need a second process to watch this
+one (signals) are driven by tests/cli/torch_glue.sh.
+"""
+import glob
+import os
+import pickle
+import stat
+import sys
+import time
+
+import torch
+
+MIB = 1 << 20
+DIR = os.environ["RANKSNAP_DIR"]
+HERE = os.path.abspath(__file__)
+REAL = os.path.join(os.path.dirname(HERE), "..", "data", "snapshot_rank0.pickle")
+
+
+def fail(msg):
+    print(f"FAIL: {msg}")
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def glue():
+    from ranksnap import _torch
+    g = _torch.current()
+    check(g is not None, "the glue was not installed when torch was imported")
+    return g
+
+
+def recording():
+    return torch.cuda._allocator.ALLOCATOR.recording
+
+
+def load(path):
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def steps_recording(n):
+    """n optimizer steps, each allocating; whether PyTorch's recorder ran after each."""
+    params = [torch.empty(MIB) for _ in range(2)]
+    opt = torch.optim.SGD(params)
+    seen = []
+    for _ in range(n):
+        x = torch.empty(3 * MIB)
+        del x
+        opt.step()
+        seen.append(recording())
+    return seen
+
+
+def case_glue_starts_and_stops_the_recorder_on_the_range_steps():
+    """--steps 2:4: PyTorch's recorder runs from the 2nd optimizer step to the 4th, no longer."""
+    seen = steps_recording(6)
+    check(seen == [False, True, True, False, False, False], f"recording after each step: {seen}")
+    check(glue().count == 6, f"steps counted: {glue().count}")
+
+
+def case_glue_counts_the_first_optimizer_only():
+    """A second optimizer stepping in between does not advance the step count."""
+    gen = torch.optim.SGD([torch.empty(MIB)])
+    disc = torch.optim.SGD([torch.empty(MIB)])
+    for _ in range(3):
+        gen.step()
+        disc.step()
+        disc.step()
+    check(glue().count == 3, f"steps counted: {glue().count}, expected 3 (the first optimizer's)")
+
+
+def case_glue_manual_steps_replace_the_optimizer_count():
+    import ranksnap
+    opt = torch.optim.SGD([torch.empty(MIB)])
+    ranksnap.step(2)
+    check(recording(), "ranksnap.step(2) did not start the range 2:4")
+    for _ in range(5):
+        opt.step()  # counted no more
+    check(recording(), "optimizer steps still count after ranksnap.step")
+    ranksnap.step(4)
+    check(not recording(), "ranksnap.step(4) did not end the range")
+
+
+def case_glue_range_end_writes_a_pytorch_pickle_with_the_ranksnap_key():
+    """The range's file: 0600, written whole (no temporary left), PyTorch 2.11's keys at every
+    level (taken from a real snapshot) plus "ranksnap" with the rank, the range and its steps."""
+    opt = torch.optim.SGD([torch.empty(MIB)])
+    keep = []
+    for _ in range(5):
+        keep.append(torch.empty(2 * MIB))
+        opt.step()
+    path = os.path.join(DIR, "rank-00000.pickle")
+    check(os.path.exists(path), f"{path} missing: {os.listdir(DIR)}")
+    check(stat.S_IMODE(os.stat(path).st_mode) == 0o600, "not 0600")
+    check(not glob.glob(os.path.join(DIR, "*.tmp*")), "a temporary file was left")
+    snap, real = load(path), load(REAL)
+    check(set(snap) == set(real) | {"ranksnap"}, f"top-level keys {sorted(snap)}")
+    seg, rseg = snap["segments"][0], real["segments"][0]
+    check(set(seg) == set(rseg), f"segment keys {sorted(seg)} vs {sorted(rseg)}")
+    check(set(seg["blocks"][0]) == set(rseg["blocks"][0]), "block keys")
+    check(snap["allocator_settings"].keys() == real["allocator_settings"].keys(), "allocator_settings")
+    trace = snap["device_traces"][0]
+    alloc = [e for e in trace if e["action"] == "alloc"]
+    check(alloc and list(alloc[0]) == list(real["device_traces"][0][0]), f"trace entry keys {list(alloc[0])}")
+    check(any(f["filename"] == HERE for f in alloc[0]["frames"]), "no frame of this script")
+    m = snap["ranksnap"]
+    check(m["rank"] == 0 and m["world_size"] == 1 and m["ranges"] == [[2, 4]], f"metadata {m}")
+    check([s for s, _ in m["steps"]] == [2, 3], f"steps {m['steps']}")
+    check(m["reason"] == "range_end" and m["recorder"]["stacks"] == "python", f"metadata {m}")
+
+
+def _oom(nbytes):
+    try:
+        torch.empty(nbytes)  # this line is the request
+    except torch.cuda.OutOfMemoryError as e:
+        return e
+    fail("no OutOfMemoryError")
+
+
+def case_glue_oom_dumps_the_request_and_the_error_reaches_the_script():
+    """In the range: PyTorch's own oom entry, with this script's line; the OutOfMemoryError is
+    the one PyTorch raised, untouched."""
+    opt = torch.optim.SGD([torch.empty(MIB)])
+    opt.step()
+    opt.step()
+    check(recording(), "not recording at step 2")
+    torch.cuda.set_per_process_memory_fraction(0.001)
+    err = _oom(512 * MIB)
+    check(type(err) is torch.cuda.OutOfMemoryError and str(err).startswith("CUDA out of memory"),
+          f"the error changed: {type(err)} {err}")
+    snap = load(os.path.join(DIR, "rank-00000.pickle"))
+    ooms = [e for e in snap["device_traces"][0] if e["action"] == "oom"]
+    check(len(ooms) == 1 and ooms[0]["size"] == 512 * MIB, f"oom entries {ooms}")
+    check(any(f["filename"] == HERE and f["name"] == "_oom" for f in ooms[0]["frames"]), "no line")
+    check(snap["ranksnap"]["reason"] == "oom", snap["ranksnap"]["reason"])
+    # the cap PyTorch's observer reported (set_per_process_memory_fraction)
+    check(snap["ranksnap"]["memory_limit_bytes"] == int(0.001 * (80 << 30)),
+          f"limit {snap['ranksnap']['memory_limit_bytes']}")
+
+
+def case_glue_oom_outside_the_range_adds_the_request_with_its_stack():
+    """Not recording (before step 2): PyTorch wrote no entry; the glue adds one, with the Python
+    stack of the request, in PyTorch's shape."""
+    torch.empty(MIB)
+    torch.cuda.set_per_process_memory_fraction(0.001)
+    err = _oom(256 * MIB)
+    check(isinstance(err, torch.cuda.OutOfMemoryError), "no OutOfMemoryError")
+    snap = load(os.path.join(DIR, "rank-00000.pickle"))
+    ooms = [e for e in snap["device_traces"][0] if e["action"] == "oom"]
+    check(len(ooms) == 1, f"oom entries {ooms}")
+    e = ooms[0]
+    check(set(e) == {"action", "device_free", "size", "stream", "time_us", "compile_context",
+                     "user_metadata", "frames"}, f"keys {sorted(e)}")
+    check(e["size"] >= 256 * MIB, f"size {e['size']}")
+    check(any(f["filename"] == HERE and f["name"] == "_oom" for f in e["frames"]), "no line")
+
+
+def case_glue_oom_observer_never_raises_in_place_of_the_error():
+    """A dump that fails (RANKSNAP_DIR is a file) still leaves the script PyTorch's error."""
+    torch.empty(MIB)
+    torch.cuda.set_per_process_memory_fraction(0.001)
+    err = _oom(256 * MIB)
+    check(type(err) is torch.cuda.OutOfMemoryError and str(err).startswith("CUDA out of memory"),
+          f"the error changed: {type(err)} {err}")
+
+
+def case_glue_bad_option_runs_unrecorded():
+    """A bad RANKSNAP_* value (torch_glue.sh sets one): the steps run, nothing records."""
+    seen = steps_recording(5)
+    check(seen == [False] * 5, f"recording after each step: {seen}")
+
+
+def case_glue_pluggable_route_swaps_the_allocator_before_cuda():
+    """RANKSNAP_RECORDER=ranksnap: ranksnap's allocator as PyTorch's pluggable one, from the
+    preloaded libranksnap.so, and no recorder of PyTorch's."""
+    alloc = torch.cuda.memory.get_current_allocator()
+    check(alloc is not None, "no pluggable allocator")
+    check(os.path.basename(alloc.path).startswith("libranksnap.so"), alloc.path)
+    check((alloc.alloc_fn_name, alloc.free_fn_name) == ("ranksnap_torch_malloc", "ranksnap_torch_free"),
+          "entry points")
+    check(glue().mode == "ranksnap", glue().mode)
+
+
+def case_glue_annotate_is_pytorchs_record_function():
+    import ranksnap
+    opt = torch.optim.SGD([torch.empty(MIB)])
+    opt.step()
+    opt.step()
+    with ranksnap.annotate("forward"):
+        torch.empty(MIB)
+    names = [(a["name"], a["stage"]) for a in torch.cuda._allocator.ALLOCATOR.annotations]
+    check(names == [("forward", "START"), ("forward", "END")], names)
+
+
+def case_sigterm_child():
+    """For torch_glue.sh: records (steps 2:...), then either sleeps (GIL released, as in a
+    collective) or spins in Python (GIL held), until the driver's SIGTERM."""
+    opt = torch.optim.SGD([torch.empty(MIB)])
+    keep = []
+    for _ in range(3):
+        keep.append(torch.empty(2 * MIB))
+        opt.step()
+    os.makedirs(DIR, mode=0o700, exist_ok=True)
+    open(os.path.join(DIR, "ready"), "w").close()
+    end = time.time() + 60
+    if sys.argv[2] == "sleep":
+        time.sleep(60)
+    else:
+        while time.time() < end:
+            pass
+    sys.exit(3)
+
+
+if __name__ == "__main__":
+    globals()["case_" + sys.argv[1]]()
+    print("ok:", sys.argv[1])

@@ -1,0 +1,98 @@
+"""train_fake.py — a training loop as its users write it, with no ranksnap in it, on the stand-in
+torch of tests/python/fake_torch (CI has neither a GPU nor torch).
+
+Per step: a forward pass that allocates activations in proportion to the batch, an optimizer
+step (whose first call creates its state), the activations freed. Knobs make ranks differ the
+ways the tests need:
+
+  --diverge R:F     rank R's batch is F times larger (a constant offset)
+  --leak R          rank R keeps one output per step in a list (growth)
+  --oom R:S         rank R caps its memory at step S, where its batch grows 8 times, and runs
+                    out in the forward pass; the OutOfMemoryError propagates (the script
+                    fails, as an unmodified one would)
+  --block-at S:T    every rank but the OOM one sleeps T seconds at step S, as ranks blocked in a
+                    collective with a dead peer do (the GIL released)
+  --killed R:S      rank R is SIGKILLed at step S (the kernel's OOM killer, a node lost)
+  --dist DIR        torch.distributed.init_process_group over DIR (file://), as a torchrun
+                    script initialises its process group
+  --sync            with --dist, a barrier after every step, as the gradients' all-reduce
+                    keeps the ranks of a real job in step
+  --manual          calls ranksnap.step(n) itself instead of letting optimizer steps count
+Ranks come from the launcher's variables (OMPI_COMM_WORLD_RANK or torchrun's RANK).
+"""
+import argparse
+import os
+import signal
+import time
+
+import torch
+
+MIB = 1 << 20
+
+
+def launcher_rank():
+    for v in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK"):
+        if os.environ.get(v):
+            return int(os.environ[v])
+    return 0
+
+
+def pair(text):
+    a, b = text.split(":")
+    return int(a), float(b)
+
+
+def forward(batch):
+    hidden = torch.empty(batch * 2 * MIB, device="cuda")
+    scores = torch.empty(batch * MIB, device="cuda")
+    return [hidden, scores]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--diverge", type=pair)
+    p.add_argument("--leak", type=int, default=-1)
+    p.add_argument("--oom", type=pair)
+    p.add_argument("--block-at", type=pair)
+    p.add_argument("--killed", type=pair)
+    p.add_argument("--dist")
+    p.add_argument("--sync", action="store_true")
+    p.add_argument("--manual", action="store_true")
+    a = p.parse_args()
+    rank = launcher_rank()
+    if a.dist:
+        torch.distributed.init_process_group("gloo", init_method="file://" + a.dist)
+    if a.manual:
+        import ranksnap
+    params = [torch.empty(8 * MIB, device="cuda") for _ in range(4)]
+    opt = torch.optim.SGD(params, lr=0.1)
+    kept = []
+    batch = a.batch
+    if a.diverge and int(a.diverge[0]) == rank:
+        batch = int(batch * a.diverge[1])
+    for step in range(a.steps):
+        if a.manual:
+            ranksnap.step(step)
+        if a.oom and int(a.oom[0]) == rank and step == int(a.oom[1]):
+            torch.cuda.set_per_process_memory_fraction(0.004)
+            batch *= 8
+        if a.killed and int(a.killed[0]) == rank and step == int(a.killed[1]):
+            os.kill(os.getpid(), signal.SIGKILL)
+        if a.block_at and step == int(a.block_at[0]) and not (a.oom and int(a.oom[0]) == rank):
+            time.sleep(a.block_at[1])
+        acts = forward(batch)
+        if rank == a.leak:
+            kept.append(torch.empty(4 * MIB, device="cuda"))
+        del acts
+        opt.step()
+        opt.zero_grad()
+        if a.sync:
+            torch.distributed.barrier()
+    if a.dist:
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
