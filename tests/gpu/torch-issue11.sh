@@ -25,7 +25,9 @@ for need in "python3 -c 'import torch, transformers'" "command -v mpirun" "comma
             "python3 -c 'import torch; assert torch.cuda.is_available()'"; do
     sh -c "$need" > /dev/null 2>&1 || { echo "missing on this machine: $need" | tee "$R/summary.txt"; exit 1; }
 done
-gen=; command -v ninja > /dev/null && gen="-G Ninja"
+# Makefiles, not Ninja: under Ninja the target "ranksnap" is the command's file (its OUTPUT_NAME),
+# and libranksnap.so would not be built
+gen=
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MASTER_ADDR=127.0.0.1
 cmake -S . -B build $gen -DRANKSNAP_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$R/build.log" 2>&1 && cmake --build build -j16 --target ranksnap ranksnap_reader ranksnap_cli >> "$R/build.log" 2>&1 \
   || { tail -30 "$R/build.log"; exit 1; }
