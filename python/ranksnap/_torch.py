@@ -28,6 +28,7 @@ answered with 0, which would read as success.
 """
 import atexit
 import ctypes
+import importlib
 import json
 import pickle
 import sys
@@ -87,7 +88,9 @@ class Glue:
             if status != _lib.ERR_OPTION:
                 self._say("not recording this process: " + _lib.error(status))
             return
-        self.torch.optim.optimizer.register_optimizer_step_post_hook(self._on_optimizer_step)
+        # torch/optim/__init__.py deletes its submodules' names: the module is reached by import
+        importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(
+            self._on_optimizer_step)
         atexit.register(self._at_exit)
         self._watch_uncaught()
 
