@@ -180,7 +180,22 @@ const char *rs_pickle_kind_name(unsigned kind)
 
 /* ---- arena --------------------------------------------------------------------------------- */
 
-static void *arena_alloc(dec *d, size_t n)
+static void *arena_alloc_slow(dec *d, size_t n);
+
+/* Bump allocation from the current chunk, `n` rounded up to ALIGN. */
+static inline void *arena_alloc(dec *d, size_t n)
+{
+    chunk *c = d->doc->chunks;
+    n = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+    if (c && n && c->cap - c->used >= n) {
+        void *p = (unsigned char *)c + CHUNK_HDR + c->used;
+        c->used += n;
+        return p;
+    }
+    return arena_alloc_slow(d, n);
+}
+
+static void *arena_alloc_slow(dec *d, size_t n)
 {
     rs_pickle_doc *doc = d->doc;
     if (n > SIZE_MAX / 2) return NULL;
@@ -210,7 +225,7 @@ static void *arena_alloc(dec *d, size_t n)
     return p;
 }
 
-static rs_pickle_value *new_value(dec *d, rs_pickle_kind kind)
+static inline rs_pickle_value *new_value(dec *d, rs_pickle_kind kind)
 {
     rs_pickle_value *v = arena_alloc(d, sizeof *v);
     if (!v) return NULL;
@@ -225,12 +240,13 @@ static rs_pickle_value *new_container(dec *d, rs_pickle_kind kind, rs_pickle_val
 {
     rs_pickle_value *v = new_value(d, kind);
     if (!v) return NULL;
+    if (n > UINT32_MAX) return NULL;
     if (n > 0) {
         v->v.seq.items = arena_alloc(d, n * sizeof *items);
         if (!v->v.seq.items) return NULL;
         memcpy(v->v.seq.items, items, n * sizeof *items);
     }
-    v->v.seq.n = v->v.seq.cap = n;
+    v->v.seq.n = v->v.seq.cap = (uint32_t)n;
     return v;
 }
 
@@ -238,39 +254,57 @@ static rs_pickle_value *new_container(dec *d, rs_pickle_kind kind, rs_pickle_val
 static ranksnap_status container_add(dec *d, rs_pickle_value *c, rs_pickle_value *const *items, size_t n)
 {
     if (n == 0) return RANKSNAP_OK; /* APPENDS of nothing: an empty list has no array yet */
-    size_t need = c->v.seq.n + n;
+    size_t need = (size_t)c->v.seq.n + n;
+    if (need > UINT32_MAX)
+        return FAIL(d, "%s makes a container of more than %u items, which this reader does not "
+                       "take", rs_pickle_opcode_name(d->op), UINT32_MAX);
     if (need > c->v.seq.cap) {
         /* A container filled once (a dict by one SETITEMS) gets exactly its size; one that
          * keeps growing (APPENDS batches of 1,000) doubles. */
         size_t cap = c->v.seq.cap ? c->v.seq.cap : need;
         while (cap < need) cap *= 2;
+        if (cap > UINT32_MAX) cap = UINT32_MAX;
         rs_pickle_value **a = arena_alloc(d, cap * sizeof *a);
         if (!a) return no_memory(d, cap * sizeof *a);
         if (c->v.seq.n) memcpy(a, c->v.seq.items, c->v.seq.n * sizeof *a);
         c->v.seq.items = a;
-        c->v.seq.cap = cap;
+        c->v.seq.cap = (uint32_t)cap;
     }
     memcpy(c->v.seq.items + c->v.seq.n, items, n * sizeof *items);
-    c->v.seq.n = need;
+    c->v.seq.n = (uint32_t)need;
     return RANKSNAP_OK;
 }
 
 /* ---- input --------------------------------------------------------------------------------- */
 
 /* Fails unless `n` more bytes (the current opcode's argument) are there. */
-static ranksnap_status need(const dec *d, uint64_t n)
+static ranksnap_status truncated_arg(const dec *d, uint64_t n)
 {
-    if (n <= d->len - d->pos) return RANKSNAP_OK;
     return FAIL(d, "truncated: %s needs %llu bytes after it, only %zu remain",
                 rs_pickle_opcode_name(d->op), (unsigned long long)n, d->len - d->pos);
 }
 
-static uint64_t read_le(dec *d, unsigned n)
+static inline ranksnap_status need(const dec *d, uint64_t n)
 {
-    uint64_t x = 0;
-    for (unsigned i = 0; i < n; i++) x |= (uint64_t)d->buf[d->pos + i] << (8 * i);
+    if (n <= d->len - d->pos) return RANKSNAP_OK;
+    return truncated_arg(d, n);
+}
+
+/* `n` (1, 2, 4 or 8) little-endian bytes at the position, which need() has checked. */
+static inline uint64_t read_le(dec *d, unsigned n)
+{
+    const unsigned char *p = d->buf + d->pos;
+    uint64_t x;
     d->pos += n;
-    return x;
+    switch (n) {
+    case 1: return p[0];
+    case 2: return (uint64_t)p[0] | (uint64_t)p[1] << 8;
+    case 4: return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
+    default:
+        x = 0;
+        for (unsigned i = 0; i < n; i++) x |= (uint64_t)p[i] << (8 * i);
+        return x;
+    }
 }
 
 /* An `n`-byte little-endian count, checked against what remains after it. */
@@ -310,6 +344,13 @@ static ranksnap_status read_decimal_line(dec *d, uint64_t *out)
 static size_t utf8_bad_at(const unsigned char *p, size_t n)
 {
     size_t i = 0;
+    /* file paths and function names: ASCII, eight bytes at a time */
+    while (n - i >= 8) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        if (x & 0x8080808080808080ull) break;
+        i += 8;
+    }
     while (i < n) {
         unsigned char c = p[i];
         if (c < 0x80) {
@@ -346,16 +387,22 @@ static size_t fence(const dec *d)
     return d->n_marks ? d->marks[d->n_marks - 1] : 0;
 }
 
-static ranksnap_status push(dec *d, rs_pickle_value *v)
+static ranksnap_status push_slow(dec *d, rs_pickle_value *v)
 {
     if (!v) return no_memory(d, sizeof *v);
-    if (d->sp == d->stack_cap) {
-        size_t cap = d->stack_cap ? 2 * d->stack_cap : 64;
-        rs_pickle_value **s = realloc(d->stack, cap * sizeof *s);
-        if (!s) return no_memory(d, cap * sizeof *s);
-        d->stack = s;
-        d->stack_cap = cap;
-    }
+    size_t cap = d->stack_cap ? 2 * d->stack_cap : 64;
+    rs_pickle_value **s = realloc(d->stack, cap * sizeof *s);
+    if (!s) return no_memory(d, cap * sizeof *s);
+    d->stack = s;
+    d->stack_cap = cap;
+    d->stack[d->sp++] = v;
+    return RANKSNAP_OK;
+}
+
+/* Pushes v; a NULL v is an allocation that failed. */
+static inline ranksnap_status push(dec *d, rs_pickle_value *v)
+{
+    if (!v || d->sp == d->stack_cap) return push_slow(d, v);
     d->stack[d->sp++] = v;
     return RANKSNAP_OK;
 }
@@ -405,12 +452,16 @@ static ranksnap_status container_under_mark(dec *d, size_t start, rs_pickle_kind
 
 /* Python raises TypeError for a dict key or set item it cannot hash; so do we, for the
  * containers that are never hashable (a tuple holding one is not looked into). */
-static ranksnap_status check_hashable(const dec *d, const rs_pickle_value *v)
+static ranksnap_status unhashable(const dec *d, const rs_pickle_value *v)
+{
+    return FAIL(d, "%s: a dict key or set item must be hashable, found %s (made at offset %zu)",
+                rs_pickle_opcode_name(d->op), rs_pickle_kind_name(v->kind), v->offset);
+}
+
+static inline ranksnap_status check_hashable(const dec *d, const rs_pickle_value *v)
 {
     if (v->kind == RS_PICKLE_LIST || v->kind == RS_PICKLE_DICT || v->kind == RS_PICKLE_SET)
-        return FAIL(d, "%s: a dict key or set item must be hashable, found %s (made at offset "
-                       "%zu)",
-                    rs_pickle_opcode_name(d->op), rs_pickle_kind_name(v->kind), v->offset);
+        return unhashable(d, v);
     return RANKSNAP_OK;
 }
 
@@ -475,7 +526,7 @@ static ranksnap_status memo_put(dec *d, uint64_t key, rs_pickle_value *v)
     return RANKSNAP_OK;
 }
 
-static ranksnap_status memo_get(dec *d, uint64_t key)
+static inline ranksnap_status memo_get(dec *d, uint64_t key)
 {
     const memo *m = &d->memo;
     if (key < m->dense_cap && m->dense[key]) return push(d, m->dense[key]);

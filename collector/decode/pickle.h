@@ -59,8 +59,8 @@ struct rs_pickle_value {
         } str;       /* RS_PICKLE_STR, RS_PICKLE_BYTES */
         struct {
             rs_pickle_value **items; /* lists, tuples, sets: items; dicts: key, value, key, value... */
-            size_t n;         /* items; for a dict, 2 * the number of pairs                     */
-            size_t cap;
+            uint32_t n;       /* items; for a dict, 2 * the number of pairs (at most 2^32 - 1)  */
+            uint32_t cap;
         } seq;
     } v;
 };

@@ -47,20 +47,14 @@ static ranksnap_status rs_result_alloc(rs_gather_result *out, size_t cap)
     return RANKSNAP_OK;
 }
 
-/* A world of one, or rank 0's own part. */
-static ranksnap_status rs_gather_self(const char *snap, size_t len, const rs_summary *mine,
-                                      rs_snap **full)
-{
-    (void)mine;
-    return rs_rsnap_decode(snap, len, "this rank's snapshot", full);
-}
-
 #if defined(RANKSNAP_HAVE_MPI)
 
 /* Non-root side. */
 static ranksnap_status rs_gather_send(rs_coord *c, int base, const char *snap, size_t len,
-                                      const rs_summary *mine, int timeout_s)
+                                      const rs_summary *mine, rs_snap *self, int timeout_s)
 {
+    /* the summary was made from it; only the encoding travels */
+    rs_snap_free(self);
     MPI_Comm comm = *(const MPI_Comm *)rs_coord_comm(c);
     double deadline = rs_now_mono_s() + 2.0 * timeout_s + 5.0;
     MPI_Request req = MPI_REQUEST_NULL;
@@ -160,9 +154,9 @@ static void rs_gather_choose(const rs_summary *sums, const int *present, int siz
     free(v);
 }
 
-static ranksnap_status rs_gather_root(rs_coord *c, int base, const char *snap, size_t len,
-                                      const rs_summary *mine, rs_gather_mode mode, int timeout_s,
-                                      double divergence_pct, rs_gather_result *out)
+static ranksnap_status rs_gather_root(rs_coord *c, int base, const rs_summary *mine, rs_snap *self,
+                                      rs_gather_mode mode, int timeout_s, double divergence_pct,
+                                      rs_gather_result *out)
 {
     MPI_Comm comm = *(const MPI_Comm *)rs_coord_comm(c);
     int size = rs_coord_size(c);
@@ -174,6 +168,7 @@ static ranksnap_status rs_gather_root(rs_coord *c, int base, const char *snap, s
     int *idx = calloc((size_t)size, sizeof *idx);
     ranksnap_status st = RANKSNAP_OK;
     if (!sums || !reqs || !present || !want || !idx) {
+        rs_snap_free(self);
         st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "gather: out of host memory for %d ranks", size);
         goto done;
     }
@@ -222,17 +217,17 @@ static ranksnap_status rs_gather_root(rs_coord *c, int base, const char *snap, s
     rs_gather_choose(sums, present, size, mode, divergence_pct, want);
     for (int r = 1; r < size; r++)
         if (present[r]) PMPI_Send(&want[r], 1, MPI_INT, r, base + 1, comm);
-    if ((st = rs_result_alloc(out, (size_t)size)) != RANKSNAP_OK) goto done;
+    if ((st = rs_result_alloc(out, (size_t)size)) != RANKSNAP_OK) {
+        rs_snap_free(self);
+        goto done;
+    }
     out->world_size = size;
     deadline = rs_now_mono_s() + timeout_s;
     for (int r = 0; r < size; r++) {
         if (!present[r]) continue;
         out->summaries[out->n] = sums[r];
         if (r == 0) {
-            if (rs_gather_self(snap, len, mine, &out->full[out->n]) != RANKSNAP_OK) {
-                RS_WARN(RS_SUB_MPI, "gather: %s", ranksnap_last_error());
-                out->full[out->n] = NULL;
-            }
+            out->full[out->n] = self; /* decoded once, by the caller, for its summary */
         } else if (want[r]) {
             out->full[out->n] = rs_gather_recv_full(c, base, r, deadline, &out->bytes_full);
         }
@@ -251,16 +246,16 @@ done:
 #endif /* RANKSNAP_HAVE_MPI */
 
 ranksnap_status rs_gather_run(rs_coord *c, const char *snap, size_t len, const rs_summary *mine,
-                                rs_gather_mode mode, int timeout_s, double divergence_pct,
-                                rs_gather_result *out)
+                              rs_snap *self, rs_gather_mode mode, int timeout_s,
+                              double divergence_pct, rs_gather_result *out)
 {
     memset(out, 0, sizeof *out);
     unsigned seq = rs_coord_next_gather(c);
 #if defined(RANKSNAP_HAVE_MPI)
     if (rs_coord_comm(c) && rs_coord_size(c) > 1) {
         int base = RS_TAG_GATHER0 + (int)(seq % 4000u) * 4;
-        if (rs_coord_rank(c) != 0) return rs_gather_send(c, base, snap, len, mine, timeout_s);
-        return rs_gather_root(c, base, snap, len, mine, mode, timeout_s, divergence_pct, out);
+        if (rs_coord_rank(c) != 0) return rs_gather_send(c, base, snap, len, mine, self, timeout_s);
+        return rs_gather_root(c, base, mine, self, mode, timeout_s, divergence_pct, out);
     }
 #else
     (void)mode;
@@ -268,12 +263,18 @@ ranksnap_status rs_gather_run(rs_coord *c, const char *snap, size_t len, const r
     (void)divergence_pct;
 #endif
     (void)seq;
+    (void)snap;
+    (void)len;
     double t0 = rs_now_mono_s();
-    RS_CHECK(rs_result_alloc(out, 1));
+    ranksnap_status st = rs_result_alloc(out, 1);
+    if (st != RANKSNAP_OK) {
+        rs_snap_free(self);
+        return st;
+    }
     out->world_size = 1;
     out->summaries[0] = *mine;
     out->n = 1;
-    if (rs_gather_self(snap, len, mine, &out->full[0]) != RANKSNAP_OK) out->full[0] = NULL;
+    out->full[0] = self;
     out->seconds = rs_now_mono_s() - t0;
     return RANKSNAP_OK;
 }
