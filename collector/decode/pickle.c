@@ -37,9 +37,14 @@ typedef struct chunk {
 
 #define CHUNK_HDR ((sizeof(chunk) + ALIGN - 1) & ~(size_t)(ALIGN - 1))
 
-struct rs_pickle_doc {
-    chunk *chunks;
+typedef struct arena {
+    chunk *chunks; /* the current chunk first */
     size_t next_chunk;
+} arena;
+
+struct rs_pickle_doc {
+    arena main;
+    arena scratch; /* the streamed batch being built: reset when it has been taken */
     const rs_pickle_value *root;
     int protocol;
 };
@@ -70,7 +75,25 @@ typedef struct dec {
     size_t *marks;        /* stack heights at each open MARK */
     size_t n_marks, marks_cap;
     memo memo;
+    /* streaming (pickle.h): the batch being built in scratch memory */
+    const rs_pickle_stream *stream;
+    uint32_t batch;       /* its number, which the values made in it carry; 0 = none open */
+    uint32_t batches;     /* batches opened so far */
+    size_t batch_level;   /* n_marks while it is open: its MARK is marks[batch_level - 1] */
+    size_t batch_memo;    /* memo.count when it opened: MEMOIZE's keys from there on are its */
+    uint64_t *batch_keys; /* keys PUT, BINPUT or LONG_BINPUT stored one of its values under */
+    size_t n_batch_keys, batch_keys_cap;
+    /* copies out of the batch while it ends: scratch value -> copy (open addressing) */
+    const rs_pickle_value **fwd_from;
+    rs_pickle_value **fwd_to;
+    size_t fwd_mask, fwd_n;
+    rs_pickle_value **work; /* copies whose items still point into the batch */
+    size_t n_work, work_cap;
 } dec;
+
+/* The taken items' mark in `batch`, and what the memo holds in their place afterwards. */
+#define BATCH_TAKEN UINT32_MAX
+static const rs_pickle_value taken_entry = {RS_PICKLE_NONE, 0, 0, 0, {0}};
 
 /* ---- errors -------------------------------------------------------------------------------- */
 
@@ -180,43 +203,42 @@ const char *rs_pickle_kind_name(unsigned kind)
 
 /* ---- arena --------------------------------------------------------------------------------- */
 
-static void *arena_alloc_slow(dec *d, size_t n);
+static void *arena_alloc_slow(arena *a, size_t n);
 
-/* Bump allocation from the current chunk, `n` rounded up to ALIGN. */
-static inline void *arena_alloc(dec *d, size_t n)
+/* Bump allocation from the arena's current chunk, `n` rounded up to ALIGN. */
+static inline void *arena_alloc_in(arena *a, size_t n)
 {
-    chunk *c = d->doc->chunks;
+    chunk *c = a->chunks;
     n = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
     if (c && n && c->cap - c->used >= n) {
         void *p = (unsigned char *)c + CHUNK_HDR + c->used;
         c->used += n;
         return p;
     }
-    return arena_alloc_slow(d, n);
+    return arena_alloc_slow(a, n);
 }
 
-static void *arena_alloc_slow(dec *d, size_t n)
+static void *arena_alloc_slow(arena *a, size_t n)
 {
-    rs_pickle_doc *doc = d->doc;
     if (n > SIZE_MAX / 2) return NULL;
     n = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
-    chunk *c = doc->chunks;
+    chunk *c = a->chunks;
     if (!c || c->cap - c->used < n) {
-        size_t cap = doc->next_chunk;
+        size_t cap = a->next_chunk;
         if (cap < n) cap = n;
         chunk *nc = malloc(CHUNK_HDR + cap);
         if (!nc) return NULL;
         nc->used = 0;
         nc->cap = cap;
-        if (c && n > doc->next_chunk / 2) {
+        if (c && n > a->next_chunk / 2) {
             /* A large array gets a chunk of its own behind the current one, which keeps
              * serving the small values. */
             nc->next = c->next;
             c->next = nc;
         } else {
             nc->next = c;
-            doc->chunks = nc;
-            if (doc->next_chunk < CHUNK_MAX) doc->next_chunk *= 2;
+            a->chunks = nc;
+            if (a->next_chunk < CHUNK_MAX) a->next_chunk *= 2;
         }
         c = nc;
     }
@@ -225,15 +247,53 @@ static void *arena_alloc_slow(dec *d, size_t n)
     return p;
 }
 
+static void arena_free(arena *a)
+{
+    chunk *c = a->chunks;
+    while (c) {
+        chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    a->chunks = NULL;
+}
+
+/* Empties the arena for the next batch, keeping its current chunk. */
+static void arena_reset(arena *a)
+{
+    chunk *keep = a->chunks;
+    if (!keep) return;
+    a->chunks = keep->next;
+    arena_free(a);
+    keep->next = NULL;
+    keep->used = 0;
+    a->chunks = keep;
+}
+
+/* Values and arrays go to the open batch's scratch memory, else to the document's. */
+static inline void *arena_alloc(dec *d, size_t n)
+{
+    return arena_alloc_in(d->batch ? &d->doc->scratch : &d->doc->main, n);
+}
+
+/* 1 when v was made in the open batch (and so goes when it ends). */
+static inline int in_batch(const dec *d, const rs_pickle_value *v)
+{
+    return d->batch && (v->batch == d->batch || v->batch == BATCH_TAKEN);
+}
+
 static inline rs_pickle_value *new_value(dec *d, rs_pickle_kind kind)
 {
     rs_pickle_value *v = arena_alloc(d, sizeof *v);
     if (!v) return NULL;
     memset(v, 0, sizeof *v);
     v->kind = (uint8_t)kind;
+    v->batch = d->batch;
     v->offset = d->op_at;
     return v;
 }
+
+static rs_pickle_value *evacuate(dec *d, rs_pickle_value *v);
 
 /* A sequence or dict whose items are `items[0..n)` (copied). */
 static rs_pickle_value *new_container(dec *d, rs_pickle_kind kind, rs_pickle_value *const *items, size_t n)
@@ -258,19 +318,30 @@ static ranksnap_status container_add(dec *d, rs_pickle_value *c, rs_pickle_value
     if (need > UINT32_MAX)
         return FAIL(d, "%s makes a container of more than %u items, which this reader does not "
                        "take", rs_pickle_opcode_name(d->op), UINT32_MAX);
+    int outside = d->batch && !in_batch(d, c);
     if (need > c->v.seq.cap) {
         /* A container filled once (a dict by one SETITEMS) gets exactly its size; one that
-         * keeps growing (APPENDS batches of 1,000) doubles. */
+         * keeps growing (APPENDS batches of 1,000) doubles. Its array lives where it does. */
         size_t cap = c->v.seq.cap ? c->v.seq.cap : need;
         while (cap < need) cap *= 2;
         if (cap > UINT32_MAX) cap = UINT32_MAX;
-        rs_pickle_value **a = arena_alloc(d, cap * sizeof *a);
+        arena *where = d->batch && !outside ? &d->doc->scratch : &d->doc->main;
+        rs_pickle_value **a = arena_alloc_in(where, cap * sizeof *a);
         if (!a) return no_memory(d, cap * sizeof *a);
         if (c->v.seq.n) memcpy(a, c->v.seq.items, c->v.seq.n * sizeof *a);
         c->v.seq.items = a;
         c->v.seq.cap = (uint32_t)cap;
     }
     memcpy(c->v.seq.items + c->v.seq.n, items, n * sizeof *items);
+    if (outside) {
+        /* a container older than the batch keeps no pointer into it: copies of what it gets */
+        for (size_t i = c->v.seq.n; i < need; i++) {
+            if (!in_batch(d, c->v.seq.items[i])) continue;
+            rs_pickle_value *x = evacuate(d, c->v.seq.items[i]);
+            if (!x) return no_memory(d, sizeof *x);
+            c->v.seq.items[i] = x;
+        }
+    }
     c->v.seq.n = (uint32_t)need;
     return RANKSNAP_OK;
 }
@@ -427,11 +498,14 @@ static ranksnap_status top(dec *d, rs_pickle_value **v)
 
 /* Pops the items above the innermost MARK and the MARK itself: they are stack[*start..sp). The
  * caller sets sp = *start once it has taken them. */
+static void batch_seal(dec *d);
+
 static ranksnap_status pop_mark(dec *d, size_t *start)
 {
     if (d->n_marks == 0) return FAIL(d, "%s needs a MARK before it, there is none",
                                      rs_pickle_opcode_name(d->op));
     *start = d->marks[--d->n_marks];
+    if (d->batch && d->n_marks < d->batch_level) batch_seal(d);
     return RANKSNAP_OK;
 }
 
@@ -475,6 +549,34 @@ static size_t hash_key(uint64_t k)
     return (size_t)k;
 }
 
+/* A memo key that holds a value of the open batch: when the batch ends, the key gets the
+ * value's copy (or the taken mark). MEMOIZE's own keys are known without this list. */
+static ranksnap_status note_batch_key(dec *d, uint64_t key, rs_pickle_value *v)
+{
+    if (!in_batch(d, v)) return RANKSNAP_OK;
+    if (d->n_batch_keys == d->batch_keys_cap) {
+        size_t cap = d->batch_keys_cap ? 2 * d->batch_keys_cap : 64;
+        uint64_t *k = realloc(d->batch_keys, cap * sizeof *k);
+        if (!k) return no_memory(d, cap * sizeof *k);
+        d->batch_keys = k;
+        d->batch_keys_cap = cap;
+    }
+    d->batch_keys[d->n_batch_keys++] = key;
+    return RANKSNAP_OK;
+}
+
+/* Where the memo keeps `key`: NULL when it does not. */
+static rs_pickle_value **memo_slot(dec *d, uint64_t key)
+{
+    memo *m = &d->memo;
+    if (key < m->dense_cap) return m->dense[key] ? &m->dense[key] : NULL;
+    if (key > d->len && m->mask) {
+        for (size_t i = hash_key(key) & m->mask; m->vals[i]; i = (i + 1) & m->mask)
+            if (m->keys[i] == key) return &m->vals[i];
+    }
+    return NULL;
+}
+
 static ranksnap_status memo_put(dec *d, uint64_t key, rs_pickle_value *v)
 {
     memo *m = &d->memo;
@@ -491,7 +593,7 @@ static ranksnap_status memo_put(dec *d, uint64_t key, rs_pickle_value *v)
         }
         if (!m->dense[key]) m->count++;
         m->dense[key] = v;
-        return RANKSNAP_OK;
+        return note_batch_key(d, key, v);
     }
     if (m->mask == 0 || 2 * (m->sparse + 1) > m->mask + 1) {
         size_t cap = m->mask ? 2 * (m->mask + 1) : 64;
@@ -523,16 +625,25 @@ static ranksnap_status memo_put(dec *d, uint64_t key, rs_pickle_value *v)
     }
     m->keys[i] = key;
     m->vals[i] = v;
-    return RANKSNAP_OK;
+    return note_batch_key(d, key, v);
+}
+
+static ranksnap_status memo_taken(const dec *d, uint64_t key)
+{
+    return FAIL(d, "%s of memo key %llu, an item the reader took as it streamed (PyTorch never "
+                   "refers to a trace entry twice)", rs_pickle_opcode_name(d->op),
+                (unsigned long long)key);
 }
 
 static inline ranksnap_status memo_get(dec *d, uint64_t key)
 {
     const memo *m = &d->memo;
+    if (key < m->dense_cap && m->dense[key] == &taken_entry) return memo_taken(d, key);
     if (key < m->dense_cap && m->dense[key]) return push(d, m->dense[key]);
     if (key > d->len && m->mask) {
         size_t i = hash_key(key) & m->mask;
         while (m->vals[i]) {
+            if (m->keys[i] == key && m->vals[i] == &taken_entry) return memo_taken(d, key);
             if (m->keys[i] == key) return push(d, m->vals[i]);
             i = (i + 1) & m->mask;
         }
@@ -546,6 +657,201 @@ static ranksnap_status memo_store_top(dec *d, uint64_t key)
     rs_pickle_value *v = NULL;
     RS_CHECK(top(d, &v));
     return memo_put(d, key, v);
+}
+
+/* ---- streaming (pickle.h) ------------------------------------------------------------------ */
+
+static int is_container(const rs_pickle_value *v)
+{
+    return v->kind == RS_PICKLE_DICT || rs_pickle_is_sequence(v);
+}
+
+/* The copy already made of scratch value v during this batch's end, NULL when none. */
+static rs_pickle_value *fwd_get(const dec *d, const rs_pickle_value *v)
+{
+    if (!d->fwd_mask) return NULL;
+    for (size_t i = ((uintptr_t)v >> 5) & d->fwd_mask; d->fwd_from[i]; i = (i + 1) & d->fwd_mask)
+        if (d->fwd_from[i] == v) return d->fwd_to[i];
+    return NULL;
+}
+
+static int fwd_put(dec *d, const rs_pickle_value *v, rs_pickle_value *copy)
+{
+    if (2 * (d->fwd_n + 1) > d->fwd_mask + 1) {
+        size_t cap = d->fwd_mask ? 2 * (d->fwd_mask + 1) : 1024;
+        const rs_pickle_value **from = calloc(cap, sizeof *from);
+        rs_pickle_value **to = malloc(cap * sizeof *to);
+        if (!from || !to) {
+            free(from);
+            free(to);
+            return -1;
+        }
+        for (size_t i = 0; d->fwd_mask && i <= d->fwd_mask; i++) {
+            if (!d->fwd_from[i]) continue;
+            size_t j = ((uintptr_t)d->fwd_from[i] >> 5) & (cap - 1);
+            while (from[j]) j = (j + 1) & (cap - 1);
+            from[j] = d->fwd_from[i];
+            to[j] = d->fwd_to[i];
+        }
+        free(d->fwd_from);
+        free(d->fwd_to);
+        d->fwd_from = from;
+        d->fwd_to = to;
+        d->fwd_mask = cap - 1;
+    }
+    size_t i = ((uintptr_t)v >> 5) & d->fwd_mask;
+    while (d->fwd_from[i]) i = (i + 1) & d->fwd_mask;
+    d->fwd_from[i] = v;
+    d->fwd_to[i] = copy;
+    d->fwd_n++;
+    return 0;
+}
+
+/* A copy of scratch value v in the document's memory (its items still to be looked at). */
+static rs_pickle_value *copy_out(dec *d, rs_pickle_value *v)
+{
+    rs_pickle_value *c = fwd_get(d, v);
+    if (c) return c;
+    c = arena_alloc_in(&d->doc->main, sizeof *c);
+    if (!c || fwd_put(d, v, c) != 0) return NULL;
+    *c = *v;
+    c->batch = 0;
+    if (!is_container(c) || c->v.seq.n == 0) return c;
+    c->v.seq.items = arena_alloc_in(&d->doc->main, c->v.seq.n * sizeof *c->v.seq.items);
+    if (!c->v.seq.items) return NULL;
+    memcpy(c->v.seq.items, v->v.seq.items, c->v.seq.n * sizeof *c->v.seq.items);
+    c->v.seq.cap = c->v.seq.n;
+    if (d->n_work == d->work_cap) {
+        size_t cap = d->work_cap ? 2 * d->work_cap : 64;
+        rs_pickle_value **w = realloc(d->work, cap * sizeof *w);
+        if (!w) return NULL;
+        d->work = w;
+        d->work_cap = cap;
+    }
+    d->work[d->n_work++] = c;
+    return c;
+}
+
+/* v and everything in it that the open batch made, copied out of its scratch memory (Cheney's
+ * way: no recursion, and each value copied once, shared values staying shared). NULL when out
+ * of memory. */
+static rs_pickle_value *evacuate(dec *d, rs_pickle_value *v)
+{
+    rs_pickle_value *c = copy_out(d, v);
+    while (c && d->n_work) {
+        rs_pickle_value *w = d->work[--d->n_work];
+        for (uint32_t i = 0; i < w->v.seq.n; i++) {
+            if (!in_batch(d, w->v.seq.items[i])) continue;
+            rs_pickle_value *x = copy_out(d, w->v.seq.items[i]);
+            if (!x) return NULL;
+            w->v.seq.items[i] = x;
+        }
+    }
+    return c;
+}
+
+const rs_pickle_value *rs_pickle_keep(rs_pickle_taker *t, const rs_pickle_value *v)
+{
+    dec *d = (dec *)t;
+    return v && in_batch(d, v) ? evacuate(d, (rs_pickle_value *)v) : v;
+}
+
+/* Which list of root[stream key] the list at stack position `pos` is, when the stack is laid
+ * out as pickle.dump leaves it while it writes that list: the root dict at the bottom, the MARK
+ * of its batch of items, the key, then the list of lists and either the list itself (one list:
+ * pickle.dump appends a single item without a MARK) or a MARK and the lists before it. -1
+ * otherwise (nothing is streamed from a pickle laid out differently). */
+static int64_t stream_index_of(const dec *d, size_t pos)
+{
+    if (!d->stream || d->n_marks < 1 || d->n_marks > 2 || d->marks[0] != 1 || pos < 3) return -1;
+    if (d->stack[0]->kind != RS_PICKLE_DICT || d->stack[pos]->kind != RS_PICKLE_LIST) return -1;
+    size_t lists_at = pos - 1, first = pos;
+    if (d->n_marks == 2) {
+        first = d->marks[1];
+        if (first < 3 || pos < first) return -1;
+        lists_at = first - 1;
+    }
+    /* the list of lists is a value of the root's batch: key, value, key, value from marks[0] */
+    if ((lists_at - 1) % 2 != 1) return -1;
+    const rs_pickle_value *lists = d->stack[lists_at];
+    if (lists->kind != RS_PICKLE_LIST || !rs_pickle_str_is(d->stack[lists_at - 1], d->stream->key))
+        return -1;
+    return (int64_t)(lists->v.seq.n + (pos - first));
+}
+
+/* MARK: when it starts the items of a streamed list, what follows is built in scratch memory. */
+static void batch_open(dec *d)
+{
+    if (d->batch || d->batches == BATCH_TAKEN - 1 || d->sp == 0 ||
+        stream_index_of(d, d->sp - 1) < 0)
+        return;
+    d->batch = ++d->batches;
+    d->batch_level = d->n_marks + 1; /* with the MARK about to be pushed */
+    d->batch_memo = d->memo.count;
+    d->n_batch_keys = 0;
+}
+
+/* The batch's MARK went another way than its streamed APPENDS: what it made stays, in the
+ * document's memory (its scratch chunks join the document's). */
+static void batch_seal(dec *d)
+{
+    arena *m = &d->doc->main, *sc = &d->doc->scratch;
+    if (sc->chunks) {
+        chunk *tail = sc->chunks;
+        while (tail->next) tail = tail->next;
+        if (m->chunks) {
+            tail->next = m->chunks->next;
+            m->chunks->next = sc->chunks;
+        } else {
+            m->chunks = sc->chunks;
+        }
+        sc->chunks = NULL;
+    }
+    d->batch = 0;
+}
+
+/* The memo keys of the ending batch get its values' copies, or the taken mark. */
+static ranksnap_status batch_memo_out(dec *d)
+{
+    for (size_t k = 0, n = d->memo.count - d->batch_memo + d->n_batch_keys; k < n; k++) {
+        uint64_t key = k < d->memo.count - d->batch_memo ? d->batch_memo + k
+                                                         : d->batch_keys[k - (d->memo.count - d->batch_memo)];
+        rs_pickle_value **slot = memo_slot(d, key);
+        if (!slot || *slot == &taken_entry || !in_batch(d, *slot)) continue;
+        if ((*slot)->batch == BATCH_TAKEN) {
+            *slot = (rs_pickle_value *)&taken_entry;
+            continue;
+        }
+        rs_pickle_value *c = evacuate(d, *slot);
+        if (!c) return no_memory(d, sizeof *c);
+        *slot = c;
+    }
+    return RANKSNAP_OK;
+}
+
+/* Hands items[0..n) appended to list `l` (root[key][index]) to the reader. */
+static ranksnap_status stream_take(dec *d, rs_pickle_value *l, int64_t index,
+                                   rs_pickle_value *const *items, size_t n)
+{
+    return d->stream->take(d->stream->ctx, (rs_pickle_taker *)d, l, (size_t)index,
+                           (const rs_pickle_value *const *)items, n);
+}
+
+/* The streamed batch's APPENDS (its MARK popped: the items are stack[start..sp)): the memo's
+ * values copied out, the items handed over, the scratch memory emptied for the next batch. */
+static ranksnap_status batch_end(dec *d, rs_pickle_value *l, int64_t index, size_t start)
+{
+    for (size_t i = start; i < d->sp; i++)
+        if (d->stack[i]->batch == d->batch) d->stack[i]->batch = BATCH_TAKEN;
+    ranksnap_status st = batch_memo_out(d);
+    if (st == RANKSNAP_OK) st = stream_take(d, l, index, d->stack + start, d->sp - start);
+    if (st != RANKSNAP_OK) return st;
+    d->sp = start;
+    d->batch = 0;
+    d->fwd_n = 0;
+    if (d->fwd_mask) memset(d->fwd_from, 0, (d->fwd_mask + 1) * sizeof *d->fwd_from);
+    arena_reset(&d->doc->scratch);
+    return RANKSNAP_OK;
 }
 
 /* ---- values -------------------------------------------------------------------------------- */
@@ -649,9 +955,25 @@ static ranksnap_status push_from_mark(dec *d, rs_pickle_kind kind)
 static ranksnap_status add_from_mark(dec *d, rs_pickle_kind kind)
 {
     size_t start = 0;
+    if (kind == RS_PICKLE_LIST && d->batch && d->n_marks == d->batch_level) {
+        /* the streamed batch's own APPENDS */
+        start = d->marks[d->n_marks - 1];
+        d->n_marks--;
+        int64_t index = start > 0 ? stream_index_of(d, start - 1) : -1;
+        if (index >= 0) return batch_end(d, d->stack[start - 1], index, start);
+        d->n_marks++; /* laid out otherwise after all: the general way, which seals it */
+    }
     RS_CHECK(pop_mark(d, &start));
     rs_pickle_value *c = NULL;
     RS_CHECK(container_under_mark(d, start, kind, &c));
+    if (kind == RS_PICKLE_LIST && d->stream) {
+        int64_t index = stream_index_of(d, start - 1);
+        if (index >= 0) { /* a streamed list's items, built outside a batch */
+            RS_CHECK(stream_take(d, c, index, d->stack + start, d->sp - start));
+            d->sp = start;
+            return RANKSNAP_OK;
+        }
+    }
     size_t n = d->sp - start;
     if (kind == RS_PICKLE_DICT && n % 2 != 0)
         return FAIL(d, "SETITEMS needs key/value pairs above its MARK, found %zu values", n);
@@ -690,11 +1012,13 @@ static ranksnap_status step(dec *d, int *done)
         return RANKSNAP_OK;
     case 0x2e: /* STOP */
         RS_CHECK(top(d, &v));
+        if (d->batch) batch_seal(d); /* what the open batch made is the document's now */
         d->doc->root = v;
         d->sp--;
         *done = 1;
         return RANKSNAP_OK;
     case 0x28: /* MARK */
+        if (d->stream && !d->batch) batch_open(d);
         if (d->n_marks == d->marks_cap) {
             size_t cap = d->marks_cap ? 2 * d->marks_cap : 16;
             size_t *m = realloc(d->marks, cap * sizeof *m);
@@ -705,12 +1029,14 @@ static ranksnap_status step(dec *d, int *done)
         d->marks[d->n_marks++] = d->sp;
         return RANKSNAP_OK;
     case 0x30: /* POP: the top value, or the innermost MARK when nothing is above it */
-        if (d->sp > fence(d))
+        if (d->sp > fence(d)) {
             d->sp--;
-        else if (d->n_marks)
+        } else if (d->n_marks) {
             d->sp = d->marks[--d->n_marks];
-        else
+            if (d->batch && d->n_marks < d->batch_level) batch_seal(d);
+        } else {
             return underflow(d, 1);
+        }
         return RANKSNAP_OK;
     case 0x31: { /* POP_MARK */
         size_t start = 0;
@@ -789,7 +1115,10 @@ static ranksnap_status step(dec *d, int *done)
         if (v->kind != RS_PICKLE_LIST)
             return FAIL(d, "APPEND needs a list under its item, found %s (made at offset %zu)",
                         rs_pickle_kind_name(v->kind), v->offset);
-        RS_CHECK(container_add(d, v, d->stack + d->sp - 1, 1));
+        if (d->stream && stream_index_of(d, d->sp - 2) >= 0)
+            RS_CHECK(stream_take(d, v, stream_index_of(d, d->sp - 2), d->stack + d->sp - 1, 1));
+        else
+            RS_CHECK(container_add(d, v, d->stack + d->sp - 1, 1));
         d->sp--;
         return RANKSNAP_OK;
     case 0x73: /* SETITEM */
@@ -858,7 +1187,144 @@ static ranksnap_status step(dec *d, int *done)
     return FAIL(d, "byte 0x%02x is not a pickle opcode", d->op);
 }
 
+/* The machine's loop. The opcodes a PyTorch snapshot is made of (memo gets and puts, marks,
+ * empty containers, small ints, SETITEMS, APPENDS) run here with the machine's state in local
+ * variables when nothing is out of the ordinary: room on the stack, a key already in the memo's
+ * array, a container of the right kind under the MARK. Anything else — growth, an error and its
+ * message, every other opcode — goes to step(), the one definition of each opcode, with the
+ * state written back first and read again after. */
+static ranksnap_status run(dec *d)
+{
+    const unsigned char *buf = d->buf;
+    const size_t len = d->len;
+    size_t pos = d->pos, sp = d->sp;
+    rs_pickle_value **stack = d->stack;
+    for (;;) {
+        if (pos >= len) {
+            d->pos = pos;
+            d->sp = sp;
+            return fail_at(d, len, "truncated: the pickle ends without a STOP opcode");
+        }
+        size_t at = pos;
+        unsigned char op = buf[pos++];
+        size_t left = len - pos;
+        rs_pickle_value *v;
+        uint64_t key;
+        switch (op) {
+        case 0x68: /* BINGET */
+        case 0x6a: /* LONG_BINGET */
+            if (left < (op == 0x68 ? 1u : 4u)) break;
+            key = op == 0x68 ? buf[pos]
+                             : (uint64_t)buf[pos] | (uint64_t)buf[pos + 1] << 8 |
+                                   (uint64_t)buf[pos + 2] << 16 | (uint64_t)buf[pos + 3] << 24;
+            if (key >= d->memo.dense_cap || !(v = d->memo.dense[key]) || v == &taken_entry ||
+                sp == d->stack_cap)
+                break;
+            pos += op == 0x68 ? 1 : 4;
+            stack[sp++] = v;
+            continue;
+        case 0x94: /* MEMOIZE */
+            key = d->memo.count;
+            if (sp <= (d->n_marks ? d->marks[d->n_marks - 1] : 0) || key >= d->memo.dense_cap ||
+                d->memo.dense[key])
+                break;
+            d->memo.dense[key] = stack[sp - 1];
+            d->memo.count++;
+            continue;
+        case 0x28: /* MARK */
+            if (d->n_marks == d->marks_cap) break;
+            /* one that may start a streamed list's items: step() looks */
+            if (d->stream && !d->batch && d->n_marks <= 2 && sp && stack[sp - 1]->kind == RS_PICKLE_LIST)
+                break;
+            d->marks[d->n_marks++] = sp;
+            continue;
+        case 0x7d: /* EMPTY_DICT */
+        case 0x5d: /* EMPTY_LIST */
+            if (sp == d->stack_cap) break;
+            d->op_at = at;
+            v = new_value(d, op == 0x7d ? RS_PICKLE_DICT : RS_PICKLE_LIST);
+            if (!v) break;
+            stack[sp++] = v;
+            continue;
+        case 0x4b: /* BININT1 */
+        case 0x4d: /* BININT2 */
+        case 0x4a: /* BININT */
+            if (left < (op == 0x4b ? 1u : op == 0x4d ? 2u : 4u) || sp == d->stack_cap) break;
+            d->op_at = at;
+            if (!(v = new_value(d, RS_PICKLE_INT))) break;
+            if (op == 0x4b) {
+                v->v.i = buf[pos];
+                pos += 1;
+            } else if (op == 0x4d) {
+                v->v.i = (int64_t)((uint64_t)buf[pos] | (uint64_t)buf[pos + 1] << 8);
+                pos += 2;
+            } else {
+                v->v.i = (int32_t)((uint32_t)buf[pos] | (uint32_t)buf[pos + 1] << 8 |
+                                   (uint32_t)buf[pos + 2] << 16 | (uint32_t)buf[pos + 3] << 24);
+                pos += 4;
+            }
+            stack[sp++] = v;
+            continue;
+        case 0x75: /* SETITEMS */
+        case 0x65: { /* APPENDS */
+            if (!d->n_marks) break;
+            /* the end of a batch, or the items of a streamed list: step() */
+            if ((d->batch && d->n_marks <= d->batch_level) || (d->stream && op == 0x65 && d->n_marks <= 3))
+                break;
+            size_t start = d->marks[d->n_marks - 1];
+            size_t fence = d->n_marks > 1 ? d->marks[d->n_marks - 2] : 0;
+            if (start == 0 || start - 1 < fence) break;
+            rs_pickle_value *c = stack[start - 1];
+            size_t n = sp - start;
+            if (op == 0x75) {
+                if (c->kind != RS_PICKLE_DICT || n % 2) break;
+                int hashable = 1;
+                for (size_t k = start; k < sp; k += 2) {
+                    unsigned kind = stack[k]->kind;
+                    if (kind == RS_PICKLE_LIST || kind == RS_PICKLE_DICT || kind == RS_PICKLE_SET)
+                        hashable = 0;
+                }
+                if (!hashable) break;
+            } else if (c->kind != RS_PICKLE_LIST) {
+                break;
+            }
+            d->op_at = at;
+            d->op = op;
+            ranksnap_status added = container_add(d, c, stack + start, n);
+            if (added != RANKSNAP_OK) return added; /* it said why */
+            d->n_marks--;
+            sp = start;
+            continue;
+        }
+        case 0x95: /* FRAME: a length hint; the frame's bytes must be there */
+            if (left < 8) break;
+            key = 0;
+            for (unsigned k = 0; k < 8; k++) key |= (uint64_t)buf[pos + k] << (8 * k);
+            if (key > left - 8) break;
+            pos += 8;
+            continue;
+        }
+        /* the general path: every opcode, every error */
+        d->pos = pos;
+        d->sp = sp;
+        d->op_at = at;
+        d->op = op;
+        int done = 0;
+        ranksnap_status st = step(d, &done);
+        if (st != RANKSNAP_OK || done) return st;
+        pos = d->pos;
+        sp = d->sp;
+        stack = d->stack;
+    }
+}
+
 ranksnap_status rs_pickle_decode(const void *buf, size_t len, const char *name, rs_pickle_doc **out)
+{
+    return rs_pickle_decode_stream(buf, len, name, NULL, out);
+}
+
+ranksnap_status rs_pickle_decode_stream(const void *buf, size_t len, const char *name,
+                                        const rs_pickle_stream *stream, rs_pickle_doc **out)
 {
     if (!out || (!buf && len))
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_pickle_decode: NULL argument");
@@ -877,24 +1343,20 @@ ranksnap_status rs_pickle_decode(const void *buf, size_t len, const char *name, 
         free(d.stack);
         return no_memory(&d, d.stack_cap * sizeof *d.stack);
     }
-    d.doc->next_chunk = CHUNK_MIN;
+    d.doc->main.next_chunk = CHUNK_MIN;
+    d.doc->scratch.next_chunk = CHUNK_MIN;
+    d.stream = stream;
 
-    ranksnap_status st = RANKSNAP_OK;
-    int done = 0;
-    while (st == RANKSNAP_OK && !done) {
-        if (d.pos >= d.len) {
-            st = fail_at(&d, d.len, "truncated: the pickle ends without a STOP opcode");
-            break;
-        }
-        d.op_at = d.pos;
-        d.op = d.buf[d.pos++];
-        st = step(&d, &done);
-    }
+    ranksnap_status st = run(&d);
     free(d.stack);
     free(d.marks);
     free(d.memo.dense);
     free(d.memo.keys);
     free(d.memo.vals);
+    free(d.batch_keys);
+    free(d.fwd_from);
+    free(d.fwd_to);
+    free(d.work);
     if (st != RANKSNAP_OK) {
         rs_pickle_free(d.doc);
         return st;
@@ -916,12 +1378,8 @@ int rs_pickle_protocol(const rs_pickle_doc *doc)
 void rs_pickle_free(rs_pickle_doc *doc)
 {
     if (!doc) return;
-    chunk *c = doc->chunks;
-    while (c) {
-        chunk *next = c->next;
-        free(c);
-        c = next;
-    }
+    arena_free(&doc->main);
+    arena_free(&doc->scratch);
     free(doc);
 }
 

@@ -194,6 +194,8 @@ typedef struct mapper {
     idcache seen;        /* segment and block dicts mapped: (dict, 0, 1) -> 1 */
     const rs_pickle_value *action_ptr[ACTION_CACHE]; /* action_of's cache */
     int action_code[ACTION_CACHE];
+    struct streamed *streamed; /* device_traces' lists as the pickle streamed them */
+    size_t n_streamed, streamed_cap;
 } mapper;
 
 static ranksnap_status bad(const mapper *m, const rs_pickle_value *at, const loc *l, const char *field,
@@ -436,15 +438,23 @@ static ranksnap_status stream_index(mapper *m, uint64_t handle, uint32_t *out)
 
 /* The stream field of a segment or trace entry (0 when absent, as PyTorch's default stream).
  * PyTorch writes the cudaStream_t as an int64_t: a negative one is a handle all the same. */
+static ranksnap_status f_stream_handle(const mapper *m, const fields *f, const loc *l,
+                                       uint64_t *handle)
+{
+    int64_t signed_handle;
+    const rs_pickle_value *v = f->v[F_STREAM];
+    *handle = 0;
+    if (v && rs_pickle_get_i64(v, &signed_handle) == 0) {
+        *handle = (uint64_t)signed_handle;
+        return RANKSNAP_OK;
+    }
+    return f_u64(m, f, F_STREAM, l, 0, handle);
+}
+
 static ranksnap_status f_stream(mapper *m, const fields *f, const loc *l, uint32_t *out)
 {
     uint64_t handle = 0;
-    int64_t signed_handle;
-    const rs_pickle_value *v = f->v[F_STREAM];
-    if (v && rs_pickle_get_i64(v, &signed_handle) == 0)
-        handle = (uint64_t)signed_handle;
-    else
-        RS_CHECK(f_u64(m, f, F_STREAM, l, 0, &handle));
+    RS_CHECK(f_stream_handle(m, f, l, &handle));
     return stream_index(m, handle, out);
 }
 
@@ -849,32 +859,114 @@ static ranksnap_status history_grow(mapper *m, uint64_t need)
     return RANKSNAP_OK;
 }
 
+/* One trace entry, checked, with its stack left for later: what the pickle's stream hands over
+ * (pickle.h) is kept in these until the device's trace is chosen. */
+typedef struct entry_rec {
+    uint64_t addr, size, time_us, stream;
+    const rs_pickle_value *frames; /* NULL: none */
+    int action;                    /* -1: an entry left out */
+} entry_rec;
+
+/* The fields of entry `e`, checked in the order map_trace has always checked them. */
+static ranksnap_status entry_of(mapper *m, const rs_pickle_value *e, const loc *l, entry_rec *r)
+{
+    fields f;
+    RS_CHECK(read_fields(m, e, l, &f));
+    const rs_pickle_value *av;
+    RS_CHECK(f_str(m, &f, F_ACTION, l, &av));
+    if (!av) return bad(m, f.dict, l, "action", "missing (PyTorch always writes it)");
+    memset(r, 0, sizeof *r);
+    r->action = action_of(m, av);
+    if (r->action < 0) return RANKSNAP_OK;
+    /* An oom entry keeps the device's free bytes where the others keep the address. */
+    RS_CHECK(f_u64(m, &f, r->action == RS_ACT_OOM ? F_DEVICE_FREE : F_ADDR, l, 0, &r->addr));
+    RS_CHECK(f_u64(m, &f, F_SIZE, l, 0, &r->size));
+    RS_CHECK(f_u64(m, &f, F_TIME_US, l, 0, &r->time_us));
+    RS_CHECK(f_stream_handle(m, &f, l, &r->stream));
+    return f_list(m, &f, F_FRAMES, l, &r->frames);
+}
+
+/* An entry into the history: its stream and stack interned. */
+static ranksnap_status append_event(mapper *m, const entry_rec *r, const loc *l)
+{
+    rs_snap_history *h = &m->s->history;
+    if (r->action < 0) return RANKSNAP_OK;
+    uint64_t k = h->count;
+    h->action[k] = (uint8_t)r->action;
+    h->addr[k] = r->addr;
+    h->size[k] = r->size;
+    h->time_us[k] = r->time_us;
+    RS_CHECK(stream_index(m, r->stream, &h->stream[k]));
+    RS_CHECK(stack_id(m, r->frames, l, &h->stack[k]));
+    h->count++;
+    return RANKSNAP_OK;
+}
+
+/* The entries of one list of device_traces as the pickle streamed them (take_entries). */
+typedef struct streamed {
+    const rs_pickle_value *list;
+    size_t index;
+    entry_rec *recs;
+    size_t n, cap;
+    ranksnap_status err; /* the first entry that is wrong stops the list: its message, kept */
+    char *err_msg;       /* for when (and if) this device's trace is the one read */
+} streamed;
+
+static ranksnap_status take_entries(void *ctx, rs_pickle_taker *t, const rs_pickle_value *list,
+                                    size_t index, const rs_pickle_value *const *items, size_t n)
+{
+    mapper *m = ctx;
+    streamed *sd = NULL;
+    for (size_t i = 0; i < m->n_streamed && !sd; i++)
+        if (m->streamed[i].list == list && m->streamed[i].index == index) sd = &m->streamed[i];
+    if (!sd) {
+        if (grow((void **)&m->streamed, &m->streamed_cap, m->n_streamed + 1, sizeof *m->streamed) != 0)
+            return no_memory(m, "the traces");
+        sd = &m->streamed[m->n_streamed++];
+        memset(sd, 0, sizeof *sd);
+        sd->list = list;
+        sd->index = index;
+    }
+    if (sd->err != RANKSNAP_OK) return RANKSNAP_OK;
+    if (grow((void **)&sd->recs, &sd->cap, sd->n + n, sizeof *sd->recs) != 0)
+        return no_memory(m, "the trace");
+    loc base = loc_down(NULL, "device_traces", index);
+    for (size_t i = 0; i < n; i++) {
+        loc l = loc_down(&base, "", sd->n);
+        entry_rec *r = &sd->recs[sd->n];
+        ranksnap_status st = entry_of(m, items[i], &l, r);
+        if (st == RANKSNAP_ERR_HOST_MEMORY) return st;
+        if (st != RANKSNAP_OK) {
+            sd->err = st;
+            sd->err_msg = strdup(ranksnap_last_error());
+            return sd->err_msg ? RANKSNAP_OK : no_memory(m, "a message");
+        }
+        if (r->frames && !(r->frames = rs_pickle_keep(t, r->frames)))
+            return no_memory(m, "the frames of the trace");
+        sd->n++;
+    }
+    return RANKSNAP_OK;
+}
+
 static ranksnap_status map_trace(mapper *m, const rs_pickle_value *trace, size_t device)
 {
     rs_snap_history *h = &m->s->history;
-    size_t n = rs_pickle_len(trace);
-    RS_CHECK(history_grow(m, n ? n : 1));
+    const streamed *sd = NULL;
+    for (size_t i = 0; i < m->n_streamed && !sd; i++)
+        if (m->streamed[i].list == trace && m->streamed[i].index == device) sd = &m->streamed[i];
+    size_t n = sd ? sd->n : rs_pickle_len(trace);
     loc base = loc_down(NULL, "device_traces", device);
+    if (sd && rs_pickle_len(trace))
+        return bad(m, trace, &base, NULL, "entries both appended as pickle.dump appends them and "
+                                          "otherwise: a layout this reader does not take");
+    RS_CHECK(history_grow(m, n ? n : 1));
     for (size_t i = 0; i < n; i++) {
         loc l = loc_down(&base, "", i);
-        fields f;
-        RS_CHECK(read_fields(m, rs_pickle_item(trace, i), &l, &f));
-        const rs_pickle_value *av;
-        RS_CHECK(f_str(m, &f, F_ACTION, &l, &av));
-        if (!av) return bad(m, f.dict, &l, "action", "missing (PyTorch always writes it)");
-        int action = action_of(m, av);
-        if (action < 0) continue;
-        uint64_t k = h->count;
-        h->action[k] = (uint8_t)action;
-        h->addr[k] = h->size[k] = h->time_us[k] = 0;
-        /* An oom entry keeps the device's free bytes where the others keep the address. */
-        RS_CHECK(f_u64(m, &f, action == RS_ACT_OOM ? F_DEVICE_FREE : F_ADDR, &l, 0, &h->addr[k]));
-        RS_CHECK(f_u64(m, &f, F_SIZE, &l, 0, &h->size[k]));
-        RS_CHECK(f_u64(m, &f, F_TIME_US, &l, 0, &h->time_us[k]));
-        RS_CHECK(f_stream(m, &f, &l, &h->stream[k]));
-        RS_CHECK(f_stack(m, &f, &l, &h->stack[k]));
-        h->count++;
+        entry_rec r;
+        if (!sd) RS_CHECK(entry_of(m, rs_pickle_item(trace, i), &l, &r));
+        RS_CHECK(append_event(m, sd ? &sd->recs[i] : &r, &l));
     }
+    if (sd && sd->err != RANKSNAP_OK) return rs_error(sd->err, "%s", sd->err_msg);
     h->capacity = h->count;
     return RANKSNAP_OK;
 }
@@ -1053,6 +1145,11 @@ static void mapper_free(mapper *m)
     idcache_free(&m->frame_ids);
     free(m->frame_dicts);
     free(m->stack_lists);
+    for (size_t i = 0; i < m->n_streamed; i++) {
+        free(m->streamed[i].recs);
+        free(m->streamed[i].err_msg);
+    }
+    free(m->streamed);
     idcache_free(&m->seen);
     free(m->stream_key);
     free(m->stream_slot);
@@ -1073,16 +1170,18 @@ ranksnap_status rs_torch_decode(const void *buf, size_t len, const char *name,
     if (o.rank < 0 || o.rank == INT32_MAX)
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "%s: rank %d is not a rank", name, o.rank);
     rs_pickle_doc *doc = NULL;
-    RS_CHECK(rs_pickle_decode(buf, len, name, &doc));
     mapper m;
     memset(&m, 0, sizeof m);
     m.name = name;
     m.s = calloc(1, sizeof *m.s);
     m.frame_dicts = calloc(1, sizeof *m.frame_dicts);
     m.stack_lists = calloc(1, sizeof *m.stack_lists);
-    ranksnap_status st = m.s && m.frame_dicts && m.stack_lists
-                             ? map_root(&m, rs_pickle_root(doc), &o)
-                             : no_memory(&m, "a snapshot");
+    /* the trace's entries are read as the pickle is: they never all sit in memory as values */
+    rs_pickle_stream stream = {"device_traces", take_entries, &m};
+    ranksnap_status st = m.s && m.frame_dicts && m.stack_lists ? RANKSNAP_OK
+                                                               : no_memory(&m, "a snapshot");
+    if (st == RANKSNAP_OK) st = rs_pickle_decode_stream(buf, len, name, &stream, &doc);
+    if (st == RANKSNAP_OK) st = map_root(&m, rs_pickle_root(doc), &o);
     mapper_free(&m);
     rs_pickle_free(doc);
     if (st != RANKSNAP_OK) {
