@@ -254,7 +254,9 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
     }
     /* blocks found in the order of the table: the model wants them in address order */
     for (size_t i = 0; i < s->n_segments; i++)
-        qsort(s->segments[i].blocks, s->segments[i].n_blocks, sizeof(rs_snap_block), rs_cmp_block);
+        if (s->segments[i].n_blocks > 1) /* a segment without live blocks has no array */
+            qsort(s->segments[i].blocks, s->segments[i].n_blocks, sizeof(rs_snap_block),
+                  rs_cmp_block);
 
     /* Levels at the window's start are unknown when the ring wrapped. The allocator's totals at
      * the last step boundary anchor them when that step is inside the window; otherwise they are

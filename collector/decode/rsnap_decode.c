@@ -373,9 +373,15 @@ static void printable(const unsigned char *p, size_t n, char *dst, size_t dn)
 
 static inline uint64_t be(const unsigned char *p, unsigned n)
 {
-    uint64_t v = 0;
-    for (unsigned i = 0; i < n; i++) v = (v << 8) | p[i];
-    return v;
+    uint64_t hi, lo;
+    switch (n) {
+    case 2: return (uint64_t)p[0] << 8 | p[1];
+    case 4: return (uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 | (uint64_t)p[2] << 8 | p[3];
+    default:
+        hi = (uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 | (uint64_t)p[2] << 8 | p[3];
+        lo = (uint64_t)p[4] << 24 | (uint64_t)p[5] << 16 | (uint64_t)p[6] << 8 | p[7];
+        return hi << 32 | lo;
+    }
 }
 
 /* An integer at *p (inside [p, e)): its 64-bit pattern and whether msgpack-c would call it

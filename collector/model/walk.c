@@ -78,7 +78,8 @@ static int64_t slot_add(rs_walk *w, uint64_t addr, size_t *slots_cap)
 
 uint64_t rs_walk_round(const rs_walk *w, uint64_t request)
 {
-    uint64_t m = w->min_block, r = request % m;
+    /* the minimum block is a power of two in every allocator there is: no division then */
+    uint64_t m = w->min_block, r = (m & (m - 1)) == 0 ? request & (m - 1) : request % m;
     if (request == 0) return 0;
     if (request < m) return m;
     return r == 0 ? request : rs_sat_add_u64(request, m - r);
@@ -130,7 +131,9 @@ void rs_walk_reset(rs_walk *w)
     w->rel_reserved = 0;
 }
 
-void rs_walk_event(rs_walk *w, rs_walk_change *c)
+/* rs_walk_event's body, inlined into this file's own loops (rs_walk_to, the first pass), which
+ * run it millions of times. */
+static inline __attribute__((always_inline)) void walk_event(rs_walk *w, rs_walk_change *c)
 {
     const rs_snap_history *h = &w->s->history;
     uint64_t i = w->next++;
@@ -183,6 +186,11 @@ void rs_walk_event(rs_walk *w, rs_walk_change *c)
     }
 }
 
+void rs_walk_event(rs_walk *w, rs_walk_change *c)
+{
+    walk_event(w, c);
+}
+
 void rs_walk_to(rs_walk *w, int64_t moment)
 {
     uint64_t count = w->s->history.count;
@@ -190,7 +198,7 @@ void rs_walk_to(rs_walk *w, int64_t moment)
     if (until > count) until = count;
     if (w->next > until) rs_walk_reset(w);
     rs_walk_change c;
-    while (w->next < until) rs_walk_event(w, &c);
+    while (w->next < until) walk_event(w, &c);
 }
 
 int64_t rs_walk_moment(const rs_walk *w)
@@ -239,7 +247,7 @@ static void first_pass(rs_walk *w)
     rs_walk_change c;
     for (uint64_t i = 0; i < h->count; i++) {
         uint8_t a = h->action[i];
-        rs_walk_event(w, &c);
+        walk_event(w, &c);
         if (is_block_event(a)) w->any_block_event = 1;
         if (w->rel_allocated > best) {
             best = w->rel_allocated;
