@@ -4,7 +4,7 @@
 For each N of --ranks and each format of --formats, writes N ranks of M events (once; kept in
 --work for the next run) and times `ranksnap report DIR` and `ranksnap report --out OUT DIR`:
 wall time (median of --reps), MB/s and events/s of the files read, the report's peak RSS
-(ru_maxrss of the process, from wait4). For the pickles, Python's own pickle.load of the same
+(GNU time's %M: ru_maxrss of the process). For the pickles, Python's own pickle.load of the same
 files runs in the same run (the time of the loads alone, measured inside the interpreter, and
 its peak RSS), and the ratio. `ranksnap --version` is timed as well: the process's start-up,
 which a report pays whatever it reads.
@@ -37,16 +37,27 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+TIME = "/usr/bin/time"
+
+
 def run_timed(cmd, env=None, stdout=subprocess.DEVNULL):
-    """Wall seconds, peak RSS (KiB) and exit status of one process."""
+    """Wall seconds, peak RSS (KiB) and exit status of one process. The RSS comes from GNU time,
+    which starts the command from a small process of its own: a child forked from this script
+    would count the script's own pages in its ru_maxrss."""
+    rss_file = os.path.join(os.environ.get("TMPDIR", "/tmp"), "report_bench.%d.rss" % os.getpid())
+    wrapped = [TIME, "-f", "%M", "-o", rss_file] + cmd if os.path.exists(TIME) else cmd
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, env=env)
+    p = subprocess.Popen(wrapped, stdout=stdout, stderr=subprocess.PIPE, env=env)
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
     err = p.stderr.read().decode(errors="replace")
     p.stderr.close()
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return wall, ru.ru_maxrss, p.returncode, err
+    rss = ru.ru_maxrss
+    if wrapped is not cmd:
+        with open(rss_file) as f:
+            rss = int(f.read().split()[-1])
+        os.unlink(rss_file)
+    return wall, rss, os.waitstatus_to_exitcode(status), err
 
 
 def median(v):
@@ -116,15 +127,16 @@ print(time.perf_counter() - t)
 
 def python_load(files, reps):
     times, rss = [], 0
+    out_file = os.path.join(os.environ.get("TMPDIR", "/tmp"), "report_bench.%d.out" % os.getpid())
     for _ in range(reps):
-        p = subprocess.Popen([sys.executable, "-c", PY_LOAD] + files, stdout=subprocess.PIPE)
-        out = p.stdout.read()
-        p.stdout.close()
-        _, status, ru = os.wait4(p.pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            sys.exit("report_bench: python's pickle.load failed")
-        times.append(float(out))
-        rss = max(rss, ru.ru_maxrss)
+        with open(out_file, "w") as out:
+            _, kib, rc, err = run_timed([sys.executable, "-c", PY_LOAD] + files, stdout=out)
+        if rc != 0:
+            sys.exit("report_bench: python's pickle.load failed: " + err)
+        with open(out_file) as f:
+            times.append(float(f.read()))
+        rss = max(rss, kib)
+    os.unlink(out_file)
     return median(times), rss
 
 
