@@ -872,6 +872,13 @@ static ranksnap_status push_long(dec *d, const unsigned char *p, uint64_t n)
     if (!v) return no_memory(d, sizeof *v);
     if (n == 0) return push(d, v); /* LONG1 with no bytes is 0 */
     int negative = (p[n - 1] & 0x80) != 0;
+    if (n <= 8) { /* addresses and times: the value is the bytes, sign-extended */
+        uint64_t x = 0;
+        for (uint64_t i = 0; i < n; i++) x |= (uint64_t)p[i] << (8 * i);
+        if (negative && n < 8) x |= ~(uint64_t)0 << (8 * n);
+        memcpy(&v->v.i, &x, sizeof x);
+        return push(d, v);
+    }
     unsigned char fill = negative ? 0xff : 0x00;
     uint64_t m = n;
     while (m > 0 && p[m - 1] == fill) m--; /* redundant sign bytes */
@@ -1263,6 +1270,19 @@ static ranksnap_status run(dec *d)
                                    (uint32_t)buf[pos + 2] << 16 | (uint32_t)buf[pos + 3] << 24);
                 pos += 4;
             }
+            stack[sp++] = v;
+            continue;
+        case 0x8a: /* LONG1 of at most 8 bytes: an address or a time */
+            if (left < 1 || buf[pos] == 0 || buf[pos] > 8 || left - 1 < buf[pos] ||
+                sp == d->stack_cap)
+                break;
+            d->op_at = at;
+            if (!(v = new_value(d, RS_PICKLE_INT))) break;
+            key = 0;
+            for (unsigned k = 0; k < buf[pos]; k++) key |= (uint64_t)buf[pos + 1 + k] << (8 * k);
+            if ((buf[pos + buf[pos]] & 0x80) && buf[pos] < 8) key |= ~(uint64_t)0 << (8 * buf[pos]);
+            memcpy(&v->v.i, &key, sizeof key);
+            pos += 1 + (size_t)buf[pos];
             stack[sp++] = v;
             continue;
         case 0x75: /* SETITEMS */
