@@ -34,9 +34,10 @@
 
 /* The first pass keeps the whole snapshots for the second when all of them are expected to
  * hold no more than this (and stops keeping when they do): a job of a few ranks, or one long
- * history, is read once. Expected: 3 times a .rsnap file (its delta-encoded columns grow to 33
- * bytes an event), once a ring file, half a pickle (most of its bytes are the trace's dicts). */
-#define RS_REPORT_KEEP_BYTES ((uint64_t)128 << 20)
+ * history, is read once; a larger job keeps only summaries. Expected: 3 times a .rsnap file (its
+ * delta-encoded columns grow to 33 bytes an event), 1.5 times a ring file (26 bytes an event),
+ * half a pickle (most of its bytes are the trace's dicts). */
+#define RS_REPORT_KEEP_BYTES ((uint64_t)64 << 20)
 /* --jobs above this is refused: threads beyond the cores only add memory. */
 #define RS_REPORT_MAX_JOBS 1024
 
@@ -661,7 +662,8 @@ static int run_report(const rs_cli_verb *verb, int argc, char **argv)
         else if (!slots[i].error)
             slots[i].st = RANKSNAP_ERR_HOST_MEMORY;
         decoded += pickle ? slots[i].bytes / 2
-                   : rs_decode_is_ring_path(paths.v[i]) ? slots[i].bytes : 3 * slots[i].bytes;
+                   : rs_decode_is_ring_path(paths.v[i]) ? slots[i].bytes / 2 * 3
+                                                        : 3 * slots[i].bytes;
     }
     read_pass rp = {paths.v, slots, 0, decoded <= RS_REPORT_KEEP_BYTES, 0, &pg};
     atomic_init(&rp.kept, 0);

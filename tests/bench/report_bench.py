@@ -20,7 +20,7 @@ Formats:
 file of each kind: the decoders alone, one core.
 
   report_bench.py --build BUILD --work DIR [--ranks 4,32,256,1024] [--events 100000]
-                  [--formats rsnap,ring,pickle] [--pickle-ranks 4,32,256] [--reps 3]
+                  [--formats rsnap,ring,pickle] [--pickle-ranks 4,32,256] [--reps 3] [--py-reps R]
                   [--jobs N] [--single 1000000] [--decode-bench] [--json]
 
 The extrapolation line fits the two largest N of a format (time and RSS grow linearly with the
@@ -164,7 +164,7 @@ def row(fmt, n, events, files, args, start_s):
          "report_out_rss_kib": rss_out, "startup_s": start_s,
          "mb_per_s": nbytes / 1e6 / t_plain, "events_per_s": n * events / t_plain}
     if fmt == "pickle":
-        py_s, py_rss = python_load(files, args.reps)
+        py_s, py_rss = python_load(files, args.py_reps or args.reps)
         r.update({"python_load_s": py_s, "python_rss_kib": py_rss, "ratio": t_plain / py_s,
                   "ratio_without_startup": max(t_plain - start_s, 0) / py_s})
     return r
@@ -190,6 +190,8 @@ def main():
     p.add_argument("--events", type=int, default=100000)
     p.add_argument("--formats", default="rsnap,ring,pickle")
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--py-reps", type=int, default=0,
+                   help="runs of Python's pickle.load (0: --reps); the 256-rank load takes minutes")
     p.add_argument("--jobs", type=int, default=0, help="report --jobs (0: its default)")
     p.add_argument("--single", type=int, default=0, help="events of the one-rank case (0: none)")
     p.add_argument("--decode-bench", action="store_true")
