@@ -49,6 +49,15 @@ struct rs_pickle_doc {
     int protocol;
 };
 
+/* 64-bit keys to values, open addressing, doubled when half full: the memo's large keys, and the
+ * copies a streamed batch's end makes (keyed by the scratch value's address). NULL = no value. */
+typedef struct u64map {
+    uint64_t *keys;
+    rs_pickle_value **vals;
+    size_t mask; /* capacity - 1, 0 before the first key */
+    size_t n;
+} u64map;
+
 /* The memo: key -> value. Python's memo is a dict of arbitrary int keys; pickle.dump numbers
  * them 0, 1, 2, ..., and a GET is most of a PyTorch snapshot's opcodes, so keys up to the input
  * length (which no pickle.dump output can exceed: one key per opcode) index an array, and
@@ -56,11 +65,8 @@ struct rs_pickle_doc {
 typedef struct memo {
     rs_pickle_value **dense; /* [dense_cap], NULL = not stored */
     size_t dense_cap;
-    uint64_t *keys;   /* keys above the input length: open addressing */
-    rs_pickle_value **vals;  /* NULL = empty slot */
-    size_t mask;      /* capacity - 1, 0 before the first such key */
-    size_t sparse;    /* keys in the hash table */
-    size_t count;     /* distinct keys: MEMOIZE's next key, as len(memo) in Python */
+    u64map sparse;           /* keys above the input length */
+    size_t count;            /* distinct keys: MEMOIZE's next key, as len(memo) in Python */
 } memo;
 
 typedef struct dec {
@@ -84,9 +90,7 @@ typedef struct dec {
     uint64_t *batch_keys; /* keys PUT, BINPUT or LONG_BINPUT stored one of its values under */
     size_t n_batch_keys, batch_keys_cap;
     /* copies out of the batch while it ends: scratch value -> copy (open addressing) */
-    const rs_pickle_value **fwd_from;
-    rs_pickle_value **fwd_to;
-    size_t fwd_mask, fwd_n;
+    u64map fwd;
     rs_pickle_value **work; /* copies whose items still point into the batch */
     size_t n_work, work_cap;
 } dec;
@@ -549,6 +553,62 @@ static size_t hash_key(uint64_t k)
     return (size_t)k;
 }
 
+/* Where `key` is in the map, or the empty slot where it belongs (the map has one). */
+static size_t u64map_find(const u64map *m, uint64_t key)
+{
+    size_t i = hash_key(key) & m->mask;
+    while (m->vals[i] && m->keys[i] != key) i = (i + 1) & m->mask;
+    return i;
+}
+
+static rs_pickle_value *u64map_get(const u64map *m, uint64_t key)
+{
+    return m->mask ? m->vals[u64map_find(m, key)] : NULL;
+}
+
+/* -1 when out of memory; 1 when the key is new. */
+static int u64map_put(u64map *m, uint64_t key, rs_pickle_value *v)
+{
+    if (m->mask == 0 || 2 * (m->n + 1) > m->mask + 1) {
+        u64map g = {NULL, NULL, m->mask ? 2 * m->mask + 1 : 63, 0};
+        g.keys = malloc((g.mask + 1) * sizeof *g.keys);
+        g.vals = calloc(g.mask + 1, sizeof *g.vals);
+        if (!g.keys || !g.vals) {
+            free(g.keys);
+            free(g.vals);
+            return -1;
+        }
+        for (size_t i = 0; m->mask && i <= m->mask; i++) {
+            if (!m->vals[i]) continue;
+            size_t j = u64map_find(&g, m->keys[i]);
+            g.keys[j] = m->keys[i];
+            g.vals[j] = m->vals[i];
+        }
+        g.n = m->n;
+        free(m->keys);
+        free(m->vals);
+        *m = g;
+    }
+    size_t i = u64map_find(m, key);
+    int added = !m->vals[i];
+    m->n += (size_t)added;
+    m->keys[i] = key;
+    m->vals[i] = v;
+    return added;
+}
+
+static void u64map_clear(u64map *m)
+{
+    if (m->mask) memset(m->vals, 0, (m->mask + 1) * sizeof *m->vals);
+    m->n = 0;
+}
+
+static void u64map_free(u64map *m)
+{
+    free(m->keys);
+    free(m->vals);
+}
+
 /* A memo key that holds a value of the open batch: when the batch ends, the key gets the
  * value's copy (or the taken mark). MEMOIZE's own keys are known without this list. */
 static ranksnap_status note_batch_key(dec *d, uint64_t key, rs_pickle_value *v)
@@ -570,9 +630,9 @@ static rs_pickle_value **memo_slot(dec *d, uint64_t key)
 {
     memo *m = &d->memo;
     if (key < m->dense_cap) return m->dense[key] ? &m->dense[key] : NULL;
-    if (key > d->len && m->mask) {
-        for (size_t i = hash_key(key) & m->mask; m->vals[i]; i = (i + 1) & m->mask)
-            if (m->keys[i] == key) return &m->vals[i];
+    if (key > d->len && m->sparse.mask) {
+        size_t i = u64map_find(&m->sparse, key);
+        if (m->sparse.vals[i]) return &m->sparse.vals[i];
     }
     return NULL;
 }
@@ -595,36 +655,9 @@ static ranksnap_status memo_put(dec *d, uint64_t key, rs_pickle_value *v)
         m->dense[key] = v;
         return note_batch_key(d, key, v);
     }
-    if (m->mask == 0 || 2 * (m->sparse + 1) > m->mask + 1) {
-        size_t cap = m->mask ? 2 * (m->mask + 1) : 64;
-        uint64_t *keys = malloc(cap * sizeof *keys);
-        rs_pickle_value **vals = calloc(cap, sizeof *vals);
-        if (!keys || !vals) {
-            free(keys);
-            free(vals);
-            return no_memory(d, cap * (sizeof *keys + sizeof *vals));
-        }
-        for (size_t i = 0; m->mask && i <= m->mask; i++) {
-            if (!m->vals[i]) continue;
-            size_t j = hash_key(m->keys[i]) & (cap - 1);
-            while (vals[j]) j = (j + 1) & (cap - 1);
-            keys[j] = m->keys[i];
-            vals[j] = m->vals[i];
-        }
-        free(m->keys);
-        free(m->vals);
-        m->keys = keys;
-        m->vals = vals;
-        m->mask = cap - 1;
-    }
-    size_t i = hash_key(key) & m->mask;
-    while (m->vals[i] && m->keys[i] != key) i = (i + 1) & m->mask;
-    if (!m->vals[i]) {
-        m->count++;
-        m->sparse++;
-    }
-    m->keys[i] = key;
-    m->vals[i] = v;
+    int added = u64map_put(&m->sparse, key, v);
+    if (added < 0) return no_memory(d, 2 * (m->sparse.mask + 1) * sizeof *m->sparse.vals);
+    m->count += (size_t)added;
     return note_batch_key(d, key, v);
 }
 
@@ -640,14 +673,9 @@ static inline ranksnap_status memo_get(dec *d, uint64_t key)
     const memo *m = &d->memo;
     if (key < m->dense_cap && m->dense[key] == &taken_entry) return memo_taken(d, key);
     if (key < m->dense_cap && m->dense[key]) return push(d, m->dense[key]);
-    if (key > d->len && m->mask) {
-        size_t i = hash_key(key) & m->mask;
-        while (m->vals[i]) {
-            if (m->keys[i] == key && m->vals[i] == &taken_entry) return memo_taken(d, key);
-            if (m->keys[i] == key) return push(d, m->vals[i]);
-            i = (i + 1) & m->mask;
-        }
-    }
+    rs_pickle_value *v = key > d->len ? u64map_get(&m->sparse, key) : NULL;
+    if (v == &taken_entry) return memo_taken(d, key);
+    if (v) return push(d, v);
     return FAIL(d, "%s of memo key %llu, which no PUT or MEMOIZE stored", rs_pickle_opcode_name(d->op),
                 (unsigned long long)key);
 }
@@ -666,54 +694,13 @@ static int is_container(const rs_pickle_value *v)
     return v->kind == RS_PICKLE_DICT || rs_pickle_is_sequence(v);
 }
 
-/* The copy already made of scratch value v during this batch's end, NULL when none. */
-static rs_pickle_value *fwd_get(const dec *d, const rs_pickle_value *v)
-{
-    if (!d->fwd_mask) return NULL;
-    for (size_t i = ((uintptr_t)v >> 5) & d->fwd_mask; d->fwd_from[i]; i = (i + 1) & d->fwd_mask)
-        if (d->fwd_from[i] == v) return d->fwd_to[i];
-    return NULL;
-}
-
-static int fwd_put(dec *d, const rs_pickle_value *v, rs_pickle_value *copy)
-{
-    if (2 * (d->fwd_n + 1) > d->fwd_mask + 1) {
-        size_t cap = d->fwd_mask ? 2 * (d->fwd_mask + 1) : 1024;
-        const rs_pickle_value **from = calloc(cap, sizeof *from);
-        rs_pickle_value **to = malloc(cap * sizeof *to);
-        if (!from || !to) {
-            free(from);
-            free(to);
-            return -1;
-        }
-        for (size_t i = 0; d->fwd_mask && i <= d->fwd_mask; i++) {
-            if (!d->fwd_from[i]) continue;
-            size_t j = ((uintptr_t)d->fwd_from[i] >> 5) & (cap - 1);
-            while (from[j]) j = (j + 1) & (cap - 1);
-            from[j] = d->fwd_from[i];
-            to[j] = d->fwd_to[i];
-        }
-        free(d->fwd_from);
-        free(d->fwd_to);
-        d->fwd_from = from;
-        d->fwd_to = to;
-        d->fwd_mask = cap - 1;
-    }
-    size_t i = ((uintptr_t)v >> 5) & d->fwd_mask;
-    while (d->fwd_from[i]) i = (i + 1) & d->fwd_mask;
-    d->fwd_from[i] = v;
-    d->fwd_to[i] = copy;
-    d->fwd_n++;
-    return 0;
-}
-
 /* A copy of scratch value v in the document's memory (its items still to be looked at). */
 static rs_pickle_value *copy_out(dec *d, rs_pickle_value *v)
 {
-    rs_pickle_value *c = fwd_get(d, v);
+    rs_pickle_value *c = u64map_get(&d->fwd, (uintptr_t)v);
     if (c) return c;
     c = arena_alloc_in(&d->doc->main, sizeof *c);
-    if (!c || fwd_put(d, v, c) != 0) return NULL;
+    if (!c || u64map_put(&d->fwd, (uintptr_t)v, c) < 0) return NULL;
     *c = *v;
     c->batch = 0;
     if (!is_container(c) || c->v.seq.n == 0) return c;
@@ -848,8 +835,7 @@ static ranksnap_status batch_end(dec *d, rs_pickle_value *l, int64_t index, size
     if (st != RANKSNAP_OK) return st;
     d->sp = start;
     d->batch = 0;
-    d->fwd_n = 0;
-    if (d->fwd_mask) memset(d->fwd_from, 0, (d->fwd_mask + 1) * sizeof *d->fwd_from);
+    u64map_clear(&d->fwd);
     arena_reset(&d->doc->scratch);
     return RANKSNAP_OK;
 }
@@ -1371,11 +1357,9 @@ ranksnap_status rs_pickle_decode_stream(const void *buf, size_t len, const char 
     free(d.stack);
     free(d.marks);
     free(d.memo.dense);
-    free(d.memo.keys);
-    free(d.memo.vals);
+    u64map_free(&d.memo.sparse);
     free(d.batch_keys);
-    free(d.fwd_from);
-    free(d.fwd_to);
+    u64map_free(&d.fwd);
     free(d.work);
     if (st != RANKSNAP_OK) {
         rs_pickle_free(d.doc);

@@ -76,25 +76,46 @@ static ranksnap_status no_memory(const dec *d, const char *what, size_t n)
 
 /* ---- pass 1: structure -------------------------------------------------------------------- */
 
-static const char *type_of_byte(unsigned char b)
+/* What a value is, by its first byte. */
+typedef enum kind { K_INT, K_MAP, K_ARRAY, K_STR, K_NIL, K_BOOL, K_BIN, K_FLOAT, K_C1, K_EXT } kind;
+
+static kind kind_of(unsigned char b)
 {
-    if (b <= 0x7f || b >= 0xe0) return "a msgpack integer";
-    if (b <= 0x8f || b == 0xde || b == 0xdf) return "a msgpack map";
-    if (b <= 0x9f || b == 0xdc || b == 0xdd) return "a msgpack array";
-    if (b <= 0xbf || (b >= 0xd9 && b <= 0xdb)) return "a msgpack string";
+    if (b <= 0x7f || b >= 0xe0 || (b >= 0xcc && b <= 0xd3)) return K_INT;
+    if (b <= 0x8f || b == 0xde || b == 0xdf) return K_MAP;
+    if (b <= 0x9f || b == 0xdc || b == 0xdd) return K_ARRAY;
+    if (b <= 0xbf || (b >= 0xd9 && b <= 0xdb)) return K_STR;
     switch (b) {
-    case 0xc0: return "msgpack nil";
+    case 0xc0: return K_NIL;
+    case 0xc1: return K_C1;
     case 0xc2:
-    case 0xc3: return "a msgpack boolean";
+    case 0xc3: return K_BOOL;
     case 0xc4:
     case 0xc5:
-    case 0xc6: return "msgpack binary";
+    case 0xc6: return K_BIN;
     case 0xca:
-    case 0xcb: return "a msgpack float";
+    case 0xcb: return K_FLOAT;
     }
-    if (b >= 0xcc && b <= 0xd3) return "a msgpack integer";
-    if (b == 0xc1) return "the byte 0xc1 (never valid in msgpack)";
-    return "a msgpack extension";
+    return K_EXT;
+}
+
+/* For "the top level is ...". */
+static const char *type_of_byte(unsigned char b)
+{
+    static const char *const names[] = {
+        "a msgpack integer", "a msgpack map", "a msgpack array", "a msgpack string", "msgpack nil",
+        "a msgpack boolean", "msgpack binary", "a msgpack float",
+        "the byte 0xc1 (never valid in msgpack)", "a msgpack extension"};
+    return names[kind_of(b)];
+}
+
+/* For "field 'x' must be ..., not ...". */
+static const char *type_name(unsigned char b)
+{
+    static const char *const names[] = {"an integer", "a map", "an array", "a string", "nil",
+                                        "a boolean", "binary", "a float", "an extension",
+                                        "an extension"};
+    return names[kind_of(b)];
 }
 
 static ranksnap_status truncated(const dec *d)
@@ -337,25 +358,6 @@ static ranksnap_status bad_value(const dec *d, const where *w, size_t at, const 
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return fail(d, "field '%s' %s (offset %zu)", name, msg, at);
-}
-
-static const char *type_name(unsigned char b)
-{
-    if (b <= 0x7f || b >= 0xe0 || (b >= 0xcc && b <= 0xd3)) return "an integer";
-    if (b <= 0x8f || b == 0xde || b == 0xdf) return "a map";
-    if (b <= 0x9f || b == 0xdc || b == 0xdd) return "an array";
-    if (b <= 0xbf || (b >= 0xd9 && b <= 0xdb)) return "a string";
-    switch (b) {
-    case 0xc0: return "nil";
-    case 0xc2:
-    case 0xc3: return "a boolean";
-    case 0xc4:
-    case 0xc5:
-    case 0xc6: return "binary";
-    case 0xca:
-    case 0xcb: return "a float";
-    }
-    return "an extension";
 }
 
 /* A string from the file, shortened and with control bytes replaced, for an error message. */

@@ -7,12 +7,12 @@ are the ones PyTorch's files hold: memoized strings, frame dicts shared between 
 2.11 caches them: the 2,500 entries of tests/data/snapshot_rank0.pickle name 83 distinct frame
 dicts), a fresh `frames` list and entry dict per event, ints as BININT/LONG1.
 
-The trace is report_bench_rank's workload, as PyTorch would record it with stacks="python": a
-window of 48 live tensors replaced one at a time from four call sites (sizes log-uniform from
-512 B to 8 MiB, one seed for all ranks), ten steps; rank --diverge-rank holds 16 MiB more in
-every step. Blocks get segments as PyTorch's allocator gives them (a 2 MiB segment for up to
-1 MiB, a 20 MiB one up to 10 MiB; free segments cached and reused by size), and the trace is the
-last M entries, as a recording with max_entries=M keeps. Ranks other than the divergent one do
+The trace is report_bench_rank's workload (bench_sites.h), as PyTorch would record it with
+stacks="python": a window of 48 live tensors replaced one at a time from four call sites (sizes
+log-uniform from 512 B to 8 MiB, one seed for all ranks), ten steps; rank --diverge-rank holds
+16 MiB more in every step. The allocator and the entries' format are those of
+tests/data/make_torch_like_pickle.py (a segment per block, freed segments reused by size), and the
+trace is the last M entries, as a recording with max_entries=M keeps. Ranks other than the divergent one do
 the same thing, so their files are the same bytes: one is pickled, the others are copies.
 
 Prints one line per distinct file made; exit status 0.
@@ -21,10 +21,19 @@ import argparse
 import os
 import pickle
 import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "data"))
+import make_torch_like_pickle as torch_like  # noqa: E402  (its allocator and trace format)
 
 MIB = 1 << 20
 SITE_PKG = "/opt/torch/.venv/lib/python3.12/site-packages/"
 USER = "/home/user/project/"
+
+# PyTorch 2.11 shares one dict per distinct frame between the entries that name it: an entry's
+# frames list is fresh, its dicts are not.
+torch_like.frames_of = list
 
 
 def frame_dicts():
@@ -55,6 +64,7 @@ def frame_dicts():
 
 
 def rng(seed):
+    """bench_sites.h's xorshift sequence."""
     x = seed
     mask = (1 << 64) - 1
     while True:
@@ -64,101 +74,37 @@ def rng(seed):
         yield x
 
 
-def segment_size(rounded):
-    if rounded <= MIB:
-        return 2 * MIB
-    if rounded < 10 * MIB:
-        return 20 * MIB
-    return (rounded + 2 * MIB - 1) // (2 * MIB) * (2 * MIB)
-
-
 def snapshot(events, steps, divergent):
     sites, div_stack = frame_dicts()
-    trace = []
-    segments = {}  # address -> [size, block or None, stack]
-    cached = {}    # segment size -> [address]
-    next_addr = [0x7F0000000000]
-    now = [1_795_366_562_000_000]
-
-    def record(action, addr, size, stack):
-        now[0] += 3
-        trace.append({"action": action, "addr": addr, "size": size, "stream": 0,
-                      "time_us": now[0], "compile_context": "N/A", "user_metadata": "",
-                      "frames": list(stack)})
-
-    def malloc(size, stack):
-        rounded = 512 if size < 512 else (size + 511) // 512 * 512
-        seg = segment_size(rounded)
-        if cached.get(seg):
-            addr = cached[seg].pop()
-        else:
-            addr = next_addr[0]
-            next_addr[0] += seg
-            segments[addr] = [seg, None, stack]
-            record("segment_alloc", addr, seg, stack)
-        segments[addr][1] = (rounded, size, stack)
-        record("alloc", addr, size, stack)
-        return addr
-
-    def free(addr):
-        rounded, size, stack = segments[addr][1]
-        record("free_requested", addr, size, stack)
-        record("free_completed", addr, size, stack)
-        segments[addr][1] = None
-        cached.setdefault(segments[addr][0], []).append(addr)
-
+    a = torch_like.Allocator(1 << 50)
     r = rng(0x9E3779B97F4A7C15)
     window = [None] * 48
     slot = 0
     for step in range(steps):
-        extra = malloc(16 * MIB, div_stack) if divergent else None
+        extra = a.malloc(16 * MIB, div_stack) if divergent else None
         target = events * (step + 1) // steps
-        while len(trace) < target:
+        while len(a.trace) < target:
             i = slot
             slot = (slot + 1) % len(window)
             if window[i] is not None:
-                free(window[i])
+                a.free(window[i])
             site = sites[next(r) % 4]
             base = 1 << (9 + next(r) % 14)
-            window[i] = malloc(base + next(r) % base, site)
+            window[i] = a.malloc(base + next(r) % base, site)
         if extra is not None:
-            free(extra)
-    trace = trace[-events:]
-
-    out = []
-    for addr in sorted(segments):
-        seg, block, stack = segments[addr]
-        blocks = []
-        allocated = requested = 0
-        if block:
-            rounded, req, bstack = block
-            blocks.append({"address": addr, "size": rounded, "requested_size": req,
-                           "state": "active_allocated", "frames": list(bstack)})
-            allocated, requested = rounded, req
-            if seg > rounded:
-                blocks.append({"address": addr + rounded, "size": seg - rounded,
-                               "requested_size": 0, "state": "inactive", "frames": []})
-        else:
-            blocks.append({"address": addr, "size": seg, "requested_size": 0,
-                           "state": "inactive", "frames": []})
-        out.append({"device": 0, "address": addr, "total_size": seg,
-                    "allocated_size": allocated, "active_size": allocated,
-                    "requested_size": requested, "stream": 0,
-                    "segment_type": "small" if seg <= 2 * MIB else "large",
-                    "segment_pool_id": (0, 0), "is_expandable": False,
-                    "frames": [], "blocks": blocks})
+            a.free(extra)
     return {
-        "segments": out,
-        "device_traces": [trace],
-        "allocator_settings": {
-            "PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1,
-            "garbage_collection_threshold": 0.0, "expandable_segments": False,
-            "pinned_num_register_threads": 1, "release_lock_on_cudamalloc": False,
-            "pinned_use_cuda_host_register": False, "graph_capture_record_stream_reuse": False,
-            "roundup_power2_divisions": {},
-        },
+        "segments": a.state(),
+        "device_traces": [a.trace[-events:]],
+        "allocator_settings": real_settings(),
         "external_annotations": [],
     }
+
+
+def real_settings():
+    """The allocator_settings dict of a snapshot PyTorch 2.11 wrote (tests/data)."""
+    with open(os.path.join(HERE, "..", "data", "snapshot_rank0.pickle"), "rb") as f:
+        return pickle.load(f)["allocator_settings"]
 
 
 def main():

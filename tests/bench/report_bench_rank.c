@@ -2,9 +2,10 @@
  * report_bench_rank.c — one rank of report_bench's synthetic job: records M events through the
  * public API (sim backend) and leaves what a real rank leaves, a snapshot or a dead rank's ring.
  *
- * The workload is gather_bench's: a window of live blocks replaced one at a time from four call
- * sites (sizes log-uniform from 512 B to 8 MiB, one seed for every rank, so ranks that do not
- * diverge have the same peaks), ten steps; rank --diverge-rank holds 16 MiB more in every step.
+ * The workload is gather_bench's (bench_sites.h): a window of live blocks replaced one at a time
+ * from four call sites (sizes log-uniform from 512 B to 8 MiB, one seed for every rank, so ranks
+ * that do not diverge have the same peaks), ten steps; rank --diverge-rank holds 16 MiB more in
+ * every step.
  * Each rank is a process of its own, as in a job, so that the files come from the recorder, the
  * native stacks and the snapshot encoder that write them in production.
  *
@@ -23,10 +24,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_sites.h"
 #include "ranksnap.h"
 
 #define WINDOW 48
-#define N_SITES 4
 
 static void ok(ranksnap_status st, const char *what)
 {
@@ -36,65 +37,10 @@ static void ok(ranksnap_status st, const char *what)
     }
 }
 
-static uint64_t rng_next(uint64_t *s)
+static void bench_ok(ranksnap_status st, const char *what)
 {
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
+    ok(st, what);
 }
-
-static size_t next_size(uint64_t *s)
-{
-    unsigned shift = 9 + (unsigned)(rng_next(s) % 14); /* 2^9 .. 2^22 */
-    size_t base = (size_t)1 << shift;
-    return base + (size_t)(rng_next(s) % base);
-}
-
-/* Four sites; noinline keeps each a frame of its own in the native stacks. */
-__attribute__((noinline)) static void *site_weights(size_t n)
-{
-    void *p = NULL;
-    ok(ranksnap_malloc(&p, n, NULL), "ranksnap_malloc");
-    __asm__ volatile("" ::: "memory");
-    return p;
-}
-
-__attribute__((noinline)) static void *site_activations(size_t n)
-{
-    void *p = NULL;
-    ok(ranksnap_malloc(&p, n, NULL), "ranksnap_malloc");
-    __asm__ volatile("" ::: "memory");
-    return p;
-}
-
-__attribute__((noinline)) static void *site_workspace(size_t n)
-{
-    void *p = NULL;
-    ok(ranksnap_malloc(&p, n, NULL), "ranksnap_malloc");
-    __asm__ volatile("" ::: "memory");
-    return p;
-}
-
-__attribute__((noinline)) static void *site_scratch(size_t n)
-{
-    void *p = NULL;
-    ok(ranksnap_malloc(&p, n, NULL), "ranksnap_malloc");
-    __asm__ volatile("" ::: "memory");
-    return p;
-}
-
-__attribute__((noinline)) static void *site_divergent_buffer(size_t n)
-{
-    void *p = NULL;
-    ok(ranksnap_malloc(&p, n, NULL), "ranksnap_malloc");
-    __asm__ volatile("" ::: "memory");
-    return p;
-}
-
-static void *(*const sites[N_SITES])(size_t) = {site_weights, site_activations, site_workspace,
-                                                site_scratch};
 
 static uint64_t events_now(void)
 {
@@ -167,7 +113,8 @@ int main(int argc, char **argv)
             int i = slot;
             slot = (slot + 1) % WINDOW;
             ok(ranksnap_free(win[i]), "ranksnap_free");
-            win[i] = sites[(unsigned)rng_next(&seed) % N_SITES](next_size(&seed));
+            unsigned site = (unsigned)bench_rng_next(&seed) % BENCH_N_SITES;
+            win[i] = bench_sites[site](bench_next_size(&seed));
         }
         ok(ranksnap_free(extra), "ranksnap_free");
     }

@@ -149,43 +149,36 @@ static const char repeated_entry[] =
     "e = {'action': 'alloc', 'addr': 1 << 40, 'size': 512, 'stream': 0, 'time_us': 1, 'frames': f}\n"
     "pickle.dump({'segments': [], 'device_traces': [[e] * 400000]}, open(sys.argv[1], 'wb'), 4)\n";
 
-TEST(a_segment_repeated_through_the_memo_is_refused_naming_it)
+/* The pickle `code` writes is refused with `want` in the message, within 64 MB. */
+static void expect_pickle_refused(const char *name, const char *code, const char *what,
+                                  const char *want)
 {
     size_t len = 0;
-    char *buf = python_file("segment.pickle", repeated_segment, &len);
+    char *buf = python_file(name, code, &len);
     if (!buf) {
         printf("skip: no python3\n");
         return;
     }
-    expect_bounded("[S] * 8000", torch, buf, len, 64,
-                   "segments[1]: the same segment dict as one before it (a memo reference)");
+    expect_bounded(what, torch, buf, len, 64, want);
     free(buf);
+}
+
+TEST(a_segment_repeated_through_the_memo_is_refused_naming_it)
+{
+    expect_pickle_refused("segment.pickle", repeated_segment, "[S] * 8000",
+                          "segments[1]: the same segment dict as one before it (a memo reference)");
 }
 
 TEST(a_block_repeated_through_the_memo_is_refused_naming_it)
 {
-    size_t len = 0;
-    char *buf = python_file("block.pickle", repeated_block, &len);
-    if (!buf) {
-        printf("skip: no python3\n");
-        return;
-    }
-    expect_bounded("[B] * 200000", torch, buf, len, 64,
-                   "segments[0].blocks[1]: the same block dict as one before it");
-    free(buf);
+    expect_pickle_refused("block.pickle", repeated_block, "[B] * 200000",
+                          "segments[0].blocks[1]: the same block dict as one before it");
 }
 
 TEST(a_trace_entry_referred_to_twice_is_refused_naming_the_memo_key)
 {
-    size_t len = 0;
-    char *buf = python_file("entry.pickle", repeated_entry, &len);
-    if (!buf) {
-        printf("skip: no python3\n");
-        return;
-    }
-    expect_bounded("[E] * 400000", torch, buf, len, 64,
-                   "an item the reader took as it streamed");
-    free(buf);
+    expect_pickle_refused("entry.pickle", repeated_entry, "[E] * 400000",
+                          "an item the reader took as it streamed");
 }
 
 TEST(a_megabyte_of_empty_dicts_stays_under_64_mb)
@@ -224,13 +217,21 @@ TEST(a_megabyte_of_distinct_trace_entries_stays_under_64_mb)
 
 /* An .rsnap whose history is ~1 MB of one-byte deltas: every event an allocation at a new
  * address (the walk's table holds one slot per address). */
+/* The fixture's snapshot, encoded (snapshot_fixture.h); NULL after a failed CHECK. */
+static char *fixture_bytes(fixture *f, size_t *len)
+{
+    CHECK(fixture_init(f, 1) == 0);
+    char *buf = fixture_encode(f, len);
+    CHECK(buf != NULL);
+    if (!buf) fixture_free(f);
+    return buf;
+}
+
 TEST(a_megabyte_of_distinct_addresses_in_a_rsnap_stays_under_64_mb)
 {
     fixture f;
     size_t len = 0;
-    CHECK(fixture_init(&f, 1) == 0);
-    char *valid = fixture_encode(&f, &len);
-    CHECK(valid != NULL);
+    char *valid = fixture_bytes(&f, &len);
     if (!valid) return;
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
@@ -359,9 +360,7 @@ TEST(rsnap_errors_name_the_offset_of_the_value)
 {
     fixture f;
     size_t len = 0;
-    CHECK(fixture_init(&f, 1) == 0);
-    char *buf = fixture_encode(&f, &len);
-    CHECK(buf != NULL);
+    char *buf = fixture_bytes(&f, &len);
     if (!buf) return;
     /* the value of "complete", a boolean, made nil */
     const char *key = memmem(buf, len, "\xa8" "complete", 9);
