@@ -4,7 +4,8 @@
 For each N of --ranks and each format of --formats, writes N ranks of M events (once; kept in
 --work for the next run) and times `ranksnap report DIR` and `ranksnap report --out OUT DIR`:
 wall time (median of --reps), MB/s and events/s of the files read, the report's peak RSS
-(GNU time's %M: ru_maxrss of the process). For the pickles, Python's own pickle.load of the same
+(GNU time's %M: ru_maxrss of the process) and its CPU time (user + system), which on a machine
+shared with other work says what the report cost when the wall time says what it waited. For the pickles, Python's own pickle.load of the same
 files runs in the same run (the time of the loads alone, measured inside the interpreter, and
 its peak RSS), and the ratio. `ranksnap --version` is timed as well: the process's start-up,
 which a report pays whatever it reads.
@@ -45,19 +46,20 @@ def run_timed(cmd, env=None, stdout=subprocess.DEVNULL):
     which starts the command from a small process of its own: a child forked from this script
     would count the script's own pages in its ru_maxrss."""
     rss_file = os.path.join(os.environ.get("TMPDIR", "/tmp"), "report_bench.%d.rss" % os.getpid())
-    wrapped = [TIME, "-f", "%M", "-o", rss_file] + cmd if os.path.exists(TIME) else cmd
+    wrapped = [TIME, "-f", "%M %U %S", "-o", rss_file] + cmd if os.path.exists(TIME) else cmd
     t0 = time.perf_counter()
     p = subprocess.Popen(wrapped, stdout=stdout, stderr=subprocess.PIPE, env=env)
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
     err = p.stderr.read().decode(errors="replace")
     p.stderr.close()
-    rss = ru.ru_maxrss
+    rss, cpu = ru.ru_maxrss, ru.ru_utime + ru.ru_stime
     if wrapped is not cmd:
         with open(rss_file) as f:
-            rss = int(f.read().split()[-1])
+            fields = f.read().split()
+        rss, cpu = int(fields[-3]), float(fields[-2]) + float(fields[-1])
         os.unlink(rss_file)
-    return wall, rss, os.waitstatus_to_exitcode(status), err
+    return wall, rss, os.waitstatus_to_exitcode(status), err, cpu
 
 
 def median(v):
@@ -130,7 +132,7 @@ def python_load(files, reps):
     out_file = os.path.join(os.environ.get("TMPDIR", "/tmp"), "report_bench.%d.out" % os.getpid())
     for _ in range(reps):
         with open(out_file, "w") as out:
-            _, kib, rc, err = run_timed([sys.executable, "-c", PY_LOAD] + files, stdout=out)
+            _, kib, rc, err, _ = run_timed([sys.executable, "-c", PY_LOAD] + files, stdout=out)
         if rc != 0:
             sys.exit("report_bench: python's pickle.load failed: " + err)
         with open(out_file) as f:
@@ -143,25 +145,27 @@ def python_load(files, reps):
 def report(args, target, extra, reps):
     ranksnap = os.path.join(args.build, "ranksnap")
     cmd = [ranksnap, "report"] + extra + (["--jobs", str(args.jobs)] if args.jobs else []) + target
-    walls, rss = [], 0
+    walls, cpus, rss = [], [], 0
     for _ in range(reps):
-        wall, kib, rc, err = run_timed(cmd)
+        wall, kib, rc, err, cpu = run_timed(cmd)
         if rc != 0:
             sys.exit("report_bench: %s failed (%d): %s" % (" ".join(cmd), rc, err))
         walls.append(wall)
+        cpus.append(cpu)
         rss = max(rss, kib)
-    return median(walls), rss
+    return median(walls), rss, median(cpus)
 
 
 def row(fmt, n, events, files, args, start_s):
     nbytes = dir_bytes(files)
     target = files if fmt == "pickle" else [os.path.dirname(files[0])]
     out = os.path.join(args.work, "out-%s-%d" % (fmt, n))
-    t_plain, rss_plain = report(args, target, [], args.reps)
-    t_out, rss_out = report(args, target, ["--out", out], args.reps)
+    t_plain, rss_plain, cpu_plain = report(args, target, [], args.reps)
+    t_out, rss_out, _ = report(args, target, ["--out", out], args.reps)
     r = {"format": fmt, "ranks": n, "events_per_rank": events, "bytes": nbytes,
-         "report_s": t_plain, "report_rss_kib": rss_plain, "report_out_s": t_out,
-         "report_out_rss_kib": rss_out, "startup_s": start_s,
+         "report_s": t_plain, "report_cpu_s": cpu_plain, "report_rss_kib": rss_plain,
+         "report_out_s": t_out, "report_out_rss_kib": rss_out, "startup_s": start_s,
+         "load": os.getloadavg()[0],
          "mb_per_s": nbytes / 1e6 / t_plain, "events_per_s": n * events / t_plain}
     if fmt == "pickle":
         py_s, py_rss = python_load(files, args.py_reps or args.reps)
@@ -171,10 +175,10 @@ def row(fmt, n, events, files, args, start_s):
 
 
 def print_row(r):
-    line = "%-7s %6d %9d %11.1f %9.3f %9.1f %12.0f %9.0f %9.3f %9.0f" % (
+    line = "%-7s %6d %9d %9.1f %9.3f %7.3f %8.1f %12.0f %8.0f %8.3f %8.0f %5.1f" % (
         r["format"], r["ranks"], r["events_per_rank"], r["bytes"] / 1e6, r["report_s"],
-        r["mb_per_s"], r["events_per_s"], r["report_rss_kib"] / 1024, r["report_out_s"],
-        r["report_out_rss_kib"] / 1024)
+        r["report_cpu_s"], r["mb_per_s"], r["events_per_s"], r["report_rss_kib"] / 1024,
+        r["report_out_s"], r["report_out_rss_kib"] / 1024, r["load"])
     if "python_load_s" in r:
         line += " %9.3f %8.0f %7.3f %7.3f" % (r["python_load_s"], r["python_rss_kib"] / 1024,
                                               r["ratio"], r["ratio_without_startup"])
@@ -205,9 +209,9 @@ def main():
     if not args.json:
         print("ranksnap --version (start-up): %.4f s; nproc %d; load average %.2f %.2f %.2f"
               % ((start_s, os.cpu_count()) + os.getloadavg()))
-        print("%-7s %6s %9s %11s %9s %9s %12s %9s %9s %9s %9s %8s %7s %7s" % (
-            "format", "ranks", "events", "MB", "report s", "MB/s", "events/s", "RSS MiB",
-            "--out s", "RSS MiB", "py load s", "py MiB", "ratio", "-start"))
+        print("%-7s %6s %9s %9s %9s %7s %8s %12s %8s %8s %8s %5s %9s %8s %7s %7s" % (
+            "format", "ranks", "events", "MB", "report s", "CPU s", "MB/s", "events/s",
+            "RSS MiB", "--out s", "RSS MiB", "load", "py load s", "py MiB", "ratio", "-start"))
     for fmt in args.formats.split(","):
         ns = args.pickle_ranks if fmt == "pickle" else args.ranks
         for n in [int(x) for x in ns.split(",") if x]:
