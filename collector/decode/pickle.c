@@ -290,10 +290,12 @@ static inline rs_pickle_value *new_value(dec *d, rs_pickle_kind kind)
 {
     rs_pickle_value *v = arena_alloc(d, sizeof *v);
     if (!v) return NULL;
-    memset(v, 0, sizeof *v);
     v->kind = (uint8_t)kind;
+    v->is_u64 = 0;
     v->batch = d->batch;
     v->offset = d->op_at;
+    v->v.seq.items = NULL; /* the union's 16 bytes, zeroed */
+    v->v.seq.n = v->v.seq.cap = 0;
     return v;
 }
 
@@ -1180,6 +1182,143 @@ static ranksnap_status step(dec *d, int *done)
     return FAIL(d, "byte 0x%02x is not a pickle opcode", d->op);
 }
 
+/* ---- a trace entry in one step ---------------------------------------------------------------- */
+
+/* Most of a PyTorch snapshot is trace entries, which pickle.dump writes as the same run of
+ * opcodes every time: EMPTY_DICT MEMOIZE MARK, then key/value pairs whose keys are memo GETs of
+ * strings and whose values are memo GETs, small ints, LONG1s of up to 8 bytes or the `frames`
+ * list (EMPTY_LIST MEMOIZE, then MARK GET... APPENDS, one GET and APPEND, or nothing), then
+ * SETITEMS. Inside a streamed batch, fused_entry runs such a run of opcodes as one step: the
+ * same values at the same offsets, the same memo keys, the same dict left on the stack as the
+ * opcodes one by one would give, without their dispatch. Anything else in the bytes (a new key
+ * string, a FRAME, a missing memo key, another opcode) and it returns 0 having changed nothing
+ * but scratch memory, for the machine to run the opcodes itself. */
+#define FUSED_MAX_PAIRS 32
+#define FUSED_MAX_FRAMES 256
+
+/* The value a memo GET at buf[p] fetches (BINGET or LONG_BINGET), NULL when it is none of
+ * those, misses, or refers to a taken entry. *n is the GET's length. */
+static inline rs_pickle_value *fused_get(const dec *d, size_t p, size_t *n)
+{
+    const unsigned char *b = d->buf + p;
+    size_t left = d->len - p;
+    uint64_t key;
+    if (left >= 2 && b[0] == 0x68) {
+        key = b[1];
+        *n = 2;
+    } else if (left >= 5 && b[0] == 0x6a) {
+        key = (uint64_t)b[1] | (uint64_t)b[2] << 8 | (uint64_t)b[3] << 16 | (uint64_t)b[4] << 24;
+        *n = 5;
+    } else {
+        return NULL;
+    }
+    rs_pickle_value *v = key < d->memo.dense_cap ? d->memo.dense[key] : NULL;
+    return v == &taken_entry ? NULL : v;
+}
+
+/* An int value made at `at` (BININT1, BININT2, BININT or LONG1 of 1 to 8 bytes at buf[at]),
+ * NULL when the opcode is none of those; *n its length. */
+static rs_pickle_value *fused_int(dec *d, size_t at, size_t *n)
+{
+    const unsigned char *b = d->buf + at;
+    size_t left = d->len - at;
+    uint64_t x = 0;
+    if (left >= 2 && b[0] == 0x4b) {
+        x = b[1];
+        *n = 2;
+    } else if (left >= 3 && b[0] == 0x4d) {
+        x = (uint64_t)b[1] | (uint64_t)b[2] << 8;
+        *n = 3;
+    } else if (left >= 5 && b[0] == 0x4a) {
+        x = (uint64_t)(int64_t)(int32_t)((uint32_t)b[1] | (uint32_t)b[2] << 8 |
+                                         (uint32_t)b[3] << 16 | (uint32_t)b[4] << 24);
+        *n = 5;
+    } else if (left >= 2 && b[0] == 0x8a && b[1] >= 1 && b[1] <= 8 && left - 2 >= b[1]) {
+        for (unsigned k = 0; k < b[1]; k++) x |= (uint64_t)b[2 + k] << (8 * k);
+        if ((b[1 + b[1]] & 0x80) && b[1] < 8) x |= ~(uint64_t)0 << (8 * b[1]);
+        *n = 2 + (size_t)b[1];
+    } else {
+        return NULL;
+    }
+    d->op_at = at;
+    rs_pickle_value *v = new_value(d, RS_PICKLE_INT);
+    if (v) memcpy(&v->v.i, &x, sizeof x);
+    return v;
+}
+
+/* The run of opcodes of a trace entry at the EMPTY_DICT at `at`; 1 when done (*pos after its
+ * SETITEMS, the dict pushed at *sp), 0 when the bytes are laid out otherwise. */
+static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
+{
+    const unsigned char *b = d->buf;
+    size_t p = at + 1, n = 0, key = d->memo.count;
+    rs_pickle_value *items[2 * FUSED_MAX_PAIRS], *frames[FUSED_MAX_FRAMES];
+    rs_pickle_value *list = NULL;
+    size_t n_items = 0, n_frames = 0, list_at = 0;
+    int memo_dict = 0, memo_list = 0; /* each MEMOIZEd (PyTorch: yes; ranksnap's export: no) */
+    if (*sp + 1 > d->stack_cap || key + 1 >= d->memo.dense_cap || d->memo.dense[key] ||
+        d->memo.dense[key + 1] || d->len - p < 2)
+        return 0;
+    if (b[p] == 0x94) {
+        memo_dict = 1;
+        p++;
+    }
+    if (p >= d->len || b[p] != 0x28) return 0;
+    for (p++; p < d->len && b[p] != 0x75; ) {
+        rs_pickle_value *k = fused_get(d, p, &n), *v;
+        if (!k || k->kind != RS_PICKLE_STR || n_items == 2 * FUSED_MAX_PAIRS) return 0;
+        p += n;
+        if (p >= d->len) return 0;
+        if (b[p] == 0x5d) { /* EMPTY_LIST (MEMOIZE), then its items */
+            if (list) return 0;
+            list_at = p++;
+            if (p < d->len && b[p] == 0x94) {
+                memo_list = 1;
+                p++;
+            }
+            if (p < d->len && b[p] == 0x28) {
+                for (p++; p < d->len && b[p] != 0x65; p += n) {
+                    rs_pickle_value *f = fused_get(d, p, &n);
+                    if (!f || n_frames == FUSED_MAX_FRAMES) return 0;
+                    frames[n_frames++] = f;
+                }
+                if (p >= d->len) return 0;
+                p++;
+            } else if ((v = fused_get(d, p, &n)) != NULL && p + n < d->len && b[p + n] == 0x61) {
+                frames[n_frames++] = v;
+                p += n + 1;
+            }
+            /* the list outlives the batch (the reader keeps an entry's frames, and the memo
+             * holds it): made in the document's memory, it needs no copy when the batch ends;
+             * frame dicts this batch made are copied out to go in it (the first entries') */
+            for (size_t f = 0; f < n_frames; f++)
+                if (in_batch(d, frames[f]) && !(frames[f] = evacuate(d, frames[f]))) return 0;
+            uint32_t batch = d->batch;
+            d->batch = 0;
+            d->op_at = list_at;
+            list = v = new_container(d, RS_PICKLE_LIST, frames, n_frames);
+            d->batch = batch;
+        } else if ((v = fused_get(d, p, &n)) == NULL && (v = fused_int(d, p, &n)) == NULL) {
+            return 0;
+        } else {
+            p += n;
+        }
+        if (!v) return 0;
+        items[n_items++] = k;
+        items[n_items++] = v;
+    }
+    if (p >= d->len) return 0;
+    d->op_at = at;
+    rs_pickle_value *dict = new_container(d, RS_PICKLE_DICT, items, n_items);
+    if (!dict) return 0;
+    /* what MEMOIZE did for the dict, and for the list after it */
+    if (memo_dict) d->memo.dense[d->memo.count++] = dict;
+    if (memo_list) d->memo.dense[d->memo.count++] = list;
+    d->stack[(*sp)++] = dict;
+    *pos = p + 1;
+    return 1;
+}
+
 /* The machine's loop. The opcodes a PyTorch snapshot is made of (memo gets and puts, marks,
  * empty containers, small ints, SETITEMS, APPENDS) run here with the machine's state in local
  * variables when nothing is out of the ordinary: room on the stack, a key already in the memo's
@@ -1232,6 +1371,9 @@ static ranksnap_status run(dec *d)
             d->marks[d->n_marks++] = sp;
             continue;
         case 0x7d: /* EMPTY_DICT */
+            /* a trace entry in a streamed batch: its whole run of opcodes in one step */
+            if (d->batch && fused_entry(d, at, &pos, &sp)) continue;
+            /* fall through */
         case 0x5d: /* EMPTY_LIST */
             if (sp == d->stack_cap) break;
             d->op_at = at;

@@ -145,10 +145,16 @@ typedef struct ptr_cache {
     uint32_t val[PTR_CACHE]; /* 0 = none */
 } ptr_cache;
 
+/* A slot of a cache of `size` entries (a power of two) for the value at `v`: values sit 32
+ * bytes apart in the decoder's memory, so the address is mixed before it is cut. */
+static size_t addr_slot(const rs_pickle_value *v, size_t size)
+{
+    return (size_t)(((uintptr_t)v * 0x9e3779b97f4a7c15ull) >> 40) & (size - 1);
+}
+
 static size_t ptr_slot(const rs_pickle_value *v)
 {
-    uintptr_t a = (uintptr_t)v;
-    return (size_t)((a >> 5) ^ (a >> 17)) & (PTR_CACHE - 1);
+    return addr_slot(v, PTR_CACHE);
 }
 
 static uint32_t ptr_get(const ptr_cache *c, const rs_pickle_value *v)
@@ -165,8 +171,8 @@ static void ptr_put(ptr_cache *c, const rs_pickle_value *v, uint32_t val)
 }
 
 /* Key and action strings remembered by address (powers of two). */
-#define KEY_CACHE 64
-#define ACTION_CACHE 16
+#define KEY_CACHE 256
+#define ACTION_CACHE 64
 
 typedef struct mapper {
     const char *name;
@@ -305,11 +311,12 @@ typedef struct fields {
 static int key_id(mapper *m, const rs_pickle_value *k)
 {
     if (k->kind != RS_PICKLE_STR) return F_OTHER;
-    size_t h = ((uintptr_t)k >> 5) & (KEY_CACHE - 1);
+    size_t h = addr_slot(k, KEY_CACHE);
     if (m->key_ptr[h] == k) return m->key_id[h];
     int id = F_OTHER;
     for (int f = 1; f < F_COUNT_; f++)
-        if (rs_pickle_str_is(k, field_names[f])) {
+        if (k->v.str.n == strlen(field_names[f]) &&
+            memcmp(k->v.str.p, field_names[f], k->v.str.n) == 0) {
             id = f;
             break;
         }
@@ -830,7 +837,7 @@ static int action_by_name(const rs_pickle_value *v)
  * them). */
 static int action_of(mapper *m, const rs_pickle_value *v)
 {
-    size_t h = ((uintptr_t)v >> 5) & (ACTION_CACHE - 1);
+    size_t h = addr_slot(v, ACTION_CACHE);
     if (m->action_ptr[h] == v) return m->action_code[h];
     m->action_ptr[h] = v;
     return m->action_code[h] = action_by_name(v);
