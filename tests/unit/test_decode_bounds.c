@@ -279,14 +279,19 @@ TEST(a_megabyte_of_distinct_addresses_in_a_rsnap_stays_under_64_mb)
 
 /* ---- the trace streamed out of the pickle ----------------------------------------------------- */
 
+/* Entries with 0 to 3 frames (an empty list, one APPEND, MARK ... APPENDS), negative streams,
+ * sizes that need a LONG1, shared frame dicts: what the decoder runs as one step and what it
+ * runs opcode by opcode must agree. */
 static const char torch_like[] =
-    "frames = [[{'name': 'f%d' % k, 'filename': '/u/m.py', 'line': k} for k in range(j, j + 4)]\n"
+    "frames = [[{'name': 'f%d' % k, 'filename': '/u/m.py', 'line': k} for k in range(j, j + j % 4)]\n"
     "          for j in range(5)]\n"
     "t = []\n"
     "for i in range(3001):\n"
     "    a = ['alloc', 'free_requested', 'free_completed'][i % 3]\n"
-    "    t.append({'action': a, 'addr': (1 << 40) + 512 * (i // 3 % 7), 'size': 512 + i // 3,\n"
-    "              'stream': 0, 'time_us': 1000 + i, 'frames': list(frames[i % 5])})\n"
+    "    t.append({'action': a, 'addr': (1 << 40) + 512 * (i // 3 % 7),\n"
+    "              'size': (1 << 33) + i // 3 if i // 3 % 5 == 0 else 512 + i // 3,\n"
+    "              'stream': -1 if i // 3 % 11 == 0 else 0, 'time_us': 1000 + i,\n"
+    "              'frames': list(frames[i // 3 % 5])})\n"
     "t.insert(5, {'action': 'snapshot', 'addr': 0, 'size': 0, 'stream': 0, 'time_us': 1, 'frames': []})\n"
     "segs = [{'device': 0, 'address': 1 << 40, 'total_size': 2 << 20, 'stream': 0,\n"
     "         'segment_type': 'small', 'blocks': [], 'frames': []}]\n";
