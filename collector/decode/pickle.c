@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr_hash.h"
 #include "errors.h"
 #include "pickle.h"
 
@@ -549,10 +550,7 @@ static inline ranksnap_status check_hashable(const dec *d, const rs_pickle_value
 
 static size_t hash_key(uint64_t k)
 {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return (size_t)k;
+    return rs_addr_hash(k, rs_addr_hash_seed()); /* seeded: a pickle chooses its keys (addr_hash.h) */
 }
 
 /* Where `key` is in the map, or the empty slot where it belongs (the map has one). */

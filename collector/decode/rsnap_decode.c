@@ -32,6 +32,7 @@
 #include "errors.h"
 #include "file_read.h"
 #include "rsnap_decode.h"
+#include "snap_check.h"
 
 /* Our format nests five deep; unknown keys from newer writers get room to nest further. */
 #define RSNAP_MAX_DEPTH 24
@@ -1238,6 +1239,7 @@ ranksnap_status rs_rsnap_decode(const void *buf, size_t len, const char *name_fo
         s = calloc(1, sizeof *s);
         st = s ? read_top(&d, s) : no_memory(&d, "the snapshot", 1);
     }
+    if (st == RANKSNAP_OK) st = rs_snap_check(s, d.name); /* the model's one check (snap_check.h) */
     free(d.maps);
     free(d.ents);
     free(d.open);

@@ -20,8 +20,8 @@
 #include "check.h"
 #include "file_read.h"
 #include "find_python.h"
-#include "model_check.h"
 #include "rsnap_decode.h"
+#include "snap_check.h"
 #include "snapshot_fixture.h"
 #include "summary.h"
 #include "torch_decode.h"
@@ -88,7 +88,7 @@ static long decode_in_child(decoder dec, const char *buf, size_t len, ranksnap_s
         out[1] = dec(buf, len, &s);
         if (s) {
             rs_summary sum;
-            if (!model_is_consistent(s)) out[1] = -1;
+            if (!(rs_snap_check(s, "decoded") == RANKSNAP_OK)) out[1] = -1;
             rs_summary_of(s, &sum);
         }
         getrusage(RUSAGE_SELF, &ru);
@@ -345,7 +345,7 @@ TEST(the_trace_decodes_alike_at_every_protocol_and_layout)
         rs_snap *s = NULL;
         ranksnap_status st = torch(buf, len, &s);
         if (st != RANKSNAP_OK) fprintf(stderr, "%s: %s\n", name, ranksnap_last_error());
-        CHECK(st == RANKSNAP_OK && s && model_is_consistent(s));
+        CHECK(st == RANKSNAP_OK && s && (rs_snap_check(s, "decoded") == RANKSNAP_OK));
         if (s) CHECK(s->history.count >= 3001); /* the snapshot entry left out; steps inferred */
         if (s && !first) {
             first = s;
