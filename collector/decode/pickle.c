@@ -57,6 +57,7 @@ typedef struct u64map {
     rs_pickle_value **vals;
     size_t mask; /* capacity - 1, 0 before the first key */
     size_t n;
+    uint64_t seed; /* the process's (addr_hash.h), read once: a pickle chooses its keys */
 } u64map;
 
 /* The memo: key -> value. Python's memo is a dict of arbitrary int keys; pickle.dump numbers
@@ -548,15 +549,10 @@ static inline ranksnap_status check_hashable(const dec *d, const rs_pickle_value
 
 /* ---- the memo ------------------------------------------------------------------------------ */
 
-static size_t hash_key(uint64_t k)
-{
-    return rs_addr_hash(k, rs_addr_hash_seed()); /* seeded: a pickle chooses its keys (addr_hash.h) */
-}
-
 /* Where `key` is in the map, or the empty slot where it belongs (the map has one). */
 static size_t u64map_find(const u64map *m, uint64_t key)
 {
-    size_t i = hash_key(key) & m->mask;
+    size_t i = rs_addr_hash(key, m->seed) & m->mask;
     while (m->vals[i] && m->keys[i] != key) i = (i + 1) & m->mask;
     return i;
 }
@@ -570,7 +566,7 @@ static rs_pickle_value *u64map_get(const u64map *m, uint64_t key)
 static int u64map_put(u64map *m, uint64_t key, rs_pickle_value *v)
 {
     if (m->mask == 0 || 2 * (m->n + 1) > m->mask + 1) {
-        u64map g = {NULL, NULL, m->mask ? 2 * m->mask + 1 : 63, 0};
+        u64map g = {NULL, NULL, m->mask ? 2 * m->mask + 1 : 63, 0, rs_addr_hash_seed()};
         g.keys = malloc((g.mask + 1) * sizeof *g.keys);
         g.vals = calloc(g.mask + 1, sizeof *g.vals);
         if (!g.keys || !g.vals) {

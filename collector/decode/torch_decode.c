@@ -82,13 +82,16 @@ typedef struct idcache {
     int64_t *c;
     uint32_t *val; /* 0 = empty */
     size_t mask, n;
+    uint64_t seed; /* the process's (addr_hash.h), read once */
 } idcache;
 
 static size_t idcache_slot(const idcache *t, uintptr_t a, uintptr_t b, int64_t c)
 {
-    /* seeded (addr_hash.h): the file chooses `c`, a line number, and any fixed mix of it can be aimed at */
-    uint64_t seed = rs_addr_hash_seed();
-    return rs_addr_hash(a ^ rs_addr_hash(b ^ rs_addr_hash((uint64_t)c, seed), seed), seed) & t->mask;
+    /* seeded (addr_hash.h): the file chooses `c`, a line number, and any fixed mix of it can be
+     * aimed at. `a` and `b` are this process's addresses; for one (a, b) the finalisers are
+     * bijections, so distinct lines never share a hash and the seed hides which slot they get. */
+    return rs_addr_hash(a ^ rs_addr_hash(b * 0x9e3779b97f4a7c15ull ^ (uint64_t)c, t->seed), t->seed) &
+           t->mask;
 }
 
 /* The cached value, 0 when absent. */
@@ -112,7 +115,7 @@ static void idcache_free(idcache *t)
 static int idcache_put(idcache *t, uintptr_t a, uintptr_t b, int64_t c, uint32_t val)
 {
     if (t->mask == 0 || 2 * (t->n + 1) > t->mask + 1) {
-        idcache g = {NULL, NULL, NULL, NULL, t->mask ? 2 * t->mask + 1 : 255, 0};
+        idcache g = {NULL, NULL, NULL, NULL, t->mask ? 2 * t->mask + 1 : 255, 0, rs_addr_hash_seed()};
         g.a = malloc((g.mask + 1) * sizeof *g.a);
         g.b = malloc((g.mask + 1) * sizeof *g.b);
         g.c = malloc((g.mask + 1) * sizeof *g.c);
@@ -187,6 +190,7 @@ typedef struct mapper {
     uint32_t *stack_slot; /* id, 0 = empty */
     uint64_t *stack_hash;
     size_t stack_mask, stacks_cap;
+    uint64_t seed;     /* the process's hash seed (addr_hash.h), read once */
     idcache frame_ids; /* (name str, filename str, line) -> index + 1 */
     ptr_cache *frame_dicts; /* frame dict -> index + 1 */
     ptr_cache *stack_lists; /* frames list -> stack id */
@@ -376,9 +380,9 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
     return rs_bytes_hash(h, p, n);
 }
 
-static uint64_t mix(uint64_t x)
+static uint64_t mix(const mapper *m, uint64_t x)
 {
-    return rs_addr_hash(x, rs_addr_hash_seed());
+    return rs_addr_hash(x, m->seed);
 }
 
 /* Grows a table of `elem` bytes each to hold `need` entries. */
@@ -412,7 +416,7 @@ static ranksnap_status stream_index(mapper *m, uint64_t handle, uint32_t *out)
             return no_memory(m, "the stream table");
         }
         for (size_t i = 0; i < s->n_streams; i++) {
-            size_t j = mix(s->streams[i]) & (cap - 1);
+            size_t j = mix(m, s->streams[i]) & (cap - 1);
             while (slot[j]) j = (j + 1) & (cap - 1);
             key[j] = s->streams[i];
             slot[j] = (uint32_t)i + 1;
@@ -423,7 +427,7 @@ static ranksnap_status stream_index(mapper *m, uint64_t handle, uint32_t *out)
         m->stream_slot = slot;
         m->stream_mask = cap - 1;
     }
-    size_t j = mix(handle) & m->stream_mask;
+    size_t j = mix(m, handle) & m->stream_mask;
     while (m->stream_slot[j]) {
         if (m->stream_key[j] == handle) {
             *out = m->stream_slot[j] - 1;
@@ -514,7 +518,7 @@ static ranksnap_status frame_index(mapper *m, const rs_pickle_value *frame, cons
     }
     h = hash_bytes(h, name ? name->v.str.p : "??", nn);
     h = hash_bytes(h ^ 0xff, file ? file->v.str.p : "??", fn);
-    h = mix(h ^ (uint64_t)(uint32_t)line32);
+    h = mix(m, h ^ (uint64_t)(uint32_t)line32);
 
     if (2 * (s->n_frames + 1) > m->frame_mask + 1) {
         size_t cap = m->frame_mask ? 2 * (m->frame_mask + 1) : 256;
@@ -590,7 +594,7 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
             m->scratch[i] = known - 1;
         else
             RS_CHECK(frame_index(m, fr, &fl, &m->scratch[i]));
-        h = mix(h ^ m->scratch[i]) + i;
+        h = mix(m, h ^ m->scratch[i]) + i;
     }
     if (2 * (s->n_stacks + 1) > m->stack_mask + 1) {
         size_t cap = m->stack_mask ? 2 * (m->stack_mask + 1) : 256;
@@ -1178,6 +1182,7 @@ ranksnap_status rs_torch_decode(const void *buf, size_t len, const char *name,
     mapper m;
     memset(&m, 0, sizeof m);
     m.name = name;
+    m.seed = rs_addr_hash_seed();
     m.s = calloc(1, sizeof *m.s);
     m.frame_dicts = calloc(1, sizeof *m.frame_dicts);
     m.stack_lists = calloc(1, sizeof *m.stack_lists);
