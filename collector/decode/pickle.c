@@ -124,6 +124,16 @@ static ranksnap_status no_memory(const dec *d, size_t bytes)
                     d->op_at, bytes);
 }
 
+/* The array `p` of *cap elements of `elem` bytes, doubled (or `first` long when empty); *cap is
+ * updated. NULL, with `p` and *cap untouched, when out of memory. */
+static void *doubled(void *p, size_t *cap, size_t elem, size_t first)
+{
+    size_t c = *cap ? 2 * *cap : first;
+    void *q = c <= SIZE_MAX / elem ? realloc(p, c * elem) : NULL;
+    if (q) *cap = c;
+    return q;
+}
+
 const char *rs_pickle_opcode_name(unsigned char op)
 {
     switch (op) {
@@ -469,11 +479,9 @@ static size_t fence(const dec *d)
 static ranksnap_status push_slow(dec *d, rs_pickle_value *v)
 {
     if (!v) return no_memory(d, sizeof *v);
-    size_t cap = d->stack_cap ? 2 * d->stack_cap : 64;
-    rs_pickle_value **s = realloc(d->stack, cap * sizeof *s);
-    if (!s) return no_memory(d, cap * sizeof *s);
+    rs_pickle_value **s = doubled(d->stack, &d->stack_cap, sizeof *s, 64);
+    if (!s) return no_memory(d, 2 * d->stack_cap * sizeof *s);
     d->stack = s;
-    d->stack_cap = cap;
     d->stack[d->sp++] = v;
     return RANKSNAP_OK;
 }
@@ -611,11 +619,9 @@ static ranksnap_status note_batch_key(dec *d, uint64_t key, rs_pickle_value *v)
 {
     if (!in_batch(d, v)) return RANKSNAP_OK;
     if (d->n_batch_keys == d->batch_keys_cap) {
-        size_t cap = d->batch_keys_cap ? 2 * d->batch_keys_cap : 64;
-        uint64_t *k = realloc(d->batch_keys, cap * sizeof *k);
-        if (!k) return no_memory(d, cap * sizeof *k);
+        uint64_t *k = doubled(d->batch_keys, &d->batch_keys_cap, sizeof *k, 64);
+        if (!k) return no_memory(d, 2 * d->batch_keys_cap * sizeof *k);
         d->batch_keys = k;
-        d->batch_keys_cap = cap;
     }
     d->batch_keys[d->n_batch_keys++] = key;
     return RANKSNAP_OK;
@@ -705,11 +711,9 @@ static rs_pickle_value *copy_out(dec *d, rs_pickle_value *v)
     memcpy(c->v.seq.items, v->v.seq.items, c->v.seq.n * sizeof *c->v.seq.items);
     c->v.seq.cap = c->v.seq.n;
     if (d->n_work == d->work_cap) {
-        size_t cap = d->work_cap ? 2 * d->work_cap : 64;
-        rs_pickle_value **w = realloc(d->work, cap * sizeof *w);
+        rs_pickle_value **w = doubled(d->work, &d->work_cap, sizeof *w, 64);
         if (!w) return NULL;
         d->work = w;
-        d->work_cap = cap;
     }
     d->work[d->n_work++] = c;
     return c;
@@ -1009,11 +1013,9 @@ static ranksnap_status step(dec *d, int *done)
     case 0x28: /* MARK */
         if (d->stream && !d->batch) batch_open(d);
         if (d->n_marks == d->marks_cap) {
-            size_t cap = d->marks_cap ? 2 * d->marks_cap : 16;
-            size_t *m = realloc(d->marks, cap * sizeof *m);
-            if (!m) return no_memory(d, cap * sizeof *m);
+            size_t *m = doubled(d->marks, &d->marks_cap, sizeof *m, 16);
+            if (!m) return no_memory(d, 2 * d->marks_cap * sizeof *m);
             d->marks = m;
-            d->marks_cap = cap;
         }
         d->marks[d->n_marks++] = d->sp;
         return RANKSNAP_OK;
