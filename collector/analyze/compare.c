@@ -279,16 +279,13 @@ static int64_t abs_bytes(int64_t b)
 static int cmp_site_desc(const void *pa, const void *pb)
 {
     const rs_compare_site *a = pa, *b = pb;
-    if (a->site.bytes != b->site.bytes) return a->site.bytes > b->site.bytes ? -1 : 1;
-    return rs_site_cmp(&a->site, &b->site);
+    return rs_site_cmp_listing(&a->site, a->site.bytes, &b->site, b->site.bytes);
 }
 
 static int cmp_site_abs(const void *pa, const void *pb)
 {
     const rs_compare_site *a = pa, *b = pb;
-    int64_t x = abs_bytes(a->site.bytes), y = abs_bytes(b->site.bytes);
-    if (x != y) return x > y ? -1 : 1;
-    return rs_site_cmp(&a->site, &b->site);
+    return rs_site_cmp_listing(&a->site, abs_bytes(a->site.bytes), &b->site, abs_bytes(b->site.bytes));
 }
 
 static int cmp_site_key_q(const void *pa, const void *pb)

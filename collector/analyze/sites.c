@@ -422,6 +422,21 @@ int rs_site_cmp(const rs_site *a, const rs_site *b)
     return (a->line > b->line) - (a->line < b->line);
 }
 
+int rs_site_naming(const rs_site *s)
+{
+    if (s->line > 0 && s->file[0]) return 0;
+    return strcmp(s->function, "(no stack)") == 0 && !s->file[0] ? 2 : 1;
+}
+
+int rs_site_cmp_listing(const rs_site *a, int64_t a_bytes, const rs_site *b, int64_t b_bytes)
+{
+    int na = rs_site_naming(a), nb = rs_site_naming(b);
+    if ((na == 2) != (nb == 2)) return na == 2 ? 1 : -1;
+    if (a_bytes != b_bytes) return a_bytes > b_bytes ? -1 : 1;
+    if (na != nb) return na < nb ? -1 : 1;
+    return rs_site_cmp(a, b);
+}
+
 /* ---- live bytes by site ------------------------------------------------------------------------- */
 
 /* A site being summed: its frame's bytes and blocks, and the stack that brought it the most
@@ -509,8 +524,7 @@ static int cmp_entry_key(const void *pa, const void *pb)
 static int cmp_entry_bytes(const void *pa, const void *pb)
 {
     const entry *a = pa, *b = pb;
-    if (a->site.bytes != b->site.bytes) return a->site.bytes > b->site.bytes ? -1 : 1;
-    return rs_site_cmp(&a->site, &b->site);
+    return rs_site_cmp_listing(&a->site, a->site.bytes, &b->site, b->site.bytes);
 }
 
 /* Consumes the tally. */

@@ -104,5 +104,11 @@ void rs_site_path_format(const rs_site_path *p, char *buf, size_t n);
 /* Sites are the same when function, file and line are; the order is by those three. */
 int rs_site_same(const rs_site *a, const rs_site *b);
 int rs_site_cmp(const rs_site *a, const rs_site *b);
+/* How well a site names code: 0 a source line, 1 a name with no line (an autograd node, an
+ * operator, a C function), 2 no stack at all. Lists of sites order bytes first, then this. */
+int rs_site_naming(const rs_site *s);
+/* The order of site lists: sites with a stack before those with none (bytes with no stack name
+ * no code: they stay listed, after the rest), then more bytes, then the better name. */
+int rs_site_cmp_listing(const rs_site *a, int64_t a_bytes, const rs_site *b, int64_t b_bytes);
 
 #endif

@@ -1,16 +1,23 @@
 #!/bin/sh
 # `ranksnap report` on the attribution fixtures recorded on the GPU machine
-# (tests/data/make_torch_fixtures.py --sites DATA/sites): the report names the rank, the pattern
-# and a Python line of the user's or of the model's code, never a frame of PyTorch's machinery or a
-# mangled name. A case whose folder is not there yet is skipped (77), saying so.
+# (tests/data/make_torch_fixtures.py --sites, kept in tests/data/sites.tar.gz): the report names
+# the rank, the pattern and a Python line of the user's or of the model's code, never a frame of
+# PyTorch's machinery or a mangled name. A case whose folder is not there yet is skipped (77), saying so.
 # usage: site_fixtures.sh CASE RANKSNAP DATA PYTHON
 set -u
 name=$1 ranksnap=$2 data=$3 python=$4
 
-# the folder of a case, or skip
+# the folder of a case, from the fixtures' archive (tests/data/sites.tar.gz: the pickles compress
+# twelvefold) into a folder of this case's own, or skip
 need() {
+    work="$name.d"
+    rm -rf "$work" && mkdir -p "$work" || exit 1
+    cd "$work" || exit 1
     d="$data/sites/$1"
-    ls "$d"/* >/dev/null 2>&1 || { echo "SKIPPED: $d not recorded yet (tests/data/make_torch_fixtures.py --sites $data/sites on a GPU machine)"; exit 77; }
+    if ! ls "$d"/* >/dev/null 2>&1 && [ -f "$data/sites.tar.gz" ]; then
+        tar xzf "$data/sites.tar.gz" "sites/$1" 2>/dev/null && d="sites/$1"
+    fi
+    ls "$d"/* >/dev/null 2>&1 || { echo "SKIPPED: $1 not recorded yet (tests/data/make_torch_fixtures.py --sites OUT $1 on a GPU machine, then into tests/data/sites.tar.gz)"; exit 77; }
 }
 
 # the report of folder $d as text (checked for machinery) and as JSON (site.json), then PY run on it
@@ -21,9 +28,10 @@ check() {
         echo "PyTorch's machinery or a mangled name in the report"; exit 1
     fi
     "$ranksnap" report --rank-from-name --json "$d"/* > site.json || exit 1
-    "$python" -c "import json, sys
+    "$python" -c "import json, re, sys
 r = json.load(open('site.json'))
-def py(s): return s['file'].endswith('.py') and '/torch/' not in s['file']
+# a line of Python that is not PyTorch's own (a virtual environment may sit in a folder named torch)
+def py(s): return s['file'].endswith('.py') and not re.search('(site|dist)-packages/(torch|functorch|triton)/', s['file'])
 $1
 print('ok')" || exit 1
 }

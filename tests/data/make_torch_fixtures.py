@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """make_torch_fixtures.py OUTDIR — real PyTorch memory snapshots for ranksnap's tests.
-   make_torch_fixtures.py --sites OUTDIR [--lib build/libranksnap.so] — the attribution fixtures.
+   make_torch_fixtures.py --sites OUTDIR [--lib build/libranksnap.so] [FOLDER...] — the attribution
+   fixtures (all of them, or only the folders named).
 
 Run on a machine with a GPU and PyTorch (the fixtures in tests/data/ were made with PyTorch
 2.11.0+cu130 on an NVIDIA H100). Four "ranks", one process each, run in turn on the one GPU: a
@@ -140,25 +141,36 @@ def site_rank(case, stacks, rank, out, lib):
     print("%s rank %d: wrote %s (%d bytes)" % (case, rank, path, os.path.getsize(path)), flush=True)
 
 
-def make_sites(out, lib):
+def make_sites(out, lib, only):
     cases = [(c, s) for c in ("longer_seq", "leak", "oom_first_step") for s in ("all", "python")]
     if lib:
         cases.append(("pluggable", "native"))
     for case, stacks in cases:
-        d = os.path.join(out, case if case == "pluggable" else "%s_%s" % (case, stacks))
+        folder = case if case == "pluggable" else "%s_%s" % (case, stacks)
+        if only and folder not in only:
+            continue
+        d = os.path.join(out, folder)
         os.makedirs(d, exist_ok=True)
+        # the four ranks at once, each its own process on the one GPU (each its own allocator and
+        # memory cap, as under mpirun); importing PyTorch is most of a rank's time
+        procs = []
         for r in range(4):
             env = dict(os.environ, RANK=str(r), WORLD_SIZE="4", RANKSNAP_DIR=d,
                        RANKSNAP_BACKEND="cuda", RANKSNAP_REPORT="0",
                        RANKSNAP_JOB="sites-" + case)
-            subprocess.run([sys.executable, __file__, "--site-rank", case, stacks, str(r), d,
-                            lib or ""], env=env, check=True)
+            procs.append(subprocess.Popen([sys.executable, __file__, "--site-rank", case, stacks,
+                                           str(r), d, lib or ""], env=env))
+        if any(p.wait() != 0 for p in procs):
+            raise SystemExit("%s: a rank failed" % folder)
 
 
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "--sites":
-        lib = sys.argv[4] if len(sys.argv) == 5 and sys.argv[3] == "--lib" else None
-        make_sites(sys.argv[2], os.path.abspath(lib) if lib else None)
+        args = sys.argv[3:]
+        lib = None
+        if args[:1] == ["--lib"] and len(args) >= 2:
+            lib, args = os.path.abspath(args[1]), args[2:]
+        make_sites(sys.argv[2], lib, set(args))  # further arguments: only these folders
         return 0
     if len(sys.argv) == 7 and sys.argv[1] == "--site-rank":
         site_rank(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6])
