@@ -1,11 +1,19 @@
 /*
  * cmd_report.c — `ranksnap report DIR|FILE...`: the comparison of rank snapshots written to disk, as rank 0
  * prints it live. It works the way the gather does, so that a thousand files do not all sit in
- * memory: each file is read, summarized and freed; the summaries decide the reference and the
- * flagged ranks; only those files are read again, whole, for their allocation sites.
+ * memory: each file is read, summarized (and reduced to its timeline when a page is wanted) on one
+ * of --jobs threads; the summaries decide the reference and the flagged ranks; only those files are
+ * read again, whole, for their allocation sites. Snapshots read in the first pass are kept for the
+ * second while they fit in RS_REPORT_KEEP_BYTES, so that a job of a few ranks is read once.
+ * Memory: the summaries (2.4 KB a rank) and timelines (a few KB a rank), the kept snapshots, one
+ * snapshot being decoded per thread, and the flagged ranks' and the reference's snapshots.
+ * Results go to per-file slots and are sorted by rank, and errors are printed after the pass in
+ * the order of the paths, so the output is the same whatever the number of threads.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +25,9 @@
 #include "cli.h"
 #include "cmd_report.h"
 #include "decode.h"
+#include "errors.h"
 #include "options.h"
+#include "pool.h"
 #include "progress.h"
 #include "report.h"
 #include "report_html.h"
@@ -25,7 +35,17 @@
 #include "text.h"
 #include "timeline.h"
 
+/* The first pass keeps the whole snapshots for the second when all of them are expected to
+ * hold no more than this (and stops keeping when they do): a job of a few ranks, or one long
+ * history, is read once; a larger job keeps only summaries. Expected: 3 times a .rsnap file (its
+ * delta-encoded columns grow to 33 bytes an event), 1.5 times a ring file (26 bytes an event),
+ * half a pickle (most of its bytes are the trace's dicts). */
+#define RS_REPORT_KEEP_BYTES ((uint64_t)64 << 20)
+/* --jobs above this is refused: threads beyond the cores only add memory. */
+#define RS_REPORT_MAX_JOBS 1024
+
 typedef struct report_opts {
+    int jobs;               /* --jobs, 0: the machine's cores */
     int json;
     int allow_mixed_jobs;
     const char *out_dir;
@@ -43,7 +63,18 @@ typedef struct report_file {
     rs_summary sum;
     uint64_t time_us; /* when the snapshot was taken, or the ring's last event */
     int is_ring;      /* recovered from a ring file a dead rank left */
+    rs_snap *snap;    /* the whole snapshot when the first pass kept it, else NULL */
+    rs_timeline *tl;  /* its timeline when a page is wanted (NULL: none could be made) */
+    ranksnap_status tl_st;
 } report_file;
+
+static void report_file_release(report_file *f)
+{
+    rs_snap_free(f->snap);
+    rs_timeline_free(f->tl);
+    f->snap = NULL;
+    f->tl = NULL;
+}
 
 /* The paths to read: each operand, a directory standing for its rank-*.rsnap files. */
 typedef struct path_list {
@@ -84,21 +115,26 @@ static int cmp_str(const void *a, const void *b)
 
 
 /* The options a PyTorch pickle is read with: its rank is the number in its name
- * (--rank-from-name) or its place among the pickles given (*n_pickles counts them). -1 (and a
- * message) when the name holds no rank. */
+ * (--rank-from-name) or its place among the pickles given (*n_pickles counts them). -1 (and the
+ * message in *error, malloc'ed) when the name holds no rank. */
 static int report_pickle_opts(const report_opts *o, const char *path, int *n_pickles,
-                              rs_torch_opts *po)
+                              rs_torch_opts *po, int *is_pickle, char **error)
 {
     rs_torch_opts_default(po);
     po->all_frames = o->all_frames;
-    if (rs_decode_is_pickle_file(path) != 1) return 0;
+    *is_pickle = !rs_decode_is_ring_path(path) && rs_decode_is_pickle_file(path) == 1;
+    if (!*is_pickle) return 0;
     if (!o->rank_from_name) {
         po->rank = (*n_pickles)++;
         return 0;
     }
     if (rs_decode_rank_from_name(path, &po->rank) == 0) return 0;
-    fprintf(stderr, "ranksnap: %s: --rank-from-name: no rank number in the file name (such as "
-                    "snapshot_rank3.pickle, rank-3.pickle or oom_rank-3_NAME.pickle)\n", path);
+    static const char fmt[] = "ranksnap: %s: --rank-from-name: no rank number in the file name "
+                              "(such as snapshot_rank3.pickle, rank-3.pickle or "
+                              "oom_rank-3_NAME.pickle)\n";
+    size_t n = strlen(fmt) + strlen(path);
+    *error = malloc(n);
+    if (*error) snprintf(*error, n, fmt, path);
     return -1;
 }
 
@@ -120,8 +156,12 @@ static size_t report_one_attempt(const report_opts *o, report_file *f, size_t n)
         int keep = rs_attempt_choose(att, rank, world, n, o->attempt);
         if (mixed || o->attempt >= 0) {
             w = 0;
-            for (size_t i = 0; i < n; i++)
-                if (att[i] == keep) f[w++] = f[i];
+            for (size_t i = 0; i < n; i++) {
+                if (att[i] == keep)
+                    f[w++] = f[i];
+                else
+                    report_file_release(&f[i]);
+            }
             if (w < n)
                 fprintf(stderr, "ranksnap: comparing attempt %d of the job; %zu files of other "
                                 "attempts left out (--attempt K picks one)\n", keep, n - w);
@@ -146,7 +186,9 @@ static size_t report_prefer_newest(report_file *f, size_t n)
             report_file *ring = f[i].is_ring ? &f[i] : &f[w - 1];
             report_file *snap = f[i].is_ring ? &f[w - 1] : &f[i];
             /* an OOM dump is the moment that matters, whatever the ring saw after it */
-            f[w - 1] = ring->time_us > snap->time_us && !snap->sum.oom ? *ring : *snap;
+            report_file *keep = ring->time_us > snap->time_us && !snap->sum.oom ? ring : snap;
+            report_file_release(keep == ring ? snap : ring);
+            f[w - 1] = *keep;
             continue;
         }
         f[w++] = f[i];
@@ -202,7 +244,7 @@ static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_o
 {
     rs_cli_args it;
     rs_cli_args_init(&it, argc, argv);
-    const char *a;
+    const char *a, *jobs = NULL;
     int kind;
     while ((kind = rs_cli_next(verb, &it, &a)) != RS_CLI_END) {
         if (kind == RS_CLI_HELP) {
@@ -236,6 +278,15 @@ static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_o
                 return -1;
             }
             o->attempt = (int)k;
+        } else if ((got = rs_cli_flag_value("--jobs", argc, argv, &it.i, &jobs)) != 0) {
+            char *end = NULL;
+            long v = got > 0 ? strtol(jobs, &end, 10) : 0;
+            if (got < 0 || !*jobs || *end || v < 1 || v > RS_REPORT_MAX_JOBS) {
+                *code = rs_cli_usage_error(verb, "--jobs expects a number of threads, 1 to %d",
+                                           RS_REPORT_MAX_JOBS);
+                return -1;
+            }
+            o->jobs = (int)v;
         } else if ((got = rs_cli_flag_value("--out", argc, argv, &it.i, &o->out_dir)) != 0 ||
                    (got = rs_cli_flag_value("--divergence", argc, argv, &it.i, &o->divergence)) != 0 ||
                    (got = rs_cli_flag_value("--html", argc, argv, &it.i, &o->html)) != 0 ||
@@ -292,6 +343,7 @@ static long report_check_files(const report_opts *o, report_file *f, size_t n, p
                         rs_text_escape(b, sizeof b, keep.path), best_count,
                         rs_text_escape(jb, sizeof jb, keep.sum.job[0] ? keep.sum.job : "(none)"));
                 if (path_push(failed, NULL, f[i].path) != 0) return -1;
+                report_file_release(&f[i]);
                 continue;
             }
             f[w++] = f[i];
@@ -334,54 +386,67 @@ static ranksnap_status render(const rs_compare_result *r, int json, char **text,
     return st;
 }
 
-/* report.html draws every rank's history, which the first pass did not keep (it holds summaries
- * only, so that a thousand files need not fit in memory): each file is read once more, one at a
- * time, and reduced to its bounded timeline (timeline.h); the files already loaded whole for the
- * verdicts are used as they are. A file that cannot be read again is drawn as "summary only". */
-static ranksnap_status render_html(const report_opts *o, const rs_compare_result *r, const report_file *f,
-                                   rs_snap *const *full, size_t n, FILE *progress,
-                                   char **html, size_t *len)
+/* The snapshot of `f` read again, whole: NULL when it cannot be (it changed or vanished since
+ * the first read; the report then falls back to its summary). */
+static rs_snap *report_reread(const report_opts *o, const report_file *f)
+{
+    int ring, closed;
+    rs_snap *snap = NULL;
+    rs_torch_opts po;
+    rs_torch_opts_default(&po);
+    po.rank = f->sum.rank;
+    po.all_frames = o->all_frames;
+    if (rs_decode_file_ex(f->path, &po, &snap, &ring, &closed) != RANKSNAP_OK ||
+        snap->rank != f->sum.rank) {
+        rs_snap_free(snap);
+        snap = NULL;
+    }
+    return snap;
+}
+
+/* report.html draws every rank's history, reduced to a bounded timeline (timeline.h) while the
+ * first pass had the file in memory. That pass chose the number of buckets from the number of
+ * files given; when fewer files made it into the report and the page wants another number,
+ * each file is read once more, one at a time, as the page's own pass. A file without a
+ * timeline is drawn as "summary only". */
+static ranksnap_status render_html(const report_opts *o, const rs_compare_result *r,
+                                   report_file *f, size_t n, uint32_t points_built,
+                                   FILE *progress, char **html, size_t *len)
 {
     *html = NULL;
     *len = 0;
-    rs_timeline **tl = calloc(n ? n : 1, sizeof *tl);
-    if (!tl) return RANKSNAP_ERR_HOST_MEMORY;
     uint32_t points = rs_timeline_points_for(n);
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct stat sb;
-        if (stat(f[i].path, &sb) == 0) bytes += (uint64_t)sb.st_size;
-    }
-    rs_progress pg;
-    rs_progress_begin(&pg, progress, "drawing", n, bytes);
     ranksnap_status st = RANKSNAP_OK;
-    for (size_t i = 0; i < n && st == RANKSNAP_OK; i++) {
-        rs_snap *snap = full[i];
-        struct stat sb;
-        if (!snap) {
-            int ring, closed;
-            rs_torch_opts po;
-            rs_torch_opts_default(&po);
-            po.rank = f[i].sum.rank;
-            po.all_frames = o->all_frames;
-            if (rs_decode_file_ex(f[i].path, &po, &snap, &ring, &closed) != RANKSNAP_OK ||
-                snap->rank != f[i].sum.rank) {
-                rs_snap_free(snap);
-                snap = NULL;
-            }
+    for (size_t i = 0; i < n && st == RANKSNAP_OK; i++)
+        if (points == points_built && f[i].tl_st != RANKSNAP_OK) st = f[i].tl_st;
+    if (st == RANKSNAP_OK && points != points_built) {
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct stat sb;
+            if (stat(f[i].path, &sb) == 0) bytes += (uint64_t)sb.st_size;
         }
-        if (snap) st = rs_timeline_build(snap, points, &tl[i]);
-        if (snap != full[i]) rs_snap_free(snap);
-        rs_progress_step(&pg, stat(f[i].path, &sb) == 0 ? (uint64_t)sb.st_size : 0);
+        rs_progress pg;
+        rs_progress_begin(&pg, progress, "drawing", n, bytes);
+        for (size_t i = 0; i < n && st == RANKSNAP_OK; i++) {
+            rs_snap *snap = f[i].snap ? f[i].snap : report_reread(o, &f[i]);
+            struct stat sb;
+            rs_timeline_free(f[i].tl);
+            f[i].tl = NULL;
+            if (snap) st = rs_timeline_build(snap, points, &f[i].tl);
+            if (snap != f[i].snap) rs_snap_free(snap);
+            rs_progress_step(&pg, stat(f[i].path, &sb) == 0 ? (uint64_t)sb.st_size : 0);
+        }
+        rs_progress_end(&pg);
     }
-    rs_progress_end(&pg);
+    rs_timeline **tl = calloc(n ? n : 1, sizeof *tl);
+    if (st == RANKSNAP_OK && !tl) st = RANKSNAP_ERR_HOST_MEMORY;
+    for (size_t i = 0; tl && i < n; i++) tl[i] = f[i].tl;
     FILE *m = st == RANKSNAP_OK ? open_memstream(html, len) : NULL;
     if (st == RANKSNAP_OK && !m) st = RANKSNAP_ERR_HOST_MEMORY;
     if (m) {
         st = rs_report_html(m, r, (const rs_timeline *const *)tl, n);
         if (fclose(m) != 0 && st == RANKSNAP_OK) st = RANKSNAP_ERR_HOST_MEMORY;
     }
-    for (size_t i = 0; i < n; i++) rs_timeline_free(tl[i]);
     free(tl);
     if (st != RANKSNAP_OK) {
         free(*html);
@@ -423,10 +488,26 @@ static int write_reports(const char *dir, const char *txt, size_t txt_len, const
     return 0;
 }
 
-/* Compares the summaries, re-reads the flagged and reference files whole for their sites, and
- * prints or writes the report. `failed` are the operands that could not be read. */
+/* The second pass: the files the verdict needs whole and the first pass did not keep. */
+typedef struct reread_pass {
+    const report_opts *o;
+    report_file *f;
+    rs_snap **full;
+    const size_t *which;
+} reread_pass;
+
+static void reread_one(void *ctx, size_t k)
+{
+    reread_pass *rp = ctx;
+    size_t i = rp->which[k];
+    rp->full[i] = report_reread(rp->o, &rp->f[i]);
+}
+
+/* Compares the summaries, gets the flagged and reference files whole for their sites (kept
+ * from the first pass, or read again), and prints or writes the report. `failed` are the
+ * operands that could not be read. */
 static int report_emit(const report_opts *o, double pct, report_file *f, size_t n,
-                       const path_list *failed, FILE *progress)
+                       const path_list *failed, uint32_t points_built, FILE *progress)
 {
     int code = RS_EXIT_FAILED;
     rs_compare_config cfg;
@@ -435,10 +516,11 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
     int world = 0;
     rs_summary *sums = malloc(n * sizeof *sums);
     rs_snap **full = calloc(n, sizeof *full);
+    size_t *which = malloc(n * sizeof *which), n_which = 0;
     rs_compare_result *r = NULL;
     char *txt = NULL, *json = NULL, *html = NULL;
     size_t txt_len = 0, json_len = 0, html_len = 0;
-    if (!sums || !full) {
+    if (!sums || !full || !which) {
         fprintf(stderr, "ranksnap: out of memory for %zu summaries\n", n);
         goto done;
     }
@@ -448,18 +530,20 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
     }
     ranksnap_status st = rs_compare(sums, NULL, n, world, &cfg, &r);
     for (size_t i = 0; st == RANKSNAP_OK && i < n; i++) {
-        if (!needs_full(r, sums[i].rank)) continue;
-        /* A file that changed or vanished since the first read falls back to its summary. */
-        int ring, closed;
-        rs_torch_opts po;
-        rs_torch_opts_default(&po);
-        po.rank = sums[i].rank;
-        po.all_frames = o->all_frames;
-        if (rs_decode_file_ex(f[i].path, &po, &full[i], &ring, &closed) != RANKSNAP_OK ||
-            full[i]->rank != sums[i].rank) {
-            rs_snap_free(full[i]);
-            full[i] = NULL;
+        if (!needs_full(r, sums[i].rank)) {
+            /* what the first pass kept and the verdict does not need goes now */
+            rs_snap_free(f[i].snap);
+            f[i].snap = NULL;
+        } else if (f[i].snap) {
+            full[i] = f[i].snap;
+        } else {
+            which[n_which++] = i;
         }
+    }
+    if (st == RANKSNAP_OK && n_which) {
+        reread_pass rp = {o, f, full, which};
+        rs_pool_run(n_which, o->jobs, reread_one, NULL, &rp);
+        for (size_t k = 0; k < n_which; k++) f[which[k]].snap = full[which[k]];
     }
     if (st == RANKSNAP_OK) {
         rs_compare_result_free(r);
@@ -471,7 +555,7 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
     if (st == RANKSNAP_OK && (!o->json || o->out_dir)) st = render(r, 0, &txt, &txt_len);
     if (st == RANKSNAP_OK && (o->json || o->out_dir)) st = render(r, 1, &json, &json_len);
     if (st == RANKSNAP_OK && (o->html || o->out_dir))
-        st = render_html(o, r, f, full, n, progress, &html, &html_len);
+        st = render_html(o, r, f, n, points_built, progress, &html, &html_len);
     if (st != RANKSNAP_OK) {
         const char *d = ranksnap_last_error();
         fprintf(stderr, "ranksnap: report: %s\n", d[0] ? d : ranksnap_strerror(st));
@@ -496,8 +580,8 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
     }
     code = RS_EXIT_OK;
 done:
-    for (size_t i = 0; full && i < n; i++) rs_snap_free(full[i]);
     free(full);
+    free(which);
     free(sums);
     rs_compare_result_free(r);
     free(txt);
@@ -506,11 +590,84 @@ done:
     return code;
 }
 
+/* One path of the first pass: filled by the thread that read it. */
+typedef struct read_slot {
+    rs_torch_opts po;
+    char *error;        /* why it was left out (printed after the pass, in path order) */
+    ranksnap_status st; /* of the decode, when that is why */
+    int leftover;       /* a ring whose rank finalized cleanly: its .rsnap speaks */
+    int done;           /* read into `f` */
+    uint64_t bytes;     /* the file's size, for the progress line */
+    report_file f;
+} read_slot;
+
+typedef struct read_pass {
+    char **paths;
+    read_slot *slots;
+    uint32_t points;   /* timeline buckets, 0 when no page is wanted */
+    int keep;          /* keep the snapshots for the second pass */
+    atomic_uint_fast64_t kept; /* bytes of the snapshots kept for the second pass */
+    rs_progress *pg;
+} read_pass;
+
+/* What a decoded snapshot holds, roughly: the history, the blocks, the symbol tables. */
+static uint64_t snap_bytes(const rs_snap *s)
+{
+    uint64_t b = sizeof *s + 33 * s->history.count;
+    b += s->n_segments * (uint64_t)sizeof(rs_snap_segment);
+    for (size_t i = 0; i < s->n_segments; i++) b += s->segments[i].n_blocks * (uint64_t)sizeof(rs_snap_block);
+    b += s->n_frames * (uint64_t)(sizeof(rs_snap_frame) + 64);
+    for (size_t i = 0; i < s->n_stacks; i++) b += sizeof(rs_snap_stack) + 4 * (uint64_t)s->stacks[i].n_frames;
+    return b;
+}
+
+static void read_one(void *ctx, size_t i)
+{
+    read_pass *rp = ctx;
+    read_slot *sl = &rp->slots[i];
+    if (sl->error || sl->st != RANKSNAP_OK) return; /* --rank-from-name found no rank */
+    rs_snap *snap = NULL;
+    int ring = 0, closed = 0;
+    sl->st = rs_decode_file_ex(rp->paths[i], &sl->po, &snap, &ring, &closed);
+    if (sl->st != RANKSNAP_OK) {
+        const char *d = ranksnap_last_error();
+        sl->error = strdup(d[0] ? d : ranksnap_strerror(sl->st));
+        if (!sl->error) sl->st = RANKSNAP_ERR_HOST_MEMORY;
+        return;
+    }
+    if (ring && closed) {
+        sl->leftover = 1;
+        rs_snap_free(snap);
+        return;
+    }
+    report_file *f = &sl->f;
+    f->path = rp->paths[i];
+    f->time_us = snap->time_us;
+    f->is_ring = ring;
+    rs_summary_of(snap, &f->sum);
+    if (rp->points) f->tl_st = rs_timeline_build(snap, rp->points, &f->tl);
+    uint64_t b = snap_bytes(snap);
+    if (rp->keep && atomic_fetch_add(&rp->kept, b) + b <= RS_REPORT_KEEP_BYTES) {
+        f->snap = snap;
+    } else {
+        if (rp->keep) atomic_fetch_sub(&rp->kept, b);
+        rs_snap_free(snap);
+    }
+    sl->done = 1;
+}
+
+static void read_done(void *ctx, size_t i)
+{
+    read_pass *rp = ctx;
+    rs_progress_step(rp->pg, rp->slots[i].bytes);
+}
+
 static int run_report(const rs_cli_verb *verb, int argc, char **argv)
 {
-    report_opts o = {0, 0, NULL, NULL, 0, 0, NULL, NULL, -1, -1};
+    report_opts o = {0, 0, 0, NULL, NULL, 0, 0, NULL, NULL, -1, -1};
     path_list operands = {0, 0, NULL}, paths = {0, 0, NULL}, failed = {0, 0, NULL};
     report_file *files = NULL;
+    read_slot *slots = NULL;
     size_t n = 0;
     int code = RS_EXIT_OK, n_pickles = 0;
     double pct = 0;
@@ -526,6 +683,14 @@ static int run_report(const rs_cli_verb *verb, int argc, char **argv)
         code = rs_cli_usage_error(verb, "--site-skip %s", ranksnap_last_error());
         goto done;
     }
+    if (o.jobs == 0) o.jobs = rs_pool_cores();
+#if defined(M_TRIM_THRESHOLD) && defined(M_MMAP_THRESHOLD)
+    /* Every file is decoded into tens of MB that are freed before the next: glibc would hand
+     * them back to the kernel and fault them in again, zeroed, for every file (40% of a
+     * decode's time). Keeping them for the next file costs nothing above the peak. */
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
     code = RS_EXIT_FAILED;
     for (size_t i = 0; i < operands.n; i++) {
         struct stat sb;
@@ -537,46 +702,48 @@ static int run_report(const rs_cli_verb *verb, int argc, char **argv)
         if (bad && path_push(&failed, NULL, operands.v[i]) != 0) goto done;
     }
     files = calloc(paths.n ? paths.n : 1, sizeof *files);
-    if (!files) goto done;
-    uint64_t bytes = 0;
+    slots = calloc(paths.n ? paths.n : 1, sizeof *slots);
+    if (!files || !slots) goto done;
+    /* a pickle's rank is its place among the pickles given: settled before the threads start */
+    uint64_t bytes = 0, decoded = 0;
+    size_t expected = 0;
     for (size_t i = 0; i < paths.n; i++) {
         struct stat sb;
-        if (stat(paths.v[i], &sb) == 0) bytes += (uint64_t)sb.st_size;
+        int pickle = 0;
+        slots[i].bytes = stat(paths.v[i], &sb) == 0 ? (uint64_t)sb.st_size : 0;
+        bytes += slots[i].bytes;
+        if (report_pickle_opts(&o, paths.v[i], &n_pickles, &slots[i].po, &pickle,
+                               &slots[i].error) == 0)
+            expected++;
+        else if (!slots[i].error)
+            slots[i].st = RANKSNAP_ERR_HOST_MEMORY;
+        decoded += pickle ? slots[i].bytes / 2
+                   : rs_decode_is_ring_path(paths.v[i]) ? slots[i].bytes / 2 * 3
+                                                        : 3 * slots[i].bytes;
     }
-    /* "reading 3/32 files": the third is being read */
+    read_pass rp = {paths.v, slots, 0, decoded <= RS_REPORT_KEEP_BYTES, 0, &pg};
+    atomic_init(&rp.kept, 0);
+    if (o.html || o.out_dir) rp.points = rs_timeline_points_for(expected);
+    /* "reading 3/32 files": three are read */
     if (rs_progress_wanted(o.progress, isatty(STDERR_FILENO), paths.n, bytes)) progress = stderr;
     rs_progress_begin(&pg, progress, "reading", paths.n, bytes);
-    for (size_t i = 0; i < paths.n; i++) {
-        struct stat sb;
-        rs_progress_step(&pg, stat(paths.v[i], &sb) == 0 ? (uint64_t)sb.st_size : 0);
-        rs_snap *snap = NULL;
-        int ring = 0, closed = 0;
-        rs_torch_opts po;
-        /* an error line must not start after the progress text: erase it (the next file redraws) */
-        if (o.rank_from_name) rs_progress_end(&pg);
-        if (report_pickle_opts(&o, paths.v[i], &n_pickles, &po) != 0) {
-            if (path_push(&failed, NULL, paths.v[i]) != 0) goto done;
-            continue;
-        }
-        ranksnap_status st = rs_decode_file_ex(paths.v[i], &po, &snap, &ring, &closed);
-        if (st != RANKSNAP_OK) {
-            rs_progress_end(&pg);
-            rs_cli_failure("ranksnap", paths.v[i], st);
-            if (path_push(&failed, NULL, paths.v[i]) != 0) goto done;
-            continue;
-        }
-        if (ring && closed) { /* a clean finalize: the ring is a leftover, the .rsnap speaks */
-            rs_snap_free(snap);
-            continue;
-        }
-        files[n].path = paths.v[i];
-        files[n].time_us = snap->time_us;
-        files[n].is_ring = ring;
-        rs_summary_of(snap, &files[n].sum);
-        rs_snap_free(snap);
-        n++;
-    }
+    rs_pool_run(paths.n, o.jobs, read_one, read_done, &rp);
     rs_progress_end(&pg);
+    for (size_t i = 0; i < paths.n; i++) {
+        read_slot *sl = &slots[i];
+        if (sl->done) {
+            files[n++] = sl->f;
+            continue;
+        }
+        if (sl->leftover) continue;
+        if (sl->error && sl->st == RANKSNAP_OK) {
+            fputs(sl->error, stderr); /* --rank-from-name's own message */
+        } else {
+            rs_error(sl->st, "%s", sl->error ? sl->error : "");
+            rs_cli_failure("ranksnap", paths.v[i], sl->st);
+        }
+        if (path_push(&failed, NULL, paths.v[i]) != 0) goto done;
+    }
     n = report_one_attempt(&o, files, n);
     if (n == 0) {
         fprintf(stderr, "ranksnap report: no snapshot could be read\n");
@@ -587,9 +754,12 @@ static int run_report(const rs_cli_verb *verb, int argc, char **argv)
     long kept = report_check_files(&o, files, n, &failed);
     if (kept < 0) goto done;
     n = (size_t)kept;
-    code = report_emit(&o, pct, files, n, &failed, progress);
+    code = report_emit(&o, pct, files, n, &failed, rp.points, progress);
 done:
     rs_progress_end(&pg);
+    for (size_t i = 0; files && i < n; i++) report_file_release(&files[i]);
+    for (size_t i = 0; slots && i < paths.n; i++) free(slots[i].error);
+    free(slots);
     free(files);
     path_list_free(&operands);
     path_list_free(&paths);
@@ -600,7 +770,7 @@ done:
 const rs_cli_verb rs_cmd_report = {
 "report", "DIR|FILE... [--json] [--out DIR] [--html OUT.html] [--divergence PCT]\n"
      "                [--allow-mixed-jobs] [--rank-from-name] [--site-skip PATTERNS]\n"
-     "                [--all-frames] [--attempt K] [--[no-]progress]",
+     "                [--all-frames] [--attempt K] [--[no-]progress] [--jobs N]",
      "compare the ranks: peaks, OOMs, ranks diverging from the median, and the sites why",
      "  DIR                 every rank-*.rsnap and rank-*.pickle (PyTorch jobs) in it, and\n"
      "                      the rank-*.ring files of ranks that died (recovered, incomplete)\n"
@@ -624,6 +794,8 @@ const rs_cli_verb rs_cmd_report = {
      "  --progress, --no-progress\n"
      "                      progress on stderr: by default shown when stderr is a terminal\n"
      "                      and there are 8 files or 16 MiB or more\n"
+     "  --jobs N            read N files at a time, each on a thread of its own (default: the\n"
+     "                      machine's cores); the report is the same for every N\n"
      "exit status: 0 a report was produced, 1 no snapshot could be read (or two of one rank,\n"
      "or of different jobs), 2 usage error\n",
      run_report};

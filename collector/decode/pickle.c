@@ -38,12 +38,27 @@ typedef struct chunk {
 
 #define CHUNK_HDR ((sizeof(chunk) + ALIGN - 1) & ~(size_t)(ALIGN - 1))
 
-struct rs_pickle_doc {
-    chunk *chunks;
+typedef struct arena {
+    chunk *chunks; /* the current chunk first */
     size_t next_chunk;
+} arena;
+
+struct rs_pickle_doc {
+    arena main;
+    arena scratch; /* the streamed batch being built: reset when it has been taken */
     const rs_pickle_value *root;
     int protocol;
 };
+
+/* 64-bit keys to values, open addressing, doubled when half full: the memo's large keys, and the
+ * copies a streamed batch's end makes (keyed by the scratch value's address). NULL = no value. */
+typedef struct u64map {
+    uint64_t *keys;
+    rs_pickle_value **vals;
+    size_t mask; /* capacity - 1, 0 before the first key */
+    size_t n;
+    uint64_t seed; /* the process's (addr_hash.h), read once: a pickle chooses its keys */
+} u64map;
 
 /* The memo: key -> value. Python's memo is a dict of arbitrary int keys; pickle.dump numbers
  * them 0, 1, 2, ..., and a GET is most of a PyTorch snapshot's opcodes, so keys up to the input
@@ -52,11 +67,8 @@ struct rs_pickle_doc {
 typedef struct memo {
     rs_pickle_value **dense; /* [dense_cap], NULL = not stored */
     size_t dense_cap;
-    uint64_t *keys;   /* keys above the input length: open addressing */
-    rs_pickle_value **vals;  /* NULL = empty slot */
-    size_t mask;      /* capacity - 1, 0 before the first such key */
-    size_t sparse;    /* keys in the hash table */
-    size_t count;     /* distinct keys: MEMOIZE's next key, as len(memo) in Python */
+    u64map sparse;           /* keys above the input length */
+    size_t count;            /* distinct keys: MEMOIZE's next key, as len(memo) in Python */
 } memo;
 
 typedef struct dec {
@@ -71,7 +83,23 @@ typedef struct dec {
     size_t *marks;        /* stack heights at each open MARK */
     size_t n_marks, marks_cap;
     memo memo;
+    /* streaming (pickle.h): the batch being built in scratch memory */
+    const rs_pickle_stream *stream;
+    uint32_t batch;       /* its number, which the values made in it carry; 0 = none open */
+    uint32_t batches;     /* batches opened so far */
+    size_t batch_level;   /* n_marks while it is open: its MARK is marks[batch_level - 1] */
+    size_t batch_memo;    /* memo.count when it opened: MEMOIZE's keys from there on are its */
+    uint64_t *batch_keys; /* keys PUT, BINPUT or LONG_BINPUT stored one of its values under */
+    size_t n_batch_keys, batch_keys_cap;
+    /* copies out of the batch while it ends: scratch value -> copy (open addressing) */
+    u64map fwd;
+    rs_pickle_value **work; /* copies whose items still point into the batch */
+    size_t n_work, work_cap;
 } dec;
+
+/* The taken items' mark in `batch`, and what the memo holds in their place afterwards. */
+#define BATCH_TAKEN UINT32_MAX
+static const rs_pickle_value taken_entry = {RS_PICKLE_NONE, 0, 0, 0, {0}};
 
 /* ---- errors -------------------------------------------------------------------------------- */
 
@@ -94,6 +122,16 @@ static ranksnap_status no_memory(const dec *d, size_t bytes)
     return rs_error(RANKSNAP_ERR_HOST_MEMORY,
                     "%s: offset %zu: no memory for %zu more bytes of decoded values", d->name,
                     d->op_at, bytes);
+}
+
+/* The array `p` of *cap elements of `elem` bytes, doubled (or `first` long when empty); *cap is
+ * updated. NULL, with `p` and *cap untouched, when out of memory. */
+static void *doubled(void *p, size_t *cap, size_t elem, size_t first)
+{
+    size_t c = *cap ? 2 * *cap : first;
+    void *q = c <= SIZE_MAX / elem ? realloc(p, c * elem) : NULL;
+    if (q) *cap = c;
+    return q;
 }
 
 const char *rs_pickle_opcode_name(unsigned char op)
@@ -181,28 +219,42 @@ const char *rs_pickle_kind_name(unsigned kind)
 
 /* ---- arena --------------------------------------------------------------------------------- */
 
-static void *arena_alloc(dec *d, size_t n)
+static void *arena_alloc_slow(arena *a, size_t n);
+
+/* Bump allocation from the arena's current chunk, `n` rounded up to ALIGN. */
+static inline void *arena_alloc_in(arena *a, size_t n)
 {
-    rs_pickle_doc *doc = d->doc;
+    chunk *c = a->chunks;
+    n = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+    if (c && n && c->cap - c->used >= n) {
+        void *p = (unsigned char *)c + CHUNK_HDR + c->used;
+        c->used += n;
+        return p;
+    }
+    return arena_alloc_slow(a, n);
+}
+
+static void *arena_alloc_slow(arena *a, size_t n)
+{
     if (n > SIZE_MAX / 2) return NULL;
     n = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
-    chunk *c = doc->chunks;
+    chunk *c = a->chunks;
     if (!c || c->cap - c->used < n) {
-        size_t cap = doc->next_chunk;
+        size_t cap = a->next_chunk;
         if (cap < n) cap = n;
         chunk *nc = malloc(CHUNK_HDR + cap);
         if (!nc) return NULL;
         nc->used = 0;
         nc->cap = cap;
-        if (c && n > doc->next_chunk / 2) {
+        if (c && n > a->next_chunk / 2) {
             /* A large array gets a chunk of its own behind the current one, which keeps
              * serving the small values. */
             nc->next = c->next;
             c->next = nc;
         } else {
             nc->next = c;
-            doc->chunks = nc;
-            if (doc->next_chunk < CHUNK_MAX) doc->next_chunk *= 2;
+            a->chunks = nc;
+            if (a->next_chunk < CHUNK_MAX) a->next_chunk *= 2;
         }
         c = nc;
     }
@@ -211,27 +263,68 @@ static void *arena_alloc(dec *d, size_t n)
     return p;
 }
 
-static rs_pickle_value *new_value(dec *d, rs_pickle_kind kind)
+static void arena_free(arena *a)
+{
+    chunk *c = a->chunks;
+    while (c) {
+        chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    a->chunks = NULL;
+}
+
+/* Empties the arena for the next batch, keeping its current chunk. */
+static void arena_reset(arena *a)
+{
+    chunk *keep = a->chunks;
+    if (!keep) return;
+    a->chunks = keep->next;
+    arena_free(a);
+    keep->next = NULL;
+    keep->used = 0;
+    a->chunks = keep;
+}
+
+/* Values and arrays go to the open batch's scratch memory, else to the document's. */
+static inline void *arena_alloc(dec *d, size_t n)
+{
+    return arena_alloc_in(d->batch ? &d->doc->scratch : &d->doc->main, n);
+}
+
+/* 1 when v was made in the open batch (and so goes when it ends). */
+static inline int in_batch(const dec *d, const rs_pickle_value *v)
+{
+    return d->batch && (v->batch == d->batch || v->batch == BATCH_TAKEN);
+}
+
+static inline rs_pickle_value *new_value(dec *d, rs_pickle_kind kind)
 {
     rs_pickle_value *v = arena_alloc(d, sizeof *v);
     if (!v) return NULL;
-    memset(v, 0, sizeof *v);
     v->kind = (uint8_t)kind;
+    v->is_u64 = 0;
+    v->batch = d->batch;
     v->offset = d->op_at;
+    v->v.seq.items = NULL; /* the union's 16 bytes, zeroed */
+    v->v.seq.n = v->v.seq.cap = 0;
     return v;
 }
+
+static rs_pickle_value *evacuate(dec *d, rs_pickle_value *v);
 
 /* A sequence or dict whose items are `items[0..n)` (copied). */
 static rs_pickle_value *new_container(dec *d, rs_pickle_kind kind, rs_pickle_value *const *items, size_t n)
 {
     rs_pickle_value *v = new_value(d, kind);
     if (!v) return NULL;
+    if (n > UINT32_MAX) return NULL;
     if (n > 0) {
         v->v.seq.items = arena_alloc(d, n * sizeof *items);
         if (!v->v.seq.items) return NULL;
         memcpy(v->v.seq.items, items, n * sizeof *items);
     }
-    v->v.seq.n = v->v.seq.cap = n;
+    v->v.seq.n = v->v.seq.cap = (uint32_t)n;
     return v;
 }
 
@@ -239,39 +332,68 @@ static rs_pickle_value *new_container(dec *d, rs_pickle_kind kind, rs_pickle_val
 static ranksnap_status container_add(dec *d, rs_pickle_value *c, rs_pickle_value *const *items, size_t n)
 {
     if (n == 0) return RANKSNAP_OK; /* APPENDS of nothing: an empty list has no array yet */
-    size_t need = c->v.seq.n + n;
+    size_t need = (size_t)c->v.seq.n + n;
+    if (need > UINT32_MAX)
+        return FAIL(d, "%s makes a container of more than %u items, which this reader does not "
+                       "take", rs_pickle_opcode_name(d->op), UINT32_MAX);
+    int outside = d->batch && !in_batch(d, c);
     if (need > c->v.seq.cap) {
         /* A container filled once (a dict by one SETITEMS) gets exactly its size; one that
-         * keeps growing (APPENDS batches of 1,000) doubles. */
+         * keeps growing (APPENDS batches of 1,000) doubles. Its array lives where it does. */
         size_t cap = c->v.seq.cap ? c->v.seq.cap : need;
         while (cap < need) cap *= 2;
-        rs_pickle_value **a = arena_alloc(d, cap * sizeof *a);
+        if (cap > UINT32_MAX) cap = UINT32_MAX;
+        arena *where = d->batch && !outside ? &d->doc->scratch : &d->doc->main;
+        rs_pickle_value **a = arena_alloc_in(where, cap * sizeof *a);
         if (!a) return no_memory(d, cap * sizeof *a);
         if (c->v.seq.n) memcpy(a, c->v.seq.items, c->v.seq.n * sizeof *a);
         c->v.seq.items = a;
-        c->v.seq.cap = cap;
+        c->v.seq.cap = (uint32_t)cap;
     }
     memcpy(c->v.seq.items + c->v.seq.n, items, n * sizeof *items);
-    c->v.seq.n = need;
+    if (outside) {
+        /* a container older than the batch keeps no pointer into it: copies of what it gets */
+        for (size_t i = c->v.seq.n; i < need; i++) {
+            if (!in_batch(d, c->v.seq.items[i])) continue;
+            rs_pickle_value *x = evacuate(d, c->v.seq.items[i]);
+            if (!x) return no_memory(d, sizeof *x);
+            c->v.seq.items[i] = x;
+        }
+    }
+    c->v.seq.n = (uint32_t)need;
     return RANKSNAP_OK;
 }
 
 /* ---- input --------------------------------------------------------------------------------- */
 
 /* Fails unless `n` more bytes (the current opcode's argument) are there. */
-static ranksnap_status need(const dec *d, uint64_t n)
+static ranksnap_status truncated_arg(const dec *d, uint64_t n)
 {
-    if (n <= d->len - d->pos) return RANKSNAP_OK;
     return FAIL(d, "truncated: %s needs %llu bytes after it, only %zu remain",
                 rs_pickle_opcode_name(d->op), (unsigned long long)n, d->len - d->pos);
 }
 
-static uint64_t read_le(dec *d, unsigned n)
+static inline ranksnap_status need(const dec *d, uint64_t n)
 {
-    uint64_t x = 0;
-    for (unsigned i = 0; i < n; i++) x |= (uint64_t)d->buf[d->pos + i] << (8 * i);
+    if (n <= d->len - d->pos) return RANKSNAP_OK;
+    return truncated_arg(d, n);
+}
+
+/* `n` (1, 2, 4 or 8) little-endian bytes at the position, which need() has checked. */
+static inline uint64_t read_le(dec *d, unsigned n)
+{
+    const unsigned char *p = d->buf + d->pos;
+    uint64_t x;
     d->pos += n;
-    return x;
+    switch (n) {
+    case 1: return p[0];
+    case 2: return (uint64_t)p[0] | (uint64_t)p[1] << 8;
+    case 4: return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
+    default:
+        x = 0;
+        for (unsigned i = 0; i < n; i++) x |= (uint64_t)p[i] << (8 * i);
+        return x;
+    }
 }
 
 /* An `n`-byte little-endian count, checked against what remains after it. */
@@ -311,6 +433,13 @@ static ranksnap_status read_decimal_line(dec *d, uint64_t *out)
 static size_t utf8_bad_at(const unsigned char *p, size_t n)
 {
     size_t i = 0;
+    /* file paths and function names: ASCII, eight bytes at a time */
+    while (n - i >= 8) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        if (x & 0x8080808080808080ull) break;
+        i += 8;
+    }
     while (i < n) {
         unsigned char c = p[i];
         if (c < 0x80) {
@@ -347,16 +476,20 @@ static size_t fence(const dec *d)
     return d->n_marks ? d->marks[d->n_marks - 1] : 0;
 }
 
-static ranksnap_status push(dec *d, rs_pickle_value *v)
+static ranksnap_status push_slow(dec *d, rs_pickle_value *v)
 {
     if (!v) return no_memory(d, sizeof *v);
-    if (d->sp == d->stack_cap) {
-        size_t cap = d->stack_cap ? 2 * d->stack_cap : 64;
-        rs_pickle_value **s = realloc(d->stack, cap * sizeof *s);
-        if (!s) return no_memory(d, cap * sizeof *s);
-        d->stack = s;
-        d->stack_cap = cap;
-    }
+    rs_pickle_value **s = doubled(d->stack, &d->stack_cap, sizeof *s, 64);
+    if (!s) return no_memory(d, 2 * d->stack_cap * sizeof *s);
+    d->stack = s;
+    d->stack[d->sp++] = v;
+    return RANKSNAP_OK;
+}
+
+/* Pushes v; a NULL v is an allocation that failed. */
+static inline ranksnap_status push(dec *d, rs_pickle_value *v)
+{
+    if (!v || d->sp == d->stack_cap) return push_slow(d, v);
     d->stack[d->sp++] = v;
     return RANKSNAP_OK;
 }
@@ -381,11 +514,14 @@ static ranksnap_status top(dec *d, rs_pickle_value **v)
 
 /* Pops the items above the innermost MARK and the MARK itself: they are stack[*start..sp). The
  * caller sets sp = *start once it has taken them. */
+static void batch_seal(dec *d);
+
 static ranksnap_status pop_mark(dec *d, size_t *start)
 {
     if (d->n_marks == 0) return FAIL(d, "%s needs a MARK before it, there is none",
                                      rs_pickle_opcode_name(d->op));
     *start = d->marks[--d->n_marks];
+    if (d->batch && d->n_marks < d->batch_level) batch_seal(d);
     return RANKSNAP_OK;
 }
 
@@ -406,20 +542,101 @@ static ranksnap_status container_under_mark(dec *d, size_t start, rs_pickle_kind
 
 /* Python raises TypeError for a dict key or set item it cannot hash; so do we, for the
  * containers that are never hashable (a tuple holding one is not looked into). */
-static ranksnap_status check_hashable(const dec *d, const rs_pickle_value *v)
+static ranksnap_status unhashable(const dec *d, const rs_pickle_value *v)
+{
+    return FAIL(d, "%s: a dict key or set item must be hashable, found %s (made at offset %zu)",
+                rs_pickle_opcode_name(d->op), rs_pickle_kind_name(v->kind), v->offset);
+}
+
+static inline ranksnap_status check_hashable(const dec *d, const rs_pickle_value *v)
 {
     if (v->kind == RS_PICKLE_LIST || v->kind == RS_PICKLE_DICT || v->kind == RS_PICKLE_SET)
-        return FAIL(d, "%s: a dict key or set item must be hashable, found %s (made at offset "
-                       "%zu)",
-                    rs_pickle_opcode_name(d->op), rs_pickle_kind_name(v->kind), v->offset);
+        return unhashable(d, v);
     return RANKSNAP_OK;
 }
 
 /* ---- the memo ------------------------------------------------------------------------------ */
 
-static size_t hash_key(uint64_t k)
+/* Where `key` is in the map, or the empty slot where it belongs (the map has one). */
+static size_t u64map_find(const u64map *m, uint64_t key)
 {
-    return rs_addr_hash(k, rs_addr_hash_seed()); /* seeded: a pickle chooses its keys (addr_hash.h) */
+    size_t i = rs_addr_hash(key, m->seed) & m->mask;
+    while (m->vals[i] && m->keys[i] != key) i = (i + 1) & m->mask;
+    return i;
+}
+
+static rs_pickle_value *u64map_get(const u64map *m, uint64_t key)
+{
+    return m->mask ? m->vals[u64map_find(m, key)] : NULL;
+}
+
+/* -1 when out of memory; 1 when the key is new. */
+static int u64map_put(u64map *m, uint64_t key, rs_pickle_value *v)
+{
+    if (m->mask == 0 || 2 * (m->n + 1) > m->mask + 1) {
+        u64map g = {NULL, NULL, m->mask ? 2 * m->mask + 1 : 63, 0, rs_addr_hash_seed()};
+        g.keys = malloc((g.mask + 1) * sizeof *g.keys);
+        g.vals = calloc(g.mask + 1, sizeof *g.vals);
+        if (!g.keys || !g.vals) {
+            free(g.keys);
+            free(g.vals);
+            return -1;
+        }
+        for (size_t i = 0; m->mask && i <= m->mask; i++) {
+            if (!m->vals[i]) continue;
+            size_t j = u64map_find(&g, m->keys[i]);
+            g.keys[j] = m->keys[i];
+            g.vals[j] = m->vals[i];
+        }
+        g.n = m->n;
+        free(m->keys);
+        free(m->vals);
+        *m = g;
+    }
+    size_t i = u64map_find(m, key);
+    int added = !m->vals[i];
+    m->n += (size_t)added;
+    m->keys[i] = key;
+    m->vals[i] = v;
+    return added;
+}
+
+static void u64map_clear(u64map *m)
+{
+    if (m->mask) memset(m->vals, 0, (m->mask + 1) * sizeof *m->vals);
+    m->n = 0;
+}
+
+static void u64map_free(u64map *m)
+{
+    free(m->keys);
+    free(m->vals);
+}
+
+/* A memo key that holds a value of the open batch: when the batch ends, the key gets the
+ * value's copy (or the taken mark). MEMOIZE's own keys are known without this list. */
+static ranksnap_status note_batch_key(dec *d, uint64_t key, rs_pickle_value *v)
+{
+    if (!in_batch(d, v)) return RANKSNAP_OK;
+    if (d->n_batch_keys == d->batch_keys_cap) {
+        uint64_t *k = doubled(d->batch_keys, &d->batch_keys_cap, sizeof *k, 64);
+        if (!k) return no_memory(d, 2 * d->batch_keys_cap * sizeof *k);
+        d->batch_keys = k;
+    }
+    d->batch_keys[d->n_batch_keys++] = key;
+    return RANKSNAP_OK;
+}
+
+/* Where the memo keeps `key`: NULL when it does not. */
+static rs_pickle_value **memo_slot(dec *d, uint64_t key)
+{
+    memo *m = &d->memo;
+    if (key < m->dense_cap) return m->dense[key] ? &m->dense[key] : NULL;
+    if (key > d->len && m->sparse.mask) {
+        size_t i = u64map_find(&m->sparse, key);
+        if (m->sparse.vals[i]) return &m->sparse.vals[i];
+    }
+    return NULL;
 }
 
 static ranksnap_status memo_put(dec *d, uint64_t key, rs_pickle_value *v)
@@ -438,52 +655,29 @@ static ranksnap_status memo_put(dec *d, uint64_t key, rs_pickle_value *v)
         }
         if (!m->dense[key]) m->count++;
         m->dense[key] = v;
-        return RANKSNAP_OK;
+        return note_batch_key(d, key, v);
     }
-    if (m->mask == 0 || 2 * (m->sparse + 1) > m->mask + 1) {
-        size_t cap = m->mask ? 2 * (m->mask + 1) : 64;
-        uint64_t *keys = malloc(cap * sizeof *keys);
-        rs_pickle_value **vals = calloc(cap, sizeof *vals);
-        if (!keys || !vals) {
-            free(keys);
-            free(vals);
-            return no_memory(d, cap * (sizeof *keys + sizeof *vals));
-        }
-        for (size_t i = 0; m->mask && i <= m->mask; i++) {
-            if (!m->vals[i]) continue;
-            size_t j = hash_key(m->keys[i]) & (cap - 1);
-            while (vals[j]) j = (j + 1) & (cap - 1);
-            keys[j] = m->keys[i];
-            vals[j] = m->vals[i];
-        }
-        free(m->keys);
-        free(m->vals);
-        m->keys = keys;
-        m->vals = vals;
-        m->mask = cap - 1;
-    }
-    size_t i = hash_key(key) & m->mask;
-    while (m->vals[i] && m->keys[i] != key) i = (i + 1) & m->mask;
-    if (!m->vals[i]) {
-        m->count++;
-        m->sparse++;
-    }
-    m->keys[i] = key;
-    m->vals[i] = v;
-    return RANKSNAP_OK;
+    int added = u64map_put(&m->sparse, key, v);
+    if (added < 0) return no_memory(d, 2 * (m->sparse.mask + 1) * sizeof *m->sparse.vals);
+    m->count += (size_t)added;
+    return note_batch_key(d, key, v);
 }
 
-static ranksnap_status memo_get(dec *d, uint64_t key)
+static ranksnap_status memo_taken(const dec *d, uint64_t key)
+{
+    return FAIL(d, "%s of memo key %llu, an item the reader took as it streamed (PyTorch never "
+                   "refers to a trace entry twice)", rs_pickle_opcode_name(d->op),
+                (unsigned long long)key);
+}
+
+static inline ranksnap_status memo_get(dec *d, uint64_t key)
 {
     const memo *m = &d->memo;
+    if (key < m->dense_cap && m->dense[key] == &taken_entry) return memo_taken(d, key);
     if (key < m->dense_cap && m->dense[key]) return push(d, m->dense[key]);
-    if (key > d->len && m->mask) {
-        size_t i = hash_key(key) & m->mask;
-        while (m->vals[i]) {
-            if (m->keys[i] == key) return push(d, m->vals[i]);
-            i = (i + 1) & m->mask;
-        }
-    }
+    rs_pickle_value *v = key > d->len ? u64map_get(&m->sparse, key) : NULL;
+    if (v == &taken_entry) return memo_taken(d, key);
+    if (v) return push(d, v);
     return FAIL(d, "%s of memo key %llu, which no PUT or MEMOIZE stored", rs_pickle_opcode_name(d->op),
                 (unsigned long long)key);
 }
@@ -493,6 +687,157 @@ static ranksnap_status memo_store_top(dec *d, uint64_t key)
     rs_pickle_value *v = NULL;
     RS_CHECK(top(d, &v));
     return memo_put(d, key, v);
+}
+
+/* ---- streaming (pickle.h) ------------------------------------------------------------------ */
+
+static int is_container(const rs_pickle_value *v)
+{
+    return v->kind == RS_PICKLE_DICT || rs_pickle_is_sequence(v);
+}
+
+/* A copy of scratch value v in the document's memory (its items still to be looked at). */
+static rs_pickle_value *copy_out(dec *d, rs_pickle_value *v)
+{
+    rs_pickle_value *c = u64map_get(&d->fwd, (uintptr_t)v);
+    if (c) return c;
+    c = arena_alloc_in(&d->doc->main, sizeof *c);
+    if (!c || u64map_put(&d->fwd, (uintptr_t)v, c) < 0) return NULL;
+    *c = *v;
+    c->batch = 0;
+    if (!is_container(c) || c->v.seq.n == 0) return c;
+    c->v.seq.items = arena_alloc_in(&d->doc->main, c->v.seq.n * sizeof *c->v.seq.items);
+    if (!c->v.seq.items) return NULL;
+    memcpy(c->v.seq.items, v->v.seq.items, c->v.seq.n * sizeof *c->v.seq.items);
+    c->v.seq.cap = c->v.seq.n;
+    if (d->n_work == d->work_cap) {
+        rs_pickle_value **w = doubled(d->work, &d->work_cap, sizeof *w, 64);
+        if (!w) return NULL;
+        d->work = w;
+    }
+    d->work[d->n_work++] = c;
+    return c;
+}
+
+/* v and everything in it that the open batch made, copied out of its scratch memory (Cheney's
+ * way: no recursion, and each value copied once, shared values staying shared). NULL when out
+ * of memory. */
+static rs_pickle_value *evacuate(dec *d, rs_pickle_value *v)
+{
+    rs_pickle_value *c = copy_out(d, v);
+    while (c && d->n_work) {
+        rs_pickle_value *w = d->work[--d->n_work];
+        for (uint32_t i = 0; i < w->v.seq.n; i++) {
+            if (!in_batch(d, w->v.seq.items[i])) continue;
+            rs_pickle_value *x = copy_out(d, w->v.seq.items[i]);
+            if (!x) return NULL;
+            w->v.seq.items[i] = x;
+        }
+    }
+    return c;
+}
+
+const rs_pickle_value *rs_pickle_keep(rs_pickle_taker *t, const rs_pickle_value *v)
+{
+    dec *d = (dec *)t;
+    return v && in_batch(d, v) ? evacuate(d, (rs_pickle_value *)v) : v;
+}
+
+/* Which list of root[stream key] the list at stack position `pos` is, when the stack is laid
+ * out as pickle.dump leaves it while it writes that list: the root dict at the bottom, the MARK
+ * of its batch of items, the key, then the list of lists and either the list itself (one list:
+ * pickle.dump appends a single item without a MARK) or a MARK and the lists before it. -1
+ * otherwise (nothing is streamed from a pickle laid out differently). */
+static int64_t stream_index_of(const dec *d, size_t pos)
+{
+    if (!d->stream || d->n_marks < 1 || d->n_marks > 2 || d->marks[0] != 1 || pos < 3) return -1;
+    if (d->stack[0]->kind != RS_PICKLE_DICT || d->stack[pos]->kind != RS_PICKLE_LIST) return -1;
+    size_t lists_at = pos - 1, first = pos;
+    if (d->n_marks == 2) {
+        first = d->marks[1];
+        if (first < 3 || pos < first) return -1;
+        lists_at = first - 1;
+    }
+    /* the list of lists is a value of the root's batch: key, value, key, value from marks[0] */
+    if ((lists_at - 1) % 2 != 1) return -1;
+    const rs_pickle_value *lists = d->stack[lists_at];
+    if (lists->kind != RS_PICKLE_LIST || !rs_pickle_str_is(d->stack[lists_at - 1], d->stream->key))
+        return -1;
+    return (int64_t)(lists->v.seq.n + (pos - first));
+}
+
+/* MARK: when it starts the items of a streamed list, what follows is built in scratch memory. */
+static void batch_open(dec *d)
+{
+    if (d->batch || d->batches == BATCH_TAKEN - 1 || d->sp == 0 ||
+        stream_index_of(d, d->sp - 1) < 0)
+        return;
+    d->batch = ++d->batches;
+    d->batch_level = d->n_marks + 1; /* with the MARK about to be pushed */
+    d->batch_memo = d->memo.count;
+    d->n_batch_keys = 0;
+}
+
+/* The batch's MARK went another way than its streamed APPENDS: what it made stays, in the
+ * document's memory (its scratch chunks join the document's). */
+static void batch_seal(dec *d)
+{
+    arena *m = &d->doc->main, *sc = &d->doc->scratch;
+    if (sc->chunks) {
+        chunk *tail = sc->chunks;
+        while (tail->next) tail = tail->next;
+        if (m->chunks) {
+            tail->next = m->chunks->next;
+            m->chunks->next = sc->chunks;
+        } else {
+            m->chunks = sc->chunks;
+        }
+        sc->chunks = NULL;
+    }
+    d->batch = 0;
+}
+
+/* The memo keys of the ending batch get its values' copies, or the taken mark. */
+static ranksnap_status batch_memo_out(dec *d)
+{
+    for (size_t k = 0, n = d->memo.count - d->batch_memo + d->n_batch_keys; k < n; k++) {
+        uint64_t key = k < d->memo.count - d->batch_memo ? d->batch_memo + k
+                                                         : d->batch_keys[k - (d->memo.count - d->batch_memo)];
+        rs_pickle_value **slot = memo_slot(d, key);
+        if (!slot || *slot == &taken_entry || !in_batch(d, *slot)) continue;
+        if ((*slot)->batch == BATCH_TAKEN) {
+            *slot = (rs_pickle_value *)&taken_entry;
+            continue;
+        }
+        rs_pickle_value *c = evacuate(d, *slot);
+        if (!c) return no_memory(d, sizeof *c);
+        *slot = c;
+    }
+    return RANKSNAP_OK;
+}
+
+/* Hands items[0..n) appended to list `l` (root[key][index]) to the reader. */
+static ranksnap_status stream_take(dec *d, rs_pickle_value *l, int64_t index,
+                                   rs_pickle_value *const *items, size_t n)
+{
+    return d->stream->take(d->stream->ctx, (rs_pickle_taker *)d, l, (size_t)index,
+                           (const rs_pickle_value *const *)items, n);
+}
+
+/* The streamed batch's APPENDS (its MARK popped: the items are stack[start..sp)): the memo's
+ * values copied out, the items handed over, the scratch memory emptied for the next batch. */
+static ranksnap_status batch_end(dec *d, rs_pickle_value *l, int64_t index, size_t start)
+{
+    for (size_t i = start; i < d->sp; i++)
+        if (d->stack[i]->batch == d->batch) d->stack[i]->batch = BATCH_TAKEN;
+    ranksnap_status st = batch_memo_out(d);
+    if (st == RANKSNAP_OK) st = stream_take(d, l, index, d->stack + start, d->sp - start);
+    if (st != RANKSNAP_OK) return st;
+    d->sp = start;
+    d->batch = 0;
+    u64map_clear(&d->fwd);
+    arena_reset(&d->doc->scratch);
+    return RANKSNAP_OK;
 }
 
 /* ---- values -------------------------------------------------------------------------------- */
@@ -513,6 +858,13 @@ static ranksnap_status push_long(dec *d, const unsigned char *p, uint64_t n)
     if (!v) return no_memory(d, sizeof *v);
     if (n == 0) return push(d, v); /* LONG1 with no bytes is 0 */
     int negative = (p[n - 1] & 0x80) != 0;
+    if (n <= 8) { /* addresses and times: the value is the bytes, sign-extended */
+        uint64_t x = 0;
+        for (uint64_t i = 0; i < n; i++) x |= (uint64_t)p[i] << (8 * i);
+        if (negative && n < 8) x |= ~(uint64_t)0 << (8 * n);
+        memcpy(&v->v.i, &x, sizeof x);
+        return push(d, v);
+    }
     unsigned char fill = negative ? 0xff : 0x00;
     uint64_t m = n;
     while (m > 0 && p[m - 1] == fill) m--; /* redundant sign bytes */
@@ -596,9 +948,25 @@ static ranksnap_status push_from_mark(dec *d, rs_pickle_kind kind)
 static ranksnap_status add_from_mark(dec *d, rs_pickle_kind kind)
 {
     size_t start = 0;
+    if (kind == RS_PICKLE_LIST && d->batch && d->n_marks == d->batch_level) {
+        /* the streamed batch's own APPENDS */
+        start = d->marks[d->n_marks - 1];
+        d->n_marks--;
+        int64_t index = start > 0 ? stream_index_of(d, start - 1) : -1;
+        if (index >= 0) return batch_end(d, d->stack[start - 1], index, start);
+        d->n_marks++; /* laid out otherwise after all: the general way, which seals it */
+    }
     RS_CHECK(pop_mark(d, &start));
     rs_pickle_value *c = NULL;
     RS_CHECK(container_under_mark(d, start, kind, &c));
+    if (kind == RS_PICKLE_LIST && d->stream) {
+        int64_t index = stream_index_of(d, start - 1);
+        if (index >= 0) { /* a streamed list's items, built outside a batch */
+            RS_CHECK(stream_take(d, c, index, d->stack + start, d->sp - start));
+            d->sp = start;
+            return RANKSNAP_OK;
+        }
+    }
     size_t n = d->sp - start;
     if (kind == RS_PICKLE_DICT && n % 2 != 0)
         return FAIL(d, "SETITEMS needs key/value pairs above its MARK, found %zu values", n);
@@ -637,27 +1005,29 @@ static ranksnap_status step(dec *d, int *done)
         return RANKSNAP_OK;
     case 0x2e: /* STOP */
         RS_CHECK(top(d, &v));
+        if (d->batch) batch_seal(d); /* what the open batch made is the document's now */
         d->doc->root = v;
         d->sp--;
         *done = 1;
         return RANKSNAP_OK;
     case 0x28: /* MARK */
+        if (d->stream && !d->batch) batch_open(d);
         if (d->n_marks == d->marks_cap) {
-            size_t cap = d->marks_cap ? 2 * d->marks_cap : 16;
-            size_t *m = realloc(d->marks, cap * sizeof *m);
-            if (!m) return no_memory(d, cap * sizeof *m);
+            size_t *m = doubled(d->marks, &d->marks_cap, sizeof *m, 16);
+            if (!m) return no_memory(d, 2 * d->marks_cap * sizeof *m);
             d->marks = m;
-            d->marks_cap = cap;
         }
         d->marks[d->n_marks++] = d->sp;
         return RANKSNAP_OK;
     case 0x30: /* POP: the top value, or the innermost MARK when nothing is above it */
-        if (d->sp > fence(d))
+        if (d->sp > fence(d)) {
             d->sp--;
-        else if (d->n_marks)
+        } else if (d->n_marks) {
             d->sp = d->marks[--d->n_marks];
-        else
+            if (d->batch && d->n_marks < d->batch_level) batch_seal(d);
+        } else {
             return underflow(d, 1);
+        }
         return RANKSNAP_OK;
     case 0x31: { /* POP_MARK */
         size_t start = 0;
@@ -736,7 +1106,10 @@ static ranksnap_status step(dec *d, int *done)
         if (v->kind != RS_PICKLE_LIST)
             return FAIL(d, "APPEND needs a list under its item, found %s (made at offset %zu)",
                         rs_pickle_kind_name(v->kind), v->offset);
-        RS_CHECK(container_add(d, v, d->stack + d->sp - 1, 1));
+        if (d->stream && stream_index_of(d, d->sp - 2) >= 0)
+            RS_CHECK(stream_take(d, v, stream_index_of(d, d->sp - 2), d->stack + d->sp - 1, 1));
+        else
+            RS_CHECK(container_add(d, v, d->stack + d->sp - 1, 1));
         d->sp--;
         return RANKSNAP_OK;
     case 0x73: /* SETITEM */
@@ -805,7 +1178,297 @@ static ranksnap_status step(dec *d, int *done)
     return FAIL(d, "byte 0x%02x is not a pickle opcode", d->op);
 }
 
+/* ---- a trace entry in one step ---------------------------------------------------------------- */
+
+/* Most of a PyTorch snapshot is trace entries, which pickle.dump writes as the same run of
+ * opcodes every time: EMPTY_DICT MEMOIZE MARK, then key/value pairs whose keys are memo GETs of
+ * strings and whose values are memo GETs, small ints, LONG1s of up to 8 bytes or the `frames`
+ * list (EMPTY_LIST MEMOIZE, then MARK GET... APPENDS, one GET and APPEND, or nothing), then
+ * SETITEMS. Inside a streamed batch, fused_entry runs such a run of opcodes as one step: the
+ * same values at the same offsets, the same memo keys, the same dict left on the stack as the
+ * opcodes one by one would give, without their dispatch. Anything else in the bytes (a new key
+ * string, a FRAME, a missing memo key, another opcode) and it returns 0 having changed nothing
+ * but scratch memory, for the machine to run the opcodes itself. */
+#define FUSED_MAX_PAIRS 32
+#define FUSED_MAX_FRAMES 256
+
+/* The value a memo GET at buf[p] fetches (BINGET or LONG_BINGET), NULL when it is none of
+ * those, misses, or refers to a taken entry. *n is the GET's length. */
+static inline rs_pickle_value *fused_get(const dec *d, size_t p, size_t *n)
+{
+    const unsigned char *b = d->buf + p;
+    size_t left = d->len - p;
+    uint64_t key;
+    if (left >= 2 && b[0] == 0x68) {
+        key = b[1];
+        *n = 2;
+    } else if (left >= 5 && b[0] == 0x6a) {
+        key = (uint64_t)b[1] | (uint64_t)b[2] << 8 | (uint64_t)b[3] << 16 | (uint64_t)b[4] << 24;
+        *n = 5;
+    } else {
+        return NULL;
+    }
+    rs_pickle_value *v = key < d->memo.dense_cap ? d->memo.dense[key] : NULL;
+    return v == &taken_entry ? NULL : v;
+}
+
+/* An int value made at `at` (BININT1, BININT2, BININT or LONG1 of 1 to 8 bytes at buf[at]),
+ * NULL when the opcode is none of those; *n its length. */
+static rs_pickle_value *fused_int(dec *d, size_t at, size_t *n)
+{
+    const unsigned char *b = d->buf + at;
+    size_t left = d->len - at;
+    uint64_t x = 0;
+    if (left >= 2 && b[0] == 0x4b) {
+        x = b[1];
+        *n = 2;
+    } else if (left >= 3 && b[0] == 0x4d) {
+        x = (uint64_t)b[1] | (uint64_t)b[2] << 8;
+        *n = 3;
+    } else if (left >= 5 && b[0] == 0x4a) {
+        x = (uint64_t)(int64_t)(int32_t)((uint32_t)b[1] | (uint32_t)b[2] << 8 |
+                                         (uint32_t)b[3] << 16 | (uint32_t)b[4] << 24);
+        *n = 5;
+    } else if (left >= 2 && b[0] == 0x8a && b[1] >= 1 && b[1] <= 8 && left - 2 >= b[1]) {
+        for (unsigned k = 0; k < b[1]; k++) x |= (uint64_t)b[2 + k] << (8 * k);
+        if ((b[1 + b[1]] & 0x80) && b[1] < 8) x |= ~(uint64_t)0 << (8 * b[1]);
+        *n = 2 + (size_t)b[1];
+    } else {
+        return NULL;
+    }
+    d->op_at = at;
+    rs_pickle_value *v = new_value(d, RS_PICKLE_INT);
+    if (v) memcpy(&v->v.i, &x, sizeof x);
+    return v;
+}
+
+/* The run of opcodes of a trace entry at the EMPTY_DICT at `at`; 1 when done (*pos after its
+ * SETITEMS, the dict pushed at *sp), 0 when the bytes are laid out otherwise. */
+static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
+{
+    const unsigned char *b = d->buf;
+    size_t p = at + 1, n = 0, key = d->memo.count;
+    rs_pickle_value *items[2 * FUSED_MAX_PAIRS], *frames[FUSED_MAX_FRAMES];
+    rs_pickle_value *list = NULL;
+    size_t n_items = 0, n_frames = 0, list_at = 0;
+    int memo_dict = 0, memo_list = 0; /* each MEMOIZEd (PyTorch: yes; ranksnap's export: no) */
+    if (*sp + 1 > d->stack_cap || key + 1 >= d->memo.dense_cap || d->memo.dense[key] ||
+        d->memo.dense[key + 1] || d->len - p < 2)
+        return 0;
+    if (b[p] == 0x94) {
+        memo_dict = 1;
+        p++;
+    }
+    if (p >= d->len || b[p] != 0x28) return 0;
+    for (p++; p < d->len && b[p] != 0x75; ) {
+        rs_pickle_value *k = fused_get(d, p, &n), *v;
+        if (!k || k->kind != RS_PICKLE_STR || n_items == 2 * FUSED_MAX_PAIRS) return 0;
+        p += n;
+        if (p >= d->len) return 0;
+        if (b[p] == 0x5d) { /* EMPTY_LIST (MEMOIZE), then its items */
+            if (list) return 0;
+            list_at = p++;
+            if (p < d->len && b[p] == 0x94) {
+                memo_list = 1;
+                p++;
+            }
+            if (p < d->len && b[p] == 0x28) {
+                for (p++; p < d->len && b[p] != 0x65; p += n) {
+                    rs_pickle_value *f = fused_get(d, p, &n);
+                    if (!f || n_frames == FUSED_MAX_FRAMES) return 0;
+                    frames[n_frames++] = f;
+                }
+                if (p >= d->len) return 0;
+                p++;
+            } else if ((v = fused_get(d, p, &n)) != NULL && p + n < d->len && b[p + n] == 0x61) {
+                frames[n_frames++] = v;
+                p += n + 1;
+            }
+            /* the list outlives the batch (the reader keeps an entry's frames, and the memo
+             * holds it): made in the document's memory, it needs no copy when the batch ends;
+             * frame dicts this batch made are copied out to go in it (the first entries') */
+            for (size_t f = 0; f < n_frames; f++)
+                if (in_batch(d, frames[f]) && !(frames[f] = evacuate(d, frames[f]))) return 0;
+            uint32_t batch = d->batch;
+            d->batch = 0;
+            d->op_at = list_at;
+            list = v = new_container(d, RS_PICKLE_LIST, frames, n_frames);
+            d->batch = batch;
+        } else if ((v = fused_get(d, p, &n)) == NULL && (v = fused_int(d, p, &n)) == NULL) {
+            return 0;
+        } else {
+            p += n;
+        }
+        if (!v) return 0;
+        items[n_items++] = k;
+        items[n_items++] = v;
+    }
+    if (p >= d->len) return 0;
+    d->op_at = at;
+    rs_pickle_value *dict = new_container(d, RS_PICKLE_DICT, items, n_items);
+    if (!dict) return 0;
+    /* what MEMOIZE did for the dict, and for the list after it */
+    if (memo_dict) d->memo.dense[d->memo.count++] = dict;
+    if (memo_list) d->memo.dense[d->memo.count++] = list;
+    d->stack[(*sp)++] = dict;
+    *pos = p + 1;
+    return 1;
+}
+
+/* The machine's loop. The opcodes a PyTorch snapshot is made of (memo gets and puts, marks,
+ * empty containers, small ints, SETITEMS, APPENDS) run here with the machine's state in local
+ * variables when nothing is out of the ordinary: room on the stack, a key already in the memo's
+ * array, a container of the right kind under the MARK. Anything else — growth, an error and its
+ * message, every other opcode — goes to step(), the one definition of each opcode, with the
+ * state written back first and read again after. */
+static ranksnap_status run(dec *d)
+{
+    const unsigned char *buf = d->buf;
+    const size_t len = d->len;
+    size_t pos = d->pos, sp = d->sp;
+    rs_pickle_value **stack = d->stack;
+    for (;;) {
+        if (pos >= len) {
+            d->pos = pos;
+            d->sp = sp;
+            return fail_at(d, len, "truncated: the pickle ends without a STOP opcode");
+        }
+        size_t at = pos;
+        unsigned char op = buf[pos++];
+        size_t left = len - pos;
+        rs_pickle_value *v;
+        uint64_t key;
+        switch (op) {
+        case 0x68: /* BINGET */
+        case 0x6a: /* LONG_BINGET */
+            if (left < (op == 0x68 ? 1u : 4u)) break;
+            key = op == 0x68 ? buf[pos]
+                             : (uint64_t)buf[pos] | (uint64_t)buf[pos + 1] << 8 |
+                                   (uint64_t)buf[pos + 2] << 16 | (uint64_t)buf[pos + 3] << 24;
+            if (key >= d->memo.dense_cap || !(v = d->memo.dense[key]) || v == &taken_entry ||
+                sp == d->stack_cap)
+                break;
+            pos += op == 0x68 ? 1 : 4;
+            stack[sp++] = v;
+            continue;
+        case 0x94: /* MEMOIZE */
+            key = d->memo.count;
+            if (sp <= (d->n_marks ? d->marks[d->n_marks - 1] : 0) || key >= d->memo.dense_cap ||
+                d->memo.dense[key])
+                break;
+            d->memo.dense[key] = stack[sp - 1];
+            d->memo.count++;
+            continue;
+        case 0x28: /* MARK */
+            if (d->n_marks == d->marks_cap) break;
+            /* one that may start a streamed list's items: step() looks */
+            if (d->stream && !d->batch && d->n_marks <= 2 && sp && stack[sp - 1]->kind == RS_PICKLE_LIST)
+                break;
+            d->marks[d->n_marks++] = sp;
+            continue;
+        case 0x7d: /* EMPTY_DICT */
+            /* a trace entry in a streamed batch: its whole run of opcodes in one step */
+            if (d->batch && fused_entry(d, at, &pos, &sp)) continue;
+            /* fall through */
+        case 0x5d: /* EMPTY_LIST */
+            if (sp == d->stack_cap) break;
+            d->op_at = at;
+            v = new_value(d, op == 0x7d ? RS_PICKLE_DICT : RS_PICKLE_LIST);
+            if (!v) break;
+            stack[sp++] = v;
+            continue;
+        case 0x4b: /* BININT1 */
+        case 0x4d: /* BININT2 */
+        case 0x4a: /* BININT */
+            if (left < (op == 0x4b ? 1u : op == 0x4d ? 2u : 4u) || sp == d->stack_cap) break;
+            d->op_at = at;
+            if (!(v = new_value(d, RS_PICKLE_INT))) break;
+            if (op == 0x4b) {
+                v->v.i = buf[pos];
+                pos += 1;
+            } else if (op == 0x4d) {
+                v->v.i = (int64_t)((uint64_t)buf[pos] | (uint64_t)buf[pos + 1] << 8);
+                pos += 2;
+            } else {
+                v->v.i = (int32_t)((uint32_t)buf[pos] | (uint32_t)buf[pos + 1] << 8 |
+                                   (uint32_t)buf[pos + 2] << 16 | (uint32_t)buf[pos + 3] << 24);
+                pos += 4;
+            }
+            stack[sp++] = v;
+            continue;
+        case 0x8a: /* LONG1 of at most 8 bytes: an address or a time */
+            if (left < 1 || buf[pos] == 0 || buf[pos] > 8 || left - 1 < buf[pos] ||
+                sp == d->stack_cap)
+                break;
+            d->op_at = at;
+            if (!(v = new_value(d, RS_PICKLE_INT))) break;
+            key = 0;
+            for (unsigned k = 0; k < buf[pos]; k++) key |= (uint64_t)buf[pos + 1 + k] << (8 * k);
+            if ((buf[pos + buf[pos]] & 0x80) && buf[pos] < 8) key |= ~(uint64_t)0 << (8 * buf[pos]);
+            memcpy(&v->v.i, &key, sizeof key);
+            pos += 1 + (size_t)buf[pos];
+            stack[sp++] = v;
+            continue;
+        case 0x75: /* SETITEMS */
+        case 0x65: { /* APPENDS */
+            if (!d->n_marks) break;
+            /* the end of a batch, or the items of a streamed list: step() */
+            if ((d->batch && d->n_marks <= d->batch_level) || (d->stream && op == 0x65 && d->n_marks <= 3))
+                break;
+            size_t start = d->marks[d->n_marks - 1];
+            size_t fence = d->n_marks > 1 ? d->marks[d->n_marks - 2] : 0;
+            if (start == 0 || start - 1 < fence) break;
+            rs_pickle_value *c = stack[start - 1];
+            size_t n = sp - start;
+            if (op == 0x75) {
+                if (c->kind != RS_PICKLE_DICT || n % 2) break;
+                int hashable = 1;
+                for (size_t k = start; k < sp; k += 2) {
+                    unsigned kind = stack[k]->kind;
+                    if (kind == RS_PICKLE_LIST || kind == RS_PICKLE_DICT || kind == RS_PICKLE_SET)
+                        hashable = 0;
+                }
+                if (!hashable) break;
+            } else if (c->kind != RS_PICKLE_LIST) {
+                break;
+            }
+            d->op_at = at;
+            d->op = op;
+            ranksnap_status added = container_add(d, c, stack + start, n);
+            if (added != RANKSNAP_OK) return added; /* it said why */
+            d->n_marks--;
+            sp = start;
+            continue;
+        }
+        case 0x95: /* FRAME: a length hint; the frame's bytes must be there */
+            if (left < 8) break;
+            key = 0;
+            for (unsigned k = 0; k < 8; k++) key |= (uint64_t)buf[pos + k] << (8 * k);
+            if (key > left - 8) break;
+            pos += 8;
+            continue;
+        }
+        /* the general path: every opcode, every error */
+        d->pos = pos;
+        d->sp = sp;
+        d->op_at = at;
+        d->op = op;
+        int done = 0;
+        ranksnap_status st = step(d, &done);
+        if (st != RANKSNAP_OK || done) return st;
+        pos = d->pos;
+        sp = d->sp;
+        stack = d->stack;
+    }
+}
+
 ranksnap_status rs_pickle_decode(const void *buf, size_t len, const char *name, rs_pickle_doc **out)
+{
+    return rs_pickle_decode_stream(buf, len, name, NULL, out);
+}
+
+ranksnap_status rs_pickle_decode_stream(const void *buf, size_t len, const char *name,
+                                        const rs_pickle_stream *stream, rs_pickle_doc **out)
 {
     if (!out || (!buf && len))
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_pickle_decode: NULL argument");
@@ -824,24 +1487,18 @@ ranksnap_status rs_pickle_decode(const void *buf, size_t len, const char *name, 
         free(d.stack);
         return no_memory(&d, d.stack_cap * sizeof *d.stack);
     }
-    d.doc->next_chunk = CHUNK_MIN;
+    d.doc->main.next_chunk = CHUNK_MIN;
+    d.doc->scratch.next_chunk = CHUNK_MIN;
+    d.stream = stream;
 
-    ranksnap_status st = RANKSNAP_OK;
-    int done = 0;
-    while (st == RANKSNAP_OK && !done) {
-        if (d.pos >= d.len) {
-            st = fail_at(&d, d.len, "truncated: the pickle ends without a STOP opcode");
-            break;
-        }
-        d.op_at = d.pos;
-        d.op = d.buf[d.pos++];
-        st = step(&d, &done);
-    }
+    ranksnap_status st = run(&d);
     free(d.stack);
     free(d.marks);
     free(d.memo.dense);
-    free(d.memo.keys);
-    free(d.memo.vals);
+    u64map_free(&d.memo.sparse);
+    free(d.batch_keys);
+    u64map_free(&d.fwd);
+    free(d.work);
     if (st != RANKSNAP_OK) {
         rs_pickle_free(d.doc);
         return st;
@@ -863,12 +1520,8 @@ int rs_pickle_protocol(const rs_pickle_doc *doc)
 void rs_pickle_free(rs_pickle_doc *doc)
 {
     if (!doc) return;
-    chunk *c = doc->chunks;
-    while (c) {
-        chunk *next = c->next;
-        free(c);
-        c = next;
-    }
+    arena_free(&doc->main);
+    arena_free(&doc->scratch);
     free(doc);
 }
 

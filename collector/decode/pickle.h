@@ -47,6 +47,7 @@ typedef struct rs_pickle_value rs_pickle_value;
 struct rs_pickle_value {
     uint8_t kind;    /* rs_pickle_kind */
     uint8_t is_u64;  /* RS_PICKLE_INT: the value is .u, above INT64_MAX */
+    uint32_t batch;  /* the decoder's own: which streamed batch made it (0: none) */
     size_t offset;   /* byte offset of the opcode that made the value, for error messages */
     union {
         int b;       /* RS_PICKLE_BOOL */
@@ -59,8 +60,8 @@ struct rs_pickle_value {
         } str;       /* RS_PICKLE_STR, RS_PICKLE_BYTES */
         struct {
             rs_pickle_value **items; /* lists, tuples, sets: items; dicts: key, value, key, value... */
-            size_t n;         /* items; for a dict, 2 * the number of pairs                     */
-            size_t cap;
+            uint32_t n;       /* items; for a dict, 2 * the number of pairs (at most 2^32 - 1)  */
+            uint32_t cap;
         } seq;
     } v;
 };
@@ -74,6 +75,34 @@ typedef struct rs_pickle_doc rs_pickle_doc;
  * RANKSNAP_ERR_HOST_MEMORY. On success *out is a new document the caller frees with rs_pickle_free; it
  * borrows `buf` (see above). On failure *out is NULL. */
 ranksnap_status rs_pickle_decode(const void *buf, size_t len, const char *name, rs_pickle_doc **out);
+
+/* Streaming: the trace of a PyTorch snapshot is most of its bytes, and a reader needs each of
+ * its entries once. With a stream, the items appended to each list of the list root[key] (the
+ * root a dict, key "device_traces") are handed to `take` as the pickle appends them instead of
+ * being stored in the list, which stays empty. When the pickle is laid out as pickle.dump writes
+ * it (the root's items in MARK ... SETITEMS batches, lists filled by MARK ... APPENDS), each
+ * batch of items is built in scratch memory that is reused for the next batch once `take`
+ * returns: memory then holds one batch of entries, not all of them. What `take` wants beyond the
+ * call it passes to rs_pickle_keep; values stored in the memo survive on their own, except the
+ * items taken, which a later memo GET refuses (PyTorch never refers to an entry twice). */
+typedef struct rs_pickle_taker rs_pickle_taker;
+
+typedef struct rs_pickle_stream {
+    const char *key;
+    /* The items `items[0..n)` appended to root[key][index] (`list`), in order. An error stops
+     * the decode with it. */
+    ranksnap_status (*take)(void *ctx, rs_pickle_taker *t, const rs_pickle_value *list,
+                            size_t index, const rs_pickle_value *const *items, size_t n);
+    void *ctx;
+} rs_pickle_stream;
+
+/* rs_pickle_decode with a stream (NULL: none). */
+ranksnap_status rs_pickle_decode_stream(const void *buf, size_t len, const char *name,
+                                        const rs_pickle_stream *stream, rs_pickle_doc **out);
+
+/* During take: `v` (and all it holds) as it will be after the call — the same value, or a copy
+ * out of the scratch memory. NULL when there is no memory for the copy. */
+const rs_pickle_value *rs_pickle_keep(rs_pickle_taker *t, const rs_pickle_value *v);
 
 /* The object STOP returned. */
 const rs_pickle_value *rs_pickle_root(const rs_pickle_doc *doc);

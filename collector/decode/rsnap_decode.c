@@ -1,22 +1,29 @@
 /*
  * rsnap_decode.c — decodes .rsnap files (docs/FORMAT.md) into rs_snap, trusting nothing.
  *
- * Two passes. The first (scan) walks the raw msgpack bytes without allocating: it finds where the
- * top-level map ends (so that truncation and trailing bytes get their own messages) and checks
- * that every array or map count could fit in the bytes that remain. msgpack-c allocates a
- * container's element table as soon as it reads the count, so without this pass a 5-byte array
- * header claiming 4 billion elements would ask for 96 GiB; after it, msgpack_unpack_next's zone
- * is bounded by a small multiple of the input. The second pass walks the msgpack_object tree and
- * checks every type, every column length and every cross-reference (streams, strings, stacks,
- * frames, modules) before anything downstream can index with it.
+ * Two passes over the bytes, neither of which builds a tree of objects.
  *
- * Errors are RANKSNAP_ERR_FORMAT with "NAME: what was wrong", naming fields by their path in the
- * file ("segments[3].blocks[0]"). The model is filled as decoding goes (arrays zeroed first), so
- * rs_snap_free cleans up a half-built snapshot on every error path.
+ * The first (scan) walks the raw msgpack structure: it finds where the top-level map ends (so
+ * that truncation and trailing bytes get their own messages), checks that every array or map
+ * count could fit in the bytes that remain and bounds the nesting, and on the way notes where
+ * each map entry starts (each map's entries in one piece) and where each map ends. After it, every value the second pass reads
+ * lies inside the buffer, and no count can make it allocate more than the input describes.
+ *
+ * The second pass reads the values where they are: a map's fields are found through the entries
+ * the scan noted, arrays are read front to back, and the history's columns — nearly all of a
+ * file — are decoded in bulk, one tight loop per column straight into the model's arrays. It
+ * checks every type, column length and cross-reference (streams, strings, stacks, frames,
+ * modules) before anything downstream can index with it. msgpack-c's unpacker would build a
+ * 24-byte msgpack_object for every element first (25 MB for 100,000 events) and this file
+ * formatted each element's name for a message that is almost never printed: both are gone, and
+ * a message — "NAME: field 'history.stack[7]' is 9, but stacks has 4 entries (offset 1234)" —
+ * is made only when something is wrong. The offset is that of the value.
+ *
+ * The model is filled as decoding goes (arrays zeroed first), so rs_snap_free cleans up a
+ * half-built snapshot on every error path. Memory: the model (33 bytes per event) plus 16 bytes
+ * per map entry of the file while decoding.
  */
-#include <errno.h>
 #include <inttypes.h>
-#include <msgpack.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,12 +36,25 @@
 
 /* Our format nests five deep; unknown keys from newer writers get room to nest further. */
 #define RSNAP_MAX_DEPTH 24
-#define RSNAP_PATH 192
+#define RSNAP_NAME 192
+
+/* A map the scan saw: its entries are ents[first .. first + 2n) (key, value, key, value ...). */
+typedef struct map_rec {
+    size_t at, end;
+    size_t first;
+    uint32_t n;
+} map_rec;
 
 typedef struct dec {
     const char *name;
     const unsigned char *buf;
     size_t len;
+    map_rec *maps; /* in the order of their offsets */
+    size_t n_maps, maps_cap;
+    size_t *ents;  /* offsets of every map key and value, each map's in one piece */
+    size_t n_ents, ents_cap;
+    size_t *open;  /* the same for the maps not yet ended, innermost last */
+    size_t n_open, open_cap;
 } dec;
 
 static ranksnap_status fail(const dec *d, const char *fmt, ...) RS_PRINTF(2, 3);
@@ -57,25 +77,46 @@ static ranksnap_status no_memory(const dec *d, const char *what, size_t n)
 
 /* ---- pass 1: structure -------------------------------------------------------------------- */
 
-static const char *type_of_byte(unsigned char b)
+/* What a value is, by its first byte. */
+typedef enum kind { K_INT, K_MAP, K_ARRAY, K_STR, K_NIL, K_BOOL, K_BIN, K_FLOAT, K_C1, K_EXT } kind;
+
+static kind kind_of(unsigned char b)
 {
-    if (b <= 0x7f || b >= 0xe0) return "a msgpack integer";
-    if (b <= 0x8f || b == 0xde || b == 0xdf) return "a msgpack map";
-    if (b <= 0x9f || b == 0xdc || b == 0xdd) return "a msgpack array";
-    if (b <= 0xbf || (b >= 0xd9 && b <= 0xdb)) return "a msgpack string";
+    if (b <= 0x7f || b >= 0xe0 || (b >= 0xcc && b <= 0xd3)) return K_INT;
+    if (b <= 0x8f || b == 0xde || b == 0xdf) return K_MAP;
+    if (b <= 0x9f || b == 0xdc || b == 0xdd) return K_ARRAY;
+    if (b <= 0xbf || (b >= 0xd9 && b <= 0xdb)) return K_STR;
     switch (b) {
-    case 0xc0: return "msgpack nil";
+    case 0xc0: return K_NIL;
+    case 0xc1: return K_C1;
     case 0xc2:
-    case 0xc3: return "a msgpack boolean";
+    case 0xc3: return K_BOOL;
     case 0xc4:
     case 0xc5:
-    case 0xc6: return "msgpack binary";
+    case 0xc6: return K_BIN;
     case 0xca:
-    case 0xcb: return "a msgpack float";
+    case 0xcb: return K_FLOAT;
     }
-    if (b >= 0xcc && b <= 0xd3) return "a msgpack integer";
-    if (b == 0xc1) return "the byte 0xc1 (never valid in msgpack)";
-    return "a msgpack extension";
+    return K_EXT;
+}
+
+/* For "the top level is ...". */
+static const char *type_of_byte(unsigned char b)
+{
+    static const char *const names[] = {
+        "a msgpack integer", "a msgpack map", "a msgpack array", "a msgpack string", "msgpack nil",
+        "a msgpack boolean", "msgpack binary", "a msgpack float",
+        "the byte 0xc1 (never valid in msgpack)", "a msgpack extension"};
+    return names[kind_of(b)];
+}
+
+/* For "field 'x' must be ..., not ...". */
+static const char *type_name(unsigned char b)
+{
+    static const char *const names[] = {"an integer", "a map", "an array", "a string", "nil",
+                                        "a boolean", "binary", "a float", "an extension",
+                                        "an extension"};
+    return names[kind_of(b)];
 }
 
 static ranksnap_status truncated(const dec *d)
@@ -95,29 +136,120 @@ static int read_be(const dec *d, size_t *pos, unsigned n, uint64_t *v)
     return 0;
 }
 
+/* Bytes taken by the scalar whose first byte is the index (integers, nil, booleans, short
+ * strings); 0 for everything else, which the general path of scan reads. */
+static const unsigned char scalar_size[256] = {
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
+     0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
+     0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
+     1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14, 15, 16,
+    17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
+     1,  0,  1,  1,  0,  0,  0,  0,  0,  0,  0,  0,  2,  3,  5,  9,
+     2,  3,  5,  9,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
+};
+
+/* Appends x to a growing array of offsets. */
+static int offsets_push(size_t **v, size_t *n, size_t *cap, size_t x)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 256;
+        size_t *g = realloc(*v, c * sizeof *g);
+        if (!g) return -1;
+        *v = g;
+        *cap = c;
+    }
+    (*v)[(*n)++] = x;
+    return 0;
+}
+
+static int note_map(dec *d, size_t at, uint64_t items)
+{
+    if (d->n_maps == d->maps_cap) {
+        size_t cap = d->maps_cap ? 2 * d->maps_cap : 64;
+        map_rec *m = realloc(d->maps, cap * sizeof *m);
+        if (!m) return -1;
+        d->maps = m;
+        d->maps_cap = cap;
+    }
+    d->maps[d->n_maps++] = (map_rec){at, at, d->n_ents, (uint32_t)(items / 2)};
+    return 0;
+}
+
+/* A map ended at `end`: its entries, the last ones of the open maps' stack (a nested map's were
+ * moved out when it ended), move to ents in one piece. */
+static int close_map(dec *d, size_t index, size_t open_from, size_t end)
+{
+    map_rec *m = &d->maps[index];
+    m->end = end;
+    m->first = d->n_ents;
+    for (size_t i = open_from; i < d->n_open; i++)
+        if (offsets_push(&d->ents, &d->n_ents, &d->ents_cap, d->open[i]) != 0) return -1;
+    d->n_open = open_from;
+    return 0;
+}
+
 /* Sets *end to one past the top-level object. `pending` counts the objects still to read, each
  * of which needs at least one byte: a count beyond the remaining bytes is a truncation (or a
- * lie) caught before msgpack-c allocates anything for it. */
-static ranksnap_status scan(const dec *d, size_t *end)
+ * lie) caught before anything is allocated for it. */
+static ranksnap_status scan(dec *d, size_t *end)
 {
     uint64_t left[RSNAP_MAX_DEPTH + 1];
+    size_t map_of[RSNAP_MAX_DEPTH + 1];    /* index + 1 of the map read at each level, 0: none */
+    size_t open_from[RSNAP_MAX_DEPTH + 1]; /* where its entries start in d->open */
     size_t depth = 0, pos = 0;
     uint64_t pending = 1;
     left[0] = 1;
+    map_of[0] = 0;
     while (pending > 0) {
-        while (left[depth] == 0) depth--;
+        while (left[depth] == 0) {
+            if (map_of[depth] && close_map(d, map_of[depth] - 1, open_from[depth], pos) != 0)
+                return no_memory(d, "map entries", d->n_ents);
+            depth--;
+        }
+        if (!map_of[depth]) {
+            /* an array (a history column): its scalars are stepped over in a tight loop, eight
+             * at a time while they are one-byte positive integers (actions, streams, stacks) */
+            uint64_t k = left[depth];
+            while (k >= 8 && d->len - pos >= 8) {
+                uint64_t x;
+                memcpy(&x, d->buf + pos, 8);
+                if (x & 0x8080808080808080ull) break;
+                pos += 8;
+                k -= 8;
+            }
+            while (k > 0 && pos < d->len) {
+                unsigned sz = scalar_size[d->buf[pos]];
+                if (sz == 0 || sz > d->len - pos) break;
+                pos += sz;
+                k--;
+            }
+            pending -= left[depth] - k;
+            left[depth] = k;
+            if (k == 0) continue;
+        }
         if (pos >= d->len) return truncated(d);
         size_t at = pos;
         unsigned char b = d->buf[pos++];
         uint64_t skip = 0, items = 0, x = 0;
-        int container = 0, bad = 0;
+        int container = 0, is_map = 0, bad = 0;
         left[depth]--;
         pending--;
+        if (map_of[depth] && offsets_push(&d->open, &d->n_open, &d->open_cap, at) != 0)
+            return no_memory(d, "map entries", d->n_open);
         if (b <= 0x7f || b >= 0xe0) {
             /* fixint */
         } else if (b <= 0x8f) {
             items = 2u * (b & 0x0fu);
-            container = 1;
+            container = is_map = 1;
         } else if (b <= 0x9f) {
             items = b & 0x0fu;
             container = 1;
@@ -147,51 +279,94 @@ static ranksnap_status scan(const dec *d, size_t *end)
             case 0xd8: skip = 17; break;
             case 0xdc: bad = read_be(d, &pos, 2, &items); container = 1; break;
             case 0xdd: bad = read_be(d, &pos, 4, &items); container = 1; break;
-            case 0xde: bad = read_be(d, &pos, 2, &items); items *= 2; container = 1; break;
-            case 0xdf: bad = read_be(d, &pos, 4, &items); items *= 2; container = 1; break;
+            case 0xde: bad = read_be(d, &pos, 2, &items); items *= 2; container = is_map = 1; break;
+            case 0xdf: bad = read_be(d, &pos, 4, &items); items *= 2; container = is_map = 1; break;
             }
         }
         if (bad || skip > d->len - pos) return truncated(d);
         pos += skip;
+        if (container && items > 0 && (items > d->len - pos || pending + items > d->len - pos))
+            return truncated(d);
+        if (is_map && note_map(d, at, items) != 0) return no_memory(d, "maps", d->n_maps);
         if (container && items > 0) {
-            if (items > d->len - pos || pending + items > d->len - pos) return truncated(d);
             if (depth == RSNAP_MAX_DEPTH)
                 return fail(d, "msgpack nested deeper than %d levels at offset %zu",
                             RSNAP_MAX_DEPTH, at);
             pending += items;
             left[++depth] = items;
+            map_of[depth] = is_map ? d->n_maps : 0;
+            open_from[depth] = d->n_open;
+        } else if (is_map) {
+            d->maps[d->n_maps - 1].end = pos;
         }
     }
+    for (; depth > 0; depth--)
+        if (map_of[depth] && close_map(d, map_of[depth] - 1, open_from[depth], pos) != 0)
+            return no_memory(d, "map entries", d->n_ents);
     *end = pos;
     return RANKSNAP_OK;
 }
 
-/* ---- pass 2: values ----------------------------------------------------------------------- */
+/* ---- pass 2: reading values where they are -------------------------------------------------- */
 
-static const char *type_name(const msgpack_object *o)
+/* Where a value is, for messages: its name is made from these parts only when one is needed,
+ * "base[index].key[elem]" with the parts that are set. */
+typedef struct where {
+    const char *base;  /* "" at the top level */
+    int64_t index;     /* -1: none */
+    const char *key;   /* NULL: none */
+    int64_t elem;      /* -1: none */
+} where;
+
+static where at_top(const char *key)
 {
-    switch (o->type) {
-    case MSGPACK_OBJECT_NIL: return "nil";
-    case MSGPACK_OBJECT_BOOLEAN: return "a boolean";
-    case MSGPACK_OBJECT_POSITIVE_INTEGER:
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return "an integer";
-    case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64: return "a float";
-    case MSGPACK_OBJECT_STR: return "a string";
-    case MSGPACK_OBJECT_ARRAY: return "an array";
-    case MSGPACK_OBJECT_MAP: return "a map";
-    case MSGPACK_OBJECT_BIN: return "binary";
-    case MSGPACK_OBJECT_EXT: return "an extension";
-    }
-    return "unknown";
+    return (where){"", -1, key, -1};
+}
+
+/* Appends to out[n] at *k, cutting what does not fit (names only feed messages). */
+static void name_add(char *out, size_t n, size_t *k, const char *fmt, ...) RS_PRINTF(4, 5);
+
+static void name_add(char *out, size_t n, size_t *k, const char *fmt, ...)
+{
+    if (*k + 1 >= n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vsnprintf(out + *k, n - *k, fmt, ap);
+    va_end(ap);
+    if (r > 0) *k = (size_t)r < n - *k ? *k + (size_t)r : n - 1;
+}
+
+static void where_name(const where *w, char *out, size_t n)
+{
+    size_t k = 0;
+    out[0] = '\0';
+    name_add(out, n, &k, "%s", w->base);
+    if (w->index >= 0) name_add(out, n, &k, "[%" PRId64 "]", w->index);
+    if (w->key) name_add(out, n, &k, "%s%s", k ? "." : "", w->key);
+    if (w->elem >= 0) name_add(out, n, &k, "[%" PRId64 "]", w->elem);
+}
+
+static ranksnap_status bad_value(const dec *d, const where *w, size_t at, const char *fmt, ...)
+    RS_PRINTF(4, 5);
+
+/* "NAME: field 'segments[3].stream' MESSAGE (offset N)". */
+static ranksnap_status bad_value(const dec *d, const where *w, size_t at, const char *fmt, ...)
+{
+    char name[RSNAP_NAME], msg[512];
+    where_name(w, name, sizeof name);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return fail(d, "field '%s' %s (offset %zu)", name, msg, at);
 }
 
 /* A string from the file, shortened and with control bytes replaced, for an error message. */
-static void printable(const char *p, size_t n, char *dst, size_t dn)
+static void printable(const unsigned char *p, size_t n, char *dst, size_t dn)
 {
     size_t k = 0;
     for (size_t i = 0; i < n && k + 4 < dn; i++)
-        dst[k++] = (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '"') ? p[i] : '?';
+        dst[k++] = (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '"') ? (char)p[i] : '?';
     if (n > 0 && k < n && k + 4 <= dn) {
         memcpy(dst + k, "...", 3);
         k += 3;
@@ -199,90 +374,171 @@ static void printable(const char *p, size_t n, char *dst, size_t dn)
     dst[k] = '\0';
 }
 
-static int str_is(const msgpack_object *o, const char *s)
+static inline uint64_t be(const unsigned char *p, unsigned n)
 {
-    size_t n = strlen(s);
-    return o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
-           memcmp(o->via.str.ptr, s, n) == 0;
+    uint64_t hi, lo;
+    switch (n) {
+    case 2: return (uint64_t)p[0] << 8 | p[1];
+    case 4: return (uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 | (uint64_t)p[2] << 8 | p[3];
+    default:
+        hi = (uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 | (uint64_t)p[2] << 8 | p[3];
+        lo = (uint64_t)p[4] << 24 | (uint64_t)p[5] << 16 | (uint64_t)p[6] << 8 | p[7];
+        return hi << 32 | lo;
+    }
 }
 
-static ranksnap_status as_u64(const dec *d, const msgpack_object *o, const char *name,
-                              uint64_t *v)
+/* An integer at *p (inside [p, e)): its 64-bit pattern and whether msgpack-c would call it
+ * negative (signed encodings of values >= 0 are positive integers, as msgpack-c reads them).
+ * Advances *p; -1 when it is not an integer or runs past e. */
+static inline __attribute__((always_inline)) int read_int(const unsigned char **pp,
+                                                          const unsigned char *e, uint64_t *bits,
+                           int *negative)
 {
-    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-        return fail(d, "field '%s' must be an unsigned integer, not %s", name, type_name(o));
-    *v = o->via.u64;
+    const unsigned char *p = *pp;
+    size_t left = (size_t)(e - p);
+    uint64_t v;
+    *negative = 0;
+    switch (*p) {
+    case 0xcc: if (left < 2) return -1; v = p[1]; *pp = p + 2; break;
+    case 0xcd: if (left < 3) return -1; v = be(p + 1, 2); *pp = p + 3; break;
+    case 0xce: if (left < 5) return -1; v = be(p + 1, 4); *pp = p + 5; break;
+    case 0xcf: if (left < 9) return -1; v = be(p + 1, 8); *pp = p + 9; break;
+    case 0xd0: if (left < 2) return -1; v = (uint64_t)(int64_t)(int8_t)p[1]; *pp = p + 2; break;
+    case 0xd1: if (left < 3) return -1; v = (uint64_t)(int64_t)(int16_t)be(p + 1, 2); *pp = p + 3; break;
+    case 0xd2: if (left < 5) return -1; v = (uint64_t)(int64_t)(int32_t)be(p + 1, 4); *pp = p + 5; break;
+    case 0xd3: if (left < 9) return -1; v = be(p + 1, 8); *pp = p + 9; break;
+    default:
+        if (*p <= 0x7f) {
+            v = *p;
+        } else if (*p >= 0xe0) {
+            v = (uint64_t)(int64_t)(int8_t)*p;
+        } else {
+            return -1;
+        }
+        *pp = p + 1;
+        break;
+    }
+    *negative = (int64_t)v < 0 && (*p >= 0xd0 || *p >= 0xe0);
+    *bits = v;
+    return 0;
+}
+
+static ranksnap_status as_u64(const dec *d, size_t at, const where *w, uint64_t *v)
+{
+    const unsigned char *p = d->buf + at;
+    int neg;
+    if (read_int(&p, d->buf + d->len, v, &neg) != 0 || neg)
+        return bad_value(d, w, at, "must be an unsigned integer, not %s", type_name(d->buf[at]));
     return RANKSNAP_OK;
 }
 
-static ranksnap_status as_i64(const dec *d, const msgpack_object *o, const char *name, int64_t *v)
+static ranksnap_status as_i64(const dec *d, size_t at, const where *w, int64_t *v)
 {
-    if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
-        *v = o->via.i64;
-        return RANKSNAP_OK;
-    }
-    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-        if (o->via.u64 > (uint64_t)INT64_MAX)
-            return fail(d, "field '%s' (%" PRIu64 ") does not fit a signed 64-bit integer", name,
-                        o->via.u64);
-        *v = (int64_t)o->via.u64;
-        return RANKSNAP_OK;
-    }
-    return fail(d, "field '%s' must be an integer", name);
+    const unsigned char *p = d->buf + at;
+    uint64_t bits;
+    int neg;
+    if (read_int(&p, d->buf + d->len, &bits, &neg) != 0)
+        return bad_value(d, w, at, "must be an integer");
+    if (!neg && bits > (uint64_t)INT64_MAX)
+        return bad_value(d, w, at, "(%" PRIu64 ") does not fit a signed 64-bit integer", bits);
+    memcpy(v, &bits, sizeof *v);
+    return RANKSNAP_OK;
 }
 
-static ranksnap_status as_int_range(const dec *d, const msgpack_object *o, const char *name,
-                                    int64_t lo, int64_t hi, int64_t *v)
+static ranksnap_status as_int_range(const dec *d, size_t at, const where *w, int64_t lo,
+                                    int64_t hi, int64_t *v)
 {
-    RS_CHECK(as_i64(d, o, name, v));
+    RS_CHECK(as_i64(d, at, w, v));
     if (*v < lo || *v > hi)
-        return fail(d, "field '%s' is %" PRId64 ", expected %" PRId64 " to %" PRId64, name, *v, lo,
-                    hi);
+        return bad_value(d, w, at, "is %" PRId64 ", expected %" PRId64 " to %" PRId64, *v, lo, hi);
     return RANKSNAP_OK;
 }
 
-/* An integer as its 64-bit pattern: deltas are written as the smallest signed or unsigned int
- * and added modulo 2^64. */
-static ranksnap_status as_bits(const dec *d, const msgpack_object *o, const char *name,
-                               uint64_t *v)
+/* A string's bytes: *p and *n. -1 when the value at `at` is no string. */
+static int str_at(const dec *d, size_t at, const unsigned char **p, size_t *n)
 {
-    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-        *v = o->via.u64;
-    else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-        *v = (uint64_t)o->via.i64;
-    else
-        return fail(d, "field '%s' must be an integer", name);
-    return RANKSNAP_OK;
+    unsigned b = d->buf[at];
+    size_t hdr;
+    uint64_t len;
+    if (b >= 0xa0 && b <= 0xbf) {
+        hdr = 1;
+        len = b & 0x1f;
+    } else if (b >= 0xd9 && b <= 0xdb) {
+        size_t pos = at + 1;
+        if (read_be(d, &pos, 1u << (b - 0xd9), &len) != 0) return -1;
+        hdr = pos - at;
+    } else {
+        return -1;
+    }
+    if (len > d->len - at - hdr) return -1;
+    *p = d->buf + at + hdr;
+    *n = (size_t)len;
+    return 0;
 }
 
-static ranksnap_status as_str(const dec *d, const msgpack_object *o, const char *name, char **out)
+static int str_is(const dec *d, size_t at, const char *s)
 {
-    if (o->type != MSGPACK_OBJECT_STR)
-        return fail(d, "field '%s' must be a string, not %s", name, type_name(o));
-    char *s = malloc((size_t)o->via.str.size + 1);
-    if (!s) return no_memory(d, name, o->via.str.size);
-    if (o->via.str.size) memcpy(s, o->via.str.ptr, o->via.str.size);
-    s[o->via.str.size] = '\0';
+    const unsigned char *p;
+    size_t n, m = strlen(s);
+    return str_at(d, at, &p, &n) == 0 && n == m && memcmp(p, s, m) == 0;
+}
+
+static ranksnap_status as_str(const dec *d, size_t at, const where *w, char **out)
+{
+    const unsigned char *p;
+    size_t n;
+    if (str_at(d, at, &p, &n) != 0)
+        return bad_value(d, w, at, "must be a string, not %s", type_name(d->buf[at]));
+    char *s = malloc(n + 1);
+    if (!s) return no_memory(d, "a string", n);
+    if (n) memcpy(s, p, n);
+    s[n] = '\0';
     *out = s;
     return RANKSNAP_OK;
 }
 
-static ranksnap_status as_array(const dec *d, const msgpack_object *o, const char *name,
-                                const msgpack_object_array **out)
+/* An array's count and the offset of its first element; -1 when the value is no array. */
+static int array_at(const dec *d, size_t at, uint64_t *count, size_t *first)
 {
-    if (o->type != MSGPACK_OBJECT_ARRAY)
-        return fail(d, "field '%s' must be an array, not %s", name, type_name(o));
-    *out = &o->via.array;
+    unsigned b = d->buf[at];
+    size_t pos = at + 1;
+    if (b >= 0x90 && b <= 0x9f) {
+        *count = b & 0x0f;
+    } else if (b == 0xdc || b == 0xdd) {
+        if (read_be(d, &pos, b == 0xdc ? 2 : 4, count) != 0) return -1;
+    } else {
+        return -1;
+    }
+    *first = pos;
+    return 0;
+}
+
+static ranksnap_status as_array(const dec *d, size_t at, const where *w, uint64_t *count,
+                                size_t *first)
+{
+    if (array_at(d, at, count, first) != 0)
+        return bad_value(d, w, at, "must be an array, not %s", type_name(d->buf[at]));
     return RANKSNAP_OK;
 }
 
-static ranksnap_status as_tuple(const dec *d, const msgpack_object *o, const char *name,
-                                uint32_t n, const msgpack_object **out)
+static ranksnap_status as_tuple(const dec *d, size_t at, const where *w, uint64_t n, size_t *first)
 {
-    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != n)
-        return fail(d, "field '%s' must be an array of %u elements", name, n);
-    *out = o->via.array.ptr;
+    uint64_t count = 0;
+    if (array_at(d, at, &count, first) != 0 || count != n)
+        return bad_value(d, w, at, "must be an array of %u elements", (unsigned)n);
     return RANKSNAP_OK;
+}
+
+/* One past the scalar or string at `at` (never called on a container). */
+static size_t after_scalar(const dec *d, size_t at)
+{
+    const unsigned char *p = d->buf + at;
+    uint64_t bits;
+    int neg;
+    size_t n;
+    if (read_int(&p, d->buf + d->len, &bits, &neg) == 0) return (size_t)(p - d->buf);
+    if (str_at(d, at, &p, &n) == 0) return (size_t)(p - d->buf) + n;
+    return at + 1; /* nil, booleans */
 }
 
 /* A zeroed array of n elements (never a zero-byte request, so NULL always means failure). The
@@ -293,112 +549,147 @@ static ranksnap_status as_tuple(const dec *d, const msgpack_object *o, const cha
         if (!(ptr)) return no_memory((d), (what), (size_t)(n));                                    \
     } while (0)
 
-/* A map being read, with its path in the file for messages. */
+#define ALLOC_COLUMN(d, ptr, n, what)                                                              \
+    do {                                                                                           \
+        (ptr) = malloc(((n) ? (size_t)(n) : 1) * sizeof *(ptr));                                   \
+        if (!(ptr)) return no_memory((d), (what), (size_t)(n));                                    \
+    } while (0)
+
+/* A map being read: its entries as the scan noted them, and its name for messages. */
 typedef struct mapv {
     const dec *d;
-    const msgpack_object_map *m;
-    char path[RSNAP_PATH];
+    const map_rec *m;
+    where w;               /* where the map is; a named one ("totals") keeps its name in path */
+    char path[RSNAP_NAME];
 } mapv;
 
-/* Names only feed messages, so a long one is cut (the return value is checked only to say so
- * to the compiler). */
-static void field_name(const mapv *mv, const char *key, char *out, size_t n)
+static const map_rec *find_map(const dec *d, size_t at)
 {
-    int r = mv->path[0] ? snprintf(out, n, "%s.%s", mv->path, key) : snprintf(out, n, "%s", key);
-    if (r < 0) out[0] = '\0';
+    size_t lo = 0, hi = d->n_maps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->maps[mid].at < at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < d->n_maps && d->maps[lo].at == at ? &d->maps[lo] : NULL;
 }
 
-/* Finds `key`; *out = NULL when absent and optional. A key given twice is an error: which one a
- * reader picks would otherwise be a guess. */
-static ranksnap_status lookup(const mapv *mv, const char *key, int required,
-                              const msgpack_object **out)
+/* The name of field `key` of the map; valid while the mapv is. */
+static where field_of(const mapv *mv, const char *key)
 {
-    const msgpack_object *found = NULL;
-    for (uint32_t i = 0; i < mv->m->size; i++) {
-        if (!str_is(&mv->m->ptr[i].key, key)) continue;
+    where w = mv->path[0] ? (where){mv->path, -1, NULL, -1} : mv->w;
+    w.key = key;
+    return w;
+}
+
+/* Finds `key`; *at = 0 when absent and optional (no value sits at offset 0: the top map does).
+ * A key given twice is an error: which one a reader picks would otherwise be a guess. */
+static ranksnap_status lookup(const mapv *mv, const char *key, int required, size_t *at)
+{
+    const dec *d = mv->d;
+    size_t found = 0;
+    for (uint32_t i = 0; i < mv->m->n; i++) {
+        size_t k = d->ents[mv->m->first + 2 * (size_t)i];
+        if (!str_is(d, k, key)) continue;
         if (found) {
-            char name[RSNAP_PATH];
-            field_name(mv, key, name, sizeof name);
-            return fail(mv->d, "field '%s' appears twice", name);
+            char name[RSNAP_NAME];
+            where w = field_of(mv, key);
+            where_name(&w, name, sizeof name);
+            return fail(d, "field '%s' appears twice (offset %zu)", name, k);
         }
-        found = &mv->m->ptr[i].val;
+        found = d->ents[mv->m->first + 2 * (size_t)i + 1];
     }
     if (!found && required) {
-        char name[RSNAP_PATH];
-        field_name(mv, key, name, sizeof name);
-        return fail(mv->d, "missing field '%s'", name);
+        char name[RSNAP_NAME];
+        where w = field_of(mv, key);
+        where_name(&w, name, sizeof name);
+        return fail(d, "missing field '%s' (the map at offset %zu)", name, mv->m->at);
     }
-    *out = found;
+    *at = found;
     return RANKSNAP_OK;
 }
 
-static ranksnap_status as_map(const dec *d, const msgpack_object *o, const char *name, mapv *out)
+static ranksnap_status as_map(const dec *d, size_t at, const where *w, mapv *out)
 {
-    if (o->type != MSGPACK_OBJECT_MAP)
-        return fail(d, "field '%s' must be a map, not %s", name, type_name(o));
+    const map_rec *m = find_map(d, at);
+    if (!m) return bad_value(d, w, at, "must be a map, not %s", type_name(d->buf[at]));
     out->d = d;
-    out->m = &o->via.map;
-    if (snprintf(out->path, sizeof out->path, "%s", name) < 0) out->path[0] = '\0';
+    out->m = m;
+    out->w = *w;
+    out->path[0] = '\0';
+    /* a map that is itself a field ("totals") names its fields "totals.num_ooms"; the few such
+     * maps of a file are named now, the many segments only if a message needs it */
+    if (w->key) where_name(w, out->path, sizeof out->path);
     return RANKSNAP_OK;
 }
 
 #define MAP_GETTER(fn, type, conv)                                                                 \
     static ranksnap_status fn(const mapv *mv, const char *key, type *v)                           \
     {                                                                                              \
-        const msgpack_object *o = NULL;                                                            \
-        char name[RSNAP_PATH];                                                                       \
-        RS_CHECK(lookup(mv, key, 1, &o));                                                          \
-        field_name(mv, key, name, sizeof name);                                                    \
-        return conv(mv->d, o, name, v);                                                            \
+        size_t at = 0;                                                                             \
+        RS_CHECK(lookup(mv, key, 1, &at));                                                         \
+        where w = field_of(mv, key);                                                               \
+        return conv(mv->d, at, &w, v);                                                             \
     }
 
 MAP_GETTER(m_u64, uint64_t, as_u64)
 MAP_GETTER(m_i64, int64_t, as_i64)
 MAP_GETTER(m_str, char *, as_str)
-MAP_GETTER(m_array, const msgpack_object_array *, as_array)
 MAP_GETTER(m_map, mapv, as_map)
+
+/* An array field: its count and the offset of its first element. */
+static ranksnap_status m_array(const mapv *mv, const char *key, uint64_t *count, size_t *first)
+{
+    size_t at = 0;
+    RS_CHECK(lookup(mv, key, 1, &at));
+    where w = field_of(mv, key);
+    return as_array(mv->d, at, &w, count, first);
+}
 
 static ranksnap_status m_int(const mapv *mv, const char *key, int64_t lo, int64_t hi, int *v)
 {
-    const msgpack_object *o = NULL;
-    char name[RSNAP_PATH];
+    size_t at = 0;
     int64_t x = 0;
-    RS_CHECK(lookup(mv, key, 1, &o));
-    field_name(mv, key, name, sizeof name);
-    RS_CHECK(as_int_range(mv->d, o, name, lo, hi, &x));
+    RS_CHECK(lookup(mv, key, 1, &at));
+    where w = field_of(mv, key);
+    RS_CHECK(as_int_range(mv->d, at, &w, lo, hi, &x));
     *v = (int)x;
     return RANKSNAP_OK;
 }
 
 static ranksnap_status m_bool(const mapv *mv, const char *key, int *v)
 {
-    const msgpack_object *o = NULL;
-    char name[RSNAP_PATH];
-    RS_CHECK(lookup(mv, key, 1, &o));
-    field_name(mv, key, name, sizeof name);
-    if (o->type != MSGPACK_OBJECT_BOOLEAN)
-        return fail(mv->d, "field '%s' must be a boolean, not %s", name, type_name(o));
-    *v = o->via.boolean ? 1 : 0;
+    size_t at = 0;
+    RS_CHECK(lookup(mv, key, 1, &at));
+    unsigned char b = mv->d->buf[at];
+    if (b != 0xc2 && b != 0xc3) {
+        where w = field_of(mv, key);
+        return bad_value(mv->d, &w, at, "must be a boolean, not %s", type_name(b));
+    }
+    *v = b == 0xc3;
     return RANKSNAP_OK;
 }
 
 /* An index into a table of n entries; stack ids are 1-based (0 = none), so their bound is n
  * inclusive. */
-static ranksnap_status check_index(const dec *d, const char *name, uint64_t v, size_t n,
+static ranksnap_status check_index(const dec *d, const where *w, size_t at, uint64_t v, size_t n,
                                    const char *table, int one_based)
 {
     if (one_based ? v <= n : v < n) return RANKSNAP_OK;
-    return fail(d, "field '%s' is %" PRIu64 ", but %s has %zu entries", name, v, table, n);
+    return bad_value(d, w, at, "is %" PRIu64 ", but %s has %zu entries", v, table, n);
 }
 
 static ranksnap_status m_index(const mapv *mv, const char *key, size_t n, const char *table,
                                int one_based, uint32_t *v)
 {
+    size_t at = 0;
     uint64_t x = 0;
-    char name[RSNAP_PATH];
-    RS_CHECK(m_u64(mv, key, &x));
-    field_name(mv, key, name, sizeof name);
-    RS_CHECK(check_index(mv->d, name, x, n, table, one_based));
+    RS_CHECK(lookup(mv, key, 1, &at));
+    where w = field_of(mv, key);
+    RS_CHECK(as_u64(mv->d, at, &w, &x));
+    RS_CHECK(check_index(mv->d, &w, at, x, n, table, one_based));
     *v = (uint32_t)x;
     return RANKSNAP_OK;
 }
@@ -408,21 +699,24 @@ static ranksnap_status m_index(const mapv *mv, const char *key, size_t n, const 
 static ranksnap_status read_format(const mapv *top, unsigned *version)
 {
     const dec *d = top->d;
-    const msgpack_object *o = NULL;
-    RS_CHECK(lookup(top, "format", 0, &o));
-    if (!o) return fail(d, "not a ranksnap snapshot (no 'format' field)");
-    if (o->type != MSGPACK_OBJECT_STR)
-        return fail(d, "not a ranksnap snapshot (format is %s, expected \"%s\")", type_name(o),
-                    RSNAP_FORMAT_NAME);
-    if (!str_is(o, RSNAP_FORMAT_NAME)) {
+    size_t at = 0;
+    RS_CHECK(lookup(top, "format", 0, &at));
+    if (!at) return fail(d, "not a ranksnap snapshot (no 'format' field)");
+    const unsigned char *p;
+    size_t n;
+    if (str_at(d, at, &p, &n) != 0)
+        return fail(d, "not a ranksnap snapshot (format is %s, expected \"%s\")",
+                    type_name(d->buf[at]), RSNAP_FORMAT_NAME);
+    if (!str_is(d, at, RSNAP_FORMAT_NAME)) {
         char shown[64];
-        printable(o->via.str.ptr, o->via.str.size, shown, sizeof shown);
+        printable(p, n, shown, sizeof shown);
         return fail(d, "not a ranksnap snapshot (format is \"%s\", expected \"%s\")", shown,
                     RSNAP_FORMAT_NAME);
     }
-    RS_CHECK(lookup(top, "version", 1, &o));
+    RS_CHECK(lookup(top, "version", 1, &at));
     uint64_t v = 0;
-    RS_CHECK(as_u64(d, o, "version", &v));
+    where w = at_top("version");
+    RS_CHECK(as_u64(d, at, &w, &v));
     if (v > RSNAP_FORMAT_VERSION)
         return fail(d, "version %" PRIu64 " is newer than this reader (%d)", v,
                     RSNAP_FORMAT_VERSION);
@@ -457,18 +751,20 @@ static ranksnap_status read_identity(const mapv *top, rs_snap *s)
 static ranksnap_status read_settings(const mapv *top, rs_snap *s)
 {
     mapv a, r;
-    const msgpack_object *o = NULL;
+    size_t at = 0;
     rs_snap_allocator *al = &s->allocator;
     RS_CHECK(m_map(top, "allocator_settings", &a));
     RS_CHECK(m_u64(&a, "memory_limit", &al->memory_limit));
-    RS_CHECK(lookup(&a, "max_split_size", 1, &o));
-    if (o->type == MSGPACK_OBJECT_NIL)
+    RS_CHECK(lookup(&a, "max_split_size", 1, &at));
+    if (top->d->buf[at] == 0xc0) {
         al->max_split_size = UINT64_MAX;
-    else if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-        al->max_split_size = o->via.u64;
-    else
-        return fail(top->d, "field 'allocator_settings.max_split_size' must be an unsigned "
-                            "integer or nil (unlimited), not %s", type_name(o));
+    } else {
+        where w = field_of(&a, "max_split_size");
+        if (as_u64(top->d, at, &w, &al->max_split_size) != RANKSNAP_OK)
+            return fail(top->d, "field 'allocator_settings.max_split_size' must be an unsigned "
+                                "integer or nil (unlimited), not %s (offset %zu)",
+                        type_name(top->d->buf[at]), at);
+    }
     RS_CHECK(m_u64(&a, "min_block_size", &al->min_block_size));
     RS_CHECK(m_u64(&a, "small_size", &al->small_size));
     RS_CHECK(m_u64(&a, "small_buffer", &al->small_buffer));
@@ -487,29 +783,31 @@ static ranksnap_status read_time(const mapv *top, rs_snap *s)
 {
     const dec *d = top->d;
     mapv t;
-    const msgpack_object_array *ranges = NULL;
+    uint64_t n = 0;
+    size_t at = 0;
     RS_CHECK(m_map(top, "time", &t));
     RS_CHECK(m_i64(&t, "clock_offset_us", &s->time.clock_offset_us));
     RS_CHECK(m_i64(&t, "clock_uncertainty_us", &s->time.clock_uncertainty_us));
     RS_CHECK(m_i64(&t, "current_step", &s->time.current_step));
-    RS_CHECK(m_array(&t, "ranges", &ranges));
-    ALLOC_ARRAY(d, s->time.ranges, ranges->size, "time.ranges");
-    s->time.n_ranges = ranges->size;
-    for (uint32_t i = 0; i < ranges->size; i++) {
-        char name[RSNAP_PATH];
-        const msgpack_object *e = NULL;
+    RS_CHECK(m_array(&t, "ranges", &n, &at));
+    ALLOC_ARRAY(d, s->time.ranges, n, "time.ranges");
+    s->time.n_ranges = (size_t)n;
+    for (uint64_t i = 0; i < n; i++) {
+        where w = {"time.ranges", (int64_t)i, NULL, -1};
         rs_snap_range *rg = &s->time.ranges[i];
-        snprintf(name, sizeof name, "time.ranges[%u]", i);
-        RS_CHECK(as_tuple(d, &ranges->ptr[i], name, 2, &e));
-        RS_CHECK(as_i64(d, &e[0], name, &rg->begin));
-        if (e[1].type == MSGPACK_OBJECT_NIL) {
+        size_t e = 0;
+        RS_CHECK(as_tuple(d, at, &w, 2, &e));
+        RS_CHECK(as_i64(d, e, &w, &rg->begin));
+        e = after_scalar(d, e);
+        if (d->buf[e] == 0xc0) {
             rg->end = -1;
         } else {
-            RS_CHECK(as_i64(d, &e[1], name, &rg->end));
+            RS_CHECK(as_i64(d, e, &w, &rg->end));
             if (rg->end < rg->begin)
-                return fail(d, "field '%s' ends (%" PRId64 ") before it begins (%" PRId64 ")",
-                            name, rg->end, rg->begin);
+                return bad_value(d, &w, e, "ends (%" PRId64 ") before it begins (%" PRId64 ")",
+                                 rg->end, rg->begin);
         }
+        at = after_scalar(d, e);
     }
     return RANKSNAP_OK;
 }
@@ -518,19 +816,19 @@ static ranksnap_status read_time(const mapv *top, rs_snap *s)
 static ranksnap_status read_outside_labels(const mapv *m, rs_snap_totals *t)
 {
     const dec *d = m->d;
-    const msgpack_object *o = NULL;
+    size_t at = 0;
     mapv lm;
-    RS_CHECK(lookup(m, "outside_labels", 0, &o));
-    if (!o) return RANKSNAP_OK;
-    RS_CHECK(as_map(d, o, "totals.outside_labels", &lm));
-    ALLOC_ARRAY(d, t->outside_labels, lm.m->size, "totals.outside_labels");
-    for (uint32_t i = 0; i < lm.m->size; i++) {
-        char name[RSNAP_PATH];
-        snprintf(name, sizeof name, "totals.outside_labels[%u]", i);
+    RS_CHECK(lookup(m, "outside_labels", 0, &at));
+    if (!at) return RANKSNAP_OK;
+    where w = {"totals.outside_labels", -1, NULL, -1};
+    RS_CHECK(as_map(d, at, &w, &lm));
+    ALLOC_ARRAY(d, t->outside_labels, lm.m->n, "totals.outside_labels");
+    for (uint32_t i = 0; i < lm.m->n; i++) {
+        where e = {"totals.outside_labels", i, NULL, -1};
         rs_snap_outside_label *l = &t->outside_labels[i];
-        RS_CHECK(as_str(d, &lm.m->ptr[i].key, name, &l->label));
+        RS_CHECK(as_str(d, d->ents[lm.m->first + 2 * (size_t)i], &e, &l->label));
         t->n_outside_labels = (size_t)i + 1; /* owned from here on, for rs_snap_free */
-        RS_CHECK(as_u64(d, &lm.m->ptr[i].val, name, &l->bytes));
+        RS_CHECK(as_u64(d, d->ents[lm.m->first + 2 * (size_t)i + 1], &e, &l->bytes));
     }
     return RANKSNAP_OK;
 }
@@ -571,23 +869,25 @@ static ranksnap_status read_totals(const mapv *top, rs_snap_totals *t)
 static ranksnap_status read_streams_strings(const mapv *top, rs_snap *s)
 {
     const dec *d = top->d;
-    const msgpack_object_array *a = NULL;
-    char name[RSNAP_PATH];
+    uint64_t n = 0;
+    size_t at = 0;
 
-    RS_CHECK(m_array(top, "streams", &a));
-    ALLOC_ARRAY(d, s->streams, a->size, "streams");
-    s->n_streams = a->size;
-    for (uint32_t i = 0; i < a->size; i++) {
-        snprintf(name, sizeof name, "streams[%u]", i);
-        RS_CHECK(as_u64(d, &a->ptr[i], name, &s->streams[i]));
+    RS_CHECK(m_array(top, "streams", &n, &at));
+    ALLOC_ARRAY(d, s->streams, n, "streams");
+    s->n_streams = (size_t)n;
+    for (uint64_t i = 0; i < n; i++) {
+        where w = {"streams", (int64_t)i, NULL, -1};
+        RS_CHECK(as_u64(d, at, &w, &s->streams[i]));
+        at = after_scalar(d, at);
     }
 
-    RS_CHECK(m_array(top, "strings", &a));
-    ALLOC_ARRAY(d, s->strings, a->size, "strings");
-    s->n_strings = a->size;
-    for (uint32_t i = 0; i < a->size; i++) {
-        snprintf(name, sizeof name, "strings[%u]", i);
-        RS_CHECK(as_str(d, &a->ptr[i], name, &s->strings[i]));
+    RS_CHECK(m_array(top, "strings", &n, &at));
+    ALLOC_ARRAY(d, s->strings, n, "strings");
+    s->n_strings = (size_t)n;
+    for (uint64_t i = 0; i < n; i++) {
+        where w = {"strings", (int64_t)i, NULL, -1};
+        RS_CHECK(as_str(d, at, &w, &s->strings[i]));
+        at = after_scalar(d, at);
     }
     return RANKSNAP_OK;
 }
@@ -596,60 +896,69 @@ static ranksnap_status read_streams_strings(const mapv *top, rs_snap *s)
 static ranksnap_status read_symbol_tables(const mapv *top, rs_snap *s)
 {
     const dec *d = top->d;
-    const msgpack_object_array *a = NULL;
-    const msgpack_object *e = NULL;
-    char name[RSNAP_PATH];
+    uint64_t n = 0;
+    size_t at = 0, e = 0;
 
-    RS_CHECK(m_array(top, "modules", &a));
-    ALLOC_ARRAY(d, s->modules, a->size, "modules");
-    s->n_modules = a->size;
-    for (uint32_t i = 0; i < a->size; i++) {
+    RS_CHECK(m_array(top, "modules", &n, &at));
+    ALLOC_ARRAY(d, s->modules, n, "modules");
+    s->n_modules = (size_t)n;
+    for (uint64_t i = 0; i < n; i++) {
         rs_snap_module *m = &s->modules[i];
-        snprintf(name, sizeof name, "modules[%u]", i);
-        RS_CHECK(as_tuple(d, &a->ptr[i], name, 3, &e));
-        RS_CHECK(as_str(d, &e[0], name, &m->path));
-        RS_CHECK(as_u64(d, &e[1], name, &m->base));
-        RS_CHECK(as_str(d, &e[2], name, &m->build_id));
+        where w = {"modules", (int64_t)i, NULL, -1};
+        RS_CHECK(as_tuple(d, at, &w, 3, &e));
+        RS_CHECK(as_str(d, e, &w, &m->path));
+        e = after_scalar(d, e);
+        RS_CHECK(as_u64(d, e, &w, &m->base));
+        e = after_scalar(d, e);
+        RS_CHECK(as_str(d, e, &w, &m->build_id));
+        at = after_scalar(d, e);
     }
 
-    RS_CHECK(m_array(top, "frames", &a));
-    ALLOC_ARRAY(d, s->frames, a->size, "frames");
-    s->n_frames = a->size;
-    for (uint32_t i = 0; i < a->size; i++) {
+    RS_CHECK(m_array(top, "frames", &n, &at));
+    ALLOC_ARRAY(d, s->frames, n, "frames");
+    s->n_frames = (size_t)n;
+    for (uint64_t i = 0; i < n; i++) {
         rs_snap_frame *f = &s->frames[i];
         int64_t x = 0;
-        snprintf(name, sizeof name, "frames[%u]", i);
-        RS_CHECK(as_tuple(d, &a->ptr[i], name, 5, &e));
-        RS_CHECK(as_u64(d, &e[0], name, &f->pc));
-        RS_CHECK(as_i64(d, &e[1], name, &x));
+        where w = {"frames", (int64_t)i, NULL, -1};
+        RS_CHECK(as_tuple(d, at, &w, 5, &e));
+        RS_CHECK(as_u64(d, e, &w, &f->pc));
+        e = after_scalar(d, e);
+        RS_CHECK(as_i64(d, e, &w, &x));
         if (x < -1 || x >= (int64_t)s->n_modules)
-            return fail(d, "field '%s' names module %" PRId64 ", but modules has %zu entries",
-                        name, x, s->n_modules);
+            return bad_value(d, &w, e, "names module %" PRId64 ", but modules has %zu entries", x,
+                             s->n_modules);
         f->module = (int32_t)x;
-        RS_CHECK(as_str(d, &e[2], name, &f->function));
-        RS_CHECK(as_str(d, &e[3], name, &f->file));
-        RS_CHECK(as_int_range(d, &e[4], name, INT32_MIN, INT32_MAX, &x));
+        e = after_scalar(d, e);
+        RS_CHECK(as_str(d, e, &w, &f->function));
+        e = after_scalar(d, e);
+        RS_CHECK(as_str(d, e, &w, &f->file));
+        e = after_scalar(d, e);
+        RS_CHECK(as_int_range(d, e, &w, INT32_MIN, INT32_MAX, &x));
         f->line = (int32_t)x;
+        at = after_scalar(d, e);
     }
 
-    RS_CHECK(m_array(top, "stacks", &a));
-    if (a->size >= UINT32_MAX) return fail(d, "stacks has %u entries, too many", a->size);
-    ALLOC_ARRAY(d, s->stacks, a->size, "stacks");
-    s->n_stacks = a->size;
-    for (uint32_t i = 0; i < a->size; i++) {
-        const msgpack_object_array *fr = NULL;
+    RS_CHECK(m_array(top, "stacks", &n, &at));
+    if (n >= UINT32_MAX) return fail(d, "stacks has %" PRIu64 " entries, too many", n);
+    ALLOC_ARRAY(d, s->stacks, n, "stacks");
+    s->n_stacks = (size_t)n;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t nf = 0;
         rs_snap_stack *st = &s->stacks[i];
-        snprintf(name, sizeof name, "stacks[%u]", i);
-        RS_CHECK(as_array(d, &a->ptr[i], name, &fr));
-        ALLOC_ARRAY(d, st->frames, fr->size, name);
-        st->n_frames = fr->size;
-        for (uint32_t k = 0; k < fr->size; k++) {
+        where w = {"stacks", (int64_t)i, NULL, -1};
+        RS_CHECK(as_array(d, at, &w, &nf, &e));
+        ALLOC_ARRAY(d, st->frames, nf, "a stack");
+        st->n_frames = (size_t)nf;
+        for (uint64_t k = 0; k < nf; k++) {
             uint64_t v = 0;
-            snprintf(name, sizeof name, "stacks[%u][%u]", i, k);
-            RS_CHECK(as_u64(d, &fr->ptr[k], name, &v));
-            RS_CHECK(check_index(d, name, v, s->n_frames, "frames", 0));
+            w.elem = (int64_t)k;
+            RS_CHECK(as_u64(d, e, &w, &v));
+            RS_CHECK(check_index(d, &w, e, v, s->n_frames, "frames", 0));
             st->frames[k] = (uint32_t)v;
+            e = after_scalar(d, e);
         }
+        at = e;
     }
     return RANKSNAP_OK;
 }
@@ -657,18 +966,18 @@ static ranksnap_status read_symbol_tables(const mapv *top, rs_snap *s)
 static ranksnap_status read_segments(const mapv *top, rs_snap *s)
 {
     const dec *d = top->d;
-    const msgpack_object_array *a = NULL;
-    RS_CHECK(m_array(top, "segments", &a));
-    ALLOC_ARRAY(d, s->segments, a->size, "segments");
-    s->n_segments = a->size;
-    for (uint32_t i = 0; i < a->size; i++) {
+    uint64_t n = 0;
+    size_t at = 0;
+    RS_CHECK(m_array(top, "segments", &n, &at));
+    ALLOC_ARRAY(d, s->segments, n, "segments");
+    s->n_segments = (size_t)n;
+    for (uint64_t i = 0; i < n; i++) {
         rs_snap_segment *g = &s->segments[i];
-        const msgpack_object_array *blocks = NULL;
-        char *type = NULL;
-        char name[RSNAP_PATH];
+        uint64_t nb = 0;
+        size_t e = 0, ty = 0;
         mapv m;
-        snprintf(name, sizeof name, "segments[%u]", i);
-        RS_CHECK(as_map(d, &a->ptr[i], name, &m));
+        where w = {"segments", (int64_t)i, NULL, -1};
+        RS_CHECK(as_map(d, at, &w, &m));
         RS_CHECK(m_u64(&m, "address", &g->addr));
         RS_CHECK(m_u64(&m, "total_size", &g->total_size));
         RS_CHECK(m_u64(&m, "allocated_size", &g->allocated_size));
@@ -676,46 +985,128 @@ static ranksnap_status read_segments(const mapv *top, rs_snap *s)
         RS_CHECK(m_u64(&m, "requested_size", &g->requested_size));
         RS_CHECK(m_index(&m, "stream", s->n_streams, "streams", 0, &g->stream));
         RS_CHECK(m_index(&m, "stack", s->n_stacks, "stacks", 1, &g->stack));
-        RS_CHECK(m_str(&m, "segment_type", &type));
-        int small = strcmp(type, "small") == 0, large = strcmp(type, "large") == 0;
-        free(type);
-        if (!small && !large)
-            return fail(d, "field '%s.segment_type' must be \"small\" or \"large\"", name);
+        RS_CHECK(lookup(&m, "segment_type", 1, &ty));
+        int small = str_is(d, ty, "small"), large = str_is(d, ty, "large");
+        if (!small && !large) {
+            where tw = field_of(&m, "segment_type");
+            return bad_value(d, &tw, ty, "must be \"small\" or \"large\"");
+        }
         g->is_small = small;
 
-        RS_CHECK(m_array(&m, "blocks", &blocks));
-        ALLOC_ARRAY(d, g->blocks, blocks->size, "blocks");
-        g->n_blocks = blocks->size;
-        for (uint32_t k = 0; k < blocks->size; k++) {
+        RS_CHECK(m_array(&m, "blocks", &nb, &e));
+        ALLOC_ARRAY(d, g->blocks, nb, "blocks");
+        g->n_blocks = (size_t)nb;
+        for (uint64_t k = 0; k < nb; k++) {
             rs_snap_block *b = &g->blocks[k];
-            const msgpack_object *e = NULL;
             uint64_t state = 0, stack = 0;
-            snprintf(name, sizeof name, "segments[%u].blocks[%u]", i, k);
-            RS_CHECK(as_tuple(d, &blocks->ptr[k], name, 5, &e));
-            RS_CHECK(as_u64(d, &e[0], name, &b->addr));
-            RS_CHECK(as_u64(d, &e[1], name, &b->size));
-            RS_CHECK(as_u64(d, &e[2], name, &b->requested_size));
-            RS_CHECK(as_u64(d, &e[3], name, &state));
+            size_t f = 0;
+            where bw = {"segments", (int64_t)i, "blocks", (int64_t)k};
+            RS_CHECK(as_tuple(d, e, &bw, 5, &f));
+            RS_CHECK(as_u64(d, f, &bw, &b->addr));
+            f = after_scalar(d, f);
+            RS_CHECK(as_u64(d, f, &bw, &b->size));
+            f = after_scalar(d, f);
+            RS_CHECK(as_u64(d, f, &bw, &b->requested_size));
+            f = after_scalar(d, f);
+            RS_CHECK(as_u64(d, f, &bw, &state));
             if (state >= RS_BLOCK_STATE_COUNT_)
-                return fail(d, "field '%s' has block state %" PRIu64 ", expected 0 to %d", name,
-                            state, RS_BLOCK_STATE_COUNT_ - 1);
-            RS_CHECK(as_u64(d, &e[4], name, &stack));
-            RS_CHECK(check_index(d, name, stack, s->n_stacks, "stacks", 1));
+                return bad_value(d, &bw, f, "has block state %" PRIu64 ", expected 0 to %d",
+                                 state, RS_BLOCK_STATE_COUNT_ - 1);
+            f = after_scalar(d, f);
+            RS_CHECK(as_u64(d, f, &bw, &stack));
+            RS_CHECK(check_index(d, &bw, f, stack, s->n_stacks, "stacks", 1));
             b->state = (uint8_t)state;
             b->stack = (uint32_t)stack;
+            e = after_scalar(d, f);
         }
+        at = m.m->end;
     }
     return RANKSNAP_OK;
 }
 
-/* One history column: present, an array, exactly `count` long. */
-static ranksnap_status column(const mapv *h, const char *key, uint64_t count,
-                              const msgpack_object_array **out)
+/* ---- the history: one loop per column ---------------------------------------------------- */
+
+/* The history's columns, decoded in bulk: one loop per column type, straight into the model's
+ * array. The one-byte integers most elements are take the first branch; a wider one goes
+ * through read_int. Each returns the offset after the last element, or 0 with *bad (the index
+ * of the element) and *bad_at (its offset) set when an element is not an integer of the column's
+ * kind or exceeds `max`. */
+#define COLUMN_DECODER(fn, type, signed_ok)                                                        \
+    static size_t fn(const dec *d, size_t at, size_t n, uint64_t max, type *out, size_t *bad,     \
+                     size_t *bad_at)                                                               \
+    {                                                                                              \
+        const unsigned char *p = d->buf + at, *e = d->buf + d->len;                                \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            const unsigned char *start = p;                                                        \
+            uint64_t v;                                                                            \
+            int neg = 0;                                                                           \
+            if (p < e && *p <= 0x7f) {                                                             \
+                v = *p++;                                                                          \
+            } else if (p >= e || read_int(&p, e, &v, &neg) != 0 || (!(signed_ok) && neg) ||       \
+                       (!(signed_ok) && v > max)) {                                                \
+                *bad = i;                                                                          \
+                *bad_at = (size_t)(start - d->buf);                                                \
+                return 0;                                                                          \
+            }                                                                                      \
+            if (!(signed_ok) && v > max) {                                                         \
+                *bad = i;                                                                          \
+                *bad_at = (size_t)(start - d->buf);                                                \
+                return 0;                                                                          \
+            }                                                                                      \
+            out[i] = (type)v;                                                                      \
+        }                                                                                          \
+        return (size_t)(p - d->buf);                                                               \
+    }
+
+COLUMN_DECODER(column_u8, uint8_t, 0)
+COLUMN_DECODER(column_u32, uint32_t, 0)
+COLUMN_DECODER(column_u64, uint64_t, 0)
+COLUMN_DECODER(column_bits, uint64_t, 1)
+
+/* One history column: present, an array, exactly `count` long; *first is its first element. */
+static ranksnap_status column(const mapv *h, const char *key, uint64_t count, size_t *first)
 {
-    RS_CHECK(m_array(h, key, out));
-    if ((*out)->size != count)
-        return fail(h->d, "history.%s has %u entries, history.count says %" PRIu64, key,
-                    (*out)->size, count);
+    uint64_t n = 0;
+    RS_CHECK(m_array(h, key, &n, first));
+    if (n != count) {
+        size_t at = 0;
+        RS_CHECK(lookup(h, key, 1, &at));
+        return fail(h->d, "history.%s has %" PRIu64 " entries, history.count says %" PRIu64
+                          " (offset %zu)", key, n, count, at);
+    }
+    return RANKSNAP_OK;
+}
+
+/* What was wrong with element `i` of a column (at offset `at`): its type, its sign, or its value
+ * (an index into `table` of `table_n` entries, or an action code when table is NULL). */
+static ranksnap_status column_error(const dec *d, const char *key, size_t i, size_t at,
+                                    int unsigned_only, const char *table, size_t table_n)
+{
+    where w = {"history", -1, key, (int64_t)i};
+    const unsigned char *p = d->buf + at;
+    uint64_t v = 0;
+    int neg = 0;
+    int is_int = read_int(&p, d->buf + d->len, &v, &neg) == 0;
+    if (!unsigned_only && !is_int) return bad_value(d, &w, at, "must be an integer");
+    if (!is_int || neg)
+        return bad_value(d, &w, at, "must be an unsigned integer, not %s", type_name(d->buf[at]));
+    if (table) return bad_value(d, &w, at, "is %" PRIu64 ", but %s has %zu entries", v, table, table_n);
+    return bad_value(d, &w, at, "is %" PRIu64 ", expected an action code below 256", v);
+}
+
+/* A delta column: element 0 absolute (unsigned), the others differences modulo 2^64. */
+static ranksnap_status delta_column(const dec *d, const char *key, size_t at, size_t n,
+                                    uint64_t *out)
+{
+    size_t bad = 0, bad_at = 0;
+    if (n == 0) return RANKSNAP_OK;
+    if (column_u64(d, at, 1, UINT64_MAX, out, &bad, &bad_at) == 0)
+        return column_error(d, key, 0, bad_at, 1, NULL, 0);
+    size_t next = after_scalar(d, at);
+    if (n > 1 && column_bits(d, next, n - 1, UINT64_MAX, out + 1, &bad, &bad_at) == 0)
+        return column_error(d, key, bad + 1, bad_at, 0, NULL, 0);
+    uint64_t v = out[0];
+    for (size_t i = 1; i < n; i++) out[i] = v += out[i];
     return RANKSNAP_OK;
 }
 
@@ -723,9 +1114,7 @@ static ranksnap_status read_history(const mapv *top, rs_snap *s)
 {
     const dec *d = top->d;
     rs_snap_history *hs = &s->history;
-    const msgpack_object_array *ct = NULL, *ca = NULL, *cd = NULL, *cs = NULL, *cst = NULL,
-                               *csk = NULL;
-    char name[RSNAP_PATH];
+    size_t ct = 0, ca = 0, cd = 0, cs = 0, cst = 0, csk = 0, bad = 0, bad_at = 0;
     mapv h;
 
     RS_CHECK(m_map(top, "history", &h));
@@ -744,72 +1133,50 @@ static ranksnap_status read_history(const mapv *top, rs_snap *s)
     RS_CHECK(column(&h, "stream", hs->count, &cst));
     RS_CHECK(column(&h, "stack", hs->count, &csk));
 
-    /* count equals an array's size, so it is bounded by the input */
+    /* count equals an array's size, so it is bounded by the input; the columns are not zeroed:
+     * every element is written below, or the snapshot is freed unread */
     size_t n = (size_t)hs->count;
-    ALLOC_ARRAY(d, hs->time_us, n, "history.time_us");
-    ALLOC_ARRAY(d, hs->action, n, "history.action");
-    ALLOC_ARRAY(d, hs->addr, n, "history.addr");
-    ALLOC_ARRAY(d, hs->size, n, "history.size");
-    ALLOC_ARRAY(d, hs->stream, n, "history.stream");
-    ALLOC_ARRAY(d, hs->stack, n, "history.stack");
+    ALLOC_COLUMN(d, hs->time_us, n, "history.time_us");
+    ALLOC_COLUMN(d, hs->action, n, "history.action");
+    ALLOC_COLUMN(d, hs->addr, n, "history.addr");
+    ALLOC_COLUMN(d, hs->size, n, "history.size");
+    ALLOC_COLUMN(d, hs->stream, n, "history.stream");
+    ALLOC_COLUMN(d, hs->stack, n, "history.stack");
 
-    uint64_t t = 0, addr = 0;
+    RS_CHECK(delta_column(d, "time_us", ct, n, hs->time_us));
+    if (column_u8(d, ca, n, UINT8_MAX, hs->action, &bad, &bad_at) == 0 && n)
+        return column_error(d, "action", bad, bad_at, 1, NULL, 0);
+    RS_CHECK(delta_column(d, "addr", cd, n, hs->addr));
     for (size_t i = 0; i < n; i++) {
-        uint64_t v = 0;
-        /* the first entry of a delta column is absolute, the others differences */
-        snprintf(name, sizeof name, "history.time_us[%zu]", i);
-        if (i == 0) {
-            RS_CHECK(as_u64(d, &ct->ptr[i], name, &t));
-        } else {
-            RS_CHECK(as_bits(d, &ct->ptr[i], name, &v));
-            t += v;
-        }
-        hs->time_us[i] = t;
-
-        snprintf(name, sizeof name, "history.addr[%zu]", i);
-        if (i == 0) {
-            RS_CHECK(as_u64(d, &cd->ptr[i], name, &addr));
-        } else {
-            RS_CHECK(as_bits(d, &cd->ptr[i], name, &v));
-            addr += v;
-        }
-        hs->addr[i] = addr;
-
-        snprintf(name, sizeof name, "history.action[%zu]", i);
-        RS_CHECK(as_u64(d, &ca->ptr[i], name, &v));
-        if (v > UINT8_MAX)
-            return fail(d, "field '%s' is %" PRIu64 ", expected an action code below 256", name,
-                        v);
-        hs->action[i] = (uint8_t)v;
-        if ((v == RS_ACT_ANNOTATION_BEGIN || v == RS_ACT_ANNOTATION_END) && addr >= s->n_strings)
+        uint8_t a = hs->action[i];
+        if ((a == RS_ACT_ANNOTATION_BEGIN || a == RS_ACT_ANNOTATION_END) &&
+            hs->addr[i] >= s->n_strings)
             return fail(d, "history.addr[%zu] names annotation %" PRIu64
-                           ", but strings has %zu entries", i, addr, s->n_strings);
-
-        snprintf(name, sizeof name, "history.size[%zu]", i);
-        RS_CHECK(as_u64(d, &cs->ptr[i], name, &hs->size[i]));
-
-        snprintf(name, sizeof name, "history.stream[%zu]", i);
-        RS_CHECK(as_u64(d, &cst->ptr[i], name, &v));
-        RS_CHECK(check_index(d, name, v, s->n_streams, "streams", 0));
-        hs->stream[i] = (uint32_t)v;
-
-        snprintf(name, sizeof name, "history.stack[%zu]", i);
-        RS_CHECK(as_u64(d, &csk->ptr[i], name, &v));
-        RS_CHECK(check_index(d, name, v, s->n_stacks, "stacks", 1));
-        hs->stack[i] = (uint32_t)v;
+                           ", but strings has %zu entries", i, hs->addr[i], s->n_strings);
     }
+    if (column_u64(d, cs, n, UINT64_MAX, hs->size, &bad, &bad_at) == 0 && n)
+        return column_error(d, "size", bad, bad_at, 1, NULL, 0);
+    if (s->n_streams == 0 && n)
+        return column_error(d, "stream", 0, cst, 1, "streams", 0);
+    if (column_u32(d, cst, n, s->n_streams - 1, hs->stream, &bad, &bad_at) == 0 && n)
+        return column_error(d, "stream", bad, bad_at, 1, "streams", s->n_streams);
+    if (column_u32(d, csk, n, s->n_stacks, hs->stack, &bad, &bad_at) == 0 && n)
+        return column_error(d, "stack", bad, bad_at, 1, "stacks", s->n_stacks);
     return RANKSNAP_OK;
 }
 
 static ranksnap_status read_oom(const mapv *top, rs_snap *s)
 {
-    const msgpack_object *o = NULL;
+    size_t at = 0;
     mapv m;
-    RS_CHECK(lookup(top, "oom", 0, &o));
-    if (!o || o->type == MSGPACK_OBJECT_NIL) return RANKSNAP_OK;
-    if (o->type != MSGPACK_OBJECT_MAP)
-        return fail(top->d, "field 'oom' must be a map or nil, not %s", type_name(o));
-    RS_CHECK(as_map(top->d, o, "oom", &m));
+    RS_CHECK(lookup(top, "oom", 0, &at));
+    if (!at || top->d->buf[at] == 0xc0) return RANKSNAP_OK;
+    where w = at_top("oom");
+    if (!find_map(top->d, at))
+        return bad_value(top->d, &w, at, "must be a map or nil, not %s",
+                         type_name(top->d->buf[at]));
+    w = (where){"oom", -1, NULL, -1};
+    RS_CHECK(as_map(top->d, at, &w, &m));
     rs_snap_oom *x = &s->oom;
     RS_CHECK(m_u64(&m, "requested", &x->requested));
     RS_CHECK(m_u64(&m, "rounded", &x->rounded));
@@ -826,10 +1193,11 @@ static ranksnap_status read_oom(const mapv *top, rs_snap *s)
     return RANKSNAP_OK;
 }
 
-static ranksnap_status read_top(const dec *d, const msgpack_object *root, rs_snap *s)
+static ranksnap_status read_top(const dec *d, rs_snap *s)
 {
     mapv top;
-    RS_CHECK(as_map(d, root, "", &top));
+    where w = {"", -1, NULL, -1};
+    RS_CHECK(as_map(d, 0, &w, &top));
     /* the format and version first: a foreign or newer file must say so, not "missing field" */
     RS_CHECK(read_format(&top, &s->version));
     RS_CHECK(read_identity(&top, s));
@@ -847,7 +1215,11 @@ static ranksnap_status read_top(const dec *d, const msgpack_object *root, rs_sna
 ranksnap_status rs_rsnap_decode(const void *buf, size_t len, const char *name_for_errors,
                            rs_snap **out)
 {
-    dec d = {name_for_errors ? name_for_errors : "snapshot", buf, len};
+    dec d;
+    memset(&d, 0, sizeof d);
+    d.name = name_for_errors ? name_for_errors : "snapshot";
+    d.buf = buf;
+    d.len = len;
     if (!out) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_rsnap_decode: out is NULL");
     *out = NULL;
     if (!buf && len) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_rsnap_decode: buf is NULL");
@@ -858,34 +1230,19 @@ ranksnap_status rs_rsnap_decode(const void *buf, size_t len, const char *name_fo
         return fail(&d, "not a ranksnap snapshot (the top level is %s, expected a map)",
                     type_of_byte(b));
     size_t end = 0;
-    RS_CHECK(scan(&d, &end));
-    if (end != len)
-        return fail(&d, "trailing data after the snapshot map (%zu bytes from offset %zu)",
-                    len - end, end);
-
-    msgpack_unpacked u;
-    size_t off = 0;
-    msgpack_unpacked_init(&u);
-    msgpack_unpack_return ret = msgpack_unpack_next(&u, (const char *)buf, len, &off);
-    if (ret == MSGPACK_UNPACK_NOMEM_ERROR) {
-        msgpack_unpacked_destroy(&u);
-        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: no memory to unpack %zu bytes", d.name,
-                        len);
+    ranksnap_status st = scan(&d, &end);
+    if (st == RANKSNAP_OK && end != len)
+        st = fail(&d, "trailing data after the snapshot map (%zu bytes from offset %zu)",
+                  len - end, end);
+    rs_snap *s = NULL;
+    if (st == RANKSNAP_OK) {
+        s = calloc(1, sizeof *s);
+        st = s ? read_top(&d, s) : no_memory(&d, "the snapshot", 1);
     }
-    if (ret != MSGPACK_UNPACK_SUCCESS || off != len) {
-        msgpack_unpacked_destroy(&u);
-        return fail(&d, "msgpack could not parse the snapshot map (error %d at offset %zu)",
-                    (int)ret, off);
-    }
-
-    rs_snap *s = calloc(1, sizeof *s);
-    if (!s) {
-        msgpack_unpacked_destroy(&u);
-        return no_memory(&d, "the snapshot", 1);
-    }
-    ranksnap_status st = read_top(&d, &u.data, s);
-    msgpack_unpacked_destroy(&u);
     if (st == RANKSNAP_OK) st = rs_snap_check(s, d.name); /* the model's one check (snap_check.h) */
+    free(d.maps);
+    free(d.ents);
+    free(d.open);
     if (st != RANKSNAP_OK) {
         rs_snap_free(s);
         return st;
@@ -906,4 +1263,3 @@ ranksnap_status rs_rsnap_decode_file(const char *path, rs_snap **out)
     free(buf);
     return st;
 }
-

@@ -83,13 +83,16 @@ typedef struct idcache {
     int64_t *c;
     uint32_t *val; /* 0 = empty */
     size_t mask, n;
+    uint64_t seed; /* the process's (addr_hash.h), read once */
 } idcache;
 
 static size_t idcache_slot(const idcache *t, uintptr_t a, uintptr_t b, int64_t c)
 {
-    /* seeded (addr_hash.h): the file chooses `c`, a line number, and any fixed mix of it can be aimed at */
-    uint64_t seed = rs_addr_hash_seed();
-    return rs_addr_hash(a ^ rs_addr_hash(b ^ rs_addr_hash((uint64_t)c, seed), seed), seed) & t->mask;
+    /* seeded (addr_hash.h): the file chooses `c`, a line number, and any fixed mix of it can be
+     * aimed at. `a` and `b` are this process's addresses; for one (a, b) the finalisers are
+     * bijections, so distinct lines never share a hash and the seed hides which slot they get. */
+    return rs_addr_hash(a ^ rs_addr_hash(b * 0x9e3779b97f4a7c15ull ^ (uint64_t)c, t->seed), t->seed) &
+           t->mask;
 }
 
 /* The cached value, 0 when absent. */
@@ -113,7 +116,7 @@ static void idcache_free(idcache *t)
 static int idcache_put(idcache *t, uintptr_t a, uintptr_t b, int64_t c, uint32_t val)
 {
     if (t->mask == 0 || 2 * (t->n + 1) > t->mask + 1) {
-        idcache g = {NULL, NULL, NULL, NULL, t->mask ? 2 * t->mask + 1 : 255, 0};
+        idcache g = {NULL, NULL, NULL, NULL, t->mask ? 2 * t->mask + 1 : 255, 0, rs_addr_hash_seed()};
         g.a = malloc((g.mask + 1) * sizeof *g.a);
         g.b = malloc((g.mask + 1) * sizeof *g.b);
         g.c = malloc((g.mask + 1) * sizeof *g.c);
@@ -137,6 +140,46 @@ static int idcache_put(idcache *t, uintptr_t a, uintptr_t b, int64_t c, uint32_t
     return 0;
 }
 
+/* The frame dicts and frames lists last met, by address: PyTorch 2.11 shares one dict per
+ * distinct frame between the entries that name it, and a pickle may share frames lists. A fixed
+ * table (a newer entry takes an older one's place): a miss costs only the work it would save,
+ * and no input can make it grow. */
+#define PTR_CACHE 4096
+
+typedef struct ptr_cache {
+    const rs_pickle_value *key[PTR_CACHE];
+    uint32_t val[PTR_CACHE]; /* 0 = none */
+} ptr_cache;
+
+/* A slot of a cache of `size` entries (a power of two) for the value at `v`: values sit 32
+ * bytes apart in the decoder's memory, so the address is mixed before it is cut. */
+static size_t addr_slot(const rs_pickle_value *v, size_t size)
+{
+    return (size_t)(((uintptr_t)v * 0x9e3779b97f4a7c15ull) >> 40) & (size - 1);
+}
+
+static size_t ptr_slot(const rs_pickle_value *v)
+{
+    return addr_slot(v, PTR_CACHE);
+}
+
+static uint32_t ptr_get(const ptr_cache *c, const rs_pickle_value *v)
+{
+    size_t i = ptr_slot(v);
+    return c->key[i] == v ? c->val[i] : 0;
+}
+
+static void ptr_put(ptr_cache *c, const rs_pickle_value *v, uint32_t val)
+{
+    size_t i = ptr_slot(v);
+    c->key[i] = v;
+    c->val[i] = val;
+}
+
+/* Key and action strings remembered by address (powers of two). */
+#define KEY_CACHE 256
+#define ACTION_CACHE 64
+
 typedef struct mapper {
     const char *name;
     rs_snap *s;
@@ -148,8 +191,10 @@ typedef struct mapper {
     uint32_t *stack_slot; /* id, 0 = empty */
     uint64_t *stack_hash;
     size_t stack_mask, stacks_cap;
+    uint64_t seed;     /* the process's hash seed (addr_hash.h), read once */
     idcache frame_ids; /* (name str, filename str, line) -> index + 1 */
-    idcache stack_ids; /* (frames list, 0, 0) -> stack id */
+    ptr_cache *frame_dicts; /* frame dict -> index + 1 */
+    ptr_cache *stack_lists; /* frames list -> stack id */
     uint32_t *scratch; /* the frames of the stack being built */
     size_t scratch_cap;
     /* streams: handle -> index */
@@ -157,6 +202,13 @@ typedef struct mapper {
     uint32_t *stream_slot; /* index + 1, 0 = empty */
     size_t stream_mask, streams_cap;
     size_t hist_cap;
+    const rs_pickle_value *key_ptr[KEY_CACHE]; /* key_id's cache */
+    uint8_t key_id[KEY_CACHE];
+    idcache seen;        /* segment and block dicts mapped: (dict, 0, 1) -> 1 */
+    const rs_pickle_value *action_ptr[ACTION_CACHE]; /* action_of's cache */
+    int action_code[ACTION_CACHE];
+    struct streamed *streamed; /* device_traces' lists as the pickle streamed them */
+    size_t n_streamed, streamed_cap;
 } mapper;
 
 static ranksnap_status bad(const mapper *m, const rs_pickle_value *at, const loc *l, const char *field,
@@ -199,12 +251,12 @@ static ranksnap_status expect_kind(const mapper *m, const rs_pickle_value *v, rs
     return bad(m, v, l, field, "expected %s, found %s", rs_pickle_kind_name(kind), rs_pickle_kind_name(v->kind));
 }
 
-/* A non-negative integer field; `*out` keeps its default when the field is absent and not
- * required. */
-static ranksnap_status field_u64(const mapper *m, const rs_pickle_value *dict, const char *key,
-                                 const loc *l, int required, uint64_t *out)
+/* The value checks, on a field's value `v` (NULL when the dict has no `key`). */
+
+/* A non-negative integer; `*out` keeps its default when absent and not required. */
+static ranksnap_status val_u64(const mapper *m, const rs_pickle_value *v, const rs_pickle_value *dict,
+                               const char *key, const loc *l, int required, uint64_t *out)
 {
-    const rs_pickle_value *v = rs_pickle_dict_get(dict, key);
     if (!v) {
         if (required) return bad(m, dict, l, key, "missing (PyTorch always writes it)");
         return RANKSNAP_OK;
@@ -217,25 +269,99 @@ static ranksnap_status field_u64(const mapper *m, const rs_pickle_value *dict, c
     return bad(m, v, l, key, "expected an int, found %s", rs_pickle_kind_name(v->kind));
 }
 
-/* An optional str field: NULL when absent. */
-static ranksnap_status field_str(const mapper *m, const rs_pickle_value *dict, const char *key,
-                                 const loc *l, const rs_pickle_value **out)
+/* An optional str: NULL when absent. */
+static ranksnap_status val_str(const mapper *m, const rs_pickle_value *v, const char *key,
+                               const loc *l, const rs_pickle_value **out)
 {
-    *out = rs_pickle_dict_get(dict, key);
-    if (*out && (*out)->kind != RS_PICKLE_STR)
-        return bad(m, *out, l, key, "expected a str, found %s", rs_pickle_kind_name((*out)->kind));
+    *out = v;
+    if (v && v->kind != RS_PICKLE_STR)
+        return bad(m, v, l, key, "expected a str, found %s", rs_pickle_kind_name(v->kind));
     return RANKSNAP_OK;
 }
 
-/* An optional list field: NULL when absent (or None, which PyTorch writes for "no frames"). */
-static ranksnap_status field_list(const mapper *m, const rs_pickle_value *dict, const char *key,
-                                  const loc *l, const rs_pickle_value **out)
+/* An optional list: NULL when absent (or None, which PyTorch writes for "no frames"). */
+static ranksnap_status val_list(const mapper *m, const rs_pickle_value *v, const char *key,
+                                const loc *l, const rs_pickle_value **out)
 {
-    *out = rs_pickle_dict_get(dict, key);
-    if (*out && (*out)->kind == RS_PICKLE_NONE) *out = NULL;
+    *out = v && v->kind != RS_PICKLE_NONE ? v : NULL;
     if (*out && (*out)->kind != RS_PICKLE_LIST && (*out)->kind != RS_PICKLE_TUPLE)
         return bad(m, *out, l, key, "expected a list, found %s", rs_pickle_kind_name((*out)->kind));
     return RANKSNAP_OK;
+}
+
+/* ---- the dicts PyTorch writes, read in one pass over their keys ------------------------------ */
+
+/* The keys this reader uses; the others are skipped. */
+enum {
+    F_OTHER, F_ACTION, F_ADDR, F_SIZE, F_STREAM, F_TIME_US, F_FRAMES, F_DEVICE_FREE, F_NAME,
+    F_FILENAME, F_LINE, F_ADDRESS, F_TOTAL_SIZE, F_ALLOCATED_SIZE, F_ACTIVE_SIZE,
+    F_REQUESTED_SIZE, F_SEGMENT_TYPE, F_BLOCKS, F_STATE, F_DEVICE, F_COUNT_
+};
+static const char *const field_names[F_COUNT_] = {
+    "", "action", "addr", "size", "stream", "time_us", "frames", "device_free", "name",
+    "filename", "line", "address", "total_size", "allocated_size", "active_size",
+    "requested_size", "segment_type", "blocks", "state", "device"};
+
+/* PyTorch's dicts have 3 to 12 keys; a dict of a segment, block, trace entry or frame with more
+ * than this is refused, so that a pickle that repeats one huge dict through its memo cannot make
+ * the reader's work grow with the product of the two. */
+#define MAX_KEYS 64
+
+/* A dict's values by key, last one winning as in Python; v[F_OTHER] is unused. */
+typedef struct fields {
+    const rs_pickle_value *dict;
+    const rs_pickle_value *v[F_COUNT_];
+} fields;
+
+/* Which key a str is: PyTorch memoizes its key strings, so each distinct value is compared with
+ * the names once and then found by its address (a small cache; a miss only costs a compare). */
+static int key_id(mapper *m, const rs_pickle_value *k)
+{
+    if (k->kind != RS_PICKLE_STR) return F_OTHER;
+    size_t h = addr_slot(k, KEY_CACHE);
+    if (m->key_ptr[h] == k) return m->key_id[h];
+    int id = F_OTHER;
+    for (int f = 1; f < F_COUNT_; f++)
+        if (k->v.str.n == strlen(field_names[f]) &&
+            memcmp(k->v.str.p, field_names[f], k->v.str.n) == 0) {
+            id = f;
+            break;
+        }
+    m->key_ptr[h] = k;
+    m->key_id[h] = (uint8_t)id;
+    return id;
+}
+
+static ranksnap_status read_fields(mapper *m, const rs_pickle_value *dict, const loc *l, fields *f)
+{
+    RS_CHECK(expect_kind(m, dict, RS_PICKLE_DICT, l, NULL));
+    size_t n = rs_pickle_len(dict);
+    if (n > MAX_KEYS)
+        return bad(m, dict, l, NULL, "a dict of %zu keys, expected at most %d (PyTorch writes 3 to 12)",
+                   n, MAX_KEYS);
+    memset(f, 0, sizeof *f);
+    f->dict = dict;
+    rs_pickle_value *const *it = dict->v.seq.items;
+    for (size_t i = 0; i < n; i++) f->v[key_id(m, it[2 * i])] = it[2 * i + 1];
+    return RANKSNAP_OK;
+}
+
+static ranksnap_status f_u64(const mapper *m, const fields *f, int id, const loc *l, int required,
+                             uint64_t *out)
+{
+    return val_u64(m, f->v[id], f->dict, field_names[id], l, required, out);
+}
+
+static ranksnap_status f_str(const mapper *m, const fields *f, int id, const loc *l,
+                             const rs_pickle_value **out)
+{
+    return val_str(m, f->v[id], field_names[id], l, out);
+}
+
+static ranksnap_status f_list(const mapper *m, const fields *f, int id, const loc *l,
+                              const rs_pickle_value **out)
+{
+    return val_list(m, f->v[id], field_names[id], l, out);
 }
 
 static char *copy_str(const rs_pickle_value *v, const char *fallback)
@@ -255,9 +381,9 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
     return rs_bytes_hash(h, p, n);
 }
 
-static uint64_t mix(uint64_t x)
+static uint64_t mix(const mapper *m, uint64_t x)
 {
-    return rs_addr_hash(x, rs_addr_hash_seed());
+    return rs_addr_hash(x, m->seed);
 }
 
 /* Grows a table of `elem` bytes each to hold `need` entries. */
@@ -291,7 +417,7 @@ static ranksnap_status stream_index(mapper *m, uint64_t handle, uint32_t *out)
             return no_memory(m, "the stream table");
         }
         for (size_t i = 0; i < s->n_streams; i++) {
-            size_t j = mix(s->streams[i]) & (cap - 1);
+            size_t j = mix(m, s->streams[i]) & (cap - 1);
             while (slot[j]) j = (j + 1) & (cap - 1);
             key[j] = s->streams[i];
             slot[j] = (uint32_t)i + 1;
@@ -302,7 +428,7 @@ static ranksnap_status stream_index(mapper *m, uint64_t handle, uint32_t *out)
         m->stream_slot = slot;
         m->stream_mask = cap - 1;
     }
-    size_t j = mix(handle) & m->stream_mask;
+    size_t j = mix(m, handle) & m->stream_mask;
     while (m->stream_slot[j]) {
         if (m->stream_key[j] == handle) {
             *out = m->stream_slot[j] - 1;
@@ -322,15 +448,23 @@ static ranksnap_status stream_index(mapper *m, uint64_t handle, uint32_t *out)
 
 /* The stream field of a segment or trace entry (0 when absent, as PyTorch's default stream).
  * PyTorch writes the cudaStream_t as an int64_t: a negative one is a handle all the same. */
-static ranksnap_status field_stream(mapper *m, const rs_pickle_value *dict, const loc *l, uint32_t *out)
+static ranksnap_status f_stream_handle(const mapper *m, const fields *f, const loc *l,
+                                       uint64_t *handle)
+{
+    int64_t signed_handle;
+    const rs_pickle_value *v = f->v[F_STREAM];
+    *handle = 0;
+    if (v && rs_pickle_get_i64(v, &signed_handle) == 0) {
+        *handle = (uint64_t)signed_handle;
+        return RANKSNAP_OK;
+    }
+    return f_u64(m, f, F_STREAM, l, 0, handle);
+}
+
+static ranksnap_status f_stream(mapper *m, const fields *f, const loc *l, uint32_t *out)
 {
     uint64_t handle = 0;
-    int64_t signed_handle;
-    const rs_pickle_value *v = rs_pickle_dict_get(dict, "stream");
-    if (v && rs_pickle_get_i64(v, &signed_handle) == 0)
-        handle = (uint64_t)signed_handle;
-    else
-        RS_CHECK(field_u64(m, dict, "stream", l, 0, &handle));
+    RS_CHECK(f_stream_handle(m, f, l, &handle));
     return stream_index(m, handle, out);
 }
 
@@ -345,23 +479,27 @@ static int frame_equal(const rs_snap_frame *f, const rs_pickle_value *name, cons
            strlen(f->file) == pn && memcmp(f->file, p, pn) == 0;
 }
 
+/* The frame index of a frame dict not in the frame_dicts cache (stack_id looks there first):
+ * by its (name, filename, line) strings' addresses, else by their text. */
 static ranksnap_status frame_index(mapper *m, const rs_pickle_value *frame, const loc *l,
                                    uint32_t *out)
 {
     rs_snap *s = m->s;
-    RS_CHECK(expect_kind(m, frame, RS_PICKLE_DICT, l, NULL));
+    fields fd;
+    RS_CHECK(read_fields(m, frame, l, &fd));
     const rs_pickle_value *name, *file;
     uint64_t h = 0xcbf29ce484222325ull;
     int64_t line = 0;
-    RS_CHECK(field_str(m, frame, "name", l, &name));
-    RS_CHECK(field_str(m, frame, "filename", l, &file));
-    const rs_pickle_value *lv = rs_pickle_dict_get(frame, "line");
+    RS_CHECK(f_str(m, &fd, F_NAME, l, &name));
+    RS_CHECK(f_str(m, &fd, F_FILENAME, l, &file));
+    const rs_pickle_value *lv = fd.v[F_LINE];
     if (lv && rs_pickle_get_i64(lv, &line) != 0)
         return bad(m, lv, l, "line", "expected an int, found %s", rs_pickle_kind_name(lv->kind));
     int32_t line32 = line < 0 ? 0 : line > INT32_MAX ? INT32_MAX : (int32_t)line;
     uint32_t hit = idcache_get(&m->frame_ids, (uintptr_t)name, (uintptr_t)file, line32);
     if (hit) {
         *out = hit - 1;
+        ptr_put(m->frame_dicts, frame, hit);
         return RANKSNAP_OK;
     }
     const rs_pickle_value *name_v = name, *file_v = file;
@@ -381,7 +519,7 @@ static ranksnap_status frame_index(mapper *m, const rs_pickle_value *frame, cons
     }
     h = hash_bytes(h, name ? name->v.str.p : "??", nn);
     h = hash_bytes(h ^ 0xff, file ? file->v.str.p : "??", fn);
-    h = mix(h ^ (uint64_t)(uint32_t)line32);
+    h = mix(m, h ^ (uint64_t)(uint32_t)line32);
 
     if (2 * (s->n_frames + 1) > m->frame_mask + 1) {
         size_t cap = m->frame_mask ? 2 * (m->frame_mask + 1) : 256;
@@ -430,6 +568,7 @@ static ranksnap_status frame_index(mapper *m, const rs_pickle_value *frame, cons
     *out = (uint32_t)(s->n_frames - 1);
 cache:
     (void)idcache_put(&m->frame_ids, (uintptr_t)name_v, (uintptr_t)file_v, line32, *out + 1);
+    ptr_put(m->frame_dicts, frame, *out + 1);
     return RANKSNAP_OK;
 }
 
@@ -440,7 +579,7 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
     *out = 0;
     size_t n = rs_pickle_len(frames);
     if (!frames || n == 0) return RANKSNAP_OK;
-    uint32_t hit = idcache_get(&m->stack_ids, (uintptr_t)frames, 0, 0);
+    uint32_t hit = ptr_get(m->stack_lists, frames);
     if (hit) {
         *out = hit;
         return RANKSNAP_OK;
@@ -450,8 +589,13 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
     uint64_t h = 0x84222325cbf29ce4ull;
     for (size_t i = 0; i < n; i++) {
         loc fl = loc_down(l, ".frames", i);
-        RS_CHECK(frame_index(m, rs_pickle_item(frames, i), &fl, &m->scratch[i]));
-        h = mix(h ^ m->scratch[i]) + i;
+        const rs_pickle_value *fr = frames->v.seq.items[i];
+        uint32_t known = ptr_get(m->frame_dicts, fr);
+        if (known)
+            m->scratch[i] = known - 1;
+        else
+            RS_CHECK(frame_index(m, fr, &fl, &m->scratch[i]));
+        h = mix(m, h ^ m->scratch[i]) + i;
     }
     if (2 * (s->n_stacks + 1) > m->stack_mask + 1) {
         size_t cap = m->stack_mask ? 2 * (m->stack_mask + 1) : 256;
@@ -481,7 +625,7 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
         if (m->stack_hash[j] == h && st->n_frames == n &&
             memcmp(st->frames, m->scratch, n * sizeof *m->scratch) == 0) {
             *out = m->stack_slot[j];
-            (void)idcache_put(&m->stack_ids, (uintptr_t)frames, 0, 0, *out);
+            ptr_put(m->stack_lists, frames, *out);
             return RANKSNAP_OK;
         }
         j = (j + 1) & m->stack_mask;
@@ -498,15 +642,27 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
     m->stack_slot[j] = (uint32_t)s->n_stacks;
     m->stack_hash[j] = h;
     *out = (uint32_t)s->n_stacks;
-    (void)idcache_put(&m->stack_ids, (uintptr_t)frames, 0, 0, *out);
+    ptr_put(m->stack_lists, frames, *out);
     return RANKSNAP_OK;
 }
 
-static ranksnap_status field_stack(mapper *m, const rs_pickle_value *dict, const loc *l, uint32_t *out)
+static ranksnap_status f_stack(mapper *m, const fields *f, const loc *l, uint32_t *out)
 {
     const rs_pickle_value *frames;
-    RS_CHECK(field_list(m, dict, "frames", l, &frames));
+    RS_CHECK(f_list(m, f, F_FRAMES, l, &frames));
     return stack_id(m, frames, l, out);
+}
+
+/* Segment and block dicts are PyTorch's own, one per segment and block: one met twice (a pickle
+ * repeating it through its memo, [S] * N) would make the model N times what the input holds. */
+static ranksnap_status once(mapper *m, const rs_pickle_value *dict, const loc *l, const char *what)
+{
+    uint32_t first = idcache_get(&m->seen, (uintptr_t)dict, 0, 1);
+    if (first)
+        return bad(m, dict, l, NULL, "the same %s dict as one before it (a memo reference): "
+                                     "PyTorch writes each %s once", what, what);
+    if (idcache_put(&m->seen, (uintptr_t)dict, 0, 1, 1) != 0) return no_memory(m, "the segments");
+    return RANKSNAP_OK;
 }
 
 /* ---- segments ------------------------------------------------------------------------------ */
@@ -523,12 +679,11 @@ static int cmp_segment(const void *pa, const void *pb)
     return (a->addr > b->addr) - (a->addr < b->addr);
 }
 
-static ranksnap_status block_state(const mapper *m, const rs_pickle_value *blk, const loc *l,
-                                   uint8_t *state)
+static ranksnap_status block_state(const mapper *m, const fields *f, const loc *l, uint8_t *state)
 {
     const rs_pickle_value *v;
-    RS_CHECK(field_str(m, blk, "state", l, &v));
-    if (!v) return bad(m, blk, l, "state", "missing (PyTorch always writes it)");
+    RS_CHECK(f_str(m, f, F_STATE, l, &v));
+    if (!v) return bad(m, f->dict, l, "state", "missing (PyTorch always writes it)");
     for (unsigned i = 0; i < RS_BLOCK_STATE_COUNT_; i++)
         if (rs_pickle_str_is(v, rs_block_state_name(i))) {
             *state = (uint8_t)i;
@@ -547,15 +702,17 @@ static ranksnap_status block_state(const mapper *m, const rs_pickle_value *blk, 
 
 static ranksnap_status map_segment(mapper *m, const rs_pickle_value *seg, const loc *l, rs_snap_segment *g)
 {
-    RS_CHECK(expect_kind(m, seg, RS_PICKLE_DICT, l, NULL));
-    RS_CHECK(field_u64(m, seg, "address", l, 1, &g->addr));
-    RS_CHECK(field_u64(m, seg, "total_size", l, 1, &g->total_size));
-    RS_CHECK(field_stream(m, seg, l, &g->stream));
-    RS_CHECK(field_stack(m, seg, l, &g->stack));
+    fields f;
+    RS_CHECK(read_fields(m, seg, l, &f));
+    RS_CHECK(once(m, seg, l, "segment"));
+    RS_CHECK(f_u64(m, &f, F_ADDRESS, l, 1, &g->addr));
+    RS_CHECK(f_u64(m, &f, F_TOTAL_SIZE, l, 1, &g->total_size));
+    RS_CHECK(f_stream(m, &f, l, &g->stream));
+    RS_CHECK(f_stack(m, &f, l, &g->stack));
     const rs_pickle_value *type, *blocks;
-    RS_CHECK(field_str(m, seg, "segment_type", l, &type));
+    RS_CHECK(f_str(m, &f, F_SEGMENT_TYPE, l, &type));
     g->is_small = type ? rs_pickle_str_is(type, "small") : g->total_size <= TORCH_SMALL_BUFFER;
-    RS_CHECK(field_list(m, seg, "blocks", l, &blocks));
+    RS_CHECK(f_list(m, &f, F_BLOCKS, l, &blocks));
     size_t n = rs_pickle_len(blocks);
     g->blocks = calloc(n ? n : 1, sizeof *g->blocks);
     if (!g->blocks) return no_memory(m, "the blocks of a segment");
@@ -565,15 +722,17 @@ static ranksnap_status map_segment(mapper *m, const rs_pickle_value *seg, const 
         loc bl = loc_down(l, ".blocks", i);
         const rs_pickle_value *blk = rs_pickle_item(blocks, i);
         rs_snap_block *b = &g->blocks[i];
-        RS_CHECK(expect_kind(m, blk, RS_PICKLE_DICT, &bl, NULL));
+        fields bf;
+        RS_CHECK(read_fields(m, blk, &bl, &bf));
+        RS_CHECK(once(m, blk, &bl, "block"));
         /* PyTorch before 2.1 wrote no block address: blocks tile the segment in order. */
         b->addr = offset;
-        RS_CHECK(field_u64(m, blk, "address", &bl, 0, &b->addr));
-        RS_CHECK(field_u64(m, blk, "size", &bl, 1, &b->size));
+        RS_CHECK(f_u64(m, &bf, F_ADDRESS, &bl, 0, &b->addr));
+        RS_CHECK(f_u64(m, &bf, F_SIZE, &bl, 1, &b->size));
         b->requested_size = b->size;
-        RS_CHECK(field_u64(m, blk, "requested_size", &bl, 0, &b->requested_size));
-        RS_CHECK(block_state(m, blk, &bl, &b->state));
-        RS_CHECK(field_stack(m, blk, &bl, &b->stack));
+        RS_CHECK(f_u64(m, &bf, F_REQUESTED_SIZE, &bl, 0, &b->requested_size));
+        RS_CHECK(block_state(m, &bf, &bl, &b->state));
+        RS_CHECK(f_stack(m, &bf, &bl, &b->stack));
         offset = b->addr + b->size;
         if (i > 0 && b->addr < g->blocks[i - 1].addr) sorted = 0;
         if (b->state == RS_BLOCK_ACTIVE_ALLOCATED) {
@@ -587,35 +746,36 @@ static ranksnap_status map_segment(mapper *m, const rs_pickle_value *seg, const 
     g->allocated_size = allocated;
     g->active_size = active;
     g->requested_size = requested;
-    RS_CHECK(field_u64(m, seg, "allocated_size", l, 0, &g->allocated_size));
-    RS_CHECK(field_u64(m, seg, "active_size", l, 0, &g->active_size));
-    RS_CHECK(field_u64(m, seg, "requested_size", l, 0, &g->requested_size));
+    RS_CHECK(f_u64(m, &f, F_ALLOCATED_SIZE, l, 0, &g->allocated_size));
+    RS_CHECK(f_u64(m, &f, F_ACTIVE_SIZE, l, 0, &g->active_size));
+    RS_CHECK(f_u64(m, &f, F_REQUESTED_SIZE, l, 0, &g->requested_size));
     return RANKSNAP_OK;
 }
 
 /* Devices told apart when choosing the majority; a process sees a handful. */
 #define MAX_DEVICES 256
 
-static int64_t device_of(const rs_pickle_value *seg)
+/* A segment's device (0 when absent), checked. */
+static ranksnap_status device_of(mapper *m, const rs_pickle_value *seg, const loc *l, int64_t *dev)
 {
-    uint64_t dev = 0;
-    (void)rs_pickle_get_u64(rs_pickle_dict_get(seg, "device"), &dev);
-    return dev > INT32_MAX ? INT32_MAX : (int64_t)dev;
+    fields f;
+    uint64_t d = 0;
+    RS_CHECK(read_fields(m, seg, l, &f));
+    RS_CHECK(f_u64(m, &f, F_DEVICE, l, 0, &d));
+    *dev = d > INT32_MAX ? INT32_MAX : (int64_t)d;
+    return RANKSNAP_OK;
 }
 
 /* The device most segments are on (the lowest of a tie), -1 when there are none. */
-static ranksnap_status majority_device(const mapper *m, const rs_pickle_value *segments, int64_t *out)
+static ranksnap_status majority_device(mapper *m, const rs_pickle_value *segments, int64_t *out)
 {
     int64_t dev[MAX_DEVICES];
     size_t count[MAX_DEVICES], n_dev = 0;
     *out = -1;
     for (size_t i = 0; i < rs_pickle_len(segments); i++) {
         loc l = loc_down(NULL, "segments", i);
-        const rs_pickle_value *seg = rs_pickle_item(segments, i);
-        RS_CHECK(expect_kind(m, seg, RS_PICKLE_DICT, &l, NULL));
-        uint64_t unused = 0;
-        RS_CHECK(field_u64(m, seg, "device", &l, 0, &unused));
-        int64_t d = device_of(seg);
+        int64_t d = 0;
+        RS_CHECK(device_of(m, rs_pickle_item(segments, i), &l, &d));
         size_t k = 0;
         while (k < n_dev && dev[k] != d) k++;
         if (k == n_dev) {
@@ -642,10 +802,9 @@ static ranksnap_status map_segments(mapper *m, const rs_pickle_value *segments, 
     for (size_t i = 0; i < n; i++) {
         loc l = loc_down(NULL, "segments", i);
         const rs_pickle_value *seg = rs_pickle_item(segments, i);
-        RS_CHECK(expect_kind(m, seg, RS_PICKLE_DICT, &l, NULL));
-        uint64_t unused = 0;
-        RS_CHECK(field_u64(m, seg, "device", &l, 0, &unused));
-        if (device_of(seg) != device) continue;
+        int64_t d = 0;
+        RS_CHECK(device_of(m, seg, &l, &d));
+        if (d != device) continue;
         s->n_segments++; /* before filling: rs_snap_free frees its blocks on every path */
         RS_CHECK(map_segment(m, seg, &l, &s->segments[s->n_segments - 1]));
     }
@@ -656,7 +815,7 @@ static ranksnap_status map_segments(mapper *m, const rs_pickle_value *segments, 
 /* ---- the trace ----------------------------------------------------------------------------- */
 
 /* -1: left out ("snapshot", and actions newer than this reader). */
-static int action_of(const rs_pickle_value *v)
+static int action_by_name(const rs_pickle_value *v)
 {
     static const struct {
         const char *name;
@@ -675,6 +834,16 @@ static int action_of(const rs_pickle_value *v)
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (rs_pickle_str_is(v, map[i].name)) return map[i].action;
     return -1;
+}
+
+/* action_by_name, remembering the last few action strings by address (PyTorch memoizes
+ * them). */
+static int action_of(mapper *m, const rs_pickle_value *v)
+{
+    size_t h = addr_slot(v, ACTION_CACHE);
+    if (m->action_ptr[h] == v) return m->action_code[h];
+    m->action_ptr[h] = v;
+    return m->action_code[h] = action_by_name(v);
 }
 
 static ranksnap_status history_grow(mapper *m, uint64_t need)
@@ -700,33 +869,114 @@ static ranksnap_status history_grow(mapper *m, uint64_t need)
     return RANKSNAP_OK;
 }
 
+/* One trace entry, checked, with its stack left for later: what the pickle's stream hands over
+ * (pickle.h) is kept in these until the device's trace is chosen. */
+typedef struct entry_rec {
+    uint64_t addr, size, time_us, stream;
+    const rs_pickle_value *frames; /* NULL: none */
+    int action;                    /* -1: an entry left out */
+} entry_rec;
+
+/* The fields of entry `e`, checked in the order map_trace has always checked them. */
+static ranksnap_status entry_of(mapper *m, const rs_pickle_value *e, const loc *l, entry_rec *r)
+{
+    fields f;
+    RS_CHECK(read_fields(m, e, l, &f));
+    const rs_pickle_value *av;
+    RS_CHECK(f_str(m, &f, F_ACTION, l, &av));
+    if (!av) return bad(m, f.dict, l, "action", "missing (PyTorch always writes it)");
+    memset(r, 0, sizeof *r);
+    r->action = action_of(m, av);
+    if (r->action < 0) return RANKSNAP_OK;
+    /* An oom entry keeps the device's free bytes where the others keep the address. */
+    RS_CHECK(f_u64(m, &f, r->action == RS_ACT_OOM ? F_DEVICE_FREE : F_ADDR, l, 0, &r->addr));
+    RS_CHECK(f_u64(m, &f, F_SIZE, l, 0, &r->size));
+    RS_CHECK(f_u64(m, &f, F_TIME_US, l, 0, &r->time_us));
+    RS_CHECK(f_stream_handle(m, &f, l, &r->stream));
+    return f_list(m, &f, F_FRAMES, l, &r->frames);
+}
+
+/* An entry into the history: its stream and stack interned. */
+static ranksnap_status append_event(mapper *m, const entry_rec *r, const loc *l)
+{
+    rs_snap_history *h = &m->s->history;
+    if (r->action < 0) return RANKSNAP_OK;
+    uint64_t k = h->count;
+    h->action[k] = (uint8_t)r->action;
+    h->addr[k] = r->addr;
+    h->size[k] = r->size;
+    h->time_us[k] = r->time_us;
+    RS_CHECK(stream_index(m, r->stream, &h->stream[k]));
+    RS_CHECK(stack_id(m, r->frames, l, &h->stack[k]));
+    h->count++;
+    return RANKSNAP_OK;
+}
+
+/* The entries of one list of device_traces as the pickle streamed them (take_entries). */
+typedef struct streamed {
+    const rs_pickle_value *list;
+    size_t index;
+    entry_rec *recs;
+    size_t n, cap;
+    ranksnap_status err; /* the first entry that is wrong stops the list: its message, kept */
+    char *err_msg;       /* for when (and if) this device's trace is the one read */
+} streamed;
+
+static ranksnap_status take_entries(void *ctx, rs_pickle_taker *t, const rs_pickle_value *list,
+                                    size_t index, const rs_pickle_value *const *items, size_t n)
+{
+    mapper *m = ctx;
+    streamed *sd = NULL;
+    for (size_t i = 0; i < m->n_streamed && !sd; i++)
+        if (m->streamed[i].list == list && m->streamed[i].index == index) sd = &m->streamed[i];
+    if (!sd) {
+        if (grow((void **)&m->streamed, &m->streamed_cap, m->n_streamed + 1, sizeof *m->streamed) != 0)
+            return no_memory(m, "the traces");
+        sd = &m->streamed[m->n_streamed++];
+        memset(sd, 0, sizeof *sd);
+        sd->list = list;
+        sd->index = index;
+    }
+    if (sd->err != RANKSNAP_OK) return RANKSNAP_OK;
+    if (grow((void **)&sd->recs, &sd->cap, sd->n + n, sizeof *sd->recs) != 0)
+        return no_memory(m, "the trace");
+    loc base = loc_down(NULL, "device_traces", index);
+    for (size_t i = 0; i < n; i++) {
+        loc l = loc_down(&base, "", sd->n);
+        entry_rec *r = &sd->recs[sd->n];
+        ranksnap_status st = entry_of(m, items[i], &l, r);
+        if (st == RANKSNAP_ERR_HOST_MEMORY) return st;
+        if (st != RANKSNAP_OK) {
+            sd->err = st;
+            sd->err_msg = strdup(ranksnap_last_error());
+            return sd->err_msg ? RANKSNAP_OK : no_memory(m, "a message");
+        }
+        if (r->frames && !(r->frames = rs_pickle_keep(t, r->frames)))
+            return no_memory(m, "the frames of the trace");
+        sd->n++;
+    }
+    return RANKSNAP_OK;
+}
+
 static ranksnap_status map_trace(mapper *m, const rs_pickle_value *trace, size_t device)
 {
     rs_snap_history *h = &m->s->history;
-    size_t n = rs_pickle_len(trace);
-    RS_CHECK(history_grow(m, n ? n : 1));
+    const streamed *sd = NULL;
+    for (size_t i = 0; i < m->n_streamed && !sd; i++)
+        if (m->streamed[i].list == trace && m->streamed[i].index == device) sd = &m->streamed[i];
+    size_t n = sd ? sd->n : rs_pickle_len(trace);
     loc base = loc_down(NULL, "device_traces", device);
+    if (sd && rs_pickle_len(trace))
+        return bad(m, trace, &base, NULL, "entries both appended as pickle.dump appends them and "
+                                          "otherwise: a layout this reader does not take");
+    RS_CHECK(history_grow(m, n ? n : 1));
     for (size_t i = 0; i < n; i++) {
         loc l = loc_down(&base, "", i);
-        const rs_pickle_value *e = rs_pickle_item(trace, i);
-        RS_CHECK(expect_kind(m, e, RS_PICKLE_DICT, &l, NULL));
-        const rs_pickle_value *av;
-        RS_CHECK(field_str(m, e, "action", &l, &av));
-        if (!av) return bad(m, e, &l, "action", "missing (PyTorch always writes it)");
-        int action = action_of(av);
-        if (action < 0) continue;
-        uint64_t k = h->count;
-        h->action[k] = (uint8_t)action;
-        h->addr[k] = h->size[k] = h->time_us[k] = 0;
-        /* An oom entry keeps the device's free bytes where the others keep the address. */
-        RS_CHECK(field_u64(m, e, action == RS_ACT_OOM ? "device_free" : "addr", &l, 0,
-                           &h->addr[k]));
-        RS_CHECK(field_u64(m, e, "size", &l, 0, &h->size[k]));
-        RS_CHECK(field_u64(m, e, "time_us", &l, 0, &h->time_us[k]));
-        RS_CHECK(field_stream(m, e, &l, &h->stream[k]));
-        RS_CHECK(field_stack(m, e, &l, &h->stack[k]));
-        h->count++;
+        entry_rec r;
+        if (!sd) RS_CHECK(entry_of(m, rs_pickle_item(trace, i), &l, &r));
+        RS_CHECK(append_event(m, sd ? &sd->recs[i] : &r, &l));
     }
+    if (sd && sd->err != RANKSNAP_OK) return rs_error(sd->err, "%s", sd->err_msg);
     h->capacity = h->count;
     return RANKSNAP_OK;
 }
@@ -854,8 +1104,8 @@ static ranksnap_status map_root(mapper *m, const rs_pickle_value *root, const rs
                    "expected a dict at the top (torch.cuda.memory._snapshot()), found %s",
                    rs_pickle_kind_name(root->kind));
     const rs_pickle_value *segments, *traces;
-    RS_CHECK(field_list(m, root, "segments", NULL, &segments));
-    RS_CHECK(field_list(m, root, "device_traces", NULL, &traces));
+    RS_CHECK(val_list(m, rs_pickle_dict_get(root, "segments"), "segments", NULL, &segments));
+    RS_CHECK(val_list(m, rs_pickle_dict_get(root, "device_traces"), "device_traces", NULL, &traces));
     if (!segments && !traces)
         return bad(m, root, NULL, NULL, "neither segments nor device_traces: not a PyTorch "
                                         "memory snapshot");
@@ -905,7 +1155,14 @@ static void mapper_free(mapper *m)
     free(m->stack_hash);
     free(m->scratch);
     idcache_free(&m->frame_ids);
-    idcache_free(&m->stack_ids);
+    free(m->frame_dicts);
+    free(m->stack_lists);
+    for (size_t i = 0; i < m->n_streamed; i++) {
+        free(m->streamed[i].recs);
+        free(m->streamed[i].err_msg);
+    }
+    free(m->streamed);
+    idcache_free(&m->seen);
     free(m->stream_key);
     free(m->stream_slot);
 }
@@ -925,12 +1182,19 @@ ranksnap_status rs_torch_decode(const void *buf, size_t len, const char *name,
     if (o.rank < 0 || o.rank == INT32_MAX)
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "%s: rank %d is not a rank", name, o.rank);
     rs_pickle_doc *doc = NULL;
-    RS_CHECK(rs_pickle_decode(buf, len, name, &doc));
     mapper m;
     memset(&m, 0, sizeof m);
     m.name = name;
+    m.seed = rs_addr_hash_seed();
     m.s = calloc(1, sizeof *m.s);
-    ranksnap_status st = m.s ? map_root(&m, rs_pickle_root(doc), &o) : no_memory(&m, "a snapshot");
+    m.frame_dicts = calloc(1, sizeof *m.frame_dicts);
+    m.stack_lists = calloc(1, sizeof *m.stack_lists);
+    /* the trace's entries are read as the pickle is: they never all sit in memory as values */
+    rs_pickle_stream stream = {"device_traces", take_entries, &m};
+    ranksnap_status st = m.s && m.frame_dicts && m.stack_lists ? RANKSNAP_OK
+                                                               : no_memory(&m, "a snapshot");
+    if (st == RANKSNAP_OK) st = rs_pickle_decode_stream(buf, len, name, &stream, &doc);
+    if (st == RANKSNAP_OK) st = map_root(&m, rs_pickle_root(doc), &o);
     if (st == RANKSNAP_OK) st = rs_snap_check(m.s, name); /* the model's one check (snap_check.h) */
     mapper_free(&m);
     rs_pickle_free(doc);

@@ -1,9 +1,14 @@
 /*
  * walk.c — walk.h: the live-block table and the level walk every reader of a history shares.
  *
- * The table is open addressing with linear probing, sized to at least twice the number of
- * addresses it can ever hold (every block of the end state and every block event), so it never
- * fills and never grows during a walk.
+ * The table has one slot per distinct address, in the order rs_walk_init first met them (every
+ * block of the end state, then every block event's), and an index from the address to its slot
+ * (open addressing, linear probing, doubled whenever half full). rs_walk_init also notes each
+ * block event's slot, so that a walk — the summary makes three — reads the slot instead of
+ * hashing again. The table is sized by distinct addresses, not by events (a training loop
+ * reuses some thousands of addresses over a million events: 64 bytes each, plus 24 to 48 in the
+ * index), plus 4 bytes per event for the noted slots; a walk never adds an address, so slot
+ * indexes are stable once rs_walk_init returns.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,22 +23,63 @@ static int is_block_event(uint8_t a)
     return a == RS_ACT_ALLOC || a == RS_ACT_FREE_REQUESTED;
 }
 
-/* The slot of `addr`, created when missing. */
-static rs_walk_block *slot_get(rs_walk *w, uint64_t addr)
+/* Where `addr` is or belongs in the index. */
+static size_t index_find(const rs_walk *w, uint64_t addr)
 {
-    size_t i = rs_addr_hash(addr, w->seed) & w->mask;
-    while (w->slots[i].flags & RS_WALK_USED) {
-        if (w->slots[i].addr == addr) return &w->slots[i];
-        i = (i + 1) & w->mask;
+    size_t i = rs_addr_hash(addr, w->seed) & w->index_mask;
+    while (w->index[i] && w->index_addr[i] != addr) i = (i + 1) & w->index_mask;
+    return i;
+}
+
+/* rs_walk_init's insertion: the slot of `addr`, added when missing (the index doubled first when
+ * that would make it more than half full, the slots grown by half when full). -1 when there is
+ * no memory. */
+static int64_t slot_add(rs_walk *w, uint64_t addr, size_t *slots_cap)
+{
+    size_t i = index_find(w, addr);
+    if (w->index[i]) return (int64_t)w->index[i] - 1;
+    if (w->n_slots >= UINT32_MAX - 1) return -1;
+    if (2 * (w->n_slots + 1) > w->index_mask + 1) {
+        size_t cap = 2 * (w->index_mask + 1);
+        uint32_t *grown = calloc(cap, sizeof *grown);
+        uint64_t *grown_addr = malloc(cap * sizeof *grown_addr);
+        if (!grown || !grown_addr) {
+            free(grown);
+            free(grown_addr);
+            return -1;
+        }
+        free(w->index);
+        free(w->index_addr);
+        w->index = grown;
+        w->index_addr = grown_addr;
+        w->index_mask = cap - 1;
+        for (size_t k = 0; k < w->n_slots; k++) {
+            size_t at = index_find(w, w->slots[k].addr);
+            w->index[at] = (uint32_t)k + 1;
+            w->index_addr[at] = w->slots[k].addr;
+        }
+        i = index_find(w, addr);
     }
-    w->slots[i].flags = RS_WALK_USED;
-    w->slots[i].addr = addr;
-    return &w->slots[i];
+    if (w->n_slots == *slots_cap) {
+        size_t cap = *slots_cap ? *slots_cap + *slots_cap / 2 : 64;
+        rs_walk_block *grown = realloc(w->slots, cap * sizeof *grown);
+        if (!grown) return -1;
+        w->slots = grown;
+        *slots_cap = cap;
+    }
+    rs_walk_block *b = &w->slots[w->n_slots];
+    memset(b, 0, sizeof *b);
+    b->flags = RS_WALK_USED;
+    b->addr = addr;
+    w->index[i] = (uint32_t)++w->n_slots;
+    w->index_addr[i] = addr;
+    return (int64_t)w->n_slots - 1;
 }
 
 uint64_t rs_walk_round(const rs_walk *w, uint64_t request)
 {
-    uint64_t m = w->min_block, r = request % m;
+    /* the minimum block is a power of two in every allocator there is: no division then */
+    uint64_t m = w->min_block, r = (m & (m - 1)) == 0 ? request & (m - 1) : request % m;
     if (request == 0) return 0;
     if (request < m) return m;
     return r == 0 ? request : rs_sat_add_u64(request, m - r);
@@ -77,8 +123,7 @@ static void start_state(const rs_walk *w, rs_walk_block *b)
 
 void rs_walk_reset(rs_walk *w)
 {
-    for (size_t i = 0; i <= w->mask; i++)
-        if (w->slots[i].flags & RS_WALK_USED) start_state(w, &w->slots[i]);
+    for (size_t i = 0; i < w->n_slots; i++) start_state(w, &w->slots[i]);
     w->next = 0;
     w->allocated = w->start_allocated;
     w->reserved = w->start_reserved;
@@ -86,14 +131,16 @@ void rs_walk_reset(rs_walk *w)
     w->rel_reserved = 0;
 }
 
-void rs_walk_event(rs_walk *w, rs_walk_change *c)
+/* rs_walk_event's body, inlined into this file's own loops (rs_walk_to, the first pass), which
+ * run it millions of times. */
+static inline __attribute__((always_inline)) void walk_event(rs_walk *w, rs_walk_change *c)
 {
     const rs_snap_history *h = &w->s->history;
     uint64_t i = w->next++;
     memset(c, 0, sizeof *c);
     switch (h->action[i]) {
     case RS_ACT_ALLOC: {
-        rs_walk_block *b = slot_get(w, h->addr[i]);
+        rs_walk_block *b = &w->slots[w->event_slot[i]];
         if (b->flags & RS_WALK_LIVE) {
             /* allocated over a live block: its free was not recorded */
             c->inconsistent = 1;
@@ -110,7 +157,7 @@ void rs_walk_event(rs_walk *w, rs_walk_change *c)
         break;
     }
     case RS_ACT_FREE_REQUESTED: {
-        rs_walk_block *b = slot_get(w, h->addr[i]);
+        rs_walk_block *b = &w->slots[w->event_slot[i]];
         c->block = b;
         if (!(b->flags & RS_WALK_LIVE)) {
             c->inconsistent = 1;
@@ -129,10 +176,19 @@ void rs_walk_event(rs_walk *w, rs_walk_change *c)
     default:
         break;
     }
-    w->rel_allocated = rs_sat_add_i64(w->rel_allocated, c->d_allocated);
-    w->rel_reserved = rs_sat_add_i64(w->rel_reserved, c->d_reserved);
-    w->allocated = rs_sat_apply(w->allocated, c->d_allocated);
-    w->reserved = rs_sat_apply(w->reserved, c->d_reserved);
+    if (c->d_allocated) {
+        w->rel_allocated = rs_sat_add_i64(w->rel_allocated, c->d_allocated);
+        w->allocated = rs_sat_apply(w->allocated, c->d_allocated);
+    }
+    if (c->d_reserved) {
+        w->rel_reserved = rs_sat_add_i64(w->rel_reserved, c->d_reserved);
+        w->reserved = rs_sat_apply(w->reserved, c->d_reserved);
+    }
+}
+
+void rs_walk_event(rs_walk *w, rs_walk_change *c)
+{
+    walk_event(w, c);
 }
 
 void rs_walk_to(rs_walk *w, int64_t moment)
@@ -142,7 +198,7 @@ void rs_walk_to(rs_walk *w, int64_t moment)
     if (until > count) until = count;
     if (w->next > until) rs_walk_reset(w);
     rs_walk_change c;
-    while (w->next < until) rs_walk_event(w, &c);
+    while (w->next < until) walk_event(w, &c);
 }
 
 int64_t rs_walk_moment(const rs_walk *w)
@@ -155,7 +211,7 @@ int64_t rs_walk_moment(const rs_walk *w)
 
 rs_walk_block *rs_walk_next_live(rs_walk *w, size_t *it)
 {
-    while (*it <= w->mask) {
+    while (*it < w->n_slots) {
         rs_walk_block *b = &w->slots[(*it)++];
         if (b->flags & RS_WALK_LIVE) return b;
     }
@@ -166,7 +222,14 @@ void rs_walk_free(rs_walk *w)
 {
     if (!w) return;
     free(w->slots);
+    free(w->index);
+    free(w->index_addr);
+    free(w->event_slot);
     w->slots = NULL;
+    w->index = NULL;
+    w->index_addr = NULL;
+    w->event_slot = NULL;
+    w->n_slots = 0;
 }
 
 /* The pass that finds the sums of the changes (hence the start levels), the first peak, the last
@@ -184,7 +247,7 @@ static void first_pass(rs_walk *w)
     rs_walk_change c;
     for (uint64_t i = 0; i < h->count; i++) {
         uint8_t a = h->action[i];
-        rs_walk_event(w, &c);
+        walk_event(w, &c);
         if (is_block_event(a)) w->any_block_event = 1;
         if (w->rel_allocated > best) {
             best = w->rel_allocated;
@@ -207,6 +270,16 @@ static void first_pass(rs_walk *w)
     w->peak_reserved = rs_sat_apply(w->start_reserved, best_res);
 }
 
+static ranksnap_status no_memory(rs_walk *w)
+{
+    const rs_snap *s = w->s;
+    size_t blocks = w->n_slots;
+    rs_walk_free(w);
+    return rs_error(RANKSNAP_ERR_HOST_MEMORY,
+                    "rank %d: no memory to walk %llu events over %zu blocks", s->rank,
+                    (unsigned long long)s->history.count, blocks);
+}
+
 ranksnap_status rs_walk_init(rs_walk *w, const rs_snap *s)
 {
     memset(w, 0, sizeof *w);
@@ -215,25 +288,25 @@ ranksnap_status rs_walk_init(rs_walk *w, const rs_snap *s)
     w->seed = rs_addr_hash_seed();
     const rs_snap_history *h = &s->history;
 
+    /* an index for the end state's blocks to start with; the history's addresses grow it */
     uint64_t keys = 1;
     for (size_t i = 0; i < s->n_segments; i++) keys = rs_sat_add_u64(keys, s->segments[i].n_blocks);
-    for (uint64_t i = 0; i < h->count; i++)
-        if (is_block_event(h->action[i])) keys++;
-    size_t cap = 16;
-    while (cap < 2 * keys && cap < ((size_t)1 << 58)) cap <<= 1;
-    w->slots = calloc(cap, sizeof *w->slots);
-    if (!w->slots)
-        return rs_error(RANKSNAP_ERR_HOST_MEMORY,
-                        "rank %d: no memory to walk %llu events over %llu blocks", s->rank,
-                        (unsigned long long)h->count, (unsigned long long)keys);
-    w->mask = cap - 1;
+    size_t cap = 64, slots_cap = 0;
+    while (cap < 2 * keys && cap < ((size_t)1 << 32)) cap <<= 1;
+    w->index = calloc(cap, sizeof *w->index);
+    w->index_addr = malloc(cap * sizeof *w->index_addr);
+    w->event_slot = malloc((h->count ? (size_t)h->count : 1) * sizeof *w->event_slot);
+    if (!w->index || !w->index_addr || !w->event_slot) return no_memory(w);
+    w->index_mask = cap - 1;
 
     for (size_t i = 0; i < s->n_segments; i++) {
         const rs_snap_segment *g = &s->segments[i];
         for (size_t k = 0; k < g->n_blocks; k++) {
             const rs_snap_block *b = &g->blocks[k];
             if (b->state != RS_BLOCK_ACTIVE_ALLOCATED) continue;
-            rs_walk_block *sl = slot_get(w, b->addr);
+            int64_t at = slot_add(w, b->addr, &slots_cap);
+            if (at < 0) return no_memory(w);
+            rs_walk_block *sl = &w->slots[at];
             sl->flags |= RS_WALK_END_LIVE;
             sl->end = b;
             sl->end_stream = g->stream;
@@ -242,7 +315,10 @@ ranksnap_status rs_walk_init(rs_walk *w, const rs_snap *s)
     for (uint64_t i = 0; i < h->count; i++) {
         uint8_t a = h->action[i];
         if (!is_block_event(a)) continue;
-        rs_walk_block *sl = slot_get(w, h->addr[i]);
+        int64_t at = slot_add(w, h->addr[i], &slots_cap);
+        if (at < 0) return no_memory(w);
+        w->event_slot[i] = (uint32_t)at;
+        rs_walk_block *sl = &w->slots[at];
         if (!(sl->flags & RS_WALK_SEEN)) {
             sl->flags |= RS_WALK_SEEN;
             sl->first = i;
@@ -250,7 +326,7 @@ ranksnap_status rs_walk_init(rs_walk *w, const rs_snap *s)
         }
         sl->last = i;
     }
-    for (size_t i = 0; i <= w->mask; i++) {
+    for (size_t i = 0; i < w->n_slots; i++) {
         rs_walk_block *sl = &w->slots[i];
         if ((sl->flags & RS_WALK_END_LIVE) && !(sl->flags & RS_WALK_SEEN))
             sl->flags |= RS_WALK_START_LIVE;

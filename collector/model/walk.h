@@ -25,8 +25,9 @@
  *   one): such an event is applied as well as it can be and counted; sizes come from an untrusted
  *   file, so every level saturates at 0 and at the integer range, never wraps.
  *
- * The table of blocks is keyed by address with a hash seeded per process (common/addr_hash.h), so
- * that no file can make its lookups degrade.
+ * The table of blocks holds one slot per distinct address, found through an index keyed by a
+ * hash seeded per process (common/addr_hash.h), so that no file can make its lookups degrade;
+ * each block event's slot is found once, when the walk is made, and read from then on.
  */
 #ifndef RANKSNAP_WALK_H
 #define RANKSNAP_WALK_H
@@ -88,9 +89,13 @@ typedef struct rs_walk {
     uint64_t next;            /* index of the next event to apply                            */
     uint64_t allocated, reserved;      /* levels after the events applied so far              */
     int64_t rel_allocated, rel_reserved; /* the same, relative to the start (saturating)      */
-    /* the table */
+    /* the table: one slot per distinct address, in the order the walk first met them */
     rs_walk_block *slots;
-    size_t mask;
+    size_t n_slots;
+    uint32_t *index;          /* open addressing by address hash: slot + 1, 0 = empty */
+    uint64_t *index_addr;     /* the address of each used index entry                        */
+    size_t index_mask;
+    uint32_t *event_slot;     /* the slot of each block event (undefined for other events) */
     uint64_t min_block;
     uint64_t seed;
 } rs_walk;
@@ -127,7 +132,7 @@ rs_walk_block *rs_walk_next_live(rs_walk *w, size_t *it);
 /* Slots are stable for the walk's life: callers key side tables by this index (< capacity). */
 static inline size_t rs_walk_capacity(const rs_walk *w)
 {
-    return w->mask + 1;
+    return w->n_slots;
 }
 static inline size_t rs_walk_index(const rs_walk *w, const rs_walk_block *b)
 {

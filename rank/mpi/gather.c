@@ -47,20 +47,14 @@ static ranksnap_status rs_result_alloc(rs_gather_result *out, size_t cap)
     return RANKSNAP_OK;
 }
 
-/* A world of one, or rank 0's own part. */
-static ranksnap_status rs_gather_self(rs_gather_decode_fn decode, const char *snap, size_t len,
-                                      const rs_summary *mine, rs_snap **full)
-{
-    (void)mine;
-    return decode(snap, len, "this rank's snapshot", full);
-}
-
 #if defined(RANKSNAP_HAVE_MPI)
 
 /* Non-root side. */
 static ranksnap_status rs_gather_send(rs_coord *c, int base, const char *snap, size_t len,
-                                      const rs_summary *mine, int timeout_s)
+                                      const rs_summary *mine, rs_snap *self, int timeout_s)
 {
+    /* the summary was made from it; only the encoding travels */
+    rs_snap_free(self);
     MPI_Comm comm = *(const MPI_Comm *)rs_coord_comm(c);
     double deadline = rs_now_mono_s() + 2.0 * timeout_s + 5.0;
     MPI_Request req = MPI_REQUEST_NULL;
@@ -161,9 +155,8 @@ void rs_gather_choose(const rs_summary *sums, const int *present, int size, rs_g
 }
 
 static ranksnap_status rs_gather_root(rs_coord *c, rs_gather_decode_fn decode, int base,
-                                      const char *snap, size_t len,
-                                      const rs_summary *mine, rs_gather_mode mode, int timeout_s,
-                                      double divergence_pct, rs_gather_result *out)
+                                      const rs_summary *mine, rs_snap *self, rs_gather_mode mode,
+                                      int timeout_s, double divergence_pct, rs_gather_result *out)
 {
     MPI_Comm comm = *(const MPI_Comm *)rs_coord_comm(c);
     int size = rs_coord_size(c);
@@ -175,6 +168,7 @@ static ranksnap_status rs_gather_root(rs_coord *c, rs_gather_decode_fn decode, i
     int *idx = calloc((size_t)size, sizeof *idx);
     ranksnap_status st = RANKSNAP_OK;
     if (!sums || !reqs || !present || !want || !idx) {
+        rs_snap_free(self);
         st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "gather: out of host memory for %d ranks", size);
         goto done;
     }
@@ -223,17 +217,17 @@ static ranksnap_status rs_gather_root(rs_coord *c, rs_gather_decode_fn decode, i
     rs_gather_choose(sums, present, size, mode, divergence_pct, want);
     for (int r = 1; r < size; r++)
         if (present[r]) PMPI_Send(&want[r], 1, MPI_INT, r, base + 1, comm);
-    if ((st = rs_result_alloc(out, (size_t)size)) != RANKSNAP_OK) goto done;
+    if ((st = rs_result_alloc(out, (size_t)size)) != RANKSNAP_OK) {
+        rs_snap_free(self);
+        goto done;
+    }
     out->world_size = size;
     deadline = rs_now_mono_s() + timeout_s;
     for (int r = 0; r < size; r++) {
         if (!present[r]) continue;
         out->summaries[out->n] = sums[r];
         if (r == 0) {
-            if (rs_gather_self(decode, snap, len, mine, &out->full[out->n]) != RANKSNAP_OK) {
-                RS_WARN(RS_SUB_MPI, "gather: %s", ranksnap_last_error());
-                out->full[out->n] = NULL;
-            }
+            out->full[out->n] = self; /* decoded once, by the caller, for its summary */
         } else if (want[r]) {
             out->full[out->n] = rs_gather_recv_full(c, decode, base, r, deadline, &out->bytes_full);
         }
@@ -258,37 +252,45 @@ static ranksnap_status rs_gather_decode_rsnap(const char *buf, size_t len, const
 }
 
 ranksnap_status rs_gather_run(rs_coord *c, const char *snap, size_t len, const rs_summary *mine,
-                                rs_gather_mode mode, int timeout_s, double divergence_pct,
-                                rs_gather_result *out)
+                              rs_snap *self, rs_gather_mode mode, int timeout_s,
+                              double divergence_pct, rs_gather_result *out)
 {
-    return rs_gather_run_with(c, rs_gather_decode_rsnap, snap, len, mine, mode, timeout_s,
+    return rs_gather_run_with(c, rs_gather_decode_rsnap, snap, len, mine, self, mode, timeout_s,
                               divergence_pct, out);
 }
 
 ranksnap_status rs_gather_run_with(rs_coord *c, rs_gather_decode_fn decode, const char *snap,
-                                   size_t len, const rs_summary *mine, rs_gather_mode mode,
-                                   int timeout_s, double divergence_pct, rs_gather_result *out)
+                                   size_t len, const rs_summary *mine, rs_snap *self,
+                                   rs_gather_mode mode, int timeout_s, double divergence_pct,
+                                   rs_gather_result *out)
 {
     memset(out, 0, sizeof *out);
     unsigned seq = rs_coord_next_gather(c);
 #if defined(RANKSNAP_HAVE_MPI)
     if (rs_coord_comm(c) && rs_coord_size(c) > 1) {
         int base = RS_TAG_GATHER0 + (int)(seq % 4000u) * 4;
-        if (rs_coord_rank(c) != 0) return rs_gather_send(c, base, snap, len, mine, timeout_s);
-        return rs_gather_root(c, decode, base, snap, len, mine, mode, timeout_s, divergence_pct, out);
+        if (rs_coord_rank(c) != 0) return rs_gather_send(c, base, snap, len, mine, self, timeout_s);
+        return rs_gather_root(c, decode, base, mine, self, mode, timeout_s, divergence_pct, out);
     }
 #else
+    (void)decode;
     (void)mode;
     (void)timeout_s;
     (void)divergence_pct;
 #endif
     (void)seq;
+    (void)snap;
+    (void)len;
     double t0 = rs_now_mono_s();
-    RS_CHECK(rs_result_alloc(out, 1));
+    ranksnap_status st = rs_result_alloc(out, 1);
+    if (st != RANKSNAP_OK) {
+        rs_snap_free(self);
+        return st;
+    }
     out->world_size = 1;
     out->summaries[0] = *mine;
     out->n = 1;
-    if (rs_gather_self(decode, snap, len, mine, &out->full[0]) != RANKSNAP_OK) out->full[0] = NULL;
+    out->full[0] = self;
     out->seconds = rs_now_mono_s() - t0;
     return RANKSNAP_OK;
 }

@@ -242,10 +242,10 @@ ranksnap_status rs_external_end_of_range(rs_runtime *rt, rs_gather_result *g, in
     double t0 = rs_now_mono_s();
     ranksnap_status gst = RANKSNAP_OK;
     if (rs_coord_comm(rt->coord) || rt->world_size <= 1) {
-        /* MPI, or a process on its own: gather.c, which hands a world of one its own bytes */
-        rs_snap_free(self);
-        gst = rs_gather_run_with(rt->coord, rs_reader_lib_decode, buf, len, &mine, rt->opts.gather,
-                                 rt->opts.gather_timeout, rt->opts.divergence, g);
+        /* MPI, or a process on its own: gather.c, which takes `self` over */
+        gst = rs_gather_run_with(rt->coord, rs_reader_lib_decode, buf, len, &mine, self,
+                                 rt->opts.gather, rt->opts.gather_timeout, rt->opts.divergence, g);
+        self = NULL;
     } else {
         rs_xg x;
         if ((gst = rs_xg_init(&x, rt->world_size)) == RANKSNAP_OK) {

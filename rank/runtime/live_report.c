@@ -123,22 +123,22 @@ ranksnap_status rs_live_report_end_of_range(rs_runtime *rt)
         return st;
     }
     /* The summary is computed by the same code that reads files afterwards, from this very
-     * encoding, so the live report and `ranksnap report` cannot disagree. */
+     * encoding, so the live report and `ranksnap report` cannot disagree. The decoded snapshot
+     * goes on to the gather, which keeps it as rank 0's own: decoded once. */
     rs_snap *self = NULL;
     rs_summary mine;
     memset(&mine, 0, sizeof mine);
     ranksnap_status dst = rs_rsnap_decode(buf, len, "this rank's snapshot", &self);
     if (dst == RANKSNAP_OK) {
         rs_summary_of(self, &mine);
-        rs_snap_free(self);
     } else {
         RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
         mine.rank = rt->rank;
         mine.world_size = rt->world_size;
     }
     rs_gather_result g;
-    ranksnap_status gst = rs_gather_run(rt->coord, buf, len, &mine, rt->opts.gather,
-                                          rt->opts.gather_timeout, rt->opts.divergence, &g);
+    ranksnap_status gst = rs_gather_run(rt->coord, buf, len, &mine, self, rt->opts.gather,
+                                        rt->opts.gather_timeout, rt->opts.divergence, &g);
     free(buf);
     if (gst != RANKSNAP_OK) {
         RS_WARN(RS_SUB_MPI, "gather: %s", ranksnap_last_error());

@@ -35,12 +35,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "summary.h"
+#include "bench_sites.h"
 #include "ranksnap.h"
+#include "summary.h"
 
 #define MAX_WINDOW 1024
 #define MAX_REPS 16
-#define N_SITES 4
 
 typedef struct cfg {
     uint64_t events;
@@ -75,6 +75,11 @@ static void die(const char *what, const char *detail)
 static void rs_ok(ranksnap_status st, const char *what)
 {
     if (st != RANKSNAP_OK) die(what, ranksnap_last_error());
+}
+
+static void bench_ok(ranksnap_status st, const char *what)
+{
+    rs_ok(st, what);
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -129,70 +134,6 @@ static void parse_args(int argc, char **argv, cfg *c)
     }
 }
 
-/* Sizes are the same sequence on every rank (a fixed seed per rep), so the ranks that do not
- * diverge have identical peaks and the median/MAD guard sees no noise. Log-uniform from 512 B to
- * 4 MiB, as a mix of small tensors and activations. */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
-static size_t next_size(uint64_t *s)
-{
-    unsigned shift = 9 + (unsigned)(rng_next(s) % 14); /* 2^9 .. 2^22 */
-    size_t base = (size_t)1 << shift;
-    return base + (size_t)(rng_next(s) % base);
-}
-
-/* Four allocation sites, so that the report and the summaries' site tables have something to
- * tell apart. noinline (and -fno-ipa-icf in CMake) keep each a frame of its own. */
-__attribute__((noinline)) static void *site_weights(size_t n)
-{
-    void *p = NULL;
-    rs_ok(ranksnap_malloc(&p, n, NULL), "ranksnap_malloc (weights)");
-    __asm__ volatile("" ::: "memory");
-    return p;
-}
-
-__attribute__((noinline)) static void *site_activations(size_t n)
-{
-    void *p = NULL;
-    rs_ok(ranksnap_malloc(&p, n, NULL), "ranksnap_malloc (activations)");
-    __asm__ volatile("" ::: "memory");
-    return p;
-}
-
-__attribute__((noinline)) static void *site_workspace(size_t n)
-{
-    void *p = NULL;
-    rs_ok(ranksnap_malloc(&p, n, NULL), "ranksnap_malloc (workspace)");
-    __asm__ volatile("" ::: "memory");
-    return p;
-}
-
-__attribute__((noinline)) static void *site_scratch(size_t n)
-{
-    void *p = NULL;
-    rs_ok(ranksnap_malloc(&p, n, NULL), "ranksnap_malloc (scratch)");
-    __asm__ volatile("" ::: "memory");
-    return p;
-}
-
-__attribute__((noinline)) static void *site_divergent_buffer(size_t n)
-{
-    void *p = NULL;
-    rs_ok(ranksnap_malloc(&p, n, NULL), "ranksnap_malloc (divergent)");
-    __asm__ volatile("" ::: "memory");
-    return p;
-}
-
-static void *(*const sites[N_SITES])(size_t) = {site_weights, site_activations, site_workspace,
-                                                site_scratch};
-
 static uint64_t events_now(uint64_t *dropped)
 {
     ranksnap_stats s;
@@ -212,7 +153,8 @@ static void run_step(void **win, int window, int *slot, uint64_t *seed, uint64_t
         int i = *slot;
         *slot = (i + 1) % window;
         rs_ok(ranksnap_free(win[i]), "ranksnap_free");
-        win[i] = sites[(unsigned)rng_next(seed) % N_SITES](next_size(seed));
+        unsigned k = (unsigned)bench_rng_next(seed) % BENCH_N_SITES;
+        win[i] = bench_sites[k](bench_next_size(seed));
     }
     rs_ok(ranksnap_free(extra), "ranksnap_free (divergent)");
 }
@@ -396,7 +338,8 @@ int main(int argc, char **argv)
         int k = slot;
         slot = (slot + 1) % c.window;
         rs_ok(ranksnap_free(win[k]), "ranksnap_free");
-        win[k] = sites[(unsigned)rng_next(&seed) % N_SITES](next_size(&seed));
+        unsigned site = (unsigned)bench_rng_next(&seed) % BENCH_N_SITES;
+        win[k] = bench_sites[site](bench_next_size(&seed));
     }
     free_window(win, c.window);
 

@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""report_bench.py — `ranksnap report` over N synthetic ranks of M events, against Python.
+
+For each N of --ranks and each format of --formats, writes N ranks of M events (once; kept in
+--work for the next run) and times `ranksnap report DIR` and `ranksnap report --out OUT DIR`:
+wall time (median of --reps), MB/s and events/s of the files read, the report's peak RSS
+(GNU time's %M: ru_maxrss of the process) and its CPU time (user + system), which on a machine
+shared with other work says what the report cost when the wall time says what it waited. For the pickles, Python's own pickle.load of the same
+files runs in the same run (the time of the loads alone, measured inside the interpreter, and
+its peak RSS), and the ratio. `ranksnap --version` is timed as well: the process's start-up,
+which a report pays whatever it reads.
+
+Formats:
+  rsnap   rank-RRRRR.rsnap, written by report_bench_rank (one process per rank, the public API,
+          sim backend, native stacks): the recorder's and the encoder's own files.
+  ring    rank-RRRRR.ring: the same ranks killed with SIGKILL after their last event.
+  pickle  snapshot_rankR.pickle: PyTorch-shaped snapshots pickled by Python
+          (make_bench_pickles.py), given as files in rank order.
+--single M1 also writes one rank of M1 events, reports it, exports it with `ranksnap export
+--torch` and reports the export (the long-history case). --decode-bench runs decode_bench on one
+file of each kind: the decoders alone, one core.
+
+  report_bench.py --build BUILD --work DIR [--ranks 4,32,256,1024] [--events 100000]
+                  [--formats rsnap,ring,pickle] [--pickle-ranks 4,32,256] [--reps 3] [--py-reps R]
+                  [--jobs N] [--single 1000000] [--decode-bench] [--json]
+
+The extrapolation line fits the two largest N of a format (time and RSS grow linearly with the
+ranks read) and says what 16,384 ranks would take: an estimate, printed as one.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+TIME = "/usr/bin/time"
+
+
+def run_timed(cmd, env=None, stdout=subprocess.DEVNULL):
+    """Wall seconds, peak RSS (KiB) and exit status of one process. The RSS comes from GNU time,
+    which starts the command from a small process of its own: a child forked from this script
+    would count the script's own pages in its ru_maxrss."""
+    rss_file = os.path.join(os.environ.get("TMPDIR", "/tmp"), "report_bench.%d.rss" % os.getpid())
+    wrapped = [TIME, "-f", "%M %U %S", "-o", rss_file] + cmd if os.path.exists(TIME) else cmd
+    t0 = time.perf_counter()
+    p = subprocess.Popen(wrapped, stdout=stdout, stderr=subprocess.PIPE, env=env)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    err = p.stderr.read().decode(errors="replace")
+    p.stderr.close()
+    rss, cpu = ru.ru_maxrss, ru.ru_utime + ru.ru_stime
+    if wrapped is not cmd:
+        with open(rss_file) as f:
+            fields = f.read().split()
+        rss, cpu = int(fields[-3]), float(fields[-2]) + float(fields[-1])
+        os.unlink(rss_file)
+    return wall, rss, os.waitstatus_to_exitcode(status), err, cpu
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def dir_bytes(paths):
+    return sum(os.path.getsize(p) for p in paths)
+
+
+def make_ranks(args, fmt, n, out):
+    """Writes n ranks of args.events events in out (a .rsnap or a .ring per rank)."""
+    stamp = os.path.join(out, ".made")
+    want = "%s %d %d" % (fmt, n, args.events)
+    if os.path.exists(stamp) and open(stamp).read() == want:
+        return
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    rank_bin = os.path.join(args.build, "tests", "bench", "report_bench_rank")
+    env = dict(os.environ, RANKSNAP_DIR=out)
+    procs = []
+    for r in range(n):
+        cmd = [rank_bin, "--rank", str(r), "--size", str(n), "--events", str(args.events)]
+        if fmt == "ring":
+            cmd.append("--ring")
+        procs.append(subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE))
+        # as many at a time as there are cores
+        while len([p for p in procs if p.poll() is None]) >= os.cpu_count():
+            time.sleep(0.01)
+    for r, p in enumerate(procs):
+        rc = p.wait()
+        if rc != 0 and not (fmt == "ring" and rc == -9):
+            sys.exit("report_bench: rank %d failed (%d): %s" % (r, rc, p.stderr.read().decode()))
+    open(stamp, "w").write(want)
+
+
+def make_pickles(args, n, out):
+    stamp = os.path.join(out, ".made")
+    want = "pickle %d %d" % (n, args.events)
+    if os.path.exists(stamp) and open(stamp).read() == want:
+        return
+    shutil.rmtree(out, ignore_errors=True)
+    subprocess.run([sys.executable, os.path.join(HERE, "make_bench_pickles.py"), out,
+                    "--ranks", str(n), "--events", str(args.events)], check=True,
+                   stdout=subprocess.DEVNULL)
+    open(stamp, "w").write(want)
+
+
+def files_of(fmt, d, n):
+    if fmt == "pickle":
+        return [os.path.join(d, "snapshot_rank%d.pickle" % r) for r in range(n)]
+    ext = ".ring" if fmt == "ring" else ".rsnap"
+    return sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(ext))
+
+
+PY_LOAD = r"""
+import pickle, sys, time
+t = time.perf_counter()
+for f in sys.argv[1:]:
+    with open(f, 'rb') as fh:
+        pickle.load(fh)
+print(time.perf_counter() - t)
+"""
+
+
+def python_load(files, reps):
+    times, rss = [], 0
+    out_file = os.path.join(os.environ.get("TMPDIR", "/tmp"), "report_bench.%d.out" % os.getpid())
+    for _ in range(reps):
+        with open(out_file, "w") as out:
+            _, kib, rc, err, _ = run_timed([sys.executable, "-c", PY_LOAD] + files, stdout=out)
+        if rc != 0:
+            sys.exit("report_bench: python's pickle.load failed: " + err)
+        with open(out_file) as f:
+            times.append(float(f.read()))
+        rss = max(rss, kib)
+    os.unlink(out_file)
+    return median(times), rss
+
+
+def report(args, target, extra, reps):
+    ranksnap = os.path.join(args.build, "ranksnap")
+    cmd = [ranksnap, "report"] + extra + (["--jobs", str(args.jobs)] if args.jobs else []) + target
+    walls, cpus, rss = [], [], 0
+    for _ in range(reps):
+        wall, kib, rc, err, cpu = run_timed(cmd)
+        if rc != 0:
+            sys.exit("report_bench: %s failed (%d): %s" % (" ".join(cmd), rc, err))
+        walls.append(wall)
+        cpus.append(cpu)
+        rss = max(rss, kib)
+    return median(walls), rss, median(cpus)
+
+
+def row(fmt, n, events, files, args, start_s):
+    nbytes = dir_bytes(files)
+    target = files if fmt == "pickle" else [os.path.dirname(files[0])]
+    out = os.path.join(args.work, "out-%s-%d" % (fmt, n))
+    t_plain, rss_plain, cpu_plain = report(args, target, [], args.reps)
+    t_out, rss_out, _ = report(args, target, ["--out", out], args.reps)
+    r = {"format": fmt, "ranks": n, "events_per_rank": events, "bytes": nbytes,
+         "report_s": t_plain, "report_cpu_s": cpu_plain, "report_rss_kib": rss_plain,
+         "report_out_s": t_out, "report_out_rss_kib": rss_out, "startup_s": start_s,
+         "load": os.getloadavg()[0],
+         "mb_per_s": nbytes / 1e6 / t_plain, "events_per_s": n * events / t_plain}
+    if fmt == "pickle":
+        py_s, py_rss = python_load(files, args.py_reps or args.reps)
+        r.update({"python_load_s": py_s, "python_rss_kib": py_rss, "ratio": t_plain / py_s,
+                  "ratio_without_startup": max(t_plain - start_s, 0) / py_s})
+    return r
+
+
+def print_row(r):
+    line = "%-7s %6d %9d %9.1f %9.3f %7.3f %8.1f %12.0f %8.0f %8.3f %8.0f %5.1f" % (
+        r["format"], r["ranks"], r["events_per_rank"], r["bytes"] / 1e6, r["report_s"],
+        r["report_cpu_s"], r["mb_per_s"], r["events_per_s"], r["report_rss_kib"] / 1024,
+        r["report_out_s"], r["report_out_rss_kib"] / 1024, r["load"])
+    if "python_load_s" in r:
+        line += " %9.3f %8.0f %7.3f %7.3f" % (r["python_load_s"], r["python_rss_kib"] / 1024,
+                                              r["ratio"], r["ratio_without_startup"])
+    print(line, flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--build", required=True, help="the build folder (ranksnap, tests/bench/...)")
+    p.add_argument("--work", required=True, help="where the ranks' files are written and kept")
+    p.add_argument("--ranks", default="4,32,256,1024")
+    p.add_argument("--pickle-ranks", default="4,32,256")
+    p.add_argument("--events", type=int, default=100000)
+    p.add_argument("--formats", default="rsnap,ring,pickle")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--py-reps", type=int, default=0,
+                   help="runs of Python's pickle.load (0: --reps); the 256-rank load takes minutes")
+    p.add_argument("--jobs", type=int, default=0, help="report --jobs (0: its default)")
+    p.add_argument("--single", type=int, default=0, help="events of the one-rank case (0: none)")
+    p.add_argument("--decode-bench", action="store_true")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+
+    starts = [run_timed([os.path.join(args.build, "ranksnap"), "--version"])[0] for _ in range(9)]
+    start_s = median(starts)
+    rows = []
+    if not args.json:
+        print("ranksnap --version (start-up): %.4f s; nproc %d; load average %.2f %.2f %.2f"
+              % ((start_s, os.cpu_count()) + os.getloadavg()))
+        print("%-7s %6s %9s %9s %9s %7s %8s %12s %8s %8s %8s %5s %9s %8s %7s %7s" % (
+            "format", "ranks", "events", "MB", "report s", "CPU s", "MB/s", "events/s",
+            "RSS MiB", "--out s", "RSS MiB", "load", "py load s", "py MiB", "ratio", "-start"))
+    for fmt in args.formats.split(","):
+        ns = args.pickle_ranks if fmt == "pickle" else args.ranks
+        for n in [int(x) for x in ns.split(",") if x]:
+            d = os.path.join(args.work, "%s-%d" % (fmt, n))
+            if fmt == "pickle":
+                make_pickles(args, n, d)
+            else:
+                make_ranks(args, fmt, n, d)
+            r = row(fmt, n, args.events, files_of(fmt, d, n), args, start_s)
+            rows.append(r)
+            if args.json:
+                print(json.dumps(r), flush=True)
+            else:
+                print_row(r)
+        big = [r for r in rows if r["format"] == fmt]
+        if len(big) >= 2 and not args.json:
+            a, b = big[-2], big[-1]
+            slope = (b["report_s"] - a["report_s"]) / (b["ranks"] - a["ranks"])
+            rss_slope = (b["report_rss_kib"] - a["report_rss_kib"]) / (b["ranks"] - a["ranks"])
+            est = b["report_s"] + slope * (16384 - b["ranks"])
+            est_rss = (b["report_rss_kib"] + rss_slope * (16384 - b["ranks"])) / 1024
+            print("%-7s  16384 ranks, extrapolated from %d and %d: ~%.0f s, ~%.0f MiB (an "
+                  "estimate, not a measurement)" % (fmt, a["ranks"], b["ranks"], est, est_rss))
+
+    if args.single:
+        d = os.path.join(args.work, "single-%d" % args.single)
+        saved = args.events
+        args.events = args.single
+        make_ranks(args, "rsnap", 1, d)
+        files = files_of("rsnap", d, 1)
+        exported = os.path.join(d, "export.pickle")
+        if not os.path.exists(exported):
+            subprocess.run([os.path.join(args.build, "ranksnap"), "export", "--torch", files[0],
+                            "-o", exported], check=True, stdout=subprocess.DEVNULL)
+        for fmt, target in (("rsnap", files), ("pickle", [exported])):
+            r = row(fmt, 1, args.single, target, args, start_s)
+            if fmt == "pickle":
+                r["format"] = "export"
+            rows.append(r)
+            if args.json:
+                print(json.dumps(r), flush=True)
+            else:
+                print_row(r)
+        args.events = saved
+
+    if args.decode_bench:
+        bench = os.path.join(args.build, "tests", "bench", "decode_bench")
+        picks = []
+        for fmt in ("rsnap", "ring", "pickle"):
+            cand = [r for r in rows if r["format"] == fmt]
+            if cand:
+                n = cand[0]["ranks"]
+                picks.append(files_of(fmt, os.path.join(args.work, "%s-%d" % (fmt, n)), n)[0])
+        if args.single:
+            d = os.path.join(args.work, "single-%d" % args.single)
+            picks += [files_of("rsnap", d, 1)[0], os.path.join(d, "export.pickle")]
+        here = os.path.join(HERE, "..", "data")
+        picks += sorted(os.path.join(here, f) for f in os.listdir(here) if f.endswith(".pickle"))
+        cmd = [bench, "--reps", str(max(args.reps, 5))] + (["--json"] if args.json else []) + picks
+        sys.stdout.flush()
+        subprocess.run(cmd, check=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

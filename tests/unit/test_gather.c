@@ -1,0 +1,57 @@
+/*
+ * test_gather.c — the gather (rank/mpi/gather.c) keeps the snapshot the rank decoded for its own
+ * summary as rank 0's full snapshot, instead of decoding the same encoding a second time.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "coord.h"
+#include "gather.h"
+#include "snapshot_fixture.h"
+#include "summary.h"
+
+TEST(rank_0_keeps_the_snapshot_its_summary_was_made_from)
+{
+    fixture f;
+    size_t len = 0;
+    CHECK(fixture_init(&f, 1) == 0);
+    char *buf = fixture_encode(&f, &len);
+    rs_snap *self = NULL;
+    CHECK(buf && rs_rsnap_decode(buf, len, "self", &self) == RANKSNAP_OK);
+    rs_summary mine;
+    rs_summary_of(self, &mine);
+    rs_coord *c = NULL;
+    CHECK(rs_coord_create(NULL, &c) == RANKSNAP_OK);
+    rs_gather_result g;
+    CHECK(rs_gather_run(c, buf, len, &mine, self, RS_GATHER_ALL, 5, 5.0, &g) == RANKSNAP_OK);
+    CHECK_EQ_U64(g.n, 1);
+    CHECK(g.full[0] == self); /* the same snapshot, not a second decode of `buf` */
+    CHECK_EQ_U64(g.summaries[0].peak_allocated, mine.peak_allocated);
+    rs_gather_result_free(&g); /* frees `self`, which the gather took over */
+    rs_coord_destroy(c);
+    free(buf);
+    fixture_free(&f);
+}
+
+TEST(a_rank_whose_snapshot_did_not_decode_still_gathers_its_summary)
+{
+    rs_summary mine;
+    memset(&mine, 0, sizeof mine);
+    mine.world_size = 1;
+    rs_coord *c = NULL;
+    CHECK(rs_coord_create(NULL, &c) == RANKSNAP_OK);
+    rs_gather_result g;
+    CHECK(rs_gather_run(c, "", 0, &mine, NULL, RS_GATHER_ALL, 5, 5.0, &g) == RANKSNAP_OK);
+    CHECK_EQ_U64(g.n, 1);
+    CHECK(g.full[0] == NULL);
+    rs_gather_result_free(&g);
+    rs_coord_destroy(c);
+}
+
+int main(void)
+{
+    RUN(rank_0_keeps_the_snapshot_its_summary_was_made_from);
+    RUN(a_rank_whose_snapshot_did_not_decode_still_gathers_its_summary);
+    return check_summary();
+}
