@@ -453,6 +453,36 @@ static ranksnap_status read_identity(const mapv *top, rs_snap *s)
     return RANKSNAP_OK;
 }
 
+/* PyTorch's settings (alloc_conf, in PYTORCH_CUDA_ALLOC_CONF's syntax; absent before the field
+ * existed), onto what the older fields say. A key a newer ranksnap writes is skipped. */
+static ranksnap_status read_alloc_conf(const mapv *a, rs_snap_allocator *al)
+{
+    const msgpack_object *o = NULL, *given = NULL;
+    rs_alloc_conf *c = &al->conf;
+    rs_alloc_conf_reset(c);
+    if (al->max_split_size != UINT64_MAX) c->max_split_size = al->max_split_size;
+    if (al->large_buffer && al->large_buffer != RS_CONF_LARGE_BUFFER)
+        c->large_segment_size = al->large_buffer;
+    RS_CHECK(lookup(a, "alloc_conf", 0, &o));
+    RS_CHECK(lookup(a, "alloc_conf_given", 0, &given));
+    if (!o) return RANKSNAP_OK;
+    char text[RS_CONF_TEXT_MAX], why[256];
+    if (o->type != MSGPACK_OBJECT_STR || o->via.str.size >= sizeof text)
+        return fail(a->d, "field 'allocator_settings.alloc_conf' must be a string shorter than "
+                          "%d bytes, not %s", RS_CONF_TEXT_MAX, type_name(o));
+    memcpy(text, o->via.str.ptr, o->via.str.size);
+    text[o->via.str.size] = '\0';
+    if (rs_alloc_conf_parse(c, text, RS_CONF_LENIENT, why, sizeof why) != 0)
+        return fail(a->d, "field 'allocator_settings.alloc_conf' (\"%.200s\"): %s", text, why);
+    c->text[0] = '\0';
+    if (given && given->type == MSGPACK_OBJECT_STR && given->via.str.size < sizeof c->text) {
+        memcpy(c->text, given->via.str.ptr, given->via.str.size);
+        c->text[given->via.str.size] = '\0';
+    }
+    al->max_split_size = rs_alloc_conf_max_split(c);
+    return RANKSNAP_OK;
+}
+
 static ranksnap_status read_settings(const mapv *top, rs_snap *s)
 {
     mapv a, r;
@@ -474,6 +504,7 @@ static ranksnap_status read_settings(const mapv *top, rs_snap *s)
     RS_CHECK(m_u64(&a, "large_buffer", &al->large_buffer));
     RS_CHECK(m_u64(&a, "min_large_alloc", &al->min_large_alloc));
     RS_CHECK(m_u64(&a, "round_large", &al->round_large));
+    RS_CHECK(read_alloc_conf(&a, al));
 
     RS_CHECK(m_map(top, "recorder_settings", &r));
     RS_CHECK(m_u64(&r, "max_entries", &s->recorder.max_entries));

@@ -165,7 +165,7 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
     }
     rs_alloc_config cfg = {
         .memory_limit = rt->memory_limit,
-        .max_split_size = rt->opts.max_split_size,
+        .conf = &rt->opts.alloc_conf,
         .device_index = rt->device.index,
         .observer = rs_alloc_api_observe,
         .observer_ctx = rt,
