@@ -70,6 +70,12 @@ ranksnap_status rs_backend_sim_create(uint64_t capacity, rs_backend **out);
 void rs_backend_sim_stream_set_busy(rs_backend *b, void *stream, int busy);
 void rs_backend_sim_stream_complete(rs_backend *b, void *stream);
 void rs_backend_sim_fail_reserve_after(rs_backend *b, unsigned n);
+/* Replays (backend_sim.c): enable hints (before the first reservation; the sim's own addresses
+ * then start at 2^56), give the address a reservation of `size` bytes should get (an address
+ * range: the next one, whatever its size), and drop the hints not taken. */
+void rs_backend_sim_hints_enable(rs_backend *b);
+void rs_backend_sim_hint(rs_backend *b, uint64_t addr, uint64_t size);
+void rs_backend_sim_hints_clear(rs_backend *b);
 uint64_t rs_backend_sim_used_bytes(const rs_backend *b);
 unsigned rs_backend_sim_live_events(const rs_backend *b);
 

@@ -7,6 +7,12 @@
  * Live reservations are remembered so that a release of something never reserved (or of the
  * wrong size) is reported instead of silently corrupting the used-bytes count.
  *
+ * Replays: PyTorch breaks ties between equally good free blocks by address, so a replay that
+ * wants the original's placement must get the original's addresses. With hints enabled the sim's
+ * own addresses move to 2^56 and up, out of the way, and a reservation takes the address the
+ * original's segment had (a hint, one-shot) when it has that size and overlaps nothing live; an
+ * address range takes the first hint's address, the start of the original's first mapping.
+ *
  * Expandable segments: an address range (va_reserve) takes addresses from the same bump pointer
  * and no capacity; mapping pages of it takes capacity, as cuMemCreate + cuMemMap do. The mapped
  * pages are kept as sorted, disjoint intervals, so that mapping a page twice, unmapping one never
@@ -32,6 +38,8 @@
 #define SIM_BASE_ADDR ((uint64_t)0x7f0000000000)
 #define SIM_ALIGN ((uint64_t)2 << 20)
 #define SIM_EVENT_MAGIC 0x5349454eu /* "SIEN": catches events that are not ours or destroyed */
+#define SIM_HINTED_BASE ((uint64_t)1 << 56)
+#define SIM_MAX_HINTS 16
 
 typedef struct sim_stream {
     void *key;
@@ -73,6 +81,9 @@ typedef struct sim_backend {
     size_t n_vas, cap_vas;
     sim_range *maps;   /* mapped pages as disjoint intervals, address order */
     size_t n_maps, cap_maps;
+    int hints_on;
+    sim_range hints[SIM_MAX_HINTS]; /* addresses the next reservations should get */
+    size_t n_hints;
 } sim_backend;
 
 static const rs_backend_ops sim_ops;
@@ -104,6 +115,32 @@ static int grow(void **v, size_t *cap, size_t n, size_t elem)
     if (!nv) return -1;
     *v = nv;
     *cap = ncap;
+    return 0;
+}
+
+/* 1 when [addr, addr+size) overlaps no live reservation or address range. */
+static int is_vacant(const sim_backend *s, uint64_t addr, uint64_t size)
+{
+    if (size == 0 || addr > UINT64_MAX - size) return 0;
+    for (size_t i = 0; i < s->n_ranges; i++)
+        if (addr < s->ranges[i].addr + s->ranges[i].size && s->ranges[i].addr < addr + size)
+            return 0;
+    for (size_t i = 0; i < s->n_vas; i++)
+        if (addr < s->vas[i].addr + s->vas[i].size && s->vas[i].addr < addr + size) return 0;
+    return 1;
+}
+
+/* The hinted address for a reservation of `size` (a range: `any_size`, the first hint), removed
+ * from the hints; 0 when none fits. */
+static uint64_t take_hint(sim_backend *s, uint64_t size, int any_size)
+{
+    for (size_t i = 0; i < s->n_hints; i++) {
+        if (!any_size && s->hints[i].size != size) continue;
+        uint64_t addr = s->hints[i].addr;
+        memmove(&s->hints[i], &s->hints[i + 1], (s->n_hints - i - 1) * sizeof *s->hints);
+        s->n_hints--;
+        return addr && is_vacant(s, addr, size) ? addr : 0;
+    }
     return 0;
 }
 
@@ -144,8 +181,11 @@ static ranksnap_status sim_reserve(rs_backend *b, size_t size, void **ptr)
             s->ranges = nr;
             s->cap_ranges = ncap;
         }
-        uint64_t addr = s->next_addr;
-        s->next_addr += ((uint64_t)size + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
+        uint64_t addr = take_hint(s, size, 0);
+        if (!addr) {
+            addr = s->next_addr;
+            s->next_addr += ((uint64_t)size + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
+        }
         s->ranges[s->n_ranges].addr = addr;
         s->ranges[s->n_ranges].size = size;
         s->n_ranges++;
@@ -196,9 +236,13 @@ static ranksnap_status sim_va_reserve(rs_backend *b, size_t size, void **ptr)
     } else if (grow((void **)&s->vas, &s->cap_vas, s->n_vas, sizeof *s->vas) != 0) {
         st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "sim va_reserve: out of host memory");
     } else {
-        s->vas[s->n_vas++] = (sim_va){s->next_addr, size, 0};
-        *ptr = (void *)(uintptr_t)s->next_addr;
-        s->next_addr += span;
+        uint64_t addr = take_hint(s, size, 1);
+        if (!addr) {
+            addr = s->next_addr;
+            s->next_addr += span;
+        }
+        s->vas[s->n_vas++] = (sim_va){addr, size, 0};
+        *ptr = (void *)(uintptr_t)addr;
     }
     pthread_mutex_unlock(&s->mu);
     return st;
@@ -494,6 +538,34 @@ void rs_backend_sim_stream_complete(rs_backend *b, void *stream)
     pthread_mutex_lock(&s->mu);
     sim_stream *st = sim_stream_get(s, stream);
     if (st) st->completed = st->submitted;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void rs_backend_sim_hints_enable(rs_backend *b)
+{
+    sim_backend *s = as_sim(b);
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    if (!s->hints_on && s->next_addr == SIM_BASE_ADDR) s->next_addr = SIM_HINTED_BASE;
+    s->hints_on = 1;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void rs_backend_sim_hint(rs_backend *b, uint64_t addr, uint64_t size)
+{
+    sim_backend *s = as_sim(b);
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    if (s->hints_on && s->n_hints < SIM_MAX_HINTS) s->hints[s->n_hints++] = (sim_range){addr, size};
+    pthread_mutex_unlock(&s->mu);
+}
+
+void rs_backend_sim_hints_clear(rs_backend *b)
+{
+    sim_backend *s = as_sim(b);
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->n_hints = 0;
     pthread_mutex_unlock(&s->mu);
 }
 
