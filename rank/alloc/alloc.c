@@ -652,15 +652,11 @@ static void reserved_add(rs_alloc *a, uint64_t n)
 
 /* PyTorch's free_block: the block is no longer used by anyone; merge it with free neighbours of
  * the same segment and make it reusable. */
-RS_HOT void block_to_pool(rs_alloc *a, rs_block *b)
+/* Merges the block `b` (not in its pool) with its free mapped neighbours, which leave the pool;
+ * returns the merged block (the lower one survives, so a segment's head is never recycled), which
+ * the caller inserts. */
+RS_HOT rs_block *coalesce(rs_alloc *a, rs_block *b)
 {
-    a->st.active_bytes -= b->size;
-    a->st.requested_bytes -= b->requested;
-    observe(a, RS_ACT_FREE_COMPLETED, b->addr, b->requested, b->pool->stream);
-    b->requested = 0;
-    b->stack_id = 0;
-    b->n_uses = 0;
-
     rs_block *p = b->prev;
     if (p && p->state == RS_BLOCK_INACTIVE && p->mapped) {
         pool_remove(a, p);
@@ -678,7 +674,18 @@ RS_HOT void block_to_pool(rs_alloc *a, rs_block *b)
         if (b->next) b->next->prev = b;
         spare_push(a, n);
     }
-    pool_insert(a, b);
+    return b;
+}
+
+RS_HOT void block_to_pool(rs_alloc *a, rs_block *b)
+{
+    a->st.active_bytes -= b->size;
+    a->st.requested_bytes -= b->requested;
+    observe(a, RS_ACT_FREE_COMPLETED, b->addr, b->requested, b->pool->stream);
+    b->requested = 0;
+    b->stack_id = 0;
+    b->n_uses = 0;
+    pool_insert(a, coalesce(a, b));
 }
 
 /* An event of an awaiting block completed (and is destroyed). */
@@ -905,23 +912,7 @@ static ranksnap_status expandable_map(rs_alloc *a, rs_block *m, size_t size, rs_
         m->size = len;
         unmapped_insert(pool, r);
     }
-    rs_block *p = m->prev;
-    if (p && p->state == RS_BLOCK_INACTIVE && p->mapped) {
-        pool_remove(a, p);
-        p->size += m->size;
-        p->next = m->next;
-        if (p->next) p->next->prev = p;
-        spare_push(a, m);
-        m = p;
-    }
-    rs_block *n = m->next;
-    if (n && n->state == RS_BLOCK_INACTIVE && n->mapped) {
-        pool_remove(a, n);
-        m->size += n->size;
-        m->next = n->next;
-        if (m->next) m->next->prev = m;
-        spare_push(a, n);
-    }
+    m = coalesce(a, m);
     pool_insert(a, m);
     s->mapped += len;
     reserved_add(a, len);

@@ -74,6 +74,7 @@ typedef struct rs_cuda_va {
 
 typedef struct rs_cuda_backend {
     rs_backend base;
+    rs_backend_ops ops; /* rs_cuda_ops, with the virtual memory members where usable */
     int device;
     int rdma;           /* the device takes gpuDirectRDMACapable with cuMemCreate */
     rs_cuda_va *vas;
@@ -502,23 +503,6 @@ static const rs_backend_ops rs_cuda_ops = {
     .destroy = rs_cuda_destroy,
 };
 
-/* The same, with expandable segments. */
-static const rs_backend_ops rs_cuda_vmm_ops = {
-    .name = "cuda",
-    .reserve = rs_cuda_reserve,
-    .release = rs_cuda_release,
-    .mem_info = rs_cuda_mem_info,
-    .event_record = rs_cuda_event_record,
-    .event_query = rs_cuda_event_query,
-    .event_synchronize = rs_cuda_event_synchronize,
-    .event_destroy = rs_cuda_event_destroy,
-    .device_info = rs_cuda_device_info,
-    .destroy = rs_cuda_destroy,
-    .va_reserve = rs_cuda_va_reserve,
-    .va_release = rs_cuda_va_release,
-    .map = rs_cuda_map,
-    .unmap = rs_cuda_unmap,
-};
 
 /* 1 when the driver and the device can map memory (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_
  * SUPPORTED); says why not in the log otherwise. */
@@ -572,9 +556,15 @@ ranksnap_status rs_backend_cuda_create(rs_backend **out)
     if ((e = r->get_device(&dev)) != cudaSuccess) return rs_cuda_fail("cudaGetDevice", e);
     rs_cuda_backend *cb = calloc(1, sizeof *cb);
     if (!cb) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "cuda backend: out of host memory");
-    cb->base.ops = &rs_cuda_ops;
+    cb->ops = rs_cuda_ops;
+    cb->base.ops = &cb->ops;
     cb->device = dev;
-    if (rs_cuda_vmm_usable(cb)) cb->base.ops = &rs_cuda_vmm_ops;
+    if (rs_cuda_vmm_usable(cb)) {
+        cb->ops.va_reserve = rs_cuda_va_reserve;
+        cb->ops.va_release = rs_cuda_va_release;
+        cb->ops.map = rs_cuda_map;
+        cb->ops.unmap = rs_cuda_unmap;
+    }
     *out = &cb->base;
     return RANKSNAP_OK;
 }

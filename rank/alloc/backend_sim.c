@@ -144,6 +144,18 @@ static uint64_t take_hint(sim_backend *s, uint64_t size, int any_size)
     return 0;
 }
 
+/* Where a reservation (or, `range`, an address range) of `size` bytes goes: the hinted address
+ * when one fits, else the next fresh one. */
+static uint64_t place(sim_backend *s, uint64_t size, int range)
+{
+    uint64_t addr = take_hint(s, size, range);
+    if (!addr) {
+        addr = s->next_addr;
+        s->next_addr += (size + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
+    }
+    return addr;
+}
+
 /* An injected failure (rs_backend_sim_fail_reserve_after) is due now. */
 static int fail_now(sim_backend *s)
 {
@@ -167,32 +179,15 @@ static ranksnap_status sim_reserve(rs_backend *b, size_t size, void **ptr)
                       "sim reserve of %zu bytes: device has %" PRIu64 " of %" PRIu64
                       " bytes free",
                       size, s->capacity - s->used, s->capacity);
+    } else if (grow((void **)&s->ranges, &s->cap_ranges, s->n_ranges, sizeof *s->ranges) != 0) {
+        st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "sim reserve: could not grow the table of live "
+                                                "reservations beyond %zu entries", s->n_ranges);
     } else {
-        if (s->n_ranges == s->cap_ranges) {
-            size_t ncap = s->cap_ranges ? s->cap_ranges * 2 : 64;
-            sim_range *nr = realloc(s->ranges, ncap * sizeof *nr);
-            if (!nr) {
-                st = rs_error(RANKSNAP_ERR_HOST_MEMORY,
-                              "sim reserve: could not grow the table of live reservations to "
-                              "%zu entries",
-                              ncap);
-                goto out;
-            }
-            s->ranges = nr;
-            s->cap_ranges = ncap;
-        }
-        uint64_t addr = take_hint(s, size, 0);
-        if (!addr) {
-            addr = s->next_addr;
-            s->next_addr += ((uint64_t)size + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
-        }
-        s->ranges[s->n_ranges].addr = addr;
-        s->ranges[s->n_ranges].size = size;
-        s->n_ranges++;
+        uint64_t addr = place(s, size, 0);
+        s->ranges[s->n_ranges++] = (sim_range){addr, size};
         s->used += size;
         *ptr = (void *)(uintptr_t)addr;
     }
-out:
     pthread_mutex_unlock(&s->mu);
     return st;
 }
@@ -236,11 +231,7 @@ static ranksnap_status sim_va_reserve(rs_backend *b, size_t size, void **ptr)
     } else if (grow((void **)&s->vas, &s->cap_vas, s->n_vas, sizeof *s->vas) != 0) {
         st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "sim va_reserve: out of host memory");
     } else {
-        uint64_t addr = take_hint(s, size, 1);
-        if (!addr) {
-            addr = s->next_addr;
-            s->next_addr += span;
-        }
+        uint64_t addr = place(s, size, 1);
         s->vas[s->n_vas++] = (sim_va){addr, size, 0};
         *ptr = (void *)(uintptr_t)addr;
     }

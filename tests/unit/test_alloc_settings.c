@@ -94,6 +94,17 @@ TEST(per_process_memory_fraction_caps_reserved_bytes_at_its_share_of_the_device)
     fx_done(&f);
 }
 
+/* Three whole segments of these sizes cached (max_split_size 40 MiB, a device of `capacity`),
+ * then a request of 100 MiB; the observer holds what that request did. */
+static void cached_then_100mib(fixture *f, uint64_t capacity, const size_t sizes[3], void *p[3])
+{
+    fx_init_conf(f, capacity, 0, "max_split_size_mb:40");
+    for (int i = 0; i < 3; i++) p[i] = must_alloc(f->a, sizes[i], NULL);
+    for (int i = 0; i < 3; i++) CHECK(rs_alloc_free(f->a, p[i]) == RANKSNAP_OK);
+    f->rec.n = 0;
+    must_alloc(f->a, 100 * MiB, NULL);
+}
+
 TEST(release_available_frees_only_enough_oversize_segments_largest_first)
 {
     /* cached whole segments of 50, 60 and 80 MiB (max_split_size 40 MiB) on a 200 MiB device and
@@ -101,15 +112,9 @@ TEST(release_available_frees_only_enough_oversize_segments_largest_first)
      * oversize blocks below the request from the largest down until they add up to it (80 + 60),
      * keeps the 50, and reserves without waiting for events or counting a retry */
     fixture f;
-    fx_init_conf(&f, 200 * MiB, 0, "max_split_size_mb:40");
-    void *a = must_alloc(f.a, 60 * MiB, NULL);
-    void *b = must_alloc(f.a, 80 * MiB, NULL);
-    void *c = must_alloc(f.a, 50 * MiB, NULL);
-    CHECK(rs_alloc_free(f.a, a) == RANKSNAP_OK);
-    CHECK(rs_alloc_free(f.a, b) == RANKSNAP_OK);
-    CHECK(rs_alloc_free(f.a, c) == RANKSNAP_OK);
-    f.rec.n = 0;
-    must_alloc(f.a, 100 * MiB, NULL);
+    void *p[3];
+    cached_then_100mib(&f, 200 * MiB, (size_t[]){60 * MiB, 80 * MiB, 50 * MiB}, p);
+    void *a = p[0], *b = p[1];
     CHECK_EQ_U64(count_act(&f.rec, RS_ACT_SEGMENT_FREE), 2);
     const obs_event *e0 = nth_act(&f.rec, RS_ACT_SEGMENT_FREE, 0);
     const obs_event *e1 = nth_act(&f.rec, RS_ACT_SEGMENT_FREE, 1);
@@ -127,15 +132,9 @@ TEST(release_available_frees_the_smallest_oversize_segment_that_holds_the_reques
     /* cached 60, 80 and 120 MiB; a 100 MiB request would waste 20 MiB of the 120 (not < 20: no
      * reuse); PyTorch frees that one block and keeps the others */
     fixture f;
-    fx_init_conf(&f, 300 * MiB, 0, "max_split_size_mb:40");
-    void *a = must_alloc(f.a, 60 * MiB, NULL);
-    void *b = must_alloc(f.a, 80 * MiB, NULL);
-    void *c = must_alloc(f.a, 120 * MiB, NULL);
-    CHECK(rs_alloc_free(f.a, a) == RANKSNAP_OK);
-    CHECK(rs_alloc_free(f.a, b) == RANKSNAP_OK);
-    CHECK(rs_alloc_free(f.a, c) == RANKSNAP_OK);
-    f.rec.n = 0;
-    must_alloc(f.a, 100 * MiB, NULL);
+    void *p[3];
+    cached_then_100mib(&f, 300 * MiB, (size_t[]){60 * MiB, 80 * MiB, 120 * MiB}, p);
+    void *c = p[2];
     CHECK_EQ_U64(count_act(&f.rec, RS_ACT_SEGMENT_FREE), 1);
     const obs_event *e0 = nth_act(&f.rec, RS_ACT_SEGMENT_FREE, 0);
     CHECK(e0 && e0->addr == u(c));
