@@ -141,7 +141,7 @@ static int is_pow2(uint64_t v)
 static int value_mb(parser *p, const char *key, uint64_t min_mb, int strictly_above,
                     const char *too_small, uint64_t *bytes)
 {
-    uint64_t v;
+    uint64_t v = 0;
     if (expect(p, key, ":") != 0 || next(p, key, "a value") != 0 ||
         to_u64(p, key, p->i, &v) != 0)
         return -1;
@@ -164,7 +164,7 @@ static int value_roundup(parser *p, rs_alloc_conf *c)
     const char *key = "roundup_power2_divisions";
     if (expect(p, key, ":") != 0 || next(p, key, "a value") != 0) return -1;
     if (!is_tok(p, p->i, "[")) {
-        uint64_t v;
+        uint64_t v = 0;
         if (to_u64(p, key, p->i, &v) != 0) return -1;
         if (!is_pow2(v) || v > UINT32_MAX)
             return fail(p, "For roundups, the divisions has to be power of 2 ");
@@ -177,7 +177,7 @@ static int value_roundup(parser *p, rs_alloc_conf *c)
         if (next(p, key, "a boundary or ']'") != 0) return -1;
         if (is_tok(p, p->i, "]")) return 0;
         size_t at = p->i;
-        uint64_t v;
+        uint64_t v = 0;
         if (expect(p, key, ":") != 0 || next(p, key, "a number of divisions") != 0 ||
             to_u64(p, key, p->i, &v) != 0)
             return -1;
@@ -187,7 +187,7 @@ static int value_roundup(parser *p, rs_alloc_conf *c)
             for (unsigned k = last + 1; k < RS_CONF_INTERVALS; k++)
                 c->roundup_divisions[k] = (uint32_t)v;
         } else {
-            uint64_t b;
+            uint64_t b = 0;
             if (to_u64(p, key, at, &b) != 0) return -1;
             if (!is_pow2(b)) return fail(p, "For roundups, the intervals have to be power of 2 ");
             unsigned idx = rs_alloc_conf_floor_log2(b);
@@ -217,8 +217,8 @@ static int skip_value(parser *p, const char *key)
 
 static int parse_key(parser *p, rs_alloc_conf *c, const char *key)
 {
-    double d;
-    uint64_t v, large_mb = rs_alloc_conf_large_segment(c) / RS_CONF_MIB;
+    double d = 0.0;
+    uint64_t v = 0, large_mb = rs_alloc_conf_large_segment(c) / RS_CONF_MIB;
     if (strcmp(key, "large_segment_size_mb") == 0) return skip_value(p, key); /* read first */
     if (strcmp(key, "max_split_size_mb") == 0) {
         c->given |= RS_CONF_MAX_SPLIT;

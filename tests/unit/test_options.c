@@ -293,6 +293,19 @@ TEST(alloc_conf_takes_pytorch_settings_and_falls_back_to_pytorchs_variables)
     CHECK(rejected("RANKSNAP_ALLOC_CONF=expandable_segments:yes"));
 }
 
+TEST(alloc_conf_from_pytorchs_variable_skips_keys_of_a_newer_pytorch)
+{
+    /* the job's PyTorch (2.13 knows throw_on_cudamalloc_oom) accepted it: it must not stop the
+     * job; set as ranksnap's own option, the same key is PyTorch 2.11's error */
+    rs_options o;
+    CHECK(load1(&o, "PYTORCH_CUDA_ALLOC_CONF=throw_on_cudamalloc_oom:True,expandable_segments:True") ==
+          RANKSNAP_OK);
+    CHECK(o.alloc_conf.expandable_segments == 1);
+    CHECK_EQ_U64(o.alloc_conf.unknown_keys, 1);
+    CHECK(load1(&o, "RANKSNAP_ALLOC_CONF=throw_on_cudamalloc_oom:True") == RANKSNAP_ERR_OPTION);
+    CHECK_STR_CONTAINS(ranksnap_last_error(), "Unrecognized key 'throw_on_cudamalloc_oom'");
+}
+
 TEST(deprecated_max_split_size_overrides_the_settings_key)
 {
     rs_options o;
@@ -557,6 +570,7 @@ int main(void)
     RUN(first_bad_value_stops_the_load);
     RUN(max_split_size_follows_pytorch_minimum_of_20mib);
     RUN(alloc_conf_takes_pytorch_settings_and_falls_back_to_pytorchs_variables);
+    RUN(alloc_conf_from_pytorchs_variable_skips_keys_of_a_newer_pytorch);
     RUN(deprecated_max_split_size_overrides_the_settings_key);
     RUN(memory_limit_forms);
     RUN(memory_limit_per_rank_lookup_falls_back_to_the_default);
