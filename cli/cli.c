@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "text.h"
 
 void rs_cli_usage(FILE *out, const rs_cli_verb *verb)
 {
@@ -70,10 +71,13 @@ void rs_cli_failure(const char *who, const char *path, ranksnap_status st)
 {
     const char *detail = ranksnap_last_error();
     if (!detail[0]) detail = ranksnap_strerror(st);
-    if (strstr(detail, path))
+    /* a name from a directory listing may hold escapes; the detail has them escaped already */
+    char name[1024];
+    rs_text_escape(name, sizeof name, path);
+    if (strstr(detail, name))
         fprintf(stderr, "%s: %s\n", who, detail);
     else
-        fprintf(stderr, "%s: %s: %s\n", who, path, detail);
+        fprintf(stderr, "%s: %s: %s\n", who, name, detail);
 }
 
 int rs_cli_file_operands(const rs_cli_verb *verb, int argc, char **argv, int *code)

@@ -28,6 +28,7 @@
 #include "cmd_report.h"
 #include "errors.h"
 #include "file_read.h"
+#include "text.h"
 
 #define RS_COLLECT_CHUNK ((size_t)1 << 30)
 #define RS_TAG_COUNT 901
@@ -68,8 +69,9 @@ static int store(const char *to, const char *name, const char *buf, size_t len, 
             free(old);
             if (same) return 0;
         }
+        char shown[600];
         fprintf(stderr, "ranksnap collect: %s came from more than one node (again from rank %d); "
-                        "the last one is kept\n", name, from_rank);
+                        "the last one is kept\n", rs_text_escape(shown, sizeof shown, name), from_rank);
     }
     if (rs_atomic_file_write(path, buf, len) != RANKSNAP_OK) {
         fprintf(stderr, "ranksnap collect: %s\n", ranksnap_last_error());

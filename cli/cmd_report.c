@@ -20,7 +20,9 @@
 #include "progress.h"
 #include "report.h"
 #include "report_html.h"
+#include "site_rules.h"
 #include "suggest.h"
+#include "text.h"
 #include "timeline.h"
 
 typedef struct report_opts {
@@ -29,7 +31,8 @@ typedef struct report_opts {
     const char *out_dir;
     const char *divergence; /* NULL: RANKSNAP_DIVERGENCE or its default */
     int rank_from_name;     /* PyTorch pickles: rank = the number in the file name */
-    int all_frames;         /* PyTorch pickles: sites may be torch / standard library frames */
+    int all_frames;         /* sites are the innermost frame that is not ranksnap's (site_rules.h) */
+    const char *site_skip;  /* --site-skip PATTERNS, NULL: RANKSNAP_SITE_SKIP */
     const char *html;       /* --html OUT.html */
     int progress;           /* --progress 1, --no-progress 0, -1: stderr is a terminal (progress.h) */
 } report_opts;
@@ -112,7 +115,8 @@ static size_t report_prefer_newest(report_file *f, size_t n)
 {
     size_t w = 0;
     for (size_t i = 0; i < n; i++) {
-        if (w > 0 && f[w - 1].sum.rank == f[i].sum.rank && (f[w - 1].is_ring != f[i].is_ring)) {
+        if (w > 0 && f[w - 1].sum.rank == f[i].sum.rank && (f[w - 1].is_ring != f[i].is_ring) &&
+            strcmp(f[w - 1].sum.job, f[i].sum.job) == 0) {
             report_file *ring = f[i].is_ring ? &f[i] : &f[w - 1];
             report_file *snap = f[i].is_ring ? &f[w - 1] : &f[i];
             /* an OOM dump is the moment that matters, whatever the ring saw after it */
@@ -200,7 +204,8 @@ static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_o
             o->progress = a[2] == 'p';
         } else if ((got = rs_cli_flag_value("--out", argc, argv, &it.i, &o->out_dir)) != 0 ||
                    (got = rs_cli_flag_value("--divergence", argc, argv, &it.i, &o->divergence)) != 0 ||
-                   (got = rs_cli_flag_value("--html", argc, argv, &it.i, &o->html)) != 0) {
+                   (got = rs_cli_flag_value("--html", argc, argv, &it.i, &o->html)) != 0 ||
+                   (got = rs_cli_flag_value("--site-skip", argc, argv, &it.i, &o->site_skip)) != 0) {
             if (got < 0 || (o->out_dir && !*o->out_dir) || (o->divergence && !*o->divergence) ||
                 (o->html && !*o->html)) {
                 *code = rs_cli_usage_error(verb, "%s expects a value", a);
@@ -231,32 +236,40 @@ static int cmp_file_rank(const void *pa, const void *pb)
  * in rank order. Returns the number kept, or -1. */
 static long report_check_files(const report_opts *o, report_file *f, size_t n, path_list *failed)
 {
-    for (size_t i = 1; i < n; i++) {
+    char a[256], b[256], ja[128], jb[128];
+    size_t w = n;
+    if (!o->allow_mixed_jobs && n > 0) {
+        /* the job most files belong to; ties go to the one of the lowest rank. Done before the
+         * check below: two jobs that shared a directory each left a file of rank 0. */
+        size_t best = 0, best_count = 0;
+        for (size_t i = 0; i < n; i++) {
+            size_t c = 0;
+            for (size_t j = 0; j < n; j++) c += strcmp(f[j].sum.job, f[i].sum.job) == 0;
+            if (c > best_count) best = i, best_count = c;
+        }
+        report_file keep = f[best];
+        w = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(f[i].sum.job, keep.sum.job) != 0) {
+                fprintf(stderr, "ranksnap: %s is from job %s but %s (and %zu files in all) are from job %s; "
+                                "left out (pass --allow-mixed-jobs to compare them anyway)\n",
+                        rs_text_escape(a, sizeof a, f[i].path),
+                        rs_text_escape(ja, sizeof ja, f[i].sum.job[0] ? f[i].sum.job : "(none)"),
+                        rs_text_escape(b, sizeof b, keep.path), best_count,
+                        rs_text_escape(jb, sizeof jb, keep.sum.job[0] ? keep.sum.job : "(none)"));
+                if (path_push(failed, NULL, f[i].path) != 0) return -1;
+                continue;
+            }
+            f[w++] = f[i];
+        }
+    }
+    for (size_t i = 1; i < w; i++) {
         if (f[i].sum.rank == f[i - 1].sum.rank) {
             fprintf(stderr, "ranksnap: %s and %s are both rank %d; give one snapshot per rank\n",
-                    f[i - 1].path, f[i].path, (int)f[i].sum.rank);
+                    rs_text_escape(a, sizeof a, f[i - 1].path), rs_text_escape(b, sizeof b, f[i].path),
+                    (int)f[i].sum.rank);
             return -1;
         }
-    }
-    if (o->allow_mixed_jobs || n == 0) return (long)n;
-    /* the job most files belong to; ties go to the one of the lowest rank */
-    size_t best = 0, best_count = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t c = 0;
-        for (size_t j = 0; j < n; j++) c += strcmp(f[j].sum.job, f[i].sum.job) == 0;
-        if (c > best_count) best = i, best_count = c;
-    }
-    size_t w = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(f[i].sum.job, f[best].sum.job) != 0) {
-            fprintf(stderr, "ranksnap: %s is from job %s but %s (and %zu files in all) are from job %s; "
-                            "left out (pass --allow-mixed-jobs to compare them anyway)\n",
-                    f[i].path, f[i].sum.job[0] ? f[i].sum.job : "(none)", f[best].path, best_count,
-                    f[best].sum.job[0] ? f[best].sum.job : "(none)");
-            if (path_push(failed, NULL, f[i].path) != 0) return -1;
-            continue;
-        }
-        f[w++] = f[i];
     }
     return (long)w;
 }
@@ -468,7 +481,7 @@ done:
 
 static int run_report(const rs_cli_verb *verb, int argc, char **argv)
 {
-    report_opts o = {0, 0, NULL, NULL, 0, 0, NULL, -1};
+    report_opts o = {0, 0, NULL, NULL, 0, 0, NULL, NULL, -1};
     path_list operands = {0, 0, NULL}, paths = {0, 0, NULL}, failed = {0, 0, NULL};
     report_file *files = NULL;
     size_t n = 0;
@@ -480,6 +493,10 @@ static int run_report(const rs_cli_verb *verb, int argc, char **argv)
     if (report_parse(verb, argc, argv, &o, &operands, &code) != 0) goto done;
     if (report_divergence(&o, &pct) != 0) {
         code = RS_EXIT_USAGE;
+        goto done;
+    }
+    if (rs_site_rules_set(o.site_skip, o.all_frames) != RANKSNAP_OK) {
+        code = rs_cli_usage_error(verb, "--site-skip %s", ranksnap_last_error());
         goto done;
     }
     code = RS_EXIT_FAILED;
@@ -554,7 +571,8 @@ done:
 
 const rs_cli_verb rs_cmd_report = {
 "report", "DIR|FILE... [--json] [--out DIR] [--html OUT.html] [--divergence PCT]\n"
-     "                [--allow-mixed-jobs] [--rank-from-name] [--all-frames] [--[no-]progress]",
+     "                [--allow-mixed-jobs] [--rank-from-name] [--site-skip PATTERNS]\n"
+     "                [--all-frames] [--[no-]progress]",
      "compare the ranks: peaks, OOMs, ranks diverging from the median, and the sites why",
      "  DIR                 every rank-*.rsnap in it, and the rank-*.ring files of ranks\n"
      "                      that died (recovered, marked incomplete)\n"
@@ -568,8 +586,11 @@ const rs_cli_verb rs_cmd_report = {
      "  FILE.pickle         a PyTorch snapshot (torch.cuda.memory._dump_snapshot); its rank is\n"
      "                      its place among the pickles given, or with\n"
      "  --rank-from-name    the number in its name: snapshot_rank3, rank-3, oom_rank-3_NAME\n"
-     "  --all-frames        PyTorch sites may be frames of torch and of the Python standard\n"
-     "                      library (by default the innermost frame of user code)\n"
+     "  --site-skip PATTERNS  frames never named as a site, added to the defaults (CUDA,\n"
+     "                      NCCL, libc, Python, PyTorch's machinery): comma-separated shell\n"
+     "                      patterns of function, file or library (default: RANKSNAP_SITE_SKIP)\n"
+     "  --all-frames        a site is the innermost frame that is not ranksnap's, nothing\n"
+     "                      else skipped (by default the user's line: docs/PYTORCH.md, Sites)\n"
      "  --progress, --no-progress\n"
      "                      progress on stderr: by default shown when stderr is a terminal\n"
      "                      and there are 8 files or 16 MiB or more\n"

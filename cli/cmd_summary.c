@@ -5,7 +5,9 @@
  * stack, grouped by function, file and line rather than by pc: two return addresses on one source
  * line are one site to the person reading, and the same grouping matches sites across ranks whose
  * libraries loaded at different addresses. Frames that were not resolved keep their pc in the key,
- * since "??" alone would lump unrelated code together.
+ * since "??" alone would lump unrelated code together. Every string of the file (host, job,
+ * device, names of functions, files and modules) is printed escaped (rs_text_put, common/text.h):
+ * a crafted snapshot must not drive the terminal it is summarised on.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -17,6 +19,7 @@
 #include "decode.h"
 #include "errors.h"
 #include "options.h"
+#include "site_rules.h"
 #include "sites.h"
 #include "summary.h"
 #include "text.h"
@@ -25,6 +28,7 @@
 
 typedef struct site {
     const rs_snap_frame *frame; /* NULL = the block has no stack */
+    rs_site name;           /* as the reports name it (sites.h): demangled, or a label */
     const char *module;     /* for unresolved frames         */
     uint64_t bytes;
     uint64_t blocks;
@@ -37,13 +41,11 @@ static int unresolved(const rs_snap_frame *f)
 
 static int cmp_site_key(const void *pa, const void *pb)
 {
-    const rs_snap_frame *a = ((const site *)pa)->frame, *b = ((const site *)pb)->frame;
+    const site *x = pa, *y = pb;
+    const rs_snap_frame *a = x->frame, *b = y->frame;
     if (!a || !b) return (a != NULL) - (b != NULL);
-    int c = strcmp(a->function, b->function);
+    int c = rs_site_cmp(&x->name, &y->name);
     if (c) return c;
-    c = strcmp(a->file, b->file);
-    if (c) return c;
-    if (a->line != b->line) return a->line < b->line ? -1 : 1;
     if (unresolved(a) && a->pc != b->pc) return a->pc < b->pc ? -1 : 1;
     return 0;
 }
@@ -58,14 +60,25 @@ static int cmp_site_bytes(const void *pa, const void *pb)
 static void print_site(FILE *out, const site *st)
 {
     const rs_snap_frame *f = st->frame;
-    if (!f)
-        fprintf(out, "(no stack recorded)");
-    else if (unresolved(f))
-        fprintf(out, "0x%" PRIx64 " in %s", f->pc, st->module ? st->module : "??");
-    else if (strcmp(f->file, "??") == 0)
-        fprintf(out, "%s (%s)", f->function, st->module ? st->module : "??");
-    else
-        fprintf(out, "%s %s:%" PRId32, f->function, f->file, f->line);
+    const char *module = st->module ? st->module : "??";
+    if (!f) {
+        fputs("(no stack recorded)", out);
+    } else if (unresolved(f)) {
+        fprintf(out, "0x%" PRIx64 " in ", f->pc);
+        rs_text_put(out, module);
+    } else if (!st->name.file[0]) {
+        rs_text_put(out, st->name.function);
+    } else if (strcmp(st->name.file, "??") == 0) {
+        rs_text_put(out, st->name.function);
+        fputs(" (", out);
+        rs_text_put(out, module);
+        fputc(')', out);
+    } else {
+        rs_text_put(out, st->name.function);
+        fputc(' ', out);
+        rs_text_put(out, st->name.file);
+        fprintf(out, ":%" PRId32, st->name.line);
+    }
 }
 
 static const char *module_of(const rs_snap *s, const rs_snap_frame *f)
@@ -99,6 +112,7 @@ static ranksnap_status top_sites(const rs_snap *s, const char *path, site **out,
             if (b->state != RS_BLOCK_ACTIVE_ALLOCATED) continue;
             int64_t fi = rs_site_pick_frame(&pk, b->stack);
             v[n].frame = fi >= 0 ? &s->frames[fi] : NULL;
+            rs_site_pick(&pk, b->stack, &v[n].name);
             v[n].module = module_of(s, v[n].frame);
             v[n].bytes = b->size;
             v[n].blocks = 1;
@@ -144,13 +158,13 @@ static void print_oom(FILE *out, const rs_snap *s)
             al, rs, lim);
     rs_site_picker pk;
     rs_site_picker_init(&pk, s);
-    int64_t fi = rs_site_pick_frame(&pk, o->stack);
+    rs_site at;
+    rs_site_path path;
+    rs_site_pick_path(&pk, o->stack, &at, &path);
     rs_site_picker_free(&pk);
-    site st = {fi >= 0 ? &s->frames[fi] : NULL, NULL, 0, 0};
-    st.module = module_of(s, st.frame);
-    fprintf(out, "  at ");
-    print_site(out, &st);
-    fprintf(out, " (stream 0x%" PRIx64 ")\n", s->streams[o->stream]);
+    char where[RS_SITE_PATH_MAX * (RS_SITE_FUNC_LEN + RS_SITE_FILE_LEN + 16)];
+    rs_site_path_format(&path, where, sizeof where);
+    fprintf(out, "  at %s (stream 0x%" PRIx64 ")\n", where, s->streams[o->stream]);
 }
 
 ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *path)
@@ -166,12 +180,26 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
     uint64_t live_blocks, live_bytes;
     RS_CHECK(top_sites(s, name, &sites, &n_sites, &live_blocks, &live_bytes));
 
-    if (path) fprintf(out, "%s\n", path);
-    fprintf(out, "  rank        %d of %d on %s, pid %" PRId64 "%s%s\n", s->rank, s->world_size,
-            s->host, s->pid, s->job[0] ? ", job " : "", s->job);
+    if (path) {
+        rs_text_put(out, path);
+        fputc('\n', out);
+    }
+    fprintf(out, "  rank        %d of %d on ", s->rank, s->world_size);
+    rs_text_put(out, s->host);
+    fprintf(out, ", pid %" PRId64, s->pid);
+    if (s->job[0]) {
+        fputs(", job ", out);
+        rs_text_put(out, s->job);
+    }
+    fputc('\n', out);
     rs_text_format_bytes(s->device.total_bytes, a, sizeof a);
-    fprintf(out, "  device      %d: %s, %s (%s), backend %s\n", s->device.index, s->device.name,
-            a, s->device.uuid, s->backend);
+    fprintf(out, "  device      %d: ", s->device.index);
+    rs_text_put(out, s->device.name);
+    fprintf(out, ", %s (", a);
+    rs_text_put(out, s->device.uuid);
+    fputs("), backend ", out);
+    rs_text_put(out, s->backend);
+    fputc('\n', out);
     fprintf(out, "  snapshot    %s\n",
             s->complete ? "complete" : "INCOMPLETE (written from a crash path)");
 
@@ -198,8 +226,9 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
     for (size_t i = 0; i < t->n_outside_labels; i++) {
         if (!t->outside_labels[i].bytes) continue;
         rs_text_format_bytes(t->outside_labels[i].bytes, a, sizeof a);
-        fprintf(out, "%s%s holds %s", held ? ", " : "  held by    ",
-                rs_summary_outside_label_name(t->outside_labels[i].label), a);
+        fputs(held ? ", " : "  held by    ", out);
+        rs_text_put(out, rs_summary_outside_label_name(t->outside_labels[i].label));
+        fprintf(out, " holds %s", a);
         held = 1;
     }
     if (held) fputs(" (of the bytes outside, at the snapshot)\n", out);
@@ -232,19 +261,25 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
     /* Live blocks at the end are often few (a program frees its tensors before it exits); the
      * question is usually what was live at the peak, which the history answers. */
     rs_site *peak = NULL;
+    rs_site_path *paths = NULL;
     size_t n_peak = 0;
-    if (s->history.count > 0 && rs_site_list_at_peak(s, &peak, &n_peak) == RANKSNAP_OK && n_peak) {
+    if (s->history.count > 0 && rs_site_list_at_peak(s, &peak, &paths, &n_peak) == RANKSNAP_OK && n_peak) {
         if (s->has_oom)
             fprintf(out, "largest allocation sites at the OOM:\n");
         else
             fprintf(out, "largest allocation sites at the peak (step %" PRId64 "):\n", t->peak_step);
         for (size_t i = 0; i < n_peak && i < SUMMARY_TOP_SITES; i++) {
             rs_text_format_bytes((uint64_t)(peak[i].bytes > 0 ? peak[i].bytes : 0), a, sizeof a);
-            fprintf(out, "  %12s  %6d block%s  %s %s:%d\n", a, (int)peak[i].blocks,
-                    peak[i].blocks == 1 ? " " : "s", peak[i].function, peak[i].file, (int)peak[i].line);
+            char where[RS_SITE_PATH_MAX * (RS_SITE_FUNC_LEN + RS_SITE_FILE_LEN + 16)];
+            rs_site_path_format(&paths[i], where, sizeof where);
+            fprintf(out, "  %12s  %6d block%s  ", a, (int)peak[i].blocks,
+                    peak[i].blocks == 1 ? " " : "s");
+            rs_text_put(out, where);
+            fputc('\n', out);
         }
     }
     free(peak);
+    free(paths);
 
     if (ferror(out) || fflush(out) != 0)
         return rs_error(RANKSNAP_ERR_IO, "%s: writing the summary failed: %s", name,
@@ -252,10 +287,39 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
     return RANKSNAP_OK;
 }
 
+/* The operands, moved to the front of argv, and the site flags; -1 (and *code) to stop. */
+static int summary_args(const rs_cli_verb *verb, int argc, char **argv, int *code)
+{
+    rs_cli_args it;
+    rs_cli_args_init(&it, argc, argv);
+    const char *arg, *skip = NULL;
+    int n = 0, kind, all_frames = 0, got;
+    while ((kind = rs_cli_next(verb, &it, &arg)) != RS_CLI_END) {
+        if (kind == RS_CLI_HELP) {
+            *code = RS_EXIT_OK;
+            return -1;
+        }
+        if (kind == RS_CLI_OPERAND)
+            argv[n++] = (char *)arg;
+        else if (strcmp(arg, "--all-frames") == 0)
+            all_frames = 1;
+        else if ((got = rs_cli_flag_value("--site-skip", argc, argv, &it.i, &skip)) == 0 || got < 0) {
+            *code = rs_cli_usage_error(verb, got < 0 ? "%s expects a value" : "unknown option '%s'", arg);
+            return -1;
+        }
+    }
+    if (rs_site_rules_set(skip, all_frames) != RANKSNAP_OK) {
+        *code = rs_cli_usage_error(verb, "--site-skip %s", ranksnap_last_error());
+        return -1;
+    }
+    if (n == 0) *code = rs_cli_usage_error(verb, "expected at least one FILE");
+    return n ? n : -1;
+}
+
 static int run_summary(const rs_cli_verb *verb, int argc, char **argv)
 {
     int code = RS_EXIT_OK;
-    int n = rs_cli_file_operands(verb, argc, argv, &code);
+    int n = summary_args(verb, argc, argv, &code);
     if (n < 0) return code;
     for (int i = 0; i < n; i++) {
         rs_snap *snap = NULL;
@@ -271,5 +335,8 @@ static int run_summary(const rs_cli_verb *verb, int argc, char **argv)
 }
 
 const rs_cli_verb rs_cmd_summary = {
-    "summary", "FILE...", "print identity, totals and peaks of each .rsnap snapshot", NULL,
+    "summary", "FILE... [--site-skip PATTERNS] [--all-frames]",
+    "print identity, totals and peaks of each .rsnap snapshot",
+    "  --site-skip PATTERNS, --all-frames\n"
+    "                   which frames may be a site, as for `ranksnap report`\n",
     run_summary};

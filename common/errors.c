@@ -8,15 +8,20 @@
 #include <stdio.h>
 
 #include "errors.h"
+#include "text.h"
 
 static _Thread_local char rs_last_error_buf[1024];
 
 ranksnap_status rs_error(ranksnap_status status, const char *fmt, ...)
 {
+    /* Details name files, hosts and jobs read from files: the terminal that prints one must not
+     * obey it (text.h). Formatted apart first, since an argument may be the previous detail. */
+    char raw[sizeof rs_last_error_buf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(rs_last_error_buf, sizeof rs_last_error_buf, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    rs_text_escape(rs_last_error_buf, sizeof rs_last_error_buf, raw);
     return status;
 }
 

@@ -12,13 +12,14 @@
 #include "errors.h"
 #include "file_read.h"
 
-static const char *kind_of(mode_t m)
+const char *rs_file_kind(mode_t m)
 {
     if (S_ISDIR(m)) return "a directory";
     if (S_ISFIFO(m)) return "a FIFO";
     if (S_ISCHR(m)) return "a character device";
     if (S_ISBLK(m)) return "a block device";
     if (S_ISSOCK(m)) return "a socket";
+    if (S_ISLNK(m)) return "a symbolic link";
     return "not a regular file";
 }
 
@@ -38,7 +39,7 @@ int rs_file_open_regular(const char *path)
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        rs_error(RANKSNAP_ERR_IO, "%s: is %s, expected a regular file", path, kind_of(st.st_mode));
+        rs_error(RANKSNAP_ERR_IO, "%s: is %s, expected a regular file", path, rs_file_kind(st.st_mode));
         return -1;
     }
     return fd;

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ranksnap.h"
 
@@ -23,5 +24,8 @@ ranksnap_status rs_file_read(const char *path, uint64_t max_bytes, char **buf, s
 /* Opens `path` for reading as rs_file_read does (O_NONBLOCK, regular files only) and returns the
  * descriptor, or -1 with the error set (rs_error) naming the path. */
 int rs_file_open_regular(const char *path);
+
+/* What a non-regular file is, for messages: "a directory", "a FIFO", "a character device", ... */
+const char *rs_file_kind(mode_t mode);
 
 #endif

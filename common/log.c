@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "text.h"
 
 static int rs_log_level_ = RS_LOG_WARN;
 static unsigned rs_log_mask_ = RS_SUB_ALL;
@@ -42,11 +43,14 @@ void rs_log(int level, unsigned subsys, const char *fmt, ...)
     int n = snprintf(line, sizeof line, "%s:%d:%d ranksnap %s ", rs_log_host_, (int)getpid(),
                      rs_log_rank_, names[level < 0 ? 0 : level > 3 ? 3 : level]);
     if (n < 0) return;
+    /* a message may carry names read from files: escaped (text.h), and one line whatever it holds */
+    char msg[sizeof line];
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    int m = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (m < 0) return;
+    rs_text_escape(line + n, sizeof line - (size_t)n - 1, msg);
     size_t len = strlen(line);
     line[len++] = '\n';
     ssize_t w = write(STDERR_FILENO, line, len);

@@ -540,6 +540,12 @@ static const rs_opt rs_option_table[] = {
     {"RANKSNAP_DIVERGENCE", "percent", "5%",
      "a rank whose peak is this far from the median (and beyond the noise, median/MAD) is flagged",
      "a percentage such as 5% or 2.5", parse_percent, RS_FIELD(divergence), 0, 0, NULL, NULL, NULL},
+    {"RANKSNAP_SITE_SKIP", "patterns", "",
+     "frames never named as an allocation site, added to the defaults (CUDA, NCCL, libc, Python, "
+     "PyTorch's machinery): comma-separated shell patterns matched against a frame's function, "
+     "source file and library, e.g. '*/mylib/alloc.py,myproj::pool::*'",
+     "comma-separated patterns, together shorter than 1024 bytes", parse_string,
+     RS_FIELD(site_skip), 0, sizeof(((rs_options *)0)->site_skip), NULL, NULL, NULL},
     {"RANKSNAP_REPORT", "bool", "1",
      "gather to rank 0 at the end of each recorded range, print the text report there and write "
      "report.txt/json; 0: each rank only writes its file (RANKSNAP_WRITE)",

@@ -74,4 +74,16 @@ typedef struct rs_ring_header {
     uint64_t reserved_peak_at_step;
 } rs_ring_header;
 
+/* The format's own fields of a new header (not the magic: a writer stores it last). */
+static inline void rs_ring_header_init(rs_ring_header *h, uint64_t capacity, uint64_t max_segments)
+{
+    h->version = RS_RING_VERSION;
+    h->endian = RS_RING_ENDIAN;
+    h->header_size = RS_RING_HEADER_SIZE;
+    h->event_size = sizeof(rs_ring_event);
+    h->capacity = capacity;
+    h->max_segments = max_segments;
+    h->step = -1;
+}
+
 #endif

@@ -48,3 +48,102 @@ void rs_text_copy_tail(char *dst, size_t cap, const char *src)
     memcpy(dst, "...", 3);
     memcpy(dst + 3, p, strlen(p) + 1);
 }
+
+/* One character of `p` as it may be shown: `piece` gets it unchanged or as \xHH escapes (at most
+ * 16 bytes); returns how many bytes of `p` it covers. */
+static size_t escape_one(const unsigned char *p, char piece[17], size_t *piece_len)
+{
+    size_t n = 1;
+    unsigned c = p[0];
+    int plain = c >= 0x20 && c < 0x7f;
+    if (c >= 0x80) {
+        int u = rs_utf8_len(p);
+        /* U+0080..U+009F are encoded C2 80..C2 9F: C1 controls, escaped like C0 */
+        if (u > 0 && !(c == 0xC2 && p[1] < 0xA0)) plain = 1;
+        n = u > 0 ? (size_t)u : 1;
+    }
+    if (plain) {
+        memcpy(piece, p, n);
+        *piece_len = n;
+        return n;
+    }
+    static const char hex[] = "0123456789abcdef";
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        piece[k++] = '\\';
+        piece[k++] = 'x';
+        piece[k++] = hex[p[i] >> 4];
+        piece[k++] = hex[p[i] & 15];
+    }
+    *piece_len = k;
+    return n;
+}
+
+const char *rs_text_escape(char *dst, size_t cap, const char *src)
+{
+    size_t w = 0;
+    const unsigned char *p = (const unsigned char *)src;
+    while (*p) {
+        char piece[17];
+        size_t k;
+        p += escape_one(p, piece, &k);
+        if (w + k >= cap) break;
+        memcpy(dst + w, piece, k);
+        w += k;
+    }
+    dst[w] = '\0';
+    return dst;
+}
+
+void rs_text_put(FILE *out, const char *src)
+{
+    const unsigned char *p = (const unsigned char *)src;
+    while (*p) {
+        /* runs of plain text in one call */
+        const unsigned char *q = p;
+        while (*q >= 0x20 && *q < 0x7f) q++;
+        if (q > p) {
+            fwrite(p, 1, (size_t)(q - p), out);
+            p = q;
+            continue;
+        }
+        char piece[17];
+        size_t k;
+        p += escape_one(p, piece, &k);
+        fwrite(piece, 1, k, out);
+    }
+}
+
+void rs_text_file_tag(char *dst, size_t cap, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t w = 0, i = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    if (cap < 18) {
+        if (cap) dst[0] = '\0';
+        return;
+    }
+    /* the hash suffix needs 17 bytes: the head stops early enough to leave them */
+    size_t room = cap - 18;
+    for (; p[i]; i++) {
+        unsigned c = p[i];
+        int keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+        size_t k = keep ? 1 : 3;
+        if (w + k > room) break;
+        if (keep) {
+            dst[w++] = (char)c;
+        } else {
+            dst[w++] = '_';
+            dst[w++] = hex[c >> 4];
+            dst[w++] = hex[c & 15];
+        }
+    }
+    if (p[i]) {
+        /* FNV-1a of the whole name: not seeded, the tag must be the same in every process */
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (size_t j = 0; p[j]; j++) h = (h ^ p[j]) * 0x100000001b3ull;
+        dst[w++] = '-';
+        for (int b = 60; b >= 0; b -= 4) dst[w++] = hex[(h >> b) & 15];
+    }
+    dst[w] = '\0';
+}

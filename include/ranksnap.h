@@ -58,11 +58,15 @@ RANKSNAP_API const char *ranksnap_last_error(void);
 /* "0.1.0" */
 RANKSNAP_API const char *ranksnap_version(void);
 
-/* Starts ranksnap in this process: reads the RANKSNAP_* environment (a bad value is an error
- * that names the variable), picks the backend and creates the allocator and the recorder.
- * `mpi_comm` is the address of an MPI_Comm whose ranks take part, or NULL for a process on its
- * own (rank and world size are then read from the launcher's environment when present).
- * Calling it twice returns RANKSNAP_OK without doing anything the second time. */
+/* Starts ranksnap in this process: reads the RANKSNAP_* environment, picks the backend and
+ * creates the allocator and the recorder. `mpi_comm` is the address of an MPI_Comm whose ranks
+ * take part, or NULL for a process on its own (rank and world size are then read from the
+ * launcher's environment when present). Calling it twice returns RANKSNAP_OK without doing
+ * anything the second time. A value that does not parse (or a start that fails) never breaks the
+ * program: the error is printed once on stderr, naming the variable, and ranksnap passes calls
+ * through as RANKSNAP_DISABLE=1 does — ranksnap_malloc/free go to the device, the recording calls
+ * succeed and do nothing, ranksnap_get_stats has none — and this returns RANKSNAP_OK (the
+ * reason stays in ranksnap_last_error(); ranksnap_is_recording() says 0). */
 RANKSNAP_API ranksnap_status ranksnap_init(const void *mpi_comm);
 
 /* Releases cached device memory and the recorder. Blocks still allocated stay valid for the

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The whole test suite, as CI runs it (.ci/run): a warnings-as-errors build with the unit and MPI
 # tests, report.html in a headless browser, an ASan/UBSan build of the unit tests, the thread test
-# under ThreadSanitizer, and a short libFuzzer run of the snapshot decoder. GPU tests (label gpu)
+# under ThreadSanitizer, and short libFuzzer runs of the three decoders. GPU tests (label gpu)
 # skip with a reason where no GPU is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,5 +32,5 @@ CC=clang CXX=clang++ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DRANKSNA
 cmake --build build-tsan -j "$jobs" --target test_alloc_threads
 ctest --test-dir build-tsan -R 'threads' --output-on-failure
 
-step "fuzz: the snapshot decoder, short run"
+step "fuzz: the .rsnap, ring and pickle decoders, short runs under an RSS limit"
 ctest --test-dir build-asan -L fuzz --output-on-failure

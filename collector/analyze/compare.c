@@ -2,28 +2,34 @@
  * compare.c — the verdicts over the ranks of a job: who ran out of memory, whose peak diverges
  * from the median, since which step, growing or constant, and from which allocation sites.
  *
- * The rules, also in docs/FORMAT.md ("report.json"):
- * - median: of peak_allocated over the ranks present; with an even count the lower middle, so
- *   that the median is the peak of a real rank. The reference rank is the non-OOM rank whose peak
- *   is nearest the median (an OOM rank only when every rank OOMed).
+ * The rules, also in docs/FORMAT.md ("How the verdicts are reached"):
+ * - ranks with no data: a rank that recorded nothing (no allocation, no OOM: killed at start-up)
+ *   is listed as such and left out of everything below.
+ * - median: of peak_allocated over the ranks with data that did not run out of memory (an OOM
+ *   cuts a rank's history short, so its peak says little about the others'); over every rank
+ *   with data when all of them did. With an even count the lower middle, so that the median is
+ *   the peak of a real rank; the reference rank is the one of that set nearest the median.
  * - divergence: |peak - median| > max(divergence_pct% of the median, mad_k * 1.4826 * MAD), MAD
- *   being the (lower-middle) median of |peak - median|. The percentage decides when most ranks
- *   agree (the MAD is then ~0); the MAD guard keeps a job whose ranks are all spread out (uneven
- *   data, noisy sizes) from being flagged rank by rank.
- * - first divergent step: the first step, aligned with the reference's series by step number,
- *   where the rank's step peak is further from the reference's (in the direction of the
- *   divergence) than divergence_pct% of the reference's step peak and than a noise floor of
- *   min(1 MiB, half the rank's divergence in bytes).
- * - growth or offset: over the steps from the first divergent one on, d = the per-step difference
- *   against the reference. Growth when there are at least two such steps, the last d exceeds the
- *   first by more than 50% of the first, and at least 2/3 of the step-to-step changes of d are
- *   increases; otherwise a constant offset. For growth, the first divergent step is then moved
- *   back over the earlier steps where d was already positive and rising, so that a leak too small
- *   to cross the threshold at once is dated from where it started.
+ *   being the (lower-middle) median of |peak - median| over the same set. The percentage decides
+ *   when most ranks agree (the MAD is then ~0); the MAD guard keeps a job whose ranks are all
+ *   spread out from being flagged rank by rank. An OOM rank is flagged only above the median.
+ * - the per-step difference d[k] = the rank's step peak minus the reference's at the same step,
+ *   in the direction of the divergence, over the steps both recorded.
+ * - growth or offset: growth when d follows a line whose slope is significant against the
+ *   step-to-step noise: the best of the lines that start at some step j (flat before, rising
+ *   after, at least three points on the rising part) has a positive slope b with a t statistic
+ *   of at least GROWTH_T, and fits d better than the best single step change does (a one-time
+ *   jump fits a step better than any line). Growth is dated from j and reported as b bytes per
+ *   step; with a known capacity (the rank's memory limit, else its device's) the step at which
+ *   the rank's own peak would reach it at its own rate over the same steps is projected.
+ *   Otherwise the difference is an offset, dated from the first step where d exceeds
+ *   divergence_pct% of the reference's step peak and a noise floor of min(1 MiB, half the rank's
+ *   divergence in bytes).
  * - sites: live bytes per site (function, file, line) of the rank minus those of the reference,
  *   from the full snapshots when both are at hand (rs_site_list_at_peak), from the summaries' top
  *   sites otherwise; ordered by the difference in the direction of the divergence, those in that
- *   direction kept (when none are, the largest differences either way).
+ *   direction kept (when none are, the largest differences either way). What the listed sites do
+ *   not account for of the peak difference is reported as unattributed.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -33,8 +39,12 @@
 
 #include "compare.h"
 #include "errors.h"
+#include "sat.h"
 
 #define MIB ((uint64_t)1 << 20)
+/* A per-step slope this many standard errors above zero is growth (about a 1% chance for noise
+ * with the few degrees of freedom of a short series). */
+#define GROWTH_T 4.0
 /* More missing ranks than this are counted in a note rather than listed one by one. */
 #define MAX_MISSING_LISTED 1000000
 
@@ -71,6 +81,7 @@ void rs_compare_result_free(rs_compare_result *r)
     if (!r) return;
     free(r->ranks);
     free(r->missing);
+    free(r->no_data);
     for (size_t i = 0; i < r->n_oom; i++) free(r->oom[i].live);
     free(r->oom);
     for (size_t i = 0; i < r->n_divergent; i++) free(r->divergent[i].sites);
@@ -112,13 +123,86 @@ static uint64_t peak_at_step(const rs_summary *s, int64_t step)
     return k < (uint64_t)s->n_steps ? s->step_peak[k] : RS_SUMMARY_NO_DATA;
 }
 
-/* First divergent step and growth of `r` against `ref` (rules at the top of the file). `sign` is
- * +1 for a rank above the median, -1 below; `dev` its distance from the median in bytes. */
+/* Least squares of y on x over [from, m): slope, intercept and residual sum of squares; *ok 0
+ * when x does not vary. */
+static void fit_line(const double *x, const double *y, int from, int m, double *slope,
+                     double *icept, double *rss, double *sxx, int *ok)
+{
+    int n = m - from;
+    double mx = 0, my = 0;
+    for (int k = from; k < m; k++) mx += x[k], my += y[k];
+    mx /= n;
+    my /= n;
+    double xx = 0, xy = 0;
+    for (int k = from; k < m; k++) {
+        xx += (x[k] - mx) * (x[k] - mx);
+        xy += (x[k] - mx) * (y[k] - my);
+    }
+    *ok = xx > 0;
+    *slope = *ok ? xy / xx : 0;
+    *icept = my - *slope * mx;
+    *sxx = xx;
+    double r = 0;
+    for (int k = from; k < m; k++) {
+        double e = y[k] - (*icept + *slope * x[k]);
+        r += e * e;
+    }
+    *rss = r;
+}
+
+/* The residual sum of squares of d around the mean of each side of a split at j (j = 0: no
+ * split). */
+static double step_rss(const double *d, int m, int j)
+{
+    double rss = 0;
+    for (int side = 0; side < 2; side++) {
+        int a = side ? j : 0, b = side ? m : j;
+        if (b <= a) continue;
+        double mean = 0;
+        for (int k = a; k < b; k++) mean += d[k];
+        mean /= b - a;
+        for (int k = a; k < b; k++) rss += (d[k] - mean) * (d[k] - mean);
+    }
+    return rss;
+}
+
+/* The best line that is flat up to step index j and rises after it (a hinge at x[j]): its j, flat
+ * level, slope, t statistic and residual sum of squares. 0 when no j leaves three points on the
+ * line. */
+static int best_hinge(const double *x, const double *d, int m, int *at, double *flat, double *slope,
+                      double *t, double *rss)
+{
+    double z[RS_SUMMARY_MAX_STEPS];
+    int found = 0;
+    for (int j = 0; j + 3 <= m; j++) {
+        for (int k = 0; k < m; k++) z[k] = x[k] > x[j] ? x[k] - x[j] : 0;
+        double b, c, r, sxx;
+        int ok;
+        fit_line(z, d, 0, m, &b, &c, &r, &sxx, &ok);
+        if (!ok) continue;
+        if (!found || r < *rss) {
+            found = 1;
+            *at = j;
+            *flat = c;
+            *slope = b;
+            *rss = r;
+            /* the slope's standard error from the residual variance (m - 2 degrees of freedom);
+             * no residual at all is an exact line */
+            double se = m > 2 ? sqrt(r / (m - 2) / sxx) : 0;
+            *t = se > 0 ? b / se : (b > 0 ? INFINITY : 0);
+        }
+    }
+    return found;
+}
+
+/* First divergent step, growth and projection of `r` against `ref` (rules at the top of the
+ * file). `sign` is +1 for a rank above the median, -1 below; `dev` its distance from the median
+ * in bytes. */
 static void classify_steps(const rs_summary *r, const rs_summary *ref, int sign, uint64_t dev,
                            double pct, rs_compare_divergent *out)
 {
     int n = r->n_steps > RS_SUMMARY_MAX_STEPS ? RS_SUMMARY_MAX_STEPS : r->n_steps;
-    double d[RS_SUMMARY_MAX_STEPS];
+    double d[RS_SUMMARY_MAX_STEPS], x[RS_SUMMARY_MAX_STEPS], own[RS_SUMMARY_MAX_STEPS];
     int64_t step[RS_SUMMARY_MAX_STEPS];
     int m = 0;
     /* The per-step differences where both ranks have data, in step order. */
@@ -127,54 +211,93 @@ static void classify_steps(const rs_summary *r, const rs_summary *ref, int sign,
         uint64_t a = r->step_peak[k], b = peak_at_step(ref, st);
         if (a == RS_SUMMARY_NO_DATA || b == RS_SUMMARY_NO_DATA) continue;
         d[m] = sign * ((double)a - (double)b);
+        x[m] = (double)st;
+        own[m] = (double)a;
         step[m] = st;
         m++;
     }
     out->first_divergent_step = -1;
     out->growth = 0;
+    out->exhaust_step = -1;
+    out->last_step = m ? step[m - 1] : -1;
+    out->capacity = r->memory_limit ? r->memory_limit : r->device_total;
+    out->capacity_is_limit = r->memory_limit != 0;
     double floor_bytes = (double)(dev / 2 < MIB ? dev / 2 : MIB);
-    int first = -1;
     for (int k = 0; k < m; k++) {
         uint64_t b = peak_at_step(ref, step[k]);
         double thr = pct / 100.0 * (double)b;
         if (thr < floor_bytes) thr = floor_bytes;
         if (d[k] > thr) {
-            first = k;
+            out->first_divergent_step = step[k];
             break;
         }
     }
-    if (first < 0) return;
-    int count = m - first, rises = 0;
-    for (int k = first + 1; k < m; k++)
-        if (d[k] > d[k - 1]) rises++;
-    if (count >= 2 && d[m - 1] - d[first] > 0.5 * d[first] && 3 * rises >= 2 * (count - 1)) {
-        out->growth = 1;
-        while (first > 0 && d[first - 1] > 0 && d[first - 1] < d[first]) first--;
+
+    int j = 0;
+    double flat = 0, slope = 0, tstat = 0, line_rss = 0;
+    if (m < 3 || !best_hinge(x, d, m, &j, &flat, &slope, &tstat, &line_rss)) return;
+    double jump_rss = step_rss(d, m, 0);
+    for (int k = 1; k < m; k++) {
+        double rss = step_rss(d, m, k);
+        if (rss < jump_rss) jump_rss = rss;
     }
-    out->first_divergent_step = step[first];
+    if (!(slope > 0) || tstat < GROWTH_T || !(line_rss < jump_rss)) return;
+    out->growth = 1;
+    out->growth_per_step = slope;
+    out->growth_t = tstat;
+    /* Dated from the first step that rises above the flat part by half a step's growth; with no
+     * flat part seen (j = 0), above no difference at all: a leak of every step is "since step 0". */
+    double base = j > 0 ? flat : 0;
+    int start = j;
+    while (start < m - 1 && !(d[start] - base > slope / 2)) start++;
+    out->first_divergent_step = step[start];
+    /* the rate over the rising part alone: the flat part before it bends the hinge's line */
+    double rate_d, icept_d, rss_d, sxx_d;
+    int ok_d;
+    fit_line(x, d, start, m, &rate_d, &icept_d, &rss_d, &sxx_d, &ok_d);
+    if (ok_d && rate_d > 0) out->growth_per_step = rate_d;
+    if (!out->capacity) return;
+    /* The rank's own rate over the same steps (the reference may move too); the difference's
+     * when its own does not rise. */
+    double own_slope, own_icept, own_rss, own_sxx;
+    int ok;
+    fit_line(x, own, j, m, &own_slope, &own_icept, &own_rss, &own_sxx, &ok);
+    double rate = ok && own_slope > 0 ? own_slope : slope * sign;
+    if (!(rate > 0)) return;
+    double left = (double)out->capacity - own[m - 1];
+    double steps = left <= 0 ? 0 : ceil(left / rate);
+    out->exhaust_step = steps > 1e15 ? -1 : step[m - 1] + (int64_t)steps;
 }
 
 /* ---- sites --------------------------------------------------------------------------------- */
 
+static int64_t abs_bytes(int64_t b)
+{
+    return b < 0 ? (b == INT64_MIN ? INT64_MAX : -b) : b;
+}
+
 static int cmp_site_desc(const void *pa, const void *pb)
 {
-    const rs_site *a = pa, *b = pb;
-    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
-    return rs_site_cmp(a, b);
+    const rs_compare_site *a = pa, *b = pb;
+    if (a->site.bytes != b->site.bytes) return a->site.bytes > b->site.bytes ? -1 : 1;
+    return rs_site_cmp(&a->site, &b->site);
 }
 
 static int cmp_site_abs(const void *pa, const void *pb)
 {
-    const rs_site *a = pa, *b = pb;
-    uint64_t x = a->bytes < 0 ? (uint64_t)0 - (uint64_t)a->bytes : (uint64_t)a->bytes;
-    uint64_t y = b->bytes < 0 ? (uint64_t)0 - (uint64_t)b->bytes : (uint64_t)b->bytes;
+    const rs_compare_site *a = pa, *b = pb;
+    int64_t x = abs_bytes(a->site.bytes), y = abs_bytes(b->site.bytes);
     if (x != y) return x > y ? -1 : 1;
-    return rs_site_cmp(a, b);
+    return rs_site_cmp(&a->site, &b->site);
 }
 
 static int cmp_site_key_q(const void *pa, const void *pb)
 {
-    return rs_site_cmp(pa, pb);
+    const rs_compare_site *a = pa, *b = pb;
+    int c = rs_site_cmp(&a->site, &b->site);
+    /* the rank's own entry (blocks > 0 or bytes >= 0) first, so that its path is kept */
+    if (c) return c;
+    return (a->site.bytes < 0) - (b->site.bytes < 0);
 }
 
 static int64_t sat_sub(int64_t a, int64_t b)
@@ -184,65 +307,88 @@ static int64_t sat_sub(int64_t a, int64_t b)
     return a - b;
 }
 
+/* One rank's sites: the sites and their paths (NULL: each site is its own path). */
+typedef struct site_list {
+    rs_site *own;         /* malloc'ed when they came from a full snapshot */
+    rs_site_path *paths;  /* malloc'ed, or NULL */
+    const rs_site *v;
+    size_t n;
+} site_list;
+
+static void site_list_free(site_list *l)
+{
+    free(l->own);
+    free(l->paths);
+}
+
+/* The sites of a rank: its full snapshot's at its peak (or OOM), else its summary's. */
+static ranksnap_status sites_of(const rs_summary *s, const rs_snap *full, site_list *l)
+{
+    memset(l, 0, sizeof *l);
+    if (full) {
+        RS_CHECK(rs_site_list_at_peak(full, &l->own, &l->paths, &l->n));
+        l->v = l->own;
+        return RANKSNAP_OK;
+    }
+    l->v = s->sites;
+    l->n = (size_t)(s->n_sites < 0 ? 0 : s->n_sites > RS_SUMMARY_MAX_SITES ? RS_SUMMARY_MAX_SITES : s->n_sites);
+    return RANKSNAP_OK;
+}
+
+static void compare_site_of(const site_list *l, size_t i, rs_compare_site *out)
+{
+    out->site = l->v[i];
+    if (l->paths)
+        out->path = l->paths[i];
+    else
+        rs_site_path_of_site(&l->v[i], &out->path);
+}
+
 /* rank's sites minus ref's, matched by function + file + line; *out malloc'ed (may be NULL with
- * *n 0). */
-static ranksnap_status site_deltas(const rs_site *a, size_t na, const rs_site *b, size_t nb,
-                                   int sign, size_t max, rs_site **out, size_t *n)
+ * *n 0). *sum_all is the sum of every site's delta, listed or not. */
+static ranksnap_status site_deltas(const site_list *a, const site_list *b, int sign, size_t max,
+                                   rs_compare_site **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
-    rs_site *v = malloc((na + nb + 1) * sizeof *v);
-    if (!v) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu site deltas", na + nb);
-    memcpy(v, a, na * sizeof *v);
-    for (size_t i = 0; i < nb; i++) {
-        v[na + i] = b[i];
-        v[na + i].bytes = sat_sub(0, b[i].bytes);
-        v[na + i].blocks = 0;
+    size_t total = a->n + b->n;
+    rs_compare_site *v = malloc((total + 1) * sizeof *v);
+    if (!v) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu site deltas", total);
+    for (size_t i = 0; i < a->n; i++) compare_site_of(a, i, &v[i]);
+    for (size_t i = 0; i < b->n; i++) {
+        compare_site_of(b, i, &v[a->n + i]);
+        v[a->n + i].site.bytes = sat_sub(0, b->v[i].bytes);
+        v[a->n + i].site.blocks = 0;
     }
-    size_t total = na + nb, m = 0;
+    size_t m = 0;
     qsort(v, total, sizeof *v, cmp_site_key_q);
     for (size_t i = 0; i < total; i++) {
-        if (m > 0 && rs_site_same(&v[m - 1], &v[i])) {
+        if (m > 0 && rs_site_same(&v[m - 1].site, &v[i].site)) {
             /* a - (-b) saturates where a + b would overflow */
-            v[m - 1].bytes = sat_sub(v[m - 1].bytes, sat_sub(0, v[i].bytes));
-            v[m - 1].blocks += v[i].blocks;
+            v[m - 1].site.bytes = sat_sub(v[m - 1].site.bytes, sat_sub(0, v[i].site.bytes));
+            v[m - 1].site.blocks += v[i].site.blocks;
         } else {
             v[m++] = v[i];
         }
     }
     size_t keep = 0;
     for (size_t i = 0; i < m; i++)
-        if (sign * v[i].bytes > 0) keep++;
+        if (sign * v[i].site.bytes > 0) keep++;
     if (keep) {
         /* Sorted by the difference in the direction of the divergence: a rank below the
          * median is explained by the sites where it holds less. */
         if (sign < 0)
-            for (size_t i = 0; i < m; i++) v[i].bytes = sat_sub(0, v[i].bytes);
+            for (size_t i = 0; i < m; i++) v[i].site.bytes = sat_sub(0, v[i].site.bytes);
         qsort(v, m, sizeof *v, cmp_site_desc);
         if (sign < 0)
-            for (size_t i = 0; i < m; i++) v[i].bytes = sat_sub(0, v[i].bytes);
+            for (size_t i = 0; i < m; i++) v[i].site.bytes = sat_sub(0, v[i].site.bytes);
     } else {
         qsort(v, m, sizeof *v, cmp_site_abs);
         for (size_t i = 0; i < m; i++)
-            if (v[i].bytes != 0) keep++;
+            if (v[i].site.bytes != 0) keep++;
     }
     *n = keep < max ? keep : max;
     *out = v;
-    return RANKSNAP_OK;
-}
-
-/* The sites of rank i: its full snapshot's at its peak, else its summary's. */
-static ranksnap_status sites_of(const rs_summary *s, const rs_snap *full, rs_site **own,
-                                const rs_site **v, size_t *n)
-{
-    *own = NULL;
-    if (full) {
-        RS_CHECK(rs_site_list_at_peak(full, own, n));
-        *v = *own;
-        return RANKSNAP_OK;
-    }
-    *v = s->sites;
-    *n = (size_t)(s->n_sites < 0 ? 0 : s->n_sites > RS_SUMMARY_MAX_SITES ? RS_SUMMARY_MAX_SITES : s->n_sites);
     return RANKSNAP_OK;
 }
 
@@ -294,14 +440,57 @@ static ranksnap_status find_missing(rs_compare_result *r, const present *p, size
     return RANKSNAP_OK;
 }
 
+/* "0, 1, 3" into buf; the count is returned. */
+static size_t rank_list(const present *p, size_t n, int (*pick)(const rs_summary *), char *buf,
+                        size_t cap)
+{
+    size_t count = 0, used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (!pick(p[i].sum)) continue;
+        if (used + 16 < cap) {
+            int w = snprintf(buf + used, cap - used, "%s%d", count ? ", " : "", (int)p[i].sum->rank);
+            if (w > 0) used += (size_t)w;
+        } else if (used + 4 < cap && buf[used - 1] != '.') {
+            used += (size_t)snprintf(buf + used, cap - used, ", ...");
+        }
+        count++;
+    }
+    return count;
+}
+
+static int is_recovered(const rs_summary *s)
+{
+    return s->recovered;
+}
+
+static int is_crash_dump(const rs_summary *s)
+{
+    return !s->complete && !s->recovered;
+}
+
 static ranksnap_status add_notes(rs_compare_result *r, const present *p, size_t n, const rs_summary *ref)
 {
+    /* After one rank dies the launcher aborts the others, whose dumper threads then write from a
+     * crash path: one note for the ranks rebuilt from their rings, one for those. */
+    char list[512];
+    size_t k = rank_list(p, n, is_recovered, list, sizeof list);
+    if (k)
+        RS_CHECK(rs_compare_add_note(r, "rank%s %s %s recovered from %s event ring%s: %s without "
+                                        "writing a snapshot (SIGKILL, out of host memory); %s "
+                                        "state is rebuilt from the recorded events",
+                                     k == 1 ? "" : "s", list, k == 1 ? "was" : "were",
+                                     k == 1 ? "its" : "their", k == 1 ? "" : "s",
+                                     k == 1 ? "it died" : "they died", k == 1 ? "its" : "their"));
+    k = rank_list(p, n, is_crash_dump, list, sizeof list);
+    if (k)
+        RS_CHECK(rs_compare_add_note(r, "rank%s %s wrote %s snapshot%s from a crash path (a fatal "
+                                        "signal, as when a job is aborted after one rank dies): "
+                                        "%s state may be mid-update",
+                                     k == 1 ? "" : "s", list, k == 1 ? "its" : "their",
+                                     k == 1 ? "" : "s", k == 1 ? "its" : "their"));
     for (size_t i = 0; i < n; i++) {
         const rs_summary *s = p[i].sum;
-        if (!s->complete)
-            RS_CHECK(rs_compare_add_note(r, "rank %d snapshot is incomplete (written from a crash "
-                                            "path): its state may be mid-update",
-                                         s->rank));
         if (s->dropped)
             RS_CHECK(rs_compare_add_note(r, "rank %d dropped its %llu oldest events (ring full, "
                                             "RANKSNAP_MAX_ENTRIES): earlier steps and sites are "
@@ -331,21 +520,28 @@ static ranksnap_status oom_verdict(rs_compare_result *r, const present *p, const
     v->allocated = s->oom_allocated;
     v->reserved = s->oom_reserved;
     v->memory_limit = s->oom_memory_limit;
-    v->site = s->oom_site;
-    rs_site *own;
-    const rs_site *sites;
-    size_t n;
-    RS_CHECK(sites_of(s, p->full, &own, &sites, &n));
-    if (n > cfg->max_sites) n = cfg->max_sites;
+    v->site.site = s->oom_site;
+    if (p->full && p->full->has_oom) {
+        rs_site_picker pk;
+        rs_site_picker_init(&pk, p->full);
+        rs_site_pick_path(&pk, p->full->oom.stack, &v->site.site, &v->site.path);
+        rs_site_picker_free(&pk);
+    } else {
+        rs_site_path_of_site(&s->oom_site, &v->site.path);
+    }
+    site_list l;
+    RS_CHECK(sites_of(s, p->full, &l));
+    size_t n = l.n > cfg->max_sites ? cfg->max_sites : l.n;
     v->live = malloc((n ? n : 1) * sizeof *v->live);
     if (!v->live) {
-        free(own);
+        site_list_free(&l);
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for the OOM sites of rank %d",
                         s->rank);
     }
-    memcpy(v->live, sites, n * sizeof *v->live);
+    for (size_t i = 0; i < n; i++) compare_site_of(&l, i, &v->live[i]);
     v->n_live = n;
-    free(own);
+    site_list_free(&l);
+    (void)r;
     return RANKSNAP_OK;
 }
 
@@ -362,16 +558,19 @@ static ranksnap_status divergent_verdict(rs_compare_result *r, const present *p,
     v->divergence_pct = sign * 100.0 * (double)dev /
                         (double)(r->median_peak ? r->median_peak : 1);
     classify_steps(s, ref->sum, sign, dev, cfg->divergence_pct, v);
+    v->delta = sat_sub(rs_sat_i64(s->peak_allocated), rs_sat_i64(ref->sum->peak_allocated));
 
     int both_full = p->full && ref->full;
-    rs_site *own_a = NULL, *own_b = NULL;
-    const rs_site *a, *b;
-    size_t na, nb;
-    ranksnap_status st = sites_of(s, both_full ? p->full : NULL, &own_a, &a, &na);
-    if (st == RANKSNAP_OK) st = sites_of(ref->sum, both_full ? ref->full : NULL, &own_b, &b, &nb);
-    if (st == RANKSNAP_OK) st = site_deltas(a, na, b, nb, sign, cfg->max_sites, &v->sites, &v->n_sites);
-    free(own_a);
-    free(own_b);
+    site_list a, b;
+    memset(&b, 0, sizeof b);
+    ranksnap_status st = sites_of(s, both_full ? p->full : NULL, &a);
+    if (st == RANKSNAP_OK) st = sites_of(ref->sum, both_full ? ref->full : NULL, &b);
+    if (st == RANKSNAP_OK) st = site_deltas(&a, &b, sign, cfg->max_sites, &v->sites, &v->n_sites);
+    site_list_free(&a);
+    site_list_free(&b);
+    int64_t listed = 0;
+    for (size_t i = 0; i < v->n_sites; i++) listed = rs_sat_add_i64(listed, v->sites[i].site.bytes);
+    v->unattributed = sat_sub(v->delta, listed);
     if (st == RANKSNAP_OK && !both_full)
         st = rs_compare_add_note(r, "the sites of rank %d are the difference of the top %d sites "
                                     "of rank %d and of rank %d (no full snapshot of both)",
@@ -379,29 +578,56 @@ static ranksnap_status divergent_verdict(rs_compare_result *r, const present *p,
     return st;
 }
 
+/* A rank that recorded nothing: no allocation, no reservation, no OOM (killed at start-up, a
+ * ring recovered before its first event). */
+static int no_data(const rs_summary *s)
+{
+    return !s->oom && s->peak_allocated == 0 && s->peak_reserved == 0;
+}
+
 static ranksnap_status compare_present(rs_compare_result *r, present *p, size_t n, const rs_compare_config *cfg)
 {
     RS_CHECK(find_missing(r, p, n));
-    if (n == 0) return add_notes(r, p, n, NULL);
-
-    uint64_t *v = malloc(n * sizeof *v);
-    if (!v) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu peaks", n);
-    for (size_t i = 0; i < n; i++) v[i] = p[i].sum->peak_allocated;
-    r->median_peak = lower_median(v, n);
-    for (size_t i = 0; i < n; i++) v[i] = abs_diff(p[i].sum->peak_allocated, r->median_peak);
-    r->mad = lower_median(v, n);
+    r->no_data = malloc((n ? n : 1) * sizeof *r->no_data);
+    uint64_t *v = malloc((n ? n : 1) * sizeof *v);
+    if (!r->no_data || !v) {
+        free(v);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu peaks", n);
+    }
+    /* The ranks the median is taken over: with data, and not OOM unless every one is. */
+    size_t with_data = 0, healthy = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (no_data(p[i].sum)) {
+            r->no_data[r->n_no_data++] = p[i].sum->rank;
+            continue;
+        }
+        with_data++;
+        if (!p[i].sum->oom) healthy++;
+    }
+    int use_oom = healthy == 0;
+#define IN_MEDIAN(i) (!no_data(p[i].sum) && (use_oom || !p[i].sum->oom))
+    if (with_data == 0) {
+        free(v);
+        return add_notes(r, p, n, NULL);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (IN_MEDIAN(i)) v[k++] = p[i].sum->peak_allocated;
+    r->median_peak = lower_median(v, k);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (IN_MEDIAN(i)) v[k++] = abs_diff(p[i].sum->peak_allocated, r->median_peak);
+    r->mad = lower_median(v, k);
     free(v);
 
-    /* The reference is a real rank: the one nearest the median, preferring one that did not
-     * OOM (its history ends normally). */
+    /* The reference is a real rank: the one of the median's set nearest the median. */
     size_t ref = n;
-    for (int pass = 0; pass < 2 && ref == n; pass++)
-        for (size_t i = 0; i < n; i++) {
-            if (pass == 0 && p[i].sum->oom) continue;
-            if (ref == n || abs_diff(p[i].sum->peak_allocated, r->median_peak) <
-                                abs_diff(p[ref].sum->peak_allocated, r->median_peak))
-                ref = i;
-        }
+    for (size_t i = 0; i < n; i++) {
+        if (!IN_MEDIAN(i)) continue;
+        if (ref == n || abs_diff(p[i].sum->peak_allocated, r->median_peak) <
+                            abs_diff(p[ref].sum->peak_allocated, r->median_peak))
+            ref = i;
+    }
     r->reference_rank = p[ref].sum->rank;
 
     double thr = cfg->divergence_pct / 100.0 * (double)r->median_peak;
@@ -409,10 +635,14 @@ static ranksnap_status compare_present(rs_compare_result *r, present *p, size_t 
     if (guard > thr) thr = guard;
     r->threshold = thr >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)thr;
 
+    /* An OOM rank's history ends early: only a peak above the median says something. */
+#define DIVERGES(i)                                                                                \
+    (!no_data(p[i].sum) && (double)abs_diff(p[i].sum->peak_allocated, r->median_peak) > thr &&    \
+     (!p[i].sum->oom || use_oom || p[i].sum->peak_allocated > r->median_peak))
     size_t n_oom = 0, n_div = 0;
     for (size_t i = 0; i < n; i++) {
         if (p[i].sum->oom) n_oom++;
-        if ((double)abs_diff(p[i].sum->peak_allocated, r->median_peak) > thr) n_div++;
+        if (DIVERGES(i)) n_div++;
     }
     r->oom = calloc(n_oom ? n_oom : 1, sizeof *r->oom);
     r->divergent = calloc(n_div ? n_div : 1, sizeof *r->divergent);
@@ -423,11 +653,13 @@ static ranksnap_status compare_present(rs_compare_result *r, present *p, size_t 
             RS_CHECK(oom_verdict(r, &p[i], cfg, &r->oom[r->n_oom]));
             r->n_oom++;
         }
-        if ((double)abs_diff(p[i].sum->peak_allocated, r->median_peak) > thr) {
+        if (DIVERGES(i)) {
             RS_CHECK(divergent_verdict(r, &p[i], &p[ref], cfg, &r->divergent[r->n_divergent]));
             r->n_divergent++;
         }
     }
+#undef DIVERGES
+#undef IN_MEDIAN
     qsort(r->divergent, r->n_divergent, sizeof *r->divergent, cmp_divergent);
     return add_notes(r, p, n, p[ref].sum);
 }

@@ -27,15 +27,34 @@ typedef struct rs_compare_config {
 
 void rs_compare_config_default(rs_compare_config *c);
 
+/* A site of a verdict: its name and where it sits (sites.h); the path is the site alone when
+ * only a summary was at hand. */
+typedef struct rs_compare_site {
+    rs_site site;
+    rs_site_path path;
+} rs_compare_site;
+
 typedef struct rs_compare_divergent {
     int32_t rank;
     uint64_t peak_allocated;
     uint64_t reference_peak;
     double divergence_pct;        /* (peak - median) / median * 100, signed */
-    int64_t first_divergent_step; /* -1 when the step series cannot tell */
-    int growth;                   /* 1 growth (grows step after step), 0 constant offset */
+    int64_t first_divergent_step; /* offset: the step it appeared; growth: the step it started;
+                                     -1 when the step series cannot tell */
+    int growth;                   /* 1 growth (a significant per-step slope), 0 offset */
+    double growth_per_step;       /* growth: bytes per step of the difference against the
+                                     reference, in the direction of the divergence */
+    double growth_t;              /* growth: the slope's t statistic against the residual noise */
+    int64_t last_step;            /* the last step both series have, -1 without a series */
+    uint64_t capacity;            /* the rank's memory limit, else its device's capacity; 0 unknown */
+    int capacity_is_limit;        /* 1: `capacity` is the memory limit (RANKSNAP_MEMORY_LIMIT) */
+    int64_t exhaust_step;         /* growth: the step at which its peak would reach `capacity`
+                                     at its own rate, -1 when unknown */
+    int64_t delta;                /* peak_allocated - reference_peak */
+    int64_t unattributed;         /* delta minus the listed sites' deltas (smaller sites, blocks
+                                     the history does not show) */
     size_t n_sites;
-    rs_site *sites;              /* bytes = delta against the reference, largest first */
+    rs_compare_site *sites;       /* site.bytes = delta against the reference, largest first */
 } rs_compare_divergent;
 
 typedef struct rs_compare_oom {
@@ -43,9 +62,9 @@ typedef struct rs_compare_oom {
     uint64_t requested;
     int64_t step;
     uint64_t device_free, device_total, allocated, reserved, memory_limit;
-    rs_site site;               /* of the failing request */
+    rs_compare_site site;         /* of the failing request */
     size_t n_live;
-    rs_site *live;              /* its largest live sites at the OOM */
+    rs_compare_site *live;        /* its largest live sites at the OOM */
 } rs_compare_oom;
 
 typedef struct rs_compare_result {
@@ -53,9 +72,13 @@ typedef struct rs_compare_result {
     size_t n_ranks;              /* present */
     rs_summary *ranks;          /* copies, in rank order */
     size_t n_missing;
-    int32_t *missing;            /* ranks of [0, world_size) with no data */
+    int32_t *missing;            /* ranks of [0, world_size) with no file or summary */
+    size_t n_no_data;
+    int32_t *no_data;            /* ranks present that recorded nothing (no allocation, no OOM):
+                                    left out of the median and of the verdicts */
     int32_t reference_rank;      /* the median rank, -1 when none present */
-    uint64_t median_peak;
+    uint64_t median_peak;        /* over the ranks with data that did not OOM (all ranks with data
+                                    when every one OOMed) */
     uint64_t mad;
     size_t n_oom;
     rs_compare_oom *oom;

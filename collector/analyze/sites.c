@@ -1,92 +1,157 @@
 /*
- * sites.c — sites.h: which line of code a stack is charged to, and live bytes by site at the
- * moment that explains a rank (its peak, or its OOM), from the one history walk (walk.h).
+ * sites.c — sites.h: which line of code a stack is charged to, the path around it, and live
+ * bytes by site at the moment that explains a rank (its peak, or its OOM), from the one history
+ * walk (walk.h).
+ *
+ * Every frame of the snapshot is classified once (site_rules.c). A stack's site is then, in this
+ * order: its innermost Python frame that may be a site; else its innermost C/C++ frame that may
+ * be one; in both cases looking past allocation wrappers (below). A stack with neither (PyTorch's
+ * backward pass, which runs on the autograd engine's threads with no Python frame; a native stack
+ * that never leaves libtorch) is named after its innermost autograd node ("AddmmBackward0"), else
+ * its outermost operator ("aten::addmm", the one the user's code called). A stack with none of
+ * these falls back to its innermost Python frame, its innermost frame with a source file, its
+ * innermost frame that is not ranksnap's, and at last its outermost frame.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "demangle.h"
 #include "errors.h"
 #include "sat.h"
+#include "site_rules.h"
 #include "sites.h"
 #include "text.h"
 #include "walk.h"
 
-int rs_site_frame_is_ranksnaps(const rs_snap *s, const rs_snap_frame *f)
+/* ---- the choice -------------------------------------------------------------------------------- */
+
+/* Frame indexes of a stack's site, of the user's line above it and of the operator under it
+ * (-1: none); `pos` is the site's position in the stack. */
+typedef struct choice {
+    int64_t site, user, under;
+    size_t pos;
+} choice;
+
+static int own_frame(const rs_site_picker *p, uint32_t fi)
 {
-    /* __wrap_cudaMalloc & co. are ranksnap's too, though linked into the program (ranksnap::wrap) */
-    if (strncmp(f->function, "ranksnap_", 9) == 0 || strncmp(f->function, "rs_", 3) == 0 ||
-        strncmp(f->function, "__wrap_cuda", 11) == 0)
-        return 1;
-    if (f->module >= 0 && (size_t)f->module < s->n_modules &&
-        strstr(s->modules[f->module].path, "libranksnap"))
-        return 1;
-    return 0;
+    return p->info ? p->info[fi].kind == RS_SITE_FRAME_OWN : rs_site_rules_is_ranksnaps(p->s, &p->s->frames[fi]);
 }
 
-/* Frames of the framework rather than of the user's code, for snapshots that ask to skip them
- * (PyTorch's, whose stacks interleave C++ frames, torch's Python and the standard library with
- * the user's lines): C++ frames without a source file ("??"), torch and its C++ sources, the
- * Python standard library (lib/python3.X outside site-packages / dist-packages) and frozen
- * modules. Packages a user installed (transformers, ...) count as user code. */
-static int framework_frame(const rs_snap_frame *f)
+/* A site named by what the frame stands for (its autograd node or operator) rather than by the
+ * frame: only for frames that could not be a site themselves. */
+static int labelled(const rs_site_picker *p, uint32_t fi)
 {
-    const char *file = f->file;
-    if (!file[0] || strcmp(file, "??") == 0) return 1;
-    if (strstr(file, "/torch/") || strstr(file, "-packages/torch") || strstr(file, "/c10/") ||
-        strstr(file, "/aten/src/") || strncmp(file, "<frozen", 7) == 0)
-        return 1;
-    const char *lib = strstr(file, "lib/python3");
-    return lib && !strstr(lib, "-packages/");
+    return p->info && !p->all_frames && p->info[fi].label && p->info[fi].kind == RS_SITE_FRAME_SKIPPED;
 }
 
-/* Whether frame f may be a site at all: not ranksnap's own, and (for snapshots that ask) not the
- * framework's. */
-static int eligible(const rs_snap *s, const rs_snap_frame *f)
+/* The kind of frame a stack's site comes from: Python when it has a Python frame that may be
+ * one (Python frames beat C/C++ frames), else C/C++. */
+static int candidate_kind(const rs_site_picker *p, const rs_snap_stack *st)
 {
-    if (rs_site_frame_is_ranksnaps(s, f)) return 0;
-    return !s->skip_framework_frames || !framework_frame(f);
+    for (size_t i = 0; i < st->n_frames; i++)
+        if (p->info[st->frames[i]].kind == RS_SITE_FRAME_PYTHON) return RS_SITE_FRAME_PYTHON;
+    return RS_SITE_FRAME_NATIVE;
 }
 
-/* Frame index of the site of stack `id`, -1 for no stack: the innermost eligible frame that is not
- * an allocation wrapper (`wrapper`, by frame index; NULL: none known). A stack whose eligible
- * frames are all wrappers keeps its innermost one. A stack made only of ranksnap's own frames
- * (cut short by RANKSNAP_STACK_DEPTH) falls back to its outermost frame, the one nearest the
- * application. With skip_framework_frames, a stack with no user frame falls back to its innermost
- * frame with a source file (a torch Python line says more than a C++ "??"), then to its innermost
- * frame that is not ranksnap's. */
-static int64_t site_frame(const rs_snap *s, const uint8_t *wrapper, uint32_t id)
+/* When nothing else names the stack: its innermost Python frame (a torch line says more than a
+ * C++ "??"), its innermost frame with a source file, its innermost frame that is not ranksnap's,
+ * its outermost frame. */
+static void fallback(const rs_site_picker *p, const rs_snap_stack *st, choice *c)
 {
-    if (id == 0 || id > s->n_stacks) return -1;
-    const rs_snap_stack *st = &s->stacks[id - 1];
-    if (st->n_frames == 0) return -1;
-    int64_t first = -1, with_file = -1, other = -1;
+    int64_t py = -1, with_file = -1, other = -1;
+    size_t py_pos = 0, file_pos = 0, other_pos = 0;
     for (size_t i = 0; i < st->n_frames; i++) {
         uint32_t fi = st->frames[i];
-        const rs_snap_frame *f = &s->frames[fi];
-        if (rs_site_frame_is_ranksnaps(s, f)) continue;
-        if (eligible(s, f)) {
-            if (!wrapper || !wrapper[fi]) return fi;
-            if (first < 0) first = fi;
-            continue;
-        }
-        if (other < 0) other = fi;
-        if (with_file < 0 && f->file[0] && strcmp(f->file, "??") != 0) with_file = fi;
+        const rs_snap_frame *f = &p->s->frames[fi];
+        if (own_frame(p, fi)) continue;
+        if (other < 0) other = fi, other_pos = i;
+        if (py < 0 && p->info && p->info[fi].python) py = fi, py_pos = i;
+        if (with_file < 0 && f->file[0] && strcmp(f->file, "??") != 0) with_file = fi, file_pos = i;
     }
-    if (first >= 0) return first;
-    if (with_file >= 0) return with_file;
-    if (other >= 0) return other;
-    return st->frames[st->n_frames - 1];
+    if (py >= 0)
+        c->site = py, c->pos = py_pos;
+    else if (with_file >= 0)
+        c->site = with_file, c->pos = file_pos;
+    else if (other >= 0)
+        c->site = other, c->pos = other_pos;
+    else
+        c->site = st->frames[st->n_frames - 1], c->pos = st->n_frames - 1;
+}
+
+static void choose(const rs_site_picker *p, uint32_t id, choice *c)
+{
+    c->site = c->user = c->under = -1;
+    c->pos = 0;
+    const rs_snap *s = p->s;
+    if (id == 0 || id > s->n_stacks) return;
+    const rs_snap_stack *st = &s->stacks[id - 1];
+    if (st->n_frames == 0) return;
+    if (!p->info || p->all_frames) {
+        for (size_t i = 0; i < st->n_frames && c->site < 0; i++)
+            if (!own_frame(p, st->frames[i])) c->site = st->frames[i], c->pos = i;
+        /* a stack of ranksnap's frames only (cut short by RANKSNAP_STACK_DEPTH): the frame
+         * nearest the application */
+        if (c->site < 0) c->site = st->frames[st->n_frames - 1], c->pos = st->n_frames - 1;
+        return;
+    }
+    const rs_site_rules_frame *info = p->info;
+    int kind = candidate_kind(p, st);
+    int64_t first = -1;
+    size_t first_pos = 0;
+    for (size_t i = 0; i < st->n_frames; i++) {
+        uint32_t fi = st->frames[i];
+        if (info[fi].kind != kind) continue;
+        if (!p->wrapper || !p->wrapper[fi]) {
+            c->site = fi, c->pos = i;
+            break;
+        }
+        if (first < 0) first = fi, first_pos = i;
+    }
+    /* every candidate is a wrapper's: the innermost one */
+    if (c->site < 0 && first >= 0) c->site = first, c->pos = first_pos;
+    if (c->site < 0) {
+        int64_t node = -1, op = -1;
+        size_t node_pos = 0, op_pos = 0;
+        for (size_t i = 0; i < st->n_frames; i++) {
+            uint32_t fi = st->frames[i];
+            if (!labelled(p, fi)) continue;
+            if (info[fi].label_kind == RS_SITE_LABEL_NODE && node < 0) node = fi, node_pos = i;
+            if (info[fi].label_kind == RS_SITE_LABEL_OP) op = fi, op_pos = i;
+        }
+        if (node >= 0)
+            c->site = node, c->pos = node_pos;
+        else if (op >= 0)
+            c->site = op, c->pos = op_pos;
+    }
+    if (c->site < 0) {
+        fallback(p, st, c);
+        return;
+    }
+    /* the user's own line above a line of an installed package (a model library's) */
+    if (info[c->site].python && info[c->site].installed)
+        for (size_t i = c->pos + 1; i < st->n_frames && c->user < 0; i++) {
+            uint32_t fi = st->frames[i];
+            if (info[fi].kind == RS_SITE_FRAME_PYTHON && !info[fi].installed) c->user = fi;
+        }
+    /* the operator the site ran: the outermost one inside it */
+    if (!(labelled(p, (uint32_t)c->site) && info[c->site].label_kind == RS_SITE_LABEL_OP))
+        for (size_t i = c->pos; i > 0 && c->under < 0; i--) {
+            uint32_t fi = st->frames[i - 1];
+            if (labelled(p, fi) && info[fi].label_kind == RS_SITE_LABEL_OP) c->under = fi;
+        }
 }
 
 /* ---- allocation wrappers --------------------------------------------------------------------
  * Real programs allocate through helpers (alloc_buffer(), a checked cudaMalloc wrapper, a
  * framework's empty()), and an optimising compiler may fold every allocation call into one inlined
- * helper. Such a helper is the innermost frame of most stacks but tells nothing: the line that
- * explains the memory is its caller's. It is found from the data, not from a list of names: a
- * line (function, file, line) that is the innermost eligible frame of at least half the stacks
- * (and of three at least: two stacks are no evidence) and is reached from at least two different
- * caller lines. Its frames are then looked past, and
- * the search repeats (a wrapper of a wrapper) a few times. */
+ * helper. Such a helper is the innermost candidate frame of most stacks but tells nothing: the
+ * line that explains the memory is its caller's. It is found from the data, not from a list of
+ * names: a line (function, file, line) that is the innermost candidate of at least half the
+ * stacks (and of three at least: two stacks are no evidence) and is reached from at least two
+ * different caller lines. Its frames are then looked past, and the search repeats (a wrapper of a
+ * wrapper) a few times. Candidates are the frames a stack's site is taken from (Python ones when
+ * the stack has any), so a wrapper is found among the frames it hides. */
 
 #define WRAPPER_ROUNDS 4
 
@@ -129,17 +194,19 @@ static uint32_t *canonical_frames(const rs_snap *s)
     return canon;
 }
 
-/* Marks, by frame index, the frames of allocation wrappers; NULL when there is no memory (sites are
- * then the plain innermost eligible frames). */
-static uint8_t *find_wrappers(const rs_snap *s)
+/* Marks, by frame index, the frames of allocation wrappers; NULL when there is none or no memory
+ * (sites are then the plain innermost candidates). */
+static uint8_t *find_wrappers(const rs_site_picker *p)
 {
+    const rs_snap *s = p->s;
     size_t n = s->n_frames;
-    if (n == 0 || s->n_stacks < 2) return NULL;
+    if (n == 0 || s->n_stacks < 2 || !p->info) return NULL;
     uint32_t *canon = canonical_frames(s);
-    uint8_t *wrap = calloc(n, 1), *multi = malloc(n);
+    uint8_t *wrap = calloc(n, 1), *multi = malloc(n), *kind = malloc(s->n_stacks);
     uint32_t *count = malloc(n * sizeof *count), *caller = malloc(n * sizeof *caller);
     int any = 0;
-    if (!canon || !wrap || !multi || !count || !caller) goto done;
+    if (!canon || !wrap || !multi || !kind || !count || !caller) goto done;
+    for (size_t id = 0; id < s->n_stacks; id++) kind[id] = (uint8_t)candidate_kind(p, &s->stacks[id]);
     for (int round = 0; round < WRAPPER_ROUNDS; round++) {
         memset(count, 0, n * sizeof *count);
         memset(caller, 0xff, n * sizeof *caller);
@@ -150,7 +217,7 @@ static uint8_t *find_wrappers(const rs_snap *s)
             int64_t c0 = -1, c1 = -1;
             for (size_t i = 0; i < st->n_frames && c1 < 0; i++) {
                 uint32_t fi = st->frames[i];
-                if (!eligible(s, &s->frames[fi]) || wrap[canon[fi]]) continue;
+                if (p->info[fi].kind != kind[id] || wrap[canon[fi]]) continue;
                 if (c0 < 0)
                     c0 = canon[fi];
                 else if (canon[fi] != c0)
@@ -176,6 +243,7 @@ static uint8_t *find_wrappers(const rs_snap *s)
 done:
     free(canon);
     free(multi);
+    free(kind);
     free(count);
     free(caller);
     if (!any) {
@@ -185,16 +253,26 @@ done:
     return wrap;
 }
 
-ranksnap_status rs_site_picker_init(rs_site_picker *p, const rs_snap *s)
+/* ---- the picker ---------------------------------------------------------------------------------- */
+
+void rs_site_picker_init(rs_site_picker *p, const rs_snap *s)
 {
     p->s = s;
-    p->wrapper = find_wrappers(s);
-    return RANKSNAP_OK;
+    p->all_frames = rs_site_rules_all_frames();
+    p->wrapper = NULL;
+    p->info = calloc(s->n_frames ? s->n_frames : 1, sizeof *p->info);
+    if (!p->info) return;
+    for (size_t i = 0; i < s->n_frames; i++) rs_site_rules_classify(s, (uint32_t)i, &p->info[i]);
+    if (!p->all_frames) p->wrapper = find_wrappers(p);
 }
 
 void rs_site_picker_free(rs_site_picker *p)
 {
+    if (p->info)
+        for (size_t i = 0; i < p->s->n_frames; i++) rs_site_rules_frame_free(&p->info[i]);
+    free(p->info);
     free(p->wrapper);
+    p->info = NULL;
     p->wrapper = NULL;
 }
 
@@ -203,23 +281,130 @@ int rs_site_is_wrapper(const rs_site_picker *p, uint32_t frame)
     return p->wrapper && frame < p->s->n_frames && p->wrapper[frame];
 }
 
-static void site_from_frame(const rs_snap *s, int64_t frame, rs_site *out)
+const char *rs_site_frame_function(const rs_site_picker *p, uint32_t frame)
+{
+    if (p->info && p->info[frame].name) return p->info[frame].name;
+    return p->s->frames[frame].function;
+}
+
+/* Frame `fi` named as the reports name a site: its label when it stands for a node or an
+ * operator; else its function (demangled, cut to fit by leaving out arguments first) and file
+ * (an unresolved frame is at least "?? in libnccl.so.2": the module is the same on every rank,
+ * its pc is not). */
+static void name_frame(const rs_site_picker *p, int64_t fi, rs_site_frame *out)
 {
     memset(out, 0, sizeof *out);
-    if (frame < 0) {
+    if (fi < 0) {
         rs_text_copy_head(out->function, sizeof out->function, "(no stack)");
         return;
     }
-    const rs_snap_frame *f = &s->frames[frame];
-    rs_text_copy_head(out->function, sizeof out->function, f->function);
-    /* An unresolved frame is at least "?? in libnccl.so.2": the module is the same on every
-     * rank, its pc is not. */
+    const rs_snap *s = p->s;
+    const rs_snap_frame *f = &s->frames[fi];
+    if (labelled(p, (uint32_t)fi)) {
+        rs_text_copy_head(out->function, sizeof out->function, p->info[fi].label);
+        return;
+    }
+    rs_demangle_short(rs_site_frame_function(p, (uint32_t)fi), out->function, sizeof out->function);
     const char *file = f->file;
     if (strcmp(f->function, "??") == 0 && strcmp(f->file, "??") == 0 && f->module >= 0 &&
         (size_t)f->module < s->n_modules && s->modules[f->module].path[0])
         file = rs_text_basename(s->modules[f->module].path);
     rs_text_copy_tail(out->file, sizeof out->file, file);
     out->line = f->line;
+}
+
+static void site_of_frame(const rs_site_picker *p, int64_t fi, rs_site *out)
+{
+    rs_site_frame f;
+    name_frame(p, fi, &f);
+    memset(out, 0, sizeof *out);
+    memcpy(out->function, f.function, sizeof out->function);
+    memcpy(out->file, f.file, sizeof out->file);
+    out->line = f.line;
+}
+
+static void path_of_choice(const rs_site_picker *p, uint32_t stack, const choice *c, rs_site_path *out)
+{
+    memset(out, 0, sizeof *out);
+    out->stack = c->site >= 0 ? stack : 0;
+    if (c->user >= 0) name_frame(p, c->user, &out->frames[out->n++]);
+    out->at = out->n;
+    name_frame(p, c->site, &out->frames[out->n++]);
+    if (c->under >= 0) name_frame(p, c->under, &out->frames[out->n++]);
+}
+
+int64_t rs_site_pick_frame(const rs_site_picker *p, uint32_t stack)
+{
+    choice c;
+    choose(p, stack, &c);
+    return c.site;
+}
+
+void rs_site_pick(const rs_site_picker *p, uint32_t stack, rs_site *out)
+{
+    site_of_frame(p, rs_site_pick_frame(p, stack), out);
+}
+
+void rs_site_pick_path(const rs_site_picker *p, uint32_t stack, rs_site *site, rs_site_path *path)
+{
+    choice c;
+    choose(p, stack, &c);
+    site_of_frame(p, c.site, site);
+    if (path) path_of_choice(p, stack, &c, path);
+}
+
+void rs_site_of_stack(const rs_snap *s, uint32_t stack, rs_site *out)
+{
+    rs_site_picker p;
+    rs_site_picker_init(&p, s);
+    rs_site_pick(&p, stack, out);
+    rs_site_picker_free(&p);
+}
+
+void rs_site_path_of_site(const rs_site *site, rs_site_path *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n = 1;
+    memcpy(out->frames[0].function, site->function, sizeof out->frames[0].function);
+    memcpy(out->frames[0].file, site->file, sizeof out->frames[0].file);
+    out->frames[0].line = site->line;
+}
+
+/* ---- names for people ---------------------------------------------------------------------------- */
+
+static void format_parts(const char *function, const char *file, int32_t line, char *buf, size_t n)
+{
+    if (!file[0] || strcmp(file, "??") == 0)
+        snprintf(buf, n, "%s", function);
+    else if (line > 0)
+        snprintf(buf, n, "%s (%s:%d)", function, rs_site_rules_display_file(file), (int)line);
+    else
+        snprintf(buf, n, "%s (%s)", function, rs_site_rules_display_file(file));
+}
+
+void rs_site_format(const rs_site *s, char *buf, size_t n)
+{
+    format_parts(s->function, s->file, s->line, buf, n);
+}
+
+void rs_site_frame_format(const rs_site_frame *f, char *buf, size_t n)
+{
+    format_parts(f->function, f->file, f->line, buf, n);
+}
+
+void rs_site_path_format(const rs_site_path *p, char *buf, size_t n)
+{
+    if (n == 0) return;
+    buf[0] = '\0';
+    size_t used = 0;
+    for (int32_t i = 0; i < p->n && i < RS_SITE_PATH_MAX && used + 1 < n; i++) {
+        if (i) {
+            snprintf(buf + used, n - used, " \xe2\x86\x92 ");
+            used += strlen(buf + used);
+        }
+        rs_site_frame_format(&p->frames[i], buf + used, n - used);
+        used += strlen(buf + used);
+    }
 }
 
 int rs_site_same(const rs_site *a, const rs_site *b)
@@ -237,132 +422,167 @@ int rs_site_cmp(const rs_site *a, const rs_site *b)
     return (a->line > b->line) - (a->line < b->line);
 }
 
-static int cmp_key(const void *pa, const void *pb)
-{
-    return rs_site_cmp(pa, pb);
-}
+/* ---- live bytes by site ------------------------------------------------------------------------- */
 
-static int cmp_bytes_desc(const void *pa, const void *pb)
-{
-    const rs_site *a = pa, *b = pb;
-    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
-    return rs_site_cmp(a, b);
-}
+/* A site being summed: its frame's bytes and blocks, and the stack that brought it the most
+ * bytes (its path is the site's). */
+typedef struct entry {
+    rs_site site;
+    uint32_t stack;
+    uint64_t stack_bytes;
+} entry;
 
-int64_t rs_site_pick_frame(const rs_site_picker *p, uint32_t stack)
-{
-    return site_frame(p->s, p->wrapper, stack);
-}
-
-void rs_site_pick(const rs_site_picker *p, uint32_t stack, rs_site *out)
-{
-    site_from_frame(p->s, site_frame(p->s, p->wrapper, stack), out);
-}
-
-void rs_site_of_stack(const rs_snap *s, uint32_t stack, rs_site *out)
-{
-    rs_site_picker p;
-    rs_site_picker_init(&p, s);
-    rs_site_pick(&p, stack, out);
-    rs_site_picker_free(&p);
-}
-
-/* Per-frame byte counters, turned into merged, sorted sites. Index n_frames is "(no stack)",
+/* Per-frame counters, turned into merged, sorted sites. Index n_frames is "(no stack)",
  * n_frames + 1 "(before recording)". */
 typedef struct tally {
-    const rs_snap *s;
+    rs_site_picker pk;
     int64_t *frame_of_stack; /* [n_stacks + 1] */
-    uint64_t *bytes;
-    uint64_t *blocks;
+    uint64_t *bytes, *blocks;
+    uint32_t *best_stack;    /* by frame: the stack with the most bytes so far */
+    uint64_t *best_bytes;
+    uint64_t *stack_bytes;   /* by stack id */
 } tally;
+
+static void tally_free(tally *t)
+{
+    rs_site_picker_free(&t->pk);
+    free(t->frame_of_stack);
+    free(t->bytes);
+    free(t->blocks);
+    free(t->best_stack);
+    free(t->best_bytes);
+    free(t->stack_bytes);
+}
 
 static ranksnap_status tally_init(tally *t, const rs_snap *s)
 {
     memset(t, 0, sizeof *t);
-    t->s = s;
+    rs_site_picker_init(&t->pk, s);
     t->frame_of_stack = malloc((s->n_stacks + 1) * sizeof *t->frame_of_stack);
     t->bytes = calloc(s->n_frames + 2, sizeof *t->bytes);
     t->blocks = calloc(s->n_frames + 2, sizeof *t->blocks);
-    if (!t->frame_of_stack || !t->bytes || !t->blocks) {
-        free(t->frame_of_stack);
-        free(t->bytes);
-        free(t->blocks);
+    t->best_stack = calloc(s->n_frames + 2, sizeof *t->best_stack);
+    t->best_bytes = calloc(s->n_frames + 2, sizeof *t->best_bytes);
+    t->stack_bytes = calloc(s->n_stacks + 1, sizeof *t->stack_bytes);
+    if (!t->frame_of_stack || !t->bytes || !t->blocks || !t->best_stack || !t->best_bytes ||
+        !t->stack_bytes) {
+        tally_free(t);
         return rs_error(RANKSNAP_ERR_HOST_MEMORY,
                         "rank %d: no memory to tally %zu frames of %zu stacks", s->rank,
                         s->n_frames, s->n_stacks);
     }
-    rs_site_picker p;
-    rs_site_picker_init(&p, s);
-    for (size_t i = 0; i <= s->n_stacks; i++) t->frame_of_stack[i] = site_frame(s, p.wrapper, (uint32_t)i);
-    rs_site_picker_free(&p);
+    for (size_t i = 0; i <= s->n_stacks; i++)
+        t->frame_of_stack[i] = rs_site_pick_frame(&t->pk, (uint32_t)i);
     return RANKSNAP_OK;
 }
 
 static void tally_add(tally *t, uint32_t stack, uint64_t bytes)
 {
+    const rs_snap *s = t->pk.s;
     size_t i;
     if (stack == RS_WALK_STACK_BEFORE)
-        i = t->s->n_frames + 1;
-    else if (stack > t->s->n_stacks || t->frame_of_stack[stack] < 0)
-        i = t->s->n_frames;
+        i = s->n_frames + 1;
+    else if (stack > s->n_stacks || t->frame_of_stack[stack] < 0)
+        i = s->n_frames;
     else
         i = (size_t)t->frame_of_stack[stack];
     t->bytes[i] = rs_sat_add_u64(t->bytes[i], bytes);
     t->blocks[i]++;
+    if (i < s->n_frames) {
+        /* running totals only grow: the stack with the most bytes in the end wins, the lowest
+         * id among equals, whatever order the walk's table gives the blocks in */
+        t->stack_bytes[stack] = rs_sat_add_u64(t->stack_bytes[stack], bytes);
+        uint64_t sb = t->stack_bytes[stack];
+        if (!t->best_stack[i] || sb > t->best_bytes[i] ||
+            (sb == t->best_bytes[i] && stack < t->best_stack[i])) {
+            t->best_bytes[i] = t->stack_bytes[stack];
+            t->best_stack[i] = stack;
+        }
+    }
+}
+
+static int cmp_entry_key(const void *pa, const void *pb)
+{
+    return rs_site_cmp(&((const entry *)pa)->site, &((const entry *)pb)->site);
+}
+
+static int cmp_entry_bytes(const void *pa, const void *pb)
+{
+    const entry *a = pa, *b = pb;
+    if (a->site.bytes != b->site.bytes) return a->site.bytes > b->site.bytes ? -1 : 1;
+    return rs_site_cmp(&a->site, &b->site);
 }
 
 /* Consumes the tally. */
-static ranksnap_status tally_finish(tally *t, rs_site **out, size_t *n_out)
+static ranksnap_status tally_finish(tally *t, rs_site **out, rs_site_path **paths, size_t *n_out)
 {
-    const rs_snap *s = t->s;
+    const rs_snap *s = t->pk.s;
     size_t n = 0;
     for (size_t i = 0; i < s->n_frames + 2; i++)
         if (t->blocks[i]) n++;
-    rs_site *v = calloc(n ? n : 1, sizeof *v);
-    if (!v) {
-        free(t->frame_of_stack);
-        free(t->bytes);
-        free(t->blocks);
+    entry *v = calloc(n ? n : 1, sizeof *v);
+    rs_site *sites = calloc(n ? n : 1, sizeof *sites);
+    rs_site_path *pv = paths ? calloc(n ? n : 1, sizeof *pv) : NULL;
+    if (!v || !sites || (paths && !pv)) {
+        free(v);
+        free(sites);
+        free(pv);
+        tally_free(t);
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory for %zu sites", s->rank, n);
     }
     n = 0;
     for (size_t i = 0; i < s->n_frames + 2; i++) {
         if (!t->blocks[i]) continue;
-        if (i == s->n_frames + 1) {
-            memset(&v[n], 0, sizeof v[n]);
-            rs_text_copy_head(v[n].function, sizeof v[n].function, "(before recording)");
-        } else {
-            site_from_frame(s, i == s->n_frames ? -1 : (int64_t)i, &v[n]);
-        }
-        v[n].bytes = rs_sat_i64(t->bytes[i]);
-        v[n].blocks = t->blocks[i] > INT32_MAX ? INT32_MAX : (int32_t)t->blocks[i];
+        if (i == s->n_frames + 1)
+            rs_text_copy_head(v[n].site.function, sizeof v[n].site.function, "(before recording)");
+        else
+            site_of_frame(&t->pk, i == s->n_frames ? -1 : (int64_t)i, &v[n].site);
+        v[n].site.bytes = rs_sat_i64(t->bytes[i]);
+        v[n].site.blocks = t->blocks[i] > INT32_MAX ? INT32_MAX : (int32_t)t->blocks[i];
+        v[n].stack = i < s->n_frames ? t->best_stack[i] : 0;
+        v[n].stack_bytes = i < s->n_frames ? t->best_bytes[i] : 0;
         n++;
     }
-    free(t->frame_of_stack);
-    free(t->bytes);
-    free(t->blocks);
     /* Two pcs on one source line are one site. */
-    qsort(v, n, sizeof *v, cmp_key);
+    qsort(v, n, sizeof *v, cmp_entry_key);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        if (m > 0 && rs_site_same(&v[m - 1], &v[i])) {
-            v[m - 1].bytes = rs_sat_add_i64(v[m - 1].bytes, v[i].bytes);
-            v[m - 1].blocks = v[m - 1].blocks > INT32_MAX - v[i].blocks
-                                  ? INT32_MAX
-                                  : v[m - 1].blocks + v[i].blocks;
+        if (m > 0 && rs_site_same(&v[m - 1].site, &v[i].site)) {
+            rs_site *a = &v[m - 1].site;
+            a->bytes = rs_sat_add_i64(a->bytes, v[i].site.bytes);
+            a->blocks = a->blocks > INT32_MAX - v[i].site.blocks ? INT32_MAX : a->blocks + v[i].site.blocks;
+            if (v[i].stack_bytes > v[m - 1].stack_bytes ||
+                (v[i].stack_bytes == v[m - 1].stack_bytes && v[i].stack < v[m - 1].stack)) {
+                v[m - 1].stack = v[i].stack;
+                v[m - 1].stack_bytes = v[i].stack_bytes;
+            }
         } else {
             v[m++] = v[i];
         }
     }
-    qsort(v, m, sizeof *v, cmp_bytes_desc);
-    *out = v;
+    qsort(v, m, sizeof *v, cmp_entry_bytes);
+    for (size_t i = 0; i < m; i++) {
+        sites[i] = v[i].site;
+        if (!pv) continue;
+        if (v[i].stack) {
+            rs_site unused;
+            rs_site_pick_path(&t->pk, v[i].stack, &unused, &pv[i]);
+        } else {
+            rs_site_path_of_site(&v[i].site, &pv[i]);
+        }
+    }
+    free(v);
+    tally_free(t);
+    *out = sites;
+    if (paths) *paths = pv;
     *n_out = m;
     return RANKSNAP_OK;
 }
 
 /* Live bytes by site after walking to `moment` (RS_WALK_END: the state at the end, whose blocks
  * are exact). */
-static ranksnap_status sites_at(rs_walk *w, int64_t moment, rs_site **out, size_t *n)
+static ranksnap_status sites_at(rs_walk *w, int64_t moment, rs_site **out, rs_site_path **paths,
+                                size_t *n)
 {
     const rs_snap *s = w->s;
     tally t;
@@ -378,25 +598,27 @@ static ranksnap_status sites_at(rs_walk *w, int64_t moment, rs_site **out, size_
         size_t it = 0;
         for (rs_walk_block *b; (b = rs_walk_next_live(w, &it));) tally_add(&t, b->stack, b->size);
     }
-    return tally_finish(&t, out, n);
+    return tally_finish(&t, out, paths, n);
 }
 
-ranksnap_status rs_site_list_at_moment(rs_walk *w, rs_site **out, size_t *n)
+ranksnap_status rs_site_list_at_moment(rs_walk *w, rs_site **out, rs_site_path **paths, size_t *n)
 {
     *out = NULL;
+    if (paths) *paths = NULL;
     *n = 0;
-    return sites_at(w, rs_walk_moment(w), out, n);
+    return sites_at(w, rs_walk_moment(w), out, paths, n);
 }
 
-ranksnap_status rs_site_list_at_peak(const rs_snap *s, rs_site **out, size_t *n)
+ranksnap_status rs_site_list_at_peak(const rs_snap *s, rs_site **out, rs_site_path **paths, size_t *n)
 {
     if (!s || !out || !n)
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_site_list_at_peak: NULL argument");
     *out = NULL;
+    if (paths) *paths = NULL;
     *n = 0;
     rs_walk w;
     RS_CHECK(rs_walk_init(&w, s));
-    ranksnap_status st = rs_site_list_at_moment(&w, out, n);
+    ranksnap_status st = rs_site_list_at_moment(&w, out, paths, n);
     rs_walk_free(&w);
     return st;
 }

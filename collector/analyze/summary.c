@@ -97,6 +97,8 @@ void rs_summary_of(const rs_snap *s, rs_summary *out)
     out->rank = s->rank;
     out->world_size = s->world_size;
     out->complete = s->complete;
+    /* ring_decode.c names the backend of what it rebuilds so */
+    out->recovered = s->backend && strcmp(s->backend, "recovered ring") == 0;
     out->oom = s->has_oom;
     rs_text_copy_head(out->host, sizeof out->host, s->host ? s->host : "");
     rs_text_copy_head(out->job, sizeof out->job, s->job ? s->job : "");
@@ -108,6 +110,8 @@ void rs_summary_of(const rs_snap *s, rs_summary *out)
     summarize_outside_labels(t, out);
     out->peak_step = t->peak_step;
     out->clock_offset_us = s->time.clock_offset_us;
+    out->device_total = t->device_total_bytes ? t->device_total_bytes : s->device.total_bytes;
+    out->memory_limit = t->memory_limit_bytes ? t->memory_limit_bytes : s->allocator.memory_limit;
     out->peak_time_us = t->peak_time_us
                             ? rs_sat_add_i64(rs_sat_i64(t->peak_time_us), s->time.clock_offset_us)
                             : 0;
@@ -132,7 +136,7 @@ void rs_summary_of(const rs_snap *s, rs_summary *out)
     step_series(&w, out);
     rs_site *sites = NULL;
     size_t n = 0;
-    if (rs_site_list_at_moment(&w, &sites, &n) == RANKSNAP_OK) {
+    if (rs_site_list_at_moment(&w, &sites, NULL, &n) == RANKSNAP_OK) {
         out->n_sites = (int32_t)(n < RS_SUMMARY_MAX_SITES ? n : RS_SUMMARY_MAX_SITES);
         memcpy(out->sites, sites, (size_t)out->n_sites * sizeof *sites);
     }

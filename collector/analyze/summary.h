@@ -33,6 +33,7 @@ typedef struct rs_summary {
     int32_t rank;
     int32_t world_size;
     int32_t complete;            /* 0: written from a crash path / recovered ring */
+    int32_t recovered;           /* 1: rebuilt from the event ring a dead rank left (ring_decode.c) */
     int32_t oom;
     char host[64];
     char job[64];
@@ -44,6 +45,8 @@ typedef struct rs_summary {
     int64_t peak_step;
     int64_t peak_time_us;        /* on rank 0's time base (clock offset applied) */
     int64_t clock_offset_us;
+    uint64_t device_total;       /* the device's capacity, 0 when the file does not say (PyTorch) */
+    uint64_t memory_limit;       /* the rank's cap of reserved bytes, 0 = none */
     uint64_t events;
     uint64_t dropped;
     /* per-step peak of allocated bytes: step_first, step_first+stride, ...; a bucket holds the

@@ -67,6 +67,8 @@ void rs_timeline_free(rs_timeline *t)
     }
     free(t->frames);
     free(t->sites);
+    free(t->site_paths);
+    free(t->site_stack);
     free(t);
 }
 
@@ -145,16 +147,14 @@ static uint32_t site_name_of(rs_timeline *t, const rs_site_picker *pk, uint32_t 
     size_t m = stack == RS_WALK_STACK_BEFORE ? s->n_stacks + 1 : stack > s->n_stacks ? 0 : stack;
     if (memo[m] != NO_INDEX) return memo[m];
     rs_site site;
-    rs_site_pick(pk, m == s->n_stacks + 1 ? 0 : (uint32_t)m, &site);
-    if (m == s->n_stacks + 1) snprintf(site.function, sizeof site.function, "(before recording)");
-    char buf[RS_SITE_FUNC_LEN + RS_SITE_FILE_LEN + 32];
-    const char *file = rs_text_basename(site.file);
-    if (!site.file[0] || strcmp(site.file, "??") == 0)
-        snprintf(buf, sizeof buf, "%s", site.function);
-    else if (site.line > 0)
-        snprintf(buf, sizeof buf, "%s (%s:%d)", site.function, file, (int)site.line);
-    else
-        snprintf(buf, sizeof buf, "%s (%s)", site.function, file);
+    rs_site_path path;
+    rs_site_pick_path(pk, m == s->n_stacks + 1 ? 0 : (uint32_t)m, &site, &path);
+    if (m == s->n_stacks + 1) {
+        snprintf(site.function, sizeof site.function, "(before recording)");
+        rs_site_path_of_site(&site, &path);
+    }
+    char buf[RS_SITE_PATH_MAX * (RS_SITE_FUNC_LEN + RS_SITE_FILE_LEN + 32)];
+    rs_site_path_format(&path, buf, sizeof buf);
     /* Two stacks of one site share a name: the page lists each site once. */
     for (size_t i = 0; i < t->n_site_names; i++)
         if (strcmp(t->site_names[i], buf) == 0) return memo[m] = (uint32_t)i;
@@ -178,73 +178,109 @@ static int cmp_block_desc(const void *pa, const void *pb)
     return (a->addr > b->addr) - (a->addr < b->addr);
 }
 
-/* The largest live blocks, with their sites and stacks copied (frames deduplicated) into the
- * timeline. Blocks are rs_timeline_block whose `stack` is still the snapshot's id (RS_WALK_STACK_BEFORE for
- * none); `memo` is site_name_of's. */
-static int keep_live(rs_timeline *t, const rs_site_picker *pk, rs_timeline_block *v, size_t n,
-                     uint32_t *memo)
+/* Copies snapshot stacks into the timeline, each stack and frame once: those of the largest live
+ * blocks, then those the sites' paths were taken from (so that the page can open a site onto its
+ * whole stack). Room for RS_TIMELINE_MAX_LIVE + RS_TIMELINE_MAX_SITES stacks. */
+typedef struct stack_copier {
+    uint32_t *frame_map; /* snapshot frame index -> timeline frame, NO_INDEX */
+    uint32_t *stack_map; /* snapshot stack id -> timeline stack, NO_INDEX */
+} stack_copier;
+
+static int copier_init(stack_copier *c, rs_timeline *t, const rs_snap *s)
+{
+    size_t room = RS_TIMELINE_MAX_LIVE + RS_TIMELINE_MAX_SITES;
+    c->frame_map = malloc((s->n_frames ? s->n_frames : 1) * sizeof *c->frame_map);
+    c->stack_map = malloc((s->n_stacks + 1) * sizeof *c->stack_map);
+    t->stacks = calloc(room, sizeof *t->stacks);
+    t->frames = calloc(room * RS_TIMELINE_MAX_FRAMES + 1, sizeof *t->frames);
+    if (!c->frame_map || !c->stack_map || !t->stacks || !t->frames) return -1;
+    for (size_t i = 0; i < s->n_frames; i++) c->frame_map[i] = NO_INDEX;
+    for (size_t i = 0; i <= s->n_stacks; i++) c->stack_map[i] = NO_INDEX;
+    return 0;
+}
+
+static void copier_free(stack_copier *c)
+{
+    free(c->frame_map);
+    free(c->stack_map);
+}
+
+/* The timeline's index of snapshot stack `id` (RS_TIMELINE_NO_SITE for none), copied on first
+ * use with its functions as the reports show them (demangled). */
+static uint32_t copy_stack(rs_timeline *t, stack_copier *c, const rs_site_picker *pk, uint32_t id,
+                           int *bad)
 {
     const rs_snap *s = pk->s;
+    if (id == 0 || id == RS_WALK_STACK_BEFORE || id > s->n_stacks) return RS_TIMELINE_NO_SITE;
+    if (c->stack_map[id] != NO_INDEX) return c->stack_map[id];
+    const rs_snap_stack *st = &s->stacks[id - 1];
+    size_t nf = st->n_frames < RS_TIMELINE_MAX_FRAMES ? st->n_frames : RS_TIMELINE_MAX_FRAMES;
+    rs_timeline_stack *out = &t->stacks[t->n_stacks];
+    out->frames = malloc((nf ? nf : 1) * sizeof *out->frames);
+    if (!out->frames) {
+        *bad = 1;
+        return RS_TIMELINE_NO_SITE;
+    }
+    c->stack_map[id] = (uint32_t)t->n_stacks++;
+    for (size_t k = 0; k < nf; k++) {
+        uint32_t f = st->frames[k];
+        if (c->frame_map[f] == NO_INDEX) {
+            rs_timeline_frame *fr = &t->frames[t->n_frames];
+            fr->function = dup_str(rs_site_frame_function(pk, f));
+            fr->file = dup_str(s->frames[f].file);
+            fr->line = s->frames[f].line;
+            if (!fr->function || !fr->file) {
+                free(fr->function);
+                free(fr->file);
+                fr->function = fr->file = NULL;
+                *bad = 1;
+                break;
+            }
+            c->frame_map[f] = (uint32_t)t->n_frames++;
+        }
+        out->frames[out->n_frames++] = c->frame_map[f];
+    }
+    return c->stack_map[id];
+}
+
+/* The largest live blocks, with their sites and stacks copied into the timeline. Blocks are
+ * rs_timeline_block whose `stack` is still the snapshot's id (RS_WALK_STACK_BEFORE for none);
+ * `memo` is site_name_of's. */
+static int keep_live(rs_timeline *t, stack_copier *c, const rs_site_picker *pk, rs_timeline_block *v,
+                     size_t n, uint32_t *memo)
+{
     qsort(v, n, sizeof *v, cmp_block_desc);
     if (n > RS_TIMELINE_MAX_LIVE) n = RS_TIMELINE_MAX_LIVE;
     t->live = malloc((n ? n : 1) * sizeof *t->live);
-    t->stacks = calloc(n ? n : 1, sizeof *t->stacks);
-    uint32_t *frame_map = malloc((s->n_frames ? s->n_frames : 1) * sizeof *frame_map);
-    uint32_t *stack_map = malloc((s->n_stacks + 1) * sizeof *stack_map);
-    t->frames = calloc(n * RS_TIMELINE_MAX_FRAMES + 1, sizeof *t->frames);
-    if (!t->live || !t->stacks || !frame_map || !stack_map || !t->frames) {
-        free(frame_map);
-        free(stack_map);
-        return -1;
-    }
-    for (size_t i = 0; i < s->n_frames; i++) frame_map[i] = NO_INDEX;
-    for (size_t i = 0; i <= s->n_stacks; i++) stack_map[i] = NO_INDEX;
+    if (!t->live) return -1;
     int bad = 0;
     for (size_t i = 0; i < n && !bad; i++) {
         t->live[i] = v[i];
-        uint32_t id = v[i].stack;
-        t->live[i].site = site_name_of(t, pk, memo, id, &bad);
-        if (id == 0 || id == RS_WALK_STACK_BEFORE || id > s->n_stacks) {
-            t->live[i].stack = RS_TIMELINE_NO_SITE;
-            continue;
-        }
-        if (stack_map[id] != NO_INDEX) {
-            t->live[i].stack = stack_map[id];
-            continue;
-        }
-        const rs_snap_stack *st = &s->stacks[id - 1];
-        size_t nf = st->n_frames < RS_TIMELINE_MAX_FRAMES ? st->n_frames : RS_TIMELINE_MAX_FRAMES;
-        rs_timeline_stack *out = &t->stacks[t->n_stacks];
-        out->frames = malloc((nf ? nf : 1) * sizeof *out->frames);
-        if (!out->frames) {
-            bad = 1;
-            break;
-        }
-        stack_map[id] = (uint32_t)t->n_stacks++;
-        for (size_t k = 0; k < nf; k++) {
-            uint32_t f = st->frames[k];
-            if (frame_map[f] == NO_INDEX) {
-                rs_timeline_frame *fr = &t->frames[t->n_frames];
-                fr->function = dup_str(s->frames[f].function);
-                fr->file = dup_str(s->frames[f].file);
-                fr->line = s->frames[f].line;
-                if (!fr->function || !fr->file) {
-                    free(fr->function);
-                    free(fr->file);
-                    fr->function = fr->file = NULL;
-                    bad = 1;
-                    break;
-                }
-                frame_map[f] = (uint32_t)t->n_frames++;
-            }
-            out->frames[out->n_frames++] = frame_map[f];
-        }
-        t->live[i].stack = stack_map[id];
+        t->live[i].site = site_name_of(t, pk, memo, v[i].stack, &bad);
+        t->live[i].stack = copy_stack(t, c, pk, v[i].stack, &bad);
     }
     t->n_live = bad ? 0 : n;
-    free(frame_map);
-    free(stack_map);
     return bad ? -1 : 0;
+}
+
+/* Live bytes by site at the moment, with each site's path and the stack it was taken from. */
+static ranksnap_status keep_sites(rs_timeline *t, stack_copier *c, const rs_site_picker *pk, rs_walk *w)
+{
+    rs_site *sites = NULL;
+    rs_site_path *paths = NULL;
+    size_t n = 0;
+    RS_CHECK(rs_site_list_at_moment(w, &sites, &paths, &n));
+    t->sites = sites;
+    t->site_paths = paths;
+    t->n_sites = n < RS_TIMELINE_MAX_SITES ? n : RS_TIMELINE_MAX_SITES;
+    t->site_stack = malloc((t->n_sites ? t->n_sites : 1) * sizeof *t->site_stack);
+    int bad = !t->site_stack;
+    for (size_t i = 0; i < t->n_sites && !bad; i++)
+        t->site_stack[i] = copy_stack(t, c, pk, paths[i].stack, &bad);
+    if (bad)
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory for the stacks of %zu sites",
+                        pk->s->rank, t->n_sites);
+    return RANKSNAP_OK;
 }
 
 /* Recorded ranges as time spans: from the first step marker inside the range to the first marker
@@ -336,8 +372,8 @@ static int capture_live(rs_walk *w, rs_timeline_block **out, size_t *n)
 
 /* Pass 2 and the live blocks at the moment: after event index `moment`, before the first event
  * for -1, the end state (whose blocks are exact) for RS_WALK_END. */
-static int walk_levels(rs_timeline *t, rs_walk *w, const rs_site_picker *pk, uint32_t max_points,
-                       int64_t moment)
+static int walk_levels(rs_timeline *t, rs_walk *w, stack_copier *sc, const rs_site_picker *pk,
+                       uint32_t max_points, int64_t moment)
 {
     const rs_snap *s = w->s;
     const rs_snap_history *h = &s->history;
@@ -440,7 +476,7 @@ static int walk_levels(rs_timeline *t, rs_walk *w, const rs_site_picker *pk, uin
         t->big_size[i] = big[k];
         t->big_site[i] = big[k] ? site_name_of(t, pk, memo, big_stack[k], &bad) : RS_TIMELINE_NO_SITE;
     }
-    if (!bad && keep_live(t, pk, blocks, n_blocks, memo) != 0) bad = 1;
+    if (!bad && keep_live(t, sc, pk, blocks, n_blocks, memo) != 0) bad = 1;
 done:
     dense_free(&da);
     dense_free(&dr);
@@ -512,22 +548,18 @@ ranksnap_status rs_timeline_build(const rs_snap *s, uint32_t max_points, rs_time
 
     rs_site_picker pk;
     rs_site_picker_init(&pk, s);
-    int bad = walk_levels(t, &w, &pk, max_points, moment) != 0;
-    rs_site_picker_free(&pk);
+    stack_copier sc;
+    int bad = copier_init(&sc, t, s) != 0;
+    if (!bad) bad = walk_levels(t, &w, &sc, &pk, max_points, moment) != 0;
     if (!bad) bad = steps_of(t, s) != 0 || ranges_of(t, s) != 0;
-    if (!bad) {
-        rs_site *sites = NULL;
-        size_t n = 0;
-        st = rs_site_list_at_moment(&w, &sites, &n);
-        if (st != RANKSNAP_OK) {
-            rs_walk_free(&w);
-            rs_timeline_free(t);
-            return st;
-        }
-        t->sites = sites;
-        t->n_sites = n < RS_TIMELINE_MAX_SITES ? n : RS_TIMELINE_MAX_SITES;
-    }
+    if (!bad) st = keep_sites(t, &sc, &pk, &w);
+    copier_free(&sc);
+    rs_site_picker_free(&pk);
     rs_walk_free(&w);
+    if (st != RANKSNAP_OK) {
+        rs_timeline_free(t);
+        return st;
+    }
     if (bad) {
         rs_timeline_free(t);
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory for the timeline of %llu events",

@@ -28,7 +28,7 @@
 /* Step markers kept per rank; a longer run keeps every k-th (the page marks boundaries, it is not
  * the place to count 100,000 steps). */
 #define RS_TIMELINE_MAX_STEPS 4096
-/* Largest live blocks kept at the moment, frames kept per stack, sites kept. */
+/* Largest live blocks kept at the moment, frames kept per stack, sites kept (with a stack each). */
 #define RS_TIMELINE_MAX_LIVE 24
 #define RS_TIMELINE_MAX_FRAMES 32
 #define RS_TIMELINE_MAX_SITES 64
@@ -76,7 +76,7 @@ typedef struct rs_timeline {
     uint64_t *big_size;
     uint32_t *big_site;
     size_t n_site_names;
-    char **site_names;            /* "function (file:line)", as the text report writes a site */
+    char **site_names;            /* the site's path, as the text report writes it (rs_site_path_format) */
 
     size_t n_steps;               /* step markers: step_no[i] began at step_t[i] */
     int64_t *step_t;
@@ -103,6 +103,9 @@ typedef struct rs_timeline {
     rs_timeline_frame *frames;
     size_t n_sites;
     rs_site *sites;              /* live bytes by site at the moment (rs_site_list_at_peak) */
+    rs_site_path *site_paths;    /* the path of each site */
+    uint32_t *site_stack;        /* the stack (index into stacks) each path was taken from,
+                                    RS_TIMELINE_NO_SITE for none */
 } rs_timeline;
 
 /* Builds the timeline of `s` with at most `max_points` buckets (0: RS_TIMELINE_DEFAULT_POINTS). On

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr_hash.h"
 #include "errors.h"
 #include "pickle.h"
 
@@ -418,10 +419,7 @@ static ranksnap_status check_hashable(const dec *d, const rs_pickle_value *v)
 
 static size_t hash_key(uint64_t k)
 {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return (size_t)k;
+    return rs_addr_hash(k, rs_addr_hash_seed()); /* seeded: a pickle chooses its keys (addr_hash.h) */
 }
 
 static ranksnap_status memo_put(dec *d, uint64_t key, rs_pickle_value *v)

@@ -5,8 +5,10 @@
  * left. It holds the events still in the ring, the segment table and the identity of the rank,
  * but no stack table (that lived in the process's heap): the recovered snapshot has the history,
  * the segments with the blocks the history shows alive, totals from the one history walk
- * (collector/model/walk.h), and is marked complete: false. Every field is checked against the file's size before it is used; a
- * torn or foreign file is an error naming the file and what was wrong.
+ * (collector/model/walk.h), and is marked complete: false. Every field is checked against the
+ * file's size before it is used; a torn or foreign file is an error naming the file and what was
+ * wrong. Annotations (indexes into a table of names the process kept in its heap) are left out,
+ * and what is handed out passes the model's one check (collector/model/snap_check.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +25,7 @@
 #include "ring_format.h"
 #include "rsnap_decode.h"
 #include "sat.h"
+#include "snap_check.h"
 #include "walk.h"
 
 static char *rs_dup_n(const char *s, size_t max)
@@ -77,6 +80,24 @@ static int rs_ring_expand(rs_snap *s, const rs_ring_event *ev, uint64_t first, u
     hi->time_us = t, hi->addr = a, hi->size = z, hi->stream = st, hi->action = act, hi->stack = sk;
     hi->count = n;
     return 0;
+}
+
+/* The ring keeps annotations as an index into the process's table of names, which died with the
+ * process: an index into nothing, so the recovered history goes without them. */
+static void rs_ring_drop_annotations(rs_snap_history *hi)
+{
+    uint64_t w = 0;
+    for (uint64_t i = 0; i < hi->count; i++) {
+        if (hi->action[i] == RS_ACT_ANNOTATION_BEGIN || hi->action[i] == RS_ACT_ANNOTATION_END) continue;
+        hi->time_us[w] = hi->time_us[i];
+        hi->action[w] = hi->action[i];
+        hi->addr[w] = hi->addr[i];
+        hi->size[w] = hi->size[i];
+        hi->stream[w] = hi->stream[i];
+        hi->stack[w] = hi->stack[i];
+        w++;
+    }
+    hi->count = w;
 }
 
 /* Fills the model from a validated file image. */
@@ -254,7 +275,8 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
     }
     /* blocks found in the order of the table: the model wants them in address order */
     for (size_t i = 0; i < s->n_segments; i++)
-        qsort(s->segments[i].blocks, s->segments[i].n_blocks, sizeof(rs_snap_block), rs_cmp_block);
+        if (s->segments[i].n_blocks > 1) /* none: blocks is NULL, which qsort may not be given */
+            qsort(s->segments[i].blocks, s->segments[i].n_blocks, sizeof(rs_snap_block), rs_cmp_block);
 
     /* Levels at the window's start are unknown when the ring wrapped. The allocator's totals at
      * the last step boundary anchor them when that step is inside the window; otherwise they are
@@ -307,6 +329,13 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
     if (completed && rs_ring_expand(s, ev, first, h->capacity, completed) != 0) {
         rs_snap_free(s);
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: out of host memory", path);
+    }
+    rs_ring_drop_annotations(hi);
+    /* what every decoder promises (collector/model/snap_check.h) */
+    ranksnap_status cst = rs_snap_check(s, path);
+    if (cst != RANKSNAP_OK) {
+        rs_snap_free(s);
+        return cst;
     }
     *out = s;
     return RANKSNAP_OK;

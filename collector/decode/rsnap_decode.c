@@ -25,6 +25,7 @@
 #include "errors.h"
 #include "file_read.h"
 #include "rsnap_decode.h"
+#include "snap_check.h"
 
 /* Our format nests five deep; unknown keys from newer writers get room to nest further. */
 #define RSNAP_MAX_DEPTH 24
@@ -915,6 +916,7 @@ ranksnap_status rs_rsnap_decode(const void *buf, size_t len, const char *name_fo
     }
     ranksnap_status st = read_top(&d, &u.data, s);
     msgpack_unpacked_destroy(&u);
+    if (st == RANKSNAP_OK) st = rs_snap_check(s, d.name); /* the model's one check (snap_check.h) */
     if (st != RANKSNAP_OK) {
         rs_snap_free(s);
         return st;

@@ -19,8 +19,16 @@
  *    following allocations are like the current start's (MIN_SIMILAR), back to the start of the
  *    history and on to its end. Iterations need not have the same number of allocations: the
  *    first one creates the optimizer state, the last one may stop at an OOM.
- * 5. The candidate whose walk covers the most allocations wins; within COVER_SLACK of the best
+ * 5. A training iteration gives back what it allocated (the activations, the gradients' work
+ *    space): the candidate's iterations must keep at most MAX_RETAINED of the bytes they allocate
+ *    (the median over its whole iterations). The layers of one forward pass repeat too, but each
+ *    keeps its activations: without this, a rank that ran out of memory in the forward pass of its
+ *    first step had its layers counted as steps.
+ * 6. The candidate whose walk covers the most allocations wins; within COVER_SLACK of the best
  *    the shortest period wins (2P covers as much as P; a layer's period covers one pass).
+ * 7. A history that ends in an OOM and holds no repeating iteration ran out of memory in the first
+ *    iteration it holds: one step, 0, is inserted where the allocations begin to repeat (the first
+ *    layer of that pass), else at its first allocation, so that the OOM has its step.
  * Each candidate costs a few passes over the allocations; there are at most MAX_CANDIDATES.
  */
 #include <stdio.h>
@@ -39,12 +47,14 @@
 #define MAX_STRETCH 3
 #define SIMILAR_SPAN 64
 #define MIN_SIMILAR 0.5
+#define MAX_RETAINED 0.5
 
 typedef struct allocs {
     size_t n;
     uint64_t *at;    /* history index of each allocation */
     uint64_t *token;
     double *level;   /* allocated bytes just before it, relative to the history's start */
+    double *bytes;   /* its size, rounded as the allocator rounds it */
 } allocs;
 
 typedef struct candidate {
@@ -57,6 +67,7 @@ static void allocs_free(allocs *a)
     free(a->at);
     free(a->token);
     free(a->level);
+    free(a->bytes);
 }
 
 static uint64_t mix(uint64_t x)
@@ -87,7 +98,8 @@ static ranksnap_status collect(const rs_snap *s, allocs *a)
     a->at = malloc((n ? n : 1) * sizeof *a->at);
     a->token = malloc((n ? n : 1) * sizeof *a->token);
     a->level = malloc((n ? n : 1) * sizeof *a->level);
-    if (!a->at || !a->token || !a->level) {
+    a->bytes = malloc((n ? n : 1) * sizeof *a->bytes);
+    if (!a->at || !a->token || !a->level || !a->bytes) {
         allocs_free(a);
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory to look for steps in %zu "
                                                   "allocations", s->rank, n);
@@ -99,8 +111,9 @@ static ranksnap_status collect(const rs_snap *s, allocs *a)
         a->at[a->n] = i;
         a->token[a->n] = mix(h->size[i] ^ mix((uint64_t)h->stack[i] + 0x9e3779b97f4a7c15ull));
         a->level[a->n] = level;
+        a->bytes[a->n] = (double)rounded(h->size[i], min_block);
+        level += a->bytes[a->n];
         a->n++;
-        level += (double)rounded(h->size[i], min_block);
     }
     return RANKSNAP_OK;
 }
@@ -276,6 +289,36 @@ static int walk(const allocs *a, size_t p, size_t anchor, positions *out)
     return bad;
 }
 
+static int cmp_double(const void *pa, const void *pb)
+{
+    double x = *(const double *)pa, y = *(const double *)pb;
+    return (x > y) - (x < y);
+}
+
+/* Step 5: the median share of its allocated bytes a whole iteration keeps (the last iteration
+ * runs to the end of the history and is left out) into *med: 0 with fewer than two starts,
+ * negative when iterations free more than they allocate. -1 without memory. */
+static int retained(const allocs *a, const positions *starts, double *med)
+{
+    *med = 0;
+    if (starts->n < 2) return 0;
+    size_t n = starts->n - 1, m = 0;
+    double *share = malloc(n * sizeof *share);
+    if (!share) return -1;
+    for (size_t i = 0; i < n; i++) {
+        size_t from = starts->v[i], to = starts->v[i + 1];
+        double got = 0;
+        for (size_t j = from; j < to; j++) got += a->bytes[j];
+        if (got > 0) share[m++] = (a->level[to] - a->level[from]) / got;
+    }
+    if (m) {
+        qsort(share, m, sizeof *share, cmp_double);
+        *med = share[(m - 1) / 2];
+    }
+    free(share);
+    return 0;
+}
+
 /* Rewrites the history with a step event before each start. */
 static ranksnap_status insert_steps(rs_snap *s, const allocs *a, const positions *starts)
 {
@@ -376,6 +419,8 @@ ranksnap_status rs_steps_infer(rs_snap *s, rs_steps_infer_result *out)
     size_t cover[MAX_CANDIDATES] = {0}, best_cover = 0;
     double best_match = 0;
     positions starts = {NULL, 0, 0};
+    size_t pass_start = SIZE_MAX; /* step 7: where a pass of repeating layers begins */
+    int kept_too_much = 0;
     for (size_t i = 0; i < n_cand; i++) {
         size_t p = cand[i].period;
         double match = last_period_match(&a, p);
@@ -384,6 +429,13 @@ ranksnap_status rs_steps_infer(rs_snap *s, rs_steps_infer_result *out)
         starts.n = 0;
         if (walk(&a, p, a.n - p + start_phase(&a, p), &starts) != 0) goto no_memory;
         if (starts.n < 2) continue;
+        double keep;
+        if (retained(&a, &starts, &keep) != 0) goto no_memory;
+        if (keep > MAX_RETAINED) {
+            kept_too_much = 1;
+            if (starts.v[0] < pass_start) pass_start = starts.v[0];
+            continue;
+        }
         size_t last = starts.v[starts.n - 1], tail = a.n - last < p ? a.n - last : p;
         cover[i] = last - starts.v[0] + tail;
         if (cover[i] > best_cover) best_cover = cover[i];
@@ -393,8 +445,29 @@ ranksnap_status rs_steps_infer(rs_snap *s, rs_steps_infer_result *out)
         if (cover[i] && (double)cover[i] >= (1 - COVER_SLACK) * (double)best_cover &&
             (pick == n_cand || cand[i].period < cand[pick].period))
             pick = i;
+    int oom = 0;
+    for (uint64_t i = 0; i < h->count && !oom; i++) oom = h->action[i] == RS_ACT_OOM;
+    if (pick == n_cand && oom && a.n > 0) {
+        /* step 7: the OOM came in the first iteration the history holds */
+        starts.n = 0;
+        if (positions_push(&starts, pass_start == SIZE_MAX ? 0 : pass_start) != 0) goto no_memory;
+        st = insert_steps(s, &a, &starts);
+        if (st == RANKSNAP_OK) {
+            out->found = 1;
+            out->period = 0;
+            out->n_steps = 1;
+        }
+        free(starts.v);
+        allocs_free(&a);
+        return st;
+    }
     if (pick == n_cand) {
-        if (best_match < MIN_MATCH)
+        if (kept_too_much && best_match >= MIN_MATCH)
+            snprintf(out->why_not, sizeof out->why_not,
+                     "the %zu allocations repeat, but each repetition keeps more than %.0f%% of "
+                     "what it allocates (the layers of one pass, not training iterations)",
+                     a.n, MAX_RETAINED * 100);
+        else if (best_match < MIN_MATCH)
             snprintf(out->why_not, sizeof out->why_not,
                      "no pattern of the %zu allocations repeats (the best period is %.0f%% "
                      "alike the one before it, %.0f%% needed)",

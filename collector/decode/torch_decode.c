@@ -23,11 +23,13 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "addr_hash.h"
 #include "errors.h"
 #include "file_read.h"
 #include "pickle.h"
 #include "rsnap_decode.h"
 #include "sat.h"
+#include "snap_check.h"
 #include "steps_infer.h"
 #include "torch_decode.h"
 #include "walk.h"
@@ -84,9 +86,9 @@ typedef struct idcache {
 
 static size_t idcache_slot(const idcache *t, uintptr_t a, uintptr_t b, int64_t c)
 {
-    uint64_t h = (uint64_t)a * 0x9e3779b97f4a7c15ull ^ (uint64_t)b * 0xc2b2ae3d27d4eb4full ^
-                 (uint64_t)c * 0x165667b19e3779f9ull;
-    return (size_t)(h ^ (h >> 29)) & t->mask;
+    /* seeded (addr_hash.h): the file chooses `c`, a line number, and any fixed mix of it can be aimed at */
+    uint64_t seed = rs_addr_hash_seed();
+    return rs_addr_hash(a ^ rs_addr_hash(b ^ rs_addr_hash((uint64_t)c, seed), seed), seed) & t->mask;
 }
 
 /* The cached value, 0 when absent. */
@@ -246,19 +248,15 @@ static char *copy_str(const rs_pickle_value *v, const char *fallback)
     return s;
 }
 
+/* Names, stream handles and frame indexes come from the file: seeded hashes (addr_hash.h). */
 static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
 {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
+    return rs_bytes_hash(h, p, n);
 }
 
 static uint64_t mix(uint64_t x)
 {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x;
+    return rs_addr_hash(x, rs_addr_hash_seed());
 }
 
 /* Grows a table of `elem` bytes each to hold `need` entries. */
@@ -962,6 +960,7 @@ ranksnap_status rs_torch_decode(const void *buf, size_t len, const char *name,
     m.name = name;
     m.s = calloc(1, sizeof *m.s);
     ranksnap_status st = m.s ? map_root(&m, rs_pickle_root(doc), &o) : no_memory(&m, "a snapshot");
+    if (st == RANKSNAP_OK) st = rs_snap_check(m.s, name); /* the model's one check (snap_check.h) */
     mapper_free(&m);
     rs_pickle_free(doc);
     if (st != RANKSNAP_OK) {

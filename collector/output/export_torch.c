@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr_hash.h"
 #include "errors.h"
 #include "export_torch.h"
 #include "pickler.h"
@@ -105,10 +106,7 @@ static int seg_insert(backward *b, uint64_t addr, uint64_t size)
 
 static size_t hash_addr(uint64_t a)
 {
-    a ^= a >> 33;
-    a *= 0xff51afd7ed558ccdull;
-    a ^= a >> 33;
-    return (size_t)a;
+    return rs_addr_hash(a, rs_addr_hash_seed()); /* seeded: the addresses come from a file */
 }
 
 /* The table is sized for every key it can see, so it never fills. */

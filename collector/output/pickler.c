@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr_hash.h"
 #include "errors.h"
 #include "pickler.h"
 
@@ -257,12 +258,7 @@ void rs_pickler_get(rs_pickler *w, uint32_t idx)
 
 static uint64_t hash_bytes(const char *s, size_t n)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
+    return rs_bytes_hash(0, s, n); /* seeded: names come from the snapshot, a file (addr_hash.h) */
 }
 
 /* Doubles the string table (or makes the first one); 0 on success. */

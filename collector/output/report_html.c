@@ -182,7 +182,15 @@ static void timeline_json(FILE *f, const rs_timeline *t)
         rs_json_string(f, s->function, RS_JSON_SCRIPT);
         fputc(',', f);
         rs_json_string(f, s->file, RS_JSON_SCRIPT);
-        fprintf(f, ",%" PRId32 ",%" PRId64 ",%" PRId32 "]", s->line, s->bytes, s->blocks);
+        fprintf(f, ",%" PRId32 ",%" PRId64 ",%" PRId32 ",", s->line, s->bytes, s->blocks);
+        /* its path as the reports write it, and the stack (index into "stacks") to open it onto */
+        char path[RS_SITE_PATH_MAX * (RS_SITE_FUNC_LEN + RS_SITE_FILE_LEN + 16)];
+        rs_site_path_format(&t->site_paths[i], path, sizeof path);
+        rs_json_string(f, path, RS_JSON_SCRIPT);
+        if (t->site_stack[i] == RS_TIMELINE_NO_SITE)
+            fputs(",-1]", f);
+        else
+            fprintf(f, ",%" PRIu32 "]", t->site_stack[i]);
     }
     fputs("]}", f);
 }

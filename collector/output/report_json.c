@@ -44,14 +44,37 @@ static void json_pct(FILE *f, double x)
     fputs(strcmp(buf, "-0") == 0 ? "0" : buf, f);
 }
 
-static void json_site_fields(FILE *f, const rs_site *s)
+static void json_frame_fields(FILE *f, const char *function, const char *file, int32_t line)
 {
     json_key(f, "function");
-    rs_json_string(f, s->function, RS_JSON_PLAIN);
+    rs_json_string(f, function, RS_JSON_PLAIN);
     fputs(", ", f);
     json_key(f, "file");
-    rs_json_string(f, s->file, RS_JSON_PLAIN);
-    fprintf(f, ", \"line\": %" PRId32, s->line);
+    rs_json_string(f, file, RS_JSON_PLAIN);
+    fprintf(f, ", \"line\": %" PRId32, line);
+}
+
+/* The site's own frame, then "path": its frames outermost first (docs/FORMAT.md). */
+static void json_site_fields(FILE *f, const rs_compare_site *s)
+{
+    json_frame_fields(f, s->site.function, s->site.file, s->site.line);
+    fputs(", \"path\": [", f);
+    for (int32_t i = 0; i < s->path.n && i < RS_SITE_PATH_MAX; i++) {
+        fputs(i ? ", {" : "{", f);
+        const rs_site_frame *fr = &s->path.frames[i];
+        json_frame_fields(f, fr->function, fr->file, fr->line);
+        fputc('}', f);
+    }
+    fputc(']', f);
+}
+
+/* A JSON number for bytes per step: whole bytes, as the other byte counts. */
+static void json_rate(FILE *f, double x)
+{
+    if (!isfinite(x))
+        fputs("null", f);
+    else
+        fprintf(f, "%.0f", x);
 }
 
 static void json_rank(FILE *f, const rs_summary *s)
@@ -69,11 +92,13 @@ static void json_rank(FILE *f, const rs_summary *s)
             ", \"reserved_at_peak\": %" PRIu64 ", \"fragmentation\": %" PRIu64
             ", \"outside_peak\": %" PRIu64 ", \"outside_end\": %" PRIu64
             ", \"peak_step\": %" PRId64 ", \"peak_time_us\": %" PRId64
-            ", \"oom\": %s, \"complete\": %s, \"events\": %" PRIu64 ", \"dropped\": %" PRIu64
+            ", \"oom\": %s, \"complete\": %s, \"recovered\": %s, \"events\": %" PRIu64
+            ", \"dropped\": %" PRIu64
             ", \"step_stride\": %" PRId32 ", \"step_peaks\": [",
             s->peak_allocated, s->peak_reserved, s->reserved_at_peak, frag, s->outside_peak,
             s->outside_end, s->peak_step, s->peak_time_us, s->oom ? "true" : "false",
-            s->complete ? "true" : "false", s->events, s->dropped, s->step_stride);
+            s->complete ? "true" : "false", s->recovered ? "true" : "false", s->events, s->dropped,
+            s->step_stride);
     int first = 1;
     int n = s->n_steps > RS_SUMMARY_MAX_STEPS ? RS_SUMMARY_MAX_STEPS : s->n_steps;
     for (int k = 0; k < n; k++) {
@@ -106,8 +131,8 @@ static void json_oom(FILE *f, const rs_compare_oom *v)
     for (size_t i = 0; i < v->n_live; i++) {
         fputs(i ? ", {" : "{", f);
         json_site_fields(f, &v->live[i]);
-        fprintf(f, ", \"bytes\": %" PRId64 ", \"blocks\": %" PRId32 "}", v->live[i].bytes,
-                v->live[i].blocks);
+        fprintf(f, ", \"bytes\": %" PRId64 ", \"blocks\": %" PRId32 "}", v->live[i].site.bytes,
+                v->live[i].site.blocks);
     }
     fputs("]}", f);
 }
@@ -124,11 +149,27 @@ static void json_divergent(FILE *f, const rs_compare_divergent *d)
         fprintf(f, "%" PRId64, d->first_divergent_step);
     else
         fputs("null", f);
-    fprintf(f, ", \"pattern\": \"%s\", \"sites\": [", d->growth ? "growth" : "offset");
+    fprintf(f, ", \"pattern\": \"%s\", \"growth_bytes_per_step\": ", d->growth ? "growth" : "offset");
+    if (d->growth)
+        json_rate(f, d->growth_per_step);
+    else
+        fputs("null", f);
+    fputs(", \"growth_t\": ", f);
+    if (d->growth)
+        json_pct(f, d->growth_t);
+    else
+        fputs("null", f);
+    fprintf(f, ", \"capacity\": %" PRIu64 ", \"exhaust_step\": ", d->capacity);
+    if (d->growth && d->exhaust_step >= 0)
+        fprintf(f, "%" PRId64, d->exhaust_step);
+    else
+        fputs("null", f);
+    fprintf(f, ", \"delta_bytes\": %" PRId64 ", \"unattributed_bytes\": %" PRId64 ", \"sites\": [",
+            d->delta, d->unattributed);
     for (size_t i = 0; i < d->n_sites; i++) {
         fputs(i ? ", {" : "{", f);
         json_site_fields(f, &d->sites[i]);
-        fprintf(f, ", \"bytes_delta\": %" PRId64 "}", d->sites[i].bytes);
+        fprintf(f, ", \"bytes_delta\": %" PRId64 "}", d->sites[i].site.bytes);
     }
     fputs("]}", f);
 }
@@ -153,6 +194,9 @@ ranksnap_status rs_report_json(FILE *f, const rs_compare_result *r)
     fputs(r->n_ranks ? "\n  ],\n  \"missing_ranks\": [" : "],\n  \"missing_ranks\": [", f);
     for (size_t i = 0; i < r->n_missing; i++)
         fprintf(f, "%s%" PRId32, i ? ", " : "", r->missing[i]);
+    fputs("],\n  \"no_data_ranks\": [", f);
+    for (size_t i = 0; i < r->n_no_data; i++)
+        fprintf(f, "%s%" PRId32, i ? ", " : "", r->no_data[i]);
     fputs("],\n  \"oom_ranks\": [", f);
     for (size_t i = 0; i < r->n_oom; i++) {
         fputs(i ? ",\n" : "\n", f);

@@ -61,10 +61,33 @@
     return Math.round(us) + ' \u00b5s';
   }
   function fmtPct(p) { var a = Math.abs(p); return (a >= 10 ? a.toFixed(0) : a.toFixed(1)) + '%'; }
-  function base(path) { var i = path.lastIndexOf('/'); return i >= 0 ? path.slice(i + 1) : path; }
+  /* a file as the text report shows it: its path inside an installed package, else its name */
+  function base(path) {
+    var m = /(?:site|dist)-packages[\/\\](.+)$/.exec(path);
+    if (m) return m[1];
+    var i = Math.max(path.lastIndexOf('/'), path.lastIndexOf('\\'));
+    return i >= 0 ? path.slice(i + 1) : path;
+  }
   function siteText(f, file, line) {
     if (!file || file === '??') return f;
     return f + ' (' + base(file) + (line > 0 ? ':' + line : '') + ')';
+  }
+  /* a site of report.json with its path (outermost frame first), as the text report writes it */
+  function pathText(s) {
+    if (!s.path || !s.path.length) return siteText(s.function, s.file, s.line);
+    return s.path.map(function (p) { return siteText(p.function, p.file, p.line); }).join(' \u2192 ');
+  }
+  /* a <details> whose summary is `text` and which opens onto stack `k` of timeline `tl` */
+  function stackDetails(text, tl, k) {
+    if (!tl || k === undefined || k === null || k < 0 || !tl.stacks[k]) return el('span', null, text);
+    var det = el('details'), ol = el('ol', { class: 'frames' });
+    det.appendChild(el('summary', null, text));
+    tl.stacks[k].forEach(function (i) {
+      var fr = tl.frames[i];
+      ol.appendChild(el('li', null, fr[0] + (fr[1] && fr[1] !== '??' ? '  ' + fr[1] + (fr[2] > 0 ? ':' + fr[2] : '') : '')));
+    });
+    det.appendChild(ol);
+    return det;
   }
   function el(tag, attrs, text) {
     var e = document.createElement(tag);
@@ -471,18 +494,22 @@
       var s = 'Rank ' + o.rank + ' ran out of memory' + (o.step >= 0 ? ' at step ' + o.step : '') + ': tried to allocate ' + fmtBytes(o.requested) +
         ' with ' + fmtBytes(o.device_free) + ' free' + (o.device_total ? ' of ' + fmtBytes(o.device_total) : '') +
         ' (allocated ' + fmtBytes(o.allocated) + ', reserved ' + fmtBytes(o.reserved) + (o.memory_limit ? ', limit ' + fmtBytes(o.memory_limit) : '') +
-        '), at ' + siteText(o.stack.function, o.stack.file, o.stack.line);
+        '), at ' + pathText(o.stack);
       var li = el('li', { class: 'oom' }, s);
       ul.appendChild(li);
     });
     R.divergent_ranks.forEach(function (d) {
       var s = 'Rank ' + d.rank + ' peaks ' + fmtPct(d.divergence_pct) + (d.divergence_pct >= 0 ? ' above' : ' below') + ' the median (' +
         fmtBytes(d.peak_allocated) + ' vs ' + fmtBytes(d.reference_peak) + ')' +
-        (d.first_divergent_step !== null ? ' from step ' + d.first_divergent_step : '') + ', ' + (d.pattern === 'growth' ? 'growing step after step' : 'a constant offset');
-      if (d.sites.length) s += ': ' + d.sites.slice(0, 3).map(function (x) { return fmtSigned(x.bytes_delta) + ' at ' + siteText(x.function, x.file, x.line); }).join(', ');
+        (d.pattern === 'growth'
+          ? ', growing ' + fmtSigned(Math.round(d.growth_bytes_per_step) * (d.divergence_pct >= 0 ? 1 : -1)) + ' per step since step ' + d.first_divergent_step +
+            (d.exhaust_step !== null ? '; at that rate it reaches its ' + fmtBytes(d.capacity) + ' at step ' + d.exhaust_step : '')
+          : (d.first_divergent_step !== null ? ' from step ' + d.first_divergent_step : '') + ', a constant offset');
+      if (d.sites.length) s += ': ' + d.sites.slice(0, 3).map(function (x) { return fmtSigned(x.bytes_delta) + ' at ' + pathText(x); }).join(', ');
       ul.appendChild(el('li', { class: 'divergent' }, s));
     });
     if (R.missing_ranks.length) ul.appendChild(el('li', null, 'Missing (no snapshot): rank' + (R.missing_ranks.length > 1 ? 's ' : ' ') + R.missing_ranks.join(', ')));
+    if (R.no_data_ranks.length) ul.appendChild(el('li', null, 'No data (recorded nothing; left out of the median): rank' + (R.no_data_ranks.length > 1 ? 's ' : ' ') + R.no_data_ranks.join(', ')));
     R.notes.forEach(function (n) { ul.appendChild(el('li', null, n)); });
     if (!R.oom_ranks.length && !R.divergent_ranks.length) ul.appendChild(el('li', { class: 'ok' }, 'No rank ran out of memory and no rank\u2019s peak diverges from the median.'));
     h.appendChild(ul);
@@ -564,7 +591,7 @@
     { key: 'oom', label: 'OOM', v: function (s) { return s.oom ? 1 : 0; }, f: function (v) { return v ? 'yes' : 'no'; } },
     { key: 'vs', label: 'vs median', v: function (s) { return R.median_peak_allocated ? (s.peak_allocated - R.median_peak_allocated) / R.median_peak_allocated * 100 : 0; },
       f: function (v) { return (v > 0 ? '+' : v < 0 ? '-' : '') + fmtPct(v); } },
-    { key: 'verdict', label: 'verdict', l: true, v: function (s) { return OOM[s.rank] ? 'OOM' : DIV[s.rank] ? 'divergent' : s.rank === REF ? 'reference' : s.complete ? '' : 'incomplete'; } }
+    { key: 'verdict', label: 'verdict', l: true, v: function (s) { return OOM[s.rank] ? 'OOM' : DIV[s.rank] ? 'divergent' : s.rank === REF ? 'reference' : R.no_data_ranks.indexOf(s.rank) >= 0 ? 'no data' : s.recovered ? 'recovered' : s.complete ? '' : 'incomplete'; } }
   ];
 
   function table() {
@@ -655,14 +682,8 @@
         var td = el('td', { class: 'l wrap' }), site = b[3] >= 0 ? t.sn[b[3]] : '(no stack)';
         if (b[2] < 0) td.appendChild(el('span', { class: 'empty' }, site === '(no stack)' ? 'no stack recorded' : site));
         else {
-          /* the site as the reports name it (summary.c), the whole stack under it */
-          var frames = t.stacks[b[2]].map(function (k) { return t.frames[k]; });
-          var det = el('details'), sum = el('summary', null, site);
-          det.appendChild(sum);
-          var ol = el('ol', { class: 'frames' });
-          frames.forEach(function (fr) { ol.appendChild(el('li', null, fr[0] + (fr[1] && fr[1] !== '??' ? '  ' + fr[1] + (fr[2] > 0 ? ':' + fr[2] : '') : ''))); });
-          det.appendChild(ol);
-          td.appendChild(det);
+          /* the site as the reports name it (sites.c), the whole stack under it */
+          td.appendChild(stackDetails(site, t, b[2]));
         }
         tr.appendChild(td);
         tb.appendChild(tr);
@@ -689,19 +710,19 @@
     var rows = [];
     if (r !== REF && refT) {
       var m = {};
-      t.sites.forEach(function (x) { m[siteKey(x[0], x[1], x[2])] = { f: x[0], file: x[1], line: x[2], a: x[3], b: 0 }; });
+      t.sites.forEach(function (x) { m[siteKey(x[0], x[1], x[2])] = { f: x[0], file: x[1], line: x[2], a: x[3], b: 0, p: x[5], tl: t, k: x[6] }; });
       refT.sites.forEach(function (x) {
         var k = siteKey(x[0], x[1], x[2]);
-        if (!m[k]) m[k] = { f: x[0], file: x[1], line: x[2], a: 0, b: 0 };
+        if (!m[k]) m[k] = { f: x[0], file: x[1], line: x[2], a: 0, b: 0, p: x[5], tl: refT, k: x[6] };
         m[k].b = x[3];
       });
       rows = Object.keys(m).map(function (k) { var o = m[k]; o.d = o.a - o.b; return o; })
         .filter(function (o) { return o.d !== 0; })
         .sort(function (x, y) { return Math.abs(y.d) - Math.abs(x.d); });
     } else if (r !== REF && DIV[r]) {
-      rows = DIV[r].sites.map(function (x) { return { f: x.function, file: x.file, line: x.line, a: null, b: null, d: x.bytes_delta }; });
+      rows = DIV[r].sites.map(function (x) { return { f: x.function, file: x.file, line: x.line, a: null, b: null, d: x.bytes_delta, p: pathText(x) }; });
     } else {
-      rows = t.sites.map(function (x) { return { f: x[0], file: x[1], line: x[2], a: x[3], b: null, d: null }; });
+      rows = t.sites.map(function (x) { return { f: x[0], file: x[1], line: x[2], a: x[3], b: null, d: null, p: x[5], tl: t, k: x[6] }; });
     }
     if (!rows.length) {
       right.appendChild(el('p', { class: 'empty' }, r === REF ? 'No live bytes at that moment.' : 'The same live bytes at every site as the reference.'));
@@ -713,7 +734,10 @@
       rows.forEach(function (o) { if (o.d !== null) maxd = Math.max(maxd, Math.abs(o.d)); });
       rows.slice(0, 25).forEach(function (o) {
         var tr = el('tr');
-        tr.appendChild(el('td', { class: 'l wrap' }, siteText(o.f, o.file, o.line)));
+        /* the site's path, opening onto the whole stack it was taken from */
+        var sc = el('td', { class: 'l wrap' });
+        sc.appendChild(stackDetails(o.p || siteText(o.f, o.file, o.line), o.tl, o.k));
+        tr.appendChild(sc);
         tr.appendChild(el('td', null, o.a === null ? '' : fmtBytes(o.a)));
         tr.appendChild(el('td', null, o.b === null ? '' : fmtBytes(o.b)));
         var td = el('td', { class: o.d > 0 ? 'pos' : o.d < 0 ? 'neg' : '' });

@@ -4,7 +4,10 @@
  * ones, the notes).
  *
  * Sizes go through rs_text_format_bytes so that they read as PyTorch's messages do; a site is
- * "function (file:line)" with the file's base name, the full path being in report.json.
+ * its path (sites.h): "function (file:line)" for each of its frames, joined by arrows, with the
+ * file's base name (its path inside an installed package), the full path being in report.json.
+ * Every string that came from a file (host, function and file names, holders, notes) is written
+ * through rs_text_put / rs_text_escape (common/text.h), so that a snapshot cannot drive the terminal.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,14 +21,11 @@
 /* How many sites a verdict sentence names; the rest are counted (report.json has them all). */
 #define SITES_INLINE 3
 
-static void print_site(FILE *out, const rs_site *s)
+static void print_site(FILE *out, const rs_compare_site *s)
 {
-    fputs(s->function, out);
-    if (strcmp(s->file, "??") == 0 || s->file[0] == '\0') return;
-    if (s->line > 0)
-        fprintf(out, " (%s:%" PRId32 ")", rs_text_basename(s->file), s->line);
-    else
-        fprintf(out, " (%s)", rs_text_basename(s->file));
+    char buf[RS_SITE_PATH_MAX * (RS_SITE_FUNC_LEN + RS_SITE_FILE_LEN + 16)];
+    rs_site_path_format(&s->path, buf, sizeof buf);
+    rs_text_put(out, buf);
 }
 
 static void print_bytes(FILE *out, uint64_t b)
@@ -48,6 +48,13 @@ static void print_pct(FILE *out, double pct)
     fprintf(out, pct >= 10 ? "%.0f%%" : "%.1f%%", pct);
 }
 
+static int is_no_data(const rs_compare_result *r, int32_t rank)
+{
+    for (size_t i = 0; i < r->n_no_data; i++)
+        if (r->no_data[i] == rank) return 1;
+    return 0;
+}
+
 static const rs_compare_divergent *divergent_of(const rs_compare_result *r, int32_t rank)
 {
     for (size_t i = 0; i < r->n_divergent; i++)
@@ -62,7 +69,7 @@ static void print_table(FILE *out, const rs_compare_result *r)
     for (size_t i = 0; i < r->n_ranks; i++) {
         const rs_summary *s = &r->ranks[i];
         const rs_compare_divergent *d = divergent_of(r, s->rank);
-        char a[32], b[32], c[32], o[32], step[24];
+        char a[32], b[32], c[32], o[32], step[24], host[80];
         rs_text_format_bytes(s->peak_allocated, a, sizeof a);
         rs_text_format_bytes(s->peak_reserved, b, sizeof b);
         rs_text_format_bytes(s->reserved_at_peak > s->peak_allocated
@@ -76,7 +83,8 @@ static void print_table(FILE *out, const rs_compare_result *r)
             snprintf(step, sizeof step, "-");
         char line[256];
         int len = snprintf(line, sizeof line, "%c %5" PRId32 "  %-16.16s  %14s  %14s  %14s  %12s  %9s  %-3s",
-                           d || s->oom ? '*' : ' ', s->rank, s->host, a, b, c, o, step,
+                           d || s->oom ? '*' : ' ', s->rank,
+                           rs_text_escape(host, sizeof host, s->host), a, b, c, o, step,
                            s->oom ? "yes" : "no");
         if (len < 0) len = 0;
         if ((size_t)len >= sizeof line) len = (int)sizeof line - 1;
@@ -84,6 +92,7 @@ static void print_table(FILE *out, const rs_compare_result *r)
             while (len > 0 && line[len - 1] == ' ') line[--len] = '\0';
         fputs(line, out);
         if (s->rank == r->reference_rank) fputs("  reference", out);
+        if (is_no_data(r, s->rank)) fputs("  no data", out);
         if (d) {
             fprintf(out, "  %s", d->divergence_pct >= 0 ? "+" : "-");
             print_pct(out, d->divergence_pct);
@@ -102,7 +111,9 @@ static void print_outside_holders(FILE *out, const rs_compare_result *r)
         if (s->n_outside_labels <= 0) continue;
         fprintf(out, "rank %" PRId32 ": ", s->rank);
         for (int k = 0; k < s->n_outside_labels && k < RS_SUMMARY_MAX_OUTSIDE_LABELS; k++) {
-            fprintf(out, "%s%s holds ", k ? ", " : "", rs_summary_outside_label_name(s->outside_labels[k].label));
+            fputs(k ? ", " : "", out);
+            rs_text_put(out, rs_summary_outside_label_name(s->outside_labels[k].label));
+            fputs(" holds ", out);
             print_bytes(out, s->outside_labels[k].bytes);
         }
         fputs(" (outside the allocator at the end: ", out);
@@ -113,11 +124,11 @@ static void print_outside_holders(FILE *out, const rs_compare_result *r)
     if (any) fputc('\n', out);
 }
 
-static void print_sites_inline(FILE *out, const rs_site *v, size_t n)
+static void print_sites_inline(FILE *out, const rs_compare_site *v, size_t n)
 {
     for (size_t i = 0; i < n && i < SITES_INLINE; i++) {
         fputs(i ? ", " : ": ", out);
-        print_signed_bytes(out, v[i].bytes);
+        print_signed_bytes(out, v[i].site.bytes);
         fputs(" at ", out);
         print_site(out, &v[i]);
     }
@@ -152,20 +163,56 @@ static void print_oom(FILE *out, const rs_compare_oom *v)
     if (v->n_live) fputs("  live at that moment:\n", out);
     for (size_t i = 0; i < v->n_live; i++) {
         char b[32];
-        rs_text_format_bytes(v->live[i].bytes < 0 ? 0 : (uint64_t)v->live[i].bytes, b, sizeof b);
+        rs_text_format_bytes(v->live[i].site.bytes < 0 ? 0 : (uint64_t)v->live[i].site.bytes, b, sizeof b);
         fprintf(out, "    %12s  ", b);
         print_site(out, &v->live[i]);
         fputc('\n', out);
     }
 }
 
+/* "+8.00 MiB per step since step 0 (a leak?)", and where that leads when the capacity is known. */
+static void print_growth(FILE *out, const rs_compare_divergent *d)
+{
+    double rate = d->growth_per_step < 0 ? -d->growth_per_step : d->growth_per_step;
+    fprintf(out, "rank %" PRId32 " grows ", d->rank);
+    fputs(d->divergence_pct >= 0 ? "+" : "-", out);
+    print_bytes(out, rate >= 1.8e19 ? UINT64_MAX : (uint64_t)(rate + 0.5));
+    fprintf(out, " per step since step %" PRId64 " (a leak?)", d->first_divergent_step);
+}
+
+static void print_exhaustion(FILE *out, const rs_compare_divergent *d)
+{
+    if (!d->growth || d->exhaust_step < 0 || !d->capacity) return;
+    fputs("; at that rate it would fill its ", out);
+    print_bytes(out, d->capacity);
+    fputs(d->capacity_is_limit ? " limit" : " device", out);
+    if (d->exhaust_step <= d->last_step)
+        fprintf(out, " at step %" PRId64, d->exhaust_step);
+    else
+        fprintf(out, " at step %" PRId64 " (%" PRId64 " steps after step %" PRId64 ")",
+                d->exhaust_step, d->exhaust_step - d->last_step, d->last_step);
+}
+
+/* What the listed sites leave unexplained of the peak difference, when it is worth a word (1%):
+ * a remainder in the direction of the divergence (sites beyond those listed, blocks the history
+ * does not show). */
+static void print_unattributed(FILE *out, const rs_compare_divergent *d)
+{
+    int64_t u = d->unattributed, total = d->delta;
+    uint64_t au = u < 0 ? (uint64_t)0 - (uint64_t)u : (uint64_t)u;
+    uint64_t at = total < 0 ? (uint64_t)0 - (uint64_t)total : (uint64_t)total;
+    if (d->n_sites == 0 || au == 0 || au < at / 100 || (u < 0) != (total < 0)) return;
+    fputs("; ", out);
+    print_signed_bytes(out, u);
+    fputs(" not attributed to these sites", out);
+}
+
 static void print_divergent(FILE *out, const rs_compare_result *r, const rs_compare_divergent *d)
 {
     const char *dir = d->divergence_pct >= 0 ? "above" : "below";
     if (d->growth) {
-        fprintf(out, "rank %" PRId32 " grows step after step from step %" PRId64
-                     " (a leak?), peaking ",
-                d->rank, d->first_divergent_step);
+        print_growth(out, d);
+        fputs(", peaking ", out);
         print_pct(out, d->divergence_pct);
         fprintf(out, " %s the median (", dir);
     } else {
@@ -179,7 +226,9 @@ static void print_divergent(FILE *out, const rs_compare_result *r, const rs_comp
     fputc(')', out);
     if (!d->growth && d->first_divergent_step >= 0)
         fprintf(out, " from step %" PRId64 ", a constant offset", d->first_divergent_step);
+    print_exhaustion(out, d);
     print_sites_inline(out, d->sites, d->n_sites);
+    print_unattributed(out, d);
     fputc('\n', out);
 }
 
@@ -197,6 +246,14 @@ static void print_missing(FILE *out, const rs_compare_result *r)
         i = j + 1;
     }
     fputs(" (no data: no snapshot, or none within the gather timeout)\n", out);
+}
+
+static void print_no_data(FILE *out, const rs_compare_result *r)
+{
+    fprintf(out, "no data: rank%s ", r->n_no_data == 1 ? "" : "s");
+    for (size_t i = 0; i < r->n_no_data; i++) fprintf(out, "%s%" PRId32, i ? ", " : "", r->no_data[i]);
+    fprintf(out, " recorded nothing (no allocation: killed at start-up?); left out of the median "
+                 "and the verdicts\n");
 }
 
 ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r)
@@ -222,7 +279,12 @@ ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r)
     else if (r->n_divergent == 0)
         fprintf(out, "no rank diverges beyond %g%% of the median\n", r->divergence_pct);
     if (r->n_missing) print_missing(out, r);
-    for (size_t i = 0; i < r->n_notes; i++) fprintf(out, "note: %s\n", r->notes[i]);
+    if (r->n_no_data) print_no_data(out, r);
+    for (size_t i = 0; i < r->n_notes; i++) {
+        fputs("note: ", out);
+        rs_text_put(out, r->notes[i]);
+        fputc('\n', out);
+    }
     if (ferror(out) || fflush(out) != 0)
         return rs_error(RANKSNAP_ERR_IO, "writing the text report failed: %s", strerror(errno));
     return RANKSNAP_OK;

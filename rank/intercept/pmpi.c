@@ -25,20 +25,15 @@
 #define RS_EXPORT __attribute__((visibility("default")))
 
 
-/* Called once MPI is up: a bad option disables ranksnap for the run, loudly, on rank 0 only
- * (every rank would say the same), and the program goes on as if ranksnap were not there. */
+/* Called once MPI is up. A start that fails (a bad option above all) makes ranksnap pass calls
+ * through for the run, said once on rank 0 (rank/runtime/instance.c), and the program goes on as
+ * if ranksnap were not there: nothing to do here about it. */
 static void rs_start_on_world(void)
 {
     MPI_Comm world = MPI_COMM_WORLD;
     rs_world_wrapper_init(1);
-    ranksnap_status st = ranksnap_init(&world);
+    (void)ranksnap_init(&world);
     rs_world_wrapper_init(0);
-    if (st == RANKSNAP_OK || st == RANKSNAP_ERR_DISABLED) return;
-    int rank = 0;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0)
-        fprintf(stderr, "ranksnap: not recording this run: %s: %s\n", ranksnap_strerror(st),
-                ranksnap_last_error());
 }
 
 RS_EXPORT int MPI_Init(int *argc, char ***argv)

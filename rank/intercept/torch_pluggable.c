@@ -17,6 +17,7 @@
 
 #include "errors.h"
 #include "instance.h"
+#include "passthrough.h"
 #include "ranksnap.h"
 #include "state.h"
 
@@ -38,8 +39,9 @@ void *ranksnap_torch_malloc(size_t size, int device, void *stream)
                           device, dev);
         else
             st = ranksnap_malloc(&p, size, stream);
-    } else if (st == RANKSNAP_ERR_DISABLED) {
-        /* RANKSNAP_DISABLE=1: ranksnap_malloc passes straight through to the device */
+    } else if (rs_passthrough_on()) {
+        /* RANKSNAP_DISABLE=1, or a start that failed: ranksnap_malloc passes straight through to
+         * the device */
         st = ranksnap_malloc(&p, size, stream);
     }
     if (st != RANKSNAP_OK) {

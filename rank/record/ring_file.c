@@ -7,6 +7,17 @@
  * with SIGKILL, which no handler can catch. Nothing is msync'ed on the hot path — surviving the
  * process is the point, not surviving the machine. A clean finalize marks the file closed and
  * removes it; a file left behind is a rank that died, which `ranksnap report` recovers.
+ *
+ * Every block of the file is reserved (posix_fallocate) before it is mapped. A file only sized
+ * with ftruncate is sparse: the first store to a page whose block the file system cannot find
+ * (a full disk, a quota) is a SIGBUS in the middle of the program's cudaMalloc. Reserved up
+ * front, a full disk is an error at init instead, and the runtime keeps the ring in memory.
+ *
+ * The file belongs to the job that created it (its job id is in the header): it is made whole
+ * under a temporary name and then given its name without replacing anything (unless the caller
+ * says the file there is this job's), and at close it is removed only if the name still points
+ * at it. Which name to use, and whether an old file of this job may go, is the caller's decision
+ * (rank/runtime/dump.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,8 +26,10 @@
 #include <string.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "clock.h"
 #include "errors.h"
 #include "ring_file.h"
@@ -32,53 +45,65 @@ struct rs_ring_file {
     rs_ring_header *hdr;
     rs_ring_segment *segs;
     rs_event *events;
-    char path[RS_PATH_MAX + 32];
+    char path[RS_PATH_MAX + 128];
 };
 
-ranksnap_status rs_ring_file_open(const char *dir, uint64_t capacity, const rs_ring_identity *id,
-                                  rs_ring_file **out)
+/* Removes `path` if it still is the file open on `fd`. */
+static void rs_ring_unlink_own(const char *path, int fd)
+{
+    struct stat a, b;
+    if (fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        unlink(path);
+}
+
+/* Undoes a half-made ring: its mapping, its descriptor and its temporary name. */
+static ranksnap_status rs_ring_abandon(rs_ring_file *f, const char *tmp, ranksnap_status st)
+{
+    if (f->map && f->map != MAP_FAILED) munmap(f->map, f->len);
+    close(f->fd);
+    unlink(tmp);
+    free(f);
+    return st;
+}
+
+ranksnap_status rs_ring_file_open(const char *path, int replace, uint64_t capacity,
+                                  const rs_ring_identity *id, rs_ring_file **out, int *existed)
 {
     *out = NULL;
+    if (existed) *existed = 0;
+    size_t seg_bytes = RS_RING_MAX_SEGMENTS * sizeof(rs_ring_segment);
+    if (capacity > (SIZE_MAX - RS_RING_HEADER_SIZE - seg_bytes) / sizeof(rs_event))
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_RING=mmap: %llu events do not fit a mapping",
+                        (unsigned long long)capacity);
     rs_ring_file *f = calloc(1, sizeof *f);
     if (!f) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_RING=mmap: out of host memory");
-    snprintf(f->path, sizeof f->path, "%s/rank-%05d.ring", dir, id->rank);
-    size_t seg_bytes = RS_RING_MAX_SEGMENTS * sizeof(rs_ring_segment);
+    snprintf(f->path, sizeof f->path, "%s", path);
     f->len = RS_RING_HEADER_SIZE + seg_bytes + (size_t)capacity * sizeof(rs_event);
-    /* a previous run's file of this rank is replaced, never followed if it is a link */
-    unlink(f->path);
-    f->fd = open(f->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    /* Made whole under a temporary name (atomic_file.h's, which a later start of this job
+     * removes if a SIGKILL leaves it), then given its name: a reader never finds a ring without
+     * its header, whenever the process is killed. */
+    char tmp[sizeof f->path + RS_ATOMIC_TMP_EXTRA];
+    rs_atomic_file_temp_name(path, tmp, sizeof tmp);
+    f->fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (f->fd < 0) {
-        ranksnap_status st = rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: %s", f->path, strerror(errno));
+        ranksnap_status st = rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: %s", tmp, strerror(errno));
         free(f);
         return st;
     }
-    if (ftruncate(f->fd, (off_t)f->len) != 0) {
-        ranksnap_status st = rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: cannot size it to %zu bytes: %s",
-                                      f->path, f->len, strerror(errno));
-        close(f->fd);
-        unlink(f->path);
-        free(f);
-        return st;
-    }
+    /* posix_fallocate returns the error instead of setting errno */
+    int err = posix_fallocate(f->fd, 0, (off_t)f->len);
+    if (err != 0)
+        return rs_ring_abandon(f, tmp, rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: cannot reserve "
+                                                "its %zu bytes on disk: %s", path, f->len, strerror(err)));
     f->map = mmap(NULL, f->len, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
-    if (f->map == MAP_FAILED) {
-        ranksnap_status st = rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: mmap of %zu bytes failed: %s",
-                                      f->path, f->len, strerror(errno));
-        close(f->fd);
-        unlink(f->path);
-        free(f);
-        return st;
-    }
+    if (f->map == MAP_FAILED)
+        return rs_ring_abandon(f, tmp, rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: mmap of %zu "
+                                                "bytes failed: %s", path, f->len, strerror(errno)));
     f->hdr = f->map;
     f->segs = (rs_ring_segment *)((char *)f->map + RS_RING_HEADER_SIZE);
     f->events = (rs_event *)((char *)f->map + RS_RING_HEADER_SIZE + seg_bytes);
     rs_ring_header *h = f->hdr;
-    h->version = RS_RING_VERSION;
-    h->endian = RS_RING_ENDIAN;
-    h->header_size = RS_RING_HEADER_SIZE;
-    h->event_size = sizeof(rs_event);
-    h->capacity = capacity;
-    h->max_segments = RS_RING_MAX_SEGMENTS;
+    rs_ring_header_init(h, capacity, RS_RING_MAX_SEGMENTS);
     h->rank = id->rank;
     h->world_size = id->world_size;
     h->pid = id->pid;
@@ -89,9 +114,14 @@ ranksnap_status rs_ring_file_open(const char *dir, uint64_t capacity, const rs_r
     h->memory_limit = id->memory_limit;
     h->clock_offset_us = id->clock_offset_us;
     h->created_us = rs_now_us();
-    h->step = -1;
-    /* the magic last: a reader takes the file for a ring only once the rest is in place */
     memcpy(h->magic, RS_RING_MAGIC, sizeof h->magic);
+    /* an old file of this job (the caller checked) is replaced; any other never is */
+    if (rs_atomic_file_rename(tmp, path, replace) != 0) {
+        int e = errno;
+        if (existed && e == EEXIST) *existed = 1;
+        return rs_ring_abandon(f, tmp, rs_error(RANKSNAP_ERR_IO, "RANKSNAP_RING=mmap: %s: %s", path,
+                                                strerror(e)));
+    }
     *out = f;
     return RANKSNAP_OK;
 }
@@ -156,12 +186,37 @@ void rs_ring_file_snapshot_written(rs_ring_file *f, uint64_t time_us)
     if (f) f->hdr->snapshot_time_us = time_us;
 }
 
+const char *rs_ring_file_path(const rs_ring_file *f)
+{
+    return f->path;
+}
+
 void rs_ring_file_close(rs_ring_file *f, int remove)
 {
     if (!f) return;
     if (remove) f->hdr->closed = 1;
     munmap(f->map, f->len);
+    /* the name may have been taken over since (by hand, by an older ranksnap): only ours goes */
+    if (remove) rs_ring_unlink_own(f->path, f->fd);
     close(f->fd);
-    if (remove) unlink(f->path);
     free(f);
+}
+
+int rs_ring_file_peek(const char *path, rs_ring_owner *out)
+{
+    memset(out, 0, sizeof *out);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat sb;
+    rs_ring_header h;
+    int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+             pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+             memcmp(h.magic, RS_RING_MAGIC, sizeof h.magic) == 0;
+    close(fd);
+    if (!ok) return -1;
+    memcpy(out->job, h.job, sizeof out->job - 1);
+    memcpy(out->host, h.host, sizeof out->host - 1);
+    out->pid = h.pid;
+    out->closed = h.closed != 0;
+    return 0;
 }

@@ -18,10 +18,14 @@ typedef struct rs_ring_identity {
     int64_t clock_offset_us;
 } rs_ring_identity;
 
-/* Creates (replacing a previous run's) DIR/rank-RRRRR.ring, 0600, O_NOFOLLOW, sized for
- * `capacity` events, and maps it shared. */
-ranksnap_status rs_ring_file_open(const char *dir, uint64_t capacity, const rs_ring_identity *id,
-                                  rs_ring_file **out);
+/* Makes the ring file `path` (0600) for `capacity` events: every block reserved on disk
+ * (posix_fallocate: a full disk is an error here, never a SIGBUS later), mapped shared, the header
+ * written, all under a temporary name that then becomes `path`, so that a ring without its header
+ * is never seen. `replace` lets it take the place of a file at `path`: only for one the caller
+ * knows is this job's. A file there otherwise is an error with *existed = 1 (when not NULL). */
+ranksnap_status rs_ring_file_open(const char *path, int replace, uint64_t capacity,
+                                  const rs_ring_identity *id, rs_ring_file **out, int *existed);
+const char *rs_ring_file_path(const rs_ring_file *f);
 /* Where the recorder writes (rs_recorder_create_on). */
 void rs_ring_file_pub(rs_ring_file *f, rs_ring_pub *pub);
 /* The segment table mirrors the allocator's segments (allocator lock held). */
@@ -31,7 +35,18 @@ void rs_ring_file_segment(rs_ring_file *f, int alloc, uint64_t addr, uint64_t si
 void rs_ring_file_step(rs_ring_file *f, int64_t step, uint64_t allocated, uint64_t allocated_peak,
                        uint64_t reserved_peak);
 void rs_ring_file_snapshot_written(rs_ring_file *f, uint64_t time_us);
-/* Unmaps; with `remove` (a clean finalize) marks it closed and deletes the file. */
+/* Unmaps; with `remove` (a clean finalize) marks it closed and deletes the file, if its name
+ * still points at it. */
 void rs_ring_file_close(rs_ring_file *f, int remove);
+
+/* Who wrote the ring file at `path`: its header's job, host and pid, and whether it was closed.
+ * -1 when there is no such file, or it is not a regular file with a ring's header. */
+typedef struct rs_ring_owner {
+    char job[256];
+    char host[64];
+    int64_t pid;
+    int closed;
+} rs_ring_owner;
+int rs_ring_file_peek(const char *path, rs_ring_owner *out);
 
 #endif

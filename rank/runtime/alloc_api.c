@@ -101,13 +101,13 @@ ranksnap_status ranksnap_free(void *ptr)
 ranksnap_status ranksnap_record_stream(void *ptr, void *stream)
 {
     if (!ptr) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_record_stream: ptr is NULL");
-    RS_NEED(rt);
+    RS_NEED_OR_PASS(rt);
     return rs_alloc_record_stream(rt->alloc, ptr, stream);
 }
 
 ranksnap_status ranksnap_empty_cache(void)
 {
-    RS_NEED(rt);
+    RS_NEED_OR_PASS(rt);
     return rs_alloc_empty_cache(rt->alloc);
 }
 
@@ -130,7 +130,7 @@ ranksnap_status ranksnap_get_stats(ranksnap_stats *out)
 
 ranksnap_status ranksnap_reset_peak_stats(void)
 {
-    RS_NEED(rt);
+    RS_NEED_OR_PASS(rt);
     rs_alloc_reset_peak_stats(rt->alloc);
     return RANKSNAP_OK;
 }

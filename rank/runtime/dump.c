@@ -1,9 +1,12 @@
 /*
- * dump.c — this rank's snapshot on disk: RANKSNAP_DIR made safely, the snapshot encoded at one
- * instant under the allocator lock and written atomically, ranksnap_dump, and the dumps of the
- * out-of-memory and fatal-signal paths.
+ * dump.c — this rank's files on disk: RANKSNAP_DIR made and checked safely, which names are this
+ * job's (never another job's file removed or replaced), the snapshot encoded at one instant under
+ * the allocator lock and written atomically, ranksnap_dump, and the dumps of the out-of-memory
+ * and fatal-signal paths.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,11 +24,44 @@
 #include "outside.h"
 #include "recorder.h"
 #include "ring_file.h"
+#include "rsnap_decode.h"
 #include "snapshot_encode.h"
 #include "stacks.h"
 #include "state.h"
 #include "symbols.h"
+#include "text.h"
 #include "world.h"
+
+/* The checks ssh makes of a user's files, made once per process (ensure_dir runs at every
+ * dump): a parent of RANKSNAP_DIR that is a symbolic link, or that every user may write without
+ * the sticky bit, lets someone else decide where the snapshots go; said, not refused, since
+ * /scratch -> /lustre/scratch is common. */
+static atomic_int rs_dir_warned;
+
+static void rs_dump_warn_parents(const char *dir)
+{
+    char p[RS_PATH_MAX];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *c = p + 1; *c; c++) {
+        if (*c != '/') continue;
+        *c = '\0';
+        struct stat sb;
+        if (lstat(p, &sb) == 0) {
+            if (S_ISLNK(sb.st_mode)) {
+                char to[RS_PATH_MAX];
+                ssize_t n = readlink(p, to, sizeof to - 1);
+                to[n > 0 ? n : 0] = '\0';
+                RS_WARN(RS_SUB_DUMP, "RANKSNAP_DIR=%s: its parent %s is a symbolic link (to %s): "
+                        "whoever can change that link decides where snapshots go", dir, p, to);
+            } else if (S_ISDIR(sb.st_mode) && (sb.st_mode & S_IWOTH) && !(sb.st_mode & S_ISVTX)) {
+                RS_WARN(RS_SUB_DUMP, "RANKSNAP_DIR=%s: its parent %s is writable by every user "
+                        "(mode %04o, no sticky bit): anyone can move the directory away", dir, p,
+                        (unsigned)(sb.st_mode & 07777));
+            }
+        }
+        *c = '/';
+    }
+}
 
 /* Creates RANKSNAP_DIR (0700) if it is missing; an existing one is used as it is. */
 ranksnap_status rs_dump_ensure_dir(const char *dir)
@@ -62,20 +98,232 @@ ranksnap_status rs_dump_ensure_dir(const char *dir)
     if (sb.st_uid != geteuid())
         return rs_error(RANKSNAP_ERR_IO, "RANKSNAP_DIR=%s: owned by uid %u, not by this user (uid %u); "
                         "refusing to write snapshots there", dir, (unsigned)sb.st_uid, (unsigned)geteuid());
+    /* anyone could remove or replace the snapshots in it (ssh refuses such a ~/.ssh) */
+    if ((sb.st_mode & S_IWOTH) && !(sb.st_mode & S_ISVTX))
+        return rs_error(RANKSNAP_ERR_IO, "RANKSNAP_DIR=%s: writable by every user (mode %04o) "
+                        "without the sticky bit, so anyone could remove or replace the snapshots; "
+                        "refusing to write there (chmod o-w, or another directory)", dir,
+                        (unsigned)(sb.st_mode & 07777));
+    if (atomic_exchange(&rs_dir_warned, 1) == 0) {
+        if (sb.st_mode & S_IWOTH)
+            RS_WARN(RS_SUB_DUMP, "RANKSNAP_DIR=%s: writable by every user (mode %04o; the sticky "
+                    "bit keeps them from removing this user's files, not from planting their own); "
+                    "a directory of this user's only is safer", dir, (unsigned)(sb.st_mode & 07777));
+        rs_dump_warn_parents(dir);
+    }
     return RANKSNAP_OK;
+}
+
+/* ---- whose files: this job's names in RANKSNAP_DIR --------------------------------------------
+ *
+ * A job is its job id (rt->job: RANKSNAP_JOB, else the batch system's, else local-HOST-PPID),
+ * which every .rsnap and .ring carries. A job never removes or replaces a file another job
+ * wrote: at init each rank looks at its plain names, rank-RRRRR.rsnap and rank-RRRRR.ring; when
+ * either holds another job's file (or one that cannot be read, whose owner is unknown), this
+ * rank's files take the job-qualified names rank-RRRRR.job-TAG.rsnap (.ring), and so do rank
+ * 0's report.txt, .json and .html (report.job-TAG.txt ...). A plain name first written while
+ * the job runs is created without replacing (rs_atomic_file_create): if another job got there
+ * first, this one turns to its qualified name then. A name this process wrote, or a plain name
+ * whose file is this job's (a requeued job, RANKSNAP_JOB set by hand), is replaced as before. */
+
+static pthread_mutex_t rs_names_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* DIR/NAME, or DIR/STEM.job-TAG.EXT when qualified. -1 when it does not fit. */
+static int rs_dump_path_of(const rs_runtime *rt, const char *name, int qualified, char *buf, size_t n)
+{
+    const char *ext = strrchr(name, '.');
+    int w = !qualified || !ext
+                ? snprintf(buf, n, "%s/%s", rt->opts.dir, name)
+                : snprintf(buf, n, "%s/%.*s.job-%s%s", rt->opts.dir, (int)(ext - name), name,
+                           rt->job_tag, ext);
+    return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
+static void rs_dump_rank_name(const rs_runtime *rt, const char *ext, char *buf, size_t n)
+{
+    snprintf(buf, n, "rank-%05d.%s", rt->rank, ext);
+}
+
+/* The job of the .rsnap at `path`; 1 and *job (malloc'ed) when it could be read. A file that
+ * does not decode is no error here (its owner is unknown), so the thread's detail is kept. */
+static int rs_dump_rsnap_job(const char *path, char **job)
+{
+    rs_snap *s = NULL;
+    char kept[1024];
+    snprintf(kept, sizeof kept, "%s", ranksnap_last_error());
+    int ok = rs_rsnap_decode_file(path, &s) == RANKSNAP_OK;
+    rs_error(RANKSNAP_OK, "%s", kept);
+    *job = ok ? strdup(s->job) : NULL;
+    rs_snap_free(s);
+    return *job != NULL;
+}
+
+ranksnap_status rs_dump_claim(rs_runtime *rt)
+{
+    rs_text_file_tag(rt->job_tag, sizeof rt->job_tag, rt->job);
+    rs_atomic_file_set_owner(rt->job, rt->host);
+    rt->names_qualified = 0;
+    rt->plain_rsnap_ours = rt->plain_ring_ours = 0;
+    rt->n_written = 0;
+    struct stat sb;
+    if (lstat(rt->opts.dir, &sb) != 0) return RANKSNAP_OK; /* made at the first write: empty */
+    char name[64], path[RS_PATH_MAX + 128], other[RS_PATH_MAX + 1024] = "";
+
+    rs_dump_rank_name(rt, "ring", name, sizeof name);
+    if (rs_dump_path_of(rt, name, 0, path, sizeof path) == 0 && lstat(path, &sb) == 0) {
+        rs_ring_owner o;
+        if (rs_ring_file_peek(path, &o) != 0) {
+            snprintf(other, sizeof other, "%s (not a ring this job can read)", path);
+        } else if (strcmp(o.job, rt->job) == 0) {
+            rt->plain_ring_ours = 1;
+        } else {
+            int here = strcmp(o.host, rt->host) == 0;
+            int alive = here && o.pid > 0 && (kill((pid_t)o.pid, 0) == 0 || errno == EPERM);
+            snprintf(other, sizeof other, "%s (job %s, pid %lld on %s%s)", path, o.job,
+                     (long long)o.pid, o.host,
+                     o.closed ? ", finished" : alive ? ", running" : here ? ", dead: its history" : "");
+        }
+    }
+    rs_dump_rank_name(rt, "rsnap", name, sizeof name);
+    if (rs_dump_path_of(rt, name, 0, path, sizeof path) == 0 && lstat(path, &sb) == 0) {
+        char *job = NULL;
+        if (rs_dump_rsnap_job(path, &job) && strcmp(job, rt->job) == 0)
+            rt->plain_rsnap_ours = 1;
+        else if (!other[0])
+            snprintf(other, sizeof other, "%s (%s%s)", path,
+                     job ? "job " : "not a snapshot this job can read", job ? job : "");
+        free(job);
+    }
+    if (other[0]) {
+        rt->names_qualified = 1;
+        RS_WARN(RS_SUB_DUMP, "RANKSNAP_DIR=%s holds another job's file, %s; this job (%s) leaves "
+                "it alone and writes rank-%05d.job-%s.rsnap (and .ring) instead", rt->opts.dir,
+                other, rt->job, rt->rank, rt->job_tag);
+    }
+    /* what a SIGKILL of this job left mid-write on this host (only those: atomic_file.h) */
+    static const char *const exts[] = {"rsnap", "ring"};
+    for (size_t e = 0; e < 2; e++) {
+        rs_dump_rank_name(rt, exts[e], name, sizeof name);
+        for (int q = 0; q < 2; q++)
+            if (rs_dump_path_of(rt, name, q, path, sizeof path) == 0) rs_atomic_file_clean_stale(path);
+    }
+    if (rt->rank == 0) {
+        static const char *const reports[] = {"report.txt", "report.json", "report.html"};
+        for (size_t i = 0; i < sizeof reports / sizeof reports[0]; i++)
+            for (int q = 0; q < 2; q++)
+                if (rs_dump_path_of(rt, reports[i], q, path, sizeof path) == 0)
+                    rs_atomic_file_clean_stale(path);
+    }
+    return RANKSNAP_OK;
+}
+
+ranksnap_status rs_dump_open_ring(rs_runtime *rt, const rs_ring_identity *id, rs_ring_file **out)
+{
+    *out = NULL;
+    RS_CHECK(rs_dump_ensure_dir(rt->opts.dir));
+    char name[64], path[RS_PATH_MAX + 128];
+    rs_dump_rank_name(rt, "ring", name, sizeof name);
+    for (int q = rt->names_qualified; q < 2; q++) {
+        if (rs_dump_path_of(rt, name, q, path, sizeof path) != 0)
+            return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "RANKSNAP_DIR=%s: path too long", rt->opts.dir);
+        int existed = 0;
+        /* the qualified name is this job's by its name; the plain one only if init saw so */
+        int replace = q ? 1 : rt->plain_ring_ours;
+        ranksnap_status st = rs_ring_file_open(path, replace, rt->opts.max_entries, id, out, &existed);
+        if (st == RANKSNAP_OK || !existed || q) return st;
+        /* another job created the plain name since init: from now on this job's are qualified */
+        pthread_mutex_lock(&rs_names_mu);
+        rt->names_qualified = 1;
+        pthread_mutex_unlock(&rs_names_mu);
+        RS_WARN(RS_SUB_DUMP, "RANKSNAP_DIR=%s: %s was just created by another job; this job (%s) "
+                "writes rank-%05d.job-%s.ring (and .rsnap) instead", rt->opts.dir, path, rt->job,
+                rt->rank, rt->job_tag);
+    }
+    return RANKSNAP_ERR_IO;
+}
+
+/* The entry of `name` in the table of names this process wrote, added when missing; NULL when the
+ * table is full (every write is then a first one: created, never replacing). rs_names_mu held. */
+static rs_dump_name *rs_dump_entry(rs_runtime *rt, const char *name)
+{
+    for (size_t i = 0; i < rt->n_written; i++)
+        if (strcmp(rt->written[i].name, name) == 0) return &rt->written[i];
+    if (rt->n_written == RS_DUMP_MAX_NAMES || strlen(name) >= sizeof rt->written[0].name) return NULL;
+    rs_dump_name *e = &rt->written[rt->n_written++];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->qualified = rt->names_qualified;
+    /* a plain rank-RRRRR.rsnap of this job found at init is this job's to replace */
+    char mine[64];
+    rs_dump_rank_name(rt, "rsnap", mine, sizeof mine);
+    e->ours = !e->qualified && rt->plain_rsnap_ours && strcmp(name, mine) == 0;
+    return e;
+}
+
+ranksnap_status rs_dump_write_file(rs_runtime *rt, const char *name, const void *buf, size_t len,
+                                   int durable)
+{
+    RS_CHECK(rs_dump_ensure_dir(rt->opts.dir));
+    char path[RS_PATH_MAX + 128];
+    /* The crash path (not durable) may run while the thread the signal stopped holds the lock in
+     * the middle of a dump of its own: it waits a bounded time, then goes on with what the table
+     * says, read without the lock (entries are only ever added, and their flags only set). */
+    int locked = 1;
+    if (durable) {
+        pthread_mutex_lock(&rs_names_mu);
+    } else {
+        int tries = 0;
+        while ((locked = pthread_mutex_trylock(&rs_names_mu) == 0) == 0 && tries++ < 100) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    rs_dump_name scratch = {"", rt->names_qualified, 0};
+    rs_dump_name *e = NULL;
+    if (locked) {
+        e = rs_dump_entry(rt, name);
+    } else {
+        for (size_t i = 0; i < rt->n_written && !e; i++)
+            if (strcmp(rt->written[i].name, name) == 0) e = &rt->written[i];
+        if (e) scratch = *e;
+        e = NULL;
+    }
+    if (!e) e = &scratch;
+    ranksnap_status st;
+    if (rs_dump_path_of(rt, name, e->qualified, path, sizeof path) != 0) {
+        st = rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "RANKSNAP_DIR=%s: path too long", rt->opts.dir);
+    } else if (e->qualified || e->ours) {
+        st = rs_atomic_file_write_ex(path, buf, len, durable);
+    } else {
+        int existed = 0;
+        st = rs_atomic_file_create(path, buf, len, durable, &existed);
+        if (st != RANKSNAP_OK && existed) {
+            char theirs[RS_PATH_MAX + 128];
+            snprintf(theirs, sizeof theirs, "%s", path);
+            e->qualified = 1;
+            if (rs_dump_path_of(rt, name, 1, path, sizeof path) != 0) {
+                st = rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "RANKSNAP_DIR=%s: path too long", rt->opts.dir);
+            } else {
+                RS_WARN(RS_SUB_DUMP, "%s is another job's (or an earlier run's) file; this job (%s) "
+                        "leaves it alone and writes %s instead", theirs, rt->job, path);
+                st = rs_atomic_file_write_ex(path, buf, len, durable);
+            }
+        }
+    }
+    if (st == RANKSNAP_OK) e->ours = 1;
+    if (locked) pthread_mutex_unlock(&rs_names_mu);
+    return st;
+}
+
+ranksnap_status rs_dump_write_snapshot(rs_runtime *rt, const void *buf, size_t len, int durable)
+{
+    char name[64];
+    rs_dump_rank_name(rt, "rsnap", name, sizeof name);
+    ranksnap_status st = rs_dump_write_file(rt, name, buf, len, durable);
+    if (st == RANKSNAP_OK && rt->ring_file) rs_ring_file_snapshot_written(rt->ring_file, rs_now_us());
+    return st;
 }
 
 /* ---- dump ----------------------------------------------------------------------------------- */
-
-ranksnap_status rs_dump_default_path(char *buf, size_t n)
-{
-    RS_NEED(rt);
-    RS_CHECK(rs_dump_ensure_dir(rt->opts.dir));
-    int w = snprintf(buf, n, "%s/rank-%05d.rsnap", rt->opts.dir, rt->rank);
-    if (w < 0 || (size_t)w >= n)
-        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "RANKSNAP_DIR=%s: path too long", rt->opts.dir);
-    return RANKSNAP_OK;
-}
 
 /* Encodes this rank's snapshot into a malloc'ed buffer: state, history and stacks taken at one
  * instant under the allocator lock. */
@@ -164,26 +412,24 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
 ranksnap_status rs_dump_write(const char *path, int complete)
 {
     RS_NEED(rt);
-    char defpath[RS_PATH_MAX + 32];
-    if (!path) {
-        RS_CHECK(rs_dump_default_path(defpath, sizeof defpath));
-        path = defpath;
-    }
     char *buf = NULL;
     size_t len = 0;
     RS_CHECK(rs_dump_encode(rt, complete, &buf, &len));
     /* the crash path (complete = 0) skips the fsyncs: see rs_atomic_file_write_ex */
-    ranksnap_status st = rs_atomic_file_write_ex(path, buf, len, complete);
+    ranksnap_status st = path ? rs_atomic_file_write_ex(path, buf, len, complete)
+                              : rs_dump_write_snapshot(rt, buf, len, complete);
     free(buf);
     if (st == RANKSNAP_OK) {
-        RS_INFO(RS_SUB_DUMP, "dump: %s, %zu bytes", path, len);
-        if (rt->ring_file) rs_ring_file_snapshot_written(rt->ring_file, rs_now_us());
+        RS_INFO(RS_SUB_DUMP, "dump: %s, %zu bytes", path ? path : "this rank's snapshot", len);
+        if (path && rt->ring_file) rs_ring_file_snapshot_written(rt->ring_file, rs_now_us());
     }
     return st;
 }
 
 ranksnap_status ranksnap_dump(const char *path)
 {
+    /* passing calls through, there is nothing to write: a no-op, as every recording call then */
+    if (!rs_state_get() && rs_passthrough_on()) return RANKSNAP_OK;
     return rs_dump_write(path, 1);
 }
 /* Before the OOM error goes back to the program: the snapshot on disk (RANKSNAP_ON_OOM=dump),

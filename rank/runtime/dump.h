@@ -1,5 +1,6 @@
 /*
- * dump.h — this rank's snapshot on disk (dump.c).
+ * dump.h — this rank's files on disk (dump.c): RANKSNAP_DIR, the names that are this job's, the
+ * snapshot.
  */
 #ifndef RANKSNAP_DUMP_H
 #define RANKSNAP_DUMP_H
@@ -8,13 +9,26 @@
 #include <stdint.h>
 
 #include "ranksnap.h"
+#include "ring_file.h"
 #include "state.h"
 
 /* Creates RANKSNAP_DIR (0700, with its parents) when missing; refuses a symbolic link, a
- * non-directory and a directory of another user. */
+ * non-directory, a directory of another user and one every user may write without the sticky
+ * bit. Warns once per process about a world-writable (sticky) one and about parents that are
+ * symbolic links or world-writable. */
 ranksnap_status rs_dump_ensure_dir(const char *dir);
-/* RANKSNAP_DIR/rank-RRRRR.rsnap, creating RANKSNAP_DIR if missing. */
-ranksnap_status rs_dump_default_path(char *buf, size_t n);
+/* At init, once rank, job and host are known: which names this rank's files take (the plain
+ * ones, or the job-qualified ones when the plain ones hold another job's files, with a
+ * warning naming them), and the removal of what a SIGKILL of this job left mid-write. */
+ranksnap_status rs_dump_claim(rs_runtime *rt);
+/* This rank's ring file (RANKSNAP_RING=mmap) under the name rs_dump_claim chose. */
+ranksnap_status rs_dump_open_ring(rs_runtime *rt, const rs_ring_identity *id, rs_ring_file **out);
+/* Writes RANKSNAP_DIR/`name` (report.txt, ...) atomically as this job's file: never over
+ * another job's file of that name (its job-qualified name is used instead, with a warning). */
+ranksnap_status rs_dump_write_file(rs_runtime *rt, const char *name, const void *buf, size_t len,
+                                   int durable);
+/* The same for this rank's snapshot, rank-RRRRR.rsnap; the ring file notes the time. */
+ranksnap_status rs_dump_write_snapshot(rs_runtime *rt, const void *buf, size_t len, int durable);
 /* Encodes this rank's snapshot into a malloc'ed buffer: state, history and stacks taken at one
  * instant under the allocator lock. `complete` 0 marks one written from a crash path. */
 ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t *out_len);

@@ -16,6 +16,7 @@
 
 #include "alloc_api.h"
 #include "clock.h"
+#include "coord.h"
 #include "dump.h"
 #include "errors.h"
 #include "instance.h"
@@ -32,10 +33,10 @@
 static pthread_mutex_t rs_init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* For the interposers (instance.h): whether a finalize happened (after which they no longer start
- * ranksnap), and the one failed attempt of rs_instance_ensure, whose status every later call
- * passes through with. */
+ * ranksnap). And the one start that failed (or met RANKSNAP_DISABLE): its status, which every
+ * later start returns at once, ranksnap passing calls through meanwhile. */
 static atomic_int rs_finalized_once;
-static atomic_int rs_ensure_gave_up; /* a ranksnap_status, 0 = not given up */
+static atomic_int rs_gave_up; /* a ranksnap_status, 0 = not given up */
 static int rs_atexit_registered;     /* guarded by rs_init_lock */
 
 /* ---- init / finalize ------------------------------------------------------------------------ */
@@ -99,9 +100,7 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
     ranksnap_status st = rs_options_load_env(&rt->opts);
     if (st != RANKSNAP_OK) goto fail;
     if (rt->opts.disable) {
-        st = rs_passthrough_init(rt->opts.backend, rt->opts.sim_capacity);
-        if (st == RANKSNAP_OK)
-            st = rs_error(RANKSNAP_ERR_DISABLED, "RANKSNAP_DISABLE is set: ranksnap passes calls through");
+        st = rs_error(RANKSNAP_ERR_DISABLED, "RANKSNAP_DISABLE is set: ranksnap passes calls through");
         goto fail;
     }
     if ((st = rs_schedule_parse(rt->opts.steps, &rt->sched)) != RANKSNAP_OK) goto fail;
@@ -123,6 +122,8 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
         rs_launcher_job(rt->host, rt->job, sizeof rt->job);
     rs_log_configure(rt->opts.debug_level, rt->opts.debug_subsys, rt->rank);
     rt->step = -1;
+    /* which names in RANKSNAP_DIR are this job's, before any file is made (dump.h) */
+    if ((st = rs_dump_claim(rt)) != RANKSNAP_OK) goto fail;
 
     st = rs_backend_open(rt);
     if (st != RANKSNAP_OK) goto fail;
@@ -146,8 +147,7 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
                                rt->device.name, rt->device.total_bytes, rt->memory_limit,
                                rs_coord_clock_offset_us(rt->coord)};
         rs_ring_pub pub;
-        if ((st = rs_dump_ensure_dir(rt->opts.dir)) == RANKSNAP_OK &&
-            (st = rs_ring_file_open(rt->opts.dir, rt->opts.max_entries, &id, &rt->ring_file)) == RANKSNAP_OK) {
+        if ((st = rs_dump_open_ring(rt, &id, &rt->ring_file)) == RANKSNAP_OK) {
             rs_ring_file_pub(rt->ring_file, &pub);
             st = rs_recorder_create_on(rt->opts.max_entries, rt->stacks, &pub, &rt->recorder);
         }
@@ -218,10 +218,38 @@ static void rs_atexit_finalize_once(void)
     if (atexit(rs_atexit_finalize) == 0) rs_atexit_registered = 1;
 }
 
+/* A start that failed, or RANKSNAP_DISABLE: ranksnap passes calls through from now on —
+ * ranksnap_malloc to the device (rank/alloc/passthrough.c), the interposed calls to the real
+ * runtime, the recording calls as no-ops — so that the program runs as it would without ranksnap.
+ * The reason is printed once (rank 0 only: every rank reads the same environment), naming the
+ * variable when a value did not parse; RANKSNAP_DISABLE asked for it and says nothing. The device
+ * is the one RANKSNAP_BACKEND names, each of the two options read on its own, so that a typo in
+ * one of them still gives the device the program would have had. rs_init_lock held. */
+static ranksnap_status rs_pass_through(ranksnap_status why)
+{
+    char reason[1024];
+    snprintf(reason, sizeof reason, "%s", ranksnap_last_error());
+    rs_options backend, capacity;
+    (void)rs_options_load_one(&backend, "RANKSNAP_BACKEND", NULL);
+    (void)rs_options_load_one(&capacity, "RANKSNAP_SIM_CAPACITY", NULL);
+    ranksnap_status pst = rs_passthrough_init(backend.backend, capacity.sim_capacity);
+    int say = rs_launcher_rank(0) == 0;
+    if (why != RANKSNAP_ERR_DISABLED && say)
+        fprintf(stderr, "ranksnap: not recording this run (allocations pass through to the device): "
+                        "%s: %s\n", ranksnap_strerror(why), reason);
+    if (pst != RANKSNAP_OK && say)
+        fprintf(stderr, "ranksnap: and the device could not be opened to pass them through: %s\n",
+                ranksnap_last_error());
+    atomic_store_explicit(&rs_gave_up, (int)why, memory_order_release);
+    return rs_error(why, "%s", reason);
+}
+
 /* ranksnap_init's body; rs_init_lock held. */
 static ranksnap_status rs_init_locked(const void *mpi_comm)
 {
     if (rs_state_get()) return RANKSNAP_OK;
+    int gave_up = atomic_load_explicit(&rs_gave_up, memory_order_acquire);
+    if (gave_up) return (ranksnap_status)gave_up;
     rs_runtime *rt = NULL;
     if (!mpi_comm) {
         /* the options decide whether to join; a value that does not parse is reported by
@@ -231,15 +259,15 @@ static ranksnap_status rs_init_locked(const void *mpi_comm)
         rs_error_clear();
         int joined = allowed ? rs_world_join(&mpi_comm) : 0;
         if (joined < 0)
-            return rs_error(RANKSNAP_ERR_MPI, "ranksnap_init: launched as one of several ranks, "
-                            "but MPI_Init_thread failed (RANKSNAP_MPI=0 keeps ranksnap off MPI)");
+            return rs_pass_through(rs_error(RANKSNAP_ERR_MPI, "ranksnap_init: launched as one of "
+                                            "several ranks, but MPI_Init_thread failed "
+                                            "(RANKSNAP_MPI=0 keeps ranksnap off MPI)"));
         if (joined > 0) rs_atexit_finalize_once();
     }
     ranksnap_status st = rs_runtime_create(mpi_comm, &rt);
-    if (st == RANKSNAP_OK) {
-        rs_state_publish(rt);
-        if (rt->sched.time_based && rt->opts.record) st = rs_steps_timer_start(rt);
-    }
+    if (st != RANKSNAP_OK) return rs_pass_through(st);
+    rs_state_publish(rt);
+    if (rt->sched.time_based && rt->opts.record) st = rs_steps_timer_start(rt);
     return st;
 }
 
@@ -248,7 +276,48 @@ ranksnap_status ranksnap_init(const void *mpi_comm)
     pthread_mutex_lock(&rs_init_lock);
     ranksnap_status st = rs_init_locked(mpi_comm);
     pthread_mutex_unlock(&rs_init_lock);
-    return st;
+    /* passing calls through is a working ranksnap for the program (the reason is in
+     * ranksnap_last_error, and was printed unless RANKSNAP_DISABLE asked for it) */
+    return st != RANKSNAP_OK && rs_passthrough_on() ? RANKSNAP_OK : st;
+}
+
+/* Finalize on rank 0: the recorded ranges RANKSNAP_STEPS named that the run never reached, which
+ * would otherwise end with nothing written and nothing said. */
+static void rs_warn_unreached(const rs_runtime *rt)
+{
+    const rs_schedule *sc = &rt->sched;
+    if (rt->rank != 0 || !rt->opts.record || sc->whole_run || rt->n_ranges >= RS_MAX_RANGES) return;
+    char list[512] = "";
+    size_t len = 0, missed = 0;
+    for (size_t i = 0; i < sc->n; i++) {
+        const rs_range *r = &sc->r[i];
+        int reached = 0;
+        if (sc->time_based) {
+            reached = i < rt->n_ranges; /* the timer begins them in order */
+        } else {
+            for (size_t k = 0; k < rt->n_ranges && !reached; k++)
+                reached = rt->ranges[k].begin >= r->begin && (r->end < 0 || rt->ranges[k].begin < r->end);
+        }
+        if (reached) continue;
+        missed++;
+        int w = r->end < 0 ? snprintf(list + len, sizeof list - len, "%s%s%lld:", len ? "," : "",
+                                      sc->time_based ? "time:" : "", (long long)r->begin)
+                           : snprintf(list + len, sizeof list - len, "%s%s%lld:%lld", len ? "," : "",
+                                      sc->time_based ? "time:" : "", (long long)r->begin, (long long)r->end);
+        if (w > 0 && (size_t)w < sizeof list - len) len += (size_t)w;
+    }
+    if (!missed) return;
+    char when[96];
+    if (sc->time_based)
+        snprintf(when, sizeof when, "the run lasted %.0f s",
+                 (double)((int64_t)rs_now_us() + rs_coord_clock_offset_us(rt->coord) - rt->epoch_us) / 1e6);
+    else if (rt->step < 0)
+        snprintf(when, sizeof when, "no step was ever marked: ranksnap_step(n), or RANKSNAP_STEP_ON=MPI_Allreduce:1");
+    else
+        snprintf(when, sizeof when, "the last step was %lld", (long long)rt->step);
+    RS_WARN(RS_SUB_RECORD, "RANKSNAP_STEPS=%s: never reached: %s (%s); nothing was recorded for %s%s",
+            rt->opts.steps, list, when, missed == 1 ? "it" : "them",
+            rt->n_ranges == 0 ? ", and no snapshot was written" : "");
 }
 
 ranksnap_status ranksnap_finalize(void)
@@ -271,6 +340,7 @@ ranksnap_status ranksnap_finalize(void)
     }
     int retire = 0;
     if (rt) {
+        rs_warn_unreached(rt);
         rs_outside_warn_if_nothing_intercepted(rt);
         retire = rs_runtime_should_retire(rt);
         atomic_store(&rs_finalized_once, 1);
@@ -291,7 +361,7 @@ ranksnap_status ranksnap_finalize(void)
 static ranksnap_status rs_ensure(int wait)
 {
     if (rs_state_get()) return RANKSNAP_OK;
-    int gave_up = atomic_load_explicit(&rs_ensure_gave_up, memory_order_acquire);
+    int gave_up = atomic_load_explicit(&rs_gave_up, memory_order_acquire);
     if (gave_up) return (ranksnap_status)gave_up;
     if (atomic_load(&rs_finalized_once)) return RANKSNAP_ERR_NOT_INITIALIZED;
     if (!wait && rs_world_program_will_init()) return RANKSNAP_ERR_NOT_INITIALIZED;
@@ -304,18 +374,12 @@ static ranksnap_status rs_ensure(int wait)
         return RANKSNAP_ERR_NOT_INITIALIZED;
     ranksnap_status st = RANKSNAP_OK;
     if (!rs_state_get()) {
-        if (atomic_load(&rs_finalized_once)) {
+        if (atomic_load(&rs_finalized_once))
             st = RANKSNAP_ERR_NOT_INITIALIZED;
-        } else if ((st = rs_init_locked(NULL)) == RANKSNAP_OK) {
+        else if ((st = rs_init_locked(NULL)) == RANKSNAP_OK)
             /* the program will not call ranksnap_finalize: the range is written at exit */
             rs_atexit_finalize_once();
-        } else {
-            atomic_store_explicit(&rs_ensure_gave_up, (int)st, memory_order_release);
-            /* every rank fails alike: rank 0 says it (pmpi.c does the same) */
-            if (st != RANKSNAP_ERR_DISABLED && rs_launcher_rank(0) == 0)
-                fprintf(stderr, "ranksnap: not tracking this process's allocations (passing them "
-                        "through): %s: %s\n", ranksnap_strerror(st), ranksnap_last_error());
-        }
+        /* else passing through, the reason said once (rs_pass_through) */
     }
     pthread_mutex_unlock(&rs_init_lock);
     return st;

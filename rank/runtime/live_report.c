@@ -26,13 +26,10 @@
 #include "state.h"
 #include "summary.h"
 
-/* Writes `text` of `n` bytes to RANKSNAP_DIR/name atomically. */
+/* Writes `text` of `n` bytes to RANKSNAP_DIR/name atomically, as this job's file (dump.h). */
 static void rs_write_report_file(rs_runtime *rt, const char *name, const char *text, size_t n)
 {
-    char path[RS_PATH_MAX + 32];
-    if (rs_dump_ensure_dir(rt->opts.dir) != RANKSNAP_OK ||
-        snprintf(path, sizeof path, "%s/%s", rt->opts.dir, name) >= (int)sizeof path ||
-        rs_atomic_file_write(path, text, n) != RANKSNAP_OK)
+    if (rs_dump_write_file(rt, name, text, n, 1) != RANKSNAP_OK)
         RS_WARN(RS_SUB_DUMP, "report: %s", ranksnap_last_error());
 }
 
@@ -105,11 +102,8 @@ ranksnap_status rs_live_report_end_of_range(rs_runtime *rt)
     RS_CHECK(rs_dump_encode(rt, 1, &buf, &len));
     ranksnap_status st = RANKSNAP_OK;
     if (rt->opts.write == RS_WRITE_ALL || (rt->opts.write == RS_WRITE_RANK0 && rt->rank == 0)) {
-        char path[RS_PATH_MAX + 32];
-        st = rs_dump_default_path(path, sizeof path);
-        if (st == RANKSNAP_OK) st = rs_atomic_file_write(path, buf, len);
+        st = rs_dump_write_snapshot(rt, buf, len, 1);
         if (st != RANKSNAP_OK) RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
-        else if (rt->ring_file) rs_ring_file_snapshot_written(rt->ring_file, rs_now_us());
     }
     if (!rt->opts.report) { /* RANKSNAP_REPORT=0: files only, `ranksnap report DIR` later */
         free(buf);

@@ -20,14 +20,24 @@
 #include "backend.h"
 #include "coord.h"
 #include "options.h"
+#include "passthrough.h"
 #include "ranksnap.h"
 #include "recorder.h"
 #include "ring_file.h"
 #include "schedule.h"
 #include "snapshot_encode.h"
 #include "stacks.h"
+#include "text.h"
 
 #define RS_MAX_RANGES 64
+#define RS_DUMP_MAX_NAMES 8
+
+/* A file name of RANKSNAP_DIR this process writes (dump.c). */
+typedef struct rs_dump_name {
+    char name[32];  /* "rank-00003.rsnap", "report.txt" */
+    int qualified;  /* written under its job-qualified name */
+    int ours;       /* this process wrote it, or init found this job's file there */
+} rs_dump_name;
 
 typedef struct rs_runtime {
     rs_options opts;
@@ -61,6 +71,13 @@ typedef struct rs_runtime {
     long step_on_calls;
     int64_t step_on_next;
     rs_ring_file *ring_file; /* RANKSNAP_RING=mmap */
+    /* this job's names in RANKSNAP_DIR (dump.c; guarded by its mutex after init) */
+    char job_tag[RS_TEXT_TAG_MAX]; /* rt->job as a part of a file name */
+    int names_qualified;     /* the plain names hold another job's files */
+    int plain_rsnap_ours;    /* the plain rank-RRRRR.rsnap at init was this job's */
+    int plain_ring_ours;     /* the plain rank-RRRRR.ring at init was this job's */
+    size_t n_written;
+    rs_dump_name written[RS_DUMP_MAX_NAMES];
     int postmortem;          /* signal handlers installed */
     int is_cuda;                     /* the backend is the CUDA one (the interposers serve only it) */
     uint64_t outside_at_init;        /* device memory in use when ranksnap started */
@@ -74,6 +91,15 @@ rs_runtime *rs_state_get(void);
 #define RS_NEED(rt)                                                                                \
     rs_runtime *rt = rs_state_get();                                                           \
     if (!rt) return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "%s: call ranksnap_init() first", __func__)
+
+/* The same for calls that only record or tune: while ranksnap passes calls through (RANKSNAP_DISABLE,
+ * or a start that failed: instance.c) they succeed and do nothing, so that the program runs as it
+ * would without ranksnap. */
+#define RS_NEED_OR_PASS(rt)                                                                        \
+    rs_runtime *rt = rs_state_get();                                                           \
+    if (!rt)                                                                                       \
+    return rs_passthrough_on() ? RANKSNAP_OK                                                   \
+                               : rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "%s: call ranksnap_init() first", __func__)
 
 /* Makes `rt` (NULL: none) the instance the API sees; a non-NULL one also marks the process as
  * having started ranksnap (rs_state_ever_started). */

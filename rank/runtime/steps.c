@@ -53,7 +53,7 @@ static void rs_range_end_locked(rs_runtime *rt, int64_t at)
 
 ranksnap_status ranksnap_step(int64_t step)
 {
-    RS_NEED(rt);
+    RS_NEED_OR_PASS(rt);
     ranksnap_status st = RANKSNAP_OK;
     int64_t start;
     if (rs_coord_poll_trigger(rt->coord, step, rt->opts.dir, rt->opts.trigger_lag, &start)) {
@@ -174,7 +174,9 @@ static ranksnap_status rs_annotate(rs_action act, const char *name, const char *
 {
     if (!name) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "%s: name is NULL", fn);
     rs_runtime *rt = rs_state_get();
-    if (!rt) return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "%s: call ranksnap_init() first", fn);
+    if (!rt)
+        return rs_passthrough_on() ? RANKSNAP_OK
+                                   : rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "%s: call ranksnap_init() first", fn);
     ranksnap_status st = RANKSNAP_OK;
     rs_alloc_lock(rt->alloc);
     if (rs_recorder_enabled(rt->recorder)) {
@@ -200,7 +202,7 @@ ranksnap_status ranksnap_annotate_end(const char *name)
 
 ranksnap_status ranksnap_record(int on)
 {
-    RS_NEED(rt);
+    RS_NEED_OR_PASS(rt);
     rs_alloc_lock(rt->alloc);
     int was = rs_recorder_enabled(rt->recorder);
     if (on && !was && rt->n_ranges < RS_MAX_RANGES) {

@@ -11,6 +11,27 @@ case_report_on_pytorch_fixtures_names_the_divergent_and_the_oom_rank() {
     "$ranksnap" report --rank-from-name --json "$data"/*.pickle > fixtures-report.json && "$python" -c "import json; r=json.load(open('fixtures-report.json')); assert [o['rank'] for o in r['oom_ranks']] == [3], r['oom_ranks']; assert 2 in [d['rank'] for d in r['divergent_ranks']], r['divergent_ranks']; assert 0 not in [d['rank'] for d in r['divergent_ranks']]; assert r['oom_ranks'][0]['requested'] == 37748736; print('ok')"
 }
 
+# the sites are the model's lines (transformers, installed in a virtual environment under
+# /opt/torch) under the script's own line, never torch's Python; rank 3's request too
+case_sites_of_pytorch_fixtures_are_model_lines_under_the_scripts_line() {
+    "$ranksnap" report --rank-from-name --json "$data"/*.pickle > fixtures-sites.json && "$python" -c "
+import json
+r = json.load(open('fixtures-sites.json'))
+def model_line(s):
+    return s['file'].endswith('.py') and 'site-packages/transformers/' in s['file'] and s['line'] > 0
+def under_script(s):
+    return s['path'][0]['file'].endswith('make_torch_fixtures.py') and s['path'][-1]['file'] == s['file']
+o = r['oom_ranks'][0]
+assert model_line(o['stack']) and under_script(o['stack']), o['stack']
+assert o['step'] == 0, o['step']
+d = [x for x in r['divergent_ranks'] if x['rank'] == 2][0]
+top = [s for s in d['sites'] if s['file']][0]
+assert model_line(top) and under_script(top), top
+for s in o['live_sites'] + d['sites']:
+    assert 'site-packages/torch/' not in s['file'], s
+print('ok')"
+}
+
 # the replay of rank 0 lands on the peak allocated PyTorch recorded
 case_replay_of_a_pytorch_fixture_reproduces_its_peak_allocated() {
     "$ranksnap" replay --json "$data"/snapshot_rank0.pickle > fixture-replay.json && "$python" -c "import json; r=json.load(open('fixture-replay.json')); assert r['original']['peak_allocated'] == r['ranksnap']['peak_allocated'] == 362729472, r; print('ok')"

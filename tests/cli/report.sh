@@ -27,8 +27,11 @@ assert [x["rank"] for x in r["ranks"]] == [0, 1, 2, 3]
 d = r["divergent_ranks"]
 assert len(d) == 1 and d[0]["rank"] == 2 and d[0]["pattern"] == "offset", d
 assert d[0]["first_divergent_step"] == 0 and d[0]["sites"][0]["function"] == "layer_activation", d
-assert set(d[0]["sites"][0]) == {"function", "file", "line", "bytes_delta"}
-assert r["missing_ranks"] == [] and r["oom_ranks"] == [] and r["reference_rank"] != 2'
+assert set(d[0]["sites"][0]) == {"function", "file", "line", "path", "bytes_delta"}
+assert d[0]["sites"][0]["path"] == [{"function": "layer_activation", "file": d[0]["sites"][0]["file"], "line": d[0]["sites"][0]["line"]}], d
+for k in ("growth_bytes_per_step", "growth_t", "capacity", "exhaust_step", "delta_bytes", "unattributed_bytes"):
+    assert k in d[0], k
+assert r["missing_ranks"] == [] and r["no_data_ranks"] == [] and r["oom_ranks"] == [] and r["reference_rank"] != 2'
 }
 
 # --out DIR writes report.txt and report.json (valid JSON where python3 can tell)

@@ -10,7 +10,7 @@ name=$1 ranksnap=$2 dir=$3
 case_pickles_names_the_divergent_and_the_oom_rank() {
     command -v python3 >/dev/null || exit 77
     out=$("$ranksnap" report "$dir"/snapshot_rank*.pickle); rc=$?; echo "$out"; test $rc -eq 0 || exit 1
-    for s in 'rank 3 ran out of memory at step 3: tried to allocate 16.00 GiB' 'rank 2 peaks 39% above the median' 'from step 0, a constant offset' 'at forward (model.py:36)' '4 of 4 ranks'; do
+    for s in 'rank 3 ran out of memory at step 3: tried to allocate 16.00 GiB' 'rank 2 peaks 39% above the median' 'from step 0, a constant offset' 'at forward (model.py:36) → aten::linear' '4 of 4 ranks'; do
         case "$out" in *"$s"*) ;; *) echo "missing: $s"; exit 1;; esac; done
     "$ranksnap" report --json "$dir"/snapshot_rank*.pickle | python3 -c 'import json, sys
 r = json.load(sys.stdin)
@@ -28,12 +28,23 @@ case_one_oom_pickle_gives_its_verdict() {
         case "$out" in *"$s"*) ;; *) echo "missing: $s"; exit 1;; esac; done
 }
 
-# --all-frames keeps PyTorch's own frames as the sites
+# --all-frames keeps PyTorch's own frames as the sites: the innermost, its stack capture
 case_all_frames_keeps_torch_frames_as_sites() {
     command -v python3 >/dev/null || exit 77
     out=$("$ranksnap" report --all-frames "$dir"/snapshot_rank*.pickle) || exit 1; echo "$out"
-    case "$out" in *'CUDACachingAllocator'*) ;; *) exit 1;; esac
+    case "$out" in *'torch::unwind::unwind()'*) ;; *) exit 1;; esac
     case "$out" in *'model.py'*) exit 1;; esac
+}
+
+# --site-skip looks past the user's own frames too (the model's lines here, to their caller's);
+# RANKSNAP_SITE_SKIP gives the same report
+case_site_skip_looks_past_the_frames_it_names() {
+    command -v python3 >/dev/null || exit 77
+    out=$("$ranksnap" report --site-skip '*/model.py' "$dir"/snapshot_rank*.pickle) || exit 1; echo "$out"
+    case "$out" in *'model.py'*) exit 1;; esac
+    case "$out" in *'rank 2 peaks 39% above the median'*'at train_step (train.py:41)'*) ;; *) exit 1;; esac
+    env_out=$(RANKSNAP_SITE_SKIP='*/model.py' "$ranksnap" report "$dir"/snapshot_rank*.pickle) || exit 1
+    test "$env_out" = "$out" || { echo "RANKSNAP_SITE_SKIP gave another report: $env_out"; exit 1; }
 }
 
 # --rank-from-name on a name without a number: 1, saying so

@@ -286,6 +286,11 @@ def main():
             fail("the selected rank's largest live allocations are not listed")
         if '<table id="sitediff">' not in dom:
             fail("the selected rank's site difference against the reference is not shown")
+        # each site is its path, which opens onto the whole stack it was taken from
+        diff = re.search(r'<table id="sitediff">.*?</table>', dom, re.S)
+        if diff and not re.search(r'<td class="l wrap"><details><summary>[^<]*\([^()<]+\.c:\d+\)[^<]*</summary>'
+                                  r'<ol class="frames">(<li>[^<]+</li>){2,}</ol></details></td>', diff.group(0)):
+            fail("the site difference's sites do not open onto their stacks: " + diff.group(0)[:600])
     print("dom: rendered, no script error, ranks=%s oom=%s divergent=%s as expected" % (a.ranks, ooms, a.divergent))
 
     if a.interact:

@@ -292,11 +292,13 @@ typedef struct train_cfg {
     uint64_t leak_bytes;
     int oom_step;        /* -1: none; else the step whose forward pass fails */
     uint64_t oom_request;
+    int hold_step;       /* -1: none; else allocates hold_bytes once, in this step, and keeps them */
+    uint64_t hold_bytes;
 } train_cfg;
 
 static inline train_cfg train_default(void)
 {
-    train_cfg c = {8, 4, 64 * SY_MIB, 16 * SY_MIB, 1.0, -1, 0, -1, 0};
+    train_cfg c = {8, 4, 64 * SY_MIB, 16 * SY_MIB, 1.0, -1, 0, -1, 0, -1, 0};
     return c;
 }
 
@@ -315,6 +317,7 @@ static inline rs_snap *synth_train(int rank, int world_size, const char *job, co
     uint32_t work = synth_site(&y, "mlp_workspace", "src/model.c", 300);
     uint32_t leak = synth_site(&y, "keep_for_logging", "src/train.c", 57);
     uint32_t req = synth_site(&y, "train_step", "src/train.c", 99);
+    uint32_t hold = synth_site(&y, "cache_batch", "src/train.c", 120);
     synth_alloc(&y, c->param_bytes, params);
     uint64_t acts[64];
     for (int step = 0; step < c->steps; step++) {
@@ -328,6 +331,7 @@ static inline rs_snap *synth_train(int rank, int world_size, const char *job, co
             return synth_finish(&y);
         }
         if (c->leak_from >= 0 && step >= c->leak_from) synth_alloc(&y, c->leak_bytes, leak);
+        if (step == c->hold_step) synth_alloc(&y, c->hold_bytes, hold);
         for (int l = c->layers < 64 ? c->layers : 64; l-- > 0;) synth_free(&y, acts[l]);
     }
     return synth_finish(&y);

@@ -4,7 +4,11 @@
  *
  * The PyTorch-like snapshots are written at test time by tests/data/make_torch_like_pickle.py
  * with Python's own pickle module (protocol 4): four ranks, rank 2 with 1.5 times larger
- * activations, rank 3 running out of memory in step 3. Those tests say "skip" without python3.
+ * activations, rank 3 running out of memory in step 3, recorded as PyTorch's default
+ * stacks="all" records (C++ and Python frames interleaved, the backward pass C++ only); the
+ * same with stacks="python" (python/), with a model in an installed package (transformers/),
+ * a rank that keeps its output every step (leak/) and a rank out of memory in its first step
+ * (oom0/, oom0-python/). Those tests say "skip" without python3.
  * Real snapshots dropped into tests/data (NAME.pickle) are decoded too and must keep the model's
  * promises. Step inference is also tested on histories built here, where the answer is known.
  */
@@ -19,8 +23,11 @@
 #include "compare.h"
 #include "decode.h"
 #include "find_python.h"
-#include "model_check.h"
+#include "snap_check.h"
 #include "rsnap_decode.h"
+#include "site_path.h"
+#include "site_rules.h"
+#include "sites.h"
 #include "steps_infer.h"
 #include "torch_decode.h"
 
@@ -32,12 +39,17 @@ static char g_dir[512];   /* where the fixtures were written, "" when python3 is
 static const char *g_python;
 
 /* Runs the fixture script with `args` into g_dir; 0 on success. */
-static int make_fixture(const char *args)
+static int make_fixture_in(const char *sub, const char *args)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s/make_torch_like_pickle.py %s %s", g_python, RS_TEST_DATA_DIR,
-             g_dir, args);
+    snprintf(cmd, sizeof cmd, "%s %s/make_torch_like_pickle.py %s%s%s %s", g_python,
+             RS_TEST_DATA_DIR, g_dir, sub[0] ? "/" : "", sub, args);
     return system(cmd) == 0 ? 0 : -1;
+}
+
+static int make_fixture(const char *args)
+{
+    return make_fixture_in("", args);
 }
 
 static void setup(void)
@@ -49,8 +61,15 @@ static void setup(void)
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", g_dir, g_dir);
     if (system(cmd) != 0 || make_fixture("") != 0 ||
-        make_fixture("--ranks 1 --steps 2 --layers 1 --big-rank -1 --oom-rank -1 --name tiny.pickle") != 0 ||
-        make_fixture("--ranks 4 --only-rank 3 --oom-name oom_rank-3_gpt2.pickle --protocol 5") != 0) {
+        make_fixture("--ranks 1 --steps 2 --layers 1 --big-rank -1 --oom-rank -1 --name tiny.pickle "
+                     "--stacks python") != 0 ||
+        make_fixture("--ranks 4 --only-rank 3 --oom-name oom_rank-3_gpt2.pickle --protocol 5") != 0 ||
+        make_fixture_in("python", "--stacks python") != 0 ||
+        make_fixture_in("transformers", "--model transformers") != 0 ||
+        make_fixture_in("leak", "--steps 12 --big-rank -1 --oom-rank -1 --leak-rank 1 "
+                                "--leak-kib 8192 --act-kib 16384") != 0 ||
+        make_fixture_in("oom0", "--layers 8 --oom-step 0") != 0 ||
+        make_fixture_in("oom0-python", "--layers 8 --oom-step 0 --stacks python") != 0) {
         fprintf(stderr, "the fixture script failed\n");
         g_dir[0] = '\0';
         CHECK(0);
@@ -94,7 +113,7 @@ TEST(a_torch_snapshot_maps_onto_segments_history_and_interned_stacks)
     NEED_FIXTURES();
     rs_snap *s = read_rank("snapshot_rank0.pickle", 0, 0);
     if (!s) return;
-    CHECK(model_is_consistent(s));
+    CHECK(rs_snap_check(s, "decoded") == RANKSNAP_OK);
     CHECK(s->rank == 0 && s->world_size == 1 && s->complete);
     CHECK(strcmp(s->backend, "torch") == 0);
     CHECK(strcmp(s->device.name, "unknown (PyTorch snapshot)") == 0);
@@ -108,9 +127,10 @@ TEST(a_torch_snapshot_maps_onto_segments_history_and_interned_stacks)
     CHECK(count_action(s, RS_ACT_SEGMENT_ALLOC) > 0);
     CHECK_EQ_U64(count_action(s, RS_ACT_OOM), 0);
     CHECK(!s->has_oom);
-    /* A dozen distinct stacks and a few dozen frames, however many events carry them. */
+    /* A dozen distinct stacks and a hundred frames (PyTorch's C++ and Python), however many
+     * events carry them. */
     CHECK(s->n_stacks >= 8 && s->n_stacks <= 16);
-    CHECK(s->n_frames >= 15 && s->n_frames <= 40);
+    CHECK(s->n_frames >= 60 && s->n_frames <= 160);
     /* Totals: current from the state, peaks from the replay. */
     uint64_t live = 0, reserved = 0;
     for (size_t i = 0; i < s->n_segments; i++) {
@@ -133,7 +153,7 @@ TEST(an_oom_entry_marks_the_rank_oom_with_the_request_and_its_site)
     NEED_FIXTURES();
     rs_snap *s = read_rank("snapshot_rank3.pickle", 3, 0);
     if (!s) return;
-    CHECK(model_is_consistent(s));
+    CHECK(rs_snap_check(s, "decoded") == RANKSNAP_OK);
     CHECK(s->rank == 3 && s->world_size == 4);
     CHECK(s->has_oom);
     CHECK_EQ_U64(s->oom.requested, (uint64_t)16 << 30);
@@ -153,7 +173,7 @@ TEST(sites_are_user_frames_unless_all_frames_is_asked)
     for (int all = 0; all < 2; all++) {
         rs_snap *s = read_rank("snapshot_rank0.pickle", 0, all);
         if (!s) return;
-        CHECK(s->skip_framework_frames == !all);
+        CHECK(rs_site_rules_set("", all) == RANKSNAP_OK);
         /* The first activation of the forward pass: linear.py inside torch, called from
          * model.py:31. */
         uint32_t stack = 0;
@@ -167,7 +187,192 @@ TEST(sites_are_user_frames_unless_all_frames_is_asked)
             CHECK(strcmp(site.function, "forward") == 0 && strstr(site.file, "model.py") &&
                   site.line == 31);
         else
-            CHECK(strstr(site.function, "CUDACachingAllocator") != NULL);
+            CHECK(strcmp(site.function, "torch::unwind::unwind()") == 0);
+        rs_snap_free(s);
+    }
+    CHECK(rs_site_rules_set("", 0) == RANKSNAP_OK);
+}
+
+/* fn on every stack's site in `s` and its path, formatted. */
+static void each_site(const rs_snap *s, void (*fn)(const rs_site *, const char *path, void *),
+                      void *ctx)
+{
+    for (uint32_t id = 1; id <= s->n_stacks; id++) {
+        rs_site site;
+        char buf[1024];
+        site_path_of(s, id, &site, buf, sizeof buf);
+        fn(&site, buf, ctx);
+    }
+}
+
+/* A site of PyTorch's own machinery or a name left mangled: what the user must never be shown. */
+static void no_machinery(const rs_site *site, const char *path, void *ctx)
+{
+    int *bad = ctx;
+    int py = strstr(site->file, ".py") != NULL;
+    int label = !site->file[0] && (strstr(site->function, "Backward") ||
+                                   strcmp(site->function, "AccumulateGrad") == 0 ||
+                                   strncmp(site->function, "aten::", 6) == 0);
+    if ((!py && !label && strcmp(site->function, "(no stack)") != 0) || strstr(site->file, "/torch/") ||
+        strstr(path, "gather_with_cpp") || strstr(path, "_Z")) {
+        fprintf(stderr, "machinery as a site: %s\n", path);
+        (*bad)++;
+    }
+}
+
+TEST(stacks_all_sites_are_user_python_lines_or_autograd_nodes_never_torch_machinery)
+{
+    NEED_FIXTURES();
+    for (int r = 0; r < 4; r++) {
+        char name[64];
+        snprintf(name, sizeof name, "snapshot_rank%d.pickle", r);
+        rs_snap *s = read_rank(name, r, 0);
+        if (!s) return;
+        int bad = 0;
+        each_site(s, no_machinery, &bad);
+        CHECK(bad == 0);
+        rs_snap_free(s);
+    }
+}
+
+static uint32_t stack_of_size(const rs_snap *s, uint64_t size)
+{
+    for (uint64_t i = 0; i < s->history.count; i++)
+        if (s->history.action[i] == RS_ACT_ALLOC && s->history.size[i] == size) return s->history.stack[i];
+    return 0;
+}
+
+/* The site and path of the first allocation of `size` bytes in rank 0 of fixture `name`; 0 when
+ * the fixture cannot be read. */
+static int first_alloc_site(const char *name, uint64_t size, rs_site *site, char *buf, size_t n)
+{
+    rs_snap *s = read_rank(name, 0, 0);
+    if (!s) return 0;
+    site_path_of(s, stack_of_size(s, size), site, buf, n);
+    rs_snap_free(s);
+    return 1;
+}
+
+TEST(a_forward_site_is_the_model_line_with_the_operator_it_ran)
+{
+    NEED_FIXTURES();
+    rs_site site;
+    char buf[1024];
+    if (!first_alloc_site("snapshot_rank0.pickle", 4 * 1536 * 1024, &site, buf, sizeof buf)) return;
+    CHECK(strcmp(site.function, "forward") == 0 && site.line == 36);
+    CHECK_STR_CONTAINS(buf, "forward (model.py:36) \xe2\x86\x92 aten::linear");
+}
+
+TEST(backward_allocations_are_named_by_their_autograd_node_and_operator)
+{
+    NEED_FIXTURES();
+    rs_snap *s = read_rank("snapshot_rank0.pickle", 0, 0);
+    if (!s) return;
+    rs_site site;
+    char buf[1024];
+    /* the backward pass's 4 * act temporaries come after the forward's mlp output of the same size */
+    uint32_t bwd = 0;
+    for (uint64_t i = 0; i < s->history.count; i++)
+        if (s->history.action[i] == RS_ACT_ALLOC && s->history.size[i] == 4 * 1536 * 1024 &&
+            s->history.stack[i] != stack_of_size(s, 4 * 1536 * 1024))
+            bwd = s->history.stack[i];
+    CHECK(bwd != 0);
+    site_path_of(s, bwd, &site, buf, sizeof buf);
+    CHECK(strcmp(site.function, "AddmmBackward0") == 0 && !site.file[0] && site.line == 0);
+    CHECK(strcmp(buf, "AddmmBackward0 \xe2\x86\x92 aten::mm") == 0);
+    /* the gradients: AccumulateGrad (its _apply_impl helper is no node) */
+    site_path_of(s, stack_of_size(s, 512 * 1024), &site, buf, sizeof buf);
+    CHECK(strcmp(site.function, "__init__") == 0); /* the first 512 KiB: a parameter */
+    uint32_t grad = 0;
+    for (uint64_t i = 0; i < s->history.count && !grad; i++)
+        if (s->history.action[i] == RS_ACT_ALLOC && s->history.stack[i] != stack_of_size(s, 512 * 1024) &&
+            (s->history.size[i] - 512 * 1024) % 4096 == 0 && s->history.size[i] < 600 * 1024) {
+            rs_site g;
+            site_path_of(s, s->history.stack[i], &g, buf, sizeof buf);
+            if (strcmp(g.function, "AccumulateGrad") == 0) grad = s->history.stack[i];
+        }
+    CHECK(grad != 0);
+    CHECK(strcmp(buf, "AccumulateGrad \xe2\x86\x92 aten::new_empty_strided") == 0);
+    rs_snap_free(s);
+}
+
+TEST(a_package_model_line_is_shown_under_the_users_line)
+{
+    NEED_FIXTURES();
+    rs_site site;
+    char buf[1024];
+    if (!first_alloc_site("transformers/snapshot_rank0.pickle", 3 * 1536 * 1024, &site, buf, sizeof buf))
+        return;
+    /* the site is the model's line; the user's line above it says which call of theirs */
+    CHECK(strcmp(site.function, "forward") == 0 && site.line == 212 && strstr(site.file, "modeling_gpt2.py"));
+    CHECK(strcmp(buf, "train_step (train.py:41) \xe2\x86\x92 forward "
+                      "(transformers/models/gpt2/modeling_gpt2.py:212) \xe2\x86\x92 aten::linear") == 0);
+}
+
+/* The comparison of the four ranks of fixture folder `sub` ("" the default one). */
+static rs_compare_result *compare_dir(const char *sub, int ranks, rs_snap **full)
+{
+    rs_summary sums[4];
+    for (int r = 0; r < ranks; r++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s%ssnapshot_rank%d.pickle", sub, sub[0] ? "/" : "", r);
+        full[r] = read_rank(name, r, 0);
+        if (!full[r]) return NULL;
+        rs_summary_of(full[r], &sums[r]);
+    }
+    rs_compare_result *res = NULL;
+    CHECK(rs_compare(sums, (const rs_snap *const *)full, (size_t)ranks, 0, NULL, &res) == RANKSNAP_OK);
+    return res;
+}
+
+TEST(python_only_stacks_name_the_same_divergent_site_as_stacks_all)
+{
+    NEED_FIXTURES();
+    rs_snap *full[4] = {NULL};
+    rs_compare_result *res = compare_dir("python", 4, full);
+    CHECK(res && res->n_divergent == 1 && res->n_oom == 1);
+    if (res && res->n_divergent == 1 && res->divergent[0].n_sites > 0) {
+        const rs_site *top = &res->divergent[0].sites[0].site;
+        CHECK(res->divergent[0].rank == 2);
+        CHECK(strcmp(top->function, "forward") == 0 && strstr(top->file, "model.py") && top->line == 36);
+    }
+    if (res && res->n_oom == 1) CHECK(res->oom[0].step == 3 && res->oom[0].site.site.line == 36);
+    rs_compare_result_free(res);
+    for (int r = 0; r < 4; r++) rs_snap_free(full[r]);
+}
+
+TEST(a_leak_by_appending_outputs_is_growth_of_its_size_per_step_since_step_0)
+{
+    NEED_FIXTURES();
+    rs_snap *full[4] = {NULL};
+    rs_compare_result *res = compare_dir("leak", 4, full);
+    CHECK(res && res->n_divergent == 1);
+    if (res && res->n_divergent == 1) {
+        const rs_compare_divergent *d = &res->divergent[0];
+        CHECK(d->rank == 1 && d->growth && d->first_divergent_step == 0);
+        CHECK(d->growth_per_step > 7.9 * 1048576 && d->growth_per_step < 8.1 * 1048576);
+        /* PyTorch records no device capacity: nothing to project */
+        CHECK(d->capacity == 0 && d->exhaust_step == -1);
+        CHECK(d->n_sites > 0 && strcmp(d->sites[0].site.function, "train_step") == 0 &&
+              d->sites[0].site.line == 44);
+    }
+    rs_compare_result_free(res);
+    for (int r = 0; r < 4; r++) rs_snap_free(full[r]);
+}
+
+TEST(an_oom_in_the_first_step_is_at_step_0_with_either_kind_of_stack)
+{
+    NEED_FIXTURES();
+    static const char *const dirs[] = {"oom0", "oom0-python"};
+    for (int k = 0; k < 2; k++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s/snapshot_rank3.pickle", dirs[k]);
+        rs_snap *s = read_rank(name, 3, 0);
+        if (!s) return;
+        CHECK(s->has_oom && s->oom.step == 0);
+        rs_site site;
+        rs_site_of_stack(s, s->oom.stack, &site);
+        CHECK(strcmp(site.function, "forward") == 0 && site.line == 36);
         rs_snap_free(s);
     }
 }
@@ -195,8 +400,8 @@ TEST(the_comparison_names_the_divergent_rank_and_the_oom_rank)
         if (res->n_divergent == 1) {
             const rs_compare_divergent *d = &res->divergent[0];
             CHECK(d->first_divergent_step == 0 && !d->growth);
-            CHECK(d->n_sites > 0 && strcmp(d->sites[0].function, "forward") == 0 &&
-                  strstr(d->sites[0].file, "model.py") && d->sites[0].line == 36);
+            CHECK(d->n_sites > 0 && strcmp(d->sites[0].site.function, "forward") == 0 &&
+                  strstr(d->sites[0].site.file, "model.py") && d->sites[0].site.line == 36);
         }
     }
     rs_compare_result_free(res);
@@ -296,7 +501,7 @@ TEST(wrong_fields_are_format_errors_naming_the_field_and_offset)
                         "\"size\": 100, \"frames\": None, \"new_field\": (1, 2)}]], "
                         "\"new_top_level\": {1: 2}}",
                         &s) == RANKSNAP_OK);
-    CHECK(s && s->history.count == 1 && model_is_consistent(s));
+    CHECK(s && s->history.count == 1 && rs_snap_check(s, "decoded") == RANKSNAP_OK);
     rs_snap_free(s);
     /* Block states as PyTorch's C++ and its docstrings name them; a stream handle above
      * INT64_MAX, which PyTorch writes as a negative int64. */
@@ -341,7 +546,7 @@ TEST(damaged_snapshots_decode_or_fail_cleanly)
             copy[i] = subst[k];
             rs_snap *s = NULL;
             ranksnap_status st = rs_torch_decode(copy, len, "damaged.pickle", &o, &s);
-            if (st == RANKSNAP_OK && s && model_is_consistent(s))
+            if (st == RANKSNAP_OK && s && rs_snap_check(s, "decoded") == RANKSNAP_OK)
                 ok++;
             else if (st == RANKSNAP_ERR_FORMAT && !s &&
                      strncmp(ranksnap_last_error(), "damaged.pickle: offset ", 23) == 0)
@@ -379,7 +584,7 @@ TEST(real_snapshots_in_tests_data_keep_the_model_promises)
         rs_snap *s = NULL;
         ranksnap_status st = rs_decode_file(path, NULL, &s);
         if (st != RANKSNAP_OK) fprintf(stderr, "%s\n", ranksnap_last_error());
-        CHECK(st == RANKSNAP_OK && s && model_is_consistent(s));
+        CHECK(st == RANKSNAP_OK && s && rs_snap_check(s, "decoded") == RANKSNAP_OK);
         rs_summary sum;
         if (s) rs_summary_of(s, &sum);
         rs_snap_free(s);
@@ -551,6 +756,35 @@ TEST(step_inference_leaves_out_what_it_cannot_tell)
     hist_init(&h);
     CHECK(rs_steps_infer(h.s, &f) == RANKSNAP_OK && !f.found);
     rs_snap_free(h.s);
+
+    /* The layers of one pass repeat, but each keeps its activations: no steps. */
+    hist_init(&h);
+    training(&h, 10, 1, 40, 0, 0, 30, NULL);
+    CHECK(rs_steps_infer(h.s, &f) == RANKSNAP_OK);
+    CHECK(!f.found && strstr(f.why_not, "layers of one pass") != NULL);
+    CHECK_EQ_U64(count_action(h.s, RS_ACT_STEP), 0);
+    rs_snap_free(h.s);
+}
+
+TEST(an_oom_in_the_first_pass_is_in_step_0_not_in_a_layer_counted_as_a_step)
+{
+    /* the forward pass of the first iteration runs out of memory at its 30th of 40 layers */
+    hist h;
+    hist_init(&h);
+    training(&h, 10, 1, 40, 0, 0, 30, NULL);
+    ev(&h, RS_ACT_OOM, 1 << 20, (uint64_t)1 << 34, 3);
+    rs_steps_infer_result f;
+    CHECK(rs_steps_infer(h.s, &f) == RANKSNAP_OK);
+    CHECK(f.found && f.n_steps == 1);
+    CHECK_EQ_U64(count_action(h.s, RS_ACT_STEP), 1);
+    /* the OOM comes after the one step marker, which comes after the parameters */
+    uint64_t step_at = 0, oom_at = 0;
+    for (uint64_t i = 0; i < h.s->history.count; i++) {
+        if (h.s->history.action[i] == RS_ACT_STEP) step_at = i;
+        if (h.s->history.action[i] == RS_ACT_OOM) oom_at = i;
+    }
+    CHECK(step_at >= 10 && step_at < oom_at);
+    rs_snap_free(h.s);
 }
 
 int main(void)
@@ -559,6 +793,13 @@ int main(void)
     RUN(a_torch_snapshot_maps_onto_segments_history_and_interned_stacks);
     RUN(an_oom_entry_marks_the_rank_oom_with_the_request_and_its_site);
     RUN(sites_are_user_frames_unless_all_frames_is_asked);
+    RUN(stacks_all_sites_are_user_python_lines_or_autograd_nodes_never_torch_machinery);
+    RUN(a_forward_site_is_the_model_line_with_the_operator_it_ran);
+    RUN(backward_allocations_are_named_by_their_autograd_node_and_operator);
+    RUN(a_package_model_line_is_shown_under_the_users_line);
+    RUN(python_only_stacks_name_the_same_divergent_site_as_stacks_all);
+    RUN(a_leak_by_appending_outputs_is_growth_of_its_size_per_step_since_step_0);
+    RUN(an_oom_in_the_first_step_is_at_step_0_with_either_kind_of_stack);
     RUN(the_comparison_names_the_divergent_rank_and_the_oom_rank);
     RUN(rank_numbers_come_from_common_file_names);
     RUN(pickles_and_rsnap_files_are_told_apart_by_content);
@@ -567,5 +808,6 @@ int main(void)
     RUN(real_snapshots_in_tests_data_keep_the_model_promises);
     RUN(step_inference_finds_every_iteration_of_a_periodic_trace);
     RUN(step_inference_leaves_out_what_it_cannot_tell);
+    RUN(an_oom_in_the_first_pass_is_in_step_0_not_in_a_layer_counted_as_a_step);
     return check_summary();
 }

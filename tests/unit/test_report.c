@@ -91,9 +91,10 @@ TEST(text_report_calls_a_growing_rank_a_leak)
     c.leak_bytes = 20 * MIB;
     rs_compare_result *r = compare_four(1, &c);
     char *t = r ? render_text(r) : NULL;
-    CHECK_STR_CONTAINS(t, "rank 1 grows step after step from step 3 (a leak?), peaking 77% above "
-                          "the median (228.00 MiB vs 129.00 MiB): +100.00 MiB at "
-                          "keep_for_logging (train.c:57)");
+    CHECK_STR_CONTAINS(t, "rank 1 grows +20.00 MiB per step since step 3 (a leak?), peaking 77% "
+                          "above the median (228.00 MiB vs 129.00 MiB); at that rate it would fill "
+                          "its 80.00 GiB device at step 4121 (4114 steps after step 7): +100.00 MiB "
+                          "at keep_for_logging (train.c:57)");
     free(t);
     rs_compare_result_free(r);
 }
@@ -163,9 +164,14 @@ TEST(json_report_has_the_schema_fields_with_integer_bytes)
     CHECK_STR_CONTAINS(j, "\"oom_ranks\": []");
     CHECK_STR_CONTAINS(j, "{\"rank\": 2, \"peak_allocated\": 168820736, \"reference_peak\": "
                           "135266304, \"divergence_pct\": 24.81, \"first_divergent_step\": 0, "
-                          "\"pattern\": \"offset\", \"sites\": [{\"function\": "
-                          "\"attention_scores\", \"file\": \"src/model.c\", \"line\": 211, "
+                          "\"pattern\": \"offset\", \"growth_bytes_per_step\": null, "
+                          "\"growth_t\": null, \"capacity\": 85899345920, \"exhaust_step\": null, "
+                          "\"delta_bytes\": 33554432, \"unattributed_bytes\": 0, "
+                          "\"sites\": [{\"function\": \"attention_scores\", \"file\": "
+                          "\"src/model.c\", \"line\": 211, \"path\": [{\"function\": "
+                          "\"attention_scores\", \"file\": \"src/model.c\", \"line\": 211}], "
                           "\"bytes_delta\": 33554432}");
+    CHECK_STR_CONTAINS(j, "\"no_data_ranks\": []");
     CHECK_STR_CONTAINS(j, "\"notes\": []");
     free(j);
     rs_compare_result_free(r);
@@ -180,7 +186,8 @@ TEST(json_report_of_an_oom_has_request_stack_and_live_sites)
     char *j = r ? render_json(r) : NULL;
     CHECK_STR_CONTAINS(j, "{\"rank\": 3, \"requested\": 2147483648, \"step\": 5, ");
     CHECK_STR_CONTAINS(j, "\"stack\": {\"function\": \"train_step\", \"file\": \"src/train.c\", "
-                          "\"line\": 99}, \"live_sites\": [{\"function\": ");
+                          "\"line\": 99, \"path\": [{\"function\": \"train_step\", \"file\": "
+                          "\"src/train.c\", \"line\": 99}]}, \"live_sites\": [{\"function\": ");
     CHECK_STR_CONTAINS(j, "\"oom\": true");
     CHECK_STR_CONTAINS(j, "\"divergent_ranks\": []");
     free(j);
@@ -336,10 +343,10 @@ TEST(four_processes_through_the_public_api_flag_the_rank_with_larger_activations
         CHECK_EQ_U64(d->growth, 0);
         CHECK(d->n_sites >= 1);
         if (d->n_sites >= 1) {
-            CHECK(strcmp(d->sites[0].function, "layer_activation") == 0);
-            CHECK_EQ_U64(d->sites[0].bytes, 32 * MIB);
-            CHECK(strstr(d->sites[0].file, "test_report.c") != NULL);
-            CHECK(d->sites[0].line > 0);
+            CHECK(strcmp(d->sites[0].site.function, "layer_activation") == 0);
+            CHECK_EQ_U64(d->sites[0].site.bytes, 32 * MIB);
+            CHECK(strstr(d->sites[0].site.file, "test_report.c") != NULL);
+            CHECK(d->sites[0].site.line > 0);
         }
         /* Every rank recorded every step. */
         for (int i = 0; i < 4; i++) CHECK_EQ_U64(r->ranks[i].n_steps, 6);

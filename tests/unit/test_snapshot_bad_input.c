@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "model_check.h"
+#include "snap_check.h"
 #include "snapshot_fixture.h"
 
 /* Decodes; returns 1 when the outcome is acceptable for damaged input: a format error with the
@@ -26,7 +26,7 @@ static int decode_is_safe(const void *buf, size_t len)
     ranksnap_status st = rs_rsnap_decode(buf, len, "damaged.rsnap", &s);
     int ok;
     if (st == RANKSNAP_OK)
-        ok = s != NULL && model_is_consistent(s);
+        ok = s != NULL && rs_snap_check(s, "decoded") == RANKSNAP_OK;
     else
         ok = st == RANKSNAP_ERR_FORMAT && s == NULL &&
              strncmp(ranksnap_last_error(), "damaged.rsnap: ", 15) == 0;
@@ -231,7 +231,7 @@ TEST(unedited_snapshot_repacks_and_decodes)
     rs_snap *s = NULL;
     edit_begin(&e);
     CHECK(edit_decode(&e, &s) == RANKSNAP_OK);
-    CHECK(s && model_is_consistent(s));
+    CHECK(s && rs_snap_check(s, "decoded") == RANKSNAP_OK);
     rs_snap_free(s);
     edit_end(&e);
 }
