@@ -22,6 +22,7 @@
 #include "ranksnap.h"
 #include "replay.h"
 #include "replay_report.h"
+#include "ring_decode.h"
 #include "rsnap_decode.h"
 #include "runtime_child.h"
 #include "scratch_dir.h"
@@ -275,6 +276,45 @@ TEST(replay_of_a_runtime_snapshot_under_pytorch_settings_lands_on_its_totals)
     }
 }
 
+/* replay_workload, then the end a SIGKILL would give: no dump, no finalize, the ring file left. */
+static int killed_workload(void)
+{
+    if (replay_workload()) _exit(0);
+    return 0;
+}
+
+/* The ring a killed rank leaves carries its settings: recovered, it replays under them, onto the
+ * totals the rank had (under PyTorch's defaults it would take another cudaMalloc). */
+TEST(replay_of_a_killed_ranks_ring_uses_the_ranks_settings)
+{
+    char dir[300], path[320];
+    snprintf(dir, sizeof dir, "%s/ring", tmpdir);
+    mkdir(dir, 0700);
+    setenv("RANKSNAP_ALLOC_CONF", "expandable_segments:True,roundup_power2_divisions:4", 1);
+    CHECK(runtime_child_run(dir, killed_workload));
+    unsetenv("RANKSNAP_ALLOC_CONF");
+    snprintf(path, sizeof path, "%s/rank-00000.ring", dir);
+    rs_snap *s = NULL;
+    int closed = 1;
+    CHECK(rs_ring_decode_file(path, &s, &closed) == RANKSNAP_OK);
+    if (!s) return;
+    CHECK_EQ_U64(closed, 0);
+    CHECK_EQ_U64(s->allocator.conf.expandable_segments, 1);
+    CHECK_EQ_U64(s->allocator.conf.roundup_divisions[4], 4);
+    rs_replay_result r, d;
+    CHECK(rs_replay(s, path, &r) == RANKSNAP_OK);
+    CHECK(!r.incomplete);
+    CHECK_EQ_U64(r.conf.expandable_segments, 1);
+    CHECK_EQ_U64(r.ranksnap.peak_reserved, r.original.peak_reserved);
+    CHECK_EQ_U64(r.ranksnap.device_allocs, r.original.device_allocs);
+    rs_alloc_conf defaults;
+    rs_alloc_conf_reset(&defaults);
+    rs_replay_opts o = {&defaults, 0, 0};
+    CHECK(rs_replay_with(s, path, &o, &d) == RANKSNAP_OK);
+    CHECK(d.ranksnap.device_allocs != r.original.device_allocs);
+    rs_snap_free(s);
+}
+
 /* Raises its activations until the 64 MiB limit refuses one, then frees and stops. */
 static int oom_workload(void)
 {
@@ -418,6 +458,7 @@ int main(void)
     RUN(replay_json_has_both_sides_and_the_completeness);
     RUN(replay_of_the_torch_export_matches_the_snapshot);
     RUN(replay_of_a_runtime_snapshot_under_pytorch_settings_lands_on_its_totals);
+    RUN(replay_of_a_killed_ranks_ring_uses_the_ranks_settings);
     RUN(replay_of_a_runtime_oom_ends_in_the_same_oom_under_the_recorded_limit);
     RUN(replay_of_pytorchs_oom_pickle_ends_in_the_same_oom_at_the_same_request);
     RUN(what_if_on_a_smaller_device_runs_out_of_memory_earlier);
