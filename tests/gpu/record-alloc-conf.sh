@@ -4,7 +4,8 @@
 # (tests/gpu/record_alloc_conf.py), ranksnap's replay of each against PyTorch's number, the
 # suggestion on the trace that ran out of memory against PyTorch's own rerun with
 # expandable_segments:True, and ranksnap's allocator with the same settings under PyTorch (the
-# pluggable allocator, cuda backend, expandable segments through CUDA's virtual memory API).
+# pluggable allocator, cuda backend, expandable segments through CUDA's virtual memory API), and
+# the GPU tests with RANKSNAP_ALLOC_CONF=expandable_segments:True.
 # Results go to $OUT; copy $OUT/alloc_conf/*.pickle and *.json to tests/data/alloc_conf/, where
 # test_replay_gpu_traces checks them in CI.
 set -uo pipefail
@@ -23,7 +24,8 @@ for f in "$OUT"/alloc_conf/*.pickle; do
 done > "$OUT/alloc_conf_replay.txt" 2>&1
 cat "$OUT/alloc_conf_replay.txt"
 echo "== suggestion for oom_defaults (PyTorch's rerun with expandable_segments:True: oom=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["oom"])' "$OUT/alloc_conf/oom_expandable_segments.json"))" | tee -a "$log"
-build/ranksnap replay "$OUT/alloc_conf/oom_defaults.pickle" --suggest | tee -a "$log"
+total=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["total_memory"])' "$OUT/alloc_conf/oom_defaults.json")
+build/ranksnap replay "$OUT/alloc_conf/oom_defaults.pickle" --suggest --device-memory "$total" | tee -a "$log"
 # ranksnap under PyTorch with the same settings: reserved against PyTorch's for the same requests
 python3 - "$OUT/alloc_conf" <<'PY' 2>&1 | tee -a "$log"
 import json, sys, os
@@ -33,3 +35,7 @@ for n in ("defaults", "expandable_segments"):
     a, b = t["max_memory_reserved"], r["ranksnap_reserved_peak"]
     print("%-22s PyTorch reserved %d, ranksnap (pluggable, same settings) %d: %+.2f%%" % (n, a, b, 100.0 * (b - a) / a))
 PY
+# the GPU tests with ranksnap's allocator on expandable segments (CUDA's virtual memory API)
+RANKSNAP_ALLOC_CONF=expandable_segments:True ctest --test-dir build -L gpu --output-on-failure \
+  > "$OUT/ctest_gpu_expandable.log" 2>&1
+tail -8 "$OUT/ctest_gpu_expandable.log" | tee -a "$log"
