@@ -276,6 +276,21 @@ TEST(replay_of_a_runtime_snapshot_under_pytorch_settings_lands_on_its_totals)
     }
 }
 
+/* Runs `work` in a child (runtime_child.h) whose folder is tmpdir/SUB, with VAR=VALUE set for it;
+ * `path` gets the path of its file FILE. 1 when the child exited 0. */
+static int run_child_with(const char *sub, const char *var, const char *value,
+                          runtime_workload work, const char *file, char *path, size_t n)
+{
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/%s", tmpdir, sub);
+    mkdir(dir, 0700);
+    setenv(var, value, 1);
+    int ok = runtime_child_run(dir, work);
+    unsetenv(var);
+    snprintf(path, n, "%s/%s", dir, file);
+    return ok;
+}
+
 /* replay_workload, then the end a SIGKILL would give: no dump, no finalize, the ring file left. */
 static int killed_workload(void)
 {
@@ -287,13 +302,10 @@ static int killed_workload(void)
  * totals the rank had (under PyTorch's defaults it would take another cudaMalloc). */
 TEST(replay_of_a_killed_ranks_ring_uses_the_ranks_settings)
 {
-    char dir[300], path[320];
-    snprintf(dir, sizeof dir, "%s/ring", tmpdir);
-    mkdir(dir, 0700);
-    setenv("RANKSNAP_ALLOC_CONF", "expandable_segments:True,roundup_power2_divisions:4", 1);
-    CHECK(runtime_child_run(dir, killed_workload));
-    unsetenv("RANKSNAP_ALLOC_CONF");
-    snprintf(path, sizeof path, "%s/rank-00000.ring", dir);
+    char path[320];
+    CHECK(run_child_with("ring", "RANKSNAP_ALLOC_CONF",
+                         "expandable_segments:True,roundup_power2_divisions:4", killed_workload,
+                         "rank-00000.ring", path, sizeof path));
     rs_snap *s = NULL;
     int closed = 1;
     CHECK(rs_ring_decode_file(path, &s, &closed) == RANKSNAP_OK);
@@ -333,13 +345,9 @@ static int oom_workload(void)
 
 TEST(replay_of_a_runtime_oom_ends_in_the_same_oom_under_the_recorded_limit)
 {
-    char dir[300], path[320];
-    snprintf(dir, sizeof dir, "%s/oom", tmpdir);
-    mkdir(dir, 0700);
-    setenv("RANKSNAP_MEMORY_LIMIT", "64MiB", 1);
-    CHECK(runtime_child_run(dir, oom_workload));
-    unsetenv("RANKSNAP_MEMORY_LIMIT");
-    snprintf(path, sizeof path, "%s/rank-00000.rsnap", dir);
+    char path[320];
+    CHECK(run_child_with("oom", "RANKSNAP_MEMORY_LIMIT", "64MiB", oom_workload, "rank-00000.rsnap",
+                         path, sizeof path));
     rs_snap *s = NULL;
     CHECK(rs_rsnap_decode_file(path, &s) == RANKSNAP_OK);
     if (!s) return;
