@@ -73,6 +73,7 @@ int main(int argc, char **argv)
     setenv("RANKSNAP_DIR", dir, 1);
     setenv("RANKSNAP_BACKEND", "sim", 1);
     setenv("RANKSNAP_REPORT", "0", 1);
+    setenv("RANKSNAP_WRITE", "none", 1); /* the dump below is the only file */
     setenv("RANKSNAP_RING", "memory", 1);
     setenv("RANKSNAP_STACKS", "none", 1);
     setenv("RANKSNAP_MAX_ENTRIES", entries, 1);
