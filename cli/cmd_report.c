@@ -32,6 +32,7 @@
 #include "report.h"
 #include "report_html.h"
 #include "site_rules.h"
+#include "suggest.h"
 #include "text.h"
 #include "timeline.h"
 
@@ -552,6 +553,13 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
     }
     for (size_t i = 0; st == RANKSNAP_OK && i < failed->n; i++)
         st = rs_compare_add_note(r, "%s could not be read and is left out", failed->v[i]);
+    /* the OOM verdict: which allocator setting would have avoided it (replayed) */
+    for (size_t i = 0; st == RANKSNAP_OK && i < n; i++) {
+        char note[640];
+        if (full[i] && full[i]->has_oom && rs_suggest_note(full[i], f[i].path, note, sizeof note) ==
+                                               RANKSNAP_OK && note[0])
+            st = rs_compare_add_note(r, "%s", note);
+    }
     if (st == RANKSNAP_OK && (!o->json || o->out_dir)) st = render(r, 0, &txt, &txt_len);
     if (st == RANKSNAP_OK && (o->json || o->out_dir)) st = render(r, 1, &json, &json_len);
     if (st == RANKSNAP_OK && (o->html || o->out_dir))

@@ -21,7 +21,7 @@ typedef enum rs_action {
     RS_ACT_FREE_COMPLETED = 2,
     RS_ACT_SEGMENT_ALLOC = 3,
     RS_ACT_SEGMENT_FREE = 4,
-    RS_ACT_OOM = 5,         /* size = request, addr = device free bytes */
+    RS_ACT_OOM = 5,         /* size = the rounded request, addr = device free bytes */
     RS_ACT_STEP = 6,        /* size = step number                        */
     RS_ACT_ANNOTATION_BEGIN = 7, /* addr = index into history.strings    */
     RS_ACT_ANNOTATION_END = 8,

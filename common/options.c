@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_conf.h"
 #include "errors.h"
 #include "log.h"
 #include "options.h"
@@ -64,6 +65,10 @@ struct rs_opt {
     size_t offset; /* of the field in rs_options */
     uint64_t min, max;
     const rs_opt_word *words; /* enum and bool spellings, NULL-terminated */
+    /* read, in order, when the option itself is unset: another tool's variable of the same
+     * meaning (NULL-terminated, NULL = none), parsed by parse_fallback (NULL: parse) */
+    const char *const *fallbacks;
+    rs_opt_parse_fn parse_fallback;
 };
 
 /* ---- small string helpers ---------------------------------------------------------------- */
@@ -262,6 +267,41 @@ static int parse_max_split(const rs_opt *opt, const char *value, void *field, ch
     return parse_size_field(opt, value, field, why, why_n);
 }
 
+/* PYTORCH_CUDA_ALLOC_CONF's syntax and keys (common/alloc_conf.h), from PyTorch's defaults. */
+static int alloc_conf_with(unsigned flags, const char *value, void *field, char *why, size_t why_n)
+{
+    rs_alloc_conf c;
+    char pt[256];
+    rs_alloc_conf_reset(&c);
+    if (rs_alloc_conf_parse(&c, value, flags, pt, sizeof pt) != 0) {
+        snprintf(why, why_n, "PyTorch's allocator settings such as expandable_segments:True or "
+                             "max_split_size_mb:128,roundup_power2_divisions:4 (%s)", pt);
+        return -1;
+    }
+    if (c.unknown_keys)
+        RS_WARN(RS_SUB_INIT, "allocator settings \"%s\": %u key%s this ranksnap (PyTorch 2.11's "
+                "keys) does not know, ignored", value, c.unknown_keys,
+                c.unknown_keys == 1 ? "" : "s");
+    *(rs_alloc_conf *)field = c;
+    return 0;
+}
+
+static int parse_alloc_conf(const rs_opt *opt, const char *value, void *field, char *why,
+                            size_t why_n)
+{
+    (void)opt;
+    return alloc_conf_with(0, value, field, why, why_n);
+}
+
+/* PyTorch's own variable: the job's PyTorch, maybe newer than 2.11, accepted it; a key ranksnap
+ * does not know must not stop the job. */
+static int parse_alloc_conf_of_pytorch(const rs_opt *opt, const char *value, void *field,
+                                       char *why, size_t why_n)
+{
+    (void)opt;
+    return alloc_conf_with(RS_CONF_LENIENT, value, field, why, why_n);
+}
+
 /* "16GiB", "2:8GiB,3:4GiB", "16GiB,2:8GiB"; "none" or "0" is no limit, as a whole or per rank. */
 static int parse_memory_limit(const rs_opt *opt, const char *value, void *field, char *why,
                               size_t why_n)
@@ -421,118 +461,129 @@ static const rs_opt_word rs_debug_words[] = {{"NONE", RS_LOG_NONE},
                                              {"TRACE", RS_LOG_TRACE},
                                              {NULL, 0}};
 
+static const char *const rs_alloc_conf_fallbacks[] = {"PYTORCH_CUDA_ALLOC_CONF",
+                                                      "PYTORCH_ALLOC_CONF", NULL};
+
 #define RS_FIELD(f) offsetof(rs_options, f)
 #define RS_BOOL_EXPECTED "0, 1, true, false, yes, no, on or off"
 
 static const rs_opt rs_option_table[] = {
     {"RANKSNAP_DISABLE", "bool", "0",
      "1 makes ranksnap a pass-through: no caching, no recording, no files",
-     RS_BOOL_EXPECTED, parse_word, RS_FIELD(disable), 0, 0, rs_bool_words},
+     RS_BOOL_EXPECTED, parse_word, RS_FIELD(disable), 0, 0, rs_bool_words, NULL, NULL},
     {"RANKSNAP_BACKEND", NULL, "auto",
      "cuda (the CUDA runtime) or sim (a simulated device); auto picks cuda when a GPU is present",
-     NULL, parse_word, RS_FIELD(backend), 0, 0, rs_backend_words},
+     NULL, parse_word, RS_FIELD(backend), 0, 0, rs_backend_words, NULL, NULL},
     {"RANKSNAP_MEMORY_LIMIT", "size | rank:size,... | none", "none",
      "cap on reserved bytes, for every rank and/or per rank: 16GiB, 2:8GiB,3:4GiB, 16GiB,2:8GiB",
      "a size such as 16GiB, 512MiB or 1073741824, or rank:size pairs such as 2:8GiB,3:4GiB",
-     parse_memory_limit, RS_FIELD(memory_limit), 0, 0, NULL},
+     parse_memory_limit, RS_FIELD(memory_limit), 0, 0, NULL, NULL, NULL},
+    {"RANKSNAP_ALLOC_CONF", "PyTorch settings", "",
+     "the caching allocator's settings, in PYTORCH_CUDA_ALLOC_CONF's syntax and keys: "
+     "expandable_segments:True, max_split_size_mb:128, roundup_power2_divisions:4 or [256:1,>:4], "
+     "garbage_collection_threshold:0.6, max_non_split_rounding_mb, large_segment_size_mb, "
+     "per_process_memory_fraction:0.5; unset: PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF",
+     NULL, parse_alloc_conf, RS_FIELD(alloc_conf), 0, 0, NULL, rs_alloc_conf_fallbacks,
+     parse_alloc_conf_of_pytorch},
     {"RANKSNAP_MAX_SPLIT_SIZE", "size | unlimited", "unlimited",
-     "cached blocks this large or larger are never split (PyTorch's max_split_size_mb)",
+     "deprecated, use RANKSNAP_ALLOC_CONF=max_split_size_mb:N; when set, it overrides that key: "
+     "cached blocks this large or larger are never split",
      "a size of at least 20MiB such as 256MiB (PyTorch's max_split_size_mb minimum), or unlimited",
-     parse_max_split, RS_FIELD(max_split_size), RS_MIN_MAX_SPLIT_SIZE, UINT64_MAX, NULL},
+     parse_max_split, RS_FIELD(max_split_size), RS_MIN_MAX_SPLIT_SIZE, UINT64_MAX, NULL, NULL, NULL},
     {"RANKSNAP_SIM_CAPACITY", "size", "80GiB", "capacity of the simulated device (sim backend)",
      "a size greater than 0 such as 80GiB", parse_size_field, RS_FIELD(sim_capacity), 1,
-     UINT64_MAX, NULL},
+     UINT64_MAX, NULL, NULL, NULL},
     {"RANKSNAP_MAX_ENTRIES", "integer", "100000",
      "events kept in the recorder's ring; older ones are overwritten (PyTorch's max_entries)",
-     NULL, parse_u64, RS_FIELD(max_entries), 1, (uint64_t)1 << 30, NULL},
+     NULL, parse_u64, RS_FIELD(max_entries), 1, (uint64_t)1 << 30, NULL, NULL, NULL},
     {"RANKSNAP_STACKS", NULL, "native",
      "how stacks are captured: unwinder (native), frame pointers (fp) or not at all (none); "
      "PyTorch jobs (RANKSNAP_RECORDER=torch): Python frames (python, what native means there) "
      "or Python and C++ frames (all)",
      NULL,
-     parse_word, RS_FIELD(stacks), 0, 0, rs_stacks_words},
+     parse_word, RS_FIELD(stacks), 0, 0, rs_stacks_words, NULL, NULL},
     {"RANKSNAP_STACK_DEPTH", "integer", "16", "frames kept per captured stack", NULL, parse_int,
-     RS_FIELD(stack_depth), 1, RS_MAX_STACK_DEPTH, NULL},
+     RS_FIELD(stack_depth), 1, RS_MAX_STACK_DEPTH, NULL, NULL, NULL},
     {"RANKSNAP_RECORD", "bool", "1",
      "record events from init on; 0 waits for ranksnap_record(1) or a step range",
-     RS_BOOL_EXPECTED, parse_word, RS_FIELD(record), 0, 0, rs_bool_words},
+     RS_BOOL_EXPECTED, parse_word, RS_FIELD(record), 0, 0, rs_bool_words, NULL, NULL},
     {"RANKSNAP_DEBUG", NULL, "WARN", "log level, as NCCL_DEBUG (case-insensitive)", NULL,
-     parse_word, RS_FIELD(debug_level), 0, 0, rs_debug_words},
+     parse_word, RS_FIELD(debug_level), 0, 0, rs_debug_words, NULL, NULL},
     {"RANKSNAP_DEBUG_SUBSYS", "[^]list", "ALL",
      "subsystems that log, of INIT,ALLOC,RECORD,DUMP,MPI,ALL; ^ALLOC means all but ALLOC "
      "(NCCL_DEBUG_SUBSYS)",
      "a comma-separated list of INIT, ALLOC, RECORD, DUMP, MPI or ALL, optionally starting with "
      "^ to exclude them",
-     parse_subsys, RS_FIELD(debug_subsys), 0, 0, NULL},
+     parse_subsys, RS_FIELD(debug_subsys), 0, 0, NULL, NULL, NULL},
     {"RANKSNAP_DIR", "path", "ranksnap-out", "folder the rank-RRRRR.rsnap snapshots are written to",
-     "a path shorter than 4096 bytes", parse_string, RS_FIELD(dir), 0, RS_PATH_MAX, NULL},
+     "a path shorter than 4096 bytes", parse_string, RS_FIELD(dir), 0, RS_PATH_MAX, NULL, NULL, NULL},
     {"RANKSNAP_JOB", "string", "",
      "job id written into each snapshot; unset: SLURM_JOB_ID, PBS_JOBID, LSB_JOBID, ... or "
      "local-HOST-PPID",
-     "a job id shorter than 256 bytes", parse_string, RS_FIELD(job), 0, RS_JOB_MAX, NULL},
+     "a job id shorter than 256 bytes", parse_string, RS_FIELD(job), 0, RS_JOB_MAX, NULL, NULL, NULL},
     {"RANKSNAP_STEPS", "ranges", "",
      "steps recorded on every rank: 10:15 (steps 10..14), 10:15,100:105, 10: (from 10 on), "
      "time:30:40 (seconds 30..40 after init); empty = the whole run",
      "step ranges such as 10:15 or 10:15,100:105 or 10: or time:30:40", parse_string,
-     RS_FIELD(steps), 0, sizeof(((rs_options *)0)->steps), NULL},
+     RS_FIELD(steps), 0, sizeof(((rs_options *)0)->steps), NULL, NULL, NULL},
     {"RANKSNAP_STEP_ON", "MPI_Name:N", "",
      "count steps for programs that never call ranksnap_step: every N calls of an MPI "
      "collective or of ncclAllReduce, e.g. MPI_Allreduce:1, MPI_Barrier:2, ncclAllReduce:40",
      "an MPI collective and a count such as MPI_Allreduce:1", parse_string, RS_FIELD(step_on), 0,
-     sizeof(((rs_options *)0)->step_on), NULL},
+     sizeof(((rs_options *)0)->step_on), NULL, NULL, NULL},
     {"RANKSNAP_TRIGGER_STEPS", "integer", "5",
      "steps recorded after a trigger (ranksnap trigger, or SIGUSR1 to rank 0)", NULL, parse_int,
-     RS_FIELD(trigger_steps), 1, 1000000, NULL},
+     RS_FIELD(trigger_steps), 1, 1000000, NULL, NULL, NULL},
     {"RANKSNAP_TRIGGER_LAG", "integer", "2",
      "steps between rank 0 seeing a trigger and the range starting, so every rank gets it first",
-     NULL, parse_int, RS_FIELD(trigger_lag), 1, 1000, NULL},
+     NULL, parse_int, RS_FIELD(trigger_lag), 1, 1000, NULL, NULL, NULL},
     {"RANKSNAP_GATHER", NULL, "auto",
      "full snapshots sent to rank 0: all, or only the flagged ranks and the reference (flagged); "
      "auto = all up to 16 ranks",
-     NULL, parse_word, RS_FIELD(gather), 0, 0, rs_gather_words},
+     NULL, parse_word, RS_FIELD(gather), 0, 0, rs_gather_words, NULL, NULL},
     {"RANKSNAP_GATHER_TIMEOUT", "seconds", "60",
      "how long rank 0 waits for a rank's data before naming it missing", NULL, parse_int,
-     RS_FIELD(gather_timeout), 1, 86400, NULL},
+     RS_FIELD(gather_timeout), 1, 86400, NULL, NULL, NULL},
     {"RANKSNAP_WRITE", NULL, "all",
      "which ranks write their own rank-RRRRR.rsnap into RANKSNAP_DIR", NULL, parse_word,
-     RS_FIELD(write), 0, 0, rs_write_words},
+     RS_FIELD(write), 0, 0, rs_write_words, NULL, NULL},
     {"RANKSNAP_DIVERGENCE", "percent", "5%",
      "a rank whose peak is this far from the median (and beyond the noise, median/MAD) is flagged",
-     "a percentage such as 5% or 2.5", parse_percent, RS_FIELD(divergence), 0, 0, NULL},
+     "a percentage such as 5% or 2.5", parse_percent, RS_FIELD(divergence), 0, 0, NULL, NULL, NULL},
     {"RANKSNAP_SITE_SKIP", "patterns", "",
      "frames never named as an allocation site, added to the defaults (CUDA, NCCL, libc, Python, "
      "PyTorch's machinery): comma-separated shell patterns matched against a frame's function, "
      "source file and library, e.g. '*/mylib/alloc.py,myproj::pool::*'",
      "comma-separated patterns, together shorter than 1024 bytes", parse_string,
-     RS_FIELD(site_skip), 0, sizeof(((rs_options *)0)->site_skip), NULL},
+     RS_FIELD(site_skip), 0, sizeof(((rs_options *)0)->site_skip), NULL, NULL, NULL},
     {"RANKSNAP_REPORT", "bool", "1",
      "gather to rank 0 at the end of each recorded range, print the text report there and write "
      "report.txt/json; 0: each rank only writes its file (RANKSNAP_WRITE)",
-     RS_BOOL_EXPECTED, parse_word, RS_FIELD(report), 0, 0, rs_bool_words},
+     RS_BOOL_EXPECTED, parse_word, RS_FIELD(report), 0, 0, rs_bool_words, NULL, NULL},
     {"RANKSNAP_ON_OOM", NULL, "dump",
      "on an out-of-memory: write this rank's snapshot before returning the error (dump); also "
      "MPI_Abort the job so that every rank dumps (dump-and-abort); or nothing (none)",
-     NULL, parse_word, RS_FIELD(on_oom), 0, 0, rs_on_oom_words},
+     NULL, parse_word, RS_FIELD(on_oom), 0, 0, rs_on_oom_words, NULL, NULL},
     {"RANKSNAP_SIGNALS", "bool", "1",
      "dump the snapshot on SIGTERM, SIGINT, SIGABRT, SIGSEGV and SIGBUS, then die as before",
-     RS_BOOL_EXPECTED, parse_word, RS_FIELD(signals), 0, 0, rs_bool_words},
+     RS_BOOL_EXPECTED, parse_word, RS_FIELD(signals), 0, 0, rs_bool_words, NULL, NULL},
     {"RANKSNAP_DUMP_TIMEOUT_MS", "integer", "800",
      "how long a fatal signal waits for the dump; mpirun sends SIGKILL 1 s after SIGTERM by "
      "default (docs/POSTMORTEM.md)",
-     NULL, parse_int, RS_FIELD(dump_timeout_ms), 1, 600000, NULL},
+     NULL, parse_int, RS_FIELD(dump_timeout_ms), 1, 600000, NULL, NULL, NULL},
     {"RANKSNAP_MPI", "bool", "1",
      "under mpirun or srun, join a program that never calls MPI_Init to the job's MPI world (to "
      "agree on steps and gather at rank 0); 0 leaves MPI alone and every rank reports on its own",
-     RS_BOOL_EXPECTED, parse_word, RS_FIELD(mpi), 0, 0, rs_bool_words},
+     RS_BOOL_EXPECTED, parse_word, RS_FIELD(mpi), 0, 0, rs_bool_words, NULL, NULL},
     {"RANKSNAP_RING", NULL, "mmap",
      "where the event ring lives: a file-backed mapping in RANKSNAP_DIR that survives SIGKILL "
      "(mmap), or plain memory",
-     NULL, parse_word, RS_FIELD(ring), 0, 0, rs_ring_words},
+     NULL, parse_word, RS_FIELD(ring), 0, 0, rs_ring_words, NULL, NULL},
     /* ---- PyTorch jobs (rank/runtime/external.c, docs/PYTORCH.md) ---- */
     {"RANKSNAP_RECORDER", NULL, "ranksnap",
      "whose allocator and recorder: ranksnap's own (ranksnap: C programs, and PyTorch's pluggable "
      "allocator), or PyTorch's own driven by ranksnap (torch; ranksnap-run sets it for Python)",
-     NULL, parse_word, RS_FIELD(recorder), 0, 0, rs_recorder_words},
+     NULL, parse_word, RS_FIELD(recorder), 0, 0, rs_recorder_words, NULL, NULL},
 };
 
 #define RS_N_OPTIONS (sizeof rs_option_table / sizeof rs_option_table[0])
@@ -556,16 +607,27 @@ ranksnap_status rs_options_load(rs_options *o, rs_getenv_fn get, void *ctx)
     rs_options_defaults(o);
     for (size_t i = 0; i < RS_N_OPTIONS; i++) {
         const rs_opt *opt = &rs_option_table[i];
-        const char *value = get(opt->name, ctx);
+        const char *name = opt->name;
+        const char *value = get(name, ctx);
+        for (const char *const *f = opt->fallbacks; f && *f && (!value || !*value); f++)
+            value = get(name = *f, ctx);
         if (!value || !*value) continue;
-        char why[256] = "";
-        if (opt->parse(opt, value, (char *)o + opt->offset, why, sizeof why) != 0) {
+        char why[512] = "";
+        rs_opt_parse_fn parse =
+            name != opt->name && opt->parse_fallback ? opt->parse_fallback : opt->parse;
+        if (parse(opt, value, (char *)o + opt->offset, why, sizeof why) != 0) {
             /* A long value is cut so that what was expected still fits in the message. */
             int cut = strlen(value) > 200;
-            return rs_error(RANKSNAP_ERR_OPTION, "%s=%.*s%s: expected %s", opt->name,
+            return rs_error(RANKSNAP_ERR_OPTION, "%s=%.*s%s: expected %s", name,
                             cut ? 200 : (int)strlen(value), value, cut ? "..." : "",
                             why[0] ? why : opt->expected);
         }
+    }
+    /* The older spelling of one key of the settings wins over the settings' own: a job that sets
+     * it means it. */
+    if (o->max_split_size != UINT64_MAX) {
+        o->alloc_conf.max_split_size = o->max_split_size;
+        o->alloc_conf.given |= RS_CONF_MAX_SPLIT;
     }
     return RANKSNAP_OK;
 }
@@ -646,6 +708,10 @@ ranksnap_status rs_options_load_env(rs_options *o)
 {
     ranksnap_status st = rs_options_load(o, env_get, NULL);
     if (st == RANKSNAP_OK) warn_unknown(o);
+    if (st == RANKSNAP_OK && o->max_split_size != UINT64_MAX)
+        RS_WARN(RS_SUB_INIT, "RANKSNAP_MAX_SPLIT_SIZE is deprecated: use "
+                             "RANKSNAP_ALLOC_CONF=max_split_size_mb:%llu",
+                (unsigned long long)(o->max_split_size >> 20));
     return st;
 }
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "alloc_conf.h"
 #include "ranksnap.h"
 
 typedef enum rs_backend_kind { RS_BACKEND_AUTO = 0, RS_BACKEND_CUDA, RS_BACKEND_SIM } rs_backend_kind;
@@ -51,7 +52,9 @@ typedef struct rs_options {
     int disable;                  /* RANKSNAP_DISABLE */
     rs_backend_kind backend;      /* RANKSNAP_BACKEND */
     rs_memory_limit memory_limit; /* RANKSNAP_MEMORY_LIMIT */
-    uint64_t max_split_size;      /* RANKSNAP_MAX_SPLIT_SIZE, UINT64_MAX = unlimited */
+    rs_alloc_conf alloc_conf;     /* RANKSNAP_ALLOC_CONF (or PYTORCH_CUDA_ALLOC_CONF); holds
+                                     RANKSNAP_MAX_SPLIT_SIZE too when that is set */
+    uint64_t max_split_size;      /* RANKSNAP_MAX_SPLIT_SIZE (deprecated), UINT64_MAX = unset */
     uint64_t sim_capacity;        /* RANKSNAP_SIM_CAPACITY */
     uint64_t max_entries;         /* RANKSNAP_MAX_ENTRIES */
     rs_stacks_mode stacks;        /* RANKSNAP_STACKS */

@@ -20,6 +20,7 @@
 #define RS_RING_MAX_STREAMS 128u
 #define RS_RING_MAX_SEGMENTS 8192u
 #define RS_RING_ENDIAN 0x01020304u
+#define RS_RING_ALLOC_CONF_MAX 1024u
 
 typedef struct rs_ring_segment {
     uint64_t addr;  /* 0 = free slot */
@@ -72,7 +73,12 @@ typedef struct rs_ring_header {
     uint64_t allocated_at_step;
     uint64_t allocated_peak_at_step;
     uint64_t reserved_peak_at_step;
+    /* the allocator's settings in PYTORCH_CUDA_ALLOC_CONF's syntax (rs_alloc_conf_describe), so
+     * that a recovered ring replays under them; "" = PyTorch's defaults, and in a ring written
+     * before the field (the header's unused bytes are zero) */
+    char alloc_conf[RS_RING_ALLOC_CONF_MAX];
 } rs_ring_header;
+_Static_assert(sizeof(rs_ring_header) <= RS_RING_HEADER_SIZE, "the ring header fits its 4 KiB");
 
 /* The format's own fields of a new header (not the magic: a writer stores it last). */
 static inline void rs_ring_header_init(rs_ring_header *h, uint64_t capacity, uint64_t max_segments)

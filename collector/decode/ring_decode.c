@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "alloc_conf.h"
 #include "errors.h"
 #include "file_read.h"
 #include "ring_decode.h"
@@ -110,6 +111,15 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
     uint64_t count = h->total < h->capacity ? h->total : h->capacity;
     uint64_t first = h->total < h->capacity ? 0 : h->total % h->capacity;
     (void)len;
+    /* the settings the rank ran under, so that its replay is under them too */
+    char text[RS_RING_ALLOC_CONF_MAX + 1], why[256];
+    memcpy(text, h->alloc_conf, sizeof h->alloc_conf);
+    text[sizeof h->alloc_conf] = '\0';
+    rs_alloc_conf conf;
+    rs_alloc_conf_reset(&conf);
+    if (rs_alloc_conf_parse(&conf, text, RS_CONF_LENIENT, why, sizeof why) != 0)
+        return rs_error(RANKSNAP_ERR_FORMAT, "%s: the allocator settings in the ring's header "
+                        "(\"%.200s\") do not parse: %s", path, text, why);
 
     rs_snap *s = calloc(1, sizeof *s);
     if (!s) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: out of host memory", path);
@@ -127,7 +137,9 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
     s->recorder.stacks = rs_dup_n("none", 8);
     s->recorder.max_entries = h->capacity;
     s->allocator.memory_limit = h->memory_limit;
-    s->allocator.max_split_size = UINT64_MAX;
+    s->allocator.conf = conf;
+    s->allocator.max_split_size = rs_alloc_conf_max_split(&conf);
+    s->allocator.large_buffer = rs_alloc_conf_large_segment(&conf);
     s->allocator.min_block_size = 512;
     s->time.clock_offset_us = h->clock_offset_us;
     s->time.current_step = h->step;

@@ -748,6 +748,39 @@ static ranksnap_status read_identity(const mapv *top, rs_snap *s)
     return RANKSNAP_OK;
 }
 
+/* PyTorch's settings (alloc_conf, in PYTORCH_CUDA_ALLOC_CONF's syntax; absent before the field
+ * existed), onto what the older fields say. A key a newer ranksnap writes is skipped. */
+static ranksnap_status read_alloc_conf(const mapv *a, rs_snap_allocator *al)
+{
+    const dec *d = a->d;
+    size_t at = 0, given = 0;
+    rs_alloc_conf *c = &al->conf;
+    rs_alloc_conf_reset(c);
+    if (al->max_split_size != UINT64_MAX) c->max_split_size = al->max_split_size;
+    if (al->large_buffer && al->large_buffer != RS_CONF_LARGE_BUFFER)
+        c->large_segment_size = al->large_buffer;
+    RS_CHECK(lookup(a, "alloc_conf", 0, &at));
+    RS_CHECK(lookup(a, "alloc_conf_given", 0, &given));
+    if (!at) return RANKSNAP_OK;
+    char text[RS_CONF_TEXT_MAX], why[256];
+    const unsigned char *p;
+    size_t n;
+    if (str_at(d, at, &p, &n) != 0 || n >= sizeof text)
+        return fail(d, "field 'allocator_settings.alloc_conf' must be a string shorter than "
+                       "%d bytes, not %s (offset %zu)", RS_CONF_TEXT_MAX, type_name(d->buf[at]), at);
+    memcpy(text, p, n);
+    text[n] = '\0';
+    if (rs_alloc_conf_parse(c, text, RS_CONF_LENIENT, why, sizeof why) != 0)
+        return fail(d, "field 'allocator_settings.alloc_conf' (\"%.200s\"): %s", text, why);
+    c->text[0] = '\0';
+    if (given && str_at(d, given, &p, &n) == 0 && n < sizeof c->text) {
+        memcpy(c->text, p, n);
+        c->text[n] = '\0';
+    }
+    al->max_split_size = rs_alloc_conf_max_split(c);
+    return RANKSNAP_OK;
+}
+
 static ranksnap_status read_settings(const mapv *top, rs_snap *s)
 {
     mapv a, r;
@@ -771,6 +804,7 @@ static ranksnap_status read_settings(const mapv *top, rs_snap *s)
     RS_CHECK(m_u64(&a, "large_buffer", &al->large_buffer));
     RS_CHECK(m_u64(&a, "min_large_alloc", &al->min_large_alloc));
     RS_CHECK(m_u64(&a, "round_large", &al->round_large));
+    RS_CHECK(read_alloc_conf(&a, al));
 
     RS_CHECK(m_map(top, "recorder_settings", &r));
     RS_CHECK(m_u64(&r, "max_entries", &s->recorder.max_entries));

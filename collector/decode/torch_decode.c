@@ -1083,17 +1083,49 @@ static ranksnap_status set_identity(mapper *m, const rs_torch_opts *o, int64_t d
     return RANKSNAP_OK;
 }
 
-/* allocator_settings: only max_split_size has a counterpart (PyTorch writes SIZE_MAX, or -1 in
- * some versions, for "unlimited"). */
+/* allocator_settings: PyTorch's settings at dump time. The string (PYTORCH_CUDA_ALLOC_CONF, the
+ * last one parsed) is read first, for the keys that have no field of their own
+ * (large_segment_size_mb, max_non_split_rounding_mb, per_process_memory_fraction); the fields then
+ * say what was in force. max_split_size is SIZE_MAX (or -1) for "unlimited"; roundup_power2_divisions
+ * a dict from each interval's start in MiB ('1' .. '32768') to its divisions. A string this parser
+ * refuses is kept as text only: the fields still count. */
 static void allocator_settings(rs_snap *s, const rs_pickle_value *settings)
 {
+    rs_alloc_conf *c = &s->allocator.conf;
     int64_t v;
     uint64_t u;
-    const rs_pickle_value *x = rs_pickle_dict_get(settings, "max_split_size");
+    rs_alloc_conf_reset(c);
+    const rs_pickle_value *x = rs_pickle_dict_get(settings, "PYTORCH_CUDA_ALLOC_CONF");
+    char text[RS_CONF_TEXT_MAX] = "", why[256];
+    if (x && x->kind == RS_PICKLE_STR && x->v.str.n < sizeof text) {
+        memcpy(text, x->v.str.p, x->v.str.n);
+        text[x->v.str.n] = '\0';
+        rs_alloc_conf tmp = *c;
+        if (rs_alloc_conf_parse(&tmp, text, RS_CONF_LENIENT, why, sizeof why) == 0) *c = tmp;
+        snprintf(c->text, sizeof c->text, "%s", text);
+    }
+    x = rs_pickle_dict_get(settings, "max_split_size");
     if (rs_pickle_get_u64(x, &u) == 0 && u > 0)
-        s->allocator.max_split_size = u;
+        c->max_split_size = u == UINT64_MAX ? 0 : u;
     else if (rs_pickle_get_i64(x, &v) == 0 && v < 0)
-        s->allocator.max_split_size = UINT64_MAX;
+        c->max_split_size = 0;
+    x = rs_pickle_dict_get(settings, "garbage_collection_threshold");
+    if (x && x->kind == RS_PICKLE_FLOAT && x->v.f > 0.0 && x->v.f < 1.0)
+        c->garbage_collection_threshold = x->v.f;
+    else if (x && x->kind == RS_PICKLE_FLOAT && x->v.f == 0.0)
+        c->garbage_collection_threshold = 0.0;
+    x = rs_pickle_dict_get(settings, "expandable_segments");
+    if (x && x->kind == RS_PICKLE_BOOL) c->expandable_segments = x->v.b != 0;
+    x = rs_pickle_dict_get(settings, "roundup_power2_divisions");
+    for (unsigned k = 0; x && k < RS_CONF_INTERVALS; k++) {
+        char key[8];
+        snprintf(key, sizeof key, "%u", 1u << k);
+        if (rs_pickle_get_u64(rs_pickle_dict_get(x, key), &u) == 0 && u <= UINT32_MAX &&
+            (u & (u - 1)) == 0)
+            c->roundup_divisions[k] = (uint32_t)u;
+    }
+    s->allocator.max_split_size = rs_alloc_conf_max_split(c);
+    s->allocator.large_buffer = rs_alloc_conf_large_segment(c);
 }
 
 static ranksnap_status map_root(mapper *m, const rs_pickle_value *root, const rs_torch_opts *o)

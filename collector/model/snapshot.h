@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "alloc_conf.h"
 #include "format.h"
 
 typedef struct rs_snap_device {
@@ -27,14 +28,18 @@ typedef struct rs_snap_device {
 } rs_snap_device;
 
 typedef struct rs_snap_allocator {
-    uint64_t memory_limit;    /* cap of reserved bytes, 0 = none           */
-    uint64_t max_split_size;  /* UINT64_MAX = unlimited (nil in the file)  */
+    uint64_t memory_limit;    /* RANKSNAP_MEMORY_LIMIT's cap, 0 = none; conf's fraction of the
+                                 device may cap lower (rs_alloc_conf_cap) */
+    uint64_t max_split_size;  /* UINT64_MAX = unlimited (nil in the file); = conf's  */
     uint64_t min_block_size;
     uint64_t small_size;
     uint64_t small_buffer;
-    uint64_t large_buffer;
+    uint64_t large_buffer;    /* = conf's large segment size                  */
     uint64_t min_large_alloc;
     uint64_t round_large;
+    /* PyTorch's settings in force (all zero = PyTorch's defaults); conf.text is the string the
+     * job gave (PYTORCH_CUDA_ALLOC_CONF / RANKSNAP_ALLOC_CONF), "" when none or unknown */
+    rs_alloc_conf conf;
 } rs_snap_allocator;
 
 typedef struct rs_snap_recorder {

@@ -462,16 +462,20 @@ static uint64_t write_annotations(exporter *x)
     return n;
 }
 
-/* PyTorch's allocator_settings keys. Ours that PyTorch has (max_split_size) are given; the
- * others are PyTorch's defaults, since ranksnap has no such setting. */
+/* PyTorch 2.11's allocator_settings, in its key order, from the settings the snapshot recorded
+ * (PYTORCH_CUDA_ALLOC_CONF: the string the job gave, else the settings in force written in its
+ * syntax). */
 static void write_settings(exporter *x)
 {
     rs_pickler *w = &x->w;
     rs_pickler_seq d, r;
+    const rs_alloc_conf *c = &x->s->allocator.conf;
     uint64_t mss = x->s->allocator.max_split_size;
-    char conf[64] = "";
-    if (mss != UINT64_MAX && mss != 0)
-        snprintf(conf, sizeof conf, "max_split_size_mb:%llu", (unsigned long long)(mss >> 20));
+    char conf[RS_CONF_TEXT_MAX];
+    if (c->text[0])
+        snprintf(conf, sizeof conf, "%s", c->text);
+    else
+        rs_alloc_conf_describe(c, NULL, conf, sizeof conf);
     rs_pickler_dict_open(w, &d);
     key(x, &d, "PYTORCH_CUDA_ALLOC_CONF");
     rs_pickler_str(w, conf);
@@ -479,17 +483,25 @@ static void write_settings(exporter *x)
     /* PyTorch writes int64_t(SIZE_MAX), i.e. -1, for "no limit". */
     rs_pickler_int(w, mss == UINT64_MAX || mss > (uint64_t)INT64_MAX ? -1 : (int64_t)mss);
     key(x, &d, "garbage_collection_threshold");
-    rs_pickler_float(w, 0.0);
+    rs_pickler_float(w, c->garbage_collection_threshold);
     key(x, &d, "expandable_segments");
-    rs_pickler_bool(w, 0);
+    rs_pickler_bool(w, c->expandable_segments);
     key(x, &d, "pinned_num_register_threads");
-    rs_pickler_int(w, 1);
+    rs_pickler_int(w, c->pinned_num_register_threads ? (int64_t)c->pinned_num_register_threads : 1);
     key(x, &d, "release_lock_on_cudamalloc");
-    rs_pickler_bool(w, 0);
+    rs_pickler_bool(w, c->release_lock_on_cudamalloc);
     key(x, &d, "pinned_use_cuda_host_register");
-    rs_pickler_bool(w, 0);
+    rs_pickler_bool(w, c->pinned_use_cuda_host_register);
+    key(x, &d, "graph_capture_record_stream_reuse");
+    rs_pickler_bool(w, c->graph_capture_record_stream_reuse);
     key(x, &d, "roundup_power2_divisions");
     rs_pickler_dict_open(w, &r);
+    for (unsigned k = 0; k < RS_CONF_INTERVALS; k++) {
+        char name[8];
+        snprintf(name, sizeof name, "%u", 1u << k);
+        key(x, &r, name);
+        rs_pickler_int(w, c->roundup_divisions[k]);
+    }
     rs_pickler_close(w, &r);
     rs_pickler_close(w, &d);
 }

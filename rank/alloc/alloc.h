@@ -1,13 +1,20 @@
 /*
  * alloc.h — the caching allocator (PyTorch's CUDACachingAllocator policy, in C).
  *
- * Sizes are rounded up to 512 B. Requests <= 1 MiB come from the small pool (2 MiB segments);
- * larger ones from the large pool (20 MiB segments below 10 MiB, otherwise the request rounded up
- * to 2 MiB). Best fit by (stream, size, address); a free block is split when the remainder is
- * >= 512 B (small) or > 1 MiB (large, and only for requests below max_split_size); free neighbours
- * coalesce. Blocks belong to the stream they were allocated on; a block used on other streams
- * (record_stream) is reused only once events recorded on those streams at free time completed.
- * On a failed reservation: process events, free every cached unused segment, retry, then OOM.
+ * Sizes are rounded up to 512 B (or by roundup_power2_divisions). Requests <= 1 MiB come from the
+ * small pool (2 MiB segments); larger ones from the large pool (20 MiB segments, or
+ * large_segment_size_mb, below 10 MiB; otherwise the request rounded up to 2 MiB). Best fit by
+ * (stream, size, address); a free block is split when the remainder is >= 512 B (small, or
+ * expandable segments) or > 1 MiB (large, and only for requests below max_split_size); free
+ * neighbours coalesce. Blocks belong to the stream they were allocated on; a block used on other
+ * streams (record_stream) is reused only once events recorded on those streams at free time
+ * completed. With expandable_segments, each (stream, pool) grows one virtual range by mapping
+ * pages (2 MiB small, the large segment size large) instead of reserving segments.
+ * When nothing cached fits, PyTorch 2.11's order: garbage collection (with a cap and a
+ * garbage_collection_threshold), reserve; free just enough oversize cached blocks (with
+ * max_split_size) and reserve; wait for every event, free every whole cached segment and unmap
+ * every free page, reserve once more (a retry); then OOM. The settings: rs_alloc_conf
+ * (common/alloc_conf.h).
  *
  * One mutex guards everything; the observer (the recorder) is called with it held, so it needs no
  * lock of its own. rs_alloc_lock/unlock let the runtime serialise its own recorder writes (steps,
@@ -19,27 +26,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "alloc_conf.h"
 #include "format.h"
 #include "backend.h"
 #include "ranksnap.h"
 
-#define RS_MIN_BLOCK_SIZE ((size_t)512)
-#define RS_SMALL_SIZE ((size_t)1 << 20)        /* largest "small" request: 1 MiB */
-#define RS_SMALL_BUFFER ((size_t)2 << 20)      /* small pool segments: 2 MiB     */
-#define RS_LARGE_BUFFER ((size_t)20 << 20)     /* large pool segments: 20 MiB    */
-#define RS_MIN_LARGE_ALLOC ((size_t)10 << 20)  /* below this, large segments are 20 MiB */
-#define RS_ROUND_LARGE ((size_t)2 << 20)       /* above, round up to 2 MiB       */
+#define RS_MIN_BLOCK_SIZE ((size_t)RS_CONF_MIN_BLOCK)
+#define RS_SMALL_SIZE ((size_t)RS_CONF_SMALL_SIZE)          /* largest "small" request: 1 MiB */
+#define RS_SMALL_BUFFER ((size_t)RS_CONF_SMALL_BUFFER)      /* small pool segments: 2 MiB     */
+#define RS_LARGE_BUFFER ((size_t)RS_CONF_LARGE_BUFFER)      /* default large segments: 20 MiB */
+#define RS_MIN_LARGE_ALLOC ((size_t)RS_CONF_MIN_LARGE_ALLOC) /* below this, large segments    */
+#define RS_ROUND_LARGE ((size_t)RS_CONF_ROUND_LARGE)        /* above, round up to 2 MiB       */
 
 typedef struct rs_alloc rs_alloc;
 
 /* Called (allocator lock held) for every alloc, free_requested, free_completed, segment_alloc,
- * segment_free and oom. Returns the stack id to keep with an allocated block (0 = none). */
+ * segment_free and oom (expandable segments: segment_alloc/segment_free for each map/unmap, as
+ * PyTorch's segment_map/segment_unmap). Returns the stack id to keep with an allocated block
+ * (0 = none). */
 typedef uint32_t (*rs_alloc_observer)(void *ctx, rs_action act, uint64_t addr, uint64_t size,
                                       void *stream);
 
 typedef struct rs_alloc_config {
-    uint64_t memory_limit;   /* cap of reserved bytes, 0 = none                 */
-    uint64_t max_split_size; /* blocks at least this big are never split; UINT64_MAX = no cap */
+    uint64_t memory_limit;   /* cap of reserved bytes, 0 = none; with the conf's
+                                per_process_memory_fraction, the lower of the two */
+    /* PyTorch's settings; NULL = PyTorch's defaults */
+    const rs_alloc_conf *conf;
+    /* overrides conf's max_split_size when neither 0 nor UINT64_MAX (RANKSNAP_MAX_SPLIT_SIZE) */
+    uint64_t max_split_size;
     int device_index;        /* for the OOM message                              */
     rs_alloc_observer observer;
     void *observer_ctx;
@@ -48,12 +62,13 @@ typedef struct rs_alloc_config {
 /* The moment of the last OOM, as PyTorch's OOM message and trace entry describe it. */
 typedef struct rs_oom_info {
     uint64_t requested;      /* bytes asked for (unrounded)          */
-    uint64_t rounded;        /* what the allocator needed to reserve  */
+    uint64_t rounded;        /* the segment it needed to reserve ("Tried to allocate" in
+                                PyTorch's message); the oom event carries round_size(requested) */
     uint64_t device_free;    /* as the backend reported it            */
     uint64_t device_total;
     uint64_t allocated;      /* allocated bytes at that moment        */
     uint64_t reserved;       /* reserved bytes at that moment         */
-    uint64_t memory_limit;   /* the cap in force, 0 = none            */
+    uint64_t memory_limit;   /* the cap in force (limit or fraction), 0 = none */
     uint64_t time_us;
     void *stream;
 } rs_oom_info;
@@ -77,8 +92,13 @@ void rs_alloc_reset_peak_stats(rs_alloc *a);
 void rs_alloc_set_step(rs_alloc *a, int64_t step);
 /* 1 and fills `out` if an OOM happened since create. */
 int rs_alloc_last_oom(rs_alloc *a, rs_oom_info *out);
+/* The cap on reserved bytes in force (RANKSNAP_MEMORY_LIMIT, per_process_memory_fraction), 0 = none. */
 uint64_t rs_alloc_memory_limit(const rs_alloc *a);
+/* Sets RANKSNAP_MEMORY_LIMIT's part of the cap (0 = none); a fraction in the settings still caps. */
 void rs_alloc_set_memory_limit(rs_alloc *a, uint64_t limit);
+/* The settings in force (after RANKSNAP_MAX_SPLIT_SIZE; expandable_segments off when the backend
+ * cannot map memory). */
+void rs_alloc_get_conf(rs_alloc *a, rs_alloc_conf *out);
 
 void rs_alloc_lock(rs_alloc *a);
 void rs_alloc_unlock(rs_alloc *a);
@@ -87,7 +107,8 @@ void rs_alloc_unlock(rs_alloc *a);
 int rs_alloc_trylock(rs_alloc *a);
 
 /* The state for the snapshot: segments sorted by address, each with its blocks in address order.
- * Built under the lock into memory the caller frees with rs_alloc_state_free. */
+ * An expandable segment shows as one segment per run of mapped pages, as PyTorch's snapshot shows
+ * it. Built under the lock into memory the caller frees with rs_alloc_state_free. */
 typedef struct rs_block_info {
     uint64_t addr;
     uint64_t size;
@@ -126,7 +147,8 @@ void rs_alloc_state_free(rs_alloc_state *s);
  * allocator, under the lock: for tests and debugging. */
 int rs_alloc_check(rs_alloc *a);
 
-/* Policy helpers, exposed for the tests. */
+/* Policy helpers with PyTorch's default settings, exposed for the tests (any settings:
+ * rs_alloc_conf_round, rs_alloc_conf_segment_size). */
 size_t rs_alloc_round_size(size_t size);
 size_t rs_alloc_segment_size(size_t rounded);
 

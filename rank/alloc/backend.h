@@ -43,6 +43,17 @@ typedef struct rs_backend_ops {
     void (*event_destroy)(rs_backend *b, rs_dev_event ev);
     ranksnap_status (*device_info)(rs_backend *b, rs_device_info *out);
     void (*destroy)(rs_backend *b);
+    /* Expandable segments (CUDA's virtual memory API: cuMemAddressReserve, cuMemCreate, cuMemMap,
+     * cuMemSetAccess); NULL where the backend cannot (the allocator then keeps them off).
+     * va_reserve takes `size` bytes of address space and no memory; map backs [ptr, ptr+size)
+     * with physical memory in handles of `page` bytes, all or nothing (OUT_OF_MEMORY when the
+     * device has no room: nothing stays mapped); unmap first waits for `stream`'s work, as
+     * PyTorch does, then unmaps and releases the pages of [ptr, ptr+size); va_release gives the
+     * address space back, every page of it unmapped. */
+    ranksnap_status (*va_reserve)(rs_backend *b, size_t size, void **ptr);
+    ranksnap_status (*va_release)(rs_backend *b, void *ptr, size_t size);
+    ranksnap_status (*map)(rs_backend *b, void *ptr, size_t size, size_t page);
+    ranksnap_status (*unmap)(rs_backend *b, void *ptr, size_t size, size_t page, void *stream);
 } rs_backend_ops;
 
 struct rs_backend {
@@ -55,10 +66,16 @@ ranksnap_status rs_backend_sim_create(uint64_t capacity, rs_backend **out);
 /* Test hooks of the sim device, so that tests can break what production breaks:
  * - mark a stream busy (events recorded on it stay pending until rs_backend_sim_stream_complete);
  * - make the n-th reservation from now fail (1 = the next one) with OUT_OF_MEMORY, 0 = never;
- * - read how much the device has handed out. */
+ * - read how much the device has handed out (segments and mapped pages). */
 void rs_backend_sim_stream_set_busy(rs_backend *b, void *stream, int busy);
 void rs_backend_sim_stream_complete(rs_backend *b, void *stream);
 void rs_backend_sim_fail_reserve_after(rs_backend *b, unsigned n);
+/* Replays (backend_sim.c): enable hints (before the first reservation; the sim's own addresses
+ * then start at 2^56), give the address a reservation of `size` bytes should get (an address
+ * range: the next one, whatever its size), and drop the hints not taken. */
+void rs_backend_sim_hints_enable(rs_backend *b);
+void rs_backend_sim_hint(rs_backend *b, uint64_t addr, uint64_t size);
+void rs_backend_sim_hints_clear(rs_backend *b);
 uint64_t rs_backend_sim_used_bytes(const rs_backend *b);
 unsigned rs_backend_sim_live_events(const rs_backend *b);
 

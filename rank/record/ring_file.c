@@ -113,6 +113,7 @@ ranksnap_status rs_ring_file_open(const char *path, int replace, uint64_t capaci
     h->device_total = id->device_total;
     h->memory_limit = id->memory_limit;
     h->clock_offset_us = id->clock_offset_us;
+    if (id->alloc_conf) rs_alloc_conf_describe(id->alloc_conf, NULL, h->alloc_conf, sizeof h->alloc_conf);
     h->created_us = rs_now_us();
     memcpy(h->magic, RS_RING_MAGIC, sizeof h->magic);
     /* an old file of this job (the caller checked) is replaced; any other never is */

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "alloc_conf.h"
 #include "ring_format.h"
 #include "ranksnap.h"
 #include "recorder.h"
@@ -16,6 +17,7 @@ typedef struct rs_ring_identity {
     const char *job, *host, *device_name;
     uint64_t device_total, memory_limit;
     int64_t clock_offset_us;
+    const rs_alloc_conf *alloc_conf; /* NULL: PyTorch's defaults */
 } rs_ring_identity;
 
 /* Makes the ring file `path` (0600) for `capacity` events: every block reserved on disk

@@ -194,20 +194,26 @@ static void write_identity(enc *e, const rs_snapshot_src *src)
 static void write_settings(enc *e, const rs_snapshot_src *src)
 {
     const rs_options *o = src->options;
+    const rs_alloc_conf *c = &o->alloc_conf;
+    char conf[RS_CONF_TEXT_MAX];
+    rs_alloc_conf_describe(c, NULL, conf, sizeof conf);
     key(e, "allocator_settings");
-    put_map(e, 8);
+    put_map(e, 10);
     kv_u64(e, "memory_limit", src->memory_limit);
     key(e, "max_split_size");
-    if (o->max_split_size == UINT64_MAX)
+    if (rs_alloc_conf_max_split(c) == UINT64_MAX)
         put_nil(e);
     else
-        put_u64(e, o->max_split_size);
+        put_u64(e, rs_alloc_conf_max_split(c));
     kv_u64(e, "min_block_size", RS_MIN_BLOCK_SIZE);
     kv_u64(e, "small_size", RS_SMALL_SIZE);
     kv_u64(e, "small_buffer", RS_SMALL_BUFFER);
-    kv_u64(e, "large_buffer", RS_LARGE_BUFFER);
+    kv_u64(e, "large_buffer", rs_alloc_conf_large_segment(c));
     kv_u64(e, "min_large_alloc", RS_MIN_LARGE_ALLOC);
     kv_u64(e, "round_large", RS_ROUND_LARGE);
+    /* every setting in force, in PyTorch's syntax, for the one parser the readers share */
+    kv_str(e, "alloc_conf", conf);
+    kv_str(e, "alloc_conf_given", c->text);
 
     key(e, "recorder_settings");
     put_map(e, 3);

@@ -149,7 +149,7 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
     if (!external && rt->opts.ring == RS_RING_MMAP) {
         rs_ring_identity id = {rt->rank, rt->world_size, (int64_t)getpid(), rt->job, rt->host,
                                rt->device.name, rt->device.total_bytes, rt->memory_limit,
-                               rs_coord_clock_offset_us(rt->coord)};
+                               rs_coord_clock_offset_us(rt->coord), &rt->opts.alloc_conf};
         rs_ring_pub pub;
         if ((st = rs_dump_open_ring(rt, &id, &rt->ring_file)) == RANKSNAP_OK) {
             rs_ring_file_pub(rt->ring_file, &pub);
@@ -169,7 +169,7 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
     }
     rs_alloc_config cfg = {
         .memory_limit = rt->memory_limit,
-        .max_split_size = rt->opts.max_split_size,
+        .conf = &rt->opts.alloc_conf,
         .device_index = rt->device.index,
         .observer = rs_alloc_api_observe,
         .observer_ctx = rt,

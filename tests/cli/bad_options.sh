@@ -16,12 +16,15 @@ rm -rf "$w" && mkdir -p "$w" || exit 1
 for v in $(env | sed -n 's/^\(RANKSNAP_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
 long() { printf "%$1s" "" | tr ' ' x; }
 
-# One row per bad value: the variable that is wrong first, then what it needs beside it. @N@
+# One row per bad value: the variable that is wrong first, then what it needs beside it (PyTorch's
+# variable too: RANKSNAP_ALLOC_CONF falls back to it, so its bad value must not stop the job). @N@
 # stands for N x's.
 rows=$(cat <<'EOF'
 RANKSNAP_DISABLE=-1
 RANKSNAP_BACKEND=gpu
 RANKSNAP_MEMORY_LIMIT=lots
+RANKSNAP_ALLOC_CONF=expandable_segments:maybe
+PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:1
 RANKSNAP_MAX_SPLIT_SIZE=1MiB
 RANKSNAP_SIM_CAPACITY=0
 RANKSNAP_MAX_ENTRIES=0

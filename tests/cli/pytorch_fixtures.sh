@@ -37,5 +37,42 @@ case_replay_of_a_pytorch_fixture_reproduces_its_peak_allocated() {
     "$ranksnap" replay --json "$data"/snapshot_rank0.pickle > fixture-replay.json && "$python" -c "import json; r=json.load(open('fixture-replay.json')); assert r['original']['peak_allocated'] == r['ranksnap']['peak_allocated'] == 362729472, r; print('ok')"
 }
 
+# rank 3 ran out of memory under a cap the pickle does not record: the replay derives it and ends
+# in the same OOM at the same request
+case_replay_of_the_oom_fixture_ends_in_the_same_oom() {
+    "$ranksnap" replay --json "$data"/oom_rank-3_gpt2.pickle > oom-replay.json && "$python" -c "import json; r=json.load(open('oom-replay.json')); assert r['same_oom'] and r['device']['cap_derived'], r; assert r['ranksnap']['first_oom_request'] == 37748736, r; assert r['ranksnap']['peak_reserved'] == r['original']['peak_reserved'], r; print('ok')"
+}
+
+# --alloc-conf and --suggest: expandable segments would have served every request
+case_replay_what_if_and_suggest_on_the_oom_fixture() {
+    out=$("$ranksnap" replay "$data"/oom_rank-3_gpt2.pickle --alloc-conf expandable_segments:True) || exit 1
+    echo "$out" | grep -q "the what-if serves every request, the original's failed one (event 1518) included" || exit 1
+    out=$("$ranksnap" replay "$data"/oom_rank-3_gpt2.pickle --suggest) || exit 1
+    echo "$out"
+    echo "$out" | grep -q '^suggestion: expandable_segments:True would not have run out of memory' || exit 1
+    "$ranksnap" replay --json --suggest "$data"/oom_rank-3_gpt2.pickle > oom-suggest.json &&
+        "$python" -c "import json; r=json.load(open('oom-suggest.json')); assert r['suggestion'] == 'expandable_segments:True', r['suggestion']; print('ok')"
+}
+
+# the report's OOM verdict comes with the suggestion
+case_report_notes_the_setting_that_would_have_avoided_the_oom() {
+    "$ranksnap" report --rank-from-name "$data"/oom_rank-3_gpt2.pickle | tee oom-report.txt |
+        grep -q '^note: rank 3: expandable_segments:True would not have run out of memory.*(ranksnap replay --suggest)$'
+}
+
+# each misuse of the replay's settings flags is 2, with what was expected
+case_replay_settings_usage_errors() {
+    f="$data"/oom_rank-3_gpt2.pickle
+    err=$("$ranksnap" replay "$f" --alloc-conf max_split_size_mb:10 2>&1); test $? -eq 2 || exit 1
+    case "$err" in *'max_split_size_mb too small, must be >= 20'*) ;; *) echo "$err"; exit 1;; esac
+    err=$("$ranksnap" replay "$f" --alloc-conf expandable:True 2>&1); test $? -eq 2 || exit 1
+    case "$err" in *"Unrecognized key 'expandable' in CUDA allocator config."*) ;; *) echo "$err"; exit 1;; esac
+    err=$("$ranksnap" replay "$f" --suggest --alloc-conf expandable_segments:True 2>&1); test $? -eq 2 || exit 1
+    case "$err" in *'--suggest tries the settings itself'*) ;; *) echo "$err"; exit 1;; esac
+    err=$("$ranksnap" replay "$f" --device-memory 0 2>&1); test $? -eq 2 || exit 1
+    case "$err" in *"--device-memory '0': expected a size above 0"*) ;; *) echo "$err"; exit 1;; esac
+    "$ranksnap" replay "$f" --alloc-conf; test $? -eq 2
+}
+
 command -v "case_$name" >/dev/null || { echo "pytorch_fixtures.sh: no case '$name'" >&2; exit 2; }
 "case_$name"

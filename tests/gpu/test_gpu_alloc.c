@@ -7,6 +7,10 @@
  * cuda backend. A stream is kept busy, deterministically and without a kernel, by a host function
  * enqueued on it that waits for a flag the test sets.
  *
+ * The allocators take PyTorch's settings from RANKSNAP_ALLOC_CONF (read as the runtime reads it):
+ * ctest runs the program once with the defaults and once with expandable_segments:True, whose
+ * pages the cuda backend maps through CUDA's virtual memory API.
+ *
  * Without a usable device it prints why and exits 77, which ctest reports as skipped.
  */
 #include <stdatomic.h>
@@ -20,12 +24,14 @@
 #include "alloc.h"
 #include "backend.h"
 #include "check.h"
+#include "options.h"
 #include "rsnap_decode.h"
 #include "snapshot.h"
 
 #define MiB ((size_t)1 << 20)
 
 static rs_backend *backend;
+static rs_options opts; /* RANKSNAP_ALLOC_CONF */
 
 static void CUDART_CB hold_stream(void *flag)
 {
@@ -37,7 +43,7 @@ static rs_alloc *new_alloc(uint64_t limit)
     rs_alloc_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.memory_limit = limit;
-    cfg.max_split_size = UINT64_MAX;
+    cfg.conf = &opts.alloc_conf;
     rs_alloc *a = NULL;
     CHECK(rs_alloc_create(backend, &cfg, &a) == RANKSNAP_OK);
     return a;
@@ -192,6 +198,10 @@ int main(void)
         printf("SKIPPED: no usable CUDA device here (the cuda backend could not load the runtime "
                "or found no device); run on a GPU machine\n");
         return 77;
+    }
+    if (rs_options_load_one(&opts, "RANKSNAP_ALLOC_CONF", NULL) != RANKSNAP_OK) {
+        printf("FAIL %s\n", ranksnap_last_error());
+        return 1;
     }
     if (rs_backend_cuda_create(&backend) != RANKSNAP_OK) {
         printf("FAIL cuda backend: %s\n", ranksnap_last_error());

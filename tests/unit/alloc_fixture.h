@@ -69,6 +69,24 @@ static inline void fx_init(fixture *f, uint64_t capacity, uint64_t limit, uint64
     CHECK(rs_alloc_create(f->b, &cfg, &f->a) == RANKSNAP_OK);
 }
 
+/* The same with PyTorch's settings `conf` (PYTORCH_CUDA_ALLOC_CONF syntax). */
+static inline void fx_init_conf(fixture *f, uint64_t capacity, uint64_t limit, const char *conf)
+{
+    memset(f, 0, sizeof *f);
+    f->rec.next_id = 100;
+    rs_alloc_conf c;
+    char why[256];
+    rs_alloc_conf_reset(&c);
+    CHECK(rs_alloc_conf_parse(&c, conf, 0, why, sizeof why) == 0);
+    CHECK(rs_backend_sim_create(capacity, &f->b) == RANKSNAP_OK);
+    rs_alloc_config cfg = {.memory_limit = limit,
+                           .conf = &c,
+                           .device_index = 0,
+                           .observer = record_cb,
+                           .observer_ctx = &f->rec};
+    CHECK(rs_alloc_create(f->b, &cfg, &f->a) == RANKSNAP_OK);
+}
+
 static inline void fx_done(fixture *f)
 {
     CHECK(rs_alloc_check(f->a));

@@ -332,7 +332,7 @@ TEST(memory_limit_caps_reserved_bytes_below_the_device_capacity)
     void *q = NULL;
     CHECK(rs_alloc_malloc(f.a, 30 * MiB, NULL, &q) == RANKSNAP_ERR_OUT_OF_MEMORY);
     CHECK(q == NULL);
-    CHECK_STR_CONTAINS(ranksnap_last_error(), "[memory limit 64.00 MiB]");
+    CHECK_STR_CONTAINS(ranksnap_last_error(), " is free. 64.00 MiB allowed; Of the allocated memory");
     CHECK_EQ_U64(rs_backend_sim_used_bytes(f.b), 40 * MiB);
     rs_oom_info oom;
     CHECK(rs_alloc_last_oom(f.a, &oom) == 1);
@@ -361,11 +361,12 @@ TEST(oom_reports_request_capacity_free_allocated_and_unallocated_bytes)
     CHECK(rs_alloc_malloc(f.a, 30 * MiB, (void *)0x77, &q) == RANKSNAP_ERR_OUT_OF_MEMORY);
     CHECK(q == NULL);
     const char *msg = ranksnap_last_error();
-    CHECK_STR_CONTAINS(msg, "out of memory: tried to allocate 30.00 MiB (device 0). ");
-    CHECK_STR_CONTAINS(msg, "total capacity of 64.00 MiB of which 22.00 MiB is free");
-    CHECK_STR_CONTAINS(msg, "40.50 MiB is allocated by ranksnap");
-    CHECK_STR_CONTAINS(msg, "1.50 MiB is reserved by ranksnap but unallocated");
-    CHECK(strstr(msg, "memory limit") == NULL);
+    CHECK_STR_CONTAINS(msg, "CUDA out of memory. Tried to allocate 30.00 MiB. GPU 0 has a total "
+                            "capacity of 64.00 MiB of which 22.00 MiB is free. Of the allocated "
+                            "memory 40.50 MiB is allocated by ranksnap, and 1.50 MiB is reserved "
+                            "by ranksnap but unallocated. If reserved but unallocated memory is "
+                            "large try setting RANKSNAP_ALLOC_CONF=expandable_segments:True");
+    CHECK(strstr(msg, "allowed") == NULL);
 
     rs_oom_info oom;
     CHECK(rs_alloc_last_oom(f.a, &oom) == 1);
@@ -397,21 +398,26 @@ TEST(oom_reports_request_capacity_free_allocated_and_unallocated_bytes)
     fx_done(&f);
 }
 
-TEST(oom_of_a_small_request_names_the_segment_it_needed)
+TEST(oom_says_the_segment_it_needed_and_traces_the_rounded_request_as_pytorch)
 {
     fixture f;
     fx_init(&f, 64 * MiB, 0, 0);
     rs_alloc_set_memory_limit(f.a, 20 * MiB);
     must_alloc(f.a, 12 * MiB, NULL);
     void *q = NULL;
-    CHECK(rs_alloc_malloc(f.a, 5 * MiB, NULL, &q) == RANKSNAP_ERR_OUT_OF_MEMORY);
-    CHECK_STR_CONTAINS(ranksnap_last_error(),
-                       "tried to allocate 5.00 MiB (device 0, needing a new segment of 20.00 MiB)");
-    CHECK_STR_CONTAINS(ranksnap_last_error(), "[memory limit 20.00 MiB]");
+    f.rec.n = 0;
+    CHECK(rs_alloc_malloc(f.a, 5 * MiB + 1, NULL, &q) == RANKSNAP_ERR_OUT_OF_MEMORY);
+    /* PyTorch's "Tried to allocate" is the segment: 20 MiB for a 1-10 MiB request */
+    CHECK_STR_CONTAINS(ranksnap_last_error(), "CUDA out of memory. Tried to allocate 20.00 MiB. ");
+    CHECK_STR_CONTAINS(ranksnap_last_error(), " is free. 20.00 MiB allowed; Of the allocated");
+    CHECK_STR_CONTAINS(ranksnap_last_error(), "(The request: 5.00 MiB.)");
     rs_oom_info oom;
     CHECK(rs_alloc_last_oom(f.a, &oom) == 1);
-    CHECK_EQ_U64(oom.requested, 5 * MiB);
-    CHECK_EQ_U64(oom.rounded, 20 * MiB);
+    CHECK_EQ_U64(oom.requested, 5 * MiB + 1);
+    CHECK_EQ_U64(oom.rounded, 20 * MiB); /* the segment it needed */
+    /* the trace entry: round_size(request), as PyTorch's record_trace(OOM, ..., params.size()) */
+    CHECK(f.rec.n >= 1 && f.rec.ev[f.rec.n - 1].act == RS_ACT_OOM);
+    CHECK_EQ_U64(f.rec.ev[f.rec.n - 1].size, 5 * MiB + 512);
     fx_done(&f);
 }
 
@@ -900,7 +906,7 @@ int main(void)
     RUN(cached_segment_of_another_stream_is_freed_for_a_retry);
     RUN(memory_limit_caps_reserved_bytes_below_the_device_capacity);
     RUN(oom_reports_request_capacity_free_allocated_and_unallocated_bytes);
-    RUN(oom_of_a_small_request_names_the_segment_it_needed);
+    RUN(oom_says_the_segment_it_needed_and_traces_the_rounded_request_as_pytorch);
     RUN(allocator_recovers_after_an_oom);
     RUN(injected_reservation_failures_leave_consistent_state_for_every_n);
     RUN(injected_failure_is_absorbed_by_the_retry);

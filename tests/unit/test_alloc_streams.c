@@ -222,7 +222,7 @@ TEST(empty_cache_waits_for_pending_events_and_releases_their_segments)
     fx_done(&f);
 }
 
-TEST(failed_reservation_waits_for_events_and_reuses_the_awaited_block)
+TEST(failed_reservation_waits_for_events_but_like_pytorch_does_not_search_again)
 {
     fixture f;
     fx_init(&f, 20 * MiB, 0, UINT64_MAX);
@@ -231,14 +231,20 @@ TEST(failed_reservation_waits_for_events_and_reuses_the_awaited_block)
     void *p = must_alloc(f.a, 12 * MiB, S0);
     CHECK(rs_alloc_record_stream(f.a, p, S1) == RANKSNAP_OK);
     CHECK(rs_alloc_free(f.a, p) == RANKSNAP_OK);
-    /* No cached block until the event completes, no room for a new segment: wait, then reuse. */
-    void *q = must_alloc(f.a, 12 * MiB, S0);
-    CHECK(q == p);
+    /* No cached block until the event completes, no room for a new segment: PyTorch waits for
+     * the events (the block goes back to its split segment, which nothing can release) and asks
+     * for a new segment once more, without looking at the pool again: out of memory. */
+    void *q = (void *)1;
+    CHECK(rs_alloc_malloc(f.a, 12 * MiB, S0, &q) == RANKSNAP_ERR_OUT_OF_MEMORY);
     ranksnap_stats s = stats_of(f.a);
     CHECK_EQ_U64(s.num_sync_all_streams, 1);
+    CHECK_EQ_U64(s.num_alloc_retries, 1);
     CHECK_EQ_U64(s.num_segment_allocs, 1);
-    CHECK_EQ_U64(s.num_ooms, 0);
+    CHECK_EQ_U64(s.num_ooms, 1);
     CHECK_EQ_U64(rs_backend_sim_live_events(f.b), 0);
+    /* The awaited block is cached now: the next request takes it. */
+    q = must_alloc(f.a, 12 * MiB, S0);
+    CHECK(q == p);
     CHECK(keep != NULL);
     fx_done(&f);
 }
@@ -288,7 +294,7 @@ int main(void)
     RUN(block_used_on_two_streams_waits_for_both);
     RUN(awaiting_block_does_not_coalesce_with_free_neighbours);
     RUN(empty_cache_waits_for_pending_events_and_releases_their_segments);
-    RUN(failed_reservation_waits_for_events_and_reuses_the_awaited_block);
+    RUN(failed_reservation_waits_for_events_but_like_pytorch_does_not_search_again);
     RUN(failed_reservation_waits_for_events_then_releases_the_freed_segment);
     RUN(destroy_waits_for_pending_events_and_leaks_none);
     return check_summary();

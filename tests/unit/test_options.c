@@ -270,6 +270,54 @@ TEST(max_split_size_follows_pytorch_minimum_of_20mib)
     CHECK_STR_CONTAINS(ranksnap_last_error(), "at least 20MiB");
 }
 
+TEST(alloc_conf_takes_pytorch_settings_and_falls_back_to_pytorchs_variables)
+{
+    rs_options o;
+    CHECK(load1(&o, "RANKSNAP_ALLOC_CONF=expandable_segments:True,max_split_size_mb:128") ==
+          RANKSNAP_OK);
+    CHECK(o.alloc_conf.expandable_segments == 1);
+    CHECK_EQ_U64(o.alloc_conf.max_split_size, 128ull << 20);
+    /* unset: the job's own PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF */
+    CHECK(load1(&o, "PYTORCH_CUDA_ALLOC_CONF=roundup_power2_divisions:4") == RANKSNAP_OK);
+    CHECK_EQ_U64(o.alloc_conf.roundup_divisions[5], 4);
+    CHECK(load1(&o, "PYTORCH_ALLOC_CONF=garbage_collection_threshold:0.6") == RANKSNAP_OK);
+    CHECK(o.alloc_conf.garbage_collection_threshold == 0.6);
+    const char *both[] = {"RANKSNAP_ALLOC_CONF=expandable_segments:False",
+                          "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", NULL};
+    CHECK(rs_options_load(&o, table_get, (void *)both) == RANKSNAP_OK);
+    CHECK(o.alloc_conf.expandable_segments == 0);
+    /* a bad value names the variable it came from and what PyTorch would have said */
+    CHECK(load1(&o, "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:10") == RANKSNAP_ERR_OPTION);
+    CHECK_STR_CONTAINS(ranksnap_last_error(), "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:10: expected ");
+    CHECK_STR_CONTAINS(ranksnap_last_error(), "max_split_size_mb too small, must be >= 20");
+    CHECK(rejected("RANKSNAP_ALLOC_CONF=expandable_segments:yes"));
+}
+
+TEST(alloc_conf_from_pytorchs_variable_skips_keys_of_a_newer_pytorch)
+{
+    /* the job's PyTorch (2.13 knows throw_on_cudamalloc_oom) accepted it: it must not stop the
+     * job; set as ranksnap's own option, the same key is PyTorch 2.11's error */
+    rs_options o;
+    CHECK(load1(&o, "PYTORCH_CUDA_ALLOC_CONF=throw_on_cudamalloc_oom:True,expandable_segments:True") ==
+          RANKSNAP_OK);
+    CHECK(o.alloc_conf.expandable_segments == 1);
+    CHECK_EQ_U64(o.alloc_conf.unknown_keys, 1);
+    CHECK(load1(&o, "RANKSNAP_ALLOC_CONF=throw_on_cudamalloc_oom:True") == RANKSNAP_ERR_OPTION);
+    CHECK_STR_CONTAINS(ranksnap_last_error(), "Unrecognized key 'throw_on_cudamalloc_oom'");
+}
+
+TEST(deprecated_max_split_size_overrides_the_settings_key)
+{
+    rs_options o;
+    const char *env[] = {"RANKSNAP_ALLOC_CONF=max_split_size_mb:128,expandable_segments:True",
+                         "RANKSNAP_MAX_SPLIT_SIZE=256MiB", NULL};
+    CHECK(rs_options_load(&o, table_get, (void *)env) == RANKSNAP_OK);
+    CHECK_EQ_U64(o.alloc_conf.max_split_size, 256ull << 20);
+    CHECK(o.alloc_conf.expandable_segments == 1);
+    CHECK(load1(&o, "RANKSNAP_ALLOC_CONF=max_split_size_mb:128") == RANKSNAP_OK);
+    CHECK_EQ_U64(o.alloc_conf.max_split_size, 128ull << 20);
+}
+
 TEST(memory_limit_forms)
 {
     rs_options o;
@@ -521,6 +569,9 @@ int main(void)
     RUN(job_longer_than_its_field_is_rejected);
     RUN(first_bad_value_stops_the_load);
     RUN(max_split_size_follows_pytorch_minimum_of_20mib);
+    RUN(alloc_conf_takes_pytorch_settings_and_falls_back_to_pytorchs_variables);
+    RUN(alloc_conf_from_pytorchs_variable_skips_keys_of_a_newer_pytorch);
+    RUN(deprecated_max_split_size_overrides_the_settings_key);
     RUN(memory_limit_forms);
     RUN(memory_limit_per_rank_lookup_falls_back_to_the_default);
     RUN(memory_limit_rejects_bad_lists);

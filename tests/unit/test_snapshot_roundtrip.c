@@ -24,11 +24,11 @@ static uint32_t expect_stack(const rs_snapshot_src *src, uint32_t id)
 static void check_settings(const rs_snap *s, const rs_snapshot_src *src)
 {
     CHECK_EQ_U64(s->allocator.memory_limit, src->memory_limit);
-    CHECK_EQ_U64(s->allocator.max_split_size, src->options->max_split_size);
+    CHECK_EQ_U64(s->allocator.max_split_size, rs_alloc_conf_max_split(&src->options->alloc_conf));
     CHECK_EQ_U64(s->allocator.min_block_size, 512);
     CHECK_EQ_U64(s->allocator.small_size, 1 << 20);
     CHECK_EQ_U64(s->allocator.small_buffer, 2 << 20);
-    CHECK_EQ_U64(s->allocator.large_buffer, 20 << 20);
+    CHECK_EQ_U64(s->allocator.large_buffer, rs_alloc_conf_large_segment(&src->options->alloc_conf));
     CHECK_EQ_U64(s->allocator.min_large_alloc, 10 << 20);
     CHECK_EQ_U64(s->allocator.round_large, 2 << 20);
     CHECK_EQ_U64(s->recorder.max_entries, src->options->max_entries);
@@ -282,18 +282,28 @@ TEST(snapshot_with_recorder_roundtrips_history_stacks_and_symbols)
     fixture_free(&f);
 }
 
-TEST(snapshot_keeps_a_finite_max_split_size_and_a_crash_flag)
+TEST(snapshot_keeps_the_allocator_settings_and_a_crash_flag)
 {
     fixture f;
+    char why[128];
     CHECK(fixture_init(&f, 1) == 0);
-    f.opt.max_split_size = 64 * FX_MIB;
+    const char *given = "max_split_size_mb:64, expandable_segments:True,roundup_power2_divisions:"
+                        "[256:1,>:4],large_segment_size_mb:40,per_process_memory_fraction:0.3";
+    CHECK(rs_alloc_conf_parse(&f.opt.alloc_conf, given, 0, why, sizeof why) == 0);
     f.src.complete = 0;
     f.src.has_oom = 0;
     rs_snap *s = roundtrip(&f.src);
     CHECK(s != NULL);
     if (s) {
         check_matches_src(s, &f.src);
+        const rs_alloc_conf *c = &s->allocator.conf;
         CHECK_EQ_U64(s->allocator.max_split_size, 64 * FX_MIB);
+        CHECK_EQ_U64(s->allocator.large_buffer, 40 * FX_MIB);
+        CHECK(c->expandable_segments == 1);
+        CHECK(memcmp(c->roundup_divisions, f.opt.alloc_conf.roundup_divisions,
+                     sizeof c->roundup_divisions) == 0);
+        CHECK(c->has_fraction && c->memory_fraction == 0.3);
+        CHECK(strcmp(c->text, given) == 0);
         CHECK_EQ_U64(s->complete, 0);
         CHECK_EQ_U64(s->has_oom, 0);
     }
@@ -489,7 +499,7 @@ int main(void)
 {
     RUN(snapshot_without_recorder_roundtrips_every_field);
     RUN(snapshot_with_recorder_roundtrips_history_stacks_and_symbols);
-    RUN(snapshot_keeps_a_finite_max_split_size_and_a_crash_flag);
+    RUN(snapshot_keeps_the_allocator_settings_and_a_crash_flag);
     RUN(snapshot_of_a_wrapped_ring_reports_dropped_events);
     RUN(delta_columns_survive_wraparound_and_large_jumps);
     RUN(snapshot_file_written_atomically_reads_back);
