@@ -89,6 +89,13 @@ for launcher in mpirun torchrun; do
     run "$launcher" a --bigger 1:1.5
     verdict "$launcher" a "$R/$launcher-a/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
         "$py_site(r['divergent_ranks'][0]['sites'][0])"
+    # no report from the first job: the glue or the library is broken here, and every other job
+    # would spend the budget saying so again
+    if [ ! -f "$R/$launcher-a/report.json" ]; then
+        echo "STOPPED: $launcher a wrote no report.json (see $launcher-a.stderr)" | tee -a "$summary"
+        tail -20 "$R/$launcher-a.stderr"
+        exit 1
+    fi
     run "$launcher" b --keep-logits 1
     verdict "$launcher" b "$R/$launcher-b/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
         "r['divergent_ranks'][0]['pattern'] == 'growth'" "$py_site(r['divergent_ranks'][0]['sites'][0])"
