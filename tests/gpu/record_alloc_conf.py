@@ -121,7 +121,8 @@ def child(args):
     return 0
 
 
-def run_case(outdir, name, conf, fraction, lib=None):
+def start_case(outdir, name, conf, fraction, lib=None):
+    """The case's process, started."""
     env = dict(os.environ)
     if fraction is not None:
         conf = ",".join(x for x in (conf, "per_process_memory_fraction:%.10f" % fraction) if x)
@@ -137,8 +138,12 @@ def run_case(outdir, name, conf, fraction, lib=None):
         env["RANKSNAP_REPORT"] = "0"
         env["RANKSNAP_DIR"] = os.path.join(outdir, "ranksnap-" + name)
         cmd += ["--lib", lib]
-    # one case failing leaves the others to record (the defaults are needed by the fractions)
-    rc = subprocess.run(cmd, env=env).returncode
+    return subprocess.Popen(cmd, env=env)
+
+
+def finish_case(proc, name, lib):
+    """One case failing leaves the others to record; the defaults are needed by the fractions."""
+    rc = proc.wait()
     if rc != 0:
         print("FAIL: case %s%s exited with %d" % (name, " (ranksnap)" if lib else "", rc),
               flush=True)
@@ -158,19 +163,23 @@ def main():
     if args.child:
         return child(args)
     os.makedirs(args.outdir, exist_ok=True)
-    total = None
-    base_reserved = None
+    # PyTorch's defaults first (the fractions are scaled from what they reserved), then every
+    # other case at once: each is its own process with its own caching allocator and cap on the
+    # one GPU, and importing PyTorch is most of a case's time
+    finish_case(start_case(args.outdir, "defaults", "", None), "defaults", None)
+    with open(os.path.join(args.outdir, "defaults.json")) as f:
+        d = json.load(f)
+    base_reserved, total = d["max_memory_reserved"], d["total_memory"]
+    running = []
     for name, conf, scale in CASES:
-        fraction = None
-        if scale is not None:
-            if base_reserved is None:
-                with open(os.path.join(args.outdir, "defaults.json")) as f:
-                    d = json.load(f)
-                base_reserved, total = d["max_memory_reserved"], d["total_memory"]
-            fraction = scale * base_reserved / total
-        run_case(args.outdir, name, conf, fraction)
+        fraction = None if scale is None else scale * base_reserved / total
+        if name != "defaults":
+            running.append((start_case(args.outdir, name, conf, fraction), name, None))
         if args.lib and name in ("defaults", "expandable_segments"):
-            run_case(args.outdir, name, conf, fraction, lib=args.lib)
+            running.append((start_case(args.outdir, name, conf, fraction, lib=args.lib), name,
+                            args.lib))
+    for proc, name, lib in running:
+        finish_case(proc, name, lib)
     return 0
 
 
