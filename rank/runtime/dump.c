@@ -416,7 +416,9 @@ ranksnap_status rs_dump_write(const char *path, int complete)
     /* ranksnap torch mode: the framework's snapshot, rank-RRRRR.pickle (external.c) */
     if (rs_external_mode()) {
         RS_CHECK(rs_dump_ensure_dir(rt->opts.dir));
-        return rs_external_dump_file(rt, path, complete);
+        ranksnap_status xst = rs_external_dump_file(rt, path, complete);
+        if (xst == RANKSNAP_OK && !path) atomic_store(&rt->range_dumped, 1);
+        return xst;
     }
     char *buf = NULL;
     size_t len = 0;
@@ -426,6 +428,7 @@ ranksnap_status rs_dump_write(const char *path, int complete)
                               : rs_dump_write_snapshot(rt, buf, len, complete);
     free(buf);
     if (st == RANKSNAP_OK) {
+        if (!path) atomic_store(&rt->range_dumped, 1);
         RS_INFO(RS_SUB_DUMP, "dump: %s, %zu bytes", path ? path : "this rank's snapshot", len);
         if (path && rt->ring_file) rs_ring_file_snapshot_written(rt->ring_file, rs_now_us());
     }

@@ -343,6 +343,21 @@ ranksnap_status ranksnap_finalize(void)
             rs_alloc_unlock(rt->alloc);
             st = rs_live_report_end_of_range(rt);
         }
+        /* Abandoned inside a range (an uncaught exception ends the rank: a peer's OOM closed the
+         * connection of the collective it waited in, say): no gather, but this rank's data stays
+         * on disk for `ranksnap report DIR`, unless its own OOM dump already put it there. */
+        if (rs_state_abandoned()) {
+            rs_alloc_lock(rt->alloc);
+            int open_range = rt->in_range;
+            rs_alloc_unlock(rt->alloc);
+            if (open_range && !atomic_load(&rt->range_dumped)) {
+                if (rs_dump_write(NULL, 1) != RANKSNAP_OK)
+                    RS_WARN(RS_SUB_DUMP, "the rank ends in a recorded range, and its snapshot could "
+                                         "not be written: %s", ranksnap_last_error());
+                else
+                    RS_INFO(RS_SUB_DUMP, "the rank ends in a recorded range: its snapshot is written");
+            }
+        }
     }
     int retire = 0;
     if (rt) {

@@ -60,6 +60,8 @@ typedef struct rs_runtime {
     rs_schedule sched;     /* RANKSNAP_STEPS plus triggered ranges */
     int in_range;          /* a scheduled range is being recorded (guarded by the allocator lock) */
     int reported;          /* a range ended and was gathered; finalize need not repeat it */
+    atomic_int range_dumped; /* this rank's snapshot was written since the range began (an OOM
+                              * dump): a rank abandoned in the range leaves that one */
     pthread_t timer;       /* drives time:A:B ranges */
     int timer_running;
     pthread_mutex_t timer_mu;

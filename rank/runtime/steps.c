@@ -34,6 +34,7 @@ static void rs_range_begin_locked(rs_runtime *rt, int64_t at)
     atomic_store(&rt->recording, 1);
     rt->in_range = 1;
     rt->reported = 0;
+    atomic_store(&rt->range_dumped, 0);
     if (rt->n_ranges < RS_MAX_RANGES) {
         rt->ranges[rt->n_ranges].begin = at;
         rt->ranges[rt->n_ranges].end = -1;

@@ -97,6 +97,19 @@ case_mpi_torch_oom_rank_ends_the_job_and_every_rank_leaves_its_pickle() {
         "sorted(s['ranksnap']['reason'] for s in snaps.values()) == ['oom', 'signal', 'signal', 'signal']"
 }
 
+# A rank dies of an uncaught exception in the range (gloo's collective fails once its peer is
+# gone, as seen on the H100 after an OOM): it leaves its pickle, written at exit; mpirun then
+# ends the others, which dump on the signal.
+case_mpi_torch_rank_dying_of_an_exception_leaves_its_pickle() {
+    JOB_ARGS="--raise-at 1:3 --block-at 3:100" mpi_job --steps 2:6 -- "$@"
+    for r in 0 1 2 3; do test -f "$dir/rank-0000$r.pickle" || { echo "rank $r left no pickle"; ls -la "$dir"; cat "$dir.stderr"; exit 1; }; done
+    "$ranksnap" report --json "$dir" > "$dir.report.json" || exit 1
+    "$ranksnap" report "$dir"
+    check "$dir.report.json" "r['missing_ranks'] == [] and len(r['ranks']) == 4" \
+        "snaps['rank-00001.pickle']['ranksnap']['reason'] == 'dump'" \
+        "sorted(s['ranksnap']['reason'] for s in snaps.values()) == ['dump', 'signal', 'signal', 'signal']"
+}
+
 case_torchrun_like_ranks_meet_in_their_files() {
     export RANKSNAP_GATHER_TIMEOUT=30 RANKSNAP_DEBUG=INFO
     torchrun_like 3 --steps 2:5 "$py" "$train" --diverge 1:1.5

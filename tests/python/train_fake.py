@@ -13,6 +13,8 @@ ways the tests need:
   --block-at S:T    every rank but the OOM one sleeps T seconds at step S, as ranks blocked in a
                     collective with a dead peer do (the GIL released)
   --killed R:S      rank R is SIGKILLed at step S (the kernel's OOM killer, a node lost)
+  --raise-at R:S    rank R raises at step S a RuntimeError the script does not catch, as gloo's
+                    collective does when a peer (one that ran out of memory) closed its connection
   --dist DIR        torch.distributed.init_process_group over DIR (file://), as a torchrun
                     script initialises its process group
   --sync            with --dist, a barrier after every step, as the gradients' all-reduce
@@ -57,6 +59,7 @@ def main():
     p.add_argument("--oom", type=pair)
     p.add_argument("--block-at", type=pair)
     p.add_argument("--killed", type=pair)
+    p.add_argument("--raise-at", type=pair)
     p.add_argument("--dist")
     p.add_argument("--sync", action="store_true")
     p.add_argument("--manual", action="store_true")
@@ -80,6 +83,8 @@ def main():
             batch *= 8
         if a.killed and int(a.killed[0]) == rank and step == int(a.killed[1]):
             os.kill(os.getpid(), signal.SIGKILL)
+        if a.raise_at and int(a.raise_at[0]) == rank and step == int(a.raise_at[1]):
+            raise RuntimeError("Connection closed by peer (the collective's peer is gone)")
         if a.block_at and step == int(a.block_at[0]) and not (a.oom and int(a.oom[0]) == rank):
             time.sleep(a.block_at[1])
         acts = forward(batch)
