@@ -279,12 +279,15 @@ static int64_t abs_bytes(int64_t b)
 static int cmp_site_desc(const void *pa, const void *pb)
 {
     const rs_compare_site *a = pa, *b = pb;
+    /* the sites listed (those in the direction of the divergence) first, a no-stack one too */
+    if ((a->site.bytes > 0) != (b->site.bytes > 0)) return a->site.bytes > 0 ? -1 : 1;
     return rs_site_cmp_listing(&a->site, a->site.bytes, &b->site, b->site.bytes);
 }
 
 static int cmp_site_abs(const void *pa, const void *pb)
 {
     const rs_compare_site *a = pa, *b = pb;
+    if ((a->site.bytes != 0) != (b->site.bytes != 0)) return a->site.bytes != 0 ? -1 : 1;
     return rs_site_cmp_listing(&a->site, abs_bytes(a->site.bytes), &b->site, abs_bytes(b->site.bytes));
 }
 

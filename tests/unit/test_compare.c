@@ -784,6 +784,45 @@ TEST(without_full_snapshots_sites_come_from_the_summaries)
     four_ranks_free(&f, r);
 }
 
+static void put_site(rs_summary *s, const char *function, const char *file, int line, uint64_t bytes)
+{
+    rs_site *x = &s->sites[s->n_sites++];
+    memset(x, 0, sizeof *x);
+    snprintf(x->function, sizeof x->function, "%s", function);
+    snprintf(x->file, sizeof x->file, "%s", file);
+    x->line = line;
+    x->blocks = 1;
+    x->bytes = (int64_t)bytes;
+}
+
+TEST(sites_with_a_stack_come_first_and_a_site_that_did_not_change_is_not_listed)
+{
+    /* PyTorch's stacks="python": the backward pass's blocks have no stack; the loss's line holds
+     * the same bytes on every rank */
+    rs_summary s[4];
+    for (int i = 0; i < 4; i++) {
+        s[i] = summary_with_peak(i, i == 3 ? 196 * MIB : 100 * MIB);
+        s[i].world_size = 4;
+        put_site(&s[i], "forward", "train.py", 10, i == 3 ? 42 * MIB : 10 * MIB);
+        put_site(&s[i], "loss", "train.py", 20, 16 * MIB);
+        if (i == 3) put_site(&s[i], "(no stack)", "", 0, 64 * MIB);
+    }
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(s, NULL, 4, 0, NULL, &r) == RANKSNAP_OK);
+    CHECK(r && r->n_divergent == 1);
+    if (r && r->n_divergent == 1) {
+        const rs_compare_divergent *d = &r->divergent[0];
+        CHECK_EQ_U64(d->n_sites, 2);
+        if (d->n_sites == 2) {
+            CHECK(strcmp(d->sites[0].site.function, "forward") == 0);
+            CHECK_EQ_U64(d->sites[0].site.bytes, 32 * MIB);
+            CHECK(strcmp(d->sites[1].site.function, "(no stack)") == 0);
+            CHECK_EQ_U64(d->sites[1].site.bytes, 64 * MIB);
+        }
+    }
+    rs_compare_result_free(r);
+}
+
 TEST(notes_name_incomplete_snapshots_dropped_events_and_other_jobs)
 {
     rs_summary s[3] = {summary_with_peak(0, 100), summary_with_peak(1, 100),
@@ -886,6 +925,7 @@ int main(void)
     RUN(the_mad_guard_keeps_an_evenly_spread_job_quiet_but_flags_an_outlier);
     RUN(a_rank_below_the_median_is_flagged_with_the_sites_it_lacks);
     RUN(without_full_snapshots_sites_come_from_the_summaries);
+    RUN(sites_with_a_stack_come_first_and_a_site_that_did_not_change_is_not_listed);
     RUN(notes_name_incomplete_snapshots_dropped_events_and_other_jobs);
     RUN(notes_tell_the_rank_recovered_from_its_ring_from_those_dumped_on_a_crash_path);
     RUN(a_rank_given_twice_is_noted_and_counted_once);
