@@ -315,6 +315,23 @@ ranksnap_status rs_dump_write_file(rs_runtime *rt, const char *name, const void 
     return st;
 }
 
+/* ranksnap_dump(PATH) may name this rank's own file (rank-RRRRR.rsnap in RANKSNAP_DIR, however the
+ * path is spelt): the file is then this process's, and the write at finalize replaces it instead
+ * of taking it for another job's. */
+static void rs_dump_note_own_path(rs_runtime *rt, const char *path)
+{
+    char name[64], plain[RS_PATH_MAX + 128];
+    rs_dump_rank_name(rt, "rsnap", name, sizeof name);
+    if (rs_dump_path_of(rt, name, 0, plain, sizeof plain) != 0) return;
+    struct stat a, b;
+    if (stat(path, &a) != 0 || stat(plain, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+        return;
+    pthread_mutex_lock(&rs_names_mu);
+    rs_dump_name *e = rs_dump_entry(rt, name);
+    if (e && !e->qualified) e->ours = 1;
+    pthread_mutex_unlock(&rs_names_mu);
+}
+
 ranksnap_status rs_dump_write_snapshot(rs_runtime *rt, const void *buf, size_t len, int durable)
 {
     char name[64];
@@ -431,6 +448,7 @@ ranksnap_status rs_dump_write(const char *path, int complete)
         if (!path) atomic_store(&rt->range_dumped, 1);
         RS_INFO(RS_SUB_DUMP, "dump: %s, %zu bytes", path ? path : "this rank's snapshot", len);
         if (path && rt->ring_file) rs_ring_file_snapshot_written(rt->ring_file, rs_now_us());
+        if (path) rs_dump_note_own_path(rt, path);
     }
     return st;
 }
