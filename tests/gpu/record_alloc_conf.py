@@ -21,8 +21,11 @@ The cases:
   max_split_size_mb               max_split_size_mb:128 (the logits are larger)
   garbage_collection_threshold    garbage_collection_threshold:0.6 under a memory fraction that
                                   caps reserved at 1.3x what the defaults reserved
-  oom_defaults                    a fraction that caps reserved at 97% of what the defaults
-                                  reserved: the job runs out of memory
+  oom_defaults                    a fraction that caps reserved at 69% of what the defaults
+                                  reserved, meant to run out of memory (on the H100, 2026-11-23,
+                                  4.40 GiB: above the 4.25 GiB expandable segments reserved;
+                                  with 97%, the traces in tests/data/alloc_conf.tar.gz, PyTorch
+                                  freed its cache, retried, and did not run out)
   oom_expandable_segments         the same fraction with expandable_segments:True: does it?
                                   (what `ranksnap replay oom_defaults.pickle --suggest` must say)
 
@@ -48,8 +51,8 @@ CASES = [
     ("roundup_power2_divisions", "roundup_power2_divisions:4", None),
     ("max_split_size_mb", "max_split_size_mb:128", None),
     ("garbage_collection_threshold", "garbage_collection_threshold:0.6", 1.3),
-    ("oom_defaults", "", 0.97),
-    ("oom_expandable_segments", "expandable_segments:True", 0.97),
+    ("oom_defaults", "", 0.69),
+    ("oom_expandable_segments", "expandable_segments:True", 0.69),
 ]
 
 

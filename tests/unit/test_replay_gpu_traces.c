@@ -1,7 +1,8 @@
 /*
  * test_replay_gpu_traces.c — the replay against PyTorch's own numbers on real traces recorded on
  * the GPU machine, one per allocator setting (tests/gpu/record_alloc_conf.py writes them; they
- * live in tests/data/alloc_conf/, or in $RS_ALLOC_CONF_TRACES).
+ * live in tests/data/alloc_conf.tar.gz, unpacked into the build folder, or in
+ * $RS_ALLOC_CONF_TRACES).
  *
  * For each NAME.pickle with its NAME.json: the replay under the trace's own settings, on the
  * device the trace ran on (total_memory; the memory fraction is in the settings), reserves at its
