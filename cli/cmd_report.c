@@ -122,7 +122,6 @@ static int report_pickle_opts(const report_opts *o, const char *path, int *n_pic
                               rs_torch_opts *po, int *is_pickle, char **error)
 {
     rs_torch_opts_default(po);
-    po->all_frames = o->all_frames;
     *is_pickle = !rs_decode_is_ring_path(path) && rs_decode_is_pickle_file(path) == 1;
     if (!*is_pickle) return 0;
     if (!o->rank_from_name) {
@@ -396,7 +395,6 @@ static rs_snap *report_reread(const report_opts *o, const report_file *f)
     rs_torch_opts po;
     rs_torch_opts_default(&po);
     po.rank = f->sum.rank;
-    po.all_frames = o->all_frames;
     if (rs_decode_file_ex(f->path, &po, &snap, &ring, &closed) != RANKSNAP_OK ||
         snap->rank != f->sum.rank) {
         rs_snap_free(snap);

@@ -48,7 +48,6 @@ void rs_torch_opts_default(rs_torch_opts *o)
 {
     o->rank = 0;
     o->device = -1;
-    o->all_frames = 0;
     o->infer_steps = 1;
 }
 
@@ -1061,7 +1060,6 @@ static ranksnap_status set_identity(mapper *m, const rs_torch_opts *o, int64_t d
     s->world_size = o->rank + 1;
     s->complete = 1;
     s->pid = 0;
-    s->skip_framework_frames = !o->all_frames;
     s->device.index = device < 0 ? 0 : (int)device;
     s->host = copy_str(NULL, "");
     s->job = copy_str(NULL, "");

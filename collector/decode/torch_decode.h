@@ -22,11 +22,10 @@ typedef struct rs_torch_opts {
     int rank;        /* the snapshot's rank (PyTorch does not record one); >= 0 */
     int device;      /* which device's trace and segments; -1: the device the segments are on,
                       * else the longest trace */
-    int all_frames;  /* 1: sites may be torch / Python standard library frames too */
     int infer_steps; /* 1: insert RS_ACT_STEP events where the iterations are found */
 } rs_torch_opts;
 
-/* rank 0, device -1, all_frames 0, infer_steps 1. */
+/* rank 0, device -1, infer_steps 1. */
 void rs_torch_opts_default(rs_torch_opts *o);
 
 /* 1 when `buf` starts like a pickle of protocol 2 to 5 (PROTO 0x80 and the protocol), which no

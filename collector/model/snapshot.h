@@ -180,11 +180,6 @@ typedef struct rs_snap {
 
     int has_oom;
     rs_snap_oom oom;
-
-    /* Not in the file: set by the reader. 1 (PyTorch snapshots, unless --all-frames) makes a
-     * site the innermost frame of user code, skipping frames of torch, of the Python standard
-     * library and C++ frames without a source file (summary.c, docs/PYTORCH.md). */
-    int skip_framework_frames;
 } rs_snap;
 
 /* Frees a snapshot and everything it owns; NULL is fine. Safe on a half-built snapshot whose

@@ -29,6 +29,7 @@
 #include "errors.h"
 #include "export_torch.h"
 #include "pickler.h"
+#include "site_rules.h"
 
 /* A device index beyond this is a corrupt snapshot, not a machine: device_traces would be a list
  * of that many lists. */
@@ -246,15 +247,6 @@ typedef struct exporter {
     int device;
 } exporter;
 
-static int own_frame(const rs_snap *s, const rs_snap_frame *f)
-{
-    if (strncmp(f->function, "ranksnap_", 9) == 0 || strncmp(f->function, "rs_", 3) == 0 ||
-        strncmp(f->function, "__wrap_cuda", 11) == 0)
-        return 1;
-    return f->module >= 0 && (size_t)f->module < s->n_modules &&
-           strstr(s->modules[f->module].path, "libranksnap") != NULL;
-}
-
 /* The viewer prints filename:line:name. A frame without debug information still has its
  * module, which says more than "??". */
 static const char *frame_file(const rs_snap *s, const rs_snap_frame *f)
@@ -306,7 +298,7 @@ static void write_frames(exporter *x, uint32_t id)
         const rs_snap_stack *st = &s->stacks[id - 1];
         size_t first = 0;
         if (!x->opt->keep_own_frames) {
-            while (first < st->n_frames && own_frame(s, &s->frames[st->frames[first]])) first++;
+            while (first < st->n_frames && rs_site_rules_is_ranksnaps(s, &s->frames[st->frames[first]])) first++;
             if (first == st->n_frames) first = 0; /* only our frames: keep them all */
         }
         for (size_t k = first; k < st->n_frames; k++) {

@@ -76,14 +76,13 @@ static void setup(void)
     }
 }
 
-static rs_snap *read_rank(const char *name, int rank, int all_frames)
+static rs_snap *read_rank(const char *name, int rank)
 {
     char path[640];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
     rs_torch_opts o;
     rs_torch_opts_default(&o);
     o.rank = rank;
-    o.all_frames = all_frames;
     rs_snap *s = NULL;
     ranksnap_status st = rs_decode_file(path, &o, &s);
     if (st != RANKSNAP_OK) fprintf(stderr, "%s: %s\n", path, ranksnap_last_error());
@@ -111,13 +110,12 @@ static size_t count_action(const rs_snap *s, unsigned action)
 TEST(a_torch_snapshot_maps_onto_segments_history_and_interned_stacks)
 {
     NEED_FIXTURES();
-    rs_snap *s = read_rank("snapshot_rank0.pickle", 0, 0);
+    rs_snap *s = read_rank("snapshot_rank0.pickle", 0);
     if (!s) return;
     CHECK(rs_snap_check(s, "decoded") == RANKSNAP_OK);
     CHECK(s->rank == 0 && s->world_size == 1 && s->complete);
     CHECK(strcmp(s->backend, "torch") == 0);
     CHECK(strcmp(s->device.name, "unknown (PyTorch snapshot)") == 0);
-    CHECK(s->skip_framework_frames == 1);
     CHECK(s->n_segments > 0 && s->n_streams == 1);
     for (size_t i = 1; i < s->n_segments; i++) CHECK(s->segments[i - 1].addr < s->segments[i].addr);
     /* 159 allocations, each with its free_requested and free_completed unless alive at the end;
@@ -151,7 +149,7 @@ TEST(a_torch_snapshot_maps_onto_segments_history_and_interned_stacks)
 TEST(an_oom_entry_marks_the_rank_oom_with_the_request_and_its_site)
 {
     NEED_FIXTURES();
-    rs_snap *s = read_rank("snapshot_rank3.pickle", 3, 0);
+    rs_snap *s = read_rank("snapshot_rank3.pickle", 3);
     if (!s) return;
     CHECK(rs_snap_check(s, "decoded") == RANKSNAP_OK);
     CHECK(s->rank == 3 && s->world_size == 4);
@@ -171,7 +169,7 @@ TEST(sites_are_user_frames_unless_all_frames_is_asked)
 {
     NEED_FIXTURES();
     for (int all = 0; all < 2; all++) {
-        rs_snap *s = read_rank("snapshot_rank0.pickle", 0, all);
+        rs_snap *s = read_rank("snapshot_rank0.pickle", 0);
         if (!s) return;
         CHECK(rs_site_rules_set("", all) == RANKSNAP_OK);
         /* The first activation of the forward pass: linear.py inside torch, called from
@@ -226,7 +224,7 @@ TEST(stacks_all_sites_are_user_python_lines_or_autograd_nodes_never_torch_machin
     for (int r = 0; r < 4; r++) {
         char name[64];
         snprintf(name, sizeof name, "snapshot_rank%d.pickle", r);
-        rs_snap *s = read_rank(name, r, 0);
+        rs_snap *s = read_rank(name, r);
         if (!s) return;
         int bad = 0;
         each_site(s, no_machinery, &bad);
@@ -246,7 +244,7 @@ static uint32_t stack_of_size(const rs_snap *s, uint64_t size)
  * the fixture cannot be read. */
 static int first_alloc_site(const char *name, uint64_t size, rs_site *site, char *buf, size_t n)
 {
-    rs_snap *s = read_rank(name, 0, 0);
+    rs_snap *s = read_rank(name, 0);
     if (!s) return 0;
     site_path_of(s, stack_of_size(s, size), site, buf, n);
     rs_snap_free(s);
@@ -266,7 +264,7 @@ TEST(a_forward_site_is_the_model_line_with_the_operator_it_ran)
 TEST(backward_allocations_are_named_by_their_autograd_node_and_operator)
 {
     NEED_FIXTURES();
-    rs_snap *s = read_rank("snapshot_rank0.pickle", 0, 0);
+    rs_snap *s = read_rank("snapshot_rank0.pickle", 0);
     if (!s) return;
     rs_site site;
     char buf[1024];
@@ -316,7 +314,7 @@ static rs_compare_result *compare_dir(const char *sub, int ranks, rs_snap **full
     for (int r = 0; r < ranks; r++) {
         char name[96];
         snprintf(name, sizeof name, "%s%ssnapshot_rank%d.pickle", sub, sub[0] ? "/" : "", r);
-        full[r] = read_rank(name, r, 0);
+        full[r] = read_rank(name, r);
         if (!full[r]) return NULL;
         rs_summary_of(full[r], &sums[r]);
     }
@@ -367,7 +365,7 @@ TEST(an_oom_in_the_first_step_is_at_step_0_with_either_kind_of_stack)
     for (int k = 0; k < 2; k++) {
         char name[96];
         snprintf(name, sizeof name, "%s/snapshot_rank3.pickle", dirs[k]);
-        rs_snap *s = read_rank(name, 3, 0);
+        rs_snap *s = read_rank(name, 3);
         if (!s) return;
         CHECK(s->has_oom && s->oom.step == 0);
         rs_site site;
@@ -385,7 +383,7 @@ TEST(the_comparison_names_the_divergent_rank_and_the_oom_rank)
     for (int r = 0; r < 4; r++) {
         char name[64];
         snprintf(name, sizeof name, "snapshot_rank%d.pickle", r);
-        full[r] = read_rank(name, r, 0);
+        full[r] = read_rank(name, r);
         if (!full[r]) return;
         rs_summary_of(full[r], &sums[r]);
         CHECK(sums[r].n_steps == (r == 3 ? 4 : 5));
