@@ -20,6 +20,7 @@
 
 #include "alloc.h"
 #include "backend.h"
+#include "backend_sim.h"
 #include "errors.h"
 #include "replay.h"
 #include "sat.h"

@@ -25,6 +25,8 @@
 #include "errors.h"
 #include "json_write.h"
 #include "report_html.h"
+#include "report_json.h"
+#include "report_text.h"
 #include "text.h"
 
 

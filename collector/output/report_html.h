@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "report.h"
+#include "compare.h"
 #include "ranksnap.h"
 #include "timeline.h"
 

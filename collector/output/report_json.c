@@ -14,9 +14,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "report.h"
 #include "errors.h"
 #include "json_write.h"
+#include "report_json.h"
 #include "text.h"
 
 

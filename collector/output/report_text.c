@@ -13,9 +13,9 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "report.h"
 #include "errors.h"
 #include "options.h"
+#include "report_text.h"
 #include "text.h"
 
 /* How many sites a verdict sentence names; the rest are counted (report.json has them all). */

@@ -5,7 +5,8 @@
  * through a backend, and asks the backend for events to order cross-stream frees. `cuda`
  * (backend_cuda.c, the only file that calls the CUDA runtime for memory) and `sim`
  * (backend_sim.c, a simulated device: synthetic addresses, a capacity, no memory touched) share
- * this vtable, so that every policy, OOM and MPI path runs in CI without a GPU.
+ * this vtable, so that every policy, OOM and MPI path runs in CI without a GPU. Their
+ * constructors: backend_sim.h, backend_cuda.h.
  */
 #ifndef RANKSNAP_BACKEND_H
 #define RANKSNAP_BACKEND_H
@@ -59,30 +60,5 @@ typedef struct rs_backend_ops {
 struct rs_backend {
     const rs_backend_ops *ops;
 };
-
-/* Simulated device of `capacity` bytes (device "index" 0). */
-ranksnap_status rs_backend_sim_create(uint64_t capacity, rs_backend **out);
-
-/* Test hooks of the sim device, so that tests can break what production breaks:
- * - mark a stream busy (events recorded on it stay pending until rs_backend_sim_stream_complete);
- * - make the n-th reservation from now fail (1 = the next one) with OUT_OF_MEMORY, 0 = never;
- * - read how much the device has handed out (segments and mapped pages). */
-void rs_backend_sim_stream_set_busy(rs_backend *b, void *stream, int busy);
-void rs_backend_sim_stream_complete(rs_backend *b, void *stream);
-void rs_backend_sim_fail_reserve_after(rs_backend *b, unsigned n);
-/* Replays (backend_sim.c): enable hints (before the first reservation; the sim's own addresses
- * then start at 2^56), give the address a reservation of `size` bytes should get (an address
- * range: the next one, whatever its size), and drop the hints not taken. */
-void rs_backend_sim_hints_enable(rs_backend *b);
-void rs_backend_sim_hint(rs_backend *b, uint64_t addr, uint64_t size);
-void rs_backend_sim_hints_clear(rs_backend *b);
-uint64_t rs_backend_sim_used_bytes(const rs_backend *b);
-unsigned rs_backend_sim_live_events(const rs_backend *b);
-
-/* The CUDA runtime on the current device. RANKSNAP_ERR_UNSUPPORTED in a build without CUDA,
- * RANKSNAP_ERR_BACKEND when no device is present. */
-ranksnap_status rs_backend_cuda_create(rs_backend **out);
-/* 1 if a CUDA device can be used (for RANKSNAP_BACKEND=auto). */
-int rs_backend_cuda_available(void);
 
 #endif

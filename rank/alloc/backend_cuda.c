@@ -25,6 +25,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
+#include "backend_cuda.h"
 #include "errors.h"
 #include "log.h"
 

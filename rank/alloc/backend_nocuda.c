@@ -1,6 +1,7 @@
 /* backend_nocuda.c — the cuda backend of a build without the CUDA toolkit
  * (-DRANKSNAP_WITH_CUDA=OFF): it reports itself unavailable, so auto picks sim. */
 #include "backend.h"
+#include "backend_cuda.h"
 #include "errors.h"
 
 ranksnap_status rs_backend_cuda_create(rs_backend **out)

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_sim.h"
 #include "errors.h"
 
 #define SIM_BASE_ADDR ((uint64_t)0x7f0000000000)

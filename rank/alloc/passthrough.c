@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_cuda.h"
+#include "backend_sim.h"
 #include "errors.h"
 #include "passthrough.h"
 

@@ -5,7 +5,7 @@
  * Only in libranksnap.so, never in libranksnap.a, and active only when the library was preloaded
  * (ranksnap_icp_preloaded): a program linked with ranksnap to call its API keeps its own cudaMalloc
  * (alloc_bench compares ranksnap with the real cudaMallocAsync, for one). Each function hands the
- * call to the core (cuda.c) with the table of the real functions found behind
+ * call to the core (intercept.c) with the table of the real functions found behind
  * libranksnap.so (dlsym(RTLD_NEXT)). The _ptsz names are
  * what cuda_runtime_api.h turns the async calls into when a program is compiled with
  * --default-stream per-thread (CUDA_API_PER_THREAD_DEFAULT_STREAM).

@@ -6,7 +6,7 @@
  * module ranksnap-wrap) puts on the program's link line together with libranksnap.so and
  * -Wl,--wrap=cudaMalloc,...: the linker then sends the program's calls to __wrap_cudaMalloc and
  * makes __real_cudaMalloc the program's own cudaMalloc. This object lives in the executable; it
- * hands the core in libranksnap.so (cuda.c) a table of the program's real functions,
+ * hands the core in libranksnap.so (intercept.c) a table of the program's real functions,
  * so that whatever ranksnap passes through goes to the program's runtime, exactly as without
  * ranksnap.
  *

@@ -1,5 +1,5 @@
 /*
- * intercept.h — the CUDA runtime interposers' shared core (cuda.c).
+ * intercept.h — the CUDA runtime interposers' shared core (intercept.c).
  *
  * ranksnap takes over cudaMalloc, cudaFree, cudaMallocAsync, cudaFreeAsync,
  * cudaMallocFromPoolAsync (and the per-thread-default-stream _ptsz variants of the async ones) and

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "alloc_api.h"
+#include "backend_cuda.h"
+#include "backend_sim.h"
 #include "clock.h"
 #include "coord.h"
 #include "dump.h"

@@ -16,6 +16,7 @@
 
 #include "alloc.h"
 #include "backend.h"
+#include "backend_cuda.h"
 #include "check.h"
 
 #define MiB ((size_t)1 << 20)

@@ -23,6 +23,7 @@
 
 #include "alloc.h"
 #include "backend.h"
+#include "backend_cuda.h"
 #include "check.h"
 #include "options.h"
 #include "rsnap_decode.h"

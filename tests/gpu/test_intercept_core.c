@@ -1,5 +1,5 @@
 /*
- * test_intercept_core.c — the CUDA interposers' core (rank/intercept/cuda.c) without a GPU
+ * test_intercept_core.c — the CUDA interposers' core (rank/intercept/intercept.c) without a GPU
  * (label unit).
  *
  * The core takes a table of "real" CUDA functions; here that table is a fake runtime (addresses
@@ -26,7 +26,8 @@
 #include "intercept.h"
 #include "outside.h"
 #include "ranksnap.h"
-#include "report.h"
+#include "report_json.h"
+#include "report_text.h"
 #include "rsnap_decode.h"
 #include "state.h"
 

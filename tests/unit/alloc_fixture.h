@@ -15,6 +15,7 @@
 
 #include "alloc.h"
 #include "backend.h"
+#include "backend_sim.h"
 #include "check.h"
 
 #define KiB ((size_t)1 << 10)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "alloc_fixture.h"
+#include "backend_sim.h"
 #include "clock.h"
 
 /* ---- rounding, pools, segment sizes ---------------------------------------------------------- */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "alloc_fixture.h"
+#include "backend_sim.h"
 
 #define S1 ((void *)(uintptr_t)0x10)
 #define S2 ((void *)(uintptr_t)0x20)

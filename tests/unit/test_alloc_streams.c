@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "alloc_fixture.h"
+#include "backend_sim.h"
 
 static void *const S0 = NULL; /* the default stream */
 static void *const S1 = (void *)0x1001;

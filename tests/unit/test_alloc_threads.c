@@ -13,6 +13,7 @@
 
 #include "alloc.h"
 #include "backend.h"
+#include "backend_sim.h"
 #include "check.h"
 
 #define MiB ((size_t)1 << 20)

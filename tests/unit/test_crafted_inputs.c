@@ -13,7 +13,7 @@
 #include "check.h"
 #include "crafted_inputs.h"
 #include "pickle.h"
-#include "report.h"
+#include "report_text.h"
 #include "ring_decode.h"
 #include "snap_check.h"
 #include "summary.h"

@@ -19,7 +19,8 @@
 #include "check.h"
 #include "compare.h"
 #include "ranksnap.h"
-#include "report.h"
+#include "report_json.h"
+#include "report_text.h"
 #include "synth_snapshot.h"
 
 #define MIB SY_MIB

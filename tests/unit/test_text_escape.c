@@ -15,7 +15,7 @@
 #include "compare.h"
 #include "errors.h"
 #include "log.h"
-#include "report.h"
+#include "report_text.h"
 #include "synth_snapshot.h"
 #include "text.h"
 

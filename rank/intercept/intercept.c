@@ -1,5 +1,5 @@
 /*
- * cuda.c — the core of the CUDA runtime interposers (intercept.h): what an interposed
+ * intercept.c — the core of the CUDA runtime interposers (intercept.h): what an interposed
  * cudaMalloc, cudaFree, cudaMallocAsync, cudaFreeAsync, cudaMallocFromPoolAsync and
  * cudaMemGetInfo do, whichever route (LD_PRELOAD or -Wl,--wrap) brought the call here.
  *
