@@ -101,7 +101,7 @@ case_mpi_torch_oom_rank_ends_the_job_and_every_rank_leaves_its_pickle() {
 # gone, as seen on the H100 after an OOM): it leaves its pickle, written at exit; mpirun then
 # ends the others, which dump on the signal.
 case_mpi_torch_rank_dying_of_an_exception_leaves_its_pickle() {
-    JOB_ARGS="--raise-at 1:3 --block-at 3:100" mpi_job --steps 2:6 -- "$@"
+    JOB_ARGS="--dist $dir/pg --raise-at 1:3 --block-at 3:100" mpi_job --steps 2:6 -- "$@"
     for r in 0 1 2 3; do test -f "$dir/rank-0000$r.pickle" || { echo "rank $r left no pickle"; ls -la "$dir"; cat "$dir.stderr"; exit 1; }; done
     "$ranksnap" report --json "$dir" > "$dir.report.json" || exit 1
     "$ranksnap" report "$dir"

@@ -14,7 +14,8 @@ ways the tests need:
                     collective with a dead peer do (the GIL released)
   --killed R:S      rank R is SIGKILLed at step S (the kernel's OOM killer, a node lost)
   --raise-at R:S    rank R raises at step S a RuntimeError the script does not catch, as gloo's
-                    collective does when a peer (one that ran out of memory) closed its connection
+                    collective does when a peer (one that ran out of memory) closed its connection;
+                    with --dist, all ranks meet in a barrier at step S first
   --dist DIR        torch.distributed.init_process_group over DIR (file://), as a torchrun
                     script initialises its process group
   --sync            with --dist, a barrier after every step, as the gradients' all-reduce
@@ -37,6 +38,13 @@ def launcher_rank():
         if os.environ.get(v):
             return int(os.environ[v])
     return 0
+
+
+def launcher_size():
+    for v in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"):
+        if os.environ.get(v):
+            return int(os.environ[v])
+    return 1
 
 
 def pair(text):
@@ -66,7 +74,8 @@ def main():
     a = p.parse_args()
     rank = launcher_rank()
     if a.dist:
-        torch.distributed.init_process_group("gloo", init_method="file://" + a.dist)
+        torch.distributed.init_process_group("gloo", init_method="file://" + a.dist, rank=rank,
+                                             world_size=launcher_size())
     if a.manual:
         import ranksnap
     params = [torch.empty(8 * MIB, device="cuda") for _ in range(4)]
@@ -83,8 +92,11 @@ def main():
             batch *= 8
         if a.killed and int(a.killed[0]) == rank and step == int(a.killed[1]):
             os.kill(os.getpid(), signal.SIGKILL)
-        if a.raise_at and int(a.raise_at[0]) == rank and step == int(a.raise_at[1]):
-            raise RuntimeError("Connection closed by peer (the collective's peer is gone)")
+        if a.raise_at and step == int(a.raise_at[1]):
+            if a.dist:
+                torch.distributed.barrier()  # every rank at the step before one of them dies
+            if int(a.raise_at[0]) == rank:
+                raise RuntimeError("Connection closed by peer (the collective's peer is gone)")
         if a.block_at and step == int(a.block_at[0]) and not (a.oom and int(a.oom[0]) == rank):
             time.sleep(a.block_at[1])
         acts = forward(batch)
