@@ -206,6 +206,25 @@ case_torchrun_restart_of_a_second_job_keeps_the_first_jobs_attempt() {
     check "$dir.r.json" "len(r['ranks']) == 2"
 }
 
+# The dumps outside a range's end take the same names: job B's rank 1 runs out of memory (its
+# pickle written by the OOM observer through ranksnap_dump) in a folder where job A's files
+# are; A's stay as they were, and `ranksnap report DIR` names B's OOM rank from B's files.
+case_torchrun_like_second_jobs_oom_pickle_takes_its_own_name() {
+    export RANKSNAP_GATHER_TIMEOUT=3
+    RANKSNAP_JOB=job-A torchrun_like 2 --steps 2:5 "$py" "$train" > /dev/null
+    a=$(cd "$dir" && cksum rank-00000.pickle rank-00001.pickle)
+    RANKSNAP_JOB=job-B torchrun_like 2 --steps 2:6 "$py" "$train" --oom 1:3 > /dev/null
+    ls "$dir"
+    test "$(cd "$dir" && cksum rank-00000.pickle rank-00001.pickle)" = "$a" || { echo "job A's files changed"; exit 1; }
+    "$ranksnap" report --json "$dir" > "$dir.r.json" 2> "$dir.r.err"; rc=$?
+    cat "$dir.r.err"
+    test $rc -eq 0 && test "$(grep -c 'is from job job-A .* left out' "$dir.r.err")" -eq 2 ||
+        { echo "ranksnap report DIR"; exit 1; }
+    check "$dir.r.json" "[o['rank'] for o in r['oom_ranks']] == [1]" "r['oom_ranks'][0]['step'] == 3" \
+        "snaps['rank-00001.job-job-B.pickle']['ranksnap']['reason'] == 'oom'" \
+        "snaps['rank-00001.job-job-B.pickle']['ranksnap']['job'] == 'job-B'"
+}
+
 # A trigger without MPI: rank 0 takes RANKSNAP_DIR/trigger and publishes the start step; every
 # rank records the same steps (they step together through the process group's barrier).
 case_torchrun_like_trigger_starts_a_range_on_every_rank() {
