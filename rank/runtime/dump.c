@@ -225,8 +225,8 @@ ranksnap_status rs_dump_claim(rs_runtime *rt)
         rt->names_qualified = 1;
         if (rs_dump_path_of(rt, snap, 1, path, sizeof path) != 0) snprintf(path, sizeof path, "%s", snap);
         RS_WARN(RS_SUB_DUMP, "RANKSNAP_DIR=%s holds another job's file, %s; this job (%s) leaves "
-                "it alone and writes %s (and the rest under .job-%s names) instead", rt->opts.dir,
-                other, rt->job, rs_text_basename(path), rt->job_tag);
+                "it alone and writes %s%s instead", rt->opts.dir, other, rt->job,
+                rs_text_basename(path), rs_external_mode() ? "" : " (and .ring)");
     }
     /* what a SIGKILL of this job left mid-write on this host (only those: atomic_file.h) */
     static const char *const exts[] = {"rsnap", "ring", NULL};
