@@ -225,6 +225,27 @@ case_torchrun_like_second_jobs_oom_pickle_takes_its_own_name() {
         "snaps['rank-00001.job-job-B.pickle']['ranksnap']['job'] == 'job-B'"
 }
 
+# A plain name another job creates while this one runs (after this one looked at it at start):
+# this job's pickle is created without replacing it and takes the job-qualified name then.
+case_torchrun_like_pickle_made_by_another_job_meanwhile_is_left_alone() {
+    export RANKSNAP_GATHER_TIMEOUT=3 RANKSNAP_DEBUG=INFO
+    rm -f "$dir.err.0" # an earlier run's says the recorder started
+    RANKSNAP_JOB=job-B torchrun_like 1 --steps 2:5 "$py" "$train" --block-at 3:3 > /dev/null &
+    job=$!
+    i=0
+    until grep -q "the framework's recorder started" "$dir.err.0" 2>/dev/null; do
+        i=$((i + 1)); [ $i -lt 200 ] || { echo "job B never started recording"; exit 1; }; sleep 0.05
+    done
+    printf 'another job' > "$dir/rank-00000.pickle"
+    wait $job
+    ls "$dir"
+    test "$(cat "$dir/rank-00000.pickle")" = "another job" || { echo "the other job's file replaced"; exit 1; }
+    grep -q "rank-00000.pickle is another job's (or an earlier run's) file; this job (job-B) leaves it alone and writes .*rank-00000.job-job-B.pickle instead" "$dir.err.0" ||
+        { cat "$dir.err.0"; exit 1; }
+    "$py" -c "import pickle, sys; m = pickle.load(open(sys.argv[1], 'rb'))['ranksnap']; \
+assert m['job'] == 'job-B' and m['reason'] == 'range_end', m" "$dir/rank-00000.job-job-B.pickle" || exit 1
+}
+
 # A trigger without MPI: rank 0 takes RANKSNAP_DIR/trigger and publishes the start step; every
 # rank records the same steps (they step together through the process group's barrier).
 case_torchrun_like_trigger_starts_a_range_on_every_rank() {
