@@ -21,10 +21,12 @@
 #include "dump.h"
 #include "errors.h"
 #include "external.h"
+#include "file_read.h"
 #include "log.h"
 #include "outside.h"
 #include "recorder.h"
 #include "ring_file.h"
+#include "reader_lib.h"
 #include "rsnap_decode.h"
 #include "snapshot_encode.h"
 #include "stacks.h"
@@ -118,19 +120,21 @@ ranksnap_status rs_dump_ensure_dir(const char *dir)
 /* ---- whose files: this job's names in RANKSNAP_DIR --------------------------------------------
  *
  * A job is its job id (rt->job: RANKSNAP_JOB, else the batch system's, else local-HOST-PPID),
- * which every .rsnap and .ring carries. A job never removes or replaces a file another job
- * wrote: at init each rank looks at its plain names, rank-RRRRR.rsnap and rank-RRRRR.ring; when
- * either holds another job's file (or one that cannot be read, whose owner is unknown), this
- * rank's files take the job-qualified names rank-RRRRR.job-TAG.rsnap (.ring), and so do rank
- * 0's report.txt, .json and .html (report.job-TAG.txt ...). A plain name first written while
+ * which every .rsnap and .ring carries, and a PyTorch job's pickle in its "ranksnap" key. A job
+ * never removes or replaces a file another job wrote: at init each rank looks at its plain
+ * names, rank-RRRRR.rsnap, rank-RRRRR.ring and in a PyTorch job rank-RRRRR[.aK].pickle; when
+ * one holds another job's file (or one that cannot be read, whose owner is unknown), this
+ * rank's files take the job-qualified names rank-RRRRR.job-TAG.rsnap (.ring,
+ * rank-RRRRR[.aK].job-TAG.pickle), and so do rank 0's report.txt, .json and .html
+ * (report.job-TAG.txt ...). The tag is the job's, so rank 0 of a PyTorch job finds its peers'
+ * files under either name (external_gather.c). A plain name first written while
  * the job runs is created without replacing (rs_atomic_file_create): if another job got there
  * first, this one turns to its qualified name then. A name this process wrote, or a plain name
  * whose file is this job's (a requeued job, RANKSNAP_JOB set by hand), is replaced as before. */
 
 static pthread_mutex_t rs_names_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* DIR/NAME, or DIR/STEM.job-TAG.EXT when qualified. -1 when it does not fit. */
-static int rs_dump_path_of(const rs_runtime *rt, const char *name, int qualified, char *buf, size_t n)
+int rs_dump_path_of(const rs_runtime *rt, const char *name, int qualified, char *buf, size_t n)
 {
     const char *ext = strrchr(name, '.');
     int w = !qualified || !ext
@@ -145,16 +149,34 @@ static void rs_dump_rank_name(const rs_runtime *rt, const char *ext, char *buf, 
     snprintf(buf, n, "rank-%05d.%s", rt->rank, ext);
 }
 
-/* The job of the .rsnap at `path`; 1 and *job (malloc'ed) when it could be read. A file that
- * does not decode is no error here (its owner is unknown), so the thread's detail is kept. */
-static int rs_dump_rsnap_job(const char *path, char **job)
+/* This rank's snapshot: rank-RRRRR.rsnap, or in a PyTorch job the framework's pickle
+ * (rank-RRRRR[.aK].pickle, external.c). */
+static void rs_dump_snapshot_name(const rs_runtime *rt, char *buf, size_t n)
+{
+    if (!rs_external_mode() || rs_external_file_name(rt->rank, buf, n) != 0)
+        rs_dump_rank_name(rt, "rsnap", buf, n);
+}
+
+/* The job of the snapshot at `path` (a .rsnap, or with `pickle` a PyTorch job's pickle, read by
+ * the reader library: its "ranksnap" key); 1 and *job (malloc'ed) when it could be read. A file
+ * that does not decode is no error here (its owner is unknown), so the thread's detail is kept. */
+static int rs_dump_snapshot_job(const char *path, int pickle, char **job)
 {
     rs_snap *s = NULL;
     char kept[1024];
     snprintf(kept, sizeof kept, "%s", ranksnap_last_error());
-    int ok = rs_rsnap_decode_file(path, &s) == RANKSNAP_OK;
+    int ok;
+    if (pickle) {
+        char *buf = NULL;
+        size_t len = 0;
+        ok = rs_file_read(path, 0, &buf, &len) == RANKSNAP_OK &&
+             rs_reader_lib_decode(buf, len, path, &s) == RANKSNAP_OK;
+        free(buf);
+    } else {
+        ok = rs_rsnap_decode_file(path, &s) == RANKSNAP_OK;
+    }
     rs_error(RANKSNAP_OK, "%s", kept);
-    *job = ok ? strdup(s->job) : NULL;
+    *job = ok && s->job ? strdup(s->job) : NULL;
     rs_snap_free(s);
     return *job != NULL;
 }
@@ -164,11 +186,12 @@ ranksnap_status rs_dump_claim(rs_runtime *rt)
     rs_text_file_tag(rt->job_tag, sizeof rt->job_tag, rt->job);
     rs_atomic_file_set_owner(rt->job, rt->host);
     rt->names_qualified = 0;
-    rt->plain_rsnap_ours = rt->plain_ring_ours = 0;
+    rt->plain_snap_ours = rt->plain_ring_ours = 0;
     rt->n_written = 0;
     struct stat sb;
     if (lstat(rt->opts.dir, &sb) != 0) return RANKSNAP_OK; /* made at the first write: empty */
-    char name[64], path[RS_PATH_MAX + 128], other[RS_PATH_MAX + 1024] = "";
+    char name[64], snap[64], path[RS_PATH_MAX + 128], other[RS_PATH_MAX + 1024] = "";
+    rs_dump_snapshot_name(rt, snap, sizeof snap);
 
     rs_dump_rank_name(rt, "ring", name, sizeof name);
     if (rs_dump_path_of(rt, name, 0, path, sizeof path) == 0 && lstat(path, &sb) == 0) {
@@ -185,11 +208,14 @@ ranksnap_status rs_dump_claim(rs_runtime *rt)
                      o.closed ? ", finished" : alive ? ", running" : here ? ", dead: its history" : "");
         }
     }
+    /* the .rsnap of a C program; in a PyTorch job its pickle too (it writes no .rsnap) */
     rs_dump_rank_name(rt, "rsnap", name, sizeof name);
-    if (rs_dump_path_of(rt, name, 0, path, sizeof path) == 0 && lstat(path, &sb) == 0) {
+    for (int k = 0; k < (strcmp(snap, name) != 0 ? 2 : 1); k++) {
+        const char *n = k ? snap : name;
+        if (rs_dump_path_of(rt, n, 0, path, sizeof path) != 0 || lstat(path, &sb) != 0) continue;
         char *job = NULL;
-        if (rs_dump_rsnap_job(path, &job) && strcmp(job, rt->job) == 0)
-            rt->plain_rsnap_ours = 1;
+        if (rs_dump_snapshot_job(path, k, &job) && strcmp(job, rt->job) == 0)
+            rt->plain_snap_ours |= strcmp(n, snap) == 0;
         else if (!other[0])
             snprintf(other, sizeof other, "%s (%s%s)", path,
                      job ? "job " : "not a snapshot this job can read", job ? job : "");
@@ -197,14 +223,17 @@ ranksnap_status rs_dump_claim(rs_runtime *rt)
     }
     if (other[0]) {
         rt->names_qualified = 1;
+        if (rs_dump_path_of(rt, snap, 1, path, sizeof path) != 0) snprintf(path, sizeof path, "%s", snap);
         RS_WARN(RS_SUB_DUMP, "RANKSNAP_DIR=%s holds another job's file, %s; this job (%s) leaves "
-                "it alone and writes rank-%05d.job-%s.rsnap (and .ring) instead", rt->opts.dir,
-                other, rt->job, rt->rank, rt->job_tag);
+                "it alone and writes %s%s instead", rt->opts.dir, other, rt->job,
+                rs_text_basename(path), rs_external_mode() ? "" : " (and .ring)");
     }
     /* what a SIGKILL of this job left mid-write on this host (only those: atomic_file.h) */
-    static const char *const exts[] = {"rsnap", "ring"};
-    for (size_t e = 0; e < 2; e++) {
-        rs_dump_rank_name(rt, exts[e], name, sizeof name);
+    static const char *const exts[] = {"rsnap", "ring", NULL};
+    for (size_t e = 0; e < 3; e++) {
+        if (exts[e]) rs_dump_rank_name(rt, exts[e], name, sizeof name);
+        else if (rs_external_mode()) snprintf(name, sizeof name, "%s", snap);
+        else break;
         for (int q = 0; q < 2; q++)
             if (rs_dump_path_of(rt, name, q, path, sizeof path) == 0) rs_atomic_file_clean_stale(path);
     }
@@ -253,10 +282,11 @@ static rs_dump_name *rs_dump_entry(rs_runtime *rt, const char *name)
     rs_dump_name *e = &rt->written[rt->n_written++];
     snprintf(e->name, sizeof e->name, "%s", name);
     e->qualified = rt->names_qualified;
-    /* a plain rank-RRRRR.rsnap of this job found at init is this job's to replace */
+    /* a plain snapshot of this job found at init (rank-RRRRR.rsnap, .pickle) is this job's to
+     * replace */
     char mine[64];
-    rs_dump_rank_name(rt, "rsnap", mine, sizeof mine);
-    e->ours = !e->qualified && rt->plain_rsnap_ours && strcmp(name, mine) == 0;
+    rs_dump_snapshot_name(rt, mine, sizeof mine);
+    e->ours = !e->qualified && rt->plain_snap_ours && strcmp(name, mine) == 0;
     return e;
 }
 
@@ -315,13 +345,13 @@ ranksnap_status rs_dump_write_file(rs_runtime *rt, const char *name, const void 
     return st;
 }
 
-/* ranksnap_dump(PATH) may name this rank's own file (rank-RRRRR.rsnap in RANKSNAP_DIR, however the
- * path is spelt): the file is then this process's, and the write at finalize replaces it instead
- * of taking it for another job's. */
+/* ranksnap_dump(PATH) may name this rank's own file (rank-RRRRR.rsnap, or .pickle, in
+ * RANKSNAP_DIR, however the path is spelt): the file is then this process's, and the write at
+ * finalize replaces it instead of taking it for another job's. */
 static void rs_dump_note_own_path(rs_runtime *rt, const char *path)
 {
     char name[64], plain[RS_PATH_MAX + 128];
-    rs_dump_rank_name(rt, "rsnap", name, sizeof name);
+    rs_dump_snapshot_name(rt, name, sizeof name);
     if (rs_dump_path_of(rt, name, 0, plain, sizeof plain) != 0) return;
     struct stat a, b;
     if (stat(path, &a) != 0 || stat(plain, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
@@ -335,7 +365,7 @@ static void rs_dump_note_own_path(rs_runtime *rt, const char *path)
 ranksnap_status rs_dump_write_snapshot(rs_runtime *rt, const void *buf, size_t len, int durable)
 {
     char name[64];
-    rs_dump_rank_name(rt, "rsnap", name, sizeof name);
+    rs_dump_snapshot_name(rt, name, sizeof name);
     ranksnap_status st = rs_dump_write_file(rt, name, buf, len, durable);
     if (st == RANKSNAP_OK && rt->ring_file) rs_ring_file_snapshot_written(rt->ring_file, rs_now_us());
     return st;
@@ -430,16 +460,11 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
 ranksnap_status rs_dump_write(const char *path, int complete)
 {
     RS_NEED(rt);
-    /* ranksnap torch mode: the framework's snapshot, rank-RRRRR.pickle (external.c) */
-    if (rs_external_mode()) {
-        RS_CHECK(rs_dump_ensure_dir(rt->opts.dir));
-        ranksnap_status xst = rs_external_dump_file(rt, path, complete);
-        if (xst == RANKSNAP_OK && !path) atomic_store(&rt->range_dumped, 1);
-        return xst;
-    }
     char *buf = NULL;
     size_t len = 0;
-    RS_CHECK(rs_dump_encode(rt, complete, &buf, &len));
+    /* PyTorch jobs: the framework's snapshot, a pickle (external.c), under the same names' rule */
+    if (rs_external_mode()) RS_CHECK(rs_external_dump_snapshot(rt, complete, &buf, &len));
+    else RS_CHECK(rs_dump_encode(rt, complete, &buf, &len));
     /* the crash path (complete = 0) skips the fsyncs: see rs_atomic_file_write_ex */
     ranksnap_status st = path ? rs_atomic_file_write_ex(path, buf, len, complete)
                               : rs_dump_write_snapshot(rt, buf, len, complete);

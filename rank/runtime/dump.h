@@ -21,13 +21,18 @@ ranksnap_status rs_dump_ensure_dir(const char *dir);
  * ones, or the job-qualified ones when the plain ones hold another job's files, with a
  * warning naming them), and the removal of what a SIGKILL of this job left mid-write. */
 ranksnap_status rs_dump_claim(rs_runtime *rt);
+/* RANKSNAP_DIR/`name`, or its job-qualified name (STEM.job-TAG.EXT, the tag of this job) when
+ * `qualified`: a peer of this job that found another job's file under its plain name wrote that
+ * one. -1 when it does not fit. */
+int rs_dump_path_of(const rs_runtime *rt, const char *name, int qualified, char *buf, size_t n);
 /* This rank's ring file (RANKSNAP_RING=mmap) under the name rs_dump_claim chose. */
 ranksnap_status rs_dump_open_ring(rs_runtime *rt, const rs_ring_identity *id, rs_ring_file **out);
 /* Writes RANKSNAP_DIR/`name` (report.txt, ...) atomically as this job's file: never over
  * another job's file of that name (its job-qualified name is used instead, with a warning). */
 ranksnap_status rs_dump_write_file(rs_runtime *rt, const char *name, const void *buf, size_t len,
                                    int durable);
-/* The same for this rank's snapshot, rank-RRRRR.rsnap; the ring file notes the time. */
+/* The same for this rank's snapshot, rank-RRRRR.rsnap (a PyTorch job's pickle,
+ * rank-RRRRR[.aK].pickle); the ring file notes the time. */
 ranksnap_status rs_dump_write_snapshot(rs_runtime *rt, const void *buf, size_t len, int durable);
 /* Encodes this rank's snapshot into a malloc'ed buffer: state, history and stacks taken at one
  * instant under the allocator lock. `complete` 0 marks one written from a crash path. */

@@ -1,7 +1,7 @@
 /*
  * external.c — the framework's own recorder (external.h): ranksnap_set_recorder, starting and
- * stopping it on the schedule's steps, the rank's metadata, and its snapshot written as this
- * rank's file.
+ * stopping it on the schedule's steps, the rank's metadata and snapshot, and the name of its
+ * file.
  *
  * The ops are the framework's (the Python glue's ctypes callbacks), so they are called without
  * any ranksnap lock but this file's own mutex, which keeps a post-mortem dump from running into
@@ -24,7 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "atomic_file.h"
 #include "clock.h"
 #include "coord.h"
 #include "errors.h"
@@ -317,37 +316,19 @@ ranksnap_status rs_external_snapshot(rs_runtime *rt, const char *reason, char **
 
 /* ---- files --------------------------------------------------------------------------------- */
 
-ranksnap_status rs_external_path_of(const rs_runtime *rt, int rank, char *buf, size_t n)
+int rs_external_file_name(int rank, char *buf, size_t n)
 {
     int attempt = rs_launcher_attempt();
-    int w = attempt > 0 ? snprintf(buf, n, "%s/rank-%05d.a%d.pickle", rt->opts.dir, rank, attempt)
-                        : snprintf(buf, n, "%s/rank-%05d.pickle", rt->opts.dir, rank);
-    if (w < 0 || (size_t)w >= n)
-        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "RANKSNAP_DIR=%s: path too long", rt->opts.dir);
-    return RANKSNAP_OK;
+    int w = attempt > 0 ? snprintf(buf, n, "rank-%05d.a%d.pickle", rank, attempt)
+                        : snprintf(buf, n, "rank-%05d.pickle", rank);
+    return w < 0 || (size_t)w >= n ? -1 : 0;
 }
 
-ranksnap_status rs_external_path(const rs_runtime *rt, char *buf, size_t n)
+ranksnap_status rs_external_dump_snapshot(rs_runtime *rt, int complete, char **buf, size_t *len)
 {
-    return rs_external_path_of(rt, rt->rank, buf, n);
-}
-
-ranksnap_status rs_external_dump_file(rs_runtime *rt, const char *path, int complete)
-{
-    char defpath[RS_PATH_MAX + 32];
-    if (!path) {
-        RS_CHECK(rs_external_path(rt, defpath, sizeof defpath));
-        path = defpath;
-    }
-    char *buf = NULL;
-    size_t len = 0;
     /* the crash path shares the post-mortem budget with the dump itself */
-    RS_CHECK(rs_ext_snapshot(rt, complete ? "dump" : "signal", complete ? -1 : rt->opts.dump_timeout_ms / 2,
-                             &buf, &len));
-    ranksnap_status st = rs_atomic_file_write_ex(path, buf, len, complete);
-    free(buf);
-    if (st == RANKSNAP_OK) RS_INFO(RS_SUB_DUMP, "dump: %s, %zu bytes", path, len);
-    return st;
+    return rs_ext_snapshot(rt, complete ? "dump" : "signal", complete ? -1 : rt->opts.dump_timeout_ms / 2,
+                           buf, len);
 }
 
 /* ---- the framework's process group --------------------------------------------------------- */

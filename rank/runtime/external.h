@@ -5,7 +5,8 @@
  * The runtime keeps its schedule, triggers, clocks, dumps on signals and gathers; at the points
  * where a C program's snapshot would be encoded, the framework's is asked for instead, with the
  * rank's metadata (external.c builds it), and written as RANKSNAP_DIR/rank-RRRRR.pickle
- * (rank-RRRRR.aK.pickle for attempt K > 0 of a torchrun job).
+ * (rank-RRRRR.aK.pickle for attempt K > 0 of a torchrun job; rank-RRRRR[.aK].job-TAG.pickle
+ * when another job's file holds the plain name: dump.c).
  */
 #ifndef RANKSNAP_EXTERNAL_H
 #define RANKSNAP_EXTERNAL_H
@@ -37,15 +38,15 @@ ranksnap_status rs_external_snapshot(rs_runtime *rt, const char *reason, char **
 /* Stops the framework's recorder (after its snapshot: PyTorch clears the history on stop). */
 void rs_external_stop(rs_runtime *rt);
 
-/* RANKSNAP_DIR/rank-RRRRR.pickle, or rank-RRRRR.aK.pickle for attempt K > 0; and the same for
- * any rank (the file rendezvous of external_gather.c). */
-ranksnap_status rs_external_path(const rs_runtime *rt, char *buf, size_t n);
-ranksnap_status rs_external_path_of(const rs_runtime *rt, int rank, char *buf, size_t n);
+/* rank-RRRRR.pickle, or rank-RRRRR.aK.pickle for attempt K > 0: the plain name of `rank`'s
+ * file in RANKSNAP_DIR (dump.c qualifies it with the job when another job's file holds it, and
+ * the file rendezvous of external_gather.c looks for both). -1 when it does not fit. */
+int rs_external_file_name(int rank, char *buf, size_t n);
 
-/* ranksnap_dump and the post-mortem dump in torch mode (dump.c): the snapshot written to `path`
- * (NULL: rs_external_path) atomically, 0600; `complete` 0 (the crash path) skips the fsyncs.
- * RANKSNAP_DIR must exist (the caller made it). */
-ranksnap_status rs_external_dump_file(rs_runtime *rt, const char *path, int complete);
+/* ranksnap_dump and the post-mortem dump in torch mode (dump.c writes it): the framework's
+ * snapshot; `complete` 0 (the crash path) waits for a dump already running at most half of
+ * RANKSNAP_DUMP_TIMEOUT_MS. */
+ranksnap_status rs_external_dump_snapshot(rs_runtime *rt, int complete, char **buf, size_t *len);
 
 /* The framework's process group (the ops' gather and bcast): 0 on success, -1 when it has none
  * or the collective failed. */

@@ -11,8 +11,9 @@
  *   choice is broadcast, phase 2 gathers the chosen ranks' pickles.
  * - torchrun without a group (or one whose collective failed): the files. Every rank has just
  *   written its pickle into RANKSNAP_DIR; rank 0 waits, at most RANKSNAP_GATHER_TIMEOUT, for
- *   each other rank's file of this attempt (by name) whose metadata says this job and this
- *   range, and names the ranks that never came. The directory must be one all ranks see.
+ *   each other rank's file of this attempt (by name: the plain one or this job's qualified
+ *   one, dump.c) whose metadata says this job and this range, and names the ranks that never
+ *   came. The directory must be one all ranks see.
  * Every rank summarises its own pickle with the same code `ranksnap report` uses, so the live
  * report and the one from the files agree.
  */
@@ -23,7 +24,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "atomic_file.h"
 #include "clock.h"
 #include "coord.h"
 #include "dump.h"
@@ -145,12 +145,14 @@ static int rs_xg_group(rs_runtime *rt, const char *buf, size_t len, const rs_sum
 
 /* ---- through the files --------------------------------------------------------------------- */
 
-/* Rank r's file, decoded, when it is of this job and of the range that began at `begin`. */
-static rs_snap *rs_xg_read_file(rs_runtime *rt, int r, int64_t begin, uint64_t *bytes)
+/* RANKSNAP_DIR/`name` (job-qualified or not), decoded, when it is rank r's of this job and of
+ * the range that began at `begin`. */
+static rs_snap *rs_xg_read_path(rs_runtime *rt, const char *name, int qualified, int r, int64_t begin,
+                                uint64_t *bytes)
 {
-    char path[RS_PATH_MAX + 32];
+    char path[RS_PATH_MAX + 128];
     struct stat sb;
-    if (rs_external_path_of(rt, r, path, sizeof path) != RANKSNAP_OK || stat(path, &sb) != 0 ||
+    if (rs_dump_path_of(rt, name, qualified, path, sizeof path) != 0 || stat(path, &sb) != 0 ||
         !S_ISREG(sb.st_mode))
         return NULL;
     char *buf = NULL;
@@ -169,6 +171,20 @@ static rs_snap *rs_xg_read_file(rs_runtime *rt, int r, int64_t begin, uint64_t *
     }
     free(buf);
     return s;
+}
+
+/* Rank r's file, decoded, when it is of this job and of the range that began at `begin`. It
+ * has the plain name, or the job-qualified one when rank r found another job's file there
+ * (dump.c): the qualified name is looked at first, as it can only be this job's. */
+static rs_snap *rs_xg_read_file(rs_runtime *rt, int r, int64_t begin, uint64_t *bytes)
+{
+    char name[64];
+    if (rs_external_file_name(r, name, sizeof name) != 0) return NULL;
+    for (int q = 1; q >= 0; q--) {
+        rs_snap *s = rs_xg_read_path(rt, name, q, r, begin, bytes);
+        if (s) return s;
+    }
+    return NULL;
 }
 
 static void rs_xg_files(rs_runtime *rt, int64_t begin, rs_xg *x)
@@ -219,10 +235,8 @@ ranksnap_status rs_external_end_of_range(rs_runtime *rt, rs_gather_result *g, in
         return st;
     }
     if (rt->opts.write == RS_WRITE_ALL || (rt->opts.write == RS_WRITE_RANK0 && rt->rank == 0)) {
-        char path[RS_PATH_MAX + 32];
-        if ((st = rs_dump_ensure_dir(rt->opts.dir)) == RANKSNAP_OK &&
-            (st = rs_external_path(rt, path, sizeof path)) == RANKSNAP_OK)
-            st = rs_atomic_file_write(path, buf, len);
+        /* under this job's name for it: never over another job's pickle (dump.c) */
+        st = rs_dump_write_snapshot(rt, buf, len, 1);
         if (st != RANKSNAP_OK) RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
     }
     if (!rt->opts.report) {

@@ -76,7 +76,7 @@ typedef struct rs_runtime {
     /* this job's names in RANKSNAP_DIR (dump.c; guarded by its mutex after init) */
     char job_tag[RS_TEXT_TAG_MAX]; /* rt->job as a part of a file name */
     int names_qualified;     /* the plain names hold another job's files */
-    int plain_rsnap_ours;    /* the plain rank-RRRRR.rsnap at init was this job's */
+    int plain_snap_ours;     /* the plain snapshot (.rsnap, .pickle) at init was this job's */
     int plain_ring_ours;     /* the plain rank-RRRRR.ring at init was this job's */
     size_t n_written;
     rs_dump_name written[RS_DUMP_MAX_NAMES];

@@ -155,6 +155,97 @@ case_torchrun_restart_keeps_the_previous_attempt() {
     check "$dir.a0.json" "[d['rank'] for d in r['divergent_ranks']] == [1]"
 }
 
+# Two torchrun-like jobs one after the other in one RANKSNAP_DIR: the second (another
+# RANKSNAP_JOB) leaves the first's pickles and report as they were and writes its own under
+# the job-qualified names; its rank 0 finds its peers' files under those names; `ranksnap report
+# DIR` compares one job's ranks and names the other job's files left out, as for .rsnap files
+# (tests/cli/rank_files.sh).
+case_torchrun_like_second_job_keeps_the_first_jobs_pickles() {
+    export RANKSNAP_GATHER_TIMEOUT=30 RANKSNAP_DEBUG=INFO
+    RANKSNAP_JOB=job-A torchrun_like 2 --steps 2:5 "$py" "$train" --diverge 1:1.5 > /dev/null
+    a=$(cd "$dir" && cksum rank-00000.pickle rank-00001.pickle report.json report.txt)
+    RANKSNAP_JOB=job-B torchrun_like 2 --steps 2:5 "$py" "$train" --diverge 0:1.5 > /dev/null
+    ls "$dir"
+    test "$(cd "$dir" && cksum rank-00000.pickle rank-00001.pickle report.json report.txt)" = "$a" ||
+        { echo "job A's files changed"; exit 1; }
+    grep -q "holds another job's file, .*rank-00001.pickle (job job-A); this job (job-B) leaves it alone and writes rank-00001.job-job-B.pickle" "$dir.err.1" ||
+        { echo "rank 1 of job B did not say whose file it left alone"; cat "$dir.err.1"; exit 1; }
+    grep -q "waiting for the other ranks' files" "$dir.err.0" || { cat "$dir.err.0"; exit 1; }
+    test -f "$dir/report.job-job-B.json" || { echo "no live report of job B"; cat "$dir.err.0"; exit 1; }
+    check "$dir/report.job-job-B.json" "[d['rank'] for d in r['divergent_ranks']] == [0]" \
+        "len(r['ranks']) == 2" "r['missing_ranks'] == []" \
+        "sorted(n for n, s in snaps.items() if s['ranksnap']['job'] == 'job-B') == ['rank-00000.job-job-B.pickle', 'rank-00001.job-job-B.pickle']" \
+        "sorted(n for n, s in snaps.items() if s['ranksnap']['job'] == 'job-A') == ['rank-00000.pickle', 'rank-00001.pickle']"
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]"
+    "$ranksnap" report --json "$dir" > "$dir.r.json" 2> "$dir.r.err"; rc=$?
+    cat "$dir.r.err"
+    test $rc -eq 0 || { echo "ranksnap report DIR: exit status $rc"; exit 1; }
+    test "$(grep -c 'is from job .* left out' "$dir.r.err")" -eq 2 || { echo "the other job's files not named"; exit 1; }
+    check "$dir.r.json" "len(r['ranks']) == 2" "r['missing_ranks'] == []"
+}
+
+# The same for a restart: job B's attempt 1 finds job A's rank-RRRRR.a1.pickle and writes
+# rank-RRRRR.a1.job-job-B.pickle; A's attempts stay as they were, B's live report compares its
+# own attempt, and `ranksnap report DIR` one attempt of one job.
+case_torchrun_restart_of_a_second_job_keeps_the_first_jobs_attempt() {
+    export RANKSNAP_GATHER_TIMEOUT=30 RANKSNAP_DEBUG=INFO TORCHELASTIC_RESTART_COUNT=1
+    RANKSNAP_JOB=job-A torchrun_like 2 --steps 2:5 "$py" "$train" > /dev/null
+    a=$(cat "$dir"/rank-00000.a1.pickle "$dir"/rank-00001.a1.pickle | cksum)
+    RANKSNAP_JOB=job-B torchrun_like 2 --steps 2:5 "$py" "$train" --diverge 1:1.5 > /dev/null
+    ls "$dir"
+    test "$(cat "$dir"/rank-00000.a1.pickle "$dir"/rank-00001.a1.pickle | cksum)" = "$a" ||
+        { echo "job A's attempt 1 overwritten"; exit 1; }
+    test -f "$dir/rank-00000.a1.job-job-B.pickle" && test -f "$dir/rank-00001.a1.job-job-B.pickle" ||
+        { echo "job B's qualified names of attempt 1"; exit 1; }
+    check "$dir/report.job-job-B.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" "len(r['ranks']) == 2" \
+        "all(s['ranksnap']['attempt'] == 1 for s in snaps.values())"
+    "$ranksnap" report --json "$dir" > "$dir.r.json" 2> "$dir.r.err"; rc=$?
+    cat "$dir.r.err"
+    test $rc -eq 0 && test "$(grep -c 'is from job .* left out' "$dir.r.err")" -eq 2 ||
+        { echo "ranksnap report DIR"; exit 1; }
+    check "$dir.r.json" "len(r['ranks']) == 2"
+}
+
+# The dumps outside a range's end take the same names: job B's rank 1 runs out of memory (its
+# pickle written by the OOM observer through ranksnap_dump) in a folder where job A's files
+# are; A's stay as they were, and `ranksnap report DIR` names B's OOM rank from B's files.
+case_torchrun_like_second_jobs_oom_pickle_takes_its_own_name() {
+    export RANKSNAP_GATHER_TIMEOUT=3
+    RANKSNAP_JOB=job-A torchrun_like 2 --steps 2:5 "$py" "$train" > /dev/null
+    a=$(cd "$dir" && cksum rank-00000.pickle rank-00001.pickle)
+    RANKSNAP_JOB=job-B torchrun_like 2 --steps 2:6 "$py" "$train" --oom 1:3 > /dev/null
+    ls "$dir"
+    test "$(cd "$dir" && cksum rank-00000.pickle rank-00001.pickle)" = "$a" || { echo "job A's files changed"; exit 1; }
+    "$ranksnap" report --json "$dir" > "$dir.r.json" 2> "$dir.r.err"; rc=$?
+    cat "$dir.r.err"
+    test $rc -eq 0 && test "$(grep -c 'is from job job-A .* left out' "$dir.r.err")" -eq 2 ||
+        { echo "ranksnap report DIR"; exit 1; }
+    check "$dir.r.json" "[o['rank'] for o in r['oom_ranks']] == [1]" "r['oom_ranks'][0]['step'] == 3" \
+        "snaps['rank-00001.job-job-B.pickle']['ranksnap']['reason'] == 'oom'" \
+        "snaps['rank-00001.job-job-B.pickle']['ranksnap']['job'] == 'job-B'"
+}
+
+# A plain name another job creates while this one runs (after this one looked at it at start):
+# this job's pickle is created without replacing it and takes the job-qualified name then.
+case_torchrun_like_pickle_made_by_another_job_meanwhile_is_left_alone() {
+    export RANKSNAP_GATHER_TIMEOUT=3 RANKSNAP_DEBUG=INFO
+    rm -f "$dir.err.0" # an earlier run's says the recorder started
+    RANKSNAP_JOB=job-B torchrun_like 1 --steps 2:5 "$py" "$train" --block-at 3:3 > /dev/null &
+    job=$!
+    i=0
+    until grep -q "the framework's recorder started" "$dir.err.0" 2>/dev/null; do
+        i=$((i + 1)); [ $i -lt 200 ] || { echo "job B never started recording"; exit 1; }; sleep 0.05
+    done
+    printf 'another job' > "$dir/rank-00000.pickle"
+    wait $job
+    ls "$dir"
+    test "$(cat "$dir/rank-00000.pickle")" = "another job" || { echo "the other job's file replaced"; exit 1; }
+    grep -q "rank-00000.pickle is another job's (or an earlier run's) file; this job (job-B) leaves it alone and writes .*rank-00000.job-job-B.pickle instead" "$dir.err.0" ||
+        { cat "$dir.err.0"; exit 1; }
+    "$py" -c "import pickle, sys; m = pickle.load(open(sys.argv[1], 'rb'))['ranksnap']; \
+assert m['job'] == 'job-B' and m['reason'] == 'range_end', m" "$dir/rank-00000.job-job-B.pickle" || exit 1
+}
+
 # A trigger without MPI: rank 0 takes RANKSNAP_DIR/trigger and publishes the start step; every
 # rank records the same steps (they step together through the process group's barrier).
 case_torchrun_like_trigger_starts_a_range_on_every_rank() {
