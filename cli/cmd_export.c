@@ -7,6 +7,7 @@
  * as everywhere in the command: 0 written, 1 the input could not be read or the output written,
  * 2 usage.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,53 @@
 #include "atomic_file.h"
 
 /* Prints why `path` could not be read, naming it once. */
+/* Rank r's file in `dir`: rank-RRRRR.rsnap, else its .ring, of the one job that has rank r there.
+ * Two jobs sharing a folder each have theirs (the second under rank-RRRRR.job-TAG.*,
+ * docs/POSTMORTEM.md): which one to export would be a guess, so -1 with `names` listing them.
+ * 0 and *path otherwise (the plain .rsnap name when the folder has none: the reader names it). */
+static int pick_rank_file(const char *dir, long r, char *path, size_t n, char *names, size_t nn)
+{
+    char prefix[32], job[2][256] = {"", ""}, best[2][256] = {"", ""};
+    int jobs = 0, more = 0, best_rsnap[2] = {0, 0};
+    snprintf(prefix, sizeof prefix, "rank-%05ld.", r);
+    size_t pl = strlen(prefix);
+    names[0] = '\0';
+    snprintf(path, n, "%s/rank-%05ld.rsnap", dir, r);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const char *name = e->d_name, *ext = strrchr(name, '.');
+        if (strncmp(name, prefix, pl) != 0 || !ext) continue;
+        int rsnap = strcmp(ext, ".rsnap") == 0;
+        if (!rsnap && strcmp(ext, ".ring") != 0) continue;
+        /* the job: "" for the plain name, TAG for rank-RRRRR.job-TAG.EXT */
+        const char *mid = name + pl; /* after "rank-RRRRR." */
+        char tag[256] = "";
+        if (ext != mid - 1) {
+            if (strncmp(mid, "job-", 4) != 0 || ext - mid - 4 <= 0 || ext - mid - 4 >= (long)sizeof tag)
+                continue;
+            snprintf(tag, sizeof tag, "%.*s", (int)(ext - mid - 4), mid + 4);
+        }
+        size_t used = strlen(names);
+        snprintf(names + used, nn - used, "%s%s", used ? ", " : "", name);
+        int k = 0;
+        while (k < jobs && strcmp(job[k], tag) != 0) k++;
+        if (k == 2) { /* a third job: two already make the answer */
+            more = 1;
+            continue;
+        }
+        if (k == jobs) snprintf(job[jobs++], sizeof job[0], "%s", tag);
+        if (!best[k][0] || (rsnap && !best_rsnap[k])) {
+            snprintf(best[k], sizeof best[k], "%s", name);
+            best_rsnap[k] = rsnap;
+        }
+    }
+    closedir(d);
+    if (jobs + more > 1) return -1;
+    if (jobs == 1) snprintf(path, n, "%s/%s", dir, best[0]);
+    return 0;
+}
+
 static void read_failure(const char *path, ranksnap_status st)
 {
     rs_cli_failure("ranksnap export", path, st);
@@ -76,11 +124,11 @@ static int run_export(const rs_cli_verb *verb, int argc, char **argv)
         if (!is_dir)
             return rs_cli_usage_error(verb, "--rank picks rank-RRRRR.rsnap in a DIR, but '%s' is not a "
                                "directory (give a FILE without --rank)", operand);
-        snprintf(path, sizeof path, "%s/rank-%05ld.rsnap", operand, r);
-        if (stat(path, &sb) != 0) {
-            char ring[4200];
-            snprintf(ring, sizeof ring, "%s/rank-%05ld.ring", operand, r);
-            if (stat(ring, &sb) == 0) memcpy(path, ring, sizeof path);
+        char names[1024];
+        if (pick_rank_file(operand, r, path, sizeof path, names, sizeof names) != 0) {
+            fprintf(stderr, "ranksnap export: %s holds rank %ld of more than one job (%s): give the "
+                            "FILE to export\n", operand, r, names);
+            return 1;
         }
     } else {
         if (is_dir)

@@ -72,6 +72,23 @@ case_export_names_the_file_it_cannot_read() {
     test ! -e "$o"
 }
 
+# a folder two jobs shared (the second's files job-qualified, docs/POSTMORTEM.md): --rank R
+# refuses to guess between them, naming both files (1, nothing written); a folder where only the
+# second job has rank R exports that job's file
+case_export_rank_of_a_folder_two_jobs_shared() {
+    two="$dir/two-jobs"; o="$dir/two.pickle"
+    rm -rf "$two" && mkdir -p "$two" || exit 1
+    cp "$dir/run/rank-00000.rsnap" "$two/rank-00000.rsnap" &&
+        cp "$dir/run/rank-00000.rsnap" "$two/rank-00000.job-other.rsnap" || exit 1
+    err=$("$ranksnap" export --torch --rank 0 "$two" -o "$o" 2>&1); test $? -eq 1 || { echo "$err"; exit 1; }
+    case "$err" in *'more than one job'*'rank-00000.job-other.rsnap'*|*'more than one job'*'rank-00000.rsnap, rank-00000.job-other'*) ;; *) echo "$err"; exit 1;; esac
+    test ! -e "$o" || exit 1
+    rm "$two/rank-00000.rsnap"
+    "$ranksnap" export --torch --rank 0 "$two" -o "$o" || exit 1
+    "$ranksnap" export --torch "$two/rank-00000.job-other.rsnap" -o "$dir/qualified.pickle" &&
+        cmp "$o" "$dir/qualified.pickle"
+}
+
 # the replay's peak allocated is the original's, and its JSON says the history was whole
 # (77 without python3)
 case_replay_reproduces_the_original_peak_allocated() {
