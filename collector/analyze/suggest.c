@@ -83,7 +83,8 @@ ranksnap_status rs_suggest(const rs_snap *s, const char *name_for_errors, const 
     }
     uint64_t largest = largest_request(s);
     int has_expandable = !base->expandable_segments;
-    char keys[128];
+    /* room for the pair below; a change is a few keys, far under `change`'s size */
+    char keys[sizeof "expandable_segments:True," + sizeof out->tries[0].change];
     if (st == RANKSNAP_OK && has_expandable)
         st = try_change(ss, base, o, "expandable_segments:True", 1, out);
     static const unsigned split_mb[] = {128, 512};
