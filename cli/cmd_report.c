@@ -163,9 +163,22 @@ static size_t report_one_attempt(const report_opts *o, report_file *f, size_t n)
                 else
                     report_file_release(&f[i]);
             }
-            if (w < n)
+            if (w == 0) {
+                /* the attempts there are, once each, in the order met */
+                char seen[256] = "";
+                for (size_t i = 0; i < n; i++) {
+                    int dup = 0;
+                    for (size_t j = 0; j < i; j++) dup |= att[j] == att[i];
+                    size_t used = strlen(seen);
+                    if (!dup)
+                        snprintf(seen + used, sizeof seen - used, "%s%d", used ? ", " : "", att[i]);
+                }
+                fprintf(stderr, "ranksnap report: --attempt %d: no file of that attempt (the files "
+                                "are of attempt %s)\n", keep, seen);
+            } else if (w < n) {
                 fprintf(stderr, "ranksnap: comparing attempt %d of the job; %zu files of other "
                                 "attempts left out (--attempt K picks one)\n", keep, n - w);
+            }
         }
     }
     free(att);
