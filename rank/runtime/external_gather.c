@@ -246,7 +246,18 @@ ranksnap_status rs_external_end_of_range(rs_runtime *rt, rs_gather_result *g, in
     rs_snap *self = NULL;
     rs_summary mine;
     memset(&mine, 0, sizeof mine);
-    if (rs_reader_lib_decode(buf, len, "this rank's snapshot", &self) == RANKSNAP_OK) {
+    ranksnap_status dst = rs_reader_lib_decode(buf, len, "this rank's snapshot", &self);
+    if (dst == RANKSNAP_ERR_UNSUPPORTED) {
+        /* no reader library: every rank of the job runs the same install, so every rank skips
+         * the gather alike, and no rank waits for another */
+        if (rt->rank == 0)
+            RS_WARN(RS_SUB_DUMP, "no live report for this range (%s); the pickles are in %s, and "
+                                 "`ranksnap report %s` compares them", ranksnap_last_error(),
+                    rt->opts.dir, rt->opts.dir);
+        free(buf);
+        return st;
+    }
+    if (dst == RANKSNAP_OK) {
         rs_summary_of(self, &mine);
     } else {
         RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());

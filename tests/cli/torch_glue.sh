@@ -80,6 +80,23 @@ case_glue_bad_option_value_is_said_once_and_the_script_runs() {
     done
 }
 
+# libranksnap.so installed without libranksnap_reader.so: the range's pickle is still written,
+# the script ends as without ranksnap, and the live report is skipped with one line that names
+# the missing library and the folder to give `ranksnap report` (no report made of empty data).
+case_glue_without_the_reader_library_writes_the_pickle_and_says_where() {
+    lone=$work/$name.lib
+    rm -rf "$lone" && mkdir -p "$lone" && cp "$lib" "$lone/libranksnap.so" || exit 1
+    RANKSNAP_REPORT=1 "$run" --lib "$lone/libranksnap.so" --steps 2:4 "$py" \
+        "$src/train_fake.py" --steps 6 > "$work/$name.out" 2> "$work/$name.err"
+    rc=$?
+    cat "$work/$name.out" "$work/$name.err"
+    test $rc -eq 0 || { echo "exit status $rc"; exit 1; }
+    test -f "$dir/rank-00000.pickle" || { echo "no pickle"; ls -la "$dir"; exit 1; }
+    test ! -e "$dir/report.json" || { echo "a report made without the reader"; exit 1; }
+    grep -q "no live report for this range (cannot load libranksnap_reader.so.*ranksnap report $dir" "$work/$name.err" ||
+        { echo "the missing reader library is not said"; exit 1; }
+}
+
 case_glue_pluggable_route_swaps_the_allocator_before_cuda() {
     "$run" --lib "$lib" --torch-allocator ranksnap "$py" "$src/glue_cases.py" "$name"
 }
