@@ -81,7 +81,7 @@ case_fails_when_nothing_can_be_read() {
 }
 
 # no input, an unknown flag, --out without its folder, a bad --divergence or RANKSNAP_DIVERGENCE,
-# a bad --attempt: 2, naming the bad value; an attempt with no file: 1
+# a bad --attempt, a --site-skip pattern too long: 2, naming the bad value; an attempt with no file: 1
 case_usage_errors() {
     "$ranksnap" report; test $? -eq 2 || exit 1
     "$ranksnap" report --frobnicate "$dir/job-a"; test $? -eq 2 || exit 1
@@ -92,6 +92,9 @@ case_usage_errors() {
     case "$err" in *'RANKSNAP_DIVERGENCE=lots'*) ;; *) exit 1;; esac
     err=$("$ranksnap" report --attempt x "$dir/job-a" 2>&1); test $? -eq 2 || exit 1
     case "$err" in *'--attempt expects an attempt number'*) ;; *) echo "$err"; exit 1;; esac
+    long=$(printf '%0300d' 0)
+    err=$("$ranksnap" report --site-skip "$long" "$dir/job-a" 2>&1); test $? -eq 2 || exit 1
+    case "$err" in *"--site-skip '0"*'expected at most'*) ;; *) echo "$err"; exit 1;; esac
     # an attempt the folder has no file of: 1, saying which attempts it has
     err=$("$ranksnap" report --attempt 5 "$dir/job-a" 2>&1); test $? -eq 1 || exit 1
     case "$err" in *'--attempt 5: no file of that attempt (the files are of attempt 0)'*) ;; *) echo "$err"; exit 1;; esac
