@@ -5,6 +5,7 @@
  * time ran out, the next failure came first) leaves a few files that say less than the attempt
  * before it; --attempt K picks any other.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,14 +33,28 @@ static const char *rs_attempt_tail(const char *name, int *attempt)
     return p;
 }
 
+int rs_attempt_parse(const char *name, long *rank, int *attempt, char *tag, size_t tag_size,
+                     const char **ext)
+{
+    int k;
+    const char *p = rs_attempt_tail(name, &k);
+    if (!p || *p != '.') return -1;
+    const char *dot = strrchr(p, '.');
+    if (strcmp(dot, ".rsnap") != 0 && strcmp(dot, ".ring") != 0 && strcmp(dot, ".pickle") != 0)
+        return -1;
+    /* between: nothing, or ".job-TAG" (a job's qualified names, dump.c) */
+    size_t n = (size_t)(dot - p);
+    if (n != 0 && (n <= 5 || strncmp(p, ".job-", 5) != 0 || (tag && n - 5 >= tag_size))) return -1;
+    if (tag) snprintf(tag, tag_size, "%.*s", n ? (int)(n - 5) : 0, p + 5 * (n != 0));
+    if (rank) *rank = strtol(name + 5, NULL, 10);
+    if (attempt) *attempt = k;
+    if (ext) *ext = dot;
+    return 0;
+}
+
 int rs_attempt_is_rank_file(const char *name)
 {
-    int attempt;
-    const char *ext = rs_attempt_tail(name, &attempt);
-    if (!ext || *ext != '.') return 0;
-    /* rank-RRRRR[.aK][.job-TAG].EXT: a job's qualified names (dump.c) are rank files too */
-    const char *dot = strrchr(ext, '.');
-    return !strcmp(dot, ".rsnap") || !strcmp(dot, ".ring") || !strcmp(dot, ".pickle");
+    return rs_attempt_parse(name, NULL, NULL, NULL, 0, NULL) == 0;
 }
 
 int rs_attempt_of_name(const char *path)

@@ -13,6 +13,11 @@
  * qualified names, dump.c) before the extension. */
 int rs_attempt_is_rank_file(const char *name);
 
+/* The parts of such a name: the rank, the attempt (0 without .aK), the job's TAG ("" for a plain
+ * name; NULL: not wanted) and the extension; each output may be NULL. -1 for any other name. */
+int rs_attempt_parse(const char *name, long *rank, int *attempt, char *tag, size_t tag_size,
+                     const char **ext);
+
 /* The attempt a file's name says: K for rank-RRRRR.aK.*, 0 otherwise. */
 int rs_attempt_of_name(const char *path);
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "attempt.h"
 #include "cli.h"
 #include "cmd_export.h"
 #include "decode.h"
@@ -29,27 +30,21 @@
  * 0 and *path otherwise (the plain .rsnap name when the folder has none: the reader names it). */
 static int pick_rank_file(const char *dir, long r, char *path, size_t n, char *names, size_t nn)
 {
-    char prefix[32], job[2][256] = {"", ""}, best[2][256] = {"", ""};
+    char job[2][256] = {"", ""}, best[2][256] = {"", ""};
     int jobs = 0, more = 0, best_rsnap[2] = {0, 0};
-    snprintf(prefix, sizeof prefix, "rank-%05ld.", r);
-    size_t pl = strlen(prefix);
     names[0] = '\0';
     snprintf(path, n, "%s/rank-%05ld.rsnap", dir, r);
     DIR *d = opendir(dir);
     if (!d) return 0;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        const char *name = e->d_name, *ext = strrchr(name, '.');
-        if (strncmp(name, prefix, pl) != 0 || !ext) continue;
+        const char *name = e->d_name, *ext = NULL;
+        char tag[256];
+        long rank = -1;
+        int attempt = 0;
+        if (rs_attempt_parse(name, &rank, &attempt, tag, sizeof tag, &ext) != 0 || rank != r ||
+            attempt != 0 || strcmp(ext, ".pickle") == 0)
+            continue;
         int rsnap = strcmp(ext, ".rsnap") == 0;
-        if (!rsnap && strcmp(ext, ".ring") != 0) continue;
-        /* the job: "" for the plain name, TAG for rank-RRRRR.job-TAG.EXT */
-        const char *mid = name + pl; /* after "rank-RRRRR." */
-        char tag[256] = "";
-        if (ext != mid - 1) {
-            if (strncmp(mid, "job-", 4) != 0 || ext - mid - 4 <= 0 || ext - mid - 4 >= (long)sizeof tag)
-                continue;
-            snprintf(tag, sizeof tag, "%.*s", (int)(ext - mid - 4), mid + 4);
-        }
         size_t used = strlen(names);
         snprintf(names + used, nn - used, "%s%s", used ? ", " : "", name);
         int k = 0;
