@@ -83,8 +83,7 @@ ranksnap_status rs_suggest(const rs_snap *s, const char *name_for_errors, const 
     }
     uint64_t largest = largest_request(s);
     int has_expandable = !base->expandable_segments;
-    /* room for the pair below; a change is a few keys, far under `change`'s size */
-    char keys[sizeof "expandable_segments:True," + sizeof out->tries[0].change];
+    char keys[sizeof out->tries[0].change];
     if (st == RANKSNAP_OK && has_expandable)
         st = try_change(ss, base, o, "expandable_segments:True", 1, out);
     static const unsigned split_mb[] = {128, 512};
@@ -106,7 +105,8 @@ ranksnap_status rs_suggest(const rs_snap *s, const char *name_for_errors, const 
     for (size_t i = 1; st == RANKSNAP_OK && out->base_oom && out->best < 0 && has_expandable &&
                        i < singles;
          i++) {
-        snprintf(keys, sizeof keys, "expandable_segments:True,%s", out->tries[i].change);
+        int w = snprintf(keys, sizeof keys, "expandable_segments:True,%s", out->tries[i].change);
+        if (w < 0 || (size_t)w >= sizeof keys) continue; /* a pair too long to be one setting */
         st = try_change(ss, base, o, keys, 2, out);
     }
     if (st == RANKSNAP_OK) pick(out);
