@@ -21,7 +21,9 @@ torch, transformers or a GPU is missing):
    allocator receives exactly the sizes PyTorch's own would), so ranksnap's peak of requested
    bytes must equal PyTorch's, and since ranksnap follows PyTorch's policy (512-byte rounding,
    the same pools, splitting and segment sizes), the snapshot's peak allocated must equal
-   PyTorch's allocated peak. The snapshot is read back through `ranksnap report --json`.
+   PyTorch's allocated peak. The snapshot is read back through `ranksnap report --json`. With
+   RANKSNAP_ALLOC_CONF set, step 1 runs with the same string in PYTORCH_CUDA_ALLOC_CONF: both
+   allocators then follow the same settings.
 3. Two ranks on the one GPU (mpirun -np 2 when mpirun is there, so that ranksnap joins MPI and
    gathers; else two processes with RANK/WORLD_SIZE and `ranksnap report` on their files), rank 1
    with a 1.5x batch: the report must flag rank 1, and only it.
@@ -157,7 +159,12 @@ def driver(args):
     native, mine = os.path.join(args.out, "native.json"), os.path.join(args.out, "ranksnap.json")
     snap = os.path.join(args.out, "single", "gpt2.rsnap")
     os.makedirs(os.path.dirname(snap))
-    run(me + ["--worker", "native", "--result", native], env)
+    # the reference runs under the settings ranksnap's allocator is given (RANKSNAP_ALLOC_CONF,
+    # e.g. expandable_segments:True in docs/GPU.md's second pass), else the two policies differ
+    nenv = dict(env)
+    if env.get("RANKSNAP_ALLOC_CONF"):
+        nenv["PYTORCH_CUDA_ALLOC_CONF"] = env["RANKSNAP_ALLOC_CONF"]
+    run(me + ["--worker", "native", "--result", native], nenv)
     run(me + ["--worker", "ranksnap", "--result", mine, "--dump", snap],
         dict(env, RANKSNAP_DIR=os.path.join(args.out, "single")))
     n, m = json.load(open(native)), json.load(open(mine))
