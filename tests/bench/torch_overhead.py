@@ -1,38 +1,62 @@
 """torch_overhead.py — what ranksnap costs a PyTorch training step (issue 11, docs/BENCHMARKS.md).
 
 One GPU, a transformers GPT-2 (random init) trained with AdamW; every step timed on its own
-(torch.cuda.synchronize before and after), medians over PHASE steps. Two workloads:
+(torch.cuda.synchronize before and after). Two workloads:
 
   gpu-bound   batch 16 x 512 tokens, 6 layers 768 wide: kernels dominate the step
   host-bound  batch 1 x 32 tokens, the same model: Python, dispatch and allocator calls do
 
-and, for each, three processes run the same phases in the same order, side by side in this run:
+Each process runs, after a warm-up, ROUNDS rounds of three blocks of BLOCK steps:
 
-  plain         python3 torch_overhead.py --child ...              (no ranksnap at all)
-  ranksnap      ranksnap-run --steps A:B python3 torch_overhead.py --child ...
-                (PyTorch's own allocator; ranksnap records steps A..B-1, which are phase "recorded";
-                RANKSNAP_STACKS=python, the default)
+  outside    nothing recorded (under ranksnap-run: ranksnap loaded, counting steps, not recording)
+  recorded   under ranksnap-run, ranksnap's range (--steps lists one range per round):
+             torch.cuda.memory._record_memory_history with ranksnap's settings
+  by-hand    the script itself calls _record_memory_history with the same stacks, context
+             "alloc", max_entries 100000, as a user would, and stops it at the block's end
+
+The blocks alternate so that what drifts during a run (clocks, the host's other work: a
+host-bound step's median moves by 10-20% between minutes of one process on a VM) weighs on all
+three alike; the first and last step of every block are left out (the recorder's start, and
+ranksnap's dump at the end of its range, are per range, not per step). Three processes, side by
+side in this run:
+
+  plain         python3 torch_overhead.py --child ...   (no ranksnap; its "recorded" blocks record
+                nothing, so recorded/outside there is the noise floor)
+  ranksnap      ranksnap-run --steps R1,R2,... python3 torch_overhead.py --child ...
+                (RANKSNAP_STACKS=python, the default)
   ranksnap-all  the same with RANKSNAP_STACKS=all (Python, C++ and native frames), and the by-hand
-                phase with stacks="all": what the other setting costs
-
-phases: warmup (left out), outside (steps before the range: ranksnap loaded but not recording),
-recorded (ranksnap's range: torch.cuda.memory._record_memory_history with ranksnap's settings),
-by-hand (the script itself calls _record_memory_history with the same stacks, context "alloc",
-max_entries 100000, as a user would), after (nothing again).
+                blocks with stacks="all": what the other setting costs
 
     python3 tests/bench/torch_overhead.py --run launch/ranksnap-run --lib build/libranksnap.so --out DIR
-Prints a table and writes DIR/overhead.json. Needs torch, transformers and a GPU (exit 77 without).
+Prints a table and writes DIR/overhead.json (`--summarize DIR/overhead.json` prints it again). Needs torch, transformers and a GPU (exit 77 without).
 """
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
 import time
 
-PHASES = ("warmup", "outside", "recorded", "by-hand", "after")
+BLOCKS = ("outside", "recorded", "by-hand")
 WORKLOADS = {"gpu-bound": (16, 512), "host-bound": (1, 32)}
+SIDES = {"plain": "python", "ranksnap": "python", "ranksnap-all": "all"}
+
+
+def layout(a):
+    """[(first iteration, block name)] for every block after the warm-up."""
+    out = []
+    for r in range(a.rounds):
+        for i, b in enumerate(BLOCKS):
+            out.append((a.warmup + (r * len(BLOCKS) + i) * a.block, b))
+    return out
+
+
+def ranges(a):
+    # ranksnap_step(n) comes after the n-th optimizer step, and --steps b:e records iterations
+    # b..e-1 (0-based): one range per "recorded" block
+    return ",".join(f"{s}:{s + a.block}" for s, b in layout(a) if b == "recorded")
 
 
 def child(a):
@@ -44,50 +68,93 @@ def child(a):
     model = GPT2LMHeadModel(cfg).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids = torch.randint(0, cfg.vocab_size, (batch, seq), device="cuda")
-    times = {p: [] for p in PHASES}
-    for phase in PHASES:
-        if phase == "by-hand":
+
+    def one():
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    for _ in range(a.warmup):
+        one()
+    times = {b: [] for b in BLOCKS}
+    for _, block in layout(a):
+        if block == "by-hand":
             torch.cuda.memory._record_memory_history(context="alloc", stacks=a.stacks, max_entries=100000)
-        if phase == "after":
+        t = [one() for _ in range(a.block)]
+        if block == "by-hand":
             torch.cuda.memory._record_memory_history(enabled=None)
-        for _ in range(a.phase):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            model(input_ids=ids, labels=ids).loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            torch.cuda.synchronize()
-            times[phase].append(time.perf_counter() - t0)
+        times[block] += t[1:-1]
     print(json.dumps(times))
-
-
-SIDES = {"plain": "python", "ranksnap": "python", "ranksnap-all": "all"}
 
 
 def run(a, workload, side):
     stacks = SIDES[side]
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--workload", workload,
-           "--phase", str(a.phase), "--stacks", stacks]
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--workload", workload, "--stacks", stacks,
+           "--block", str(a.block), "--rounds", str(a.rounds), "--warmup", str(a.warmup)]
     env = dict(os.environ, RANKSNAP_DIR=os.path.join(a.out, f"{workload}-{side}-dir"), RANKSNAP_REPORT="0",
                RANKSNAP_STACKS=stacks)
     if side != "plain":
-        # ranksnap_step(n) comes after the n-th optimizer step: iterations 2P..3P-1 are "recorded"
-        first = 2 * a.phase
-        cmd = [a.run, "--lib", a.lib, "--steps", f"{first}:{first + a.phase}"] + cmd
+        cmd = [a.run, "--lib", a.lib, "--steps", ranges(a)] + cmd
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
+def ratio(results, num, den):
+    """The ratio of two columns' medians, with a 95% bootstrap interval (2,000 resamples, seeded:
+    the same overhead.json always prints the same numbers)."""
+    (wa, ba), (wb, bb) = num, den
+    a, b = results[wa + "/all"][ba], results[wb + "/all"][bb]
+    rng = random.Random(0)
+    rs = sorted(statistics.median(rng.choices(a, k=len(a))) / statistics.median(rng.choices(b, k=len(b)))
+                for _ in range(2000))
+    return f"{statistics.median(a) / statistics.median(b):.3f} [{rs[50]:.3f}, {rs[1949]:.3f}]"
+
+
+def summarize(results):
+    about = results["about"]
+    print(f"median step time, ms ({about['rounds']} rounds of blocks of {about['block']} steps, "
+          f"{about['rounds'] * (about['block'] - 2)} steps per column; {about['device']}, torch {about['torch']})")
+    print(f"{'workload':<12}{'process':<14}" + "".join(f"{b:>11}" for b in BLOCKS))
+    for workload in WORKLOADS:
+        for side in SIDES:
+            m = results[f"{workload}/{side}"]
+            print(f"{workload:<12}{side:<14}" + "".join(f"{m[b]:>11.3f}" for b in BLOCKS))
+    print("ratios of medians [95% bootstrap interval]")
+    for workload in WORKLOADS:
+        pl = f"{workload}/plain"
+        print(f"  {workload} plain: recorded (nothing) / outside {ratio(results, (pl, 'recorded'), (pl, 'outside'))}"
+              f" (the noise floor), by-hand / outside {ratio(results, (pl, 'by-hand'), (pl, 'outside'))}")
+        for side in ("ranksnap", "ranksnap-all"):
+            r = f"{workload}/{side}"
+            print(f"  {workload} {side} (stacks {SIDES[side]}): "
+                  f"recorded / by-hand {ratio(results, (r, 'recorded'), (r, 'by-hand'))}, "
+                  f"recorded / outside {ratio(results, (r, 'recorded'), (r, 'outside'))}, "
+                  f"outside / plain outside {ratio(results, (r, 'outside'), (pl, 'outside'))}")
+
+
 def main():
     p = argparse.ArgumentParser()
+    p.add_argument("--summarize", metavar="OVERHEAD_JSON", help="print the table of an earlier run again")
     p.add_argument("--child", action="store_true")
     p.add_argument("--workload", choices=sorted(WORKLOADS))
-    p.add_argument("--phase", type=int, default=15, help="steps per phase (medians of these)")
-    p.add_argument("--stacks", choices=("python", "all"), default="python", help="(child) the by-hand phase's stacks")
+    p.add_argument("--block", type=int, default=10, help="steps per block (the first and last left out)")
+    p.add_argument("--rounds", type=int, default=8, help="rounds of the three blocks (at most 64)")
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--stacks", choices=("python", "all"), default="python", help="(child) the by-hand blocks' stacks")
     p.add_argument("--run", default="launch/ranksnap-run")
     p.add_argument("--lib", default="build/libranksnap.so")
     p.add_argument("--out", default="torch-overhead")
     a = p.parse_args()
+    if a.block < 3 or not 1 <= a.rounds <= 64:
+        p.error("--block must be at least 3 and --rounds 1..64 (ranksnap takes at most 64 ranges)")
+    if a.summarize:
+        with open(a.summarize) as f:
+            summarize(json.load(f))
+        return 0
     if a.child:
         return child(a)
     try:
@@ -103,22 +170,13 @@ def main():
     for workload in WORKLOADS:
         for side in SIDES:
             t = run(a, workload, side)
-            results[f"{workload}/{side}"] = {ph: statistics.median(v) * 1e3 for ph, v in t.items()}
-            results[f"{workload}/{side}/all"] = {ph: [x * 1e3 for x in v] for ph, v in t.items()}
+            results[f"{workload}/{side}"] = {b: statistics.median(v) * 1e3 for b, v in t.items()}
+            results[f"{workload}/{side}/all"] = {b: [x * 1e3 for x in v] for b, v in t.items()}
+    results["about"] = {"rounds": a.rounds, "block": a.block, "device": torch.cuda.get_device_name(),
+                        "torch": torch.__version__}
     with open(os.path.join(a.out, "overhead.json"), "w") as f:
         json.dump(results, f, indent=1)
-    print(f"median step time, ms ({a.phase} steps per phase; {torch.cuda.get_device_name()}, torch {torch.__version__})")
-    print(f"{'workload':<12}{'process':<14}" + "".join(f"{ph:>11}" for ph in PHASES[1:]))
-    for workload in WORKLOADS:
-        for side in SIDES:
-            m = results[f"{workload}/{side}"]
-            print(f"{workload:<12}{side:<14}" + "".join(f"{m[ph]:>11.3f}" for ph in PHASES[1:]))
-        pl = results[f"{workload}/plain"]
-        for side in ("ranksnap", "ranksnap-all"):
-            r = results[f"{workload}/{side}"]
-            print(f"  {workload} {side} (stacks {SIDES[side]}): recorded / plain outside {r['recorded'] / pl['outside']:.3f}, "
-                  f"recorded / by hand (same process) {r['recorded'] / r['by-hand']:.3f}, "
-                  f"outside the range / plain {r['outside'] / pl['outside']:.3f}")
+    summarize(results)
     return 0
 
 

@@ -97,6 +97,15 @@ case_glue_without_the_reader_library_writes_the_pickle_and_says_where() {
         { echo "the missing reader library is not said"; exit 1; }
 }
 
+# two ranges: PyTorch's recorder runs twice, and each range's end writes the rank's pickle, the
+# second in place of the first (as a .rsnap is): the file holds the last range's steps
+case_glue_records_every_range_of_the_schedule() {
+    "$run" --lib "$lib" --steps 2:4,6:8 "$py" "$src/glue_cases.py" "$name" || exit 1
+    test -f "$dir/rank-00000.pickle" || { echo "no pickle"; ls -la "$dir"; exit 1; }
+    steps=$("$py" -c 'import pickle, sys; print([s[0] for s in pickle.load(open(sys.argv[1], "rb"))["ranksnap"]["steps"]])' "$dir/rank-00000.pickle")
+    test "$steps" = "[6, 7]" || { echo "the pickle's steps: $steps, expected [6, 7] (the last range)"; exit 1; }
+}
+
 case_glue_pluggable_route_swaps_the_allocator_before_cuda() {
     "$run" --lib "$lib" --torch-allocator ranksnap "$py" "$src/glue_cases.py" "$name"
 }

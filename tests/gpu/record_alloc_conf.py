@@ -22,10 +22,10 @@ The cases:
   garbage_collection_threshold    garbage_collection_threshold:0.6 under a memory fraction that
                                   caps reserved at 1.3x what the defaults reserved
   oom_defaults                    a fraction that caps reserved at 69% of what the defaults
-                                  reserved, meant to run out of memory (on the H100, 2026-11-23,
-                                  4.40 GiB: above the 4.25 GiB expandable segments reserved;
-                                  with 97%, the traces in tests/data/alloc_conf.tar.gz, PyTorch
-                                  freed its cache, retried, and did not run out)
+                                  reserved, to run out of memory (on the H100, 2026-11-23: a cap
+                                  of 4.40 GiB, above the 4.25 GiB expandable segments reserve;
+                                  the defaults ran out there; at 97% of their peak, PyTorch freed
+                                  its cache, retried, and did not)
   oom_expandable_segments         the same fraction with expandable_segments:True: does it?
                                   (what `ranksnap replay oom_defaults.pickle --suggest` must say)
 

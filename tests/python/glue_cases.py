@@ -67,6 +67,13 @@ def case_glue_starts_and_stops_the_recorder_on_the_range_steps():
     check(glue().count == 6, f"steps counted: {glue().count}")
 
 
+def case_glue_records_every_range_of_the_schedule():
+    """--steps 2:4,6:8 (torch_glue.sh): the recorder starts and stops twice, on the steps."""
+    seen = steps_recording(9)
+    want = [False, True, True, False, False, True, True, False, False]
+    check(seen == want, f"recording after each step: {seen}, expected {want}")
+
+
 def case_glue_counts_the_first_optimizer_only():
     """A second optimizer stepping in between does not advance the step count."""
     gen = torch.optim.SGD([torch.empty(MIB)])
