@@ -40,7 +40,7 @@ torchrun_like() {
 # python assertions on the report.json given (r) and the pickles of DIR (snaps, by rank)
 check() {
     json=$1; shift
-    "$py" - "$json" "$dir" "$@" <<'PY' || exit 1
+    "$py" - "$json" "$dir" "$@" <<'PY'
 import glob, json, os, pickle, sys
 r = json.load(open(sys.argv[1]))
 snaps = {}
@@ -50,9 +50,13 @@ for p in glob.glob(os.path.join(sys.argv[2], "rank-*.pickle")):
 for expr in sys.argv[3:]:
     if not eval(expr):
         print("FAILED:", expr)
+        print("the pickles' reasons:", {n: s.get("ranksnap", {}).get("reason") for n, s in sorted(snaps.items())})
         print(json.dumps(r, indent=1)[:4000])
         sys.exit(1)
 PY
+    ok=$?
+    # a failure that shows once in a loaded suite must say why from its log alone
+    [ $ok -eq 0 ] || { tail -40 "$dir.stderr" "$dir".err.* 2>/dev/null; exit 1; }
 }
 
 live() { test -f "$dir/report.json" || { echo "no live report"; cat "$dir.stderr" "$dir".err.* 2>/dev/null; exit 1; }; }
