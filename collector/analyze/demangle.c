@@ -76,11 +76,12 @@ static void split(const char *name, size_t *start, size_t *args)
 {
     size_t angle = 0, i = 0, last_blank = SIZE_MAX;
     while (name[i]) {
-        if (strncmp(name + i, ANON, sizeof ANON - 1) == 0) {
+        /* the first byte decides before a compare: this runs once per byte of every name */
+        if (name[i] == '(' && strncmp(name + i, ANON, sizeof ANON - 1) == 0) {
             i += sizeof ANON - 1;
             continue;
         }
-        if (strncmp(name + i, "operator", 8) == 0 && (i == 0 || !strchr("_abcdefghijklmnopqrstuvwxyz"
+        if (name[i] == 'o' && strncmp(name + i, "operator", 8) == 0 && (i == 0 || !strchr("_abcdefghijklmnopqrstuvwxyz"
                                                                        "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
                                                                        name[i - 1]))) {
             i += 8;
@@ -117,7 +118,7 @@ static void without_template_args(const char *name, char *out, size_t n)
 {
     size_t o = 0, angle = 0;
     for (size_t i = 0; name[i] && o + 1 < n; i++) {
-        if (strncmp(name + i, "operator", 8) == 0 && angle == 0) {
+        if (name[i] == 'o' && strncmp(name + i, "operator", 8) == 0 && angle == 0) {
             size_t k = 8 + operator_symbol(name + i + 8);
             for (size_t j = 0; j < k && o + 1 < n; j++) out[o++] = name[i + j];
             i += k - 1;

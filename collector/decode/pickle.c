@@ -1184,11 +1184,12 @@ static ranksnap_status step(dec *d, int *done)
  * opcodes every time: EMPTY_DICT MEMOIZE MARK, then key/value pairs whose keys are memo GETs of
  * strings and whose values are memo GETs, small ints, LONG1s of up to 8 bytes or the `frames`
  * list (EMPTY_LIST MEMOIZE, then MARK GET... APPENDS, one GET and APPEND, or nothing), then
- * SETITEMS. Inside a streamed batch, fused_entry runs such a run of opcodes as one step: the
- * same values at the same offsets, the same memo keys, the same dict left on the stack as the
- * opcodes one by one would give, without their dispatch. Anything else in the bytes (a new key
- * string, a FRAME, a missing memo key, another opcode) and it returns 0 having changed nothing
- * but scratch memory, for the machine to run the opcodes itself. */
+ * SETITEMS; keys and values may also be new strings, each followed by its MEMOIZE. Inside a
+ * streamed batch, fused_entry runs such a run of opcodes as one step: the same values at the
+ * same offsets, the same memo keys, the same dict left on the stack as the opcodes one by one
+ * would give, without their dispatch. Anything else in the bytes (a FRAME, a missing memo key, a
+ * new frame dict, another opcode) and it returns 0 having changed nothing but scratch memory
+ * (and the frames list it made), for the machine to run the opcodes itself. */
 #define FUSED_MAX_PAIRS 32
 #define FUSED_MAX_FRAMES 256
 
@@ -1242,34 +1243,69 @@ static rs_pickle_value *fused_int(dec *d, size_t at, size_t *n)
     return v;
 }
 
+/* A str made at `at` (SHORT_BINUNICODE or BINUNICODE), NULL when the opcode is none of those or
+ * its text is not UTF-8 (the machine then says so); *n its length. It is made in scratch
+ * memory: fused_entry moves the ones it memoizes to the document's when it commits. */
+static rs_pickle_value *fused_str(dec *d, size_t at, size_t *n)
+{
+    const unsigned char *b = d->buf + at;
+    size_t left = d->len - at, head, size;
+    if (left >= 2 && b[0] == 0x8c) {
+        head = 2;
+        size = b[1];
+    } else if (left >= 5 && b[0] == 0x58) {
+        head = 5;
+        size = (size_t)b[1] | (size_t)b[2] << 8 | (size_t)b[3] << 16 | (size_t)b[4] << 24;
+    } else {
+        return NULL;
+    }
+    if (size > left - head || utf8_bad_at(b + head, size) != size) return NULL;
+    d->op_at = at;
+    rs_pickle_value *v = new_value(d, RS_PICKLE_STR);
+    if (!v) return NULL;
+    v->v.str.p = (const char *)b + head;
+    v->v.str.n = size;
+    *n = head + size;
+    return v;
+}
+
+/* Values an entry memoizes, in the order of their MEMOIZEs: its dict, the strings it makes
+ * (PyTorch 2.11 writes a new "N/A" for compile_context in every entry), its frames list. */
+#define FUSED_MAX_MEMO (2 * FUSED_MAX_PAIRS + 2)
+
 /* The run of opcodes of a trace entry at the EMPTY_DICT at `at`; 1 when done (*pos after its
  * SETITEMS, the dict pushed at *sp), 0 when the bytes are laid out otherwise. */
 static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
 {
     const unsigned char *b = d->buf;
-    size_t p = at + 1, n = 0, key = d->memo.count;
+    size_t p = at + 1, n = 0;
     rs_pickle_value *items[2 * FUSED_MAX_PAIRS], *frames[FUSED_MAX_FRAMES];
+    rs_pickle_value *memo_new[FUSED_MAX_MEMO]; /* NULL: the dict, made last */
     rs_pickle_value *list = NULL;
-    size_t n_items = 0, n_frames = 0, list_at = 0;
-    int memo_dict = 0, memo_list = 0; /* each MEMOIZEd (PyTorch: yes; ranksnap's export: no) */
-    if (*sp + 1 > d->stack_cap || key + 1 >= d->memo.dense_cap || d->memo.dense[key] ||
-        d->memo.dense[key + 1] || d->len - p < 2)
-        return 0;
-    if (b[p] == 0x94) {
-        memo_dict = 1;
+    size_t n_items = 0, n_frames = 0, list_at = 0, n_memo = 0;
+    if (*sp + 1 > d->stack_cap || d->len - p < 2) return 0;
+    if (b[p] == 0x94) { /* MEMOIZE (PyTorch: yes; ranksnap's export: no) */
+        memo_new[n_memo++] = NULL;
         p++;
     }
     if (p >= d->len || b[p] != 0x28) return 0;
     for (p++; p < d->len && b[p] != 0x75; ) {
         rs_pickle_value *k = fused_get(d, p, &n), *v;
+        int new_key = !k;
+        if (new_key) k = fused_str(d, p, &n);
         if (!k || k->kind != RS_PICKLE_STR || n_items == 2 * FUSED_MAX_PAIRS) return 0;
         p += n;
+        if (new_key && p < d->len && b[p] == 0x94) { /* a new key, memoized */
+            memo_new[n_memo++] = k;
+            p++;
+        }
         if (p >= d->len) return 0;
         if (b[p] == 0x5d) { /* EMPTY_LIST (MEMOIZE), then its items */
             if (list) return 0;
             list_at = p++;
+            size_t list_memo = SIZE_MAX;
             if (p < d->len && b[p] == 0x94) {
-                memo_list = 1;
+                list_memo = n_memo++;
                 p++;
             }
             if (p < d->len && b[p] == 0x28) {
@@ -1294,22 +1330,44 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
             d->op_at = list_at;
             list = v = new_container(d, RS_PICKLE_LIST, frames, n_frames);
             d->batch = batch;
-        } else if ((v = fused_get(d, p, &n)) == NULL && (v = fused_int(d, p, &n)) == NULL) {
-            return 0;
-        } else {
+            if (list_memo != SIZE_MAX) memo_new[list_memo] = list;
+        } else if ((v = fused_get(d, p, &n)) != NULL || (v = fused_int(d, p, &n)) != NULL) {
             p += n;
+        } else if ((v = fused_str(d, p, &n)) != NULL) {
+            p += n;
+            if (p < d->len && b[p] == 0x94) { /* a new str value, memoized */
+                memo_new[n_memo++] = v;
+                p++;
+            }
         }
         if (!v) return 0;
         items[n_items++] = k;
         items[n_items++] = v;
     }
     if (p >= d->len) return 0;
+    /* MEMOIZE's keys, from memo.count on, must be free in the memo's array */
+    size_t key = d->memo.count;
+    if (key + n_memo > d->memo.dense_cap) return 0;
+    for (size_t i = 0; i < n_memo; i++)
+        if (d->memo.dense[key + i]) return 0;
+    /* A memoized str outlives the batch (a later entry may GET it): it goes to the document's
+     * memory now, which the batch's end would otherwise do (evacuate) */
+    for (size_t i = 0; i < n_memo; i++) {
+        rs_pickle_value *v = memo_new[i];
+        if (!v || v->kind != RS_PICKLE_STR) continue;
+        rs_pickle_value *c = arena_alloc_in(&d->doc->main, sizeof *c);
+        if (!c) return 0;
+        *c = *v;
+        c->batch = 0;
+        for (size_t j = 0; j < n_items; j++)
+            if (items[j] == v) items[j] = c;
+        memo_new[i] = c;
+    }
     d->op_at = at;
     rs_pickle_value *dict = new_container(d, RS_PICKLE_DICT, items, n_items);
     if (!dict) return 0;
-    /* what MEMOIZE did for the dict, and for the list after it */
-    if (memo_dict) d->memo.dense[d->memo.count++] = dict;
-    if (memo_list) d->memo.dense[d->memo.count++] = list;
+    for (size_t i = 0; i < n_memo; i++) d->memo.dense[key + i] = memo_new[i] ? memo_new[i] : dict;
+    d->memo.count += n_memo;
     d->stack[(*sp)++] = dict;
     *pos = p + 1;
     return 1;

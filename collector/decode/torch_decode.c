@@ -49,6 +49,7 @@ void rs_torch_opts_default(rs_torch_opts *o)
     o->rank = 0;
     o->device = -1;
     o->infer_steps = 1;
+    o->stream = 1;
 }
 
 int rs_torch_is_pickle(const void *buf, size_t len)
@@ -1223,7 +1224,7 @@ ranksnap_status rs_torch_decode(const void *buf, size_t len, const char *name,
     rs_pickle_stream stream = {"device_traces", take_entries, &m};
     ranksnap_status st = m.s && m.frame_dicts && m.stack_lists ? RANKSNAP_OK
                                                                : no_memory(&m, "a snapshot");
-    if (st == RANKSNAP_OK) st = rs_pickle_decode_stream(buf, len, name, &stream, &doc);
+    if (st == RANKSNAP_OK) st = rs_pickle_decode_stream(buf, len, name, o.stream ? &stream : NULL, &doc);
     if (st == RANKSNAP_OK) st = map_root(&m, rs_pickle_root(doc), &o);
     if (st == RANKSNAP_OK) st = rs_snap_check(m.s, name); /* the model's one check (snap_check.h) */
     mapper_free(&m);

@@ -23,9 +23,11 @@ typedef struct rs_torch_opts {
     int device;      /* which device's trace and segments; -1: the device the segments are on,
                       * else the longest trace */
     int infer_steps; /* 1: insert RS_ACT_STEP events where the iterations are found */
+    int stream;      /* 1: the trace taken as the pickle streams it (pickle.h); 0: read from the
+                      * whole value tree, for tests that compare the two ways */
 } rs_torch_opts;
 
-/* rank 0, device -1, infer_steps 1. */
+/* rank 0, device -1, infer_steps 1, stream 1. */
 void rs_torch_opts_default(rs_torch_opts *o);
 
 /* 1 when `buf` starts like a pickle of protocol 2 to 5 (PROTO 0x80 and the protocol), which no

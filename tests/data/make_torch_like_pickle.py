@@ -257,8 +257,10 @@ class Allocator:
 
     def record(self, action, addr, size, st, **extra):
         self.time_us += 7
+        # PyTorch 2.11 makes a new str for compile_context in every entry (pickle writes it
+        # each time, memoized); "" is CPython's one empty str (a memo GET after the first)
         entry = {"action": action, "addr": addr, "size": size, "stream": 0,
-                 "time_us": self.time_us, "compile_context": "N/A", "user_metadata": "",
+                 "time_us": self.time_us, "compile_context": "".join(("N/", "A")), "user_metadata": "",
                  "frames": frames_of(st) if st else []}
         if action == "oom":
             del entry["addr"]

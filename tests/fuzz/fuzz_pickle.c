@@ -7,7 +7,8 @@
  * passes the model's one check and summarises (fuzz_check.h); ASan/UBSan catch reads past the
  * buffer, leaks and overflows, libFuzzer's RSS and malloc limits allocations the input could not
  * back. The raw decoder runs on its own first, so that inputs which are valid pickles but no
- * snapshot still exercise every opcode.
+ * snapshot still exercise every opcode; a snapshot both ways of reading the trace accept (streamed,
+ * and from the value tree) must come out the same (snap_same.h).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +16,7 @@
 
 #include "fuzz_check.h"
 #include "pickle.h"
+#include "snap_same.h"
 #include "torch_decode.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -31,7 +33,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rs_torch_opts o;
     rs_torch_opts_default(&o);
     o.rank = (int)(size % 7);
-    rs_snap *s = NULL;
-    fuzz_check_decoded(rs_torch_decode(data, size, "fuzz", &o, &s), s);
+    rs_snap *s = NULL, *tree = NULL;
+    st = rs_torch_decode(data, size, "fuzz", &o, &s);
+    /* The trace streamed (entries run as one step where they can be) and read from the whole
+     * value tree: streaming may refuse a layout the tree takes, but what both accept must be the
+     * same model. */
+    o.stream = 0;
+    if (st == RANKSNAP_OK && rs_torch_decode(data, size, "fuzz", &o, &tree) == RANKSNAP_OK &&
+        snap_same(s, tree) != NULL)
+        abort();
+    rs_snap_free(tree);
+    fuzz_check_decoded(st, s);
     return 0;
 }

@@ -13,6 +13,7 @@
  * promises. Step inference is also tested on histories built here, where the answer is known.
  */
 #include <dirent.h>
+#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +23,10 @@
 #include "check.h"
 #include "compare.h"
 #include "decode.h"
+#include "file_read.h"
 #include "find_python.h"
 #include "snap_check.h"
+#include "snap_same.h"
 #include "rsnap_decode.h"
 #include "site_path.h"
 #include "site_rules.h"
@@ -592,6 +595,51 @@ TEST(real_snapshots_in_tests_data_keep_the_model_promises)
     printf("     %d snapshot%s in %s\n", seen, seen == 1 ? "" : "s", RS_TEST_DATA_DIR);
 }
 
+/* Every real snapshot, decoded twice: streamed (the trace entries taken as the pickle makes them,
+ * most of them run as one step) and from the whole value tree, opcode by opcode. */
+static int g_alike_seen, g_alike_bad;
+
+static int decode_alike(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    size_t n = strlen(path);
+    if (type != FTW_F || n < 8 || strcmp(path + n - 7, ".pickle") != 0) return 0;
+    char *buf = NULL;
+    size_t len = 0;
+    if (rs_file_read(path, 0, &buf, &len) != RANKSNAP_OK) {
+        fprintf(stderr, "%s\n", ranksnap_last_error());
+        g_alike_bad++;
+        return 0;
+    }
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
+    rs_snap *streamed = NULL, *tree = NULL;
+    ranksnap_status a = rs_torch_decode(buf, len, path, &o, &streamed);
+    o.stream = 0;
+    ranksnap_status b = rs_torch_decode(buf, len, path, &o, &tree);
+    const char *differs = a != RANKSNAP_OK || b != RANKSNAP_OK ? "the decode" : snap_same(streamed, tree);
+    if (differs) {
+        fprintf(stderr, "%s: %s differs between the streamed decode and the tree's\n", path, differs);
+        g_alike_bad++;
+    }
+    g_alike_seen++;
+    rs_snap_free(streamed);
+    rs_snap_free(tree);
+    free(buf);
+    return 0;
+}
+
+TEST(real_snapshots_decode_alike_streamed_and_from_the_value_tree)
+{
+    g_alike_seen = g_alike_bad = 0;
+    (void)nftw(RS_TEST_DATA_DIR, decode_alike, 16, FTW_PHYS);
+    (void)nftw(RS_TEST_UNPACKED_DIR, decode_alike, 16, FTW_PHYS);
+    printf("     %d real snapshots\n", g_alike_seen);
+    CHECK(g_alike_seen >= 4); /* tests/data's own */
+    CHECK(g_alike_bad == 0);
+}
+
 /* ---- step inference on histories built here ------------------------------------------------ */
 
 typedef struct hist {
@@ -804,6 +852,7 @@ int main(void)
     RUN(wrong_fields_are_format_errors_naming_the_field_and_offset);
     RUN(damaged_snapshots_decode_or_fail_cleanly);
     RUN(real_snapshots_in_tests_data_keep_the_model_promises);
+    RUN(real_snapshots_decode_alike_streamed_and_from_the_value_tree);
     RUN(step_inference_finds_every_iteration_of_a_periodic_trace);
     RUN(step_inference_leaves_out_what_it_cannot_tell);
     RUN(an_oom_in_the_first_pass_is_in_step_0_not_in_a_layer_counted_as_a_step);
