@@ -12,7 +12,6 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <malloc.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -704,13 +703,7 @@ static int run_report(const rs_cli_verb *verb, int argc, char **argv)
         goto done;
     }
     if (o.jobs == 0) o.jobs = rs_pool_cores();
-#if defined(M_TRIM_THRESHOLD) && defined(M_MMAP_THRESHOLD)
-    /* Every file is decoded into tens of MB that are freed before the next: glibc would hand
-     * them back to the kernel and fault them in again, zeroed, for every file (40% of a
-     * decode's time). Keeping them for the next file costs nothing above the peak. */
-    mallopt(M_MMAP_THRESHOLD, 64 << 20);
-    mallopt(M_TRIM_THRESHOLD, 512 << 20);
-#endif
+    rs_decode_keep_freed_memory();
     code = RS_EXIT_FAILED;
     for (size_t i = 0; i < operands.n; i++) {
         struct stat sb;

@@ -586,7 +586,6 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
     }
     if (grow((void **)&m->scratch, &m->scratch_cap, n, sizeof *m->scratch) != 0)
         return no_memory(m, "a stack");
-    uint64_t h = 0x84222325cbf29ce4ull;
     for (size_t i = 0; i < n; i++) {
         loc fl = loc_down(l, ".frames", i);
         const rs_pickle_value *fr = frames->v.seq.items[i];
@@ -595,8 +594,16 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
             m->scratch[i] = known - 1;
         else
             RS_CHECK(frame_index(m, fr, &fl, &m->scratch[i]));
-        h = mix(m, h ^ m->scratch[i]) + i;
     }
+    /* four chains of the seeded mixer over every fourth frame, joined at the end: one chain is
+     * the mixer's latency per frame, four overlap (stacks are 30-40 frames with stacks="all") */
+    uint64_t lane[4] = {0x84222325cbf29ce4ull, 0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
+                        0x165667b19e3779f9ull};
+    size_t f = 0;
+    for (; f + 4 <= n; f += 4)
+        for (size_t k = 0; k < 4; k++) lane[k] = mix(m, lane[k] ^ m->scratch[f + k]) + f;
+    for (; f < n; f++) lane[f & 3] = mix(m, lane[f & 3] ^ m->scratch[f]) + f;
+    uint64_t h = mix(m, mix(m, mix(m, mix(m, lane[0] ^ n) ^ lane[1]) ^ lane[2]) ^ lane[3]);
     if (2 * (s->n_stacks + 1) > m->stack_mask + 1) {
         size_t cap = m->stack_mask ? 2 * (m->stack_mask + 1) : 256;
         uint32_t *slot = calloc(cap, sizeof *slot);

@@ -115,6 +115,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: decode_bench [--reps R] [--json] FILE...\n");
         return 2;
     }
+    /* malloc as `ranksnap report` sets it: a decode reuses the memory the one before it freed */
+    rs_decode_keep_freed_memory();
     if (!json)
         printf("%-40s %10s %9s %10s %12s %10s %12s %9s %9s\n", "file", "bytes", "events",
                "decode s", "decode MB/s", "+summary s", "+sum. MB/s", "held", "x file");
