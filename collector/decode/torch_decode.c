@@ -195,6 +195,16 @@ typedef struct mapper {
     idcache frame_ids; /* (name str, filename str, line) -> index + 1 */
     ptr_cache *frame_dicts; /* frame dict -> index + 1 */
     ptr_cache *stack_lists; /* frames list -> stack id */
+    /* frames lists by content, the addresses of their frame dicts -> stack id: PyTorch 2.11
+     * writes a new list for most entries (3,986 lists of 123 contents in a real trace) */
+    uint32_t *content_slot; /* index into content_* + 1, 0 = empty */
+    size_t content_mask;
+    uint64_t *content_hash;
+    uint32_t *content_id, *content_n;
+    size_t *content_at;     /* into content_items */
+    size_t n_contents, contents_cap;
+    const rs_pickle_value **content_items;
+    size_t n_content_items, content_items_cap;
     uint32_t *scratch; /* the frames of the stack being built */
     size_t scratch_cap;
     /* streams: handle -> index */
@@ -572,7 +582,97 @@ cache:
     return RANKSNAP_OK;
 }
 
-/* The stack id of a `frames` list (innermost first, as PyTorch writes them); 0 for none. */
+/* Seeded hash of n words, in four chains of the mixer joined at the end: one chain costs the
+ * mixer's latency per word, four overlap (stacks are 30-40 frames with stacks="all"). */
+static uint64_t hash_words(const mapper *m, const uint64_t *w, size_t n)
+{
+    uint64_t lane[4] = {0x84222325cbf29ce4ull, 0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
+                        0x165667b19e3779f9ull};
+    size_t f = 0;
+    for (; f + 4 <= n; f += 4)
+        for (size_t k = 0; k < 4; k++) lane[k] = mix(m, lane[k] ^ w[f + k]) + f;
+    for (; f < n; f++) lane[f & 3] = mix(m, lane[f & 3] ^ w[f]) + f;
+    return mix(m, mix(m, mix(m, mix(m, lane[0] ^ n) ^ lane[1]) ^ lane[2]) ^ lane[3]);
+}
+
+/* The hash of a frames list's content: its items' addresses, which are this process's (the file
+ * cannot choose them), so one multiply a word is enough before the seeded mixer at the end. */
+static uint64_t content_hash_of(const mapper *m, const rs_pickle_value *frames)
+{
+    uint64_t lane[4] = {0, 1, 2, 3};
+    size_t n = frames->v.seq.n, f = 0;
+    rs_pickle_value *const *it = frames->v.seq.items;
+    for (; f + 4 <= n; f += 4)
+        for (size_t k = 0; k < 4; k++)
+            lane[k] = (lane[k] ^ (uintptr_t)it[f + k]) * 0x9e3779b97f4a7c15ull + (lane[k] >> 29);
+    for (; f < n; f++) lane[f & 3] = (lane[f & 3] ^ (uintptr_t)it[f]) * 0x9e3779b97f4a7c15ull;
+    return mix(m, mix(m, mix(m, mix(m, lane[0] ^ n) ^ lane[1]) ^ lane[2]) ^ lane[3]);
+}
+
+/* Where the content of `frames` (hash h) is in the content table, or the empty slot where it
+ * belongs; *id its stack id when found, else 0. */
+static size_t content_find(const mapper *m, const rs_pickle_value *frames, uint64_t h, uint32_t *id)
+{
+    size_t n = frames->v.seq.n, j = h & m->content_mask;
+    *id = 0;
+    for (; m->content_slot[j]; j = (j + 1) & m->content_mask) {
+        size_t c = m->content_slot[j] - 1;
+        if (m->content_hash[c] == h && m->content_n[c] == n &&
+            memcmp(m->content_items + m->content_at[c], frames->v.seq.items,
+                   n * sizeof *frames->v.seq.items) == 0) {
+            *id = m->content_id[c];
+            break;
+        }
+    }
+    return j;
+}
+
+/* Remembers that the content of `frames` is stack `id` (a cache: out of memory, it forgets). */
+static void content_put(mapper *m, const rs_pickle_value *frames, uint64_t h, uint32_t id)
+{
+    size_t n = frames->v.seq.n;
+    if (n > UINT32_MAX || m->n_contents >= UINT32_MAX - 1) return;
+    if (2 * (m->n_contents + 1) > m->content_mask + 1) {
+        size_t cap = m->content_mask ? 2 * (m->content_mask + 1) : 256;
+        uint32_t *slot = calloc(cap, sizeof *slot);
+        if (!slot) return;
+        for (size_t c = 0; c < m->n_contents; c++) {
+            size_t j = m->content_hash[c] & (cap - 1);
+            while (slot[j]) j = (j + 1) & (cap - 1);
+            slot[j] = (uint32_t)c + 1;
+        }
+        free(m->content_slot);
+        m->content_slot = slot;
+        m->content_mask = cap - 1;
+    }
+    size_t need = m->n_contents + 1, cap = m->contents_cap;
+    if (grow((void **)&m->content_hash, &cap, need, sizeof *m->content_hash) != 0) return;
+    cap = m->contents_cap;
+    if (grow((void **)&m->content_id, &cap, need, sizeof *m->content_id) != 0) return;
+    cap = m->contents_cap;
+    if (grow((void **)&m->content_n, &cap, need, sizeof *m->content_n) != 0) return;
+    cap = m->contents_cap;
+    if (grow((void **)&m->content_at, &cap, need, sizeof *m->content_at) != 0) return;
+    m->contents_cap = cap;
+    if (grow((void **)&m->content_items, &m->content_items_cap, m->n_content_items + n,
+             sizeof *m->content_items) != 0)
+        return;
+    uint32_t unused;
+    size_t j = content_find(m, frames, h, &unused);
+    size_t c = m->n_contents++;
+    memcpy(m->content_items + m->n_content_items, frames->v.seq.items, n * sizeof *m->content_items);
+    m->content_hash[c] = h;
+    m->content_id[c] = id;
+    m->content_n[c] = (uint32_t)n;
+    m->content_at[c] = m->n_content_items;
+    m->n_content_items += n;
+    m->content_slot[j] = (uint32_t)c + 1;
+}
+
+/* The stack id of a `frames` list (innermost first, as PyTorch writes them); 0 for none. By the
+ * list's address, else by the addresses in it (the frame dicts PyTorch shares), else frame by
+ * frame. The tree is complete when this runs (map_trace follows the decode), so a list or dict
+ * met again is as it was. */
 static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const loc *l, uint32_t *out)
 {
     rs_snap *s = m->s;
@@ -582,6 +682,12 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
     uint32_t hit = ptr_get(m->stack_lists, frames);
     if (hit) {
         *out = hit;
+        return RANKSNAP_OK;
+    }
+    uint64_t content = content_hash_of(m, frames);
+    if (m->content_mask && (content_find(m, frames, content, &hit), hit)) {
+        *out = hit;
+        ptr_put(m->stack_lists, frames, hit);
         return RANKSNAP_OK;
     }
     if (grow((void **)&m->scratch, &m->scratch_cap, n, sizeof *m->scratch) != 0)
@@ -595,15 +701,13 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
         else
             RS_CHECK(frame_index(m, fr, &fl, &m->scratch[i]));
     }
-    /* four chains of the seeded mixer over every fourth frame, joined at the end: one chain is
-     * the mixer's latency per frame, four overlap (stacks are 30-40 frames with stacks="all") */
-    uint64_t lane[4] = {0x84222325cbf29ce4ull, 0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
-                        0x165667b19e3779f9ull};
-    size_t f = 0;
-    for (; f + 4 <= n; f += 4)
-        for (size_t k = 0; k < 4; k++) lane[k] = mix(m, lane[k] ^ m->scratch[f + k]) + f;
-    for (; f < n; f++) lane[f & 3] = mix(m, lane[f & 3] ^ m->scratch[f]) + f;
-    uint64_t h = mix(m, mix(m, mix(m, mix(m, lane[0] ^ n) ^ lane[1]) ^ lane[2]) ^ lane[3]);
+    uint64_t h = 0x84222325cbf29ce4ull;
+    for (size_t f = 0; f < n; f += 64) {
+        uint64_t w[64];
+        size_t k = n - f < 64 ? n - f : 64;
+        for (size_t j = 0; j < k; j++) w[j] = m->scratch[f + j];
+        h = mix(m, h ^ hash_words(m, w, k));
+    }
     if (2 * (s->n_stacks + 1) > m->stack_mask + 1) {
         size_t cap = m->stack_mask ? 2 * (m->stack_mask + 1) : 256;
         uint32_t *slot = calloc(cap, sizeof *slot);
@@ -633,6 +737,7 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
             memcmp(st->frames, m->scratch, n * sizeof *m->scratch) == 0) {
             *out = m->stack_slot[j];
             ptr_put(m->stack_lists, frames, *out);
+            content_put(m, frames, content, *out);
             return RANKSNAP_OK;
         }
         j = (j + 1) & m->stack_mask;
@@ -650,6 +755,7 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
     m->stack_hash[j] = h;
     *out = (uint32_t)s->n_stacks;
     ptr_put(m->stack_lists, frames, *out);
+    content_put(m, frames, content, *out);
     return RANKSNAP_OK;
 }
 
@@ -1195,6 +1301,12 @@ static void mapper_free(mapper *m)
     idcache_free(&m->frame_ids);
     free(m->frame_dicts);
     free(m->stack_lists);
+    free(m->content_slot);
+    free(m->content_hash);
+    free(m->content_id);
+    free(m->content_n);
+    free(m->content_at);
+    free(m->content_items);
     for (size_t i = 0; i < m->n_streamed; i++) {
         free(m->streamed[i].recs);
         free(m->streamed[i].err_msg);
