@@ -1193,9 +1193,18 @@ static ranksnap_status step(dec *d, int *done)
 #define FUSED_MAX_PAIRS 32
 #define FUSED_MAX_FRAMES 256
 
+/* 1 when the memo key may hold a value the open batch made: a key MEMOIZE gave since it opened,
+ * or any key once PUT stored one of its values elsewhere (note_batch_key). The others are older
+ * than the batch, which a GET of a frame dict can then know without reading the value. */
+static inline int key_of_batch(const dec *d, uint64_t key)
+{
+    return key >= d->batch_memo || d->n_batch_keys;
+}
+
 /* The value a memo GET at buf[p] fetches (BINGET or LONG_BINGET), NULL when it is none of
- * those, misses, or refers to a taken entry. *n is the GET's length. */
-static inline rs_pickle_value *fused_get(const dec *d, size_t p, size_t *n)
+ * those, misses, or refers to a taken entry. *n is the GET's length; *fresh (when not NULL) is
+ * key_of_batch of its key. */
+static inline rs_pickle_value *fused_get_key(const dec *d, size_t p, size_t *n, int *fresh)
 {
     const unsigned char *b = d->buf + p;
     size_t left = d->len - p;
@@ -1210,7 +1219,13 @@ static inline rs_pickle_value *fused_get(const dec *d, size_t p, size_t *n)
         return NULL;
     }
     rs_pickle_value *v = key < d->memo.dense_cap ? d->memo.dense[key] : NULL;
+    if (fresh) *fresh = key_of_batch(d, key);
     return v == &taken_entry ? NULL : v;
+}
+
+static inline rs_pickle_value *fused_get(const dec *d, size_t p, size_t *n)
+{
+    return fused_get_key(d, p, n, NULL);
 }
 
 /* An int value made at `at` (BININT1, BININT2, BININT or LONG1 of 1 to 8 bytes at buf[at]),
@@ -1308,22 +1323,25 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
                 list_memo = n_memo++;
                 p++;
             }
+            int fresh = 0, any_fresh = 0;
             if (p < d->len && b[p] == 0x28) {
                 for (p++; p < d->len && b[p] != 0x65; p += n) {
-                    rs_pickle_value *f = fused_get(d, p, &n);
+                    rs_pickle_value *f = fused_get_key(d, p, &n, &fresh);
                     if (!f || n_frames == FUSED_MAX_FRAMES) return 0;
                     frames[n_frames++] = f;
+                    any_fresh |= fresh;
                 }
                 if (p >= d->len) return 0;
                 p++;
-            } else if ((v = fused_get(d, p, &n)) != NULL && p + n < d->len && b[p + n] == 0x61) {
+            } else if ((v = fused_get_key(d, p, &n, &any_fresh)) != NULL && p + n < d->len &&
+                       b[p + n] == 0x61) {
                 frames[n_frames++] = v;
                 p += n + 1;
             }
             /* the list outlives the batch (the reader keeps an entry's frames, and the memo
              * holds it): made in the document's memory, it needs no copy when the batch ends;
              * frame dicts this batch made are copied out to go in it (the first entries') */
-            for (size_t f = 0; f < n_frames; f++)
+            for (size_t f = 0; any_fresh && f < n_frames; f++)
                 if (in_batch(d, frames[f]) && !(frames[f] = evacuate(d, frames[f]))) return 0;
             uint32_t batch = d->batch;
             d->batch = 0;
