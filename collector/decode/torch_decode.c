@@ -180,6 +180,11 @@ static void ptr_put(ptr_cache *c, const rs_pickle_value *v, uint32_t val)
 #define KEY_CACHE 256
 #define ACTION_CACHE 64
 
+/* PyTorch's dicts have 3 to 12 keys; a dict of a segment, block, trace entry or frame with more
+ * than this is refused, so that a pickle that repeats one huge dict through its memo cannot make
+ * the reader's work grow with the product of the two. */
+#define MAX_KEYS 64
+
 typedef struct mapper {
     const char *name;
     rs_snap *s;
@@ -211,9 +216,16 @@ typedef struct mapper {
     uint64_t *stream_key;
     uint32_t *stream_slot; /* index + 1, 0 = empty */
     size_t stream_mask, streams_cap;
+    uint64_t last_handle; /* stream_index's last answer, */
+    uint32_t last_stream; /* its index + 1 (0: none yet) */
     size_t hist_cap;
     const rs_pickle_value *key_ptr[KEY_CACHE]; /* key_id's cache */
     uint8_t key_id[KEY_CACHE];
+    /* the keys of the dict read last, and their ids: PyTorch's entries (and its frames, blocks)
+     * repeat one dict's memoized key strings in one order */
+    const rs_pickle_value *shape_key[MAX_KEYS];
+    uint8_t shape_id[MAX_KEYS];
+    size_t shape_n;
     idcache seen;        /* segment and block dicts mapped: (dict, 0, 1) -> 1 */
     const rs_pickle_value *action_ptr[ACTION_CACHE]; /* action_of's cache */
     int action_code[ACTION_CACHE];
@@ -271,6 +283,10 @@ static ranksnap_status val_u64(const mapper *m, const rs_pickle_value *v, const 
         if (required) return bad(m, dict, l, key, "missing (PyTorch always writes it)");
         return RANKSNAP_OK;
     }
+    if (v->kind == RS_PICKLE_INT && !v->is_u64 && v->v.i >= 0) { /* nearly every one */
+        *out = (uint64_t)v->v.i;
+        return RANKSNAP_OK;
+    }
     if (rs_pickle_get_u64(v, out) == 0) return RANKSNAP_OK;
     if (v->kind == RS_PICKLE_INT) return bad(m, v, l, key, "expected a non-negative integer, found %lld",
                                       (long long)v->v.i);
@@ -312,10 +328,6 @@ static const char *const field_names[F_COUNT_] = {
     "filename", "line", "address", "total_size", "allocated_size", "active_size",
     "requested_size", "segment_type", "blocks", "state", "device"};
 
-/* PyTorch's dicts have 3 to 12 keys; a dict of a segment, block, trace entry or frame with more
- * than this is refused, so that a pickle that repeats one huge dict through its memo cannot make
- * the reader's work grow with the product of the two. */
-#define MAX_KEYS 64
 
 /* A dict's values by key, last one winning as in Python; v[F_OTHER] is unused. */
 typedef struct fields {
@@ -352,7 +364,19 @@ static ranksnap_status read_fields(mapper *m, const rs_pickle_value *dict, const
     memset(f, 0, sizeof *f);
     f->dict = dict;
     rs_pickle_value *const *it = dict->v.seq.items;
-    for (size_t i = 0; i < n; i++) f->v[key_id(m, it[2 * i])] = it[2 * i + 1];
+    size_t same = n == m->shape_n;
+    for (size_t i = 0; same && i < n; i++) same = it[2 * i] == m->shape_key[i];
+    if (same) {
+        for (size_t i = 0; i < n; i++) f->v[m->shape_id[i]] = it[2 * i + 1];
+        return RANKSNAP_OK;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int id = key_id(m, it[2 * i]);
+        f->v[id] = it[2 * i + 1];
+        m->shape_key[i] = it[2 * i];
+        m->shape_id[i] = (uint8_t)id;
+    }
+    m->shape_n = n;
     return RANKSNAP_OK;
 }
 
@@ -414,7 +438,22 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 
 /* ---- streams ------------------------------------------------------------------------------- */
 
+static ranksnap_status stream_index_find(mapper *m, uint64_t handle, uint32_t *out);
+
+/* The index of a stream handle, the one asked last answered at once (a trace is mostly one). */
 static ranksnap_status stream_index(mapper *m, uint64_t handle, uint32_t *out)
+{
+    if (m->last_stream && handle == m->last_handle) {
+        *out = m->last_stream - 1;
+        return RANKSNAP_OK;
+    }
+    RS_CHECK(stream_index_find(m, handle, out));
+    m->last_handle = handle;
+    m->last_stream = *out + 1;
+    return RANKSNAP_OK;
+}
+
+static ranksnap_status stream_index_find(mapper *m, uint64_t handle, uint32_t *out)
 {
     rs_snap *s = m->s;
     if (2 * (s->n_streams + 1) > m->stream_mask + 1) {
