@@ -1246,7 +1246,15 @@ static rs_pickle_value *fused_int(dec *d, size_t at, size_t *n)
                                          (uint32_t)b[3] << 16 | (uint32_t)b[4] << 24);
         *n = 5;
     } else if (left >= 2 && b[0] == 0x8a && b[1] >= 1 && b[1] <= 8 && left - 2 >= b[1]) {
-        for (unsigned k = 0; k < b[1]; k++) x |= (uint64_t)b[2 + k] << (8 * k);
+        if (left >= 10) { /* eight bytes there to load at once (little-endian), the rest cut */
+            const unsigned char *w = b + 2;
+            x = (uint64_t)w[0] | (uint64_t)w[1] << 8 | (uint64_t)w[2] << 16 | (uint64_t)w[3] << 24 |
+                (uint64_t)w[4] << 32 | (uint64_t)w[5] << 40 | (uint64_t)w[6] << 48 |
+                (uint64_t)w[7] << 56;
+            if (b[1] < 8) x &= ((uint64_t)1 << (8 * b[1])) - 1;
+        } else {
+            for (unsigned k = 0; k < b[1]; k++) x |= (uint64_t)b[2 + k] << (8 * k);
+        }
         if ((b[1 + b[1]] & 0x80) && b[1] < 8) x |= ~(uint64_t)0 << (8 * b[1]);
         *n = 2 + (size_t)b[1];
     } else {
@@ -1296,6 +1304,7 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
     size_t p = at + 1, n = 0;
     rs_pickle_value *items[2 * FUSED_MAX_PAIRS], *frames[FUSED_MAX_FRAMES];
     rs_pickle_value *memo_new[FUSED_MAX_MEMO]; /* NULL: the dict, made last */
+    size_t memo_at[FUSED_MAX_MEMO];            /* a str's place in items */
     rs_pickle_value *list = NULL;
     size_t n_items = 0, n_frames = 0, list_at = 0, n_memo = 0;
     if (*sp + 1 > d->stack_cap || d->len - p < 2) return 0;
@@ -1311,6 +1320,7 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
         if (!k || k->kind != RS_PICKLE_STR || n_items == 2 * FUSED_MAX_PAIRS) return 0;
         p += n;
         if (new_key && p < d->len && b[p] == 0x94) { /* a new key, memoized */
+            memo_at[n_memo] = n_items;
             memo_new[n_memo++] = k;
             p++;
         }
@@ -1354,6 +1364,7 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
         } else if ((v = fused_str(d, p, &n)) != NULL) {
             p += n;
             if (p < d->len && b[p] == 0x94) { /* a new str value, memoized */
+                memo_at[n_memo] = n_items + 1;
                 memo_new[n_memo++] = v;
                 p++;
             }
@@ -1377,8 +1388,7 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
         if (!c) return 0;
         *c = *v;
         c->batch = 0;
-        for (size_t j = 0; j < n_items; j++)
-            if (items[j] == v) items[j] = c;
+        items[memo_at[i]] = c;
         memo_new[i] = c;
     }
     d->op_at = at;
