@@ -17,12 +17,14 @@ Formats:
   pickle  snapshot_rankR.pickle: PyTorch-shaped snapshots pickled by Python
           (make_bench_pickles.py), given as files in rank order.
 --single M1 also writes one rank of M1 events, reports it, exports it with `ranksnap export
---torch` and reports the export (the long-history case). --decode-bench runs decode_bench on one
-file of each kind: the decoders alone, one core.
+--torch` and reports the export (the long-history case). --real DIR,... reports each folder of
+real PyTorch pickles (tests/data's, the attribution fixtures' leak_all with stacks="all") against
+Python's loads of them. --decode-bench runs decode_bench on one file of each kind and on the
+real pickles: the decoders alone, one core.
 
   report_bench.py --build BUILD --work DIR [--ranks 4,32,256,1024] [--events 100000]
                   [--formats rsnap,ring,pickle] [--pickle-ranks 4,32,256] [--reps 3] [--py-reps R]
-                  [--jobs N] [--single 1000000] [--decode-bench] [--json]
+                  [--jobs N] [--single 1000000] [--real DIR,...] [--decode-bench] [--json]
 
 The extrapolation line fits the two largest N of a format (time and RSS grow linearly with the
 ranks read) and says what 16,384 ranks would take: an estimate, printed as one.
@@ -156,19 +158,20 @@ def report(args, target, extra, reps):
     return median(walls), rss, median(cpus)
 
 
-def row(fmt, n, events, files, args, start_s):
+def row(fmt, n, events, files, args, start_s, reps=None, name=None):
     nbytes = dir_bytes(files)
-    target = files if fmt == "pickle" else [os.path.dirname(files[0])]
-    out = os.path.join(args.work, "out-%s-%d" % (fmt, n))
-    t_plain, rss_plain, cpu_plain = report(args, target, [], args.reps)
-    t_out, rss_out, _ = report(args, target, ["--out", out], args.reps)
+    target = files if fmt in ("pickle", "real") else [os.path.dirname(files[0])]
+    out = os.path.join(args.work, "out-%s-%s" % (fmt, name or n))
+    reps = reps or args.reps
+    t_plain, rss_plain, cpu_plain = report(args, target, [], reps)
+    t_out, rss_out, _ = report(args, target, ["--out", out], reps)
     r = {"format": fmt, "ranks": n, "events_per_rank": events, "bytes": nbytes,
          "report_s": t_plain, "report_cpu_s": cpu_plain, "report_rss_kib": rss_plain,
          "report_out_s": t_out, "report_out_rss_kib": rss_out, "startup_s": start_s,
          "load": os.getloadavg()[0],
          "mb_per_s": nbytes / 1e6 / t_plain, "events_per_s": n * events / t_plain}
-    if fmt == "pickle":
-        py_s, py_rss = python_load(files, args.py_reps or args.reps)
+    if fmt in ("pickle", "real"):
+        py_s, py_rss = python_load(files, reps if fmt == "real" else args.py_reps or args.reps)
         r.update({"python_load_s": py_s, "python_rss_kib": py_rss, "ratio": t_plain / py_s,
                   "ratio_without_startup": max(t_plain - start_s, 0) / py_s})
     return r
@@ -198,6 +201,9 @@ def main():
                    help="runs of Python's pickle.load (0: --reps); the 256-rank load takes minutes")
     p.add_argument("--jobs", type=int, default=0, help="report --jobs (0: its default)")
     p.add_argument("--single", type=int, default=0, help="events of the one-rank case (0: none)")
+    p.add_argument("--real", default="",
+                   help="folders of real PyTorch pickles (comma-separated), each reported whole "
+                        "against Python's loads of its pickles (median of 9 runs)")
     p.add_argument("--decode-bench", action="store_true")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
@@ -236,6 +242,20 @@ def main():
             print("%-7s  16384 ranks, extrapolated from %d and %d: ~%.0f s, ~%.0f MiB (an "
                   "estimate, not a measurement)" % (fmt, a["ranks"], b["ranks"], est, est_rss))
 
+    for d in [x for x in args.real.split(",") if x]:
+        files = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".pickle"))
+        if not files:
+            sys.exit("report_bench: no .pickle file in " + d)
+        r = row("real", len(files), 0, files, args, start_s, reps=max(args.reps, 9),
+                name=os.path.basename(os.path.normpath(d)))
+        r["folder"] = d
+        rows.append(r)
+        if args.json:
+            print(json.dumps(r), flush=True)
+        else:
+            print_row(r)
+            print("        (real: %s)" % d)
+
     if args.single:
         d = os.path.join(args.work, "single-%d" % args.single)
         saved = args.events
@@ -270,6 +290,8 @@ def main():
             picks += [files_of("rsnap", d, 1)[0], os.path.join(d, "export.pickle")]
         here = os.path.join(HERE, "..", "data")
         picks += sorted(os.path.join(here, f) for f in os.listdir(here) if f.endswith(".pickle"))
+        for d in [x for x in args.real.split(",") if x and os.path.abspath(x) != os.path.abspath(here)]:
+            picks += sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".pickle"))[:1]
         cmd = [bench, "--reps", str(max(args.reps, 5))] + (["--json"] if args.json else []) + picks
         sys.stdout.flush()
         subprocess.run(cmd, check=True)
