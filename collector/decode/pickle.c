@@ -95,7 +95,21 @@ typedef struct dec {
     u64map fwd;
     rs_pickle_value **work; /* copies whose items still point into the batch */
     size_t n_work, work_cap;
+    struct shared_items *shared; /* fused_entry's frames lists by content (NULL until used) */
 } dec;
+
+/* A frames list's item array, for the next list fused_entry makes with the same items: PyTorch
+ * 2.11 writes a new list for most trace entries (3,986 lists of 123 contents in a real trace),
+ * and lists with equal items can share one array, since none is ever written in place (a list
+ * that grows gets a new one: its capacity is its length). A fixed table: a miss costs only the
+ * array it would have saved. */
+#define SHARED_ITEMS 1024
+
+struct shared_items {
+    rs_pickle_value **items;
+    uint32_t n;
+    uint64_t hash;
+};
 
 /* The taken items' mark in `batch`, and what the memo holds in their place afterwards. */
 #define BATCH_TAKEN UINT32_MAX
@@ -339,7 +353,9 @@ static ranksnap_status container_add(dec *d, rs_pickle_value *c, rs_pickle_value
     int outside = d->batch && !in_batch(d, c);
     if (need > c->v.seq.cap) {
         /* A container filled once (a dict by one SETITEMS) gets exactly its size; one that
-         * keeps growing (APPENDS batches of 1,000) doubles. Its array lives where it does. */
+         * keeps growing (APPENDS batches of 1,000) doubles. Its array lives where it does.
+         * Items are only ever added past n, into an array of the container's own: a frames
+         * list's array may be another list's too (shared_list), with cap == n. */
         size_t cap = c->v.seq.cap ? c->v.seq.cap : need;
         while (cap < need) cap *= 2;
         if (cap > UINT32_MAX) cap = UINT32_MAX;
@@ -1292,6 +1308,34 @@ static rs_pickle_value *fused_str(dec *d, size_t at, size_t *n)
     return v;
 }
 
+/* A list of frames[0..n) in the document's memory, its item array shared with an earlier list
+ * of the same items when the table has one (struct shared_items). */
+static rs_pickle_value *shared_list(dec *d, rs_pickle_value *const *frames, size_t n)
+{
+    if (n == 0) return new_container(d, RS_PICKLE_LIST, frames, n);
+    if (!d->shared) d->shared = calloc(SHARED_ITEMS, sizeof *d->shared);
+    /* the items are this process's addresses, which no file chooses: a multiply a word mixes */
+    uint64_t h = n;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uintptr_t)frames[i]) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 32;
+    struct shared_items *e = d->shared ? &d->shared[h & (SHARED_ITEMS - 1)] : NULL;
+    if (e && e->items && e->hash == h && e->n == n &&
+        memcmp(e->items, frames, n * sizeof *frames) == 0) {
+        rs_pickle_value *v = new_value(d, RS_PICKLE_LIST);
+        if (!v) return NULL;
+        v->v.seq.items = e->items;
+        v->v.seq.n = v->v.seq.cap = (uint32_t)n;
+        return v;
+    }
+    rs_pickle_value *v = new_container(d, RS_PICKLE_LIST, frames, n);
+    if (v && e) {
+        e->items = v->v.seq.items;
+        e->n = (uint32_t)n;
+        e->hash = h;
+    }
+    return v;
+}
+
 /* Values an entry memoizes, in the order of their MEMOIZEs: its dict, the strings it makes
  * (PyTorch 2.11 writes a new "N/A" for compile_context in every entry), its frames list. */
 #define FUSED_MAX_MEMO (2 * FUSED_MAX_PAIRS + 2)
@@ -1356,7 +1400,7 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
             uint32_t batch = d->batch;
             d->batch = 0;
             d->op_at = list_at;
-            list = v = new_container(d, RS_PICKLE_LIST, frames, n_frames);
+            list = v = shared_list(d, frames, n_frames);
             d->batch = batch;
             if (list_memo != SIZE_MAX) memo_new[list_memo] = list;
         } else if ((v = fused_get(d, p, &n)) != NULL || (v = fused_int(d, p, &n)) != NULL) {
@@ -1585,6 +1629,7 @@ ranksnap_status rs_pickle_decode_stream(const void *buf, size_t len, const char 
     free(d.batch_keys);
     u64map_free(&d.fwd);
     free(d.work);
+    free(d.shared);
     if (st != RANKSNAP_OK) {
         rs_pickle_free(d.doc);
         return st;

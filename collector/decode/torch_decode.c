@@ -200,6 +200,7 @@ typedef struct mapper {
     idcache frame_ids; /* (name str, filename str, line) -> index + 1 */
     ptr_cache *frame_dicts; /* frame dict -> index + 1 */
     ptr_cache *stack_lists; /* frames list -> stack id */
+    ptr_cache *stack_items; /* a frames list's item array (pickle.c shares equal ones) -> id */
     /* frames lists by content, the addresses of their frame dicts -> stack id: PyTorch 2.11
      * writes a new list for most entries (3,986 lists of 123 contents in a real trace) */
     uint32_t *content_slot; /* index into content_* + 1, 0 = empty */
@@ -723,10 +724,18 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
         *out = hit;
         return RANKSNAP_OK;
     }
+    /* the same item array (shared by the decoder, or by the same list) holds the same frames */
+    const rs_pickle_value *items = (const rs_pickle_value *)(const void *)frames->v.seq.items;
+    hit = ptr_get(m->stack_items, items);
+    if (hit && s->stacks[hit - 1].n_frames == n) {
+        *out = hit;
+        return RANKSNAP_OK;
+    }
     uint64_t content = content_hash_of(m, frames);
     if (m->content_mask && (content_find(m, frames, content, &hit), hit)) {
         *out = hit;
         ptr_put(m->stack_lists, frames, hit);
+        ptr_put(m->stack_items, items, hit);
         return RANKSNAP_OK;
     }
     if (grow((void **)&m->scratch, &m->scratch_cap, n, sizeof *m->scratch) != 0)
@@ -776,6 +785,7 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
             memcmp(st->frames, m->scratch, n * sizeof *m->scratch) == 0) {
             *out = m->stack_slot[j];
             ptr_put(m->stack_lists, frames, *out);
+            ptr_put(m->stack_items, items, *out);
             content_put(m, frames, content, *out);
             return RANKSNAP_OK;
         }
@@ -794,6 +804,7 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
     m->stack_hash[j] = h;
     *out = (uint32_t)s->n_stacks;
     ptr_put(m->stack_lists, frames, *out);
+    ptr_put(m->stack_items, items, *out);
     content_put(m, frames, content, *out);
     return RANKSNAP_OK;
 }
@@ -1340,6 +1351,7 @@ static void mapper_free(mapper *m)
     idcache_free(&m->frame_ids);
     free(m->frame_dicts);
     free(m->stack_lists);
+    free(m->stack_items);
     free(m->content_slot);
     free(m->content_hash);
     free(m->content_id);
@@ -1378,9 +1390,10 @@ ranksnap_status rs_torch_decode(const void *buf, size_t len, const char *name,
     m.s = calloc(1, sizeof *m.s);
     m.frame_dicts = calloc(1, sizeof *m.frame_dicts);
     m.stack_lists = calloc(1, sizeof *m.stack_lists);
+    m.stack_items = calloc(1, sizeof *m.stack_items);
     /* the trace's entries are read as the pickle is: they never all sit in memory as values */
     rs_pickle_stream stream = {"device_traces", take_entries, &m};
-    ranksnap_status st = m.s && m.frame_dicts && m.stack_lists ? RANKSNAP_OK
+    ranksnap_status st = m.s && m.frame_dicts && m.stack_lists && m.stack_items ? RANKSNAP_OK
                                                                : no_memory(&m, "a snapshot");
     if (st == RANKSNAP_OK) st = rs_pickle_decode_stream(buf, len, name, o.stream ? &stream : NULL, &doc);
     if (st == RANKSNAP_OK) st = map_root(&m, rs_pickle_root(doc), &o);
