@@ -147,29 +147,29 @@ static int idcache_put(idcache *t, uintptr_t a, uintptr_t b, int64_t c, uint32_t
 #define PTR_CACHE 4096
 
 typedef struct ptr_cache {
-    const rs_pickle_value *key[PTR_CACHE];
+    const void *key[PTR_CACHE]; /* a value, or a list's item array */
     uint32_t val[PTR_CACHE]; /* 0 = none */
 } ptr_cache;
 
 /* A slot of a cache of `size` entries (a power of two) for the value at `v`: values sit 32
  * bytes apart in the decoder's memory, so the address is mixed before it is cut. */
-static size_t addr_slot(const rs_pickle_value *v, size_t size)
+static size_t addr_slot(const void *v, size_t size)
 {
     return (size_t)(((uintptr_t)v * 0x9e3779b97f4a7c15ull) >> 40) & (size - 1);
 }
 
-static size_t ptr_slot(const rs_pickle_value *v)
+static size_t ptr_slot(const void *v)
 {
     return addr_slot(v, PTR_CACHE);
 }
 
-static uint32_t ptr_get(const ptr_cache *c, const rs_pickle_value *v)
+static uint32_t ptr_get(const ptr_cache *c, const void *v)
 {
     size_t i = ptr_slot(v);
     return c->key[i] == v ? c->val[i] : 0;
 }
 
-static void ptr_put(ptr_cache *c, const rs_pickle_value *v, uint32_t val)
+static void ptr_put(ptr_cache *c, const void *v, uint32_t val)
 {
     size_t i = ptr_slot(v);
     c->key[i] = v;
@@ -725,7 +725,7 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
         return RANKSNAP_OK;
     }
     /* the same item array (shared by the decoder, or by the same list) holds the same frames */
-    const rs_pickle_value *items = (const rs_pickle_value *)(const void *)frames->v.seq.items;
+    const void *items = frames->v.seq.items;
     hit = ptr_get(m->stack_items, items);
     if (hit && s->stacks[hit - 1].n_frames == n) {
         *out = hit;
