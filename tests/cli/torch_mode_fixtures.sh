@@ -15,14 +15,16 @@ check() {
     d="$data/torch_mode/$1"
     ls "$d"/rank-*.pickle > /dev/null 2>&1 ||
         { echo "SKIPPED: $d not recorded yet (tests/gpu/torch-issue11.sh on a GPU machine)"; exit 77; }
-    "$ranksnap" report "$d" > fx.txt || exit 1
-    cat fx.txt
-    if grep -n 'gather_with_cpp\|CUDACachingAllocator\|wrap_kernel_functor\|_ZN\|/torch/nn/modules/' fx.txt; then
+    # files of this case's own: ctest runs the cases side by side in one folder
+    txt="$name.txt" json="$name.json"
+    "$ranksnap" report "$d" > "$txt" || exit 1
+    cat "$txt"
+    if grep -n 'gather_with_cpp\|CUDACachingAllocator\|wrap_kernel_functor\|_ZN\|/torch/nn/modules/' "$txt"; then
         echo "PyTorch's machinery or a mangled name in the report"; exit 1
     fi
-    "$ranksnap" report --json "$d" > fx.json || exit 1
+    "$ranksnap" report --json "$d" > "$json" || exit 1
     "$python" -c "import json, re
-r = json.load(open('fx.json'))
+r = json.load(open('$json'))
 def py(s): return s['file'].endswith('.py') and not re.search('(site|dist)-packages/(torch|functorch|triton)/', s['file']) and s['line'] > 0
 assert len(r['ranks']) == 2 and r['missing_ranks'] == [], r['ranks']
 $2
