@@ -60,6 +60,8 @@ assert py(s), s
 assert any(f['file'].endswith('make_torch_fixtures.py') for f in s['path']), s['path']"
 }
 case_site_fixture_leak_all() { case_leak all; }
+# the same leak over 24 steps with _record_memory_history()'s defaults (2.5 MB a rank)
+case_site_fixture_leak_defaults() { case_leak defaults; }
 case_site_fixture_leak_python() { case_leak python; }
 
 # rank 3 ran out of memory in its first step: step 0, at a Python line

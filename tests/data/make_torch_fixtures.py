@@ -24,6 +24,9 @@ and with stacks="python", one folder per case and kind of stack:
 - longer_seq_{all,python}/snapshot_rank<R>.pickle: rank 2 trains on sequences twice as long;
 - leak_{all,python}/snapshot_rank<R>.pickle: 12 steps, rank 1 appends its logits to a list every
   step (a leak of one output a step);
+- leak_defaults/snapshot_rank<R>.pickle: the same leak over 24 steps, recorded with
+  _record_memory_history()'s defaults (stacks="all", no bound on the entries): about 2.4 MB a
+  rank, the size of the issue 15 benchmark's real pickles;
 - oom_first_step_{all,python}/: rank 3 runs out of memory in the forward pass of its first step
   (a memory cap below one step's need) and dumps oom_rank-3_gpt2.pickle in its except handler,
   ranks 0-2 train normally;
@@ -100,12 +103,16 @@ def site_rank(case, stacks, rank, out, lib):
         ranksnap = ctypes.CDLL(lib)
         ranksnap.ranksnap_step.argtypes = [ctypes.c_int64]
         ranksnap.ranksnap_dump.argtypes = [ctypes.c_char_p]
+    elif stacks == "defaults":
+        # PyTorch's defaults, as a user who calls it without arguments records: stacks="all",
+        # context="all", no bound on the entries
+        torch.cuda.memory._record_memory_history()
     else:
         # max_entries bounds the files; a step of this model records a few hundred entries
         torch.cuda.memory._record_memory_history(max_entries=6000, stacks=stacks)
     cfg, model = site_model(torch)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    steps = 12 if case == "leak" else 4
+    steps = (24 if stacks == "defaults" else 12) if case == "leak" else 4
     seq = SITE_SEQ * 2 if case in ("longer_seq", "pluggable") and rank == 2 else SITE_SEQ
     if case == "oom_first_step" and rank == 3:
         # the model, its gradients and AdamW's state fit; one forward pass of 64 sequences does not
@@ -143,6 +150,7 @@ def site_rank(case, stacks, rank, out, lib):
 
 def make_sites(out, lib, only):
     cases = [(c, s) for c in ("longer_seq", "leak", "oom_first_step") for s in ("all", "python")]
+    cases.append(("leak", "defaults"))
     if lib:
         cases.append(("pluggable", "native"))
     for case, stacks in cases:
