@@ -140,8 +140,9 @@ static int idcache_put(idcache *t, uintptr_t a, uintptr_t b, int64_t c, uint32_t
     return 0;
 }
 
-/* The frame dicts and frames lists last met, by address: PyTorch 2.11 shares one dict per
- * distinct frame between the entries that name it, and a pickle may share frames lists. A fixed
+/* The frame dicts and frames lists' item arrays last met, by address: PyTorch 2.11 shares one
+ * dict per distinct frame between the entries that name it, and frames lists with the same dicts
+ * share one item array in the decoder (pickle.c, shared_list). A fixed
  * table (a newer entry takes an older one's place): a miss costs only the work it would save,
  * and no input can make it grow. */
 #define PTR_CACHE 4096
@@ -199,18 +200,9 @@ typedef struct mapper {
     uint64_t seed;     /* the process's hash seed (addr_hash.h), read once */
     idcache frame_ids; /* (name str, filename str, line) -> index + 1 */
     ptr_cache *frame_dicts; /* frame dict -> index + 1 */
-    ptr_cache *stack_lists; /* frames list -> stack id */
-    ptr_cache *stack_items; /* a frames list's item array (pickle.c shares equal ones) -> id */
-    /* frames lists by content, the addresses of their frame dicts -> stack id: PyTorch 2.11
-     * writes a new list for most entries (3,986 lists of 123 contents in a real trace) */
-    uint32_t *content_slot; /* index into content_* + 1, 0 = empty */
-    size_t content_mask;
-    uint64_t *content_hash;
-    uint32_t *content_id, *content_n;
-    size_t *content_at;     /* into content_items */
-    size_t n_contents, contents_cap;
-    const rs_pickle_value **content_items;
-    size_t n_content_items, content_items_cap;
+    /* frames list item arrays -> stack id: a list met again, or one whose array pickle.c shares
+     * with an earlier list of the same frame dicts (3,986 lists of 123 contents in a real trace) */
+    ptr_cache *stack_items;
     uint32_t *scratch; /* the frames of the stack being built */
     size_t scratch_cap;
     /* streams: handle -> index */
@@ -635,107 +627,20 @@ static uint64_t hash_words(const mapper *m, const uint64_t *w, size_t n)
     return mix(m, mix(m, mix(m, mix(m, lane[0] ^ n) ^ lane[1]) ^ lane[2]) ^ lane[3]);
 }
 
-/* The hash of a frames list's content: its items' addresses, which are this process's (the file
- * cannot choose them), so one multiply a word is enough before the seeded mixer at the end. */
-static uint64_t content_hash_of(const mapper *m, const rs_pickle_value *frames)
-{
-    uint64_t lane[4] = {0, 1, 2, 3};
-    size_t n = frames->v.seq.n, f = 0;
-    rs_pickle_value *const *it = frames->v.seq.items;
-    for (; f + 4 <= n; f += 4)
-        for (size_t k = 0; k < 4; k++)
-            lane[k] = (lane[k] ^ (uintptr_t)it[f + k]) * 0x9e3779b97f4a7c15ull + (lane[k] >> 29);
-    for (; f < n; f++) lane[f & 3] = (lane[f & 3] ^ (uintptr_t)it[f]) * 0x9e3779b97f4a7c15ull;
-    return mix(m, mix(m, mix(m, mix(m, lane[0] ^ n) ^ lane[1]) ^ lane[2]) ^ lane[3]);
-}
-
-/* Where the content of `frames` (hash h) is in the content table, or the empty slot where it
- * belongs; *id its stack id when found, else 0. */
-static size_t content_find(const mapper *m, const rs_pickle_value *frames, uint64_t h, uint32_t *id)
-{
-    size_t n = frames->v.seq.n, j = h & m->content_mask;
-    *id = 0;
-    for (; m->content_slot[j]; j = (j + 1) & m->content_mask) {
-        size_t c = m->content_slot[j] - 1;
-        if (m->content_hash[c] == h && m->content_n[c] == n &&
-            memcmp(m->content_items + m->content_at[c], frames->v.seq.items,
-                   n * sizeof *frames->v.seq.items) == 0) {
-            *id = m->content_id[c];
-            break;
-        }
-    }
-    return j;
-}
-
-/* Remembers that the content of `frames` is stack `id` (a cache: out of memory, it forgets). */
-static void content_put(mapper *m, const rs_pickle_value *frames, uint64_t h, uint32_t id)
-{
-    size_t n = frames->v.seq.n;
-    if (n > UINT32_MAX || m->n_contents >= UINT32_MAX - 1) return;
-    if (2 * (m->n_contents + 1) > m->content_mask + 1) {
-        size_t cap = m->content_mask ? 2 * (m->content_mask + 1) : 256;
-        uint32_t *slot = calloc(cap, sizeof *slot);
-        if (!slot) return;
-        for (size_t c = 0; c < m->n_contents; c++) {
-            size_t j = m->content_hash[c] & (cap - 1);
-            while (slot[j]) j = (j + 1) & (cap - 1);
-            slot[j] = (uint32_t)c + 1;
-        }
-        free(m->content_slot);
-        m->content_slot = slot;
-        m->content_mask = cap - 1;
-    }
-    size_t need = m->n_contents + 1, cap = m->contents_cap;
-    if (grow((void **)&m->content_hash, &cap, need, sizeof *m->content_hash) != 0) return;
-    cap = m->contents_cap;
-    if (grow((void **)&m->content_id, &cap, need, sizeof *m->content_id) != 0) return;
-    cap = m->contents_cap;
-    if (grow((void **)&m->content_n, &cap, need, sizeof *m->content_n) != 0) return;
-    cap = m->contents_cap;
-    if (grow((void **)&m->content_at, &cap, need, sizeof *m->content_at) != 0) return;
-    m->contents_cap = cap;
-    if (grow((void **)&m->content_items, &m->content_items_cap, m->n_content_items + n,
-             sizeof *m->content_items) != 0)
-        return;
-    uint32_t unused;
-    size_t j = content_find(m, frames, h, &unused);
-    size_t c = m->n_contents++;
-    memcpy(m->content_items + m->n_content_items, frames->v.seq.items, n * sizeof *m->content_items);
-    m->content_hash[c] = h;
-    m->content_id[c] = id;
-    m->content_n[c] = (uint32_t)n;
-    m->content_at[c] = m->n_content_items;
-    m->n_content_items += n;
-    m->content_slot[j] = (uint32_t)c + 1;
-}
-
 /* The stack id of a `frames` list (innermost first, as PyTorch writes them); 0 for none. By the
- * list's address, else by the addresses in it (the frame dicts PyTorch shares), else frame by
- * frame. The tree is complete when this runs (map_trace follows the decode), so a list or dict
- * met again is as it was. */
+ * list's item array, else frame by frame. The tree is complete when this runs (map_trace follows
+ * the decode), so an array or dict met again is as it was. */
 static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const loc *l, uint32_t *out)
 {
     rs_snap *s = m->s;
     *out = 0;
     size_t n = rs_pickle_len(frames);
     if (!frames || n == 0) return RANKSNAP_OK;
-    uint32_t hit = ptr_get(m->stack_lists, frames);
-    if (hit) {
-        *out = hit;
-        return RANKSNAP_OK;
-    }
-    /* the same item array (shared by the decoder, or by the same list) holds the same frames */
+    /* the same item array (the same list, or one the decoder shares) holds the same frames */
     const void *items = frames->v.seq.items;
-    hit = ptr_get(m->stack_items, items);
+    uint32_t hit = ptr_get(m->stack_items, items);
     if (hit && s->stacks[hit - 1].n_frames == n) {
         *out = hit;
-        return RANKSNAP_OK;
-    }
-    uint64_t content = content_hash_of(m, frames);
-    if (m->content_mask && (content_find(m, frames, content, &hit), hit)) {
-        *out = hit;
-        ptr_put(m->stack_lists, frames, hit);
-        ptr_put(m->stack_items, items, hit);
         return RANKSNAP_OK;
     }
     if (grow((void **)&m->scratch, &m->scratch_cap, n, sizeof *m->scratch) != 0)
@@ -784,9 +689,7 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
         if (m->stack_hash[j] == h && st->n_frames == n &&
             memcmp(st->frames, m->scratch, n * sizeof *m->scratch) == 0) {
             *out = m->stack_slot[j];
-            ptr_put(m->stack_lists, frames, *out);
             ptr_put(m->stack_items, items, *out);
-            content_put(m, frames, content, *out);
             return RANKSNAP_OK;
         }
         j = (j + 1) & m->stack_mask;
@@ -803,9 +706,7 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
     m->stack_slot[j] = (uint32_t)s->n_stacks;
     m->stack_hash[j] = h;
     *out = (uint32_t)s->n_stacks;
-    ptr_put(m->stack_lists, frames, *out);
     ptr_put(m->stack_items, items, *out);
-    content_put(m, frames, content, *out);
     return RANKSNAP_OK;
 }
 
@@ -1350,14 +1251,7 @@ static void mapper_free(mapper *m)
     free(m->scratch);
     idcache_free(&m->frame_ids);
     free(m->frame_dicts);
-    free(m->stack_lists);
     free(m->stack_items);
-    free(m->content_slot);
-    free(m->content_hash);
-    free(m->content_id);
-    free(m->content_n);
-    free(m->content_at);
-    free(m->content_items);
     for (size_t i = 0; i < m->n_streamed; i++) {
         free(m->streamed[i].recs);
         free(m->streamed[i].err_msg);
@@ -1389,11 +1283,10 @@ ranksnap_status rs_torch_decode(const void *buf, size_t len, const char *name,
     m.seed = rs_addr_hash_seed();
     m.s = calloc(1, sizeof *m.s);
     m.frame_dicts = calloc(1, sizeof *m.frame_dicts);
-    m.stack_lists = calloc(1, sizeof *m.stack_lists);
     m.stack_items = calloc(1, sizeof *m.stack_items);
     /* the trace's entries are read as the pickle is: they never all sit in memory as values */
     rs_pickle_stream stream = {"device_traces", take_entries, &m};
-    ranksnap_status st = m.s && m.frame_dicts && m.stack_lists && m.stack_items ? RANKSNAP_OK
+    ranksnap_status st = m.s && m.frame_dicts && m.stack_items ? RANKSNAP_OK
                                                                : no_memory(&m, "a snapshot");
     if (st == RANKSNAP_OK) st = rs_pickle_decode_stream(buf, len, name, o.stream ? &stream : NULL, &doc);
     if (st == RANKSNAP_OK) st = map_root(&m, rs_pickle_root(doc), &o);
