@@ -371,6 +371,15 @@ ranksnap_status rs_dump_write_snapshot(rs_runtime *rt, const void *buf, size_t l
     return st;
 }
 
+ranksnap_status rs_dump_write_range_snapshot(rs_runtime *rt, const void *buf, size_t len)
+{
+    if (rt->opts.write != RS_WRITE_ALL && !(rt->opts.write == RS_WRITE_RANK0 && rt->rank == 0))
+        return RANKSNAP_OK;
+    ranksnap_status st = rs_dump_write_snapshot(rt, buf, len, 1);
+    if (st != RANKSNAP_OK) RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
+    return st;
+}
+
 /* ---- dump ----------------------------------------------------------------------------------- */
 
 /* Encodes this rank's snapshot into a malloc'ed buffer: state, history and stacks taken at one

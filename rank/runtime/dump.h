@@ -34,6 +34,9 @@ ranksnap_status rs_dump_write_file(rs_runtime *rt, const char *name, const void 
 /* The same for this rank's snapshot, rank-RRRRR.rsnap (a PyTorch job's pickle,
  * rank-RRRRR[.aK].pickle); the ring file notes the time. */
 ranksnap_status rs_dump_write_snapshot(rs_runtime *rt, const void *buf, size_t len, int durable);
+/* At a range's end: this rank's snapshot written durably when RANKSNAP_WRITE asks for it (all
+ * ranks', or rank 0's), a failure warned about; RANKSNAP_OK when nothing was asked. */
+ranksnap_status rs_dump_write_range_snapshot(rs_runtime *rt, const void *buf, size_t len);
 /* Encodes this rank's snapshot into a malloc'ed buffer: state, history and stacks taken at one
  * instant under the allocator lock. `complete` 0 marks one written from a crash path. */
 ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t *out_len);

@@ -234,11 +234,8 @@ ranksnap_status rs_external_end_of_range(rs_runtime *rt, rs_gather_result *g, in
         RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
         return st;
     }
-    if (rt->opts.write == RS_WRITE_ALL || (rt->opts.write == RS_WRITE_RANK0 && rt->rank == 0)) {
-        /* under this job's name for it: never over another job's pickle (dump.c) */
-        st = rs_dump_write_snapshot(rt, buf, len, 1);
-        if (st != RANKSNAP_OK) RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
-    }
+    /* under this job's name for it: never over another job's pickle (dump.c) */
+    st = rs_dump_write_range_snapshot(rt, buf, len);
     if (!rt->opts.report) {
         free(buf);
         return st;

@@ -113,11 +113,7 @@ ranksnap_status rs_live_report_end_of_range(rs_runtime *rt)
     char *buf = NULL;
     size_t len = 0;
     RS_CHECK(rs_dump_encode(rt, 1, &buf, &len));
-    ranksnap_status st = RANKSNAP_OK;
-    if (rt->opts.write == RS_WRITE_ALL || (rt->opts.write == RS_WRITE_RANK0 && rt->rank == 0)) {
-        st = rs_dump_write_snapshot(rt, buf, len, 1);
-        if (st != RANKSNAP_OK) RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
-    }
+    ranksnap_status st = rs_dump_write_range_snapshot(rt, buf, len);
     if (!rt->opts.report) { /* RANKSNAP_REPORT=0: files only, `ranksnap report DIR` later */
         free(buf);
         rt->reported = 1;
