@@ -1,7 +1,9 @@
 /*
  * cli.c — cli.h: the pieces every verb of the command shares.
  */
+#include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -23,6 +25,16 @@ int rs_cli_usage_error(const rs_cli_verb *verb, const char *fmt, ...)
     fputc('\n', stderr);
     rs_cli_usage(stderr, verb);
     return RS_EXIT_USAGE;
+}
+
+int rs_cli_number(const char *s, long lo, long hi, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || !*s || end == s || *end || errno || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
 }
 
 int rs_cli_flag_value(const char *name, int argc, char **argv, int *i, const char **value)

@@ -38,6 +38,10 @@ int rs_cli_usage_error(const rs_cli_verb *verb, const char *fmt, ...)
  * as in getopt_long. */
 int rs_cli_flag_value(const char *name, int argc, char **argv, int *i, const char **value);
 
+/* 0 when `s` is a whole decimal number from lo to hi (*out set); -1 otherwise (empty, trailing
+ * characters, out of range, or too long for a long). */
+int rs_cli_number(const char *s, long lo, long hi, long *out);
+
 /* Walks a verb's arguments: an operand (anything not starting with '-', "-" itself, everything
  * after "--") or a flag, with "--" consumed and -h/--help answered (usage on stdout). */
 enum { RS_CLI_END = 0, RS_CLI_OPERAND, RS_CLI_FLAG, RS_CLI_HELP };

@@ -8,7 +8,6 @@
  * 2 usage.
  */
 #include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,10 +110,8 @@ static int run_export(const rs_cli_verb *verb, int argc, char **argv)
     int is_dir = stat(operand, &sb) == 0 && S_ISDIR(sb.st_mode);
     char path[4200];
     if (rank_arg) {
-        char *end = NULL;
-        errno = 0;
-        long r = strtol(rank_arg, &end, 10);
-        if (!*rank_arg || *end || errno || r < 0 || r > 99999)
+        long r = 0;
+        if (rs_cli_number(rank_arg, 0, 99999, &r) != 0)
             return rs_cli_usage_error(verb, "--rank '%s': expected a rank number from 0 to 99999", rank_arg);
         if (!is_dir)
             return rs_cli_usage_error(verb, "--rank picks rank-RRRRR.rsnap in a DIR, but '%s' is not a "

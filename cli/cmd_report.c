@@ -284,17 +284,15 @@ static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_o
         } else if (strcmp(a, "--progress") == 0 || strcmp(a, "--no-progress") == 0) {
             o->progress = a[2] == 'p';
         } else if ((got = rs_cli_flag_value("--attempt", argc, argv, &it.i, &a)) != 0) {
-            char *end = NULL;
-            long k = got > 0 ? strtol(a, &end, 10) : -1;
-            if (got < 0 || end == a || *end || k < 0 || k > 1000000) {
+            long k = 0;
+            if (got < 0 || rs_cli_number(a, 0, 1000000, &k) != 0) {
                 *code = rs_cli_usage_error(verb, "--attempt expects an attempt number (0, 1, ...)");
                 return -1;
             }
             o->attempt = (int)k;
         } else if ((got = rs_cli_flag_value("--jobs", argc, argv, &it.i, &jobs)) != 0) {
-            char *end = NULL;
-            long v = got > 0 ? strtol(jobs, &end, 10) : 0;
-            if (got < 0 || !*jobs || *end || v < 1 || v > RS_REPORT_MAX_JOBS) {
+            long v = 0;
+            if (got < 0 || rs_cli_number(jobs, 1, RS_REPORT_MAX_JOBS, &v) != 0) {
                 *code = rs_cli_usage_error(verb, "--jobs expects a number of threads, 1 to %d",
                                            RS_REPORT_MAX_JOBS);
                 return -1;

@@ -56,6 +56,10 @@ case_export_usage_errors() {
     case "$err" in *'expected -o OUT.pickle'*) ;; *) exit 1;; esac
     err=$("$ranksnap" export --torch --rank x "$dir/run" -o "$o" 2>&1); test $? -eq 2 || exit 1
     case "$err" in *"--rank 'x'"*) ;; *) exit 1;; esac
+    for bad in -1 100000 3x 99999999999999999999999; do
+        err=$("$ranksnap" export --torch --rank "$bad" "$dir/run" -o "$o" 2>&1); test $? -eq 2 || exit 1
+        case "$err" in *"--rank '$bad': expected a rank number from 0 to 99999"*) ;; *) echo "$err"; exit 1;; esac
+    done
     "$ranksnap" export --torch "$f" "$f" -o "$o"; test $? -eq 2 || exit 1
     test ! -e "$o"
 }

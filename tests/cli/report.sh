@@ -92,6 +92,9 @@ case_usage_errors() {
     case "$err" in *'RANKSNAP_DIVERGENCE=lots'*) ;; *) exit 1;; esac
     err=$("$ranksnap" report --attempt x "$dir/job-a" 2>&1); test $? -eq 2 || exit 1
     case "$err" in *'--attempt expects an attempt number'*) ;; *) echo "$err"; exit 1;; esac
+    for bad in -1 1x 1000001; do
+        "$ranksnap" report --attempt "$bad" "$dir/job-a" 2>/dev/null; test $? -eq 2 || { echo "--attempt '$bad' taken"; exit 1; }
+    done
     long=$(printf '%0300d' 0)
     err=$("$ranksnap" report --site-skip "$long" "$dir/job-a" 2>&1); test $? -eq 2 || exit 1
     case "$err" in *"--site-skip '0"*'expected at most'*) ;; *) echo "$err"; exit 1;; esac

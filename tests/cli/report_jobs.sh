@@ -30,6 +30,10 @@ case_jobs_needs_a_number_of_threads() {
     err=$("$ranksnap" report --jobs 0 "$dir/job-a" 2>&1); test $? -eq 2 || exit 1; echo "$err"
     case "$err" in *'--jobs expects a number of threads, 1 to 1024'*) ;; *) exit 1;; esac
     "$ranksnap" report --jobs many "$dir/job-a"; test $? -eq 2 || exit 1
+    # trailing characters, more than a long holds, above the limit, empty (cli.c's rs_cli_number)
+    for bad in 2x 99999999999999999999999 1025 ''; do
+        "$ranksnap" report --jobs "$bad" "$dir/job-a"; test $? -eq 2 || { echo "--jobs '$bad' taken"; exit 1; }
+    done
     "$ranksnap" report "$dir/job-a" --jobs; test $? -eq 2 || exit 1
     "$ranksnap" report --jobs=2 "$dir/job-a" > /dev/null
 }
