@@ -207,6 +207,12 @@ def main():
     p.add_argument("--decode-bench", action="store_true")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
+    real = [x for x in args.real.split(",") if x]
+    for d in real:  # before anything is written or timed
+        if not os.path.isdir(d):
+            sys.exit("report_bench: --real %s: not a folder (of real PyTorch pickles)" % d)
+        if not any(f.endswith(".pickle") for f in os.listdir(d)):
+            sys.exit("report_bench: --real %s: no .pickle file in it" % d)
     os.makedirs(args.work, exist_ok=True)
 
     starts = [run_timed([os.path.join(args.build, "ranksnap"), "--version"])[0] for _ in range(9)]
@@ -242,10 +248,8 @@ def main():
             print("%-7s  16384 ranks, extrapolated from %d and %d: ~%.0f s, ~%.0f MiB (an "
                   "estimate, not a measurement)" % (fmt, a["ranks"], b["ranks"], est, est_rss))
 
-    for d in [x for x in args.real.split(",") if x]:
+    for d in real:
         files = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".pickle"))
-        if not files:
-            sys.exit("report_bench: no .pickle file in " + d)
         r = row("real", len(files), 0, files, args, start_s, reps=max(args.reps, 9),
                 name=os.path.basename(os.path.normpath(d)))
         r["folder"] = d
