@@ -36,6 +36,22 @@ case_collect_usage_errors() {
     case "$err" in *"unexpected '--frm'"*) ;; *) exit 1;; esac
 }
 
+# `ranksnap` starts without Open MPI's libraries (only ranksnap-collect links them), and
+# `collect` where ranksnap-collect is not beside it: 1, naming the program it looked for
+case_collect_runs_its_own_program() {
+    if command -v readelf >/dev/null; then
+        readelf -d "$ranksnap" | grep -q 'NEEDED.*libmpi' && { echo "ranksnap needs libmpi"; exit 1; }
+    fi
+    dir=$(mktemp -d) || exit 1
+    cp "$ranksnap" "$dir/ranksnap"
+    err=$("$dir/ranksnap" collect --from "$dir" --to "$dir/out" 2>&1); rc=$?
+    rm -rf "$dir"
+    echo "$err"
+    case "$err" in *'built without MPI'*) exit 77;; esac
+    test $rc -eq 1 || exit 1
+    case "$err" in *"cannot run $dir/ranksnap-collect"*) ;; *) exit 1;; esac
+}
+
 shift 2
 command -v "case_$name" >/dev/null || { echo "usage_errors.sh: no case '$name'" >&2; exit 2; }
 "case_$name" "$@"

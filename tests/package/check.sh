@@ -14,6 +14,12 @@ PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" c++ "$src/tests/package/consumer.cp
   $(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs ranksnap)
 "$work/consumer-pc"
 
+# `ranksnap collect` becomes the ranksnap-collect installed beside it (built when MPI is found)
+if [ -x "$build/ranksnap-collect" ]; then
+  test -x "$work/prefix/bin/ranksnap-collect"
+  "$work/prefix/bin/ranksnap" collect --help | grep -q "usage: ranksnap collect"
+fi
+
 # A PyTorch job from the install tree (the stand-in torch of tests/python): ranksnap-run finds the
 # library, the glue (lib/ranksnap/python) and the pickle reader next to the library.
 if command -v python3 >/dev/null; then
