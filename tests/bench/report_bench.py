@@ -19,7 +19,8 @@ Formats:
 --single M1 also writes one rank of M1 events, reports it, exports it with `ranksnap export
 --torch` and reports the export (the long-history case). --real DIR,... reports each folder of
 real PyTorch pickles (tests/data's, the attribution fixtures' leak_all with stacks="all") against
-Python's loads of them. --decode-bench runs decode_bench on one file of each kind and on the
+Python's loads of them, and against the whole Python process that loads them (start-up, reads,
+loads and exit: its wall time, median of the same runs). --decode-bench runs decode_bench on one file of each kind and on the
 real pickles: the decoders alone, one core.
 
   report_bench.py --build BUILD --work DIR [--ranks 4,32,256,1024] [--events 100000]
@@ -144,6 +145,19 @@ def python_load(files, reps):
     return median(times), rss
 
 
+def python_process(files, reps):
+    """The wall time of a whole Python process that loads the files: what someone who unpickles
+    them waits for (its start-up, the reads, the loads and the exit), the median of reps."""
+    code = "import pickle, sys\nfor f in sys.argv[1:]:\n    with open(f, 'rb') as fh: pickle.load(fh)"
+    walls = []
+    for _ in range(reps):
+        wall, _, rc, err, _ = run_timed([sys.executable, "-c", code] + files)
+        if rc != 0:
+            sys.exit("report_bench: python's pickle.load failed: " + err)
+        walls.append(wall)
+    return median(walls)
+
+
 def report(args, target, extra, reps):
     ranksnap = os.path.join(args.build, "ranksnap")
     cmd = [ranksnap, "report"] + extra + (["--jobs", str(args.jobs)] if args.jobs else []) + target
@@ -174,6 +188,9 @@ def row(fmt, n, events, files, args, start_s, reps=None, name=None):
         py_s, py_rss = python_load(files, reps if fmt == "real" else args.py_reps or args.reps)
         r.update({"python_load_s": py_s, "python_rss_kib": py_rss, "ratio": t_plain / py_s,
                   "ratio_without_startup": max(t_plain - start_s, 0) / py_s})
+    if fmt == "real":
+        proc_s = python_process(files, reps)
+        r.update({"python_process_s": proc_s, "ratio_process": t_plain / proc_s})
     return r
 
 
@@ -258,7 +275,8 @@ def main():
             print(json.dumps(r), flush=True)
         else:
             print_row(r)
-            print("        (real: %s)" % d)
+            print("        (real: %s; the whole Python process that loads them: %.3f s, the "
+                  "report %.3f of it)" % (d, r["python_process_s"], r["ratio_process"]))
 
     if args.single:
         d = os.path.join(args.work, "single-%d" % args.single)
