@@ -101,8 +101,8 @@ typedef struct dec {
 /* A frames list's item array, for the next list fused_entry makes with the same items: PyTorch
  * 2.11 writes a new list for most trace entries (3,986 lists of 123 contents in a real trace),
  * and lists with equal items can share one array, since none is ever written in place (a list
- * that grows gets a new one: its capacity is its length). A fixed table: a miss costs only the
- * array it would have saved. */
+ * that grows gets a new one: its capacity is its length). A fixed table of two-way buckets: a
+ * miss costs only the array it would have saved. */
 #define SHARED_ITEMS 1024
 
 struct shared_items {
@@ -1318,28 +1318,47 @@ static rs_pickle_value *shared_list(dec *d, rs_pickle_value *const *frames, size
     if (!d->shared) d->shared = calloc(SHARED_ITEMS, sizeof *d->shared);
     /* the items are this process's addresses, which no file chooses: a multiply a word mixes
      * them, in four chains that overlap (a list has 30 to 40 frames with stacks="all") */
-    uint64_t lane[4] = {n, 1, 2, 3};
+    const uint64_t k = 0x9e3779b97f4a7c15ull;
+    uint64_t l0 = n, l1 = 1, l2 = 2, l3 = 3; /* in registers: an array was kept in memory */
     size_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        for (size_t k = 0; k < 4; k++)
-            lane[k] = (lane[k] ^ (uintptr_t)frames[i + k]) * 0x9e3779b97f4a7c15ull;
-    for (; i < n; i++) lane[i & 3] = (lane[i & 3] ^ (uintptr_t)frames[i]) * 0x9e3779b97f4a7c15ull;
-    uint64_t h = (lane[0] ^ lane[1] >> 7 ^ lane[2] >> 13 ^ lane[3] >> 19) * 0x9e3779b97f4a7c15ull;
-    h ^= h >> 32;
-    struct shared_items *e = d->shared ? &d->shared[h & (SHARED_ITEMS - 1)] : NULL;
-    if (e && e->items && e->hash == h && e->n == n &&
-        memcmp(e->items, frames, n * sizeof *frames) == 0) {
+    for (; i + 4 <= n; i += 4) {
+        l0 = (l0 ^ (uintptr_t)frames[i]) * k;
+        l1 = (l1 ^ (uintptr_t)frames[i + 1]) * k;
+        l2 = (l2 ^ (uintptr_t)frames[i + 2]) * k;
+        l3 = (l3 ^ (uintptr_t)frames[i + 3]) * k;
+    }
+    if (i < n) l0 = (l0 ^ (uintptr_t)frames[i++]) * k;
+    if (i < n) l1 = (l1 ^ (uintptr_t)frames[i++]) * k;
+    if (i < n) l2 = (l2 ^ (uintptr_t)frames[i++]) * k;
+    /* splitmix64's finish: a product's low bits depend only on its factors' low bits */
+    uint64_t h = (l0 ^ l1 >> 7 ^ l2 >> 13 ^ l3 >> 19) * k;
+    h = (h ^ h >> 30) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ h >> 27) * 0x94d049bb133111ebull;
+    h ^= h >> 31;
+    /* two ways a bucket, the one last used first: a trace alternates between a few stacks (an
+     * allocation's and its free's), and two of them in one slot would evict each other for ever */
+    struct shared_items *e = d->shared ? &d->shared[(h & (SHARED_ITEMS / 2 - 1)) * 2] : NULL;
+    for (int way = 0; e && way < 2; way++) {
+        struct shared_items *w = &e[way];
+        if (!w->items || w->hash != h || w->n != n || memcmp(w->items, frames, n * sizeof *frames))
+            continue;
         rs_pickle_value *v = new_value(d, RS_PICKLE_LIST);
         if (!v) return NULL;
-        v->v.seq.items = e->items;
+        v->v.seq.items = w->items;
         v->v.seq.n = v->v.seq.cap = (uint32_t)n;
+        if (way) {
+            struct shared_items t = e[0];
+            e[0] = e[1];
+            e[1] = t;
+        }
         return v;
     }
     rs_pickle_value *v = new_container(d, RS_PICKLE_LIST, frames, n);
     if (v && e) {
-        e->items = v->v.seq.items;
-        e->n = (uint32_t)n;
-        e->hash = h;
+        e[1] = e[0];
+        e[0].items = v->v.seq.items;
+        e[0].n = (uint32_t)n;
+        e[0].hash = h;
     }
     return v;
 }
