@@ -56,9 +56,9 @@ static int run_collect(const rs_cli_verb *verb, int argc, char **argv)
     /* the program beside this executable (the build folder, or the installed bin folder) */
     char self[PATH_MAX], prog[PATH_MAX + sizeof RS_COLLECT_PROGRAM + 1];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) {
+    if (n <= 0 || (size_t)n >= sizeof self - 1) {
         fprintf(stderr, "ranksnap collect: cannot find where ranksnap is (/proc/self/exe): %s\n",
-                n < 0 ? strerror(errno) : "empty");
+                n < 0 ? strerror(errno) : n == 0 ? "empty" : "a path too long");
         return RS_EXIT_FAILED;
     }
     self[n] = '\0';
