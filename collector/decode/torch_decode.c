@@ -614,17 +614,24 @@ cache:
     return RANKSNAP_OK;
 }
 
-/* Seeded hash of n words, in four chains of the mixer joined at the end: one chain costs the
- * mixer's latency per word, four overlap (stacks are 30-40 frames with stacks="all"). */
-static uint64_t hash_words(const mapper *m, const uint64_t *w, size_t n)
+/* Seeded hash of a stack's n frame indexes, in four chains of the mixer joined at the end: one
+ * chain costs the mixer's latency per frame, four overlap (stacks are 30-40 frames with
+ * stacks="all"). */
+static uint64_t hash_frames(const mapper *m, const uint32_t *w, size_t n)
 {
-    uint64_t lane[4] = {0x84222325cbf29ce4ull, 0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
-                        0x165667b19e3779f9ull};
+    uint64_t l0 = 0x84222325cbf29ce4ull, l1 = 0x9e3779b97f4a7c15ull, l2 = 0xc2b2ae3d27d4eb4full,
+             l3 = 0x165667b19e3779f9ull;
     size_t f = 0;
-    for (; f + 4 <= n; f += 4)
-        for (size_t k = 0; k < 4; k++) lane[k] = mix(m, lane[k] ^ w[f + k]) + f;
-    for (; f < n; f++) lane[f & 3] = mix(m, lane[f & 3] ^ w[f]) + f;
-    return mix(m, mix(m, mix(m, mix(m, lane[0] ^ n) ^ lane[1]) ^ lane[2]) ^ lane[3]);
+    for (; f + 4 <= n; f += 4) {
+        l0 = mix(m, l0 ^ w[f]) + f;
+        l1 = mix(m, l1 ^ w[f + 1]) + f;
+        l2 = mix(m, l2 ^ w[f + 2]) + f;
+        l3 = mix(m, l3 ^ w[f + 3]) + f;
+    }
+    if (f < n) l0 = mix(m, l0 ^ w[f]) + f, f++;
+    if (f < n) l1 = mix(m, l1 ^ w[f]) + f, f++;
+    if (f < n) l2 = mix(m, l2 ^ w[f]) + f;
+    return mix(m, mix(m, mix(m, mix(m, l0 ^ n) ^ l1) ^ l2) ^ l3);
 }
 
 /* The stack id of a `frames` list (innermost first, as PyTorch writes them); 0 for none. By the
@@ -654,13 +661,7 @@ static ranksnap_status stack_id(mapper *m, const rs_pickle_value *frames, const 
         else
             RS_CHECK(frame_index(m, fr, &fl, &m->scratch[i]));
     }
-    uint64_t h = 0x84222325cbf29ce4ull;
-    for (size_t f = 0; f < n; f += 64) {
-        uint64_t w[64];
-        size_t k = n - f < 64 ? n - f : 64;
-        for (size_t j = 0; j < k; j++) w[j] = m->scratch[f + j];
-        h = mix(m, h ^ hash_words(m, w, k));
-    }
+    uint64_t h = hash_frames(m, m->scratch, n);
     if (2 * (s->n_stacks + 1) > m->stack_mask + 1) {
         size_t cap = m->stack_mask ? 2 * (m->stack_mask + 1) : 256;
         uint32_t *slot = calloc(cap, sizeof *slot);
