@@ -85,6 +85,7 @@ const rs_cli_verb rs_cmd_collect = {
     "collect", "--from DIR --to DIR [--json]",
     "under mpirun, one rank per node: gather node-local snapshots to rank 0 and report",
     "  run under mpirun, one rank per node (--map-by ppr:1:node): every rank sends the\n"
-    "  rank-*.rsnap and rank-*.ring files of --from to rank 0, which writes them into\n"
-    "  --to and prints the report over them (--json: report.json instead of the text)\n",
+    "  rank files of --from (rank-*.rsnap, .ring, and PyTorch jobs' .pickle) to rank 0,\n"
+    "  which writes them into --to and prints the report over them (--json: report.json\n"
+    "  instead of the text)\n",
     run_collect};

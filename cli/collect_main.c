@@ -17,6 +17,7 @@
 #include <mpi.h>
 
 #include "atomic_file.h"
+#include "attempt.h"
 #include "cli.h"
 #include "cmd_collect.h"
 #include "cmd_report.h"
@@ -29,13 +30,6 @@
 #define RS_TAG_NAME 902
 #define RS_TAG_SIZE 903
 #define RS_TAG_DATA 904
-
-static int is_collected(const char *name)
-{
-    size_t n = strlen(name);
-    return strncmp(name, "rank-", 5) == 0 &&
-           ((n > 6 && strcmp(name + n - 6, ".rsnap") == 0) || (n > 5 && strcmp(name + n - 5, ".ring") == 0));
-}
 
 static int make_dir(const char *dir)
 {
@@ -74,7 +68,8 @@ static int store(const char *to, const char *name, const char *buf, size_t len, 
     return 0;
 }
 
-/* Every rank sends the rank-*.rsnap and rank-*.ring files of its --from to rank 0, which writes
+/* Every rank sends the rank files of its --from (what `ranksnap report DIR` reads: .rsnap, .ring
+ * and PyTorch jobs' .pickle, attempts and jobs' names included: attempt.h) to rank 0, which writes
  * them into --to (atomically, 0600; a name already received from another node is kept once) and
  * then prints the report over --to. */
 static int collect(const rs_collect_args *a)
@@ -97,7 +92,7 @@ static int collect(const rs_collect_args *a)
     } else {
         struct dirent *e;
         while ((e = readdir(d)) != NULL) {
-            if (!is_collected(e->d_name)) continue;
+            if (!rs_attempt_is_rank_file(e->d_name)) continue;
             if (n == cap) {
                 cap = cap ? cap * 2 : 16;
                 char **v = realloc(names, (size_t)cap * sizeof *v);
@@ -168,7 +163,7 @@ static int collect(const rs_collect_args *a)
                     continue;
                 }
                 /* names come from another node: only the file names we write, never a path */
-                if (len64 && is_collected(name) && !strchr(name, '/') && store(to, name, buf, len64, r) == 0)
+                if (len64 && rs_attempt_is_rank_file(name) && !strchr(name, '/') && store(to, name, buf, len64, r) == 0)
                     received++;
                 free(buf);
             }

@@ -56,5 +56,21 @@ case_collect_gathers_node_local_files_and_reports() {
     test $rc -eq 0 && test $(ls "$to"/rank-*.rsnap "$to"/rank-*.ring | sed 's/[.].*//' | sort -u | wc -l) -eq 4 && grep -q 'rank 2 ran out of memory.*at attention_scores\|rank 2 ran out of memory.*at block_activations\|rank 2 ran out of memory.*at matmul_workspace' "$to.out"
 }
 
+# PICKLES WORK MPIEXEC RANKSNAP: a PyTorch job's pickles, one per "node" (two --from folders,
+# MPMD), gathered into one --to, a file that is not a rank file left behind, and the report over
+# them names rank 1's OOM (tests/data/torch_mode/mpirun-c: a real DDP GPT-2 run)
+case_collect_gathers_a_pytorch_jobs_pickles() {
+    pickles=$1 work=$2 mpiexec=$3 ranksnap=$4
+    rm -rf "$work" && mkdir -p "$work/node0" "$work/node1" || exit 1
+    cp "$pickles/rank-00000.pickle" "$work/node0/" && cp "$pickles/rank-00001.pickle" "$work/node1/" || exit 1
+    echo notes > "$work/node1/notes.txt"
+    "$mpiexec" --oversubscribe --allow-run-as-root -np 1 "$ranksnap" collect --from "$work/node0" --to "$work/to" : \
+        -np 1 "$ranksnap" collect --from "$work/node1" --to "$work/to" > "$work/out"; rc=$?; cat "$work/out"
+    test $rc -eq 0 || exit 1
+    cmp "$pickles/rank-00001.pickle" "$work/to/rank-00001.pickle" && cmp "$pickles/rank-00000.pickle" "$work/to/rank-00000.pickle" || exit 1
+    test ! -e "$work/to/notes.txt" || { echo "notes.txt was collected"; exit 1; }
+    grep -q "rank 1 ran out of memory at step 4" "$work/out"
+}
+
 command -v "case_$name" >/dev/null || { echo "post_mortem.sh: no case '$name'" >&2; exit 2; }
 "case_$name" "$@"
