@@ -96,6 +96,8 @@ typedef struct dec {
     rs_pickle_value **work; /* copies whose items still point into the batch */
     size_t n_work, work_cap;
     struct shared_items *shared; /* fused_entry's frames lists by content (NULL until used) */
+    struct span_memo *spans;     /* fused_entry's frames lists by their bytes (NULL until used) */
+    uint64_t memo_gen;           /* bumped when a memo key that held a value is given another */
 } dec;
 
 /* A frames list's item array, for the next list fused_entry makes with the same items: PyTorch
@@ -109,6 +111,24 @@ struct shared_items {
     rs_pickle_value **items;
     uint32_t n;
     uint64_t hash;
+};
+
+/* A frames list's bytes, from its first GET to its APPENDS, for the next list written with the
+ * same bytes: PyTorch writes a new list for most trace entries, but only a few distinct ones
+ * (8,965 lists with 128 contents in a real 2.5 MB snapshot, half its bytes), and bytes that
+ * parsed once as GETs ending in APPENDS parse the same way again, to the same values while no
+ * memo key they read was given another value (memo_gen). Recorded only for lists whose frames
+ * the open batch did not make, so that every value they hold is in the document's memory. Keyed
+ * by a hash of the bytes, which are compared before use: a collision costs a miss. */
+#define SPAN_MEMOS 512
+#define SPAN_CANDIDATES 4
+
+struct span_memo {
+    size_t at;                /* where the bytes are in the input */
+    uint32_t len;             /* their length, the APPENDS included */
+    uint32_t n;               /* the list's items */
+    rs_pickle_value **items;  /* its item array, in the document's memory */
+    uint64_t hash, gen;
 };
 
 /* The taken items' mark in `batch`, and what the memo holds in their place afterwards. */
@@ -670,6 +690,7 @@ static ranksnap_status memo_put(dec *d, uint64_t key, rs_pickle_value *v)
             m->dense_cap = cap;
         }
         if (!m->dense[key]) m->count++;
+        else d->memo_gen++;
         m->dense[key] = v;
         return note_batch_key(d, key, v);
     }
@@ -1205,7 +1226,9 @@ static ranksnap_status step(dec *d, int *done)
  * same offsets, the same memo keys, the same dict left on the stack as the opcodes one by one
  * would give, without their dispatch. Anything else in the bytes (a FRAME, a missing memo key, a
  * new frame dict, another opcode) and it returns 0 having changed nothing but scratch memory
- * (and the frames list it made), for the machine to run the opcodes itself. */
+ * (and the frames list it made, and the tables that remember frames lists), for the machine to
+ * run the opcodes itself. A frames list whose bytes were met before is not read GET by GET
+ * (struct span_memo). */
 #define FUSED_MAX_PAIRS 32
 #define FUSED_MAX_FRAMES 256
 
@@ -1310,6 +1333,90 @@ static rs_pickle_value *fused_str(dec *d, size_t at, size_t *n)
     return v;
 }
 
+/* A list whose item array is `items` (n of them), an array no list writes in place. */
+static rs_pickle_value *list_sharing(dec *d, rs_pickle_value **items, size_t n)
+{
+    rs_pickle_value *v = new_value(d, RS_PICKLE_LIST);
+    if (!v) return NULL;
+    v->v.seq.items = items;
+    v->v.seq.n = v->v.seq.cap = (uint32_t)n;
+    return v;
+}
+
+/* A hash of n bytes: four chains of eight-byte words, so that their multiplies overlap; the
+ * last word read where it ends, overlapping the one before (n is hashed too); finished with
+ * splitmix64's mixer. */
+static uint64_t span_hash(const unsigned char *p, size_t n)
+{
+    const uint64_t k = 0x9e3779b97f4a7c15ull;
+    uint64_t l0 = n, l1 = 1, l2 = 2, l3 = 3, w0, w1, w2, w3;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        memcpy(&w0, p + i, 8);
+        memcpy(&w1, p + i + 8, 8);
+        memcpy(&w2, p + i + 16, 8);
+        memcpy(&w3, p + i + 24, 8);
+        l0 = (l0 ^ w0) * k;
+        l1 = (l1 ^ w1) * k;
+        l2 = (l2 ^ w2) * k;
+        l3 = (l3 ^ w3) * k;
+    }
+    if (n >= 8) {
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&w0, p + i, 8);
+            l1 = (l1 ^ w0) * k;
+            uint64_t t = l1;
+            l1 = l2;
+            l2 = l3;
+            l3 = t;
+        }
+        memcpy(&w0, p + n - 8, 8);
+    } else {
+        for (w0 = 0; i < n; i++) w0 = w0 << 8 | p[i];
+    }
+    l0 = (l0 ^ w0) * k;
+    uint64_t h = (l0 ^ l1 >> 7 ^ l2 >> 13 ^ l3 >> 19) * k;
+    h = (h ^ h >> 30) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ h >> 27) * 0x94d049bb133111ebull;
+    return h ^ h >> 31;
+}
+
+/* The recorded frames list whose bytes start at `at` (a list's first GET), NULL when none; *end
+ * is then where they end (after the APPENDS). Its end is one of the next APPENDS bytes (a GET's
+ * argument may hold the same byte: a few are tried). */
+static const struct span_memo *span_find(const dec *d, size_t at, size_t *end)
+{
+    if (!d->spans) return NULL;
+    const unsigned char *b = d->buf + at;
+    size_t left = d->len - at, from = 0;
+    if (left > FUSED_MAX_FRAMES * 5 + 1) left = FUSED_MAX_FRAMES * 5 + 1;
+    for (int tries = 0; tries < SPAN_CANDIDATES && from < left; tries++) {
+        const unsigned char *e = memchr(b + from, 0x65, left - from);
+        if (!e) return NULL;
+        size_t n = (size_t)(e - b) + 1;
+        uint64_t h = span_hash(b, n);
+        const struct span_memo *s = &d->spans[(h & (SPAN_MEMOS / 2 - 1)) * 2];
+        for (int way = 0; way < 2; way++, s++)
+            if (s->items && s->hash == h && s->len == n && s->gen == d->memo_gen &&
+                memcmp(b, d->buf + s->at, n) == 0) {
+                *end = at + n;
+                return s;
+            }
+        from = n;
+    }
+    return NULL;
+}
+
+/* Records the list `list` of n items whose bytes are buf[at..end). */
+static void span_note(dec *d, size_t at, size_t end, const rs_pickle_value *list, size_t n)
+{
+    if (!d->spans && !(d->spans = calloc(SPAN_MEMOS, sizeof *d->spans))) return;
+    uint64_t h = span_hash(d->buf + at, end - at);
+    struct span_memo *s = &d->spans[(h & (SPAN_MEMOS / 2 - 1)) * 2];
+    s[1] = s[0];
+    s[0] = (struct span_memo){at, (uint32_t)(end - at), (uint32_t)n, list->v.seq.items, h, d->memo_gen};
+}
+
 /* A list of frames[0..n) in the document's memory, its item array shared with an earlier list
  * of the same items when the table has one (struct shared_items). */
 static rs_pickle_value *shared_list(dec *d, rs_pickle_value *const *frames, size_t n)
@@ -1342,10 +1449,8 @@ static rs_pickle_value *shared_list(dec *d, rs_pickle_value *const *frames, size
         struct shared_items *w = &e[way];
         if (!w->items || w->hash != h || w->n != n || memcmp(w->items, frames, n * sizeof *frames))
             continue;
-        rs_pickle_value *v = new_value(d, RS_PICKLE_LIST);
+        rs_pickle_value *v = list_sharing(d, w->items, n);
         if (!v) return NULL;
-        v->v.seq.items = w->items;
-        v->v.seq.n = v->v.seq.cap = (uint32_t)n;
         if (way) {
             struct shared_items t = e[0];
             e[0] = e[1];
@@ -1406,7 +1511,11 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
             }
             int fresh = 0, any_fresh = 0;
             uint64_t floor = batch_key_floor(d);
-            if (p < d->len && b[p] == 0x28) {
+            const struct span_memo *known = NULL;
+            size_t span_at = 0;
+            if (p < d->len && b[p] == 0x28 && (known = span_find(d, span_at = p + 1, &p)) != NULL) {
+                /* bytes met before: the same GETs of the same values */
+            } else if (p < d->len && b[p] == 0x28) {
                 for (p++; p < d->len && b[p] != 0x65; p += n) {
                     rs_pickle_value *f = fused_get_key(d, p, &n, floor, &fresh);
                     if (!f || n_frames == FUSED_MAX_FRAMES) return 0;
@@ -1428,8 +1537,9 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
             uint32_t batch = d->batch;
             d->batch = 0;
             d->op_at = list_at;
-            list = v = shared_list(d, frames, n_frames);
+            list = v = known ? list_sharing(d, known->items, known->n) : shared_list(d, frames, n_frames);
             d->batch = batch;
+            if (list && !known && span_at && n_frames && !any_fresh) span_note(d, span_at, p, list, n_frames);
             if (list_memo != SIZE_MAX) memo_new[list_memo] = list;
         } else if ((v = fused_get(d, p, &n)) != NULL || (v = fused_int(d, p, &n)) != NULL) {
             p += n;
@@ -1658,6 +1768,7 @@ ranksnap_status rs_pickle_decode_stream(const void *buf, size_t len, const char 
     u64map_free(&d.fwd);
     free(d.work);
     free(d.shared);
+    free(d.spans);
     if (st != RANKSNAP_OK) {
         rs_pickle_free(d.doc);
         return st;

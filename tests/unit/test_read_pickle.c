@@ -22,6 +22,7 @@
 
 #include "check.h"
 #include "compare.h"
+#include "crafted_inputs.h"
 #include "decode.h"
 #include "file_read.h"
 #include "find_python.h"
@@ -640,6 +641,178 @@ TEST(real_snapshots_decode_alike_streamed_and_from_the_value_tree)
     CHECK(g_alike_bad == 0);
 }
 
+/* ---- frames lists met again by their bytes (pickle.c, struct span_memo) -------------------- */
+
+/* A protocol 4 pickle being written with MEMOIZE, its next memo key counted. */
+typedef struct pk4 {
+    crafted b;
+    unsigned next;
+} pk4;
+
+static unsigned pk4_memo(pk4 *p)
+{
+    cr_byte(&p->b, 0x94); /* MEMOIZE */
+    return p->next++;
+}
+
+static unsigned pk4_str(pk4 *p, const char *s)
+{
+    pk_str(&p->b, s);
+    return pk4_memo(p);
+}
+
+static void pk4_get(pk4 *p, unsigned key)
+{
+    if (key < 256) {
+        cr_byte(&p->b, 'h'); /* BINGET */
+        cr_byte(&p->b, key);
+        return;
+    }
+    cr_byte(&p->b, 'j'); /* LONG_BINGET */
+    for (int i = 0; i < 4; i++) cr_byte(&p->b, (key >> (8 * i)) & 255);
+}
+
+/* The string w: written and memoized the first time (its key kept in *key), fetched after. */
+static void pk4_word(pk4 *p, unsigned *key, const char *w)
+{
+    if (*key) pk4_get(p, *key);
+    else *key = pk4_str(p, w);
+}
+
+/* {"name": "forward", "filename": "model.py", "line": line}; words[0..5) the keys of those
+ * strings, 0 before they are written. */
+static unsigned pk4_frame(pk4 *p, unsigned *words, unsigned line)
+{
+    static const char *const w[] = {"name", "forward", "filename", "model.py", "line"};
+    cr_byte(&p->b, '}');
+    unsigned key = pk4_memo(p);
+    cr_byte(&p->b, '(');
+    for (int i = 0; i < 5; i++) pk4_word(p, &words[i], w[i]);
+    pk_uint(&p->b, line);
+    cr_byte(&p->b, 'u');
+    return key;
+}
+
+/* An alloc entry whose frames are the memo GETs of frames[0..n) (or, when n is 0, new frame
+ * dicts of lines 1, 2, 3, their keys put in frames[0..3)); words[5..12) its strings' keys. */
+static void pk4_entry(pk4 *p, unsigned *words, uint64_t addr, unsigned *frames, size_t n)
+{
+    cr_byte(&p->b, '}');
+    (void)pk4_memo(p);
+    cr_byte(&p->b, '(');
+    pk4_word(p, &words[5], "action");
+    pk4_word(p, &words[6], "alloc");
+    pk4_word(p, &words[7], "addr");
+    pk_uint(&p->b, addr);
+    pk4_word(p, &words[8], "size");
+    pk_uint(&p->b, 512);
+    pk4_word(p, &words[9], "stream");
+    pk_uint(&p->b, 0);
+    pk4_word(p, &words[10], "time_us");
+    pk_uint(&p->b, addr >> 8);
+    pk4_word(p, &words[11], "frames");
+    cr_byte(&p->b, ']');
+    (void)pk4_memo(p);
+    cr_byte(&p->b, '(');
+    if (n == 0)
+        for (unsigned line = 1; line <= 3; line++) frames[line - 1] = pk4_frame(p, words, line);
+    for (size_t i = 0; i < n; i++) pk4_get(p, frames[i]);
+    cr_byte(&p->b, 'e');
+    cr_byte(&p->b, 'u');
+}
+
+/* A snapshot whose second batch of trace entries writes the same frames-list bytes (GETs of the
+ * three frames of lines 1, 2, 3 the first batch made) three times, and between the second and
+ * the third gives the first frame's memo key the second frame (BINPUT). `pad` memoized strings
+ * come first; *third is the memo key the third frame got. */
+static unsigned char *pk4_rebound(unsigned pad, unsigned *third, size_t *len)
+{
+    pk4 p = {{NULL, 0, 0, 0}, 0};
+    unsigned words[12] = {0}, frames[3];
+    cr_byte(&p.b, 0x80);
+    cr_byte(&p.b, 4);
+    cr_byte(&p.b, '}');
+    (void)pk4_memo(&p);
+    cr_byte(&p.b, '(');
+    pk4_str(&p, "segments");
+    cr_byte(&p.b, ']');
+    (void)pk4_memo(&p);
+    pk4_str(&p, "pad");
+    cr_byte(&p.b, ']');
+    (void)pk4_memo(&p);
+    cr_byte(&p.b, '(');
+    for (unsigned i = 0; i < pad; i++) {
+        char t[16];
+        snprintf(t, sizeof t, "p%u", i);
+        pk4_str(&p, t);
+    }
+    cr_byte(&p.b, 'e');
+    pk4_str(&p, "device_traces");
+    cr_byte(&p.b, ']');
+    (void)pk4_memo(&p);
+    cr_byte(&p.b, '(');
+    cr_byte(&p.b, ']');
+    (void)pk4_memo(&p);
+    cr_byte(&p.b, '('); /* the first batch makes the frames */
+    pk4_entry(&p, words, 0x10000, frames, 0);
+    cr_byte(&p.b, 'e');
+    cr_byte(&p.b, '('); /* the second fetches them */
+    pk4_entry(&p, words, 0x20000, frames, 3);
+    pk4_entry(&p, words, 0x30000, frames, 3);
+    pk4_get(&p, frames[1]); /* memo[frames[0]] = the frame of line 2 */
+    cr_byte(&p.b, 'q');
+    cr_byte(&p.b, frames[0]);
+    cr_byte(&p.b, '0'); /* POP */
+    pk4_entry(&p, words, 0x40000, frames, 3);
+    cr_byte(&p.b, 'e');
+    cr_byte(&p.b, 'e');
+    cr_byte(&p.b, 'u');
+    cr_byte(&p.b, '.');
+    *third = frames[2];
+    return cr_done(&p.b, len);
+}
+
+static unsigned first_line_of_stack(const rs_snap *s, uint64_t k)
+{
+    const rs_snap_stack *st = &s->stacks[s->history.stack[k] - 1];
+    return st->n_frames ? (unsigned)s->frames[st->frames[0]].line : 0;
+}
+
+TEST(a_frames_list_met_again_is_read_again_after_its_memo_keys_change)
+{
+    /* the third frame's memo key is 101, the APPENDS byte: its BINGET's argument is a false end
+     * of the list's bytes, before the real one */
+    size_t len = 0;
+    unsigned third = 0, pad = 0;
+    unsigned char *buf = pk4_rebound(pad, &third, &len);
+    CHECK(buf && third < 101);
+    free(buf);
+    pad = 101 - third;
+    buf = pk4_rebound(pad, &third, &len);
+    CHECK(buf && third == 101);
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
+    o.infer_steps = 0;
+    rs_snap *streamed = NULL, *tree = NULL;
+    CHECK(rs_torch_decode(buf, len, "rebound.pickle", &o, &streamed) == RANKSNAP_OK);
+    o.stream = 0;
+    CHECK(rs_torch_decode(buf, len, "rebound.pickle", &o, &tree) == RANKSNAP_OK);
+    const char *differs = snap_same(streamed, tree);
+    if (differs) fprintf(stderr, "     %s differs\n", differs);
+    CHECK(differs == NULL);
+    const rs_snap_history *h = &streamed->history;
+    CHECK(h->count == 4);
+    /* entries 1 and 2: lines 1, 2, 3; entry 3, after the BINPUT: lines 2, 2, 3 */
+    CHECK(h->stack[1] == h->stack[0] && h->stack[2] == h->stack[0]);
+    CHECK(h->stack[3] != h->stack[0]);
+    CHECK(first_line_of_stack(streamed, 0) == 1 && first_line_of_stack(streamed, 2) == 1);
+    CHECK(first_line_of_stack(streamed, 3) == 2);
+    CHECK(streamed->stacks[h->stack[3] - 1].n_frames == 3);
+    rs_snap_free(streamed);
+    rs_snap_free(tree);
+    free(buf);
+}
+
 /* ---- step inference on histories built here ------------------------------------------------ */
 
 typedef struct hist {
@@ -853,6 +1026,7 @@ int main(void)
     RUN(damaged_snapshots_decode_or_fail_cleanly);
     RUN(real_snapshots_in_tests_data_keep_the_model_promises);
     RUN(real_snapshots_decode_alike_streamed_and_from_the_value_tree);
+    RUN(a_frames_list_met_again_is_read_again_after_its_memo_keys_change);
     RUN(step_inference_finds_every_iteration_of_a_periodic_trace);
     RUN(step_inference_leaves_out_what_it_cannot_tell);
     RUN(an_oom_in_the_first_pass_is_in_step_0_not_in_a_layer_counted_as_a_step);
