@@ -11,6 +11,7 @@
 
 #include "decode.h"
 #include "errors.h"
+#include "file_map.h"
 #include "file_read.h"
 #include "ring_decode.h"
 #include "rsnap_decode.h"
@@ -45,12 +46,18 @@ ranksnap_status rs_decode_file_ex(const char *path, const rs_torch_opts *opts, r
         if (closed) *closed = done;
         return st;
     }
-    char *buf;
-    size_t len;
-    RS_CHECK(rs_file_read(path, 0, &buf, &len));
-    ranksnap_status st = rs_torch_is_pickle(buf, len) ? rs_torch_decode(buf, len, path, opts, out)
-                                                      : rs_rsnap_decode(buf, len, path, out);
-    free(buf);
+    rs_file_mapped m;
+    RS_CHECK(rs_file_map(path, &m));
+    rs_file_map_begin(&m);
+    ranksnap_status st = rs_torch_is_pickle(m.p, m.len) ? rs_torch_decode(m.p, m.len, path, opts, out)
+                                                        : rs_rsnap_decode(m.p, m.len, path, out);
+    if (rs_file_map_end()) {
+        rs_snap_free(*out);
+        *out = NULL;
+        st = rs_error(RANKSNAP_ERR_IO, "%s: cut short while it was read (another process truncated "
+                                       "or rewrote it): read it again once it is written", path);
+    }
+    rs_file_map_close(&m);
     return st;
 }
 
