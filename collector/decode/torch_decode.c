@@ -977,15 +977,56 @@ static ranksnap_status append_event(mapper *m, const entry_rec *r, const loc *l)
     return RANKSNAP_OK;
 }
 
-/* The entries of one list of device_traces as the pickle streamed them (take_entries). */
+/* The entries of one list of device_traces as the pickle streamed them (take_entries), in the
+ * history's columns: when the list is the device's trace they become the history (map_trace),
+ * each stream handle and frames list replaced there, in place, by its index. Entries left out
+ * (action LEFT_OUT) stay until then, so that errors name entries by their place in the list. */
+#define LEFT_OUT 0xff
+
 typedef struct streamed {
     const rs_pickle_value *list;
     size_t index;
-    entry_rec *recs;
+    uint64_t *time_us, *addr, *size;
+    uint8_t *action;
+    unsigned char *stream; /* uint64_t handles (memcpy: they become uint32_t indexes in place) */
+    unsigned char *frames; /* const rs_pickle_value * (NULL: none), then uint32_t stack ids */
     size_t n, cap;
     ranksnap_status err; /* the first entry that is wrong stops the list: its message, kept */
     char *err_msg;       /* for when (and if) this device's trace is the one read */
 } streamed;
+
+static void streamed_free(streamed *sd)
+{
+    free(sd->time_us);
+    free(sd->addr);
+    free(sd->size);
+    free(sd->action);
+    free(sd->stream);
+    free(sd->frames);
+    free(sd->err_msg);
+}
+
+static ranksnap_status streamed_grow(mapper *m, streamed *sd, size_t need)
+{
+    if (need <= sd->cap) return RANKSNAP_OK;
+    size_t cap = sd->cap ? 2 * sd->cap : 1024;
+    while (cap < need) cap *= 2;
+    void *p;
+    if (!(p = realloc(sd->time_us, cap * 8))) return no_memory(m, "the trace");
+    sd->time_us = p;
+    if (!(p = realloc(sd->addr, cap * 8))) return no_memory(m, "the trace");
+    sd->addr = p;
+    if (!(p = realloc(sd->size, cap * 8))) return no_memory(m, "the trace");
+    sd->size = p;
+    if (!(p = realloc(sd->action, cap))) return no_memory(m, "the trace");
+    sd->action = p;
+    if (!(p = realloc(sd->stream, cap * 8))) return no_memory(m, "the trace");
+    sd->stream = p;
+    if (!(p = realloc(sd->frames, cap * sizeof(const rs_pickle_value *)))) return no_memory(m, "the trace");
+    sd->frames = p;
+    sd->cap = cap;
+    return RANKSNAP_OK;
+}
 
 static ranksnap_status take_entries(void *ctx, rs_pickle_taker *t, const rs_pickle_value *list,
                                     size_t index, const rs_pickle_value *const *items, size_t n)
@@ -1003,43 +1044,116 @@ static ranksnap_status take_entries(void *ctx, rs_pickle_taker *t, const rs_pick
         sd->index = index;
     }
     if (sd->err != RANKSNAP_OK) return RANKSNAP_OK;
-    if (grow((void **)&sd->recs, &sd->cap, sd->n + n, sizeof *sd->recs) != 0)
-        return no_memory(m, "the trace");
+    RS_CHECK(streamed_grow(m, sd, sd->n + n));
     loc base = loc_down(NULL, "device_traces", index);
     for (size_t i = 0; i < n; i++) {
         loc l = loc_down(&base, "", sd->n);
-        entry_rec *r = &sd->recs[sd->n];
-        ranksnap_status st = entry_of(m, items[i], &l, r);
+        entry_rec r;
+        ranksnap_status st = entry_of(m, items[i], &l, &r);
         if (st == RANKSNAP_ERR_HOST_MEMORY) return st;
         if (st != RANKSNAP_OK) {
             sd->err = st;
             sd->err_msg = strdup(ranksnap_last_error());
             return sd->err_msg ? RANKSNAP_OK : no_memory(m, "a message");
         }
-        if (r->frames && !(r->frames = rs_pickle_keep(t, r->frames)))
+        if (r.frames && !(r.frames = rs_pickle_keep(t, r.frames)))
             return no_memory(m, "the frames of the trace");
-        sd->n++;
+        size_t k = sd->n++;
+        sd->time_us[k] = r.time_us;
+        sd->addr[k] = r.addr;
+        sd->size[k] = r.size;
+        sd->action[k] = r.action < 0 ? LEFT_OUT : (uint8_t)r.action;
+        memcpy(sd->stream + 8 * k, &r.stream, 8);
+        memcpy(sd->frames + sizeof r.frames * k, &r.frames, sizeof r.frames);
     }
     return RANKSNAP_OK;
+}
+
+/* The streamed list `sd` made the history: its columns moved there, the entries left out
+ * dropped, handles and frames lists turned into stream and stack indexes where they are. */
+static ranksnap_status adopt_streamed(mapper *m, streamed *sd, const loc *base)
+{
+    rs_snap_history *h = &m->s->history;
+    free(h->time_us);
+    free(h->addr);
+    free(h->size);
+    free(h->action);
+    free(h->stream);
+    free(h->stack);
+    /* the snapshot owns them from here, whatever fails below */
+    h->time_us = sd->time_us;
+    h->addr = sd->addr;
+    h->size = sd->size;
+    h->action = sd->action;
+    h->stream = (uint32_t *)(void *)sd->stream;
+    h->stack = (uint32_t *)(void *)sd->frames;
+    h->count = 0;
+    sd->time_us = sd->addr = sd->size = NULL;
+    sd->action = sd->stream = sd->frames = NULL;
+    unsigned char *handles = (unsigned char *)h->stream, *lists = (unsigned char *)h->stack;
+    size_t w = 0;
+    for (size_t r = 0; r < sd->n; r++) {
+        if (h->action[r] == LEFT_OUT) continue;
+        /* entry w's four bytes are below entry r's eight: read first, then written */
+        loc l = loc_down(base, "", r);
+        uint64_t handle;
+        const rs_pickle_value *frames;
+        uint32_t stream, stack;
+        memcpy(&handle, handles + 8 * r, 8);
+        memcpy(&frames, lists + sizeof frames * r, sizeof frames);
+        RS_CHECK(stream_index(m, handle, &stream));
+        RS_CHECK(stack_id(m, frames, &l, &stack));
+        memcpy(handles + 4 * w, &stream, 4);
+        memcpy(lists + 4 * w, &stack, 4);
+        h->time_us[w] = h->time_us[r];
+        h->addr[w] = h->addr[r];
+        h->size[w] = h->size[r];
+        h->action[w] = h->action[r];
+        h->count = ++w;
+    }
+    /* shrunk to what they hold (an empty history keeps arrays of one) */
+    size_t keep = w ? w : 1;
+    void *p;
+    if ((p = realloc(h->time_us, keep * 8)) != NULL) h->time_us = p;
+    if ((p = realloc(h->addr, keep * 8)) != NULL) h->addr = p;
+    if ((p = realloc(h->size, keep * 8)) != NULL) h->size = p;
+    if ((p = realloc(h->action, keep)) != NULL) h->action = p;
+    if ((p = realloc(h->stream, keep * 4)) != NULL) h->stream = p;
+    if ((p = realloc(h->stack, keep * 4)) != NULL) h->stack = p;
+    m->hist_cap = keep;
+    return RANKSNAP_OK;
+}
+
+/* The entries of device_traces[i]: its own, and those the pickle streamed from it. */
+static size_t trace_len(const mapper *m, const rs_pickle_value *traces, size_t i)
+{
+    const rs_pickle_value *t = rs_pickle_item(traces, i);
+    for (size_t k = 0; k < m->n_streamed; k++)
+        if (m->streamed[k].list == t && m->streamed[k].index == i) return m->streamed[k].n + rs_pickle_len(t);
+    return rs_pickle_len(t);
 }
 
 static ranksnap_status map_trace(mapper *m, const rs_pickle_value *trace, size_t device)
 {
     rs_snap_history *h = &m->s->history;
-    const streamed *sd = NULL;
+    streamed *sd = NULL;
     for (size_t i = 0; i < m->n_streamed && !sd; i++)
         if (m->streamed[i].list == trace && m->streamed[i].index == device) sd = &m->streamed[i];
-    size_t n = sd ? sd->n : rs_pickle_len(trace);
     loc base = loc_down(NULL, "device_traces", device);
     if (sd && rs_pickle_len(trace))
         return bad(m, trace, &base, NULL, "entries both appended as pickle.dump appends them and "
                                           "otherwise: a layout this reader does not take");
-    RS_CHECK(history_grow(m, n ? n : 1));
-    for (size_t i = 0; i < n; i++) {
-        loc l = loc_down(&base, "", i);
-        entry_rec r;
-        if (!sd) RS_CHECK(entry_of(m, rs_pickle_item(trace, i), &l, &r));
-        RS_CHECK(append_event(m, sd ? &sd->recs[i] : &r, &l));
+    if (sd && sd->n) {
+        RS_CHECK(adopt_streamed(m, sd, &base));
+    } else {
+        size_t n = rs_pickle_len(trace);
+        RS_CHECK(history_grow(m, n ? n : 1));
+        for (size_t i = 0; i < n; i++) {
+            loc l = loc_down(&base, "", i);
+            entry_rec r;
+            RS_CHECK(entry_of(m, rs_pickle_item(trace, i), &l, &r));
+            RS_CHECK(append_event(m, &r, &l));
+        }
     }
     if (sd && sd->err != RANKSNAP_OK) return rs_error(sd->err, "%s", sd->err_msg);
     h->capacity = h->count;
@@ -1217,7 +1331,7 @@ static ranksnap_status map_root(mapper *m, const rs_pickle_value *root, const rs
         /* No segments (or none on a device with a trace): the busiest trace. */
         size_t best = 0;
         for (size_t i = 0; i < rs_pickle_len(traces); i++)
-            if (rs_pickle_len(rs_pickle_item(traces, i)) > rs_pickle_len(rs_pickle_item(traces, best))) best = i;
+            if (trace_len(m, traces, i) > trace_len(m, traces, best)) best = i;
         if (rs_pickle_len(traces)) device = (int64_t)best;
         if (device < 0) device = 0;
     }
@@ -1253,10 +1367,7 @@ static void mapper_free(mapper *m)
     idcache_free(&m->frame_ids);
     free(m->frame_dicts);
     free(m->stack_items);
-    for (size_t i = 0; i < m->n_streamed; i++) {
-        free(m->streamed[i].recs);
-        free(m->streamed[i].err_msg);
-    }
+    for (size_t i = 0; i < m->n_streamed; i++) streamed_free(&m->streamed[i]);
     free(m->streamed);
     idcache_free(&m->seen);
     free(m->stream_key);

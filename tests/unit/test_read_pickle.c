@@ -813,6 +813,49 @@ TEST(a_frames_list_met_again_is_read_again_after_its_memo_keys_change)
     free(buf);
 }
 
+/* No segments and two device traces, the second the busier: the trace read is the busier one,
+ * counted in the entries the pickle streamed (which leave the lists themselves empty). */
+TEST(without_segments_the_busiest_streamed_trace_is_the_one_read)
+{
+    pk4 p = {{NULL, 0, 0, 0}, 0};
+    unsigned words[12] = {0}, frames[3];
+    cr_byte(&p.b, 0x80);
+    cr_byte(&p.b, 4);
+    cr_byte(&p.b, '}');
+    (void)pk4_memo(&p);
+    cr_byte(&p.b, '(');
+    pk4_str(&p, "device_traces");
+    cr_byte(&p.b, ']');
+    (void)pk4_memo(&p);
+    cr_byte(&p.b, '(');
+    for (int device = 0; device < 2; device++) {
+        cr_byte(&p.b, ']');
+        (void)pk4_memo(&p);
+        cr_byte(&p.b, '(');
+        for (int i = 0; i <= 2 * device; i++)
+            pk4_entry(&p, words, (uint64_t)(device + 1) << 20 | (uint64_t)(i + 1) << 12, frames, 0);
+        cr_byte(&p.b, 'e');
+    }
+    cr_byte(&p.b, 'e');
+    cr_byte(&p.b, 'u');
+    cr_byte(&p.b, '.');
+    size_t len = 0;
+    unsigned char *buf = cr_done(&p.b, &len);
+    CHECK(buf != NULL);
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
+    o.infer_steps = 0;
+    rs_snap *streamed = NULL, *tree = NULL;
+    CHECK(rs_torch_decode(buf, len, "two.pickle", &o, &streamed) == RANKSNAP_OK);
+    o.stream = 0;
+    CHECK(rs_torch_decode(buf, len, "two.pickle", &o, &tree) == RANKSNAP_OK);
+    CHECK(streamed && streamed->history.count == 3 && streamed->device.index == 1);
+    CHECK(tree && tree->history.count == 3 && snap_same(streamed, tree) == NULL);
+    rs_snap_free(streamed);
+    rs_snap_free(tree);
+    free(buf);
+}
+
 /* ---- step inference on histories built here ------------------------------------------------ */
 
 typedef struct hist {
@@ -1027,6 +1070,7 @@ int main(void)
     RUN(real_snapshots_in_tests_data_keep_the_model_promises);
     RUN(real_snapshots_decode_alike_streamed_and_from_the_value_tree);
     RUN(a_frames_list_met_again_is_read_again_after_its_memo_keys_change);
+    RUN(without_segments_the_busiest_streamed_trace_is_the_one_read);
     RUN(step_inference_finds_every_iteration_of_a_periodic_trace);
     RUN(step_inference_leaves_out_what_it_cannot_tell);
     RUN(an_oom_in_the_first_pass_is_in_step_0_not_in_a_layer_counted_as_a_step);
