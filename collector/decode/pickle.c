@@ -119,21 +119,24 @@ struct shared_items {
  * parsed once as GETs ending in APPENDS parse the same way again, to the same values while no
  * memo key they read was given another value (memo_gen). Recorded only for lists whose frames
  * the open batch did not make, so that every value they hold is in the document's memory. Keyed
- * by a hash of the bytes, which are compared before use: a collision costs a miss. */
+ * by a hash of the bytes, which are compared before use: a collision costs a miss. The lists
+ * met again are the first one, not copies: no memory per trace entry. Python's lists are
+ * distinct objects that a later APPENDS could make different, so the one value stands for them
+ * only while none grows: container_add refuses to add to it (PyTorch never does). */
 #define SPAN_MEMOS 512
 #define SPAN_CANDIDATES 4
 
 struct span_memo {
-    size_t at;                /* where the bytes are in the input */
-    uint32_t len;             /* their length, the APPENDS included */
-    uint32_t n;               /* the list's items */
-    rs_pickle_value **items;  /* its item array, in the document's memory */
+    size_t at;             /* where the bytes are in the input */
+    uint32_t len;          /* their length, the APPENDS included */
+    rs_pickle_value *list; /* the list they made, in the document's memory: every list with the
+                            * same bytes is this value (marked shared: none may grow) */
     uint64_t hash, gen;
 };
 
 /* The taken items' mark in `batch`, and what the memo holds in their place afterwards. */
 #define BATCH_TAKEN UINT32_MAX
-static const rs_pickle_value taken_entry = {RS_PICKLE_NONE, 0, 0, 0, {0}};
+static const rs_pickle_value taken_entry = {RS_PICKLE_NONE, 0, 0, 0, 0, {0}};
 
 /* ---- errors -------------------------------------------------------------------------------- */
 
@@ -338,6 +341,7 @@ static inline rs_pickle_value *new_value(dec *d, rs_pickle_kind kind)
     if (!v) return NULL;
     v->kind = (uint8_t)kind;
     v->is_u64 = 0;
+    v->shared = 0;
     v->batch = d->batch;
     v->offset = d->op_at;
     v->v.seq.items = NULL; /* the union's 16 bytes, zeroed */
@@ -366,6 +370,10 @@ static rs_pickle_value *new_container(dec *d, rs_pickle_kind kind, rs_pickle_val
 static ranksnap_status container_add(dec *d, rs_pickle_value *c, rs_pickle_value *const *items, size_t n)
 {
     if (n == 0) return RANKSNAP_OK; /* APPENDS of nothing: an empty list has no array yet */
+    if (c->shared)
+        return FAIL(d, "%s adds to a frames list the reader shares with the lists of the same "
+                       "bytes (made at offset %zu): a layout this reader does not take",
+                    rs_pickle_opcode_name(d->op), c->offset);
     size_t need = (size_t)c->v.seq.n + n;
     if (need > UINT32_MAX)
         return FAIL(d, "%s makes a container of more than %u items, which this reader does not "
@@ -680,12 +688,19 @@ static ranksnap_status memo_put(dec *d, uint64_t key, rs_pickle_value *v)
     memo *m = &d->memo;
     if (key <= d->len) {
         if (key >= m->dense_cap) {
-            size_t cap = m->dense_cap ? 2 * m->dense_cap : 256;
+            /* First for a key per 32 bytes (PyTorch's pickles have one per 64), zeroed by calloc,
+             * which fresh memory needs no pass for: growing by doubling would copy and clear
+             * each size on the way, a megabyte of new memory for a 2.5 MB pickle. */
+            size_t cap = m->dense_cap ? 2 * m->dense_cap : d->len / 32 > 256 ? d->len / 32 : 256;
             while (cap <= key) cap *= 2;
             if (cap > d->len + 1) cap = (size_t)d->len + 1;
-            rs_pickle_value **a = realloc(m->dense, cap * sizeof *a);
+            rs_pickle_value **a;
+            if (!m->dense_cap) {
+                a = calloc(cap, sizeof *a);
+            } else if ((a = realloc(m->dense, cap * sizeof *a)) != NULL) {
+                memset(a + m->dense_cap, 0, (cap - m->dense_cap) * sizeof *a);
+            }
             if (!a) return no_memory(d, cap * sizeof *a);
-            memset(a + m->dense_cap, 0, (cap - m->dense_cap) * sizeof *a);
             m->dense = a;
             m->dense_cap = cap;
         }
@@ -1397,7 +1412,7 @@ static const struct span_memo *span_find(const dec *d, size_t at, size_t *end)
         uint64_t h = span_hash(b, n);
         const struct span_memo *s = &d->spans[(h & (SPAN_MEMOS / 2 - 1)) * 2];
         for (int way = 0; way < 2; way++, s++)
-            if (s->items && s->hash == h && s->len == n && s->gen == d->memo_gen &&
+            if (s->list && s->hash == h && s->len == n && s->gen == d->memo_gen &&
                 memcmp(b, d->buf + s->at, n) == 0) {
                 *end = at + n;
                 return s;
@@ -1407,14 +1422,15 @@ static const struct span_memo *span_find(const dec *d, size_t at, size_t *end)
     return NULL;
 }
 
-/* Records the list `list` of n items whose bytes are buf[at..end). */
-static void span_note(dec *d, size_t at, size_t end, const rs_pickle_value *list, size_t n)
+/* Records the list `list` whose bytes are buf[at..end). */
+static void span_note(dec *d, size_t at, size_t end, rs_pickle_value *list)
 {
     if (!d->spans && !(d->spans = calloc(SPAN_MEMOS, sizeof *d->spans))) return;
     uint64_t h = span_hash(d->buf + at, end - at);
     struct span_memo *s = &d->spans[(h & (SPAN_MEMOS / 2 - 1)) * 2];
     s[1] = s[0];
-    s[0] = (struct span_memo){at, (uint32_t)(end - at), (uint32_t)n, list->v.seq.items, h, d->memo_gen};
+    s[0] = (struct span_memo){at, (uint32_t)(end - at), list, h, d->memo_gen};
+    list->shared = 1;
 }
 
 /* A list of frames[0..n) in the document's memory, its item array shared with an earlier list
@@ -1537,9 +1553,9 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
             uint32_t batch = d->batch;
             d->batch = 0;
             d->op_at = list_at;
-            list = v = known ? list_sharing(d, known->items, known->n) : shared_list(d, frames, n_frames);
+            list = v = known ? known->list : shared_list(d, frames, n_frames);
             d->batch = batch;
-            if (list && !known && span_at && n_frames && !any_fresh) span_note(d, span_at, p, list, n_frames);
+            if (list && !known && span_at && n_frames && !any_fresh) span_note(d, span_at, p, list);
             if (list_memo != SIZE_MAX) memo_new[list_memo] = list;
         } else if ((v = fused_get(d, p, &n)) != NULL || (v = fused_int(d, p, &n)) != NULL) {
             p += n;

@@ -47,6 +47,7 @@ typedef struct rs_pickle_value rs_pickle_value;
 struct rs_pickle_value {
     uint8_t kind;    /* rs_pickle_kind */
     uint8_t is_u64;  /* RS_PICKLE_INT: the value is .u, above INT64_MAX */
+    uint8_t shared;  /* the decoder's own: one list value standing for equal frames lists */
     uint32_t batch;  /* the decoder's own: which streamed batch made it (0: none) */
     size_t offset;   /* byte offset of the opcode that made the value, for error messages */
     union {

@@ -694,8 +694,9 @@ static unsigned pk4_frame(pk4 *p, unsigned *words, unsigned line)
 }
 
 /* An alloc entry whose frames are the memo GETs of frames[0..n) (or, when n is 0, new frame
- * dicts of lines 1, 2, 3, their keys put in frames[0..3)); words[5..12) its strings' keys. */
-static void pk4_entry(pk4 *p, unsigned *words, uint64_t addr, unsigned *frames, size_t n)
+ * dicts of lines 1, 2, 3, their keys put in frames[0..3)); words[5..12) its strings' keys.
+ * Returns its frames list's memo key. */
+static unsigned pk4_entry(pk4 *p, unsigned *words, uint64_t addr, unsigned *frames, size_t n)
 {
     cr_byte(&p->b, '}');
     (void)pk4_memo(p);
@@ -712,20 +713,22 @@ static void pk4_entry(pk4 *p, unsigned *words, uint64_t addr, unsigned *frames, 
     pk_uint(&p->b, addr >> 8);
     pk4_word(p, &words[11], "frames");
     cr_byte(&p->b, ']');
-    (void)pk4_memo(p);
+    unsigned list = pk4_memo(p);
     cr_byte(&p->b, '(');
     if (n == 0)
         for (unsigned line = 1; line <= 3; line++) frames[line - 1] = pk4_frame(p, words, line);
     for (size_t i = 0; i < n; i++) pk4_get(p, frames[i]);
     cr_byte(&p->b, 'e');
     cr_byte(&p->b, 'u');
+    return list;
 }
 
 /* A snapshot whose second batch of trace entries writes the same frames-list bytes (GETs of the
  * three frames of lines 1, 2, 3 the first batch made) three times, and between the second and
  * the third gives the first frame's memo key the second frame (BINPUT). `pad` memoized strings
- * come first; *third is the memo key the third frame got. */
-static unsigned char *pk4_rebound(unsigned pad, unsigned *third, size_t *len)
+ * come first; *third is the memo key the third frame got. With `grow`, the second entry's
+ * frames list gets one more frame (GET, MARK, GET, APPENDS) after it is made. */
+static unsigned char *pk4_rebound(unsigned pad, int grow, unsigned *third, size_t *len)
 {
     pk4 p = {{NULL, 0, 0, 0}, 0};
     unsigned words[12] = {0}, frames[3];
@@ -758,7 +761,14 @@ static unsigned char *pk4_rebound(unsigned pad, unsigned *third, size_t *len)
     cr_byte(&p.b, 'e');
     cr_byte(&p.b, '('); /* the second fetches them */
     pk4_entry(&p, words, 0x20000, frames, 3);
-    pk4_entry(&p, words, 0x30000, frames, 3);
+    unsigned second = pk4_entry(&p, words, 0x30000, frames, 3);
+    if (grow) {
+        pk4_get(&p, second);
+        cr_byte(&p.b, '(');
+        pk4_get(&p, frames[0]);
+        cr_byte(&p.b, 'e');
+        cr_byte(&p.b, '0'); /* POP */
+    }
     pk4_get(&p, frames[1]); /* memo[frames[0]] = the frame of line 2 */
     cr_byte(&p.b, 'q');
     cr_byte(&p.b, frames[0]);
@@ -784,11 +794,11 @@ TEST(a_frames_list_met_again_is_read_again_after_its_memo_keys_change)
      * of the list's bytes, before the real one */
     size_t len = 0;
     unsigned third = 0, pad = 0;
-    unsigned char *buf = pk4_rebound(pad, &third, &len);
+    unsigned char *buf = pk4_rebound(pad, 0, &third, &len);
     CHECK(buf && third < 101);
     free(buf);
     pad = 101 - third;
-    buf = pk4_rebound(pad, &third, &len);
+    buf = pk4_rebound(pad, 0, &third, &len);
     CHECK(buf && third == 101);
     rs_torch_opts o;
     rs_torch_opts_default(&o);
@@ -810,6 +820,31 @@ TEST(a_frames_list_met_again_is_read_again_after_its_memo_keys_change)
     CHECK(streamed->stacks[h->stack[3] - 1].n_frames == 3);
     rs_snap_free(streamed);
     rs_snap_free(tree);
+    free(buf);
+}
+
+/* Lists of the same bytes are one value in a streamed decode (pickle.c, struct span_memo): one
+ * of them grown afterwards would grow all, so the streamed decode refuses it, naming the layout;
+ * read from the value tree, the entries keep their own lists. */
+TEST(a_shared_frames_list_that_grows_is_refused_when_streamed)
+{
+    size_t len = 0;
+    unsigned third = 0;
+    unsigned char *buf = pk4_rebound(0, 1, &third, &len);
+    CHECK(buf != NULL);
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
+    o.infer_steps = 0;
+    rs_snap *s = NULL;
+    CHECK(rs_torch_decode(buf, len, "grown.pickle", &o, &s) == RANKSNAP_ERR_FORMAT && s == NULL);
+    CHECK(strstr(ranksnap_last_error(), "grown.pickle: offset ") != NULL);
+    CHECK(strstr(ranksnap_last_error(), "APPENDS adds to a frames list the reader shares") != NULL);
+    o.stream = 0;
+    CHECK(rs_torch_decode(buf, len, "grown.pickle", &o, &s) == RANKSNAP_OK && s);
+    /* the first two entries' lists: lines 1, 2, 3 and 1, 2, 3, 1 */
+    CHECK(s && s->history.count == 4 && s->stacks[s->history.stack[1] - 1].n_frames == 3 &&
+          s->stacks[s->history.stack[2] - 1].n_frames == 4);
+    rs_snap_free(s);
     free(buf);
 }
 
@@ -1070,6 +1105,7 @@ int main(void)
     RUN(real_snapshots_in_tests_data_keep_the_model_promises);
     RUN(real_snapshots_decode_alike_streamed_and_from_the_value_tree);
     RUN(a_frames_list_met_again_is_read_again_after_its_memo_keys_change);
+    RUN(a_shared_frames_list_that_grows_is_refused_when_streamed);
     RUN(without_segments_the_busiest_streamed_trace_is_the_one_read);
     RUN(step_inference_finds_every_iteration_of_a_periodic_trace);
     RUN(step_inference_leaves_out_what_it_cannot_tell);
