@@ -683,6 +683,43 @@ static rs_pickle_value **memo_slot(dec *d, uint64_t key)
     return NULL;
 }
 
+/* A memo slot may hold, instead of a value, the place of a str fused_entry made (its opcode's
+ * offset, shifted, with the low bit set: values are aligned): PyTorch 2.11 memoizes a new "N/A"
+ * in every trace entry and never fetches one, so the value a GET needs is made when one does
+ * (memo_lazy), not a copy per entry kept in the document's memory. */
+static inline int memo_is_lazy(const rs_pickle_value *v)
+{
+    return ((uintptr_t)v & 1) != 0;
+}
+
+static inline rs_pickle_value *memo_lazy_tag(size_t at)
+{
+    return (rs_pickle_value *)(((uintptr_t)at << 1) | 1);
+}
+
+/* The str whose opcode (SHORT_BINUNICODE or BINUNICODE, checked when it was read) is at the
+ * tag's offset, made in the document's memory and put in the slot. NULL when out of memory. */
+static rs_pickle_value *memo_lazy(dec *d, rs_pickle_value **slot)
+{
+    size_t at = (uintptr_t)*slot >> 1;
+    const unsigned char *b = d->buf + at;
+    size_t head = b[0] == 0x8c ? 2 : 5;
+    size_t n = b[0] == 0x8c ? b[1]
+                            : (size_t)b[1] | (size_t)b[2] << 8 | (size_t)b[3] << 16 | (size_t)b[4] << 24;
+    uint32_t batch = d->batch;
+    size_t op_at = d->op_at;
+    d->batch = 0;
+    d->op_at = at;
+    rs_pickle_value *v = new_value(d, RS_PICKLE_STR);
+    d->batch = batch;
+    d->op_at = op_at;
+    if (!v) return NULL;
+    v->v.str.p = (const char *)b + head;
+    v->v.str.n = n;
+    *slot = v;
+    return v;
+}
+
 static ranksnap_status memo_put(dec *d, uint64_t key, rs_pickle_value *v)
 {
     memo *m = &d->memo;
@@ -724,8 +761,10 @@ static ranksnap_status memo_taken(const dec *d, uint64_t key)
 
 static inline ranksnap_status memo_get(dec *d, uint64_t key)
 {
-    const memo *m = &d->memo;
+    memo *m = &d->memo;
     if (key < m->dense_cap && m->dense[key] == &taken_entry) return memo_taken(d, key);
+    if (key < m->dense_cap && memo_is_lazy(m->dense[key]) && !memo_lazy(d, &m->dense[key]))
+        return no_memory(d, sizeof(rs_pickle_value));
     if (key < m->dense_cap && m->dense[key]) return push(d, m->dense[key]);
     rs_pickle_value *v = key > d->len ? u64map_get(&m->sparse, key) : NULL;
     if (v == &taken_entry) return memo_taken(d, key);
@@ -856,7 +895,7 @@ static ranksnap_status batch_memo_out(dec *d)
         uint64_t key = k < d->memo.count - d->batch_memo ? d->batch_memo + k
                                                          : d->batch_keys[k - (d->memo.count - d->batch_memo)];
         rs_pickle_value **slot = memo_slot(d, key);
-        if (!slot || *slot == &taken_entry || !in_batch(d, *slot)) continue;
+        if (!slot || *slot == &taken_entry || memo_is_lazy(*slot) || !in_batch(d, *slot)) continue;
         if ((*slot)->batch == BATCH_TAKEN) {
             *slot = (rs_pickle_value *)&taken_entry;
             continue;
@@ -1276,7 +1315,7 @@ static inline rs_pickle_value *fused_get_key(const dec *d, size_t p, size_t *n, 
     }
     rs_pickle_value *v = key < d->memo.dense_cap ? d->memo.dense[key] : NULL;
     if (fresh) *fresh = key >= floor;
-    return v == &taken_entry ? NULL : v;
+    return v == &taken_entry || memo_is_lazy(v) ? NULL : v; /* the machine makes a lazy str */
 }
 
 static inline rs_pickle_value *fused_get(const dec *d, size_t p, size_t *n)
@@ -1497,6 +1536,7 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
     rs_pickle_value *items[2 * FUSED_MAX_PAIRS], *frames[FUSED_MAX_FRAMES];
     rs_pickle_value *memo_new[FUSED_MAX_MEMO]; /* NULL: the dict, made last */
     size_t memo_at[FUSED_MAX_MEMO];            /* a str's place in items */
+    size_t memo_str_at[FUSED_MAX_MEMO];        /* a str value's opcode (memoized lazily) */
     rs_pickle_value *list = NULL;
     size_t n_items = 0, n_frames = 0, list_at = 0, n_memo = 0;
     if (*sp + 1 > d->stack_cap || d->len - p < 2) return 0;
@@ -1513,6 +1553,7 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
         p += n;
         if (new_key && p < d->len && b[p] == 0x94) { /* a new key, memoized */
             memo_at[n_memo] = n_items;
+            memo_str_at[n_memo] = SIZE_MAX;
             memo_new[n_memo++] = k;
             p++;
         }
@@ -1563,6 +1604,7 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
             p += n;
             if (p < d->len && b[p] == 0x94) { /* a new str value, memoized */
                 memo_at[n_memo] = n_items + 1;
+                memo_str_at[n_memo] = p - n;
                 memo_new[n_memo++] = v;
                 p++;
             }
@@ -1577,11 +1619,16 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
     if (key + n_memo > d->memo.dense_cap) return 0;
     for (size_t i = 0; i < n_memo; i++)
         if (d->memo.dense[key + i]) return 0;
-    /* A memoized str outlives the batch (a later entry may GET it): it goes to the document's
-     * memory now, which the batch's end would otherwise do (evacuate) */
+    /* A memoized str outlives the batch (a later entry may GET it): a key goes to the
+     * document's memory now, which the batch's end would otherwise do (evacuate); the memo
+     * keeps where a value is, for the GET that may come (memo_lazy) */
     for (size_t i = 0; i < n_memo; i++) {
         rs_pickle_value *v = memo_new[i];
         if (!v || v->kind != RS_PICKLE_STR) continue;
+        if (memo_str_at[i] != SIZE_MAX) {
+            memo_new[i] = memo_lazy_tag(memo_str_at[i]);
+            continue;
+        }
         rs_pickle_value *c = arena_alloc_in(&d->doc->main, sizeof *c);
         if (!c) return 0;
         *c = *v;
@@ -1630,7 +1677,7 @@ static ranksnap_status run(dec *d)
                              : (uint64_t)buf[pos] | (uint64_t)buf[pos + 1] << 8 |
                                    (uint64_t)buf[pos + 2] << 16 | (uint64_t)buf[pos + 3] << 24;
             if (key >= d->memo.dense_cap || !(v = d->memo.dense[key]) || v == &taken_entry ||
-                sp == d->stack_cap)
+                memo_is_lazy(v) || sp == d->stack_cap)
                 break;
             pos += op == 0x68 ? 1 : 4;
             stack[sp++] = v;
