@@ -187,7 +187,7 @@ TEST(a_pickle_rewritten_while_reports_read_it_is_read_whole_or_named_never_a_cra
 }
 
 /* In a child: `how` 0 reads a page past the end of a truncated mapping nobody watches, 1 sends
- * itself SIGBUS. Returns the signal that ended it, 0 when it exited. */
+ * itself SIGBUS. Returns the signal that ended it, 1000 + its status when it exited. */
 static int child_sigbus(int how)
 {
     char path[512];
@@ -196,6 +196,9 @@ static int child_sigbus(int how)
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
+        /* a sanitizer's report of the signal would read as this test's failure */
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, STDERR_FILENO);
         if (rs_file_map_enable() != RANKSNAP_OK) _exit(3);
         if (how == 0) {
             int fd = open(path, O_RDONLY);
@@ -209,13 +212,28 @@ static int child_sigbus(int how)
     }
     int status = 0;
     if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
-    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    return WIFSIGNALED(status) ? WTERMSIG(status) : 1000 + WEXITSTATUS(status);
 }
+
+#if defined(__SANITIZE_ADDRESS__)
+#define RS_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RS_TEST_ASAN 1
+#endif
+#endif
 
 TEST(a_sigbus_that_is_not_a_watched_mapping_still_kills)
 {
+    /* what handled SIGBUS before gets it: the default, which kills with it, or under
+     * AddressSanitizer its report, which exits with an error */
+#ifdef RS_TEST_ASAN
+    int a = child_sigbus(0), b = child_sigbus(1);
+    CHECK(a != 1000 && a != -1 && b != 1000 && b != -1);
+#else
     CHECK(child_sigbus(0) == SIGBUS);
     CHECK(child_sigbus(1) == SIGBUS);
+#endif
 }
 
 int main(void)
