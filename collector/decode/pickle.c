@@ -89,6 +89,10 @@ typedef struct dec {
     uint32_t batches;     /* batches opened so far */
     size_t batch_level;   /* n_marks while it is open: its MARK is marks[batch_level - 1] */
     size_t batch_memo;    /* memo.count when it opened: MEMOIZE's keys from there on are its */
+    rs_pickle_value *batch_list; /* the list root[key][batch_index] its items go to */
+    size_t batch_index;
+    size_t batch_direct;  /* its entries fused_entry handed over as it read them */
+    ranksnap_status fused_err; /* why fused_entry returned -1 */
     uint64_t *batch_keys; /* keys PUT, BINPUT or LONG_BINPUT stored one of its values under */
     size_t n_batch_keys, batch_keys_cap;
     /* copies out of the batch while it ends: scratch value -> copy (open addressing) */
@@ -558,14 +562,14 @@ static ranksnap_status top(dec *d, rs_pickle_value **v)
 
 /* Pops the items above the innermost MARK and the MARK itself: they are stack[*start..sp). The
  * caller sets sp = *start once it has taken them. */
-static void batch_seal(dec *d);
+static ranksnap_status batch_seal(dec *d);
 
 static ranksnap_status pop_mark(dec *d, size_t *start)
 {
     if (d->n_marks == 0) return FAIL(d, "%s needs a MARK before it, there is none",
                                      rs_pickle_opcode_name(d->op));
     *start = d->marks[--d->n_marks];
-    if (d->batch && d->n_marks < d->batch_level) batch_seal(d);
+    if (d->batch && d->n_marks < d->batch_level) return batch_seal(d);
     return RANKSNAP_OK;
 }
 
@@ -867,12 +871,21 @@ static void batch_open(dec *d)
     d->batch_level = d->n_marks + 1; /* with the MARK about to be pushed */
     d->batch_memo = d->memo.count;
     d->n_batch_keys = 0;
+    d->batch_list = d->stack[d->sp - 1];
+    d->batch_index = (size_t)stream_index_of(d, d->sp - 1);
+    d->batch_direct = 0;
 }
 
 /* The batch's MARK went another way than its streamed APPENDS: what it made stays, in the
- * document's memory (its scratch chunks join the document's). */
-static void batch_seal(dec *d)
+ * document's memory (its scratch chunks join the document's). Refused when entries of it were
+ * handed over as they were read: the reader has them, the tree would not. */
+static ranksnap_status batch_seal(dec *d)
 {
+    if (d->batch_direct)
+        return FAIL(d, "%s closes the MARK of items of %s[%zu] otherwise than by their APPENDS, "
+                       "after %zu of them were read as they came: a layout this reader does not "
+                       "take", rs_pickle_opcode_name(d->op), d->stream->key, d->batch_index,
+                    d->batch_direct);
     arena *m = &d->doc->main, *sc = &d->doc->scratch;
     if (sc->chunks) {
         chunk *tail = sc->chunks;
@@ -886,6 +899,7 @@ static void batch_seal(dec *d)
         sc->chunks = NULL;
     }
     d->batch = 0;
+    return RANKSNAP_OK;
 }
 
 /* The memo keys of the ending batch get its values' copies, or the taken mark. */
@@ -929,6 +943,30 @@ static ranksnap_status batch_end(dec *d, rs_pickle_value *l, int64_t index, size
     u64map_clear(&d->fwd);
     arena_reset(&d->doc->scratch);
     return RANKSNAP_OK;
+}
+
+/* The open batch's items so far (stack[mark..*sp), *sp the machine's) handed over as its APPENDS
+ * would, and a new batch opened at the same MARK for the rest: what fused_entry does before it
+ * hands over an entry of its own, when entries the machine ran wait before it. 0, or -1 with
+ * d->fused_err. */
+static int batch_flush(dec *d, size_t *sp)
+{
+    size_t start = d->marks[d->batch_level - 1], taken = *sp - start;
+    d->sp = *sp;
+    ranksnap_status st = d->batches == BATCH_TAKEN - 1
+                             ? FAIL(d, "more than %u batches of items of %s", BATCH_TAKEN - 2,
+                                    d->stream->key)
+                             : batch_end(d, d->batch_list, (int64_t)d->batch_index, start);
+    if (st != RANKSNAP_OK) {
+        d->fused_err = st;
+        return -1;
+    }
+    *sp = d->sp;
+    d->batch = ++d->batches;
+    d->batch_memo = d->memo.count;
+    d->n_batch_keys = 0;
+    d->batch_direct += taken;
+    return 0;
 }
 
 /* ---- values -------------------------------------------------------------------------------- */
@@ -1096,7 +1134,7 @@ static ranksnap_status step(dec *d, int *done)
         return RANKSNAP_OK;
     case 0x2e: /* STOP */
         RS_CHECK(top(d, &v));
-        if (d->batch) batch_seal(d); /* what the open batch made is the document's now */
+        if (d->batch) RS_CHECK(batch_seal(d)); /* what the open batch made is the document's now */
         d->doc->root = v;
         d->sp--;
         *done = 1;
@@ -1115,7 +1153,7 @@ static ranksnap_status step(dec *d, int *done)
             d->sp--;
         } else if (d->n_marks) {
             d->sp = d->marks[--d->n_marks];
-            if (d->batch && d->n_marks < d->batch_level) batch_seal(d);
+            if (d->batch && d->n_marks < d->batch_level) RS_CHECK(batch_seal(d));
         } else {
             return underflow(d, 1);
         }
@@ -1324,8 +1362,9 @@ static inline rs_pickle_value *fused_get(const dec *d, size_t p, size_t *n)
 }
 
 /* An int value made at `at` (BININT1, BININT2, BININT or LONG1 of 1 to 8 bytes at buf[at]),
- * NULL when the opcode is none of those; *n its length. */
-static rs_pickle_value *fused_int(dec *d, size_t at, size_t *n)
+ * NULL when the opcode is none of those; *n its length. In `into` when not NULL, else in the
+ * arena. */
+static rs_pickle_value *fused_int(dec *d, size_t at, size_t *n, rs_pickle_value *into)
 {
     const unsigned char *b = d->buf + at;
     size_t left = d->len - at;
@@ -1356,8 +1395,16 @@ static rs_pickle_value *fused_int(dec *d, size_t at, size_t *n)
         return NULL;
     }
     d->op_at = at;
-    rs_pickle_value *v = new_value(d, RS_PICKLE_INT);
-    if (v) memcpy(&v->v.i, &x, sizeof x);
+    rs_pickle_value *v = into;
+    if (v) {
+        v->kind = RS_PICKLE_INT;
+        v->is_u64 = v->shared = 0;
+        v->batch = d->batch;
+        v->offset = at;
+    } else if (!(v = new_value(d, RS_PICKLE_INT))) {
+        return NULL;
+    }
+    memcpy(&v->v.i, &x, sizeof x);
     return v;
 }
 
@@ -1528,11 +1575,21 @@ static rs_pickle_value *shared_list(dec *d, rs_pickle_value *const *frames, size
 #define FUSED_MAX_MEMO (2 * FUSED_MAX_PAIRS + 2)
 
 /* The run of opcodes of a trace entry at the EMPTY_DICT at `at`; 1 when done (*pos after its
- * SETITEMS, the dict pushed at *sp), 0 when the bytes are laid out otherwise. */
+ * SETITEMS, the dict pushed at *sp, or handed over: see below), 0 when the bytes are laid out
+ * otherwise, -1 when the reader's take failed (d->fused_err).
+ *
+ * While nothing of the batch waits on the stack, the entry goes to the reader at once, in
+ * order, as a dict and ints that live on this function's stack (rs_pickle_keep copies what the
+ * reader keeps), and its memo key gets the taken mark now rather than at the batch's end: no
+ * memory per entry, and nothing for the batch's end to do. */
 static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
 {
     const unsigned char *b = d->buf;
     size_t p = at + 1, n = 0;
+    /* in order: the batch's items before it go first (batch_flush) */
+    const int direct = d->n_marks == d->batch_level;
+    rs_pickle_value ints[FUSED_MAX_PAIRS];
+    size_t n_ints = 0;
     rs_pickle_value *items[2 * FUSED_MAX_PAIRS], *frames[FUSED_MAX_FRAMES];
     rs_pickle_value *memo_new[FUSED_MAX_MEMO]; /* NULL: the dict, made last */
     size_t memo_at[FUSED_MAX_MEMO];            /* a str's place in items */
@@ -1540,6 +1597,8 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
     rs_pickle_value *list = NULL;
     size_t n_items = 0, n_frames = 0, list_at = 0, n_memo = 0;
     if (*sp + 1 > d->stack_cap || d->len - p < 2) return 0;
+    /* before this entry's values are made in the scratch memory the flush empties */
+    if (direct && *sp > d->marks[d->batch_level - 1] && batch_flush(d, sp) != 0) return -1;
     if (b[p] == 0x94) { /* MEMOIZE (PyTorch: yes; ranksnap's export: no) */
         memo_new[n_memo++] = NULL;
         p++;
@@ -1598,7 +1657,9 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
             d->batch = batch;
             if (list && !known && span_at && n_frames && !any_fresh) span_note(d, span_at, p, list);
             if (list_memo != SIZE_MAX) memo_new[list_memo] = list;
-        } else if ((v = fused_get(d, p, &n)) != NULL || (v = fused_int(d, p, &n)) != NULL) {
+        } else if ((v = fused_get(d, p, &n)) != NULL ||
+                   (v = fused_int(d, p, &n, direct ? &ints[n_ints] : NULL)) != NULL) {
+            n_ints += v == &ints[n_ints];
             p += n;
         } else if ((v = fused_str(d, p, &n)) != NULL) {
             p += n;
@@ -1637,6 +1698,27 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
         memo_new[i] = c;
     }
     d->op_at = at;
+    if (direct) {
+        rs_pickle_value dict, *dp = &dict;
+        memset(&dict, 0, sizeof dict);
+        dict.kind = RS_PICKLE_DICT;
+        dict.batch = d->batch;
+        dict.offset = at;
+        dict.v.seq.items = items;
+        dict.v.seq.n = dict.v.seq.cap = (uint32_t)n_items;
+        for (size_t i = 0; i < n_memo; i++)
+            d->memo.dense[key + i] = memo_new[i] ? memo_new[i] : (rs_pickle_value *)&taken_entry;
+        d->memo.count += n_memo;
+        *pos = p + 1;
+        d->batch_direct++;
+        ranksnap_status st = stream_take(d, d->batch_list, (int64_t)d->batch_index, &dp, 1);
+        /* what the reader kept was copied by address (copy_out), and the next entry's dict and
+         * ints are at the same addresses: forgotten (the flush left nothing else there) */
+        if (d->fwd.n) u64map_clear(&d->fwd);
+        if (st == RANKSNAP_OK) return 1;
+        d->fused_err = st;
+        return -1;
+    }
     rs_pickle_value *dict = new_container(d, RS_PICKLE_DICT, items, n_items);
     if (!dict) return 0;
     for (size_t i = 0; i < n_memo; i++) d->memo.dense[key + i] = memo_new[i] ? memo_new[i] : dict;
@@ -1699,7 +1781,15 @@ static ranksnap_status run(dec *d)
             continue;
         case 0x7d: /* EMPTY_DICT */
             /* a trace entry in a streamed batch: its whole run of opcodes in one step */
-            if (d->batch && fused_entry(d, at, &pos, &sp)) continue;
+            if (d->batch) {
+                int fused = fused_entry(d, at, &pos, &sp);
+                if (fused > 0) continue;
+                if (fused < 0) {
+                    d->pos = pos;
+                    d->sp = sp;
+                    return d->fused_err;
+                }
+            }
             /* fall through */
         case 0x5d: /* EMPTY_LIST */
             if (sp == d->stack_cap) break;
@@ -1859,6 +1949,11 @@ void rs_pickle_free(rs_pickle_doc *doc)
 }
 
 /* ---- access -------------------------------------------------------------------------------- */
+
+int rs_pickle_lasting(const rs_pickle_value *v)
+{
+    return v->batch == 0;
+}
 
 int rs_pickle_is_sequence(const rs_pickle_value *v)
 {

@@ -111,6 +111,11 @@ const rs_pickle_value *rs_pickle_root(const rs_pickle_doc *doc);
 /* The protocol the PROTO opcode named (2..5), or 0 when the pickle had none. */
 int rs_pickle_protocol(const rs_pickle_doc *doc);
 
+/* 1 when v lives as long as its document, so that a cache may know it by its address: not a
+ * value of a streamed batch, whose memory the next batch reuses (a value handed to `take` or
+ * met in one of its items may be one). */
+int rs_pickle_lasting(const rs_pickle_value *v);
+
 /* Frees the document and every value in it; NULL is a no-op. */
 void rs_pickle_free(rs_pickle_doc *doc);
 

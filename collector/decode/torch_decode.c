@@ -342,7 +342,7 @@ static int key_id(mapper *m, const rs_pickle_value *k)
             id = f;
             break;
         }
-    m->key_ptr[h] = k;
+    m->key_ptr[h] = rs_pickle_lasting(k) ? k : NULL; /* a batch's str: its address is reused */
     m->key_id[h] = (uint8_t)id;
     return id;
 }
@@ -363,13 +363,15 @@ static ranksnap_status read_fields(mapper *m, const rs_pickle_value *dict, const
         for (size_t i = 0; i < n; i++) f->v[m->shape_id[i]] = it[2 * i + 1];
         return RANKSNAP_OK;
     }
+    int lasting = 1;
     for (size_t i = 0; i < n; i++) {
         int id = key_id(m, it[2 * i]);
         f->v[id] = it[2 * i + 1];
         m->shape_key[i] = it[2 * i];
         m->shape_id[i] = (uint8_t)id;
+        lasting &= rs_pickle_lasting(it[2 * i]);
     }
-    m->shape_n = n;
+    m->shape_n = lasting ? n : SIZE_MAX; /* keys known by their addresses only when those last */
     return RANKSNAP_OK;
 }
 
@@ -907,7 +909,7 @@ static int action_of(mapper *m, const rs_pickle_value *v)
 {
     size_t h = addr_slot(v, ACTION_CACHE);
     if (m->action_ptr[h] == v) return m->action_code[h];
-    m->action_ptr[h] = v;
+    m->action_ptr[h] = rs_pickle_lasting(v) ? v : NULL; /* a batch's str: its address is reused */
     return m->action_code[h] = action_by_name(v);
 }
 

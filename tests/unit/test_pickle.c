@@ -762,6 +762,103 @@ TEST(pickles_written_by_python_decode_at_protocols_2_to_5)
     }
 }
 
+/* ---- streaming (pickle.h: rs_pickle_stream) ------------------------------------------------- */
+
+/* A trace of 2,500 entries as Python's pickle.dump writes it (batches of 1,000), with entry 500
+ * holding a float and entry 1,700 a new frame dict, which the decoder's one-step entry reading
+ * leaves to the opcode machine: every entry must reach the reader once, in order, and what it
+ * keeps (rs_pickle_keep) must stay its own after the decode, whichever way it was read. */
+#define STREAM_ENTRIES 2500
+
+typedef struct kept {
+    const rs_pickle_value *entry[STREAM_ENTRIES];
+    size_t n;
+    int bad;
+} kept;
+
+static ranksnap_status keep_entries(void *ctx, rs_pickle_taker *t, const rs_pickle_value *list,
+                                    size_t index, const rs_pickle_value *const *items, size_t n)
+{
+    kept *k = ctx;
+    (void)list;
+    k->bad |= index != 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k->n == STREAM_ENTRIES) {
+            k->bad = 1;
+            break;
+        }
+        if (!(k->entry[k->n++] = rs_pickle_keep(t, items[i]))) return RANKSNAP_ERR_HOST_MEMORY;
+    }
+    return RANKSNAP_OK;
+}
+
+static int int_at(const rs_pickle_value *dict, const char *key, int64_t want)
+{
+    int64_t got = 0;
+    return rs_pickle_get_i64(rs_pickle_dict_get(dict, key), &got) == 0 && got == want;
+}
+
+TEST(streamed_entries_reach_the_reader_once_in_order_and_stay_as_kept)
+{
+    const char *py = find_python();
+    if (!py) {
+        printf("skip: no python3 to write pickles with\n");
+        return;
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s -c 'import pickle, sys\n"
+             "fr = [{\"name\": \"f%%d\" %% k, \"filename\": \"a.py\", \"line\": k} for k in range(3)]\n"
+             "es = []\n"
+             "for i in range(%d):\n"
+             "    e = {\"action\": \"alloc\", \"addr\": 4096 * (i + 1), \"size\": 512 + i, \"stream\": 0,\n"
+             "         \"time_us\": 1000 + i, \"frames\": [fr[i %% 3], fr[(i + 1) %% 3]]}\n"
+             "    if i == 500: e[\"x\"] = 1.5\n"
+             "    if i == 1700: e[\"frames\"] = [{\"name\": \"new\", \"filename\": \"b.py\", \"line\": 7}]\n"
+             "    es.append(e)\n"
+             "sys.stdout.buffer.write(pickle.dumps({\"segments\": [], \"device_traces\": [es]}, protocol=4))'",
+             py, STREAM_ENTRIES);
+    FILE *f = popen(cmd, "r");
+    CHECK(f != NULL);
+    if (!f) return;
+    size_t cap = 1 << 20, len = 0;
+    unsigned char *buf = malloc(cap);
+    if (buf) len = fread(buf, 1, cap, f);
+    CHECK(pclose(f) == 0 && buf && len > 0 && len < cap);
+    kept *k = calloc(1, sizeof *k);
+    CHECK(k != NULL);
+    rs_pickle_stream stream = {"device_traces", keep_entries, k};
+    rs_pickle_doc *doc = NULL;
+    CHECK(k && rs_pickle_decode_stream(buf, len, "stream.pickle", &stream, &doc) == RANKSNAP_OK);
+    if (k && (k->n != STREAM_ENTRIES || k->bad)) fprintf(stderr, "     %zu entries, bad %d\n", k->n, k->bad);
+    CHECK(k && k->n == STREAM_ENTRIES && !k->bad);
+    int wrong = 0;
+    for (size_t i = 0; k && i < k->n; i++) {
+        const rs_pickle_value *e = k->entry[i];
+        const rs_pickle_value *fr = rs_pickle_dict_get(e, "frames");
+        const rs_pickle_value *f0 = rs_pickle_item(fr, 0);
+        char name[8];
+        snprintf(name, sizeof name, "f%zu", i % 3);
+        int ok = int_at(e, "addr", 4096 * (int64_t)(i + 1)) && int_at(e, "size", 512 + (int64_t)i) &&
+                 int_at(e, "time_us", 1000 + (int64_t)i) &&
+                 rs_pickle_str_is(rs_pickle_dict_get(e, "action"), "alloc") &&
+                 (i == 500) == (rs_pickle_dict_get(e, "x") != NULL);
+        if (i == 1700)
+            ok = ok && rs_pickle_len(fr) == 1 && rs_pickle_str_is(rs_pickle_dict_get(f0, "name"), "new");
+        else
+            ok = ok && rs_pickle_len(fr) == 2 && rs_pickle_str_is(rs_pickle_dict_get(f0, "name"), name) &&
+                 int_at(rs_pickle_item(fr, 1), "line", (int64_t)((i + 1) % 3));
+        if (!ok && wrong++ < 3) fprintf(stderr, "     entry %zu is not as written\n", i);
+    }
+    CHECK(wrong == 0);
+    /* the root's list stays empty: its entries went to the reader */
+    const rs_pickle_value *traces = rs_pickle_dict_get(rs_pickle_root(doc), "device_traces");
+    CHECK(rs_pickle_len(traces) == 1 && rs_pickle_len(rs_pickle_item(traces, 0)) == 0);
+    rs_pickle_free(doc);
+    free(k);
+    free(buf);
+}
+
 int main(void)
 {
     RUN(scalars_of_every_opcode_decode_to_their_values);
@@ -779,5 +876,6 @@ int main(void)
     RUN(every_bit_flip_decodes_or_fails_cleanly);
     RUN(memory_stays_bounded_by_the_input);
     RUN(pickles_written_by_python_decode_at_protocols_2_to_5);
+    RUN(streamed_entries_reach_the_reader_once_in_order_and_stay_as_kept);
     return check_summary();
 }
