@@ -1094,6 +1094,10 @@ static ranksnap_status adopt_streamed(mapper *m, streamed *sd, const loc *base)
     sd->action = sd->stream = sd->frames = NULL;
     unsigned char *handles = (unsigned char *)h->stream, *lists = (unsigned char *)h->stack;
     size_t w = 0;
+    /* the last two lists and their stacks: a trace alternates between an allocation's list and
+     * its free's, which the decoder made one value each (pickle.c, struct span_memo) */
+    const rs_pickle_value *last[2] = {NULL, NULL};
+    uint32_t last_stack[2] = {0, 0};
     for (size_t r = 0; r < sd->n; r++) {
         if (h->action[r] == LEFT_OUT) continue;
         /* entry w's four bytes are below entry r's eight: read first, then written */
@@ -1104,7 +1108,21 @@ static ranksnap_status adopt_streamed(mapper *m, streamed *sd, const loc *base)
         memcpy(&handle, handles + 8 * r, 8);
         memcpy(&frames, lists + sizeof frames * r, sizeof frames);
         RS_CHECK(stream_index(m, handle, &stream));
-        RS_CHECK(stack_id(m, frames, &l, &stack));
+        if (frames && frames == last[0]) {
+            stack = last_stack[0];
+        } else if (frames && frames == last[1]) {
+            stack = last_stack[1];
+            last[1] = last[0];
+            last_stack[1] = last_stack[0];
+            last[0] = frames;
+            last_stack[0] = stack;
+        } else {
+            RS_CHECK(stack_id(m, frames, &l, &stack));
+            last[1] = last[0];
+            last_stack[1] = last_stack[0];
+            last[0] = frames;
+            last_stack[0] = stack;
+        }
         memcpy(handles + 4 * w, &stream, 4);
         memcpy(lists + 4 * w, &stack, 4);
         h->time_us[w] = h->time_us[r];
