@@ -218,6 +218,7 @@ typedef struct mapper {
      * repeat one dict's memoized key strings in one order */
     const rs_pickle_value *shape_key[MAX_KEYS];
     uint8_t shape_id[MAX_KEYS];
+    uint32_t shape_present; /* the fields the shape has (struct fields) */
     size_t shape_n;
     idcache seen;        /* segment and block dicts mapped: (dict, 0, 1) -> 1 */
     const rs_pickle_value *action_ptr[ACTION_CACHE]; /* action_of's cache */
@@ -322,11 +323,21 @@ static const char *const field_names[F_COUNT_] = {
     "requested_size", "segment_type", "blocks", "state", "device"};
 
 
-/* A dict's values by key, last one winning as in Python; v[F_OTHER] is unused. */
+/* A dict's values by key, last one winning as in Python; v[F_OTHER] is unused. v[id] holds a
+ * value only where `present` has bit id (field_of): cleared by one store, not by zeroing the
+ * array, which a trace entry would pay for every time. */
 typedef struct fields {
     const rs_pickle_value *dict;
+    uint32_t present;
     const rs_pickle_value *v[F_COUNT_];
 } fields;
+
+_Static_assert(F_COUNT_ <= 32, "struct fields keeps which are there in 32 bits");
+
+static inline const rs_pickle_value *field_of(const fields *f, int id)
+{
+    return f->present >> id & 1 ? f->v[id] : NULL;
+}
 
 /* Which key a str is: PyTorch memoizes its key strings, so each distinct value is compared with
  * the names once and then found by its address (a small cache; a miss only costs a compare). */
@@ -354,43 +365,46 @@ static ranksnap_status read_fields(mapper *m, const rs_pickle_value *dict, const
     if (n > MAX_KEYS)
         return bad(m, dict, l, NULL, "a dict of %zu keys, expected at most %d (PyTorch writes 3 to 12)",
                    n, MAX_KEYS);
-    memset(f, 0, sizeof *f);
     f->dict = dict;
+    f->present = 0;
     rs_pickle_value *const *it = dict->v.seq.items;
     size_t same = n == m->shape_n;
     for (size_t i = 0; same && i < n; i++) same = it[2 * i] == m->shape_key[i];
     if (same) {
         for (size_t i = 0; i < n; i++) f->v[m->shape_id[i]] = it[2 * i + 1];
+        f->present = m->shape_present;
         return RANKSNAP_OK;
     }
     int lasting = 1;
     for (size_t i = 0; i < n; i++) {
         int id = key_id(m, it[2 * i]);
         f->v[id] = it[2 * i + 1];
+        f->present |= (uint32_t)1 << id;
         m->shape_key[i] = it[2 * i];
         m->shape_id[i] = (uint8_t)id;
         lasting &= rs_pickle_lasting(it[2 * i]);
     }
     m->shape_n = lasting ? n : SIZE_MAX; /* keys known by their addresses only when those last */
+    m->shape_present = f->present;
     return RANKSNAP_OK;
 }
 
 static ranksnap_status f_u64(const mapper *m, const fields *f, int id, const loc *l, int required,
                              uint64_t *out)
 {
-    return val_u64(m, f->v[id], f->dict, field_names[id], l, required, out);
+    return val_u64(m, field_of(f, id), f->dict, field_names[id], l, required, out);
 }
 
 static ranksnap_status f_str(const mapper *m, const fields *f, int id, const loc *l,
                              const rs_pickle_value **out)
 {
-    return val_str(m, f->v[id], field_names[id], l, out);
+    return val_str(m, field_of(f, id), field_names[id], l, out);
 }
 
 static ranksnap_status f_list(const mapper *m, const fields *f, int id, const loc *l,
                               const rs_pickle_value **out)
 {
-    return val_list(m, f->v[id], field_names[id], l, out);
+    return val_list(m, field_of(f, id), field_names[id], l, out);
 }
 
 static char *copy_str(const rs_pickle_value *v, const char *fallback)
@@ -496,7 +510,7 @@ static ranksnap_status f_stream_handle(const mapper *m, const fields *f, const l
                                        uint64_t *handle)
 {
     int64_t signed_handle;
-    const rs_pickle_value *v = f->v[F_STREAM];
+    const rs_pickle_value *v = field_of(f, F_STREAM);
     *handle = 0;
     if (v && rs_pickle_get_i64(v, &signed_handle) == 0) {
         *handle = (uint64_t)signed_handle;
@@ -536,7 +550,7 @@ static ranksnap_status frame_index(mapper *m, const rs_pickle_value *frame, cons
     int64_t line = 0;
     RS_CHECK(f_str(m, &fd, F_NAME, l, &name));
     RS_CHECK(f_str(m, &fd, F_FILENAME, l, &file));
-    const rs_pickle_value *lv = fd.v[F_LINE];
+    const rs_pickle_value *lv = field_of(&fd, F_LINE);
     if (lv && rs_pickle_get_i64(lv, &line) != 0)
         return bad(m, lv, l, "line", "expected an int, found %s", rs_pickle_kind_name(lv->kind));
     int32_t line32 = line < 0 ? 0 : line > INT32_MAX ? INT32_MAX : (int32_t)line;
