@@ -36,6 +36,7 @@
 #include "suggest.h"
 #include "text.h"
 #include "timeline.h"
+#include "walk.h"
 
 /* The first pass keeps the whole snapshots for the second when all of them are expected to
  * hold no more than this (and stops keeping when they do): a job of a few ranks, or one long
@@ -636,6 +637,8 @@ static uint64_t snap_bytes(const rs_snap *s)
     for (size_t i = 0; i < s->n_segments; i++) b += s->segments[i].n_blocks * (uint64_t)sizeof(rs_snap_block);
     b += s->n_frames * (uint64_t)(sizeof(rs_snap_frame) + 64);
     for (size_t i = 0; i < s->n_stacks; i++) b += sizeof(rs_snap_stack) + 4 * (uint64_t)s->stacks[i].n_frames;
+    if (s->walk) /* the decoder's walk: its slots, index and each event's slot */
+        b += s->walk->n_slots * (uint64_t)(sizeof(rs_walk_block) + 24) + 4 * s->history.count;
     return b;
 }
 

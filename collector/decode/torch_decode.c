@@ -1256,7 +1256,7 @@ static ranksnap_status totals(mapper *m)
         }
         if (h->time_us[i] > s->time_us) s->time_us = h->time_us[i];
     }
-    rs_walk_free(&w);
+    rs_walk_keep(&w); /* the snapshot is finished: the summary's walk starts from this one */
     if (t->active_bytes_current > t->active_bytes_peak) t->active_bytes_peak = t->active_bytes_current;
     t->requested_bytes_peak = t->requested_bytes_current;
     t->events_recorded = h->count - steps; /* PyTorch's entries, not the inferred steps */

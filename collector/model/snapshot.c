@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "snapshot.h"
+#include "walk.h"
 
 void rs_snap_free(rs_snap *s)
 {
@@ -41,5 +42,9 @@ void rs_snap_free(rs_snap *s)
         free(s->modules[i].build_id);
     }
     free(s->modules);
+    if (s->walk) {
+        rs_walk_free(s->walk);
+        free(s->walk);
+    }
     free(s);
 }

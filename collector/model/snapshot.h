@@ -180,6 +180,10 @@ typedef struct rs_snap {
 
     int has_oom;
     rs_snap_oom oom;
+
+    /* The walk the decoder made of the finished snapshot, at its start (walk.h: rs_walk_keep),
+     * which rs_walk_init copies instead of building the same table again; NULL: none. */
+    struct rs_walk *walk;
 } rs_snap;
 
 /* Frees a snapshot and everything it owns; NULL is fine. Safe on a half-built snapshot whose

@@ -8,7 +8,9 @@
  * hashing again. The table is sized by distinct addresses, not by events (a training loop
  * reuses some thousands of addresses over a million events: 64 bytes each, plus 24 to 48 in the
  * index), plus 4 bytes per event for the noted slots; a walk never adds an address, so slot
- * indexes are stable once rs_walk_init returns.
+ * indexes are stable once rs_walk_init returns. A decoder that walks its finished snapshot keeps
+ * that walk in it (rs_walk_keep), and the walks after copy its slots and share the rest instead
+ * of hashing every event's address again.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -222,9 +224,11 @@ void rs_walk_free(rs_walk *w)
 {
     if (!w) return;
     free(w->slots);
-    free(w->index);
-    free(w->index_addr);
-    free(w->event_slot);
+    if (!w->borrowed) {
+        free(w->index);
+        free(w->index_addr);
+        free(w->event_slot);
+    }
     w->slots = NULL;
     w->index = NULL;
     w->index_addr = NULL;
@@ -280,8 +284,43 @@ static ranksnap_status no_memory(rs_walk *w)
                     (unsigned long long)s->history.count, blocks);
 }
 
+void rs_walk_keep(rs_walk *w)
+{
+    rs_snap *s = (rs_snap *)w->s; /* the decoder's own snapshot, still being made */
+    rs_walk *k = w->borrowed ? NULL : malloc(sizeof *k);
+    if (!k) {
+        rs_walk_free(w);
+        return;
+    }
+    rs_walk_reset(w);
+    *k = *w;
+    if (s->walk) {
+        rs_walk_free(s->walk);
+        free(s->walk);
+    }
+    s->walk = k;
+    memset(w, 0, sizeof *w);
+}
+
+/* A copy of the walk the snapshot keeps, at its start. */
+static ranksnap_status walk_copy(rs_walk *w, const rs_walk *k)
+{
+    *w = *k;
+    w->borrowed = 1;
+    w->slots = malloc((k->n_slots ? k->n_slots : 1) * sizeof *w->slots);
+    if (!w->slots) {
+        const rs_snap *s = k->s;
+        memset(w, 0, sizeof *w);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory to walk %llu events over %zu "
+                        "blocks", s->rank, (unsigned long long)s->history.count, k->n_slots);
+    }
+    if (k->n_slots) memcpy(w->slots, k->slots, k->n_slots * sizeof *w->slots);
+    return RANKSNAP_OK;
+}
+
 ranksnap_status rs_walk_init(rs_walk *w, const rs_snap *s)
 {
+    if (s->walk && s->walk->s == s) return walk_copy(w, s->walk);
     memset(w, 0, sizeof *w);
     w->s = s;
     w->min_block = s->allocator.min_block_size ? s->allocator.min_block_size : 512;

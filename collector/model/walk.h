@@ -98,12 +98,20 @@ typedef struct rs_walk {
     uint32_t *event_slot;     /* the slot of each block event (undefined for other events) */
     uint64_t min_block;
     uint64_t seed;
+    int borrowed;             /* index, index_addr and event_slot are the kept walk's */
 } rs_walk;
 
 /* Builds the table and the live set at the start, and makes the first pass (the fields above the
- * position); leaves the walk reset. RANKSNAP_ERR_HOST_MEMORY when the table does not fit. */
+ * position); leaves the walk reset. RANKSNAP_ERR_HOST_MEMORY when the table does not fit. When
+ * the snapshot keeps a walk (rs_walk_keep), a copy of it: its table's slots copied, its index
+ * and noted slots shared (read only), the same as building them. */
 ranksnap_status rs_walk_init(rs_walk *w, const rs_snap *s);
 void rs_walk_free(rs_walk *w);
+
+/* For a decoder, once its snapshot is finished (nothing in it changes after): w, reset, goes to
+ * the snapshot (rs_snap.walk), for every rs_walk_init after (the summary, the sites at the peak,
+ * the timeline each make one). *w is left empty; without memory it is only freed. */
+void rs_walk_keep(rs_walk *w);
 
 /* Back to the live set and the levels at the start, before event 0. */
 void rs_walk_reset(rs_walk *w);

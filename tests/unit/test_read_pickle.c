@@ -34,6 +34,7 @@
 #include "sites.h"
 #include "steps_infer.h"
 #include "torch_decode.h"
+#include "walk.h"
 
 #ifndef RS_TEST_DATA_DIR
 #define RS_TEST_DATA_DIR "tests/data"
@@ -641,6 +642,64 @@ TEST(real_snapshots_decode_alike_streamed_and_from_the_value_tree)
     CHECK(g_alike_bad == 0);
 }
 
+/* ---- the decoder's walk, kept for the next ones (walk.h: rs_walk_keep) ------------------------ */
+
+/* A walk copied from the one the decoder kept and a walk built anew agree at the start and after
+ * every event, on every real pickle of the archives that has a trace. */
+static int g_walks_seen, g_walks_bad;
+
+static int walks_alike(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    size_t n = strlen(path);
+    if (type != FTW_F || n < 8 || strcmp(path + n - 7, ".pickle") != 0) return 0;
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
+    rs_snap *s = NULL;
+    if (rs_decode_file(path, &o, &s) != RANKSNAP_OK) return 0; /* the broken ones of the archives */
+    int bad = !s->walk;
+    rs_walk copied, built;
+    struct rs_walk *kept = s->walk;
+    bad |= rs_walk_init(&copied, s) != RANKSNAP_OK;
+    s->walk = NULL;
+    bad |= rs_walk_init(&built, s) != RANKSNAP_OK;
+    s->walk = kept;
+    bad |= copied.start_allocated != built.start_allocated ||
+           copied.start_reserved != built.start_reserved ||
+           copied.peak_allocated != built.peak_allocated || copied.peak_event != built.peak_event ||
+           copied.last_oom != built.last_oom || copied.n_start_live != built.n_start_live ||
+           copied.n_slots != built.n_slots ||
+           memcmp(copied.slots, built.slots, built.n_slots * sizeof *built.slots) != 0;
+    for (uint64_t i = 0; !bad && i < s->history.count; i++) {
+        rs_walk_change a, b;
+        rs_walk_event(&copied, &a);
+        rs_walk_event(&built, &b);
+        bad |= a.d_allocated != b.d_allocated || a.d_reserved != b.d_reserved ||
+               (a.block ? rs_walk_index(&copied, a.block) : SIZE_MAX) !=
+                   (b.block ? rs_walk_index(&built, b.block) : SIZE_MAX) ||
+               a.replaced_size != b.replaced_size || a.inconsistent != b.inconsistent;
+    }
+    bad |= copied.allocated != built.allocated || copied.reserved != built.reserved;
+    if (bad) fprintf(stderr, "%s: the kept walk's copy differs from a walk built anew\n", path);
+    g_walks_bad += bad;
+    g_walks_seen++;
+    rs_walk_free(&copied);
+    rs_walk_free(&built);
+    rs_snap_free(s);
+    return 0;
+}
+
+TEST(a_walk_copied_from_the_decoders_is_the_walk_built_anew)
+{
+    g_walks_seen = g_walks_bad = 0;
+    (void)nftw(RS_TEST_DATA_DIR, walks_alike, 16, FTW_PHYS);
+    (void)nftw(RS_TEST_UNPACKED_DIR, walks_alike, 16, FTW_PHYS);
+    printf("     %d real snapshots\n", g_walks_seen);
+    CHECK(g_walks_seen >= 4);
+    CHECK(g_walks_bad == 0);
+}
+
 /* ---- frames lists met again by their bytes (pickle.c, struct span_memo) -------------------- */
 
 /* A protocol 4 pickle being written with MEMOIZE, its next memo key counted. */
@@ -1104,6 +1163,7 @@ int main(void)
     RUN(damaged_snapshots_decode_or_fail_cleanly);
     RUN(real_snapshots_in_tests_data_keep_the_model_promises);
     RUN(real_snapshots_decode_alike_streamed_and_from_the_value_tree);
+    RUN(a_walk_copied_from_the_decoders_is_the_walk_built_anew);
     RUN(a_frames_list_met_again_is_read_again_after_its_memo_keys_change);
     RUN(a_shared_frames_list_that_grows_is_refused_when_streamed);
     RUN(without_segments_the_busiest_streamed_trace_is_the_one_read);
