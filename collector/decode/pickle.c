@@ -66,7 +66,8 @@ typedef struct u64map {
  * larger ones, which only a hand-made pickle has, go to a hash table. */
 typedef struct memo {
     rs_pickle_value **dense; /* [dense_cap], NULL = not stored */
-    size_t dense_cap;
+    size_t dense_cap;        /* the keys cleared so far, of */
+    size_t dense_alloc;      /* the keys allocated */
     u64map sparse;           /* keys above the input length */
     size_t count;            /* distinct keys: MEMOIZE's next key, as len(memo) in Python */
 } memo;
@@ -729,21 +730,24 @@ static ranksnap_status memo_put(dec *d, uint64_t key, rs_pickle_value *v)
     memo *m = &d->memo;
     if (key <= d->len) {
         if (key >= m->dense_cap) {
-            /* First for a key per 32 bytes (PyTorch's pickles have one per 64), zeroed by calloc,
-             * which fresh memory needs no pass for: growing by doubling would copy and clear
-             * each size on the way, a megabyte of new memory for a 2.5 MB pickle. */
-            size_t cap = m->dense_cap ? 2 * m->dense_cap : d->len / 32 > 256 ? d->len / 32 : 256;
-            while (cap <= key) cap *= 2;
-            if (cap > d->len + 1) cap = (size_t)d->len + 1;
-            rs_pickle_value **a;
-            if (!m->dense_cap) {
-                a = calloc(cap, sizeof *a);
-            } else if ((a = realloc(m->dense, cap * sizeof *a)) != NULL) {
-                memset(a + m->dense_cap, 0, (cap - m->dense_cap) * sizeof *a);
+            /* Allocated once for a key per 32 bytes (PyTorch's pickles have one per 64) and
+             * cleared as the keys reach it, 64 KB at a time: doubling would copy and clear each
+             * size on the way (a megabyte of new memory for a 2.5 MB pickle), and memory that
+             * calloc leaves to the kernel would be read before it is written, which maps the
+             * zero page and then copies it, with a TLB flush on every core the report runs on. */
+            size_t want = key + 1 > m->dense_cap + 8192 ? key + 1 : m->dense_cap + 8192;
+            if (want > m->dense_alloc) {
+                size_t cap = m->dense_alloc ? 2 * m->dense_alloc : d->len / 32 > 256 ? d->len / 32 : 256;
+                while (cap < want) cap *= 2;
+                if (cap > d->len + 1) cap = (size_t)d->len + 1;
+                rs_pickle_value **a = realloc(m->dense, cap * sizeof *a);
+                if (!a) return no_memory(d, cap * sizeof *a);
+                m->dense = a;
+                m->dense_alloc = cap;
             }
-            if (!a) return no_memory(d, cap * sizeof *a);
-            m->dense = a;
-            m->dense_cap = cap;
+            if (want > m->dense_alloc) want = m->dense_alloc;
+            memset(m->dense + m->dense_cap, 0, (want - m->dense_cap) * sizeof *m->dense);
+            m->dense_cap = want;
         }
         if (!m->dense[key]) m->count++;
         else d->memo_gen++;
