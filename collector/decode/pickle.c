@@ -650,9 +650,20 @@ static int u64map_put(u64map *m, uint64_t key, rs_pickle_value *v)
     return added;
 }
 
+/* Empty again. A large table is given back rather than cleared: a batch flushed at every entry
+ * (batch_flush) would otherwise clear the whole table each time for the few keys it holds. */
 static void u64map_clear(u64map *m)
 {
-    if (m->mask) memset(m->vals, 0, (m->mask + 1) * sizeof *m->vals);
+    if (m->n == 0) return;
+    if (m->mask >= 4095) {
+        free(m->keys);
+        free(m->vals);
+        m->keys = NULL;
+        m->vals = NULL;
+        m->mask = 0;
+    } else {
+        memset(m->vals, 0, (m->mask + 1) * sizeof *m->vals);
+    }
     m->n = 0;
 }
 
