@@ -66,8 +66,8 @@ typedef struct u64map {
  * larger ones, which only a hand-made pickle has, go to a hash table. */
 typedef struct memo {
     rs_pickle_value **dense; /* [dense_cap], NULL = not stored */
-    size_t dense_cap;        /* the keys cleared so far, of */
-    size_t dense_alloc;      /* the keys allocated */
+    size_t dense_cap;        /* keys cleared so far: the part of the array in use */
+    size_t dense_alloc;      /* keys allocated (memo_put clears them as keys reach them) */
     u64map sparse;           /* keys above the input length */
     size_t count;            /* distinct keys: MEMOIZE's next key, as len(memo) in Python */
 } memo;
