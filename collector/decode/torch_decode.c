@@ -927,27 +927,45 @@ static int action_of(mapper *m, const rs_pickle_value *v)
     return m->action_code[h] = action_by_name(v);
 }
 
+/* The six columns of a history, or of a streamed list before it becomes one: where each array
+ * is and the size of its elements, grown together (doubling from 1,024) or not at all. */
+typedef struct column {
+    void **p;
+    size_t size;
+} column;
+
+#define N_COLUMNS 6
+
+static ranksnap_status columns_grow(mapper *m, const column *c, size_t *cap, size_t need,
+                                    const char *what)
+{
+    if (need <= *cap) return RANKSNAP_OK;
+    size_t n = *cap ? 2 * *cap : 1024;
+    while (n < need) n *= 2;
+    for (size_t i = 0; i < N_COLUMNS; i++) {
+        void *q = realloc(*c[i].p, n * c[i].size);
+        if (!q) return no_memory(m, what); /* the grown ones stay as they are, and are freed */
+        *c[i].p = q;
+    }
+    *cap = n;
+    return RANKSNAP_OK;
+}
+
+static void history_columns(rs_snap_history *h, column *c)
+{
+    c[0] = (column){(void **)&h->time_us, sizeof *h->time_us};
+    c[1] = (column){(void **)&h->addr, sizeof *h->addr};
+    c[2] = (column){(void **)&h->size, sizeof *h->size};
+    c[3] = (column){(void **)&h->action, sizeof *h->action};
+    c[4] = (column){(void **)&h->stream, sizeof *h->stream};
+    c[5] = (column){(void **)&h->stack, sizeof *h->stack};
+}
+
 static ranksnap_status history_grow(mapper *m, uint64_t need)
 {
-    rs_snap_history *h = &m->s->history;
-    if (need <= m->hist_cap) return RANKSNAP_OK;
-    size_t cap = m->hist_cap ? 2 * m->hist_cap : 1024;
-    while (cap < need) cap *= 2;
-    uint64_t *t = realloc(h->time_us, cap * sizeof *t);
-    if (t) h->time_us = t;
-    uint64_t *a = t ? realloc(h->addr, cap * sizeof *a) : NULL;
-    if (a) h->addr = a;
-    uint64_t *z = a ? realloc(h->size, cap * sizeof *z) : NULL;
-    if (z) h->size = z;
-    uint8_t *ac = z ? realloc(h->action, cap) : NULL;
-    if (ac) h->action = ac;
-    uint32_t *sr = ac ? realloc(h->stream, cap * sizeof *sr) : NULL;
-    if (sr) h->stream = sr;
-    uint32_t *sk = sr ? realloc(h->stack, cap * sizeof *sk) : NULL;
-    if (!sk) return no_memory(m, "the history");
-    h->stack = sk;
-    m->hist_cap = cap;
-    return RANKSNAP_OK;
+    column c[N_COLUMNS];
+    history_columns(&m->s->history, c);
+    return columns_grow(m, c, &m->hist_cap, need, "the history");
 }
 
 /* One trace entry, checked, with its stack left for later: what the pickle's stream hands over
@@ -1011,37 +1029,31 @@ typedef struct streamed {
     char *err_msg;       /* for when (and if) this device's trace is the one read */
 } streamed;
 
+/* Its columns (columns_grow): handles and frames lists take 8 bytes an entry until they become
+ * indexes of 4. */
+static void streamed_columns(streamed *sd, column *c)
+{
+    c[0] = (column){(void **)&sd->time_us, sizeof *sd->time_us};
+    c[1] = (column){(void **)&sd->addr, sizeof *sd->addr};
+    c[2] = (column){(void **)&sd->size, sizeof *sd->size};
+    c[3] = (column){(void **)&sd->action, sizeof *sd->action};
+    c[4] = (column){(void **)&sd->stream, sizeof(uint64_t)};
+    c[5] = (column){(void **)&sd->frames, sizeof(const rs_pickle_value *)};
+}
+
 static void streamed_free(streamed *sd)
 {
-    free(sd->time_us);
-    free(sd->addr);
-    free(sd->size);
-    free(sd->action);
-    free(sd->stream);
-    free(sd->frames);
+    column c[N_COLUMNS];
+    streamed_columns(sd, c);
+    for (size_t i = 0; i < N_COLUMNS; i++) free(*c[i].p);
     free(sd->err_msg);
 }
 
 static ranksnap_status streamed_grow(mapper *m, streamed *sd, size_t need)
 {
-    if (need <= sd->cap) return RANKSNAP_OK;
-    size_t cap = sd->cap ? 2 * sd->cap : 1024;
-    while (cap < need) cap *= 2;
-    void *p;
-    if (!(p = realloc(sd->time_us, cap * 8))) return no_memory(m, "the trace");
-    sd->time_us = p;
-    if (!(p = realloc(sd->addr, cap * 8))) return no_memory(m, "the trace");
-    sd->addr = p;
-    if (!(p = realloc(sd->size, cap * 8))) return no_memory(m, "the trace");
-    sd->size = p;
-    if (!(p = realloc(sd->action, cap))) return no_memory(m, "the trace");
-    sd->action = p;
-    if (!(p = realloc(sd->stream, cap * 8))) return no_memory(m, "the trace");
-    sd->stream = p;
-    if (!(p = realloc(sd->frames, cap * sizeof(const rs_pickle_value *)))) return no_memory(m, "the trace");
-    sd->frames = p;
-    sd->cap = cap;
-    return RANKSNAP_OK;
+    column c[N_COLUMNS];
+    streamed_columns(sd, c);
+    return columns_grow(m, c, &sd->cap, need, "the trace");
 }
 
 static ranksnap_status take_entries(void *ctx, rs_pickle_taker *t, const rs_pickle_value *list,
@@ -1090,28 +1102,18 @@ static ranksnap_status take_entries(void *ctx, rs_pickle_taker *t, const rs_pick
 static ranksnap_status adopt_streamed(mapper *m, streamed *sd, const loc *base)
 {
     rs_snap_history *h = &m->s->history;
-    free(h->time_us);
-    free(h->addr);
-    free(h->size);
-    free(h->action);
-    free(h->stream);
-    free(h->stack);
+    column hc[N_COLUMNS], sc[N_COLUMNS];
+    history_columns(h, hc);
+    streamed_columns(sd, sc);
     /* the snapshot owns them from here, whatever fails below */
-    h->time_us = sd->time_us;
-    h->addr = sd->addr;
-    h->size = sd->size;
-    h->action = sd->action;
-    h->stream = (uint32_t *)(void *)sd->stream;
-    h->stack = (uint32_t *)(void *)sd->frames;
+    for (size_t i = 0; i < N_COLUMNS; i++) {
+        free(*hc[i].p);
+        *hc[i].p = *sc[i].p;
+        *sc[i].p = NULL;
+    }
     h->count = 0;
-    sd->time_us = sd->addr = sd->size = NULL;
-    sd->action = sd->stream = sd->frames = NULL;
     unsigned char *handles = (unsigned char *)h->stream, *lists = (unsigned char *)h->stack;
     size_t w = 0;
-    /* the last two lists and their stacks: a trace alternates between an allocation's list and
-     * its free's, which the decoder made one value each (pickle.c, struct span_memo) */
-    const rs_pickle_value *last[2] = {NULL, NULL};
-    uint32_t last_stack[2] = {0, 0};
     for (size_t r = 0; r < sd->n; r++) {
         if (h->action[r] == LEFT_OUT) continue;
         /* entry w's four bytes are below entry r's eight: read first, then written */
@@ -1122,21 +1124,7 @@ static ranksnap_status adopt_streamed(mapper *m, streamed *sd, const loc *base)
         memcpy(&handle, handles + 8 * r, 8);
         memcpy(&frames, lists + sizeof frames * r, sizeof frames);
         RS_CHECK(stream_index(m, handle, &stream));
-        if (frames && frames == last[0]) {
-            stack = last_stack[0];
-        } else if (frames && frames == last[1]) {
-            stack = last_stack[1];
-            last[1] = last[0];
-            last_stack[1] = last_stack[0];
-            last[0] = frames;
-            last_stack[0] = stack;
-        } else {
-            RS_CHECK(stack_id(m, frames, &l, &stack));
-            last[1] = last[0];
-            last_stack[1] = last_stack[0];
-            last[0] = frames;
-            last_stack[0] = stack;
-        }
+        RS_CHECK(stack_id(m, frames, &l, &stack));
         memcpy(handles + 4 * w, &stream, 4);
         memcpy(lists + 4 * w, &stack, 4);
         h->time_us[w] = h->time_us[r];
@@ -1147,13 +1135,10 @@ static ranksnap_status adopt_streamed(mapper *m, streamed *sd, const loc *base)
     }
     /* shrunk to what they hold (an empty history keeps arrays of one) */
     size_t keep = w ? w : 1;
-    void *p;
-    if ((p = realloc(h->time_us, keep * 8)) != NULL) h->time_us = p;
-    if ((p = realloc(h->addr, keep * 8)) != NULL) h->addr = p;
-    if ((p = realloc(h->size, keep * 8)) != NULL) h->size = p;
-    if ((p = realloc(h->action, keep)) != NULL) h->action = p;
-    if ((p = realloc(h->stream, keep * 4)) != NULL) h->stream = p;
-    if ((p = realloc(h->stack, keep * 4)) != NULL) h->stack = p;
+    for (size_t i = 0; i < N_COLUMNS; i++) {
+        void *p = realloc(*hc[i].p, keep * hc[i].size);
+        if (p) *hc[i].p = p;
+    }
     m->hist_cap = keep;
     return RANKSNAP_OK;
 }
