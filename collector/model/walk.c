@@ -308,12 +308,7 @@ static ranksnap_status walk_copy(rs_walk *w, const rs_walk *k)
     *w = *k;
     w->borrowed = 1;
     w->slots = malloc((k->n_slots ? k->n_slots : 1) * sizeof *w->slots);
-    if (!w->slots) {
-        const rs_snap *s = k->s;
-        memset(w, 0, sizeof *w);
-        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory to walk %llu events over %zu "
-                        "blocks", s->rank, (unsigned long long)s->history.count, k->n_slots);
-    }
+    if (!w->slots) return no_memory(w);
     if (k->n_slots) memcpy(w->slots, k->slots, k->n_slots * sizeof *w->slots);
     return RANKSNAP_OK;
 }

@@ -601,18 +601,33 @@ TEST(real_snapshots_in_tests_data_keep_the_model_promises)
  * most of them run as one step) and from the whole value tree, opcode by opcode. */
 static int g_alike_seen, g_alike_bad;
 
-static int decode_alike(const char *path, const struct stat *st, int type, struct FTW *ftw)
+/* Every real snapshot, in tests/data and in the archives the build unpacked, given to `fn`. */
+static void (*g_each_pickle)(const char *path);
+
+static int each_pickle_visit(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
     (void)st;
     (void)ftw;
     size_t n = strlen(path);
-    if (type != FTW_F || n < 8 || strcmp(path + n - 7, ".pickle") != 0) return 0;
+    if (type == FTW_F && n >= 8 && strcmp(path + n - 7, ".pickle") == 0) g_each_pickle(path);
+    return 0;
+}
+
+static void each_real_pickle(void (*fn)(const char *path))
+{
+    g_each_pickle = fn;
+    (void)nftw(RS_TEST_DATA_DIR, each_pickle_visit, 16, FTW_PHYS);
+    (void)nftw(RS_TEST_UNPACKED_DIR, each_pickle_visit, 16, FTW_PHYS);
+}
+
+static void decode_alike(const char *path)
+{
     char *buf = NULL;
     size_t len = 0;
     if (rs_file_read(path, 0, &buf, &len) != RANKSNAP_OK) {
         fprintf(stderr, "%s\n", ranksnap_last_error());
         g_alike_bad++;
-        return 0;
+        return;
     }
     rs_torch_opts o;
     rs_torch_opts_default(&o);
@@ -629,14 +644,12 @@ static int decode_alike(const char *path, const struct stat *st, int type, struc
     rs_snap_free(streamed);
     rs_snap_free(tree);
     free(buf);
-    return 0;
 }
 
 TEST(real_snapshots_decode_alike_streamed_and_from_the_value_tree)
 {
     g_alike_seen = g_alike_bad = 0;
-    (void)nftw(RS_TEST_DATA_DIR, decode_alike, 16, FTW_PHYS);
-    (void)nftw(RS_TEST_UNPACKED_DIR, decode_alike, 16, FTW_PHYS);
+    each_real_pickle(decode_alike);
     printf("     %d real snapshots\n", g_alike_seen);
     CHECK(g_alike_seen >= 4); /* tests/data's own */
     CHECK(g_alike_bad == 0);
@@ -648,16 +661,12 @@ TEST(real_snapshots_decode_alike_streamed_and_from_the_value_tree)
  * every event, on every real pickle of the archives that has a trace. */
 static int g_walks_seen, g_walks_bad;
 
-static int walks_alike(const char *path, const struct stat *st, int type, struct FTW *ftw)
+static void walks_alike(const char *path)
 {
-    (void)st;
-    (void)ftw;
-    size_t n = strlen(path);
-    if (type != FTW_F || n < 8 || strcmp(path + n - 7, ".pickle") != 0) return 0;
     rs_torch_opts o;
     rs_torch_opts_default(&o);
     rs_snap *s = NULL;
-    if (rs_decode_file(path, &o, &s) != RANKSNAP_OK) return 0; /* the broken ones of the archives */
+    if (rs_decode_file(path, &o, &s) != RANKSNAP_OK) return; /* the broken ones of the archives */
     int bad = !s->walk;
     rs_walk copied, built;
     struct rs_walk *kept = s->walk;
@@ -687,14 +696,12 @@ static int walks_alike(const char *path, const struct stat *st, int type, struct
     rs_walk_free(&copied);
     rs_walk_free(&built);
     rs_snap_free(s);
-    return 0;
 }
 
 TEST(a_walk_copied_from_the_decoders_is_the_walk_built_anew)
 {
     g_walks_seen = g_walks_bad = 0;
-    (void)nftw(RS_TEST_DATA_DIR, walks_alike, 16, FTW_PHYS);
-    (void)nftw(RS_TEST_UNPACKED_DIR, walks_alike, 16, FTW_PHYS);
+    each_real_pickle(walks_alike);
     printf("     %d real snapshots\n", g_walks_seen);
     CHECK(g_walks_seen >= 4);
     CHECK(g_walks_bad == 0);
@@ -904,6 +911,50 @@ TEST(a_shared_frames_list_that_grows_is_refused_when_streamed)
     CHECK(s && s->history.count == 4 && s->stacks[s->history.stack[1] - 1].n_frames == 3 &&
           s->stacks[s->history.stack[2] - 1].n_frames == 4);
     rs_snap_free(s);
+    free(buf);
+}
+
+/* Entries are handed to the reader as they are read; a pickle whose batch of entries then ends
+ * otherwise than by its APPENDS (here a TUPLE takes them) would leave the reader with entries
+ * the value tree does not have: refused when streamed, naming the opcode and the list. */
+TEST(a_batch_of_entries_closed_by_another_opcode_is_refused_when_streamed)
+{
+    pk4 p = {{NULL, 0, 0, 0}, 0};
+    unsigned words[12] = {0}, frames[3];
+    cr_byte(&p.b, 0x80);
+    cr_byte(&p.b, 4);
+    cr_byte(&p.b, '}');
+    (void)pk4_memo(&p);
+    cr_byte(&p.b, '(');
+    pk4_str(&p, "segments");
+    cr_byte(&p.b, ']');
+    (void)pk4_memo(&p);
+    pk4_str(&p, "device_traces");
+    cr_byte(&p.b, ']');
+    (void)pk4_memo(&p);
+    cr_byte(&p.b, '(');
+    cr_byte(&p.b, ']');
+    (void)pk4_memo(&p);
+    cr_byte(&p.b, '(');
+    pk4_entry(&p, words, 0x10000, frames, 0);
+    pk4_entry(&p, words, 0x20000, frames, 3);
+    cr_byte(&p.b, 't'); /* TUPLE: the entries become a tuple, not the list's items */
+    cr_byte(&p.b, 'e');
+    cr_byte(&p.b, 'u');
+    cr_byte(&p.b, '.');
+    size_t len = 0;
+    unsigned char *buf = cr_done(&p.b, &len);
+    CHECK(buf != NULL);
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
+    o.infer_steps = 0;
+    rs_snap *s = NULL;
+    CHECK(rs_torch_decode(buf, len, "closed.pickle", &o, &s) == RANKSNAP_ERR_FORMAT && s == NULL);
+    const char *e = ranksnap_last_error();
+    CHECK(strstr(e, "closed.pickle: offset ") != NULL);
+    CHECK(strstr(e, "TUPLE closes the MARK of items of device_traces[0] otherwise than by their "
+                    "APPENDS") != NULL);
+    if (!strstr(e, "TUPLE closes")) fprintf(stderr, "     %s\n", e);
     free(buf);
 }
 
@@ -1166,6 +1217,7 @@ int main(void)
     RUN(a_walk_copied_from_the_decoders_is_the_walk_built_anew);
     RUN(a_frames_list_met_again_is_read_again_after_its_memo_keys_change);
     RUN(a_shared_frames_list_that_grows_is_refused_when_streamed);
+    RUN(a_batch_of_entries_closed_by_another_opcode_is_refused_when_streamed);
     RUN(without_segments_the_busiest_streamed_trace_is_the_one_read);
     RUN(step_inference_finds_every_iteration_of_a_periodic_trace);
     RUN(step_inference_leaves_out_what_it_cannot_tell);
