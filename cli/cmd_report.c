@@ -67,12 +67,14 @@ typedef struct report_file {
     uint64_t time_us; /* when the snapshot was taken, or the ring's last event */
     int is_ring;      /* recovered from a ring file a dead rank left */
     rs_snap *snap;    /* the whole snapshot when the first pass kept it, else NULL */
+    rs_summary_sites sites; /* its sites in full, made with the summary when it is kept or read again */
     rs_timeline *tl;  /* its timeline when a page is wanted (NULL: none could be made) */
     ranksnap_status tl_st;
 } report_file;
 
 static void report_file_release(report_file *f)
 {
+    rs_summary_sites_free(&f->sites);
     rs_snap_free(f->snap);
     rs_timeline_free(f->tl);
     f->snap = NULL;
@@ -513,6 +515,10 @@ static void reread_one(void *ctx, size_t k)
     reread_pass *rp = ctx;
     size_t i = rp->which[k];
     rp->full[i] = report_reread(rp->o, &rp->f[i]);
+    /* its sites made here, in parallel, rather than by the comparison; the summary is the
+     * first pass's */
+    rs_summary again;
+    if (rp->full[i]) rs_summary_of_sites(rp->full[i], &again, &rp->f[i].sites);
 }
 
 /* Compares the summaries, gets the flagged and reference files whole for their sites (kept
@@ -528,11 +534,12 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
     int world = 0;
     rs_summary *sums = malloc(n * sizeof *sums);
     rs_snap **full = calloc(n, sizeof *full);
+    const rs_summary_sites **sites = calloc(n, sizeof *sites);
     size_t *which = malloc(n * sizeof *which), n_which = 0;
     rs_compare_result *r = NULL;
     char *txt = NULL, *json = NULL, *html = NULL;
     size_t txt_len = 0, json_len = 0, html_len = 0;
-    if (!sums || !full || !which) {
+    if (!sums || !full || !sites || !which) {
         fprintf(stderr, "ranksnap: out of memory for %zu summaries\n", n);
         goto done;
     }
@@ -546,6 +553,7 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
             /* what the first pass kept and the verdict does not need goes now */
             rs_snap_free(f[i].snap);
             f[i].snap = NULL;
+            rs_summary_sites_free(&f[i].sites);
         } else if (f[i].snap) {
             full[i] = f[i].snap;
         } else {
@@ -560,7 +568,8 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
     if (st == RANKSNAP_OK) {
         rs_compare_result_free(r);
         r = NULL;
-        st = rs_compare(sums, (const rs_snap *const *)full, n, world, &cfg, &r);
+        for (size_t i = 0; i < n; i++) sites[i] = &f[i].sites;
+        st = rs_compare_ex(sums, (const rs_snap *const *)full, sites, n, world, &cfg, &r);
     }
     for (size_t i = 0; st == RANKSNAP_OK && i < failed->n; i++)
         st = rs_compare_add_note(r, "%s could not be read and is left out", failed->v[i]);
@@ -600,6 +609,7 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
     code = RS_EXIT_OK;
 done:
     free(full);
+    free(sites);
     free(which);
     free(sums);
     rs_compare_result_free(r);
@@ -665,13 +675,15 @@ static void read_one(void *ctx, size_t i)
     f->path = rp->paths[i];
     f->time_us = snap->time_us;
     f->is_ring = ring;
-    rs_summary_of(snap, &f->sum);
     if (rp->points) f->tl_st = rs_timeline_build(snap, rp->points, &f->tl);
     uint64_t b = snap_bytes(snap);
     if (rp->keep && atomic_fetch_add(&rp->kept, b) + b <= RS_REPORT_KEEP_BYTES) {
+        /* a kept snapshot may be a verdict's: its sites made now, on this thread */
+        rs_summary_of_sites(snap, &f->sum, &f->sites);
         f->snap = snap;
     } else {
         if (rp->keep) atomic_fetch_sub(&rp->kept, b);
+        rs_summary_of(snap, &f->sum);
         rs_snap_free(snap);
     }
     sl->done = 1;

@@ -26,8 +26,8 @@
  *   divergence_pct% of the reference's step peak and a noise floor of min(1 MiB, half the rank's
  *   divergence in bytes).
  * - sites: live bytes per site (function, file, line) of the rank minus those of the reference,
- *   from the full snapshots when both are at hand (rs_site_list_at_peak), from the summaries' top
- *   sites otherwise; ordered by the difference in the direction of the divergence, those in that
+ *   in full when both ranks' are at hand (made with the summary, rs_summary_of_sites, or else
+ *   from the snapshot, rs_site_list_at_peak), from the summaries' top sites otherwise; ordered by the difference in the direction of the divergence, those in that
  *   direction kept (when none are, the largest differences either way). What the listed sites do
  *   not account for of the peak difference is reported as unattributed.
  */
@@ -309,25 +309,45 @@ static int64_t sat_sub(int64_t a, int64_t b)
 
 /* One rank's sites: the sites and their paths (NULL: each site is its own path). */
 typedef struct site_list {
-    rs_site *own;         /* malloc'ed when they came from a full snapshot */
-    rs_site_path *paths;  /* malloc'ed, or NULL */
+    rs_site *own;            /* malloc'ed when they came from a full snapshot */
+    rs_site_path *own_paths; /* the same */
     const rs_site *v;
+    const rs_site_path *paths;
     size_t n;
 } site_list;
 
 static void site_list_free(site_list *l)
 {
     free(l->own);
-    free(l->paths);
+    free(l->own_paths);
 }
 
-/* The sites of a rank: its full snapshot's at its peak (or OOM), else its summary's. */
-static ranksnap_status sites_of(const rs_summary *s, const rs_snap *full, site_list *l)
+/* A rank's details beyond its summary: its sites made with the summary, else its snapshot. */
+typedef struct detail {
+    const rs_snap *full;
+    const rs_summary_sites *sites; /* NULL, or made (ok) */
+} detail;
+
+static int detailed(const detail *d)
+{
+    return d->full || d->sites;
+}
+
+/* The sites of a rank: in full at its peak (or OOM) when its details are at hand, else its
+ * summary's. */
+static ranksnap_status sites_of(const rs_summary *s, const detail *d, site_list *l)
 {
     memset(l, 0, sizeof *l);
-    if (full) {
-        RS_CHECK(rs_site_list_at_peak(full, &l->own, &l->paths, &l->n));
+    if (d && d->sites) {
+        l->v = d->sites->sites;
+        l->paths = d->sites->paths;
+        l->n = d->sites->n;
+        return RANKSNAP_OK;
+    }
+    if (d && d->full) {
+        RS_CHECK(rs_site_list_at_peak(d->full, &l->own, &l->own_paths, &l->n));
         l->v = l->own;
+        l->paths = l->own_paths;
         return RANKSNAP_OK;
     }
     l->v = s->sites;
@@ -396,7 +416,7 @@ static ranksnap_status site_deltas(const site_list *a, const site_list *b, int s
 
 typedef struct present {
     const rs_summary *sum;
-    const rs_snap *full;
+    detail d;
     size_t input;
 } present;
 
@@ -521,16 +541,18 @@ static ranksnap_status oom_verdict(rs_compare_result *r, const present *p, const
     v->reserved = s->oom_reserved;
     v->memory_limit = s->oom_memory_limit;
     v->site.site = s->oom_site;
-    if (p->full && p->full->has_oom) {
+    if (p->d.sites && s->oom) {
+        v->site.path = p->d.sites->oom_path;
+    } else if (p->d.full && p->d.full->has_oom) {
         rs_site_picker pk;
-        rs_site_picker_init(&pk, p->full);
-        rs_site_pick_path(&pk, p->full->oom.stack, &v->site.site, &v->site.path);
+        rs_site_picker_init(&pk, p->d.full);
+        rs_site_pick_path(&pk, p->d.full->oom.stack, &v->site.site, &v->site.path);
         rs_site_picker_free(&pk);
     } else {
         rs_site_path_of_site(&s->oom_site, &v->site.path);
     }
     site_list l;
-    RS_CHECK(sites_of(s, p->full, &l));
+    RS_CHECK(sites_of(s, &p->d, &l));
     size_t n = l.n > cfg->max_sites ? cfg->max_sites : l.n;
     v->live = malloc((n ? n : 1) * sizeof *v->live);
     if (!v->live) {
@@ -560,11 +582,11 @@ static ranksnap_status divergent_verdict(rs_compare_result *r, const present *p,
     classify_steps(s, ref->sum, sign, dev, cfg->divergence_pct, v);
     v->delta = sat_sub(rs_sat_i64(s->peak_allocated), rs_sat_i64(ref->sum->peak_allocated));
 
-    int both_full = p->full && ref->full;
+    int both_full = detailed(&p->d) && detailed(&ref->d);
     site_list a, b;
     memset(&b, 0, sizeof b);
-    ranksnap_status st = sites_of(s, both_full ? p->full : NULL, &a);
-    if (st == RANKSNAP_OK) st = sites_of(ref->sum, both_full ? ref->full : NULL, &b);
+    ranksnap_status st = sites_of(s, both_full ? &p->d : NULL, &a);
+    if (st == RANKSNAP_OK) st = sites_of(ref->sum, both_full ? &ref->d : NULL, &b);
     if (st == RANKSNAP_OK) st = site_deltas(&a, &b, sign, cfg->max_sites, &v->sites, &v->n_sites);
     site_list_free(&a);
     site_list_free(&b);
@@ -667,6 +689,13 @@ static ranksnap_status compare_present(rs_compare_result *r, present *p, size_t 
 ranksnap_status rs_compare(const rs_summary *sums, const rs_snap *const *full, size_t n,
                             int world_size, const rs_compare_config *cfg, rs_compare_result **out)
 {
+    return rs_compare_ex(sums, full, NULL, n, world_size, cfg, out);
+}
+
+ranksnap_status rs_compare_ex(const rs_summary *sums, const rs_snap *const *full,
+                              const rs_summary_sites *const *sites, size_t n, int world_size,
+                              const rs_compare_config *cfg, rs_compare_result **out)
+{
     if (!out || (n && !sums))
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_compare: NULL argument");
     *out = NULL;
@@ -692,7 +721,8 @@ ranksnap_status rs_compare(const rs_summary *sums, const rs_snap *const *full, s
     r->reference_rank = -1;
     r->world_size = world_size;
     for (size_t i = 0; i < n; i++) {
-        p[i] = (present){&sums[i], full ? full[i] : NULL, i};
+        const rs_summary_sites *ss = sites && sites[i] && sites[i]->ok ? sites[i] : NULL;
+        p[i] = (present){&sums[i], {full ? full[i] : NULL, ss}, i};
         if (world_size <= 0 && sums[i].world_size > r->world_size)
             r->world_size = sums[i].world_size;
     }

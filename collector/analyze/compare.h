@@ -94,6 +94,12 @@ typedef struct rs_compare_result {
  * world_size the summaries name. */
 ranksnap_status rs_compare(const rs_summary *sums, const rs_snap *const *full, size_t n,
                             int world_size, const rs_compare_config *cfg, rs_compare_result **out);
+/* rs_compare, where `sites[i]` (NULL, or NULL entries: none) are sums[i]'s rank's sites made with
+ * its summary (rs_summary_of_sites): used instead of full[i]'s, which are then not made again. A
+ * rank with either is compared site by site. */
+ranksnap_status rs_compare_ex(const rs_summary *sums, const rs_snap *const *full,
+                              const rs_summary_sites *const *sites, size_t n, int world_size,
+                              const rs_compare_config *cfg, rs_compare_result **out);
 void rs_compare_result_free(rs_compare_result *r);
 
 /* Appends a note (printf format) for things the caller knows and the comparison does not, e.g. a

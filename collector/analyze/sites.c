@@ -450,7 +450,8 @@ typedef struct entry {
 /* Per-frame counters, turned into merged, sorted sites. Index n_frames is "(no stack)",
  * n_frames + 1 "(before recording)". */
 typedef struct tally {
-    rs_site_picker pk;
+    const rs_site_picker *pk; /* `own`, or the caller's */
+    rs_site_picker own;
     int64_t *frame_of_stack; /* [n_stacks + 1] */
     uint64_t *bytes, *blocks;
     uint32_t *best_stack;    /* by frame: the stack with the most bytes so far */
@@ -460,7 +461,7 @@ typedef struct tally {
 
 static void tally_free(tally *t)
 {
-    rs_site_picker_free(&t->pk);
+    if (t->pk == &t->own) rs_site_picker_free(&t->own);
     free(t->frame_of_stack);
     free(t->bytes);
     free(t->blocks);
@@ -469,10 +470,15 @@ static void tally_free(tally *t)
     free(t->stack_bytes);
 }
 
-static ranksnap_status tally_init(tally *t, const rs_snap *s)
+/* With `pk` NULL the tally makes a picker of its own. */
+static ranksnap_status tally_init(tally *t, const rs_snap *s, const rs_site_picker *pk)
 {
     memset(t, 0, sizeof *t);
-    rs_site_picker_init(&t->pk, s);
+    if (!pk) {
+        rs_site_picker_init(&t->own, s);
+        pk = &t->own;
+    }
+    t->pk = pk;
     t->frame_of_stack = malloc((s->n_stacks + 1) * sizeof *t->frame_of_stack);
     t->bytes = calloc(s->n_frames + 2, sizeof *t->bytes);
     t->blocks = calloc(s->n_frames + 2, sizeof *t->blocks);
@@ -487,13 +493,13 @@ static ranksnap_status tally_init(tally *t, const rs_snap *s)
                         s->n_frames, s->n_stacks);
     }
     for (size_t i = 0; i <= s->n_stacks; i++)
-        t->frame_of_stack[i] = rs_site_pick_frame(&t->pk, (uint32_t)i);
+        t->frame_of_stack[i] = rs_site_pick_frame(t->pk, (uint32_t)i);
     return RANKSNAP_OK;
 }
 
 static void tally_add(tally *t, uint32_t stack, uint64_t bytes)
 {
-    const rs_snap *s = t->pk.s;
+    const rs_snap *s = t->pk->s;
     size_t i;
     if (stack == RS_WALK_STACK_BEFORE)
         i = s->n_frames + 1;
@@ -530,7 +536,7 @@ static int cmp_entry_bytes(const void *pa, const void *pb)
 /* Consumes the tally. */
 static ranksnap_status tally_finish(tally *t, rs_site **out, rs_site_path **paths, size_t *n_out)
 {
-    const rs_snap *s = t->pk.s;
+    const rs_snap *s = t->pk->s;
     size_t n = 0;
     for (size_t i = 0; i < s->n_frames + 2; i++)
         if (t->blocks[i]) n++;
@@ -550,7 +556,7 @@ static ranksnap_status tally_finish(tally *t, rs_site **out, rs_site_path **path
         if (i == s->n_frames + 1)
             rs_text_copy_head(v[n].site.function, sizeof v[n].site.function, "(before recording)");
         else
-            site_of_frame(&t->pk, i == s->n_frames ? -1 : (int64_t)i, &v[n].site);
+            site_of_frame(t->pk, i == s->n_frames ? -1 : (int64_t)i, &v[n].site);
         v[n].site.bytes = rs_sat_i64(t->bytes[i]);
         v[n].site.blocks = t->blocks[i] > INT32_MAX ? INT32_MAX : (int32_t)t->blocks[i];
         v[n].stack = i < s->n_frames ? t->best_stack[i] : 0;
@@ -580,7 +586,7 @@ static ranksnap_status tally_finish(tally *t, rs_site **out, rs_site_path **path
         if (!pv) continue;
         if (v[i].stack) {
             rs_site unused;
-            rs_site_pick_path(&t->pk, v[i].stack, &unused, &pv[i]);
+            rs_site_pick_path(t->pk, v[i].stack, &unused, &pv[i]);
         } else {
             rs_site_path_of_site(&v[i].site, &pv[i]);
         }
@@ -595,12 +601,12 @@ static ranksnap_status tally_finish(tally *t, rs_site **out, rs_site_path **path
 
 /* Live bytes by site after walking to `moment` (RS_WALK_END: the state at the end, whose blocks
  * are exact). */
-static ranksnap_status sites_at(rs_walk *w, int64_t moment, rs_site **out, rs_site_path **paths,
-                                size_t *n)
+static ranksnap_status sites_at(rs_walk *w, const rs_site_picker *pk, int64_t moment, rs_site **out,
+                                rs_site_path **paths, size_t *n)
 {
     const rs_snap *s = w->s;
     tally t;
-    RS_CHECK(tally_init(&t, s));
+    RS_CHECK(tally_init(&t, s, pk));
     if (moment == RS_WALK_END) {
         for (size_t i = 0; i < s->n_segments; i++)
             for (size_t k = 0; k < s->segments[i].n_blocks; k++) {
@@ -617,10 +623,16 @@ static ranksnap_status sites_at(rs_walk *w, int64_t moment, rs_site **out, rs_si
 
 ranksnap_status rs_site_list_at_moment(rs_walk *w, rs_site **out, rs_site_path **paths, size_t *n)
 {
+    return rs_site_list_at_moment_by(w, NULL, out, paths, n);
+}
+
+ranksnap_status rs_site_list_at_moment_by(rs_walk *w, const rs_site_picker *pk, rs_site **out,
+                                          rs_site_path **paths, size_t *n)
+{
     *out = NULL;
     if (paths) *paths = NULL;
     *n = 0;
-    return sites_at(w, rs_walk_moment(w), out, paths, n);
+    return sites_at(w, pk, rs_walk_moment(w), out, paths, n);
 }
 
 ranksnap_status rs_site_list_at_peak(const rs_snap *s, rs_site **out, rs_site_path **paths, size_t *n)

@@ -89,6 +89,11 @@ int rs_site_is_wrapper(const rs_site_picker *p, uint32_t frame);
 /* Frame `frame`'s function as the reports show it: demangled (C++), the recorded name otherwise. */
 const char *rs_site_frame_function(const rs_site_picker *p, uint32_t frame);
 
+/* rs_site_list_at_moment with the picker `pk`, made over the walk's snapshot (NULL: one of its
+ * own), which it leaves as it is: one classification of the frames for several questions. */
+ranksnap_status rs_site_list_at_moment_by(rs_walk *w, const rs_site_picker *pk, rs_site **out,
+                                          rs_site_path **paths, size_t *n);
+
 /* rs_site_pick with a picker of its own, for one stack. */
 void rs_site_of_stack(const rs_snap *s, uint32_t stack, rs_site *out);
 

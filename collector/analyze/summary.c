@@ -92,7 +92,20 @@ static void summarize_outside_labels(const rs_snap_totals *t, rs_summary *out)
 
 void rs_summary_of(const rs_snap *s, rs_summary *out)
 {
+    rs_summary_of_sites(s, out, NULL);
+}
+
+void rs_summary_sites_free(rs_summary_sites *sites)
+{
+    free(sites->sites);
+    free(sites->paths);
+    memset(sites, 0, sizeof *sites);
+}
+
+void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *sites)
+{
     memset(out, 0, sizeof *out);
+    if (sites) memset(sites, 0, sizeof *sites);
     const rs_snap_totals *t = &s->totals;
     out->rank = s->rank;
     out->world_size = s->world_size;
@@ -127,19 +140,33 @@ void rs_summary_of(const rs_snap *s, rs_summary *out)
         out->oom_reserved = s->oom.reserved;
         out->oom_memory_limit = s->oom.memory_limit;
         out->oom_step = s->oom.step;
-        rs_site_of_stack(s, s->oom.stack, &out->oom_site);
     }
 
+    /* one classification of the frames for the OOM's site and the sites at the peak */
+    rs_site_picker pk;
+    rs_site_picker_init(&pk, s);
+    if (s->has_oom)
+        rs_site_pick_path(&pk, s->oom.stack, &out->oom_site, sites ? &sites->oom_path : NULL);
     /* Without memory for the walk the summary keeps the totals: still a fair summary. */
     rs_walk w;
-    if (rs_walk_init(&w, s) != RANKSNAP_OK) return;
-    step_series(&w, out);
-    rs_site *sites = NULL;
-    size_t n = 0;
-    if (rs_site_list_at_moment(&w, &sites, NULL, &n) == RANKSNAP_OK) {
-        out->n_sites = (int32_t)(n < RS_SUMMARY_MAX_SITES ? n : RS_SUMMARY_MAX_SITES);
-        memcpy(out->sites, sites, (size_t)out->n_sites * sizeof *sites);
+    if (rs_walk_init(&w, s) == RANKSNAP_OK) {
+        step_series(&w, out);
+        rs_site *list = NULL;
+        rs_site_path *paths = NULL;
+        size_t n = 0;
+        if (rs_site_list_at_moment_by(&w, &pk, &list, sites ? &paths : NULL, &n) == RANKSNAP_OK) {
+            out->n_sites = (int32_t)(n < RS_SUMMARY_MAX_SITES ? n : RS_SUMMARY_MAX_SITES);
+            memcpy(out->sites, list, (size_t)out->n_sites * sizeof *list);
+            if (sites) {
+                sites->ok = 1;
+                sites->n = n;
+                sites->sites = list;
+                sites->paths = paths;
+                list = NULL;
+            }
+        }
+        free(list);
+        rs_walk_free(&w);
     }
-    free(sites);
-    rs_walk_free(&w);
+    rs_site_picker_free(&pk);
 }

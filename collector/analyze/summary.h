@@ -76,6 +76,21 @@ typedef struct rs_summary {
  * index is in range); without memory for the walk it keeps the totals. */
 void rs_summary_of(const rs_snap *s, rs_summary *out);
 
+/* A rank's sites in full, made with its summary while the snapshot is at hand: what the
+ * comparison would otherwise take from the whole snapshot (rs_compare_ex), at the cost of a
+ * second walk and classification of its frames. */
+typedef struct rs_summary_sites {
+    int ok;                /* 0: none made (no memory): the comparison uses the snapshot or the summary */
+    size_t n;
+    rs_site *sites;        /* every site at the peak (the OOM), as rs_site_list_at_peak lists them */
+    rs_site_path *paths;   /* paths[i] is the path of sites[i] */
+    rs_site_path oom_path; /* the path of the summary's oom_site, when it has an OOM */
+} rs_summary_sites;
+
+/* rs_summary_of, and the sites in `sites` (freed with rs_summary_sites_free, made or not). */
+void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *sites);
+void rs_summary_sites_free(rs_summary_sites *sites);
+
 /* How the reports name a holder of outside memory: "NCCL" for "nccl", "ncclMemAlloc" for
  * "nccl_mem", "cudaMallocFromPoolAsync" for "cuda_mempool"; other labels as they are. */
 const char *rs_summary_outside_label_name(const char *label);

@@ -628,6 +628,76 @@ TEST(an_oom_rank_is_a_verdict_with_its_request_step_and_live_sites)
     four_ranks_free(&f, r);
 }
 
+/* The verdicts of two comparisons agree field for field, sites and paths included. */
+static void check_same_verdicts(const rs_compare_result *a, const rs_compare_result *b)
+{
+    CHECK_EQ_U64(a->n_divergent, b->n_divergent);
+    CHECK_EQ_U64(a->n_oom, b->n_oom);
+    CHECK_EQ_U64(a->n_notes, b->n_notes);
+    CHECK_EQ_U64(a->reference_rank, b->reference_rank);
+    for (size_t i = 0; i < a->n_divergent && i < b->n_divergent; i++) {
+        const rs_compare_divergent *x = &a->divergent[i], *y = &b->divergent[i];
+        CHECK_EQ_U64(x->rank, y->rank);
+        CHECK_EQ_U64(x->n_sites, y->n_sites);
+        CHECK_EQ_U64(x->unattributed, y->unattributed);
+        if (x->n_sites == y->n_sites)
+            CHECK(memcmp(x->sites, y->sites, x->n_sites * sizeof *x->sites) == 0);
+    }
+    for (size_t i = 0; i < a->n_oom && i < b->n_oom; i++) {
+        const rs_compare_oom *x = &a->oom[i], *y = &b->oom[i];
+        CHECK(memcmp(&x->site, &y->site, sizeof x->site) == 0);
+        CHECK_EQ_U64(x->n_live, y->n_live);
+        if (x->n_live == y->n_live) CHECK(memcmp(x->live, y->live, x->n_live * sizeof *x->live) == 0);
+    }
+    for (size_t i = 0; i < a->n_notes && i < b->n_notes; i++) CHECK(strcmp(a->notes[i], b->notes[i]) == 0);
+}
+
+TEST(sites_made_with_the_summary_give_the_verdicts_the_snapshots_give)
+{
+    four_ranks f;
+    four_ranks_init(&f);
+    f.cfg[1].leak_from = 3;
+    f.cfg[1].leak_bytes = 8 * MIB;
+    f.cfg[3].oom_step = 5;
+    f.cfg[3].oom_request = (uint64_t)2 << 30;
+    rs_compare_result *full = four_ranks_compare(&f, FROM_SNAPSHOTS);
+    rs_summary sums[4];
+    rs_summary_sites sites[4];
+    const rs_summary_sites *by_rank[4];
+    for (int i = 0; i < 4; i++) {
+        rs_summary_of_sites(f.full[i], &sums[i], &sites[i]);
+        CHECK(memcmp(&sums[i], &f.sums[i], sizeof sums[i]) == 0); /* the same summary */
+        CHECK(sites[i].ok);
+        by_rank[i] = &sites[i];
+    }
+    CHECK_EQ_U64(sites[3].oom_path.n, 1);
+    CHECK(strcmp(sites[3].oom_path.frames[0].function, "train_step") == 0);
+    /* the sites alone, and the sites with the snapshots: as the snapshots alone */
+    rs_compare_result *from_sites = NULL, *both = NULL;
+    CHECK(rs_compare_ex(sums, NULL, by_rank, 4, 0, NULL, &from_sites) == RANKSNAP_OK);
+    CHECK(rs_compare_ex(sums, (const rs_snap *const *)f.full, by_rank, 4, 0, NULL, &both) == RANKSNAP_OK);
+    CHECK(full && from_sites && both);
+    if (full && from_sites && both) {
+        CHECK(full->n_divergent == 1 && full->n_oom == 1);
+        check_same_verdicts(full, from_sites);
+        check_same_verdicts(full, both);
+    }
+    rs_compare_result_free(from_sites);
+    rs_compare_result_free(both);
+    /* sites that could not be made count as none: the summaries' top sites, and a note */
+    rs_summary_sites none;
+    memset(&none, 0, sizeof none);
+    const rs_summary_sites *some[4] = {&none, &none, &none, &none};
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare_ex(sums, NULL, some, 4, 0, NULL, &r) == RANKSNAP_OK);
+    int noted = 0;
+    for (size_t i = 0; r && i < r->n_notes; i++) noted |= strstr(r->notes[i], "no full snapshot of both") != NULL;
+    CHECK(noted);
+    rs_compare_result_free(r);
+    for (int i = 0; i < 4; i++) rs_summary_sites_free(&sites[i]);
+    four_ranks_free(&f, full);
+}
+
 TEST(ranks_without_data_are_missing)
 {
     train_cfg c[3];
@@ -918,6 +988,7 @@ int main(void)
     RUN(a_jittery_leak_is_growth_and_projects_the_step_its_limit_is_reached);
     RUN(a_one_time_jump_under_jitter_is_an_offset_from_the_jump);
     RUN(an_oom_rank_is_a_verdict_with_its_request_step_and_live_sites);
+    RUN(sites_made_with_the_summary_give_the_verdicts_the_snapshots_give);
     RUN(ranks_without_data_are_missing);
     RUN(the_reference_is_the_lower_middle_rank_and_not_an_oom_rank);
     RUN(ranks_that_ran_out_of_memory_early_do_not_make_the_healthy_ones_divergent);

@@ -707,6 +707,59 @@ TEST(a_walk_copied_from_the_decoders_is_the_walk_built_anew)
     CHECK(g_walks_bad == 0);
 }
 
+/* ---- the sites made with the summary (summary.h: rs_summary_of_sites) ------------------------ */
+
+/* On every real pickle of the archives (OOM ranks among them): the sites made with the summary
+ * are, site for site and path for path, those rs_site_list_at_peak finds in the snapshot, and the
+ * OOM's path is the one its stack gives. */
+static int g_sites_seen, g_sites_bad, g_sites_oom;
+
+static void sites_alike(const char *path)
+{
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
+    rs_snap *s = NULL;
+    if (rs_decode_file(path, &o, &s) != RANKSNAP_OK) return;
+    rs_summary sum, plain;
+    rs_summary_sites made;
+    rs_summary_of_sites(s, &sum, &made);
+    rs_summary_of(s, &plain);
+    rs_site *v = NULL;
+    rs_site_path *paths = NULL;
+    size_t n = 0;
+    int bad = !made.ok || rs_site_list_at_peak(s, &v, &paths, &n) != RANKSNAP_OK ||
+              memcmp(&sum, &plain, sizeof sum) != 0 || made.n != n ||
+              (n && (memcmp(made.sites, v, n * sizeof *v) != 0 ||
+                     memcmp(made.paths, paths, n * sizeof *paths) != 0));
+    if (s->has_oom) {
+        rs_site_picker pk;
+        rs_site oom;
+        rs_site_path oom_path;
+        rs_site_picker_init(&pk, s);
+        rs_site_pick_path(&pk, s->oom.stack, &oom, &oom_path);
+        rs_site_picker_free(&pk);
+        bad |= memcmp(&oom_path, &made.oom_path, sizeof oom_path) != 0 || !rs_site_same(&oom, &sum.oom_site);
+        g_sites_oom++;
+    }
+    if (bad) fprintf(stderr, "%s: the sites made with the summary differ from the snapshot's\n", path);
+    g_sites_bad += bad;
+    g_sites_seen++;
+    free(v);
+    free(paths);
+    rs_summary_sites_free(&made);
+    rs_snap_free(s);
+}
+
+TEST(the_sites_made_with_the_summary_are_the_snapshots_sites_at_its_peak)
+{
+    g_sites_seen = g_sites_bad = g_sites_oom = 0;
+    each_real_pickle(sites_alike);
+    printf("     %d real snapshots, %d with an OOM\n", g_sites_seen, g_sites_oom);
+    CHECK(g_sites_seen >= 4);
+    CHECK(g_sites_oom >= 1);
+    CHECK(g_sites_bad == 0);
+}
+
 /* ---- frames lists met again by their bytes (pickle.c, struct span_memo) -------------------- */
 
 /* A protocol 4 pickle being written with MEMOIZE, its next memo key counted. */
@@ -1215,6 +1268,7 @@ int main(void)
     RUN(real_snapshots_in_tests_data_keep_the_model_promises);
     RUN(real_snapshots_decode_alike_streamed_and_from_the_value_tree);
     RUN(a_walk_copied_from_the_decoders_is_the_walk_built_anew);
+    RUN(the_sites_made_with_the_summary_are_the_snapshots_sites_at_its_peak);
     RUN(a_frames_list_met_again_is_read_again_after_its_memo_keys_change);
     RUN(a_shared_frames_list_that_grows_is_refused_when_streamed);
     RUN(a_batch_of_entries_closed_by_another_opcode_is_refused_when_streamed);
