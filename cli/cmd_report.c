@@ -38,11 +38,13 @@
 #include "timeline.h"
 #include "walk.h"
 
-/* The first pass keeps the whole snapshots for the second when all of them are expected to
- * hold no more than this (and stops keeping when they do): a job of a few ranks, or one long
- * history, is read once; a larger job keeps only summaries. Expected: 3 times a .rsnap file (its
- * delta-encoded columns grow to 33 bytes an event), 1.5 times a ring file (26 bytes an event),
- * half a pickle (most of its bytes are the trace's dicts). */
+/* The first pass keeps, for the verdicts, each rank's sites in full (and the whole snapshot of a
+ * rank that ran out of memory, for the replay of suggest.h) when all the snapshots are expected
+ * to hold no more than this (and stops keeping snapshots when they do): a job of a few ranks, or
+ * one long history, is read once; a larger job keeps only summaries, and the second pass reads
+ * the flagged ranks and the reference again. Expected: 3 times a .rsnap file (its delta-encoded
+ * columns grow to 33 bytes an event), 1.5 times a ring file (26 bytes an event), half a pickle
+ * (most of its bytes are the trace's dicts). */
 #define RS_REPORT_KEEP_BYTES ((uint64_t)64 << 20)
 /* --jobs above this is refused: threads beyond the cores only add memory. */
 #define RS_REPORT_MAX_JOBS 1024
@@ -67,7 +69,7 @@ typedef struct report_file {
     uint64_t time_us; /* when the snapshot was taken, or the ring's last event */
     int is_ring;      /* recovered from a ring file a dead rank left */
     rs_snap *snap;    /* the whole snapshot when the first pass kept it, else NULL */
-    rs_summary_sites sites; /* its sites in full, made with the summary when it is kept or read again */
+    rs_summary_sites sites; /* its sites in full, made with the summary (a small job's, or read again) */
     rs_timeline *tl;  /* its timeline when a page is wanted (NULL: none could be made) */
     ranksnap_status tl_st;
 } report_file;
@@ -518,11 +520,12 @@ static void reread_one(void *ctx, size_t k)
     /* its sites made here, in parallel, rather than by the comparison; the summary is the
      * first pass's */
     rs_summary again;
-    if (rp->full[i]) rs_summary_of_sites(rp->full[i], &again, &rp->f[i].sites);
+    if (rp->full[i] && !rp->f[i].sites.ok) rs_summary_of_sites(rp->full[i], &again, &rp->f[i].sites);
 }
 
-/* Compares the summaries, gets the flagged and reference files whole for their sites (kept
- * from the first pass, or read again), and prints or writes the report. `failed` are the
+/* Compares the summaries, gets the flagged and reference ranks' sites (kept from the first pass,
+ * or made from their files read again) and the OOM ranks' whole snapshots, and prints or writes
+ * the report. `failed` are the
  * operands that could not be read. */
 static int report_emit(const report_opts *o, double pct, report_file *f, size_t n,
                        const path_list *failed, uint32_t points_built, FILE *progress)
@@ -556,8 +559,8 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
             rs_summary_sites_free(&f[i].sites);
         } else if (f[i].snap) {
             full[i] = f[i].snap;
-        } else {
-            which[n_which++] = i;
+        } else if (!f[i].sites.ok || sums[i].oom) {
+            which[n_which++] = i; /* its sites, or the snapshot an OOM's replay needs */
         }
     }
     if (st == RANKSNAP_OK && n_which) {
@@ -634,8 +637,8 @@ typedef struct read_pass {
     char **paths;
     read_slot *slots;
     uint32_t points;   /* timeline buckets, 0 when no page is wanted */
-    int keep;          /* keep the snapshots for the second pass */
-    atomic_uint_fast64_t kept; /* bytes of the snapshots kept for the second pass */
+    int keep;          /* keep the sites, and the OOM snapshots, for the verdicts */
+    atomic_uint_fast64_t kept; /* bytes of the snapshots kept */
     rs_progress *pg;
 } read_pass;
 
@@ -676,14 +679,20 @@ static void read_one(void *ctx, size_t i)
     f->time_us = snap->time_us;
     f->is_ring = ring;
     if (rp->points) f->tl_st = rs_timeline_build(snap, rp->points, &f->tl);
-    uint64_t b = snap_bytes(snap);
-    if (rp->keep && atomic_fetch_add(&rp->kept, b) + b <= RS_REPORT_KEEP_BYTES) {
-        /* a kept snapshot may be a verdict's: its sites made now, on this thread */
-        rs_summary_of_sites(snap, &f->sum, &f->sites);
+    if (!rp->keep) {
+        rs_summary_of(snap, &f->sum);
+        rs_snap_free(snap);
+        sl->done = 1;
+        return;
+    }
+    /* Any rank may be a verdict's: its sites made now, on this thread, and the snapshot freed
+     * (its memory serves this thread's next file) unless it ran out of memory. */
+    rs_summary_of_sites(snap, &f->sum, &f->sites);
+    uint64_t b = snap->has_oom ? snap_bytes(snap) : 0;
+    if (b && atomic_fetch_add(&rp->kept, b) + b <= RS_REPORT_KEEP_BYTES) {
         f->snap = snap;
     } else {
-        if (rp->keep) atomic_fetch_sub(&rp->kept, b);
-        rs_summary_of(snap, &f->sum);
+        if (b) atomic_fetch_sub(&rp->kept, b);
         rs_snap_free(snap);
     }
     sl->done = 1;
