@@ -69,26 +69,40 @@ static size_t operator_symbol(const char *p)
     return k;
 }
 
+/* Where the word "operator" starts at or after `from` (not inside a longer identifier:
+ * "cooperator" is none), or SIZE_MAX. */
+static size_t next_operator(const char *name, size_t from)
+{
+    for (const char *p = name + from; (p = strstr(p, "operator")) != NULL; p += 8)
+        if (p == name || !strchr("_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", p[-1]))
+            return (size_t)(p - name);
+    return SIZE_MAX;
+}
+
 /* Where the argument list starts (the first '(' outside template arguments that is neither
  * "(anonymous namespace)" nor part of an operator's name), or the end of the string; and the
- * start of the qualified name (after the return type: the last blank outside brackets before it). */
+ * start of the qualified name (after the return type: the last blank outside brackets before it).
+ * The scan jumps from one byte that matters ("(<> ") to the next, and to each operator: this runs
+ * once per C/C++ frame of every snapshot, on names hundreds of bytes long. */
 static void split(const char *name, size_t *start, size_t *args)
 {
-    size_t angle = 0, i = 0, last_blank = SIZE_MAX;
-    while (name[i]) {
-        /* the first byte decides before a compare: this runs once per byte of every name */
-        if (name[i] == '(' && strncmp(name + i, ANON, sizeof ANON - 1) == 0) {
-            i += sizeof ANON - 1;
-            continue;
-        }
-        if (name[i] == 'o' && strncmp(name + i, "operator", 8) == 0 && (i == 0 || !strchr("_abcdefghijklmnopqrstuvwxyz"
-                                                                       "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
-                                                                       name[i - 1]))) {
-            i += 8;
+    size_t angle = 0, i = 0, last_blank = SIZE_MAX, op = next_operator(name, 0);
+    for (;;) {
+        size_t j = i + strcspn(name + i, "(<> ");
+        if (op < j) {
+            i = op + 8;
             i += operator_symbol(name + i);
+            op = next_operator(name, i);
             continue;
         }
+        i = j;
         char c = name[i];
+        if (!c) break;
+        if (c == '(' && strncmp(name + i, ANON, sizeof ANON - 1) == 0) {
+            i += sizeof ANON - 1;
+            if (op < i) op = next_operator(name, i);
+            continue;
+        }
         if (c == '<') angle++;
         if (c == '>' && angle > 0) angle--;
         if (angle == 0 && c == '(') break;

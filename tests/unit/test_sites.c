@@ -112,6 +112,18 @@ TEST(a_demangled_name_gives_its_qualified_name_and_a_short_form)
     CHECK(strcmp(q, "foo::Bar::operator()") == 0);
     rs_demangle_qualified("PyEval_EvalCode", q, sizeof q);
     CHECK(strcmp(q, "PyEval_EvalCode") == 0);
+    /* operators whose symbol holds the bytes the scan stops at, and words that only contain
+     * "operator" */
+    rs_demangle_qualified("bool ns::operator<<(ns::A const&, int)", q, sizeof q);
+    CHECK(strcmp(q, "ns::operator<<") == 0);
+    rs_demangle_qualified("ns::V<int>::operator<(ns::V<int> const&) const", q, sizeof q);
+    CHECK(strcmp(q, "ns::V<int>::operator<") == 0);
+    rs_demangle_qualified("void sim::cooperator(int)", q, sizeof q);
+    CHECK(strcmp(q, "sim::cooperator") == 0);
+    rs_demangle_qualified("std::function<void (int)>::operator()(int) const", q, sizeof q);
+    CHECK(strcmp(q, "std::function<void (int)>::operator()") == 0);
+    rs_demangle_qualified("void (anonymous namespace)::run<(anonymous namespace)::Op>(int)", q, sizeof q);
+    CHECK(strcmp(q, "(anonymous namespace)::run<(anonymous namespace)::Op>") == 0);
     char s[RS_SITE_FUNC_LEN];
     rs_demangle_short("trainer::Model::forward(int)", s, sizeof s);
     CHECK(strcmp(s, "trainer::Model::forward(int)") == 0);
