@@ -1,16 +1,52 @@
 /*
- * step_events.c — inserting step events into a decoded history (step_events.h): the history's
- * columns are copied once into new ones, each step event at its place.
+ * step_events.c — inserting step events into a decoded history (step_events.h): in place where
+ * the decoder left room in the columns (history.room), else the columns copied once into new
+ * ones, each step event at its place.
  */
 #include <stdlib.h>
 
 #include "errors.h"
 #include "step_events.h"
 
+/* The events put in where the columns have room: from the end, each entry moved up by the
+ * number of events before it, the events written in the gaps (the same order as below). */
+static void insert_in_place(rs_snap_history *h, const rs_step_event *ev, size_t n)
+{
+    uint64_t o = h->count + n;
+    size_t k = n;
+    for (uint64_t i = h->count + 1; i-- > 0;) {
+        if (i < h->count) {
+            o--;
+            h->time_us[o] = h->time_us[i];
+            h->action[o] = h->action[i];
+            h->addr[o] = h->addr[i];
+            h->size[o] = h->size[i];
+            h->stream[o] = h->stream[i];
+            h->stack[o] = h->stack[i];
+        }
+        /* those before entry i (and, at the end, those after the last) */
+        for (; k > 0 && ev[k - 1].before >= i; k--) {
+            o--;
+            h->time_us[o] = ev[k - 1].time_us;
+            h->action[o] = RS_ACT_STEP;
+            h->addr[o] = 0;
+            h->size[o] = (uint64_t)ev[k - 1].step;
+            h->stream[o] = ev[k - 1].stream;
+            h->stack[o] = 0;
+        }
+    }
+    h->count += n;
+    if (h->capacity < h->count) h->capacity = h->count;
+}
+
 ranksnap_status rs_step_events_insert(rs_snap *s, const rs_step_event *ev, size_t n)
 {
     rs_snap_history *h = &s->history;
     uint64_t total = h->count + n;
+    if (n && h->room >= total) {
+        insert_in_place(h, ev, n);
+        return RANKSNAP_OK;
+    }
     uint64_t *time_us = malloc(total * sizeof *time_us), *addr = malloc(total * sizeof *addr);
     uint64_t *size = malloc(total * sizeof *size);
     uint8_t *action = malloc(total ? total : 1);
@@ -58,6 +94,7 @@ ranksnap_status rs_step_events_insert(rs_snap *s, const rs_step_event *ev, size_
     h->stream = stream;
     h->stack = stack;
     h->count = total;
+    h->room = total;
     if (h->capacity < total) h->capacity = total;
     return RANKSNAP_OK;
 }

@@ -177,6 +177,15 @@ static void ptr_put(ptr_cache *c, const void *v, uint32_t val)
     c->val[i] = val;
 }
 
+/* An empty cache, cleared by a write: memory calloc leaves to the kernel would be read before it
+ * is written, which maps the zero page and then copies it with a TLB flush on every core. */
+static ptr_cache *ptr_cache_new(void)
+{
+    ptr_cache *c = malloc(sizeof *c);
+    if (c) memset(c, 0, sizeof *c);
+    return c;
+}
+
 /* Key and action strings remembered by address (powers of two). */
 #define KEY_CACHE 256
 #define ACTION_CACHE 64
@@ -1133,13 +1142,18 @@ static ranksnap_status adopt_streamed(mapper *m, streamed *sd, const loc *base)
         h->action[w] = h->action[r];
         h->count = ++w;
     }
-    /* shrunk to what they hold (an empty history keeps arrays of one) */
-    size_t keep = w ? w : 1;
+    /* shrunk to what they hold (an empty history keeps arrays of one) and room for the step
+     * events steps_infer.c may find (one in a hundred events at most, commonly): put there in
+     * place, not in new columns, whose pages a first file would take from the kernel */
+    size_t keep = w + w / 64 + 64;
+    if (keep > sd->cap) keep = sd->cap;
+    if (keep < 1) keep = 1;
     for (size_t i = 0; i < N_COLUMNS; i++) {
         void *p = realloc(*hc[i].p, keep * hc[i].size);
         if (p) *hc[i].p = p;
     }
     m->hist_cap = keep;
+    h->room = keep;
     return RANKSNAP_OK;
 }
 
@@ -1413,8 +1427,8 @@ ranksnap_status rs_torch_decode(const void *buf, size_t len, const char *name,
     m.name = name;
     m.seed = rs_addr_hash_seed();
     m.s = calloc(1, sizeof *m.s);
-    m.frame_dicts = calloc(1, sizeof *m.frame_dicts);
-    m.stack_items = calloc(1, sizeof *m.stack_items);
+    m.frame_dicts = ptr_cache_new();
+    m.stack_items = ptr_cache_new();
     /* the trace's entries are read as the pickle is: they never all sit in memory as values */
     rs_pickle_stream stream = {"device_traces", take_entries, &m};
     ranksnap_status st = m.s && m.frame_dicts && m.stack_items ? RANKSNAP_OK

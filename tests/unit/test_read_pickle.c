@@ -32,6 +32,7 @@
 #include "site_path.h"
 #include "site_rules.h"
 #include "sites.h"
+#include "step_events.h"
 #include "steps_infer.h"
 #include "torch_decode.h"
 #include "walk.h"
@@ -1101,6 +1102,76 @@ static void hist_init(hist *h)
     h->next_addr = 1 << 30;
 }
 
+/* A history of `count` events made by ev(), its columns with room for `room` entries. */
+static rs_snap *history_of(uint64_t count, uint64_t room)
+{
+    hist h;
+    hist_init(&h);
+    for (uint64_t i = 0; i < count; i++) ev(&h, i % 3 ? RS_ACT_ALLOC : RS_ACT_FREE_COMPLETED, 4096 * i, 512 * (i + 1), (uint32_t)(i % 5));
+    rs_snap_history *y = &h.s->history;
+    if (room > h.cap) {
+        y->time_us = realloc(y->time_us, room * sizeof *y->time_us);
+        y->action = realloc(y->action, room);
+        y->addr = realloc(y->addr, room * sizeof *y->addr);
+        y->size = realloc(y->size, room * sizeof *y->size);
+        y->stream = realloc(y->stream, room * sizeof *y->stream);
+        y->stack = realloc(y->stack, room * sizeof *y->stack);
+        if (!y->time_us || !y->action || !y->addr || !y->size || !y->stream || !y->stack) abort();
+    }
+    y->room = room;
+    return h.s;
+}
+
+/* Step events put in where the decoder left room are where they go in new columns: the same
+ * history, for events before the first entry, between entries (several before one), after the
+ * last, and none; with too little room, new columns. */
+TEST(step_events_in_the_columns_room_are_those_of_new_columns)
+{
+    static const uint64_t befores[][6] = {
+        {0, 0, 3, 7, 7, 20}, {20, 20, 20, 20, 20, 20}, {0, 1, 2, 3, 4, 5}, {5, 9, 9, 9, 13, 19},
+    };
+    for (size_t c = 0; c < sizeof befores / sizeof befores[0]; c++) {
+        for (size_t n = 0; n <= 6; n++) {
+            rs_step_event e[6];
+            for (size_t k = 0; k < n; k++)
+                e[k] = (rs_step_event){befores[c][k], (int64_t)(100 + k), 50000 + k, 0};
+            rs_snap *copied = history_of(20, 0), *in_place = history_of(20, 20 + n),
+                    *short_room = history_of(20, 20 + n - (n > 0));
+            CHECK(rs_step_events_insert(copied, e, n) == RANKSNAP_OK);
+            CHECK(rs_step_events_insert(in_place, e, n) == RANKSNAP_OK);
+            CHECK(rs_step_events_insert(short_room, e, n) == RANKSNAP_OK);
+            const rs_snap_history *a = &copied->history;
+            for (int w = 0; w < 2; w++) {
+                const rs_snap_history *b = w ? &short_room->history : &in_place->history;
+                CHECK_EQ_U64(a->count, 20 + n);
+                CHECK_EQ_U64(b->count, a->count);
+                int same = b->count == a->count && b->capacity == a->capacity;
+                for (uint64_t i = 0; same && i < a->count; i++)
+                    same = a->time_us[i] == b->time_us[i] && a->action[i] == b->action[i] &&
+                           a->addr[i] == b->addr[i] && a->size[i] == b->size[i] &&
+                           a->stream[i] == b->stream[i] && a->stack[i] == b->stack[i];
+                if (!same) fprintf(stderr, "case %zu, %zu events: the histories differ\n", c, n);
+                CHECK(same);
+            }
+            /* the step events themselves, in order, before the entries they were given */
+            uint64_t steps = 0, seen = 0;
+            for (uint64_t i = 0; i < a->count; i++) {
+                if (a->action[i] != RS_ACT_STEP) {
+                    seen++;
+                    continue;
+                }
+                CHECK_EQ_U64(a->size[i], 100 + steps);
+                CHECK_EQ_U64(seen, befores[c][steps]);
+                steps++;
+            }
+            CHECK_EQ_U64(steps, n);
+            rs_snap_free(copied);
+            rs_snap_free(in_place);
+            rs_snap_free(short_room);
+        }
+    }
+}
+
 /* A training loop: `prelude` parameter allocations, then per iteration an input, `layers` pairs
  * of activations from the same two stacks, a backward pass that frees them and allocates
  * gradients, and in iteration 0 only `extra` optimizer-state allocations; `leak` keeps one
@@ -1273,6 +1344,7 @@ int main(void)
     RUN(a_shared_frames_list_that_grows_is_refused_when_streamed);
     RUN(a_batch_of_entries_closed_by_another_opcode_is_refused_when_streamed);
     RUN(without_segments_the_busiest_streamed_trace_is_the_one_read);
+    RUN(step_events_in_the_columns_room_are_those_of_new_columns);
     RUN(step_inference_finds_every_iteration_of_a_periodic_trace);
     RUN(step_inference_leaves_out_what_it_cannot_tell);
     RUN(an_oom_in_the_first_pass_is_in_step_0_not_in_a_layer_counted_as_a_step);
