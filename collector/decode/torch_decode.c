@@ -278,16 +278,13 @@ static ranksnap_status expect_kind(const mapper *m, const rs_pickle_value *v, rs
 
 /* The value checks, on a field's value `v` (NULL when the dict has no `key`). */
 
-/* A non-negative integer; `*out` keeps its default when absent and not required. */
-static ranksnap_status val_u64(const mapper *m, const rs_pickle_value *v, const rs_pickle_value *dict,
-                               const char *key, const loc *l, int required, uint64_t *out)
+/* val_u64 for all but a small int: absent, wide, negative or not an int. */
+static ranksnap_status val_u64_rest(const mapper *m, const rs_pickle_value *v,
+                                    const rs_pickle_value *dict, const char *key, const loc *l,
+                                    int required, uint64_t *out)
 {
     if (!v) {
         if (required) return bad(m, dict, l, key, "missing (PyTorch always writes it)");
-        return RANKSNAP_OK;
-    }
-    if (v->kind == RS_PICKLE_INT && !v->is_u64 && v->v.i >= 0) { /* nearly every one */
-        *out = (uint64_t)v->v.i;
         return RANKSNAP_OK;
     }
     if (rs_pickle_get_u64(v, out) == 0) return RANKSNAP_OK;
@@ -296,6 +293,19 @@ static ranksnap_status val_u64(const mapper *m, const rs_pickle_value *v, const 
     if (v->kind == RS_PICKLE_BIGINT)
         return bad(m, v, l, key, "expected an integer of at most 64 bits, found a wider one");
     return bad(m, v, l, key, "expected an int, found %s", rs_pickle_kind_name(v->kind));
+}
+
+/* A non-negative integer; `*out` keeps its default when absent and not required. Inline for the
+ * small ints of nearly every field of every trace entry. */
+static inline ranksnap_status val_u64(const mapper *m, const rs_pickle_value *v,
+                                      const rs_pickle_value *dict, const char *key, const loc *l,
+                                      int required, uint64_t *out)
+{
+    if (v && v->kind == RS_PICKLE_INT && !v->is_u64 && v->v.i >= 0) {
+        *out = (uint64_t)v->v.i;
+        return RANKSNAP_OK;
+    }
+    return val_u64_rest(m, v, dict, key, l, required, out);
 }
 
 /* An optional str: NULL when absent. */
@@ -398,8 +408,8 @@ static ranksnap_status read_fields(mapper *m, const rs_pickle_value *dict, const
     return RANKSNAP_OK;
 }
 
-static ranksnap_status f_u64(const mapper *m, const fields *f, int id, const loc *l, int required,
-                             uint64_t *out)
+static inline ranksnap_status f_u64(const mapper *m, const fields *f, int id, const loc *l,
+                                    int required, uint64_t *out)
 {
     return val_u64(m, field_of(f, id), f->dict, field_names[id], l, required, out);
 }
