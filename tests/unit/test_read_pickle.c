@@ -1055,6 +1055,70 @@ TEST(without_segments_the_busiest_streamed_trace_is_the_one_read)
     free(buf);
 }
 
+/* One trace of `head` entries of `head_frames` frames, then `tail` of `tail_frames`: the decoder
+ * guesses the trace's length from its first thousand entries (torch_decode.c, streamed_want). */
+static unsigned char *trace_of_two_sizes(size_t head, size_t head_frames, size_t tail,
+                                         size_t tail_frames, size_t *len)
+{
+    pk4 p = {{NULL, 0, 0, 0}, 0};
+    unsigned words[12] = {0}, made[3], many[64];
+    cr_byte(&p.b, 0x80);
+    cr_byte(&p.b, 4);
+    cr_byte(&p.b, '}');
+    (void)pk4_memo(&p);
+    cr_byte(&p.b, '(');
+    pk4_str(&p, "device_traces");
+    cr_byte(&p.b, ']');
+    (void)pk4_memo(&p);
+    cr_byte(&p.b, '(');
+    cr_byte(&p.b, ']');
+    (void)pk4_memo(&p);
+    cr_byte(&p.b, '(');
+    pk4_entry(&p, words, 1 << 12, made, 0); /* makes the three frames */
+    for (size_t i = 0; i < 64; i++) many[i] = made[i % 3];
+    for (size_t i = 1; i < head + tail; i++)
+        pk4_entry(&p, words, (uint64_t)(i + 1) << 12, many, i < head ? head_frames : tail_frames);
+    cr_byte(&p.b, 'e');
+    cr_byte(&p.b, 'e');
+    cr_byte(&p.b, 'u');
+    cr_byte(&p.b, '.');
+    return cr_done(&p.b, len);
+}
+
+/* Entries that grow smaller after the first thousand (more than guessed: the columns grow
+ * again) or larger (fewer: room left over) are all read, as the tree reads them. */
+TEST(a_trace_whose_entries_change_size_is_read_whole_past_the_decoders_guess)
+{
+    static const size_t cases[][4] = {{1100, 60, 20000, 1}, {1100, 1, 3000, 60}, {1024, 3, 1, 3}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t len = 0;
+        unsigned char *buf = trace_of_two_sizes(cases[c][0], cases[c][1], cases[c][2], cases[c][3], &len);
+        CHECK(buf != NULL);
+        rs_torch_opts o;
+        rs_torch_opts_default(&o);
+        o.infer_steps = 0;
+        rs_snap *streamed = NULL, *tree = NULL;
+        CHECK(rs_torch_decode(buf, len, "sizes.pickle", &o, &streamed) == RANKSNAP_OK);
+        o.stream = 0;
+        CHECK(rs_torch_decode(buf, len, "sizes.pickle", &o, &tree) == RANKSNAP_OK);
+        uint64_t n = cases[c][0] + cases[c][2];
+        CHECK(streamed && streamed->history.count == n);
+        CHECK(tree && tree->history.count == n);
+        const char *differs = streamed && tree ? snap_same(streamed, tree) : "a decode";
+        if (differs) fprintf(stderr, "case %zu: %s differs\n", c, differs);
+        CHECK(differs == NULL);
+        for (uint64_t i = 0; streamed && i < streamed->history.count && i < n; i++)
+            if (streamed->history.addr[i] != (i + 1) << 12) {
+                fprintf(stderr, "case %zu: entry %llu out of place\n", c, (unsigned long long)i);
+                CHECK(0);
+                break;
+            }
+        rs_snap_free(streamed);
+        rs_snap_free(tree);
+        free(buf);
+    }
+}
+
 /* ---- step inference on histories built here ------------------------------------------------ */
 
 typedef struct hist {
@@ -1344,6 +1408,7 @@ int main(void)
     RUN(a_shared_frames_list_that_grows_is_refused_when_streamed);
     RUN(a_batch_of_entries_closed_by_another_opcode_is_refused_when_streamed);
     RUN(without_segments_the_busiest_streamed_trace_is_the_one_read);
+    RUN(a_trace_whose_entries_change_size_is_read_whole_past_the_decoders_guess);
     RUN(step_events_in_the_columns_room_are_those_of_new_columns);
     RUN(step_inference_finds_every_iteration_of_a_periodic_trace);
     RUN(step_inference_leaves_out_what_it_cannot_tell);
