@@ -799,6 +799,24 @@ static void pk4_word(pk4 *p, unsigned *key, const char *w)
     else *key = pk4_str(p, w);
 }
 
+/* PROTO 4 and the snapshot's dict, its MARK open for the keys. */
+static void pk4_begin(pk4 *p)
+{
+    cr_byte(&p->b, 0x80);
+    cr_byte(&p->b, 4);
+    cr_byte(&p->b, '}');
+    (void)pk4_memo(p);
+    cr_byte(&p->b, '(');
+}
+
+/* A memoized list, its MARK open for the items. */
+static void pk4_list(pk4 *p)
+{
+    cr_byte(&p->b, ']');
+    (void)pk4_memo(p);
+    cr_byte(&p->b, '(');
+}
+
 /* {"name": "forward", "filename": "model.py", "line": line}; words[0..5) the keys of those
  * strings, 0 before they are written. */
 static unsigned pk4_frame(pk4 *p, unsigned *words, unsigned line)
@@ -852,18 +870,12 @@ static unsigned char *pk4_rebound(unsigned pad, int grow, unsigned *third, size_
 {
     pk4 p = {{NULL, 0, 0, 0}, 0};
     unsigned words[12] = {0}, frames[3];
-    cr_byte(&p.b, 0x80);
-    cr_byte(&p.b, 4);
-    cr_byte(&p.b, '}');
-    (void)pk4_memo(&p);
-    cr_byte(&p.b, '(');
+    pk4_begin(&p);
     pk4_str(&p, "segments");
     cr_byte(&p.b, ']');
     (void)pk4_memo(&p);
     pk4_str(&p, "pad");
-    cr_byte(&p.b, ']');
-    (void)pk4_memo(&p);
-    cr_byte(&p.b, '(');
+    pk4_list(&p);
     for (unsigned i = 0; i < pad; i++) {
         char t[16];
         snprintf(t, sizeof t, "p%u", i);
@@ -871,9 +883,7 @@ static unsigned char *pk4_rebound(unsigned pad, int grow, unsigned *third, size_
     }
     cr_byte(&p.b, 'e');
     pk4_str(&p, "device_traces");
-    cr_byte(&p.b, ']');
-    (void)pk4_memo(&p);
-    cr_byte(&p.b, '(');
+    pk4_list(&p);
     cr_byte(&p.b, ']');
     (void)pk4_memo(&p);
     cr_byte(&p.b, '('); /* the first batch makes the frames */
@@ -975,21 +985,13 @@ TEST(a_batch_of_entries_closed_by_another_opcode_is_refused_when_streamed)
 {
     pk4 p = {{NULL, 0, 0, 0}, 0};
     unsigned words[12] = {0}, frames[3];
-    cr_byte(&p.b, 0x80);
-    cr_byte(&p.b, 4);
-    cr_byte(&p.b, '}');
-    (void)pk4_memo(&p);
-    cr_byte(&p.b, '(');
+    pk4_begin(&p);
     pk4_str(&p, "segments");
     cr_byte(&p.b, ']');
     (void)pk4_memo(&p);
     pk4_str(&p, "device_traces");
-    cr_byte(&p.b, ']');
-    (void)pk4_memo(&p);
-    cr_byte(&p.b, '(');
-    cr_byte(&p.b, ']');
-    (void)pk4_memo(&p);
-    cr_byte(&p.b, '(');
+    pk4_list(&p);
+    pk4_list(&p);
     pk4_entry(&p, words, 0x10000, frames, 0);
     pk4_entry(&p, words, 0x20000, frames, 3);
     cr_byte(&p.b, 't'); /* TUPLE: the entries become a tuple, not the list's items */
@@ -1012,21 +1014,27 @@ TEST(a_batch_of_entries_closed_by_another_opcode_is_refused_when_streamed)
     free(buf);
 }
 
+/* buf decoded streamed and as the value tree, steps not inferred: 1 when both decodes succeed. */
+static int decode_both(const unsigned char *buf, size_t len, const char *name, rs_snap **streamed,
+                       rs_snap **tree)
+{
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
+    o.infer_steps = 0;
+    int ok = rs_torch_decode(buf, len, name, &o, streamed) == RANKSNAP_OK;
+    o.stream = 0;
+    return (rs_torch_decode(buf, len, name, &o, tree) == RANKSNAP_OK) & ok;
+}
+
 /* No segments and two device traces, the second the busier: the trace read is the busier one,
  * counted in the entries the pickle streamed (which leave the lists themselves empty). */
 TEST(without_segments_the_busiest_streamed_trace_is_the_one_read)
 {
     pk4 p = {{NULL, 0, 0, 0}, 0};
     unsigned words[12] = {0}, frames[3];
-    cr_byte(&p.b, 0x80);
-    cr_byte(&p.b, 4);
-    cr_byte(&p.b, '}');
-    (void)pk4_memo(&p);
-    cr_byte(&p.b, '(');
+    pk4_begin(&p);
     pk4_str(&p, "device_traces");
-    cr_byte(&p.b, ']');
-    (void)pk4_memo(&p);
-    cr_byte(&p.b, '(');
+    pk4_list(&p);
     for (int device = 0; device < 2; device++) {
         cr_byte(&p.b, ']');
         (void)pk4_memo(&p);
@@ -1041,13 +1049,8 @@ TEST(without_segments_the_busiest_streamed_trace_is_the_one_read)
     size_t len = 0;
     unsigned char *buf = cr_done(&p.b, &len);
     CHECK(buf != NULL);
-    rs_torch_opts o;
-    rs_torch_opts_default(&o);
-    o.infer_steps = 0;
     rs_snap *streamed = NULL, *tree = NULL;
-    CHECK(rs_torch_decode(buf, len, "two.pickle", &o, &streamed) == RANKSNAP_OK);
-    o.stream = 0;
-    CHECK(rs_torch_decode(buf, len, "two.pickle", &o, &tree) == RANKSNAP_OK);
+    CHECK(decode_both(buf, len, "two.pickle", &streamed, &tree));
     CHECK(streamed && streamed->history.count == 3 && streamed->device.index == 1);
     CHECK(tree && tree->history.count == 3 && snap_same(streamed, tree) == NULL);
     rs_snap_free(streamed);
@@ -1062,18 +1065,10 @@ static unsigned char *trace_of_two_sizes(size_t head, size_t head_frames, size_t
 {
     pk4 p = {{NULL, 0, 0, 0}, 0};
     unsigned words[12] = {0}, made[3], many[64];
-    cr_byte(&p.b, 0x80);
-    cr_byte(&p.b, 4);
-    cr_byte(&p.b, '}');
-    (void)pk4_memo(&p);
-    cr_byte(&p.b, '(');
+    pk4_begin(&p);
     pk4_str(&p, "device_traces");
-    cr_byte(&p.b, ']');
-    (void)pk4_memo(&p);
-    cr_byte(&p.b, '(');
-    cr_byte(&p.b, ']');
-    (void)pk4_memo(&p);
-    cr_byte(&p.b, '(');
+    pk4_list(&p);
+    pk4_list(&p);
     pk4_entry(&p, words, 1 << 12, made, 0); /* makes the three frames */
     for (size_t i = 0; i < 64; i++) many[i] = made[i % 3];
     for (size_t i = 1; i < head + tail; i++)
@@ -1094,13 +1089,8 @@ TEST(a_trace_whose_entries_change_size_is_read_whole_past_the_decoders_guess)
         size_t len = 0;
         unsigned char *buf = trace_of_two_sizes(cases[c][0], cases[c][1], cases[c][2], cases[c][3], &len);
         CHECK(buf != NULL);
-        rs_torch_opts o;
-        rs_torch_opts_default(&o);
-        o.infer_steps = 0;
         rs_snap *streamed = NULL, *tree = NULL;
-        CHECK(rs_torch_decode(buf, len, "sizes.pickle", &o, &streamed) == RANKSNAP_OK);
-        o.stream = 0;
-        CHECK(rs_torch_decode(buf, len, "sizes.pickle", &o, &tree) == RANKSNAP_OK);
+        CHECK(decode_both(buf, len, "sizes.pickle", &streamed, &tree));
         uint64_t n = cases[c][0] + cases[c][2];
         CHECK(streamed && streamed->history.count == n);
         CHECK(tree && tree->history.count == n);

@@ -98,32 +98,33 @@ TEST(cxx_names_are_demangled_by_the_cxx_runtime_and_a_cut_one_is_kept)
 
 TEST(a_demangled_name_gives_its_qualified_name_and_a_short_form)
 {
-    char q[256];
-    rs_demangle_qualified("_object* torch::autograd::TypeError_to_NotImplemented_<&torch::autograd::"
-                          "THPVariable_mul>(_object*, _object*, _object*)", q, sizeof q);
-    CHECK(strcmp(q, "torch::autograd::TypeError_to_NotImplemented_<&torch::autograd::THPVariable_mul>") == 0);
-    rs_demangle_qualified("at::(anonymous namespace)::create_out(c10::ArrayRef<long>, c10::ArrayRef<long>, "
-                          "c10::TensorOptions const&)", q, sizeof q);
-    CHECK(strcmp(q, "at::(anonymous namespace)::create_out") == 0);
-    rs_demangle_qualified("void torch::autograd::AccumulateGrad::accumulateGrad<std::function<void "
-                          "(at::Tensor&&)> >(at::Tensor const&, at::Tensor&)", q, sizeof q);
-    CHECK(strcmp(q, "torch::autograd::AccumulateGrad::accumulateGrad<std::function<void (at::Tensor&&)> >") == 0);
-    rs_demangle_qualified("foo::Bar::operator()(int) const", q, sizeof q);
-    CHECK(strcmp(q, "foo::Bar::operator()") == 0);
-    rs_demangle_qualified("PyEval_EvalCode", q, sizeof q);
-    CHECK(strcmp(q, "PyEval_EvalCode") == 0);
-    /* operators whose symbol holds the bytes the scan stops at, and words that only contain
-     * "operator" */
-    rs_demangle_qualified("bool ns::operator<<(ns::A const&, int)", q, sizeof q);
-    CHECK(strcmp(q, "ns::operator<<") == 0);
-    rs_demangle_qualified("ns::V<int>::operator<(ns::V<int> const&) const", q, sizeof q);
-    CHECK(strcmp(q, "ns::V<int>::operator<") == 0);
-    rs_demangle_qualified("void sim::cooperator(int)", q, sizeof q);
-    CHECK(strcmp(q, "sim::cooperator") == 0);
-    rs_demangle_qualified("std::function<void (int)>::operator()(int) const", q, sizeof q);
-    CHECK(strcmp(q, "std::function<void (int)>::operator()") == 0);
-    rs_demangle_qualified("void (anonymous namespace)::run<(anonymous namespace)::Op>(int)", q, sizeof q);
-    CHECK(strcmp(q, "(anonymous namespace)::run<(anonymous namespace)::Op>") == 0);
+    static const char *const qualified[][2] = {
+        {"_object* torch::autograd::TypeError_to_NotImplemented_<&torch::autograd::THPVariable_mul>"
+         "(_object*, _object*, _object*)",
+         "torch::autograd::TypeError_to_NotImplemented_<&torch::autograd::THPVariable_mul>"},
+        {"at::(anonymous namespace)::create_out(c10::ArrayRef<long>, c10::ArrayRef<long>, "
+         "c10::TensorOptions const&)",
+         "at::(anonymous namespace)::create_out"},
+        {"void torch::autograd::AccumulateGrad::accumulateGrad<std::function<void (at::Tensor&&)> >"
+         "(at::Tensor const&, at::Tensor&)",
+         "torch::autograd::AccumulateGrad::accumulateGrad<std::function<void (at::Tensor&&)> >"},
+        {"foo::Bar::operator()(int) const", "foo::Bar::operator()"},
+        {"PyEval_EvalCode", "PyEval_EvalCode"},
+        /* operators whose symbol holds the bytes the scan stops at, and words that only contain
+         * "operator" */
+        {"bool ns::operator<<(ns::A const&, int)", "ns::operator<<"},
+        {"ns::V<int>::operator<(ns::V<int> const&) const", "ns::V<int>::operator<"},
+        {"void sim::cooperator(int)", "sim::cooperator"},
+        {"std::function<void (int)>::operator()(int) const", "std::function<void (int)>::operator()"},
+        {"void (anonymous namespace)::run<(anonymous namespace)::Op>(int)",
+         "(anonymous namespace)::run<(anonymous namespace)::Op>"},
+    };
+    for (size_t i = 0; i < sizeof qualified / sizeof qualified[0]; i++) {
+        char q[256];
+        rs_demangle_qualified(qualified[i][0], q, sizeof q);
+        if (strcmp(q, qualified[i][1]) != 0) fprintf(stderr, "%s -> %s\n", qualified[i][0], q);
+        CHECK(strcmp(q, qualified[i][1]) == 0);
+    }
     char s[RS_SITE_FUNC_LEN];
     rs_demangle_short("trainer::Model::forward(int)", s, sizeof s);
     CHECK(strcmp(s, "trainer::Model::forward(int)") == 0);
