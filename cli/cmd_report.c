@@ -525,8 +525,7 @@ static void reread_one(void *ctx, size_t k)
 
 /* Compares the summaries, gets the flagged and reference ranks' sites (kept from the first pass,
  * or made from their files read again) and the OOM ranks' whole snapshots, and prints or writes
- * the report. `failed` are the
- * operands that could not be read. */
+ * the report. `failed` are the operands that could not be read. */
 static int report_emit(const report_opts *o, double pct, report_file *f, size_t n,
                        const path_list *failed, uint32_t points_built, FILE *progress)
 {

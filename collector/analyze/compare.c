@@ -27,9 +27,10 @@
  *   divergence in bytes).
  * - sites: live bytes per site (function, file, line) of the rank minus those of the reference,
  *   in full when both ranks' are at hand (made with the summary, rs_summary_of_sites, or else
- *   from the snapshot, rs_site_list_at_peak), from the summaries' top sites otherwise; ordered by the difference in the direction of the divergence, those in that
- *   direction kept (when none are, the largest differences either way). What the listed sites do
- *   not account for of the peak difference is reported as unattributed.
+ *   from the snapshot, rs_site_list_at_peak), from the summaries' top sites otherwise; ordered
+ *   by the difference in the direction of the divergence, those in that direction kept (when
+ *   none are, the largest differences either way). What the listed sites do not account for of
+ *   the peak difference is reported as unattributed.
  */
 #include <math.h>
 #include <stdarg.h>

@@ -69,13 +69,17 @@ static size_t operator_symbol(const char *p)
     return k;
 }
 
+static int ident_byte(char c)
+{
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
 /* Where the word "operator" starts at or after `from` (not inside a longer identifier:
  * "cooperator" is none), or SIZE_MAX. */
 static size_t next_operator(const char *name, size_t from)
 {
     for (const char *p = name + from; (p = strstr(p, "operator")) != NULL; p += 8)
-        if (p == name || !strchr("_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", p[-1]))
-            return (size_t)(p - name);
+        if (p == name || !ident_byte(p[-1])) return (size_t)(p - name);
     return SIZE_MAX;
 }
 
