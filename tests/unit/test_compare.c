@@ -694,6 +694,10 @@ TEST(sites_made_with_the_summary_give_the_verdicts_the_snapshots_give)
     for (size_t i = 0; r && i < r->n_notes; i++) noted |= strstr(r->notes[i], "no full snapshot of both") != NULL;
     CHECK(noted);
     rs_compare_result_free(r);
+    /* no summaries for ranks to compare: refused, naming the call */
+    r = NULL;
+    CHECK(rs_compare_ex(NULL, NULL, by_rank, 4, 0, NULL, &r) == RANKSNAP_ERR_INVALID_ARGUMENT && !r);
+    CHECK(strstr(ranksnap_last_error(), "rs_compare: NULL argument") != NULL);
     for (int i = 0; i < 4; i++) rs_summary_sites_free(&sites[i]);
     four_ranks_free(&f, full);
 }

@@ -817,6 +817,23 @@ static void pk4_list(pk4 *p)
     cr_byte(&p->b, '(');
 }
 
+/* SETITEMS of the snapshot's dict and STOP: the pickle's bytes (NULL without memory). */
+static unsigned char *pk4_end(pk4 *p, size_t *len)
+{
+    cr_byte(&p->b, 'u');
+    cr_byte(&p->b, '.');
+    return cr_done(&p->b, len);
+}
+
+/* pk4_begin, then "segments": an empty list (a snapshot taken with nothing reserved). */
+static void pk4_begin_no_segments(pk4 *p)
+{
+    pk4_begin(p);
+    pk4_str(p, "segments");
+    cr_byte(&p->b, ']');
+    (void)pk4_memo(p);
+}
+
 /* {"name": "forward", "filename": "model.py", "line": line}; words[0..5) the keys of those
  * strings, 0 before they are written. */
 static unsigned pk4_frame(pk4 *p, unsigned *words, unsigned line)
@@ -870,10 +887,7 @@ static unsigned char *pk4_rebound(unsigned pad, int grow, unsigned *third, size_
 {
     pk4 p = {{NULL, 0, 0, 0}, 0};
     unsigned words[12] = {0}, frames[3];
-    pk4_begin(&p);
-    pk4_str(&p, "segments");
-    cr_byte(&p.b, ']');
-    (void)pk4_memo(&p);
+    pk4_begin_no_segments(&p);
     pk4_str(&p, "pad");
     pk4_list(&p);
     for (unsigned i = 0; i < pad; i++) {
@@ -985,10 +999,7 @@ TEST(a_batch_of_entries_closed_by_another_opcode_is_refused_when_streamed)
 {
     pk4 p = {{NULL, 0, 0, 0}, 0};
     unsigned words[12] = {0}, frames[3];
-    pk4_begin(&p);
-    pk4_str(&p, "segments");
-    cr_byte(&p.b, ']');
-    (void)pk4_memo(&p);
+    pk4_begin_no_segments(&p);
     pk4_str(&p, "device_traces");
     pk4_list(&p);
     pk4_list(&p);
@@ -996,10 +1007,8 @@ TEST(a_batch_of_entries_closed_by_another_opcode_is_refused_when_streamed)
     pk4_entry(&p, words, 0x20000, frames, 3);
     cr_byte(&p.b, 't'); /* TUPLE: the entries become a tuple, not the list's items */
     cr_byte(&p.b, 'e');
-    cr_byte(&p.b, 'u');
-    cr_byte(&p.b, '.');
     size_t len = 0;
-    unsigned char *buf = cr_done(&p.b, &len);
+    unsigned char *buf = pk4_end(&p, &len);
     CHECK(buf != NULL);
     rs_torch_opts o;
     rs_torch_opts_default(&o);
@@ -1036,18 +1045,14 @@ TEST(without_segments_the_busiest_streamed_trace_is_the_one_read)
     pk4_str(&p, "device_traces");
     pk4_list(&p);
     for (int device = 0; device < 2; device++) {
-        cr_byte(&p.b, ']');
-        (void)pk4_memo(&p);
-        cr_byte(&p.b, '(');
+        pk4_list(&p);
         for (int i = 0; i <= 2 * device; i++)
             pk4_entry(&p, words, (uint64_t)(device + 1) << 20 | (uint64_t)(i + 1) << 12, frames, 0);
         cr_byte(&p.b, 'e');
     }
     cr_byte(&p.b, 'e');
-    cr_byte(&p.b, 'u');
-    cr_byte(&p.b, '.');
     size_t len = 0;
-    unsigned char *buf = cr_done(&p.b, &len);
+    unsigned char *buf = pk4_end(&p, &len);
     CHECK(buf != NULL);
     rs_snap *streamed = NULL, *tree = NULL;
     CHECK(decode_both(buf, len, "two.pickle", &streamed, &tree));
@@ -1075,9 +1080,7 @@ static unsigned char *trace_of_two_sizes(size_t head, size_t head_frames, size_t
         pk4_entry(&p, words, (uint64_t)(i + 1) << 12, many, i < head ? head_frames : tail_frames);
     cr_byte(&p.b, 'e');
     cr_byte(&p.b, 'e');
-    cr_byte(&p.b, 'u');
-    cr_byte(&p.b, '.');
-    return cr_done(&p.b, len);
+    return pk4_end(&p, len);
 }
 
 /* Entries that grow smaller after the first thousand (more than guessed: the columns grow
