@@ -3,10 +3,11 @@
 
 For each N of --ranks and each format of --formats, writes N ranks of M events (once; kept in
 --work for the next run) and times `ranksnap report DIR` and `ranksnap report --out OUT DIR`:
-wall time (median of --reps), MB/s and events/s of the files read, the report's peak RSS
-(GNU time's %M: ru_maxrss of the process) and its CPU time (user + system), which on a machine
-shared with other work says what the report cost when the wall time says what it waited. For the pickles, Python's own pickle.load of the same
-files runs in the same run (the time of the loads alone, measured inside the interpreter, and
+wall time (median of --reps, each report a child of this script alone), MB/s and events/s of
+the files read, its CPU time (user + system), which on a machine shared with other work says
+what the report cost when the wall time says what it waited, and its peak RSS (GNU time's %M,
+in one more run under GNU time). For the pickles, Python's own pickle.load of the same files
+runs in the same run (the time of the loads alone, measured inside the interpreter, and
 its peak RSS), and the ratio. `ranksnap --version` is timed as well: the process's start-up,
 which a report pays whatever it reads.
 
@@ -45,24 +46,35 @@ TIME = "/usr/bin/time"
 
 
 def run_timed(cmd, env=None, stdout=subprocess.DEVNULL):
-    """Wall seconds, peak RSS (KiB) and exit status of one process. The RSS comes from GNU time,
-    which starts the command from a small process of its own: a child forked from this script
-    would count the script's own pages in its ru_maxrss."""
-    rss_file = os.path.join(os.environ.get("TMPDIR", "/tmp"), "report_bench.%d.rss" % os.getpid())
-    wrapped = [TIME, "-f", "%M %U %S", "-o", rss_file] + cmd if os.path.exists(TIME) else cmd
+    """Wall seconds, exit status, stderr and CPU seconds (user + system) of one process, a child
+    of this script alone: under GNU time its own start and wait were timed with it (1.2 ms more
+    for `ranksnap --version`, 3.5 to 4 ms more for a report of four PyTorch pickles)."""
     t0 = time.perf_counter()
-    p = subprocess.Popen(wrapped, stdout=stdout, stderr=subprocess.PIPE, env=env)
+    p = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, env=env)
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
     err = p.stderr.read().decode(errors="replace")
     p.stderr.close()
-    rss, cpu = ru.ru_maxrss, ru.ru_utime + ru.ru_stime
-    if wrapped is not cmd:
-        with open(rss_file) as f:
-            fields = f.read().split()
-        rss, cpu = int(fields[-3]), float(fields[-2]) + float(fields[-1])
-        os.unlink(rss_file)
-    return wall, rss, os.waitstatus_to_exitcode(status), err, cpu
+    return wall, os.waitstatus_to_exitcode(status), err, ru.ru_utime + ru.ru_stime
+
+
+def run_rss(cmd, stdout=subprocess.DEVNULL):
+    """Peak RSS (KiB), exit status and stderr of one process, from GNU time, which starts the
+    command from a small process of its own: a child forked from this script would count the
+    script's own pages in its ru_maxrss."""
+    if not os.path.exists(TIME):
+        _, rc, err, _ = run_timed(cmd, stdout=stdout)
+        return 0, rc, err
+    rss_file = os.path.join(os.environ.get("TMPDIR", "/tmp"), "report_bench.%d.rss" % os.getpid())
+    p = subprocess.Popen([TIME, "-f", "%M", "-o", rss_file] + cmd, stdout=stdout,
+                         stderr=subprocess.PIPE)
+    _, status, _ = os.wait4(p.pid, 0)
+    err = p.stderr.read().decode(errors="replace")
+    p.stderr.close()
+    with open(rss_file) as f:
+        rss = int(f.read().split()[-1])
+    os.unlink(rss_file)
+    return rss, os.waitstatus_to_exitcode(status), err
 
 
 def median(v):
@@ -135,7 +147,7 @@ def python_load(files, reps):
     out_file = os.path.join(os.environ.get("TMPDIR", "/tmp"), "report_bench.%d.out" % os.getpid())
     for _ in range(reps):
         with open(out_file, "w") as out:
-            _, kib, rc, err, _ = run_timed([sys.executable, "-c", PY_LOAD] + files, stdout=out)
+            kib, rc, err = run_rss([sys.executable, "-c", PY_LOAD] + files, stdout=out)
         if rc != 0:
             sys.exit("report_bench: python's pickle.load failed: " + err)
         with open(out_file) as f:
@@ -151,7 +163,7 @@ def python_process(files, reps):
     code = "import pickle, sys\nfor f in sys.argv[1:]:\n    with open(f, 'rb') as fh: pickle.load(fh)"
     walls = []
     for _ in range(reps):
-        wall, _, rc, err, _ = run_timed([sys.executable, "-c", code] + files)
+        wall, rc, err, _ = run_timed([sys.executable, "-c", code] + files)
         if rc != 0:
             sys.exit("report_bench: python's pickle.load failed: " + err)
         walls.append(wall)
@@ -161,14 +173,16 @@ def python_process(files, reps):
 def report(args, target, extra, reps):
     ranksnap = os.path.join(args.build, "ranksnap")
     cmd = [ranksnap, "report"] + extra + (["--jobs", str(args.jobs)] if args.jobs else []) + target
-    walls, cpus, rss = [], [], 0
+    walls, cpus = [], []
     for _ in range(reps):
-        wall, kib, rc, err, cpu = run_timed(cmd)
+        wall, rc, err, cpu = run_timed(cmd)
         if rc != 0:
             sys.exit("report_bench: %s failed (%d): %s" % (" ".join(cmd), rc, err))
         walls.append(wall)
         cpus.append(cpu)
-        rss = max(rss, kib)
+    rss, rc, err = run_rss(cmd)
+    if rc != 0:
+        sys.exit("report_bench: %s failed (%d): %s" % (" ".join(cmd), rc, err))
     return median(walls), rss, median(cpus)
 
 
