@@ -16,11 +16,13 @@
  */
 #include <fnmatch.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "demangle.h"
 #include "errors.h"
+#include "frame_memo.h"
 #include "log.h"
 #include "options.h"
 #include "site_rules.h"
@@ -94,6 +96,10 @@ static struct {
     int all_frames;
 } rules;
 static pthread_once_t rules_once = PTHREAD_ONCE_INIT;
+/* Which rules the threads' remembered classifications were made under (frame_memo.h), and
+ * whether they are remembered at all (rs_site_rules_remember). */
+static atomic_uint rules_gen;
+static atomic_int remember;
 
 /* Splits `list` at commas into rules.pattern (blanks around a pattern dropped, empty ones
  * skipped); -1 when a pattern is too long or there are too many. */
@@ -137,6 +143,7 @@ ranksnap_status rs_site_rules_set(const char *skip, int all_frames)
 {
     /* The environment's value first, so that an explicit setting is never overwritten by it. */
     pthread_once(&rules_once, rules_from_environment);
+    atomic_fetch_add(&rules_gen, 1);
     rules.all_frames = all_frames != 0;
     if (!skip) return RANKSNAP_OK;
     if (parse_patterns(skip) != 0) {
@@ -147,6 +154,11 @@ ranksnap_status rs_site_rules_set(const char *skip, int all_frames)
                         skip, RS_SITE_SKIP_MAX_PATTERNS, RS_SITE_SKIP_PATTERN_LEN);
     }
     return RANKSNAP_OK;
+}
+
+void rs_site_rules_remember(int on)
+{
+    atomic_store(&remember, on != 0);
 }
 
 int rs_site_rules_all_frames(void)
@@ -310,14 +322,12 @@ static int user_skips(const char *name, const char *qualified, const char *file,
            match_any(rules.pattern, rules.n, file) || match_any(rules.pattern, rules.n, module);
 }
 
-void rs_site_rules_classify(const rs_snap *s, uint32_t frame, rs_site_rules_frame *out)
+/* What a frame is from what it says: its function, file, module path ("" when none) and
+ * whether it has a line — frame_memo.h's key, which must name everything read here. */
+static void classify(const rs_snap *s, const rs_snap_frame *f, const char *module,
+                     rs_site_rules_frame *out)
 {
-    pthread_once(&rules_once, rules_from_environment);
     memset(out, 0, sizeof *out);
-    const rs_snap_frame *f = &s->frames[frame];
-    const char *module = f->module >= 0 && (size_t)f->module < s->n_modules
-                             ? s->modules[f->module].path
-                             : "";
     out->python = f->module < 0 && is_python_file(f->file);
     out->installed = out->python && installed_package(f->file);
     if (rs_site_rules_is_ranksnaps(s, f)) {
@@ -352,6 +362,25 @@ void rs_site_rules_classify(const rs_snap *s, uint32_t frame, rs_site_rules_fram
      * symbols of stripped libraries), and an unresolved frame says nothing at all. */
     if (f->module < 0 && (f->line <= 0 || strcmp(f->function, "??") == 0)) skip = 1;
     out->kind = skip ? RS_SITE_FRAME_SKIPPED : RS_SITE_FRAME_NATIVE;
+}
+
+void rs_site_rules_classify(const rs_snap *s, uint32_t frame, rs_site_rules_frame *out)
+{
+    pthread_once(&rules_once, rules_from_environment);
+    const rs_snap_frame *f = &s->frames[frame];
+    const char *module = f->module >= 0 && (size_t)f->module < s->n_modules
+                             ? s->modules[f->module].path
+                             : "";
+    if (!atomic_load_explicit(&remember, memory_order_relaxed)) {
+        classify(s, f, module, out);
+        return;
+    }
+    rs_frame_memo_key k;
+    rs_frame_memo_key_init(&k, f->function, f->file, module, f->module < 0, f->line > 0);
+    unsigned gen = atomic_load(&rules_gen);
+    if (rs_frame_memo_get(gen, &k, out)) return;
+    classify(s, f, module, out);
+    rs_frame_memo_put(gen, &k, out);
 }
 
 void rs_site_rules_frame_free(rs_site_rules_frame *info)

@@ -35,6 +35,11 @@
  * name). */
 ranksnap_status rs_site_rules_set(const char *skip, int all_frames);
 
+/* Whether each thread remembers the frames it classifies (frame_memo.h), for the next file
+ * that names them: on in the commands that read one file after another; off by default, so
+ * that the library inside a rank keeps no table after its report. */
+void rs_site_rules_remember(int on);
+
 /* 1 when the rules say --all-frames. */
 int rs_site_rules_all_frames(void);
 

@@ -1,6 +1,6 @@
 /*
  * test_sites.c — which frame a stack is charged to (collector/analyze/sites.c, site_rules.c,
- * demangle.c): C++ names demangled, the framework's and the runtimes' frames looked past,
+ * demangle.c, frame_memo.c): C++ names demangled, the framework's and the runtimes' frames looked past,
  * Python frames before C/C++ ones, autograd nodes and operators for stacks with no frame of the
  * user's, allocation wrappers found from the data, the user's patterns, and the paths shown.
  *
@@ -14,6 +14,7 @@
 
 #include "check.h"
 #include "demangle.h"
+#include "frame_memo.h"
 #include "site_path.h"
 #include "site_rules.h"
 #include "sites.h"
@@ -366,6 +367,78 @@ TEST(files_are_shown_as_people_read_them_and_windows_torch_is_torch)
     rs_snap_free(s);
 }
 
+/* The frames of a snapshot of init_process's modules that the memo must keep apart: the user's
+ * C++ function in their library and in libtorch, a native frame without a module with a line
+ * and without one, and a Python line. Their indexes in *f, in the order given by `rev`. */
+static rs_snap *memo_frames(int rev, uint32_t *f)
+{
+    synth y;
+    init_process(&y);
+    static const struct {
+        const char *function, *file;
+        int line, module;
+    } fr[] = {{MODEL_FORWARD, "/home/u/proj/src/model.cpp", 47, 5},
+              {MODEL_FORWARD, "/home/u/proj/src/model.cpp", 47, 2},
+              {"step_fn", "/home/u/proj/src/step.cpp", 12, -1},
+              {"step_fn", "/home/u/proj/src/step.cpp", 0, -1},
+              {"forward", "/home/u/proj/model.py", 30, -1}};
+    for (size_t k = 0; k < 5; k++) {
+        size_t i = rev ? 4 - k : k;
+        f[i] = sy_frame(&y, fr[i].function, fr[i].file, fr[i].line, fr[i].module);
+    }
+    uint32_t a = stack_of(&y, f, 5);
+    synth_alloc(&y, SY_MIB, a);
+    return synth_finish(&y);
+}
+
+/* A frame met before on the thread (another snapshot's strings) is classified as it was, from
+ * what it says, and the user's new patterns are obeyed at once. */
+TEST(a_frame_is_classified_once_a_thread_and_again_when_the_rules_change)
+{
+    CHECK(rs_site_rules_set("", 0) == RANKSNAP_OK);
+    rs_site_rules_remember(1);
+    uint32_t fa[5], fb[5];
+    rs_snap *a = memo_frames(0, fa), *b = memo_frames(1, fb);
+    static const uint8_t kind[5] = {RS_SITE_FRAME_NATIVE, RS_SITE_FRAME_SKIPPED,
+                                    RS_SITE_FRAME_NATIVE, RS_SITE_FRAME_SKIPPED,
+                                    RS_SITE_FRAME_PYTHON};
+    rs_site_rules_frame info;
+    for (int i = 0; i < 5; i++) {
+        rs_site_rules_classify(a, fa[i], &info);
+        CHECK(info.kind == kind[i]);
+        rs_site_rules_frame_free(&info);
+    }
+    size_t held = rs_frame_memo_count();
+    CHECK(held >= 5);
+    for (int i = 0; i < 5; i++) {
+        rs_site_rules_classify(b, fb[i], &info);
+        CHECK(info.kind == kind[i]);
+        if (i == 0 && rs_demangle_available()) CHECK_STR_CONTAINS(info.name, "trainer::Model::forward");
+        rs_site_rules_frame_free(&info);
+    }
+    CHECK(rs_frame_memo_count() == held);
+    CHECK(rs_site_rules_set("*/model.cpp", 0) == RANKSNAP_OK);
+    rs_site_rules_classify(b, fb[0], &info);
+    CHECK(info.kind == RS_SITE_FRAME_SKIPPED);
+    rs_site_rules_frame_free(&info);
+    CHECK(rs_frame_memo_count() == 1);
+    CHECK(rs_site_rules_set("", 0) == RANKSNAP_OK);
+    rs_site_rules_classify(a, fa[0], &info);
+    CHECK(info.kind == RS_SITE_FRAME_NATIVE);
+    rs_site_rules_frame_free(&info);
+    /* off (a rank's library): nothing more is remembered */
+    rs_site_rules_remember(0);
+    CHECK(rs_site_rules_set("", 0) == RANKSNAP_OK);
+    for (int i = 1; i < 3; i++) {
+        rs_site_rules_classify(b, fb[i], &info);
+        CHECK(info.kind == kind[i]);
+        rs_site_rules_frame_free(&info);
+    }
+    CHECK(rs_frame_memo_count() == 1); /* what the table held: no frame added, none cleared */
+    rs_snap_free(a);
+    rs_snap_free(b);
+}
+
 int main(void)
 {
     RUN(cxx_names_are_demangled_by_the_cxx_runtime_and_a_cut_one_is_kept);
@@ -378,5 +451,6 @@ int main(void)
     RUN(all_frames_names_the_innermost_frame_that_is_not_ranksnaps);
     RUN(torch_is_a_package_not_any_folder_named_torch);
     RUN(files_are_shown_as_people_read_them_and_windows_torch_is_torch);
+    RUN(a_frame_is_classified_once_a_thread_and_again_when_the_rules_change);
     return check_summary();
 }

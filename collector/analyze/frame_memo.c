@@ -1,0 +1,211 @@
+/*
+ * frame_memo.c — frame_memo.h: a thread's table of the frames it has classified.
+ *
+ * Open addressing over a power-of-two table, grown by doubling at three quarters full. A slot
+ * owns its key (the three strings and the two flags, one after another) and its classification
+ * (name and label); a hit hands out copies, so that what the caller frees is always its own.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "addr_hash.h"
+#include "frame_memo.h"
+
+#define FIRST_SLOTS 1024
+#define MAX_PROBES 16
+
+typedef struct memo_slot {
+    uint64_t hash;
+    char *key; /* NULL: an empty slot */
+    size_t key_len;
+    rs_site_rules_frame info;
+} memo_slot;
+
+typedef struct frame_memo {
+    unsigned gen;
+    size_t n, mask;
+    memo_slot *slot;
+} frame_memo;
+
+static pthread_key_t memo_key;
+static int memo_key_ok;
+static pthread_once_t memo_once = PTHREAD_ONCE_INIT;
+
+/* The copies a slot made (its own: not site_rules.c's to free, which calls this file). */
+static void info_free(rs_site_rules_frame *info)
+{
+    free(info->name);
+    free(info->label);
+}
+
+static void memo_clear(frame_memo *m)
+{
+    for (size_t i = 0; m->slot && i <= m->mask; i++) {
+        if (!m->slot[i].key) continue;
+        free(m->slot[i].key);
+        info_free(&m->slot[i].info);
+        m->slot[i].key = NULL;
+    }
+    m->n = 0;
+}
+
+static void memo_destroy(void *p)
+{
+    frame_memo *m = p;
+    memo_clear(m);
+    free(m->slot);
+    free(m);
+}
+
+static void memo_key_create(void)
+{
+    memo_key_ok = pthread_key_create(&memo_key, memo_destroy) == 0;
+}
+
+static frame_memo *thread_memo(int create)
+{
+    pthread_once(&memo_once, memo_key_create);
+    if (!memo_key_ok) return NULL;
+    frame_memo *m = pthread_getspecific(memo_key);
+    if (m || !create) return m;
+    m = calloc(1, sizeof *m);
+    if (m && pthread_setspecific(memo_key, m) != 0) {
+        free(m);
+        m = NULL;
+    }
+    return m;
+}
+
+/* n bytes, eight at a time, into h. Not SipHash (addr_hash.h), which took as long as the
+ * classifications it saved (PyTorch's C++ names run to hundreds of bytes): the seed is the
+ * process's, and a file whose names collide only has its frames go unremembered, as a lookup or
+ * an insertion gives up after MAX_PROBES slots. */
+static uint64_t text_hash(uint64_t h, const char *p, size_t n)
+{
+    const uint64_t k = 0x9e3779b97f4a7c15ull;
+    h = (h ^ n) * k;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * k;
+        h ^= h >> 32;
+    }
+    uint64_t w = 0;
+    for (; i < n; i++) w = w << 8 | (unsigned char)p[i];
+    h = (h ^ w) * k;
+    return h ^ h >> 29;
+}
+
+void rs_frame_memo_key_init(rs_frame_memo_key *k, const char *function, const char *file,
+                            const char *module, int no_module, int line_known)
+{
+    k->s[0] = function ? function : "";
+    k->s[1] = file ? file : "";
+    k->s[2] = module ? module : "";
+    k->no_module = no_module != 0;
+    k->line_known = line_known != 0;
+    uint64_t h = rs_addr_hash_seed() ^ ((uint64_t)k->no_module | (uint64_t)k->line_known << 1);
+    for (int i = 0; i < 3; i++) {
+        k->len[i] = strlen(k->s[i]);
+        h = text_hash(h, k->s[i], k->len[i]);
+    }
+    k->hash = rs_addr_hash(h, rs_addr_hash_seed());
+}
+
+static size_t key_bytes(const rs_frame_memo_key *k)
+{
+    return k->len[0] + k->len[1] + k->len[2] + 5;
+}
+
+static int key_is(const memo_slot *s, const rs_frame_memo_key *k)
+{
+    if (s->hash != k->hash || s->key_len != key_bytes(k)) return 0;
+    const char *p = s->key;
+    for (int i = 0; i < 3; i++) {
+        if (memcmp(p, k->s[i], k->len[i] + 1) != 0) return 0;
+        p += k->len[i] + 1;
+    }
+    return (uint8_t)p[0] == k->no_module && (uint8_t)p[1] == k->line_known;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+int rs_frame_memo_get(unsigned gen, const rs_frame_memo_key *k, rs_site_rules_frame *out)
+{
+    frame_memo *m = thread_memo(0);
+    if (!m || m->gen != gen || m->n == 0) return 0;
+    size_t i = k->hash & m->mask;
+    for (int probe = 0; probe < MAX_PROBES && m->slot[i].key; probe++, i = (i + 1) & m->mask) {
+        const memo_slot *s = &m->slot[i];
+        if (!key_is(s, k)) continue;
+        *out = s->info;
+        out->name = dup_or_null(s->info.name);
+        out->label = dup_or_null(s->info.label);
+        if (s->info.label && !out->label) out->label_kind = RS_SITE_LABEL_NONE;
+        return 1;
+    }
+    return 0;
+}
+
+/* Twice the slots, the keys moved over; -1 without memory for them (the table stays). */
+static int memo_grow(frame_memo *m)
+{
+    size_t cap = m->slot ? 2 * (m->mask + 1) : FIRST_SLOTS;
+    memo_slot *slot = calloc(cap, sizeof *slot);
+    if (!slot) return -1;
+    for (size_t i = 0; m->slot && i <= m->mask; i++) {
+        if (!m->slot[i].key) continue;
+        size_t j = m->slot[i].hash & (cap - 1);
+        while (slot[j].key) j = (j + 1) & (cap - 1);
+        slot[j] = m->slot[i];
+    }
+    free(m->slot);
+    m->slot = slot;
+    m->mask = cap - 1;
+    return 0;
+}
+
+void rs_frame_memo_put(unsigned gen, const rs_frame_memo_key *k, const rs_site_rules_frame *info)
+{
+    frame_memo *m = thread_memo(1);
+    if (!m) return;
+    if (m->gen != gen) {
+        memo_clear(m);
+        m->gen = gen;
+    }
+    if (m->n >= RS_FRAME_MEMO_MAX) return;
+    if ((!m->slot || 4 * (m->n + 1) > 3 * (m->mask + 1)) && memo_grow(m) != 0) return;
+    size_t i = k->hash & m->mask;
+    for (int probe = 0; m->slot[i].key; probe++, i = (i + 1) & m->mask)
+        if (probe == MAX_PROBES || key_is(&m->slot[i], k)) return; /* crowded here, or there */
+    size_t len = key_bytes(k);
+    char *key = malloc(len), *p = key;
+    if (!key) return;
+    for (int j = 0; j < 3; j++) {
+        memcpy(p, k->s[j], k->len[j] + 1);
+        p += k->len[j] + 1;
+    }
+    p[0] = (char)k->no_module;
+    p[1] = (char)k->line_known;
+    memo_slot s = {k->hash, key, len, *info};
+    s.info.name = dup_or_null(info->name);
+    s.info.label = dup_or_null(info->label);
+    if ((info->name && !s.info.name) || (info->label && !s.info.label)) {
+        free(key);
+        info_free(&s.info);
+        return;
+    }
+    m->slot[i] = s;
+    m->n++;
+}
+
+size_t rs_frame_memo_count(void)
+{
+    frame_memo *m = thread_memo(0);
+    return m ? m->n : 0;
+}
