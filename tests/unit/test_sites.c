@@ -1,8 +1,9 @@
 /*
  * test_sites.c — which frame a stack is charged to (collector/analyze/sites.c, site_rules.c,
- * demangle.c, frame_memo.c): C++ names demangled, the framework's and the runtimes' frames looked past,
- * Python frames before C/C++ ones, autograd nodes and operators for stacks with no frame of the
- * user's, allocation wrappers found from the data, the user's patterns, and the paths shown.
+ * demangle.c, frame_memo.c): C++ names demangled, the framework's and the runtimes' frames
+ * looked past, Python frames before C/C++ ones, autograd nodes and operators for stacks with no
+ * frame of the user's, allocation wrappers found from the data, the user's patterns, the paths
+ * shown, and a frame classified once a thread until the rules change.
  *
  * Stacks are built by hand on synth_snapshot.h's snapshots; the mangled names are what g++ gives
  * for the declarations PyTorch's headers make (checked with c++filt), so that a native stack
