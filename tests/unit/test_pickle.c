@@ -488,6 +488,13 @@ TEST(broken_stack_discipline_is_a_format_error_naming_the_opcode)
         {"\x80\x04" "\x8c\x02\xc3\x28.", 7, "offset 4: SHORT_BINUNICODE (at offset 2) holds invalid UTF-8"},
         {"\x80\x04" "\x8c\x02\xc0\x80.", 7, "holds invalid UTF-8: byte 0xc0"},
         {"\x80\x04" "\x8c\x04\xf4\x90\x80\x80.", 9, "holds invalid UTF-8: byte 0xf4"},
+        /* the same with the input going on past the text (a short text is checked in one
+         * 8-byte load then): the bad byte first of one, and last of eight */
+        {"\x80\x04" "\x8c\x01\xff" "NNNNNNNN.", 14,
+         "offset 4: SHORT_BINUNICODE (at offset 2) holds invalid UTF-8: byte 0xff"},
+        {"\x80\x04" "\x8c\x08" "abcdefg\xff" "NNNNNNNN.", 21,
+         "offset 11: SHORT_BINUNICODE (at offset 2) holds invalid UTF-8: byte 0xff"},
+        {"\x80\x04" "\x8c\x02\xc3\x28" "NNNNNNNN.", 15, "offset 4: SHORT_BINUNICODE (at offset 2) holds invalid UTF-8"},
         {"\x80\x04" "\x8b\xff\xff\xff\xff.", 8, "LONG4 has a negative byte count"},
         {"\x80\x04" "\x8d\x00\x00\x00\x00\x00\x00\x00\x80.", 12,
          "truncated: BINUNICODE8 needs 9223372036854775808 bytes after it, only 1 remain"},
@@ -503,9 +510,12 @@ TEST(broken_stack_discipline_is_a_format_error_naming_the_opcode)
     }
     /* And the valid neighbours of some of these decode. */
     static const char *ok[] = {"\x80\x04" "(N1N.", "\x80\x04" "N(0.", "\x80\x04" "\x8c\x03\xed\xa0\x80.",
-                               "\x80\x04" "\x8c\x04\xf0\x9f\x98\x80."};
-    static const size_t ok_len[] = {7, 6, 8, 9};
-    for (size_t i = 0; i < 4; i++) {
+                               "\x80\x04" "\x8c\x04\xf0\x9f\x98\x80.",
+                               /* ASCII texts followed by bytes above 0x7f (MEMOIZE, a 2-byte
+                                * character): what comes after a text is not its own */
+                               "\x80\x04" "\x8c\x01" "a\x94" "\x8c\x08" "abcdefgh\x94" "\x8c\x02\xc3\xa9\x87."};
+    static const size_t ok_len[] = {7, 6, 8, 9, 23};
+    for (size_t i = 0; i < 5; i++) {
         pb p = {{0}, 0};
         put(&p, ok[i], ok_len[i]);
         rs_pickle_doc *doc;
