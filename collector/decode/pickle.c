@@ -70,6 +70,7 @@ typedef struct memo {
     size_t dense_alloc;      /* keys allocated (memo_put clears them as keys reach them) */
     u64map sparse;           /* keys above the input length */
     size_t count;            /* distinct keys: MEMOIZE's next key, as len(memo) in Python */
+    size_t put_top;          /* 1 + the highest key memo_put stored (PUT's keys are the file's) */
 } memo;
 
 typedef struct dec {
@@ -766,6 +767,7 @@ static rs_pickle_value *memo_lazy(dec *d, rs_pickle_value **slot)
 static ranksnap_status memo_put(dec *d, uint64_t key, rs_pickle_value *v)
 {
     memo *m = &d->memo;
+    if (key >= m->put_top) m->put_top = (size_t)key + 1;
     if (key <= d->len) {
         if (key >= m->dense_cap) {
             /* Allocated once for a key per 32 bytes (PyTorch's pickles have one per 64) and
@@ -1717,10 +1719,11 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
         items[n_items++] = v;
     }
     if (p >= d->len) return 0;
-    /* MEMOIZE's keys, from memo.count on, must be free in the memo's array */
+    /* MEMOIZE's keys, from memo.count on, must be free in the memo's array: they are unless a
+     * PUT stored a key there (PyTorch's pickles have none) */
     size_t key = d->memo.count;
     if (key + n_memo > d->memo.dense_cap) return 0;
-    for (size_t i = 0; i < n_memo; i++)
+    for (size_t i = 0; d->memo.put_top > key && i < n_memo; i++)
         if (d->memo.dense[key + i]) return 0;
     /* A memoized str outlives the batch (a later entry may GET it): a key goes to the
      * document's memory now, which the batch's end would otherwise do (evacuate); the memo
