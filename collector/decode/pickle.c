@@ -523,9 +523,9 @@ static size_t utf8_bad_at(const unsigned char *p, size_t n)
     return n;
 }
 
-/* utf8_bad_at(p, n) == n, a short ASCII text (a trace entry's "alloc" and "N/A", a key) read in
- * one load when eight bytes can be read from p (`room`: the input goes on after the text), the
- * bytes after it masked off; a byte at a time, the check cost a decode 7%. */
+/* utf8_bad_at(p, n) == n, with a text of 1 to 8 ASCII bytes (a trace entry's "alloc" and "N/A",
+ * a key) read in one load when eight bytes can be read from p (`room`: the input goes on after
+ * the text), the bytes after it masked off: a byte at a time, such texts cost the machine 7%. */
 static inline int utf8_ok(const unsigned char *p, size_t n, size_t room)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -1369,9 +1369,8 @@ static ranksnap_status step(dec *d, int *done)
 #define FUSED_MAX_FRAMES 256
 
 /* The lowest memo key that may hold a value the open batch made: batch_memo, or 0 once PUT
- * stored one of its values under any key (note_batch_key). A GET
- * of a lower key (a frame dict of an earlier batch) is known not to be the batch's without
- * reading the value. */
+ * stored one of its values under any key (note_batch_key). A GET of a lower key (a frame dict
+ * of an earlier batch) is known not to be the batch's without reading the value. */
 static inline uint64_t batch_key_floor(const dec *d)
 {
     return d->n_batch_keys ? 0 : d->batch_memo;
