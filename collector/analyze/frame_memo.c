@@ -146,7 +146,10 @@ int rs_frame_memo_get(unsigned gen, const rs_frame_memo_key *k, rs_site_rules_fr
         *out = s->info;
         out->name = dup_or_null(s->info.name);
         out->label = dup_or_null(s->info.label);
-        if (s->info.label && !out->label) out->label_kind = RS_SITE_LABEL_NONE;
+        if ((s->info.name && !out->name) || (s->info.label && !out->label)) {
+            info_free(out); /* no memory for the copies: the caller classifies, as without */
+            return 0;
+        }
         return 1;
     }
     return 0;
