@@ -25,6 +25,7 @@
 #include "addr_hash.h"
 #include "errors.h"
 #include "pickle.h"
+#include "pickle_ops.h"
 
 /* Arena chunks start small (most pickles in tests are tiny) and double up to this size. */
 #define CHUNK_MIN ((size_t)4096)
@@ -73,6 +74,28 @@ typedef struct memo {
     size_t put_top;          /* 1 + the highest key memo_put stored (PUT's keys are the file's) */
 } memo;
 
+/* A frames list's bytes, from its first GET to its APPENDS, for the next list written with the
+ * same bytes: PyTorch writes a new list for most trace entries, but only a few distinct ones
+ * (8,965 lists with 128 contents in a real 2.5 MB snapshot, half its bytes), and bytes that
+ * parsed once as GETs ending in APPENDS parse the same way again, to the same values while no
+ * memo key they read was given another value (memo_gen). Recorded only for lists whose frames
+ * the open batch did not make, so that every value they hold is in the document's memory. Keyed
+ * by a hash of the bytes, which are compared before use: a collision costs a miss. The lists
+ * met again are the first one, not copies: no memory per trace entry. Python's lists are
+ * distinct objects that a later APPENDS could make different, so the one value stands for them
+ * only while none grows: container_add refuses to add to it (PyTorch never does). */
+#define SPAN_MEMOS 512
+#define SPAN_CANDIDATES 4
+#define SPAN_RECENT 4
+
+struct span_memo {
+    size_t at;             /* where the bytes are in the input */
+    uint32_t len;          /* their length, the APPENDS included */
+    rs_pickle_value *list; /* the list they made, in the document's memory: every list with the
+                            * same bytes is this value (marked shared: none may grow) */
+    uint64_t hash, gen;
+};
+
 typedef struct dec {
     const char *name;
     const unsigned char *buf;
@@ -95,7 +118,9 @@ typedef struct dec {
                            * keys from there on may hold its values */
     rs_pickle_value *batch_list; /* the list root[key][batch_index] its items go to */
     size_t batch_index;
-    size_t batch_direct;  /* its entries fused_entry handed over as it read them */
+    size_t batch_direct;  /* its entries fused_entry handed over, or the reader read, as they
+                           * came */
+    size_t read_end;      /* where the item the stream's reader read ends (rs_pickle_read_done) */
     ranksnap_status fused_err; /* why fused_entry returned -1 */
     uint64_t *batch_keys; /* keys PUT, BINPUT or LONG_BINPUT stored one of its values under */
     size_t n_batch_keys, batch_keys_cap;
@@ -105,6 +130,7 @@ typedef struct dec {
     size_t n_work, work_cap;
     struct shared_items *shared; /* fused_entry's frames lists by content (NULL until used) */
     struct span_memo *spans;     /* fused_entry's frames lists by their bytes (NULL until used) */
+    struct span_memo span_recent[SPAN_RECENT]; /* the ones met last, the last first */
     uint64_t memo_gen;           /* bumped when a memo key that held a value is given another */
 } dec;
 
@@ -119,27 +145,6 @@ struct shared_items {
     rs_pickle_value **items;
     uint32_t n;
     uint64_t hash;
-};
-
-/* A frames list's bytes, from its first GET to its APPENDS, for the next list written with the
- * same bytes: PyTorch writes a new list for most trace entries, but only a few distinct ones
- * (8,965 lists with 128 contents in a real 2.5 MB snapshot, half its bytes), and bytes that
- * parsed once as GETs ending in APPENDS parse the same way again, to the same values while no
- * memo key they read was given another value (memo_gen). Recorded only for lists whose frames
- * the open batch did not make, so that every value they hold is in the document's memory. Keyed
- * by a hash of the bytes, which are compared before use: a collision costs a miss. The lists
- * met again are the first one, not copies: no memory per trace entry. Python's lists are
- * distinct objects that a later APPENDS could make different, so the one value stands for them
- * only while none grows: container_add refuses to add to it (PyTorch never does). */
-#define SPAN_MEMOS 512
-#define SPAN_CANDIDATES 4
-
-struct span_memo {
-    size_t at;             /* where the bytes are in the input */
-    uint32_t len;          /* their length, the APPENDS included */
-    rs_pickle_value *list; /* the list they made, in the document's memory: every list with the
-                            * same bytes is this value (marked shared: none may grow) */
-    uint64_t hash, gen;
 };
 
 /* The taken items' mark in `batch`; and what the memo holds in their place afterwards, a mark
@@ -484,7 +489,7 @@ static ranksnap_status read_decimal_line(dec *d, uint64_t *out)
 /* UTF-8 as Python's "utf-8" codec with "surrogatepass" accepts it (what pickle uses for str):
  * no overlong forms, nothing above U+10FFFF, encoded surrogates allowed. Returns the offset of
  * the first bad byte within p, or n when all is well. */
-static size_t utf8_bad_at(const unsigned char *p, size_t n)
+size_t rs_pickle_utf8_bad_at(const unsigned char *p, size_t n)
 {
     size_t i = 0;
     /* file paths and function names: ASCII, eight bytes at a time */
@@ -521,23 +526,6 @@ static size_t utf8_bad_at(const unsigned char *p, size_t n)
         i += k + 1;
     }
     return n;
-}
-
-/* utf8_bad_at(p, n) == n, with a text of 1 to 8 ASCII bytes (a trace entry's "alloc" and "N/A",
- * a key) read in one load when eight bytes can be read from p (`room`: the input goes on after
- * the text), the bytes after it masked off: a byte at a time, such texts cost the machine 7%. */
-static inline int utf8_ok(const unsigned char *p, size_t n, size_t room)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (n - 1 < 8 && room >= 8) {
-        uint64_t x;
-        memcpy(&x, p, 8);
-        if (!(x & 0x8080808080808080ull & (~0ull >> (8 * (8 - n))))) return 1;
-    }
-#else
-    (void)room;
-#endif
-    return utf8_bad_at(p, n) == n;
 }
 
 /* ---- the stack ----------------------------------------------------------------------------- */
@@ -1075,7 +1063,8 @@ static ranksnap_status push_text(dec *d, rs_pickle_kind kind, uint64_t n)
 {
     const unsigned char *p = d->buf + d->pos;
     if (kind == RS_PICKLE_STR) {
-        size_t bad = utf8_ok(p, (size_t)n, d->len - d->pos) ? (size_t)n : utf8_bad_at(p, (size_t)n);
+        size_t bad = rs_pk_utf8_ok(p, (size_t)n, d->len - d->pos) ? (size_t)n
+                                                                   : rs_pickle_utf8_bad_at(p, (size_t)n);
         if (bad != n)
             return fail_at(d, d->pos + bad,
                            "%s (at offset %zu) holds invalid UTF-8: byte 0x%02x",
@@ -1382,18 +1371,8 @@ static inline uint64_t batch_key_floor(const dec *d)
 static inline rs_pickle_value *fused_get_key(const dec *d, size_t p, size_t *n, uint64_t floor,
                                              int *fresh)
 {
-    const unsigned char *b = d->buf + p;
-    size_t left = d->len - p;
     uint64_t key;
-    if (left >= 2 && b[0] == 0x68) {
-        key = b[1];
-        *n = 2;
-    } else if (left >= 5 && b[0] == 0x6a) {
-        key = (uint64_t)b[1] | (uint64_t)b[2] << 8 | (uint64_t)b[3] << 16 | (uint64_t)b[4] << 24;
-        *n = 5;
-    } else {
-        return NULL;
-    }
+    if (!(*n = rs_pk_get(d->buf + p, d->len - p, &key))) return NULL;
     rs_pickle_value *v = key < d->memo.dense_cap ? d->memo.dense[key] : NULL;
     if (fresh) *fresh = key >= floor;
     return memo_is_value(v) ? v : NULL; /* the machine makes a lazy str */
@@ -1404,39 +1383,12 @@ static inline rs_pickle_value *fused_get(const dec *d, size_t p, size_t *n)
     return fused_get_key(d, p, n, 0, NULL);
 }
 
-/* An int value made at `at` (BININT1, BININT2, BININT or LONG1 of 1 to 8 bytes at buf[at]),
- * NULL when the opcode is none of those; *n its length. In `into` when not NULL, else in the
- * arena. */
+/* An int value made at `at` (rs_pk_int), NULL when the opcode is none of those; *n its length. In
+ * `into` when not NULL, else in the arena. */
 static rs_pickle_value *fused_int(dec *d, size_t at, size_t *n, rs_pickle_value *into)
 {
-    const unsigned char *b = d->buf + at;
-    size_t left = d->len - at;
     uint64_t x = 0;
-    if (left >= 2 && b[0] == 0x4b) {
-        x = b[1];
-        *n = 2;
-    } else if (left >= 3 && b[0] == 0x4d) {
-        x = (uint64_t)b[1] | (uint64_t)b[2] << 8;
-        *n = 3;
-    } else if (left >= 5 && b[0] == 0x4a) {
-        x = (uint64_t)(int64_t)(int32_t)((uint32_t)b[1] | (uint32_t)b[2] << 8 |
-                                         (uint32_t)b[3] << 16 | (uint32_t)b[4] << 24);
-        *n = 5;
-    } else if (left >= 2 && b[0] == 0x8a && b[1] >= 1 && b[1] <= 8 && left - 2 >= b[1]) {
-        if (left >= 10) { /* eight bytes there to load at once (little-endian), the rest cut */
-            const unsigned char *w = b + 2;
-            x = (uint64_t)w[0] | (uint64_t)w[1] << 8 | (uint64_t)w[2] << 16 | (uint64_t)w[3] << 24 |
-                (uint64_t)w[4] << 32 | (uint64_t)w[5] << 40 | (uint64_t)w[6] << 48 |
-                (uint64_t)w[7] << 56;
-            if (b[1] < 8) x &= ((uint64_t)1 << (8 * b[1])) - 1;
-        } else {
-            for (unsigned k = 0; k < b[1]; k++) x |= (uint64_t)b[2 + k] << (8 * k);
-        }
-        if ((b[1 + b[1]] & 0x80) && b[1] < 8) x |= ~(uint64_t)0 << (8 * b[1]);
-        *n = 2 + (size_t)b[1];
-    } else {
-        return NULL;
-    }
+    if (!(*n = rs_pk_int(d->buf + at, d->len - at, &x))) return NULL;
     d->op_at = at;
     rs_pickle_value *v = into;
     if (v) {
@@ -1456,24 +1408,14 @@ static rs_pickle_value *fused_int(dec *d, size_t at, size_t *n, rs_pickle_value 
  * memory: fused_entry moves the ones it memoizes to the document's when it commits. */
 static rs_pickle_value *fused_str(dec *d, size_t at, size_t *n)
 {
-    const unsigned char *b = d->buf + at;
-    size_t left = d->len - at, head, size;
-    if (left >= 2 && b[0] == 0x8c) {
-        head = 2;
-        size = b[1];
-    } else if (left >= 5 && b[0] == 0x58) {
-        head = 5;
-        size = (size_t)b[1] | (size_t)b[2] << 8 | (size_t)b[3] << 16 | (size_t)b[4] << 24;
-    } else {
-        return NULL;
-    }
-    if (size > left - head || !utf8_ok(b + head, size, left - head)) return NULL;
+    const char *text;
+    size_t size;
+    if (!(*n = rs_pk_str(d->buf + at, d->len - at, &text, &size))) return NULL;
     d->op_at = at;
     rs_pickle_value *v = new_value(d, RS_PICKLE_STR);
     if (!v) return NULL;
-    v->v.str.p = (const char *)b + head;
+    v->v.str.p = text;
     v->v.str.n = size;
-    *n = head + size;
     return v;
 }
 
@@ -1525,15 +1467,33 @@ static uint64_t span_hash(const unsigned char *p, size_t n)
     return h ^ h >> 31;
 }
 
+/* s is the list met last. */
+static void span_recent_note(dec *d, const struct span_memo *s)
+{
+    memmove(&d->span_recent[1], &d->span_recent[0], (SPAN_RECENT - 1) * sizeof *s);
+    d->span_recent[0] = *s;
+}
+
 /* The recorded frames list whose bytes start at `at` (a list's first GET), NULL when none; *end
  * is then where they end (after the APPENDS). Its end is one of the next APPENDS bytes (a GET's
  * argument may hold the same byte: a few are tried). */
-static const struct span_memo *span_find(const dec *d, size_t at, size_t *end)
+static const struct span_memo *span_find(dec *d, size_t at, size_t *end)
 {
     if (!d->spans) return NULL;
     const unsigned char *b = d->buf + at;
     size_t left = d->len - at, from = 0;
     if (left > FUSED_MAX_FRAMES * 5 + 1) left = FUSED_MAX_FRAMES * 5 + 1;
+    /* the lists met last first: a trace goes back and forth between a few stacks (an alloc's,
+     * its free's), and bytes equal to one of them need neither their end found nor a hash. Equal
+     * bytes from the same start parse the same: the APPENDS that ended the one ends these. */
+    for (int i = 0; i < SPAN_RECENT; i++) {
+        const struct span_memo *s = &d->span_recent[i];
+        if (s->list && s->len <= left && b[s->len - 1] == 0x65 && s->gen == d->memo_gen &&
+            memcmp(b, d->buf + s->at, s->len) == 0) {
+            *end = at + s->len;
+            return s;
+        }
+    }
     for (int tries = 0; tries < SPAN_CANDIDATES && from < left; tries++) {
         const unsigned char *e = memchr(b + from, 0x65, left - from);
         if (!e) return NULL;
@@ -1544,6 +1504,7 @@ static const struct span_memo *span_find(const dec *d, size_t at, size_t *end)
             if (s->list && s->hash == h && s->len == n && s->gen == d->memo_gen &&
                 memcmp(b, d->buf + s->at, n) == 0) {
                 *end = at + n;
+                span_recent_note(d, s);
                 return s;
             }
         from = n;
@@ -1560,6 +1521,7 @@ static void span_note(dec *d, size_t at, size_t end, rs_pickle_value *list)
     s[1] = s[0];
     s[0] = (struct span_memo){at, (uint32_t)(end - at), list, h, d->memo_gen};
     list->shared = 1;
+    span_recent_note(d, &s[0]);
 }
 
 /* A list of frames[0..n) in the document's memory, its item array shared with an earlier list
@@ -1613,6 +1575,49 @@ static rs_pickle_value *shared_list(dec *d, rs_pickle_value *const *frames, size
     return v;
 }
 
+/* The list made by the EMPTY_LIST at `list_at` whose items follow from buf[p] as memo GETs of
+ * values (MARK GET... APPENDS, one GET and APPEND, or none: an empty list), NULL when they are
+ * laid out otherwise or there is no memory; *end is then after them. The list outlives the
+ * batch (a reader keeps an entry's frames, and the memo holds it): made in the document's
+ * memory, it needs no copy when the batch ends; frame dicts the open batch made are copied out
+ * to go in it (the first entries'). Bytes met before give the list they gave (struct span_memo). */
+static rs_pickle_value *gets_list(dec *d, size_t list_at, size_t p, size_t *end)
+{
+    const unsigned char *b = d->buf;
+    rs_pickle_value *frames[FUSED_MAX_FRAMES], *v;
+    size_t n_frames = 0, n = 0, span_at = 0;
+    int fresh = 0, any_fresh = 0;
+    uint64_t floor = batch_key_floor(d);
+    const struct span_memo *known = NULL;
+    if (p < d->len && b[p] == 0x28 && (known = span_find(d, span_at = p + 1, &p)) != NULL) {
+        /* bytes met before: the same GETs of the same values */
+    } else if (p < d->len && b[p] == 0x28) {
+        for (p++; p < d->len && b[p] != 0x65; p += n) {
+            rs_pickle_value *f = fused_get_key(d, p, &n, floor, &fresh);
+            if (!f || n_frames == FUSED_MAX_FRAMES) return NULL;
+            frames[n_frames++] = f;
+            any_fresh |= fresh;
+        }
+        if (p >= d->len) return NULL;
+        p++;
+    } else if ((v = fused_get_key(d, p, &n, floor, &fresh)) != NULL && p + n < d->len &&
+               b[p + n] == 0x61) {
+        frames[n_frames++] = v;
+        any_fresh = fresh;
+        p += n + 1;
+    }
+    for (size_t f = 0; any_fresh && f < n_frames; f++)
+        if (in_batch(d, frames[f]) && !(frames[f] = evacuate(d, frames[f]))) return NULL;
+    uint32_t batch = d->batch;
+    d->batch = 0;
+    d->op_at = list_at;
+    rs_pickle_value *list = known ? known->list : shared_list(d, frames, n_frames);
+    d->batch = batch;
+    if (list && !known && span_at && n_frames && !any_fresh) span_note(d, span_at, p, list);
+    *end = p;
+    return list;
+}
+
 /* Values an entry memoizes, in the order of their MEMOIZEs: its dict, the strings it makes
  * (PyTorch 2.11 writes a new "N/A" for compile_context in every entry), its frames list. */
 #define FUSED_MAX_MEMO (2 * FUSED_MAX_PAIRS + 2)
@@ -1633,12 +1638,12 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
     const int direct = d->n_marks == d->batch_level;
     rs_pickle_value ints[FUSED_MAX_PAIRS];
     size_t n_ints = 0;
-    rs_pickle_value *items[2 * FUSED_MAX_PAIRS], *frames[FUSED_MAX_FRAMES];
+    rs_pickle_value *items[2 * FUSED_MAX_PAIRS];
     rs_pickle_value *memo_new[FUSED_MAX_MEMO]; /* NULL: the dict, made last */
     size_t memo_at[FUSED_MAX_MEMO];            /* a str's place in items */
     size_t memo_str_at[FUSED_MAX_MEMO];        /* a str value's opcode (memoized lazily) */
     rs_pickle_value *list = NULL;
-    size_t n_items = 0, n_frames = 0, list_at = 0, n_memo = 0;
+    size_t n_items = 0, list_at = 0, n_memo = 0;
     if (*sp + 1 > d->stack_cap || d->len - p < 2) return 0;
     /* before this entry's values are made in the scratch memory the flush empties */
     if (direct && *sp > d->marks[d->batch_level - 1] && batch_flush(d, sp) != 0) return -1;
@@ -1668,37 +1673,7 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
                 list_memo = n_memo++;
                 p++;
             }
-            int fresh = 0, any_fresh = 0;
-            uint64_t floor = batch_key_floor(d);
-            const struct span_memo *known = NULL;
-            size_t span_at = 0;
-            if (p < d->len && b[p] == 0x28 && (known = span_find(d, span_at = p + 1, &p)) != NULL) {
-                /* bytes met before: the same GETs of the same values */
-            } else if (p < d->len && b[p] == 0x28) {
-                for (p++; p < d->len && b[p] != 0x65; p += n) {
-                    rs_pickle_value *f = fused_get_key(d, p, &n, floor, &fresh);
-                    if (!f || n_frames == FUSED_MAX_FRAMES) return 0;
-                    frames[n_frames++] = f;
-                    any_fresh |= fresh;
-                }
-                if (p >= d->len) return 0;
-                p++;
-            } else if ((v = fused_get_key(d, p, &n, floor, &any_fresh)) != NULL && p + n < d->len &&
-                       b[p + n] == 0x61) {
-                frames[n_frames++] = v;
-                p += n + 1;
-            }
-            /* the list outlives the batch (the reader keeps an entry's frames, and the memo
-             * holds it): made in the document's memory, it needs no copy when the batch ends;
-             * frame dicts this batch made are copied out to go in it (the first entries') */
-            for (size_t f = 0; any_fresh && f < n_frames; f++)
-                if (in_batch(d, frames[f]) && !(frames[f] = evacuate(d, frames[f]))) return 0;
-            uint32_t batch = d->batch;
-            d->batch = 0;
-            d->op_at = list_at;
-            list = v = known ? known->list : shared_list(d, frames, n_frames);
-            d->batch = batch;
-            if (list && !known && span_at && n_frames && !any_fresh) span_note(d, span_at, p, list);
+            if (!(list = v = gets_list(d, list_at, p, &p))) return 0;
             if (list_memo != SIZE_MAX) memo_new[list_memo] = list;
         } else if ((v = fused_get(d, p, &n)) != NULL ||
                    (v = fused_int(d, p, &n, direct ? &ints[n_ints] : NULL)) != NULL) {
@@ -1777,6 +1752,58 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
     return 1;
 }
 
+/* ---- a streamed item read from its bytes (pickle.h: rs_pickle_stream.read) ---------------- */
+
+const unsigned char *rs_pickle_read_input(const rs_pickle_reader *r, size_t *len)
+{
+    const dec *d = (const dec *)r;
+    *len = d->len;
+    return d->buf;
+}
+
+const rs_pickle_value *rs_pickle_read_memo(rs_pickle_reader *r, uint64_t key)
+{
+    dec *d = (dec *)r;
+    rs_pickle_value **slot = memo_slot(d, key);
+    if (!slot || *slot == TAKEN_MARK || (memo_is_lazy(*slot) && !memo_lazy(d, slot))) return NULL;
+    return in_batch(d, *slot) ? evacuate(d, *slot) : *slot;
+}
+
+uint64_t rs_pickle_read_memo_gen(const rs_pickle_reader *r)
+{
+    return ((const dec *)r)->memo_gen;
+}
+
+const rs_pickle_value *rs_pickle_read_gets(rs_pickle_reader *r, size_t list_at, size_t items_at,
+                                           size_t *end)
+{
+    return gets_list((dec *)r, list_at, items_at, end);
+}
+
+int rs_pickle_read_done(rs_pickle_reader *r, size_t at, size_t end, const rs_pickle_memo_new *put,
+                        size_t n)
+{
+    dec *d = (dec *)r;
+    /* MEMOIZE's keys, from memo.count on, free in the memo's array (as fused_entry's) */
+    size_t key = d->memo.count;
+    if (key + n > d->memo.dense_cap || end > d->len || end <= at) return -1;
+    for (size_t i = 0; d->memo.put_top > key && i < n; i++)
+        if (d->memo.dense[key + i]) return -1;
+    /* as a handed-over entry's (fused_entry): when nothing of the batch waits in the memo
+     * before these keys, whose values all outlive the batch, its end need not look at them */
+    const int clean = d->batch_memo == key && d->n_batch_keys == 0;
+    for (size_t i = 0; i < n; i++)
+        d->memo.dense[key + i] = put[i].value ? (rs_pickle_value *)put[i].value
+                                 : put[i].at == SIZE_MAX ? TAKEN_MARK
+                                                          : memo_lazy_tag(put[i].at);
+    d->memo.count += n;
+    if (clean) d->batch_memo = d->memo.count;
+    d->batch_direct++;
+    d->op_at = at;
+    d->read_end = end;
+    return 0;
+}
+
 /* The machine's loop. The opcodes a PyTorch snapshot is made of (memo gets and puts, marks,
  * empty containers, small ints, SETITEMS, APPENDS) run here with the machine's state in local
  * variables when nothing is out of the ordinary: room on the stack, a key already in the memo's
@@ -1829,8 +1856,22 @@ static ranksnap_status run(dec *d)
             d->marks[d->n_marks++] = sp;
             continue;
         case 0x7d: /* EMPTY_DICT */
-            /* a trace entry in a streamed batch: its whole run of opcodes in one step */
+            /* a trace entry in a streamed batch: read by the stream's reader, or its whole
+             * run of opcodes in one step */
             if (d->batch) {
+                if (d->stream->read && d->n_marks == d->batch_level &&
+                    sp == d->marks[d->batch_level - 1]) {
+                    d->pos = pos;
+                    d->sp = sp;
+                    int read = d->stream->read(d->stream->ctx, (rs_pickle_reader *)d,
+                                               d->batch_list, d->batch_index, at);
+                    /* what it kept was copied by address (copy_out) */
+                    if (d->fwd.n) u64map_clear(&d->fwd);
+                    if (read > 0) {
+                        pos = d->read_end;
+                        continue;
+                    }
+                }
                 int fused = fused_entry(d, at, &pos, &sp);
                 if (fused > 0) continue;
                 if (fused < 0) {

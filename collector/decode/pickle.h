@@ -88,12 +88,22 @@ ranksnap_status rs_pickle_decode(const void *buf, size_t len, const char *name, 
  * items taken, which a later memo GET refuses (PyTorch never refers to an entry twice). */
 typedef struct rs_pickle_taker rs_pickle_taker;
 
+typedef struct rs_pickle_reader rs_pickle_reader;
+
 typedef struct rs_pickle_stream {
     const char *key;
     /* The items `items[0..n)` appended to root[key][index] (`list`), in order. An error stops
      * the decode with it. */
     ranksnap_status (*take)(void *ctx, rs_pickle_taker *t, const rs_pickle_value *list,
                             size_t index, const rs_pickle_value *const *items, size_t n);
+    /* Optional: the item of root[key][index] whose first opcode (EMPTY_DICT) is at `at`, read
+     * from its bytes by a reader that knows its layout (below) instead of being made and handed
+     * to `take`. 1 when it read the item (rs_pickle_read_done said so), 0 when it leaves the
+     * item to the machine, having stored nothing. Asked only where `take` would get the item at
+     * once (nothing of its batch before it still to be handed over), so that items arrive in
+     * order either way. */
+    int (*read)(void *ctx, rs_pickle_reader *r, const rs_pickle_value *list, size_t index,
+                size_t at);
     void *ctx;
 } rs_pickle_stream;
 
@@ -104,6 +114,39 @@ ranksnap_status rs_pickle_decode_stream(const void *buf, size_t len, const char 
 /* During take: `v` (and all it holds) as it will be after the call — the same value, or a copy
  * out of the scratch memory. NULL when there is no memory for the copy. */
 const rs_pickle_value *rs_pickle_keep(rs_pickle_taker *t, const rs_pickle_value *v);
+
+/* ---- reading a streamed item from its bytes (rs_pickle_stream.read) ---- */
+
+/* The input, and its length in *len. */
+const unsigned char *rs_pickle_read_input(const rs_pickle_reader *r, size_t *len);
+
+/* The value memo key `key` holds, in memory that outlives the batch; NULL when it holds none
+ * (never stored, or an item taken) or there is no memory for it. */
+const rs_pickle_value *rs_pickle_read_memo(rs_pickle_reader *r, uint64_t key);
+
+/* Changes whenever a memo key that held a value is given another (PUT): what a reader learnt of
+ * the memo's values holds while this stays the same. */
+uint64_t rs_pickle_read_memo_gen(const rs_pickle_reader *r);
+
+/* The list whose EMPTY_LIST is at `list_at`, when its items follow from `items_at` as memo GETs
+ * (MARK GET... APPENDS, one GET and APPEND, or none), as the machine would make it; *end is
+ * after them. NULL when they are laid out otherwise, or no memory. */
+const rs_pickle_value *rs_pickle_read_gets(rs_pickle_reader *r, size_t list_at, size_t items_at,
+                                           size_t *end);
+
+/* What one MEMOIZE of the item stored: a value (from the two calls above), else (NULL) the str
+ * whose opcode is at `at` (rs_pk_str accepted it: pickle_ops.h), or with `at` SIZE_MAX the item
+ * itself, which a later GET refuses (as a taken item). */
+typedef struct rs_pickle_memo_new {
+    const rs_pickle_value *value;
+    size_t at;
+} rs_pickle_memo_new;
+
+/* The item that started at `at` ends before `end`, its MEMOIZEs having stored put[0..n) in
+ * order. 0; -1 when the memo cannot take them as they are (its array must grow first, or a PUT
+ * stored one of their keys): nothing changed then, and `read` leaves the item to the machine. */
+int rs_pickle_read_done(rs_pickle_reader *r, size_t at, size_t end, const rs_pickle_memo_new *put,
+                        size_t n);
 
 /* The object STOP returned. */
 const rs_pickle_value *rs_pickle_root(const rs_pickle_doc *doc);

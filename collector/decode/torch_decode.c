@@ -33,6 +33,7 @@
 #include "steps_infer.h"
 #include "torch_decode.h"
 #include "torch_meta.h"
+#include "torch_trace.h"
 #include "walk.h"
 
 /* PyTorch's CUDACachingAllocator constants (c10/cuda/CUDACachingAllocator.cpp), which a
@@ -50,6 +51,8 @@ void rs_torch_opts_default(rs_torch_opts *o)
     o->device = -1;
     o->infer_steps = 1;
     o->stream = 1;
+    o->read_entries = 1;
+    o->read_count = NULL;
 }
 
 int rs_torch_is_pickle(const void *buf, size_t len)
@@ -235,6 +238,9 @@ typedef struct mapper {
     int action_code[ACTION_CACHE];
     struct streamed *streamed; /* device_traces' lists as the pickle streamed them */
     size_t n_streamed, streamed_cap;
+    size_t last_streamed;      /* the one an entry went to last */
+    rs_torch_trace *trace;     /* what the entries read from their bytes learnt (NULL: none) */
+    size_t n_read;             /* entries read from their bytes */
 } mapper;
 
 static ranksnap_status bad(const mapper *m, const rs_pickle_value *at, const loc *l, const char *field,
@@ -331,18 +337,6 @@ static ranksnap_status val_list(const mapper *m, const rs_pickle_value *v, const
 
 /* ---- the dicts PyTorch writes, read in one pass over their keys ------------------------------ */
 
-/* The keys this reader uses; the others are skipped. */
-enum {
-    F_OTHER, F_ACTION, F_ADDR, F_SIZE, F_STREAM, F_TIME_US, F_FRAMES, F_DEVICE_FREE, F_NAME,
-    F_FILENAME, F_LINE, F_ADDRESS, F_TOTAL_SIZE, F_ALLOCATED_SIZE, F_ACTIVE_SIZE,
-    F_REQUESTED_SIZE, F_SEGMENT_TYPE, F_BLOCKS, F_STATE, F_DEVICE, F_COUNT_
-};
-static const char *const field_names[F_COUNT_] = {
-    "", "action", "addr", "size", "stream", "time_us", "frames", "device_free", "name",
-    "filename", "line", "address", "total_size", "allocated_size", "active_size",
-    "requested_size", "segment_type", "blocks", "state", "device"};
-
-
 /* A dict's values by key, last one winning as in Python; v[F_OTHER] is unused. v[id] holds a
  * value only where `present` has bit id (field_of): cleared by one store, not by zeroing the
  * array, which a trace entry would pay for every time. */
@@ -366,13 +360,7 @@ static int key_id(mapper *m, const rs_pickle_value *k)
     if (k->kind != RS_PICKLE_STR) return F_OTHER;
     size_t h = addr_slot(k, KEY_CACHE);
     if (m->key_ptr[h] == k) return m->key_id[h];
-    int id = F_OTHER;
-    for (int f = 1; f < F_COUNT_; f++)
-        if (k->v.str.n == strlen(field_names[f]) &&
-            memcmp(k->v.str.p, field_names[f], k->v.str.n) == 0) {
-            id = f;
-            break;
-        }
+    int id = rs_torch_field(k->v.str.p, k->v.str.n);
     m->key_ptr[h] = rs_pickle_lasting(k) ? k : NULL; /* a batch's str: its address is reused */
     m->key_id[h] = (uint8_t)id;
     return id;
@@ -412,19 +400,19 @@ static ranksnap_status read_fields(mapper *m, const rs_pickle_value *dict, const
 static inline ranksnap_status f_u64(const mapper *m, const fields *f, int id, const loc *l,
                                     int required, uint64_t *out)
 {
-    return val_u64(m, field_of(f, id), f->dict, field_names[id], l, required, out);
+    return val_u64(m, field_of(f, id), f->dict, rs_torch_field_name(id), l, required, out);
 }
 
 static ranksnap_status f_str(const mapper *m, const fields *f, int id, const loc *l,
                              const rs_pickle_value **out)
 {
-    return val_str(m, field_of(f, id), field_names[id], l, out);
+    return val_str(m, field_of(f, id), rs_torch_field_name(id), l, out);
 }
 
 static ranksnap_status f_list(const mapper *m, const fields *f, int id, const loc *l,
                               const rs_pickle_value **out)
 {
-    return val_list(m, field_of(f, id), field_names[id], l, out);
+    return val_list(m, field_of(f, id), rs_torch_field_name(id), l, out);
 }
 
 static char *copy_str(const rs_pickle_value *v, const char *fallback)
@@ -915,36 +903,14 @@ static ranksnap_status map_segments(mapper *m, const rs_pickle_value *segments, 
 
 /* ---- the trace ----------------------------------------------------------------------------- */
 
-/* -1: left out ("snapshot", and actions newer than this reader). */
-static int action_by_name(const rs_pickle_value *v)
-{
-    static const struct {
-        const char *name;
-        int action;
-    } map[] = {
-        {"alloc", RS_ACT_ALLOC},
-        {"free_requested", RS_ACT_FREE_REQUESTED},
-        {"free_completed", RS_ACT_FREE_COMPLETED},
-        {"segment_alloc", RS_ACT_SEGMENT_ALLOC},
-        {"segment_free", RS_ACT_SEGMENT_FREE},
-        /* expandable segments map and unmap pages of a reserved range: reserved bytes move */
-        {"segment_map", RS_ACT_SEGMENT_ALLOC},
-        {"segment_unmap", RS_ACT_SEGMENT_FREE},
-        {"oom", RS_ACT_OOM},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (rs_pickle_str_is(v, map[i].name)) return map[i].action;
-    return -1;
-}
-
-/* action_by_name, remembering the last few action strings by address (PyTorch memoizes
+/* rs_torch_action of a str, remembering the last few action strings by address (PyTorch memoizes
  * them). */
 static int action_of(mapper *m, const rs_pickle_value *v)
 {
     size_t h = addr_slot(v, ACTION_CACHE);
     if (m->action_ptr[h] == v) return m->action_code[h];
     m->action_ptr[h] = rs_pickle_lasting(v) ? v : NULL; /* a batch's str: its address is reused */
-    return m->action_code[h] = action_by_name(v);
+    return m->action_code[h] = rs_torch_action(v->v.str.p, v->v.str.n);
 }
 
 /* The six columns of a history, or of a streamed list before it becomes one: where each array
@@ -988,16 +954,9 @@ static ranksnap_status history_grow(mapper *m, uint64_t need)
     return columns_grow(m, c, &m->hist_cap, need, "the history");
 }
 
-/* One trace entry, checked, with its stack left for later: what the pickle's stream hands over
- * (pickle.h) is kept in these until the device's trace is chosen. */
-typedef struct entry_rec {
-    uint64_t addr, size, time_us, stream;
-    const rs_pickle_value *frames; /* NULL: none */
-    int action;                    /* -1: an entry left out */
-} entry_rec;
-
-/* The fields of entry `e`, checked in the order map_trace has always checked them. */
-static ranksnap_status entry_of(mapper *m, const rs_pickle_value *e, const loc *l, entry_rec *r)
+/* The fields of entry `e`, checked in the order map_trace has always checked them (an entry
+ * torch_trace.c reads from its bytes comes out the same, or is left to this). */
+static ranksnap_status entry_of(mapper *m, const rs_pickle_value *e, const loc *l, rs_torch_entry *r)
 {
     fields f;
     RS_CHECK(read_fields(m, e, l, &f));
@@ -1016,7 +975,7 @@ static ranksnap_status entry_of(mapper *m, const rs_pickle_value *e, const loc *
 }
 
 /* An entry into the history: its stream and stack interned. */
-static ranksnap_status append_event(mapper *m, const entry_rec *r, const loc *l)
+static ranksnap_status append_event(mapper *m, const rs_torch_entry *r, const loc *l)
 {
     rs_snap_history *h = &m->s->history;
     if (r->action < 0) return RANKSNAP_OK;
@@ -1087,44 +1046,73 @@ static ranksnap_status streamed_grow(mapper *m, streamed *sd, size_t need)
  * it cannot be had (take_entries). */
 #define MIN_ENTRY 16
 
-static size_t streamed_want(const mapper *m, const streamed *sd, const rs_pickle_value *last,
-                            size_t n)
+static size_t streamed_want(const mapper *m, const streamed *sd, size_t last_at, size_t n)
 {
     size_t need = sd->n + n;
-    if (sd->n < 1024 || sd->cap > 1024 || last->offset <= sd->first_at || last->offset >= m->len)
+    if (sd->n < 1024 || sd->cap > 1024 || last_at <= sd->first_at || last_at >= m->len)
         return need;
-    size_t per = (last->offset - sd->first_at) / (need - 1);
+    size_t per = (last_at - sd->first_at) / (need - 1);
     if (per < MIN_ENTRY) per = MIN_ENTRY;
-    size_t more = (m->len - last->offset) / per;
+    size_t more = (m->len - last_at) / per;
     return need + more + more / 20 + 64;
+}
+
+/* The streamed list of root["device_traces"][index] (`list`), NULL when out of memory. */
+static streamed *streamed_of(mapper *m, const rs_pickle_value *list, size_t index)
+{
+    streamed *sd = m->last_streamed < m->n_streamed ? &m->streamed[m->last_streamed] : NULL;
+    if (sd && sd->list == list && sd->index == index) return sd;
+    for (size_t i = 0; i < m->n_streamed; i++)
+        if (m->streamed[i].list == list && m->streamed[i].index == index) {
+            m->last_streamed = i;
+            return &m->streamed[i];
+        }
+    if (grow((void **)&m->streamed, &m->streamed_cap, m->n_streamed + 1, sizeof *m->streamed) != 0) {
+        no_memory(m, "the traces");
+        return NULL;
+    }
+    sd = &m->streamed[m->last_streamed = m->n_streamed++];
+    memset(sd, 0, sizeof *sd);
+    sd->list = list;
+    sd->index = index;
+    return sd;
+}
+
+/* Room in sd's columns for n more entries, the last of them at offset `last_at`. */
+static ranksnap_status streamed_room(mapper *m, streamed *sd, size_t last_at, size_t n)
+{
+    if (sd->n + n <= sd->cap) return RANKSNAP_OK;
+    size_t want = streamed_want(m, sd, last_at, n);
+    if (want == sd->n + n || streamed_grow(m, sd, want) != RANKSNAP_OK)
+        return streamed_grow(m, sd, sd->n + n);
+    return RANKSNAP_OK;
+}
+
+/* Entry r after sd's (room made). */
+static void streamed_add(streamed *sd, const rs_torch_entry *r)
+{
+    size_t k = sd->n++;
+    sd->time_us[k] = r->time_us;
+    sd->addr[k] = r->addr;
+    sd->size[k] = r->size;
+    sd->action[k] = r->action < 0 ? LEFT_OUT : (uint8_t)r->action;
+    memcpy(sd->stream + 8 * k, &r->stream, 8);
+    memcpy(sd->frames + sizeof r->frames * k, &r->frames, sizeof r->frames);
 }
 
 static ranksnap_status take_entries(void *ctx, rs_pickle_taker *t, const rs_pickle_value *list,
                                     size_t index, const rs_pickle_value *const *items, size_t n)
 {
     mapper *m = ctx;
-    streamed *sd = NULL;
-    for (size_t i = 0; i < m->n_streamed && !sd; i++)
-        if (m->streamed[i].list == list && m->streamed[i].index == index) sd = &m->streamed[i];
-    if (!sd) {
-        if (grow((void **)&m->streamed, &m->streamed_cap, m->n_streamed + 1, sizeof *m->streamed) != 0)
-            return no_memory(m, "the traces");
-        sd = &m->streamed[m->n_streamed++];
-        memset(sd, 0, sizeof *sd);
-        sd->list = list;
-        sd->index = index;
-    }
+    streamed *sd = streamed_of(m, list, index);
+    if (!sd) return RANKSNAP_ERR_HOST_MEMORY;
     if (sd->err != RANKSNAP_OK || n == 0) return RANKSNAP_OK;
     if (sd->n == 0) sd->first_at = items[0]->offset;
-    if (sd->n + n > sd->cap) {
-        size_t want = streamed_want(m, sd, items[n - 1], n);
-        if (want == sd->n + n || streamed_grow(m, sd, want) != RANKSNAP_OK)
-            RS_CHECK(streamed_grow(m, sd, sd->n + n));
-    }
+    RS_CHECK(streamed_room(m, sd, items[n - 1]->offset, n));
     loc base = loc_down(NULL, "device_traces", index);
     for (size_t i = 0; i < n; i++) {
         loc l = loc_down(&base, "", sd->n);
-        entry_rec r;
+        rs_torch_entry r;
         ranksnap_status st = entry_of(m, items[i], &l, &r);
         if (st == RANKSNAP_ERR_HOST_MEMORY) return st;
         if (st != RANKSNAP_OK) {
@@ -1134,15 +1122,27 @@ static ranksnap_status take_entries(void *ctx, rs_pickle_taker *t, const rs_pick
         }
         if (r.frames && !(r.frames = rs_pickle_keep(t, r.frames)))
             return no_memory(m, "the frames of the trace");
-        size_t k = sd->n++;
-        sd->time_us[k] = r.time_us;
-        sd->addr[k] = r.addr;
-        sd->size[k] = r.size;
-        sd->action[k] = r.action < 0 ? LEFT_OUT : (uint8_t)r.action;
-        memcpy(sd->stream + 8 * k, &r.stream, 8);
-        memcpy(sd->frames + sizeof r.frames * k, &r.frames, sizeof r.frames);
+        streamed_add(sd, &r);
     }
     return RANKSNAP_OK;
+}
+
+/* An entry read from its bytes (torch_trace.h) into its list's columns, as take_entries puts
+ * one there; 0 leaves it to the machine (and take_entries), which also says what went wrong:
+ * an entry that is not read, a list already stopped by an error, no memory. */
+static int read_entry(void *ctx, rs_pickle_reader *r, const rs_pickle_value *list, size_t index,
+                      size_t at)
+{
+    mapper *m = ctx;
+    streamed *sd = streamed_of(m, list, index);
+    if (!sd || sd->err != RANKSNAP_OK) return 0;
+    if (sd->n == 0) sd->first_at = at;
+    rs_torch_entry e;
+    if (streamed_room(m, sd, at, 1) != RANKSNAP_OK || !rs_torch_trace_read(m->trace, r, at, &e))
+        return 0;
+    streamed_add(sd, &e);
+    m->n_read++;
+    return 1;
 }
 
 /* The streamed list `sd` made the history: its columns moved there, the entries left out
@@ -1222,7 +1222,7 @@ static ranksnap_status map_trace(mapper *m, const rs_pickle_value *trace, size_t
         RS_CHECK(history_grow(m, n ? n : 1));
         for (size_t i = 0; i < n; i++) {
             loc l = loc_down(&base, "", i);
-            entry_rec r;
+            rs_torch_entry r;
             RS_CHECK(entry_of(m, rs_pickle_item(trace, i), &l, &r));
             RS_CHECK(append_event(m, &r, &l));
         }
@@ -1441,6 +1441,7 @@ static void mapper_free(mapper *m)
     free(m->stack_items);
     for (size_t i = 0; i < m->n_streamed; i++) streamed_free(&m->streamed[i]);
     free(m->streamed);
+    rs_torch_trace_free(m->trace);
     idcache_free(&m->seen);
     free(m->stream_key);
     free(m->stream_slot);
@@ -1470,12 +1471,15 @@ ranksnap_status rs_torch_decode(const void *buf, size_t len, const char *name,
     m.frame_dicts = ptr_cache_new();
     m.stack_items = ptr_cache_new();
     /* the trace's entries are read as the pickle is: they never all sit in memory as values */
-    rs_pickle_stream stream = {"device_traces", take_entries, &m};
+    rs_pickle_stream stream = {.key = "device_traces", .take = take_entries, .ctx = &m};
+    /* and each read from its bytes where it can be (torch_trace.h) */
+    if (o.read_entries && (m.trace = rs_torch_trace_new()) != NULL) stream.read = read_entry;
     ranksnap_status st = m.s && m.frame_dicts && m.stack_items ? RANKSNAP_OK
                                                                : no_memory(&m, "a snapshot");
     if (st == RANKSNAP_OK) st = rs_pickle_decode_stream(buf, len, name, o.stream ? &stream : NULL, &doc);
     if (st == RANKSNAP_OK) st = map_root(&m, rs_pickle_root(doc), &o);
     if (st == RANKSNAP_OK) st = rs_snap_check(m.s, name); /* the model's one check (snap_check.h) */
+    if (o.read_count) *o.read_count = m.n_read;
     mapper_free(&m);
     rs_pickle_free(doc);
     if (st != RANKSNAP_OK) {

@@ -25,9 +25,12 @@ typedef struct rs_torch_opts {
     int infer_steps; /* 1: insert RS_ACT_STEP events where the iterations are found */
     int stream;      /* 1: the trace taken as the pickle streams it (pickle.h); 0: read from the
                       * whole value tree, for tests that compare the two ways */
+    int read_entries; /* with stream 1: 1: trace entries read from their bytes where they can be
+                       * (torch_trace.h); 0: all made as values, for tests that compare */
+    size_t *read_count; /* not NULL: set to how many entries were read from their bytes */
 } rs_torch_opts;
 
-/* rank 0, device -1, infer_steps 1, stream 1. */
+/* rank 0, device -1, infer_steps 1, stream 1, read_entries 1, read_count NULL. */
 void rs_torch_opts_default(rs_torch_opts *o);
 
 /* 1 when `buf` starts like a pickle of protocol 2 to 5 (PROTO 0x80 and the protocol), which no

@@ -838,7 +838,7 @@ TEST(streamed_entries_reach_the_reader_once_in_order_and_stay_as_kept)
     CHECK(pclose(f) == 0 && buf && len > 0 && len < cap);
     kept *k = calloc(1, sizeof *k);
     CHECK(k != NULL);
-    rs_pickle_stream stream = {"device_traces", keep_entries, k};
+    rs_pickle_stream stream = {.key = "device_traces", .take = keep_entries, .ctx = k};
     rs_pickle_doc *doc = NULL;
     CHECK(k && rs_pickle_decode_stream(buf, len, "stream.pickle", &stream, &doc) == RANKSNAP_OK);
     if (k && (k->n != STREAM_ENTRIES || k->bad)) fprintf(stderr, "     %zu entries, bad %d\n", k->n, k->bad);

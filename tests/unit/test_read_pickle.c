@@ -526,6 +526,153 @@ TEST(wrong_fields_are_format_errors_naming_the_field_and_offset)
     rs_snap_free(s);
 }
 
+/* The pickle Python writes from `literal` decoded three ways (its entries read from their bytes,
+ * made as values, and from the value tree): the first two must succeed alike or fail with the
+ * same message, and agree with the tree where it succeeds too. The first's status; *n_read its
+ * entries read from their bytes. */
+static ranksnap_status decode_three_ways(const char *literal, size_t *n_read)
+{
+    char cmd[4096], path[640];
+    snprintf(path, sizeof path, "%s/case3.pickle", g_dir);
+    snprintf(cmd, sizeof cmd, "%s -c 'import pickle; pickle.dump(%s, open(\"%s\", \"wb\"), protocol=4)'",
+             g_python, literal, path);
+    CHECK(system(cmd) == 0);
+    char *buf = NULL, msg[2][512];
+    size_t len = 0;
+    CHECK(rs_file_read(path, 0, &buf, &len) == RANKSNAP_OK);
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
+    rs_snap *s[3] = {NULL, NULL, NULL};
+    ranksnap_status st[3];
+    o.read_count = n_read;
+    st[0] = rs_torch_decode(buf, len, "case3", &o, &s[0]);
+    snprintf(msg[0], sizeof msg[0], "%s", st[0] == RANKSNAP_OK ? "" : ranksnap_last_error());
+    o.read_count = NULL;
+    o.read_entries = 0;
+    st[1] = rs_torch_decode(buf, len, "case3", &o, &s[1]);
+    snprintf(msg[1], sizeof msg[1], "%s", st[1] == RANKSNAP_OK ? "" : ranksnap_last_error());
+    o.stream = 0;
+    st[2] = rs_torch_decode(buf, len, "case3", &o, &s[2]);
+    CHECK(st[0] == st[1]);
+    CHECK(strcmp(msg[0], msg[1]) == 0);
+    if (st[0] == RANKSNAP_OK && st[1] == RANKSNAP_OK) {
+        const char *d = snap_same(s[0], s[1]);
+        CHECK(d == NULL);
+        if (d) fprintf(stderr, "     %s: %s differs\n", literal, d);
+    }
+    if (st[0] == RANKSNAP_OK && st[2] == RANKSNAP_OK) CHECK(snap_same(s[0], s[2]) == NULL);
+    if (strcmp(msg[0], msg[1]) != 0) fprintf(stderr, "     %s\n     %s\n", msg[0], msg[1]);
+    for (int i = 0; i < 3; i++) rs_snap_free(s[i]);
+    free(buf);
+    return st[0];
+}
+
+/* Entries PyTorch does not write but a pickle may hold: each read from its bytes as the value
+ * tree's reader reads it, or left to that reader, which accepts or refuses it as before. */
+TEST(unusual_trace_entries_decode_alike_read_from_their_bytes_or_made_as_values)
+{
+    NEED_FIXTURES();
+    /* three entries of one shape, their keys then GETs, and the case's entry last */
+    static const char head[] =
+        "{\"segments\": [], \"device_traces\": [[{\"action\": \"alloc\", \"addr\": 4096, "
+        "\"size\": 512, \"stream\": 0, \"time_us\": 1, \"frames\": [f, g]}, "
+        "{\"action\": \"free_requested\", \"addr\": 4096, \"size\": 512, \"stream\": 0, "
+        "\"time_us\": 2, \"frames\": [g]}, {\"action\": \"free_completed\", \"addr\": 4096, "
+        "\"size\": 512, \"stream\": 0, \"time_us\": 3, \"frames\": [f, g]}, ";
+    static const struct {
+        const char *entry;
+        int ok;   /* whether the decode succeeds */
+        int read; /* whether the bytes' reader reads the last entry */
+    } cases[] = {
+        {"{\"action\": \"alloc\", \"addr\": 8192, \"size\": 64, \"stream\": -8, \"time_us\": 4, "
+         "\"frames\": [g, f]}", 1, 1},                                          /* a negative stream */
+        {"{\"action\": \"alloc\", \"addr\": 8192, \"size\": True, \"frames\": []}", 1, 0}, /* a bool */
+        {"{\"action\": \"alloc\", \"addr\": 2**64 - 1, \"size\": 64}", 1, 0}, /* LONG1 of 9 bytes */
+        {"{\"action\": \"alloc\", \"addr\": -4096, \"size\": 64}", 0, 0},
+        {"{\"action\": \"alloc\", \"addr\": 8192, \"size\": 64, \"time_us\": 1.5}", 0, 0},
+        {"{\"action\": \"alloc\", \"addr\": 8192, \"size\": \"64\"}", 0, 0},
+        {"{\"action\": \"alloc\", \"addr\": 8192, \"size\": 64, \"frames\": None}", 1, 1},
+        {"{\"action\": \"alloc\", \"addr\": 8192, \"size\": 64, \"frames\": (f,)}", 1, 0},
+        {"{\"action\": \"alloc\", \"addr\": 8192, \"size\": 64, \"frames\": 7}", 0, 0},
+        {"{\"action\": \"alloc\", \"addr\": 8192, \"size\": 64, \"frames\": [\"x\"]}", 0, 0},
+        {"{\"action\": \"oom\", \"device_free\": 1024, \"addr\": -5, \"size\": 64}", 1, 1},
+        {"{\"action\": \"oom\", \"device_free\": -1, \"size\": 64}", 0, 0},
+        {"{\"action\": \"snapshot\", \"addr\": -1, \"size\": \"x\", \"frames\": 3}", 1, 1},
+        {"{\"action\": 5, \"addr\": 8192}", 0, 0},
+        {"{\"addr\": 8192, \"size\": 64}", 0, 0},
+        {"{1: 2, \"action\": \"alloc\", \"addr\": 8192, \"size\": 64}", 1, 0}, /* an int key */
+        {"{\"action\": \"alloc\", \"addr\": 8192, \"size\": 64, \"extra\": (1, 2)}", 1, 0},
+        {"{\"action\": \"alloc\", \"addr\": 8192, \"size\": 64, \"extra\": None, "
+         "\"more\": \"N/A\", \"user_metadata\": \"\"}", 1, 1},
+        {"{\"action\": \"segment_map\", \"addr\": 8192, \"size\": 2**63 - 1}", 1, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char literal[2048];
+        snprintf(literal, sizeof literal,
+                 "(lambda f, g: %s%s]]})({\"filename\": \"a.py\", \"line\": 3, \"name\": \"f\"}, "
+                 "{\"filename\": \"b.py\", \"line\": 9, \"name\": \"g\"})",
+                 head, cases[i].entry);
+        size_t n_read = 0;
+        ranksnap_status st = decode_three_ways(literal, &n_read);
+        CHECK((st == RANKSNAP_OK) == cases[i].ok);
+        /* the first entry has new frame dicts (the machine's), the second goes with it (handed
+         * over first, then itself); the third is read from its bytes */
+        if (cases[i].ok) CHECK(n_read == 1 + (size_t)cases[i].read);
+        if ((st == RANKSNAP_OK) != cases[i].ok || (cases[i].ok && n_read != 1 + (size_t)cases[i].read))
+            fprintf(stderr, "     case %zu: %s, %zu read\n", i, ranksnap_strerror(st), n_read);
+    }
+}
+
+/* A real trace with one byte changed, at places spread over it, to bytes that make opcodes and
+ * values PyTorch never writes there: both ways of reading the entries succeed alike, or fail
+ * with the same message. */
+TEST(mutated_real_traces_decode_alike_read_from_their_bytes_or_made_as_values)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    CHECK(rs_file_read(RS_TEST_DATA_DIR "/oom_rank-3_gpt2.pickle", 0, &buf, &len) == RANKSNAP_OK);
+    if (!buf) return;
+    const char *at = memmem(buf, len, "device_traces", 13);
+    CHECK(at != NULL);
+    if (!at) {
+        free(buf);
+        return;
+    }
+    static const unsigned char bytes[] = {0x00, 0xff, 0x95, 0x88, 0x4e, 0x94, 0x75, 0x65,
+                                          0x68, 0x8a, 0x4a, 0x8c, 0x7d, 0x5d, 0x28, 0x6a,
+                                          0x4b, 0x61, 0x85, 0x29, 0x30, 0x02, 0x80, 0x01};
+    size_t from = (size_t)(at - buf), span = len - from;
+    int tried = 0, ok = 0, differ = 0;
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
+    o.infer_steps = 0;
+    for (size_t k = 0; k < 2400; k++) {
+        size_t pos = from + (k * 7919u) % span;
+        unsigned char was = (unsigned char)buf[pos], now = bytes[k % sizeof bytes];
+        if (was == now) continue;
+        buf[pos] = (char)now;
+        rs_snap *a = NULL, *b = NULL;
+        char msg[512];
+        o.read_entries = 1;
+        ranksnap_status sa = rs_torch_decode(buf, len, "mutated", &o, &a);
+        snprintf(msg, sizeof msg, "%s", sa == RANKSNAP_OK ? "" : ranksnap_last_error());
+        o.read_entries = 0;
+        ranksnap_status sb = rs_torch_decode(buf, len, "mutated", &o, &b);
+        const char *mb = sb == RANKSNAP_OK ? "" : ranksnap_last_error();
+        int same = sa == sb && strcmp(msg, mb) == 0 && (sa != RANKSNAP_OK || !snap_same(a, b));
+        if (!same && differ++ < 3)
+            fprintf(stderr, "     byte %zu: 0x%02x -> 0x%02x: %s | %s\n", pos, was, now, msg, mb);
+        tried++;
+        ok += sa == RANKSNAP_OK;
+        rs_snap_free(a);
+        rs_snap_free(b);
+        buf[pos] = (char)was;
+    }
+    printf("     %d mutations, %d decoded\n", tried, ok);
+    CHECK(tried > 2000 && differ == 0);
+    free(buf);
+}
+
 TEST(damaged_snapshots_decode_or_fail_cleanly)
 {
     NEED_FIXTURES();
@@ -598,9 +745,11 @@ TEST(real_snapshots_in_tests_data_keep_the_model_promises)
     printf("     %d snapshot%s in %s\n", seen, seen == 1 ? "" : "s", RS_TEST_DATA_DIR);
 }
 
-/* Every real snapshot, decoded twice: streamed (the trace entries taken as the pickle makes them,
- * most of them run as one step) and from the whole value tree, opcode by opcode. */
+/* Every real snapshot, decoded three times: streamed with the entries read from their bytes
+ * (torch_trace.h), streamed with every entry made as values (most of them run as one step), and
+ * from the whole value tree, opcode by opcode. */
 static int g_alike_seen, g_alike_bad;
+static uint64_t g_alike_read, g_alike_events;
 
 /* Every real snapshot, in tests/data and in the archives the build unpacked, given to `fn`. */
 static void (*g_each_pickle)(const char *path);
@@ -632,16 +781,34 @@ static void decode_alike(const char *path)
     }
     rs_torch_opts o;
     rs_torch_opts_default(&o);
-    rs_snap *streamed = NULL, *tree = NULL;
-    ranksnap_status a = rs_torch_decode(buf, len, path, &o, &streamed);
+    rs_snap *read = NULL, *streamed = NULL, *tree = NULL;
+    size_t n_read = 0;
+    o.read_count = &n_read;
+    ranksnap_status a = rs_torch_decode(buf, len, path, &o, &read);
+    o.read_count = NULL;
+    o.read_entries = 0;
+    ranksnap_status b = rs_torch_decode(buf, len, path, &o, &streamed);
     o.stream = 0;
-    ranksnap_status b = rs_torch_decode(buf, len, path, &o, &tree);
-    const char *differs = a != RANKSNAP_OK || b != RANKSNAP_OK ? "the decode" : snap_same(streamed, tree);
+    ranksnap_status c = rs_torch_decode(buf, len, path, &o, &tree);
+    const char *differs = a != RANKSNAP_OK || b != RANKSNAP_OK || c != RANKSNAP_OK ? "the decode"
+                          : snap_same(read, tree)                                    ? snap_same(read, tree)
+                                                                                     : snap_same(streamed, tree);
     if (differs) {
-        fprintf(stderr, "%s: %s differs between the streamed decode and the tree's\n", path, differs);
+        fprintf(stderr, "%s: %s differs between the streamed decodes and the tree's\n", path, differs);
+        g_alike_bad++;
+    }
+    /* the bytes' reader is the one PyTorch's own entries go to (all but those with a frame dict
+     * met for the first time, and those a FRAME opcode cuts) */
+    uint64_t events = read ? read->history.count : 0;
+    if (events >= 1000 && n_read < events - events / 10) {
+        fprintf(stderr, "%s: %zu of %llu entries read from their bytes\n", path, n_read,
+                (unsigned long long)events);
         g_alike_bad++;
     }
     g_alike_seen++;
+    g_alike_read += n_read;
+    g_alike_events += events;
+    rs_snap_free(read);
     rs_snap_free(streamed);
     rs_snap_free(tree);
     free(buf);
@@ -650,8 +817,10 @@ static void decode_alike(const char *path)
 TEST(real_snapshots_decode_alike_streamed_and_from_the_value_tree)
 {
     g_alike_seen = g_alike_bad = 0;
+    g_alike_read = g_alike_events = 0;
     each_real_pickle(decode_alike);
-    printf("     %d real snapshots\n", g_alike_seen);
+    printf("     %d real snapshots, %llu of their %llu events read from their bytes\n", g_alike_seen,
+           (unsigned long long)g_alike_read, (unsigned long long)g_alike_events);
     CHECK(g_alike_seen >= 4); /* tests/data's own */
     CHECK(g_alike_bad == 0);
 }
@@ -1392,6 +1561,8 @@ int main(void)
     RUN(rank_numbers_come_from_common_file_names);
     RUN(pickles_and_rsnap_files_are_told_apart_by_content);
     RUN(wrong_fields_are_format_errors_naming_the_field_and_offset);
+    RUN(unusual_trace_entries_decode_alike_read_from_their_bytes_or_made_as_values);
+    RUN(mutated_real_traces_decode_alike_read_from_their_bytes_or_made_as_values);
     RUN(damaged_snapshots_decode_or_fail_cleanly);
     RUN(real_snapshots_in_tests_data_keep_the_model_promises);
     RUN(real_snapshots_decode_alike_streamed_and_from_the_value_tree);
