@@ -86,7 +86,6 @@ typedef struct memo {
  * only while none grows: container_add refuses to add to it (PyTorch never does). */
 #define SPAN_MEMOS 512
 #define SPAN_CANDIDATES 4
-#define SPAN_RECENT 4
 
 struct span_memo {
     size_t at;             /* where the bytes are in the input */
@@ -94,6 +93,7 @@ struct span_memo {
     rs_pickle_value *list; /* the list they made, in the document's memory: every list with the
                             * same bytes is this value (marked shared: none may grow) */
     uint64_t hash, gen;
+    struct span_memo *next; /* the slot of the list met after these bytes, last time: a guess */
 };
 
 typedef struct dec {
@@ -130,7 +130,7 @@ typedef struct dec {
     size_t n_work, work_cap;
     struct shared_items *shared; /* fused_entry's frames lists by content (NULL until used) */
     struct span_memo *spans;     /* fused_entry's frames lists by their bytes (NULL until used) */
-    struct span_memo span_recent[SPAN_RECENT]; /* the ones met last, the last first */
+    struct span_memo *span_last; /* the slot of the frames list met last */
     uint64_t memo_gen;           /* bumped when a memo key that held a value is given another */
 } dec;
 
@@ -1467,11 +1467,11 @@ static uint64_t span_hash(const unsigned char *p, size_t n)
     return h ^ h >> 31;
 }
 
-/* s is the list met last. */
-static void span_recent_note(dec *d, const struct span_memo *s)
+/* Slot s holds the frames list met now, after the one in d->span_last. */
+static void span_met(dec *d, struct span_memo *s)
 {
-    memmove(&d->span_recent[1], &d->span_recent[0], (SPAN_RECENT - 1) * sizeof *s);
-    d->span_recent[0] = *s;
+    if (d->span_last) d->span_last->next = s;
+    d->span_last = s;
 }
 
 /* The recorded frames list whose bytes start at `at` (a list's first GET), NULL when none; *end
@@ -1483,28 +1483,28 @@ static const struct span_memo *span_find(dec *d, size_t at, size_t *end)
     const unsigned char *b = d->buf + at;
     size_t left = d->len - at, from = 0;
     if (left > FUSED_MAX_FRAMES * 5 + 1) left = FUSED_MAX_FRAMES * 5 + 1;
-    /* the lists met last first: a trace goes back and forth between a few stacks (an alloc's,
-     * its free's), and bytes equal to one of them need neither their end found nor a hash. Equal
+    /* the list that followed the last one, last time, first: a training loop allocates from
+     * the same lines in the same order every step (the guess is right for 73 to 79% of a real
+     * trace's lists), and bytes equal to its need neither their end found nor a hash. Equal
      * bytes from the same start parse the same: the APPENDS that ended the one ends these. */
-    for (int i = 0; i < SPAN_RECENT; i++) {
-        const struct span_memo *s = &d->span_recent[i];
-        if (s->list && s->len <= left && b[s->len - 1] == 0x65 && s->gen == d->memo_gen &&
-            memcmp(b, d->buf + s->at, s->len) == 0) {
-            *end = at + s->len;
-            return s;
-        }
+    struct span_memo *g = d->span_last ? d->span_last->next : NULL;
+    if (g && g->list && g->len <= left && b[g->len - 1] == 0x65 && g->gen == d->memo_gen &&
+        memcmp(b, d->buf + g->at, g->len) == 0) {
+        *end = at + g->len;
+        d->span_last = g;
+        return g;
     }
     for (int tries = 0; tries < SPAN_CANDIDATES && from < left; tries++) {
         const unsigned char *e = memchr(b + from, 0x65, left - from);
         if (!e) return NULL;
         size_t n = (size_t)(e - b) + 1;
         uint64_t h = span_hash(b, n);
-        const struct span_memo *s = &d->spans[(h & (SPAN_MEMOS / 2 - 1)) * 2];
+        struct span_memo *s = &d->spans[(h & (SPAN_MEMOS / 2 - 1)) * 2];
         for (int way = 0; way < 2; way++, s++)
             if (s->list && s->hash == h && s->len == n && s->gen == d->memo_gen &&
                 memcmp(b, d->buf + s->at, n) == 0) {
                 *end = at + n;
-                span_recent_note(d, s);
+                span_met(d, s);
                 return s;
             }
         from = n;
@@ -1519,9 +1519,9 @@ static void span_note(dec *d, size_t at, size_t end, rs_pickle_value *list)
     uint64_t h = span_hash(d->buf + at, end - at);
     struct span_memo *s = &d->spans[(h & (SPAN_MEMOS / 2 - 1)) * 2];
     s[1] = s[0];
-    s[0] = (struct span_memo){at, (uint32_t)(end - at), list, h, d->memo_gen};
+    s[0] = (struct span_memo){at, (uint32_t)(end - at), list, h, d->memo_gen, NULL};
     list->shared = 1;
-    span_recent_note(d, &s[0]);
+    span_met(d, &s[0]);
 }
 
 /* A list of frames[0..n) in the document's memory, its item array shared with an earlier list
