@@ -1,6 +1,7 @@
 /*
  * torch_trace.c — torch_trace.h: PyTorch's names, and a trace entry read from its bytes with
- * what the reader learnt of the memo (which keys hold which names) kept between entries.
+ * what the reader learnt kept between entries: which memo keys hold which names, and the shapes
+ * of the entries met last (whole entries compared a word at a time).
  */
 #include <stdlib.h>
 #include <string.h>
