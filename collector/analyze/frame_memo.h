@@ -1,13 +1,14 @@
 /*
- * frame_memo.h — the frames a thread has classified (site_rules.c), by what they say.
+ * frame_memo.h — the frames the process has classified (site_rules.c), by what they say.
  *
- * A report reads one rank's file after another on each of its threads, and the ranks of one
- * job name the same frames: PyTorch's C++ and Python frames, the model's lines. Classifying a
- * frame (demangling it, matching it against every list of patterns) took 0.25–0.31 ms for the
- * 515 frames of a PyTorch snapshot; a frame met on an earlier file of the thread is looked up
- * by its function, file and module instead. The table is the thread's own (no lock), grows to at
- * most RS_FRAME_MEMO_MAX frames and then only serves what it holds, is emptied when the rules
- * change (rs_site_rules_set) and is freed when the thread ends.
+ * A report reads the ranks' files on several threads, and the ranks of one job name the same
+ * frames: PyTorch's C++ and Python frames, the model's lines. Classifying a frame (demangling
+ * it, matching it against every list of patterns) took 0.25–0.31 ms for the 515 frames of a
+ * PyTorch snapshot; a frame met on an earlier file — of any thread: the thread that finishes
+ * its first file last finds what the other classified meanwhile — is looked up by its function,
+ * file and module instead. One table behind one lock; it grows to at most RS_FRAME_MEMO_MAX
+ * frames and then only serves what it holds, is emptied when the rules change
+ * (rs_site_rules_set), and lives as long as the process.
  */
 #ifndef RANKSNAP_FRAME_MEMO_H
 #define RANKSNAP_FRAME_MEMO_H
@@ -32,15 +33,15 @@ typedef struct rs_frame_memo_key {
 void rs_frame_memo_key_init(rs_frame_memo_key *k, const char *function, const char *file,
                             const char *module, int no_module, int line_known);
 
-/* 1 with *out filled (its name and label the caller's to free, as classify's are) when this
- * thread classified the same frame under rules generation `gen`; 0 otherwise. */
+/* 1 with *out filled (its name and label the caller's to free, as classify's are) when a thread
+ * classified the same frame under rules generation `gen`; 0 otherwise. */
 int rs_frame_memo_get(unsigned gen, const rs_frame_memo_key *k, rs_site_rules_frame *out);
 
 /* Remembers `info` for `k` under generation `gen` (copied; nothing is remembered when memory
  * for it cannot be had, or the table is full). */
 void rs_frame_memo_put(unsigned gen, const rs_frame_memo_key *k, const rs_site_rules_frame *info);
 
-/* The frames this thread remembers (for the tests). */
+/* The frames remembered (for the tests). */
 size_t rs_frame_memo_count(void);
 
 #endif
