@@ -1618,6 +1618,29 @@ static rs_pickle_value *gets_list(dec *d, size_t list_at, size_t p, size_t *end)
     return list;
 }
 
+/* MEMOIZE's next n keys, from memo.count on, free in the memo's array (it goes that far): they
+ * are unless a PUT stored a key there (PyTorch's pickles have none). */
+static int memo_next_free(const dec *d, size_t n)
+{
+    size_t key = d->memo.count;
+    if (key + n > d->memo.dense_cap) return 0;
+    for (size_t i = 0; d->memo.put_top > key && i < n; i++)
+        if (d->memo.dense[key + i]) return 0;
+    return 1;
+}
+
+/* The n keys from memo.count on were just given the values of an item handed over (or read)
+ * as it came, all of which outlive the batch. When nothing of the batch waits in the memo
+ * before them (handed over by the flush, or by the item before), the batch's end need not look
+ * at them (38,850 keys a 2.5 MB pickle, 3% of its decode). */
+static void memo_direct(dec *d, size_t n)
+{
+    const int clean = d->batch_memo == d->memo.count && d->n_batch_keys == 0;
+    d->memo.count += n;
+    if (clean) d->batch_memo = d->memo.count;
+    d->batch_direct++;
+}
+
 /* Values an entry memoizes, in the order of their MEMOIZEs: its dict, the strings it makes
  * (PyTorch 2.11 writes a new "N/A" for compile_context in every entry), its frames list. */
 #define FUSED_MAX_MEMO (2 * FUSED_MAX_PAIRS + 2)
@@ -1693,12 +1716,8 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
         items[n_items++] = v;
     }
     if (p >= d->len) return 0;
-    /* MEMOIZE's keys, from memo.count on, must be free in the memo's array: they are unless a
-     * PUT stored a key there (PyTorch's pickles have none) */
     size_t key = d->memo.count;
-    if (key + n_memo > d->memo.dense_cap) return 0;
-    for (size_t i = 0; d->memo.put_top > key && i < n_memo; i++)
-        if (d->memo.dense[key + i]) return 0;
+    if (!memo_next_free(d, n_memo)) return 0;
     /* A memoized str outlives the batch (a later entry may GET it): a key goes to the
      * document's memory now, which the batch's end would otherwise do (evacuate); the memo
      * keeps where a value is, for the GET that may come (memo_lazy) */
@@ -1718,10 +1737,6 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
     }
     d->op_at = at;
     if (direct) {
-        /* nothing of the batch waits in the memo before this entry's keys (handed over by the
-         * flush, or by the entry before), whose values outlive the batch: the batch's end need
-         * not look at them (38,850 keys a 2.5 MB pickle, 3% of its decode) */
-        const int clean = d->batch_memo == key && d->n_batch_keys == 0;
         rs_pickle_value dict, *dp = &dict;
         memset(&dict, 0, sizeof dict);
         dict.kind = RS_PICKLE_DICT;
@@ -1731,10 +1746,8 @@ static int fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
         dict.v.seq.n = dict.v.seq.cap = (uint32_t)n_items;
         for (size_t i = 0; i < n_memo; i++)
             d->memo.dense[key + i] = memo_new[i] ? memo_new[i] : TAKEN_MARK;
-        d->memo.count += n_memo;
-        if (clean) d->batch_memo = d->memo.count;
+        memo_direct(d, n_memo);
         *pos = p + 1;
-        d->batch_direct++;
         ranksnap_status st = stream_take(d, d->batch_list, (int64_t)d->batch_index, &dp, 1);
         /* what the reader kept was copied by address (copy_out), and the next entry's dict and
          * ints are at the same addresses: forgotten (the flush left nothing else there) */
@@ -1784,21 +1797,13 @@ int rs_pickle_read_done(rs_pickle_reader *r, size_t at, size_t end, const rs_pic
                         size_t n)
 {
     dec *d = (dec *)r;
-    /* MEMOIZE's keys, from memo.count on, free in the memo's array (as fused_entry's) */
     size_t key = d->memo.count;
-    if (key + n > d->memo.dense_cap || end > d->len || end <= at) return -1;
-    for (size_t i = 0; d->memo.put_top > key && i < n; i++)
-        if (d->memo.dense[key + i]) return -1;
-    /* as a handed-over entry's (fused_entry): when nothing of the batch waits in the memo
-     * before these keys, whose values all outlive the batch, its end need not look at them */
-    const int clean = d->batch_memo == key && d->n_batch_keys == 0;
+    if (end > d->len || end <= at || !memo_next_free(d, n)) return -1;
     for (size_t i = 0; i < n; i++)
         d->memo.dense[key + i] = put[i].value ? (rs_pickle_value *)put[i].value
                                  : put[i].at == SIZE_MAX ? TAKEN_MARK
                                                           : memo_lazy_tag(put[i].at);
-    d->memo.count += n;
-    if (clean) d->batch_memo = d->memo.count;
-    d->batch_direct++;
+    memo_direct(d, n);
     d->op_at = at;
     d->read_end = end;
     return 0;

@@ -57,15 +57,6 @@ int rs_torch_action(const char *p, size_t n)
 
 enum { FR_NONE, FR_LIST, FR_GET };
 
-/* The keys of the entry read last, as bytes (a GET's opcode and key, little-endian, in the low
- * bytes) and what each names: PyTorch writes every entry's keys as the same GETs in the same
- * order, and a key whose bytes are the ones met at its place names what they named. */
-typedef struct key_shape {
-    uint64_t bytes; /* 0: none */
-    uint8_t len;
-    int8_t field;
-} key_shape;
-
 /* An entry read the general way (below) as a shape: its bytes, those that differ from entry to
  * entry masked off, in words compared at once, where the general way walks them opcode by
  * opcode (each opcode's place depending on the one before). An entry with these bytes is the
@@ -102,7 +93,6 @@ typedef struct entry_shape {
 
 struct rs_torch_trace {
     uint64_t gen;                  /* rs_pickle_read_memo_gen when they were learnt */
-    key_shape shape[MAX_PAIRS];
     entry_shape shapes[SHAPES];
     uint8_t order[SHAPES];         /* shapes' indexes, the one met last first */
     uint8_t last;                  /* the shape of the entry read last (SHAPES: none) */
@@ -397,7 +387,6 @@ int rs_torch_trace_read(rs_torch_trace *t, rs_pickle_reader *r, size_t at, rs_to
     if (gen != t->gen) { /* a PUT gave a key another value: learnt again */
         memset(t->key_key, 0, sizeof t->key_key);
         memset(t->act_key, 0, sizeof t->act_key);
-        memset(t->shape, 0, sizeof t->shape);
         for (uint8_t i = 0; i < SHAPES; i++) t->shapes[i].words = 0, t->shapes[i].next = i;
         t->last = SHAPES;
         t->gen = gen;
@@ -429,19 +418,8 @@ int rs_torch_trace_read(rs_torch_trace *t, rs_pickle_reader *r, size_t at, rs_to
         if (p >= len || pairs == MAX_PAIRS) return 0;
         if (b[p] == 0x75) break; /* SETITEMS */
         int f;
-        key_shape *ks = &t->shape[pairs];
-        uint64_t word = 0;
-        if (len - p >= 8) memcpy(&word, b + p, 8);
-        if (ks->bytes && (word & (~(uint64_t)0 >> (64 - 8 * ks->len))) == ks->bytes) {
-            f = ks->field; /* the key at this place in the entry before */
-            p += ks->len;
-        } else if ((n = rs_pk_get(b + p, len - p, &key)) != 0) {
+        if ((n = rs_pk_get(b + p, len - p, &key)) != 0) {
             if ((f = key_named(t, r, key)) == NOT_A_STR) return 0;
-            if (len - p >= 8) {
-                ks->bytes = word & (~(uint64_t)0 >> (64 - 8 * n));
-                ks->len = (uint8_t)n;
-                ks->field = (int8_t)f;
-            }
             p += n;
         } else if ((q = new_str(b, len, p, memo, &n_memo, &text, &tn)) != 0) {
             f = rs_torch_field(text, tn);
