@@ -20,7 +20,8 @@ Formats:
 --single M1 also writes one rank of M1 events, reports it, exports it with `ranksnap export
 --torch` and reports the export (the long-history case). --real DIR,... reports each folder of
 real PyTorch pickles (tests/data's, the attribution fixtures' leak_all with stacks="all") against
-Python's loads of them, and against the whole Python process that loads them (start-up, reads,
+Python's loads of them, against the same loads paired with reports run after run (the median
+of the pairs' ratios), and against the whole Python process that loads them (start-up, reads,
 loads and exit: its wall time, median of the same runs). --decode-bench runs decode_bench on one file of each kind and on the
 real pickles: the decoders alone, one core.
 
@@ -157,6 +158,23 @@ def python_load(files, reps):
     return median(times), rss
 
 
+def paired(args, files, reps):
+    """The issue's own measure: a report and Python's loads of the same files run one after the
+    other, reps times, and the median of each pair's ratio. The medians of the two runs apart
+    (above) take a second or more between them, in which the machine's speed can change (its two
+    CPUs share a host: docs/BENCHMARKS.md); a pair's two runs are tens of milliseconds apart."""
+    ranksnap = os.path.join(args.build, "ranksnap")
+    cmd = [ranksnap, "report"] + (["--jobs", str(args.jobs)] if args.jobs else []) + files
+    ratios = []
+    for _ in range(reps):
+        wall, rc, err, _ = run_timed(cmd)
+        if rc != 0:
+            sys.exit("report_bench: %s failed (%d): %s" % (" ".join(cmd), rc, err))
+        py_s, _ = python_load(files, 1)
+        ratios.append(wall / py_s)
+    return median(ratios)
+
+
 def python_process(files, reps):
     """The wall time of a whole Python process that loads the files: what someone who unpickles
     them waits for (its start-up, the reads, the loads and the exit), the median of reps."""
@@ -204,7 +222,8 @@ def row(fmt, n, events, files, args, start_s, reps=None, name=None):
                   "ratio_without_startup": max(t_plain - start_s, 0) / py_s})
     if fmt == "real":
         proc_s = python_process(files, reps)
-        r.update({"python_process_s": proc_s, "ratio_process": t_plain / proc_s})
+        r.update({"python_process_s": proc_s, "ratio_process": t_plain / proc_s,
+                  "ratio_paired": paired(args, files, reps)})
     return r
 
 
@@ -289,8 +308,9 @@ def main():
             print(json.dumps(r), flush=True)
         else:
             print_row(r)
-            print("        (real: %s; the whole Python process that loads them: %.3f s, the "
-                  "report %.3f of it)" % (d, r["python_process_s"], r["ratio_process"]))
+            print("        (real: %s; paired with Python's loads, run after run: ratio %.3f; "
+                  "the whole Python process that loads them: %.3f s, the report %.3f of it)"
+                  % (d, r["ratio_paired"], r["python_process_s"], r["ratio_process"]))
 
     if args.single:
         d = os.path.join(args.work, "single-%d" % args.single)
