@@ -368,13 +368,15 @@ static int key_id(mapper *m, const rs_pickle_value *k)
 
 static ranksnap_status read_fields(mapper *m, const rs_pickle_value *dict, const loc *l, fields *f)
 {
+    /* set on every path, failures too: what GCC inlines with the decoders' profile (pgo.cmake)
+     * it cannot always follow to the caller's check of the status */
+    f->dict = dict;
+    f->present = 0;
     RS_CHECK(expect_kind(m, dict, RS_PICKLE_DICT, l, NULL));
     size_t n = rs_pickle_len(dict);
     if (n > MAX_KEYS)
         return bad(m, dict, l, NULL, "a dict of %zu keys, expected at most %d (PyTorch writes 3 to 12)",
                    n, MAX_KEYS);
-    f->dict = dict;
-    f->present = 0;
     rs_pickle_value *const *it = dict->v.seq.items;
     size_t same = n == m->shape_n;
     for (size_t i = 0; same && i < n; i++) same = it[2 * i] == m->shape_key[i];
