@@ -4,12 +4,15 @@
 # (10..900 ms in), lets mpirun take the rest down, and then checks that every file left in the
 # run's directory is valid (a .rsnap decodes, a .ring is recovered) or absent: never corrupt.
 # Open MPI's session directory of a job whose ranks were SIGKILLed stays behind (8 MB of shared
-# memory each, 400 MB a test run): each run's goes under DIR and is removed with it.
+# memory each, 400 MB a test run): each run's goes in a folder of the test's own, removed after
+# it (a short path in the temporary folder: PMIx puts its Unix sockets there).
 set -u
 mpirun=""
 while [ "$1" != "--" ]; do mpirun="$mpirun $1"; shift; done
 shift
 runs=$1 demo=$2 cli=$3 dir=$4
+sessions=$(mktemp -d "${TMPDIR:-/tmp}/rs-kill.XXXXXX") || exit 1
+trap 'rm -rf "$sessions"' EXIT
 bad=0
 checked=0
 i=0
@@ -17,8 +20,8 @@ while [ "$i" -lt "$runs" ]; do
   i=$((i + 1))
   d="$dir/run-$i"
   rm -rf "$d"
-  mkdir -p "$d.ompi"
-  OMPI_MCA_orte_tmpdir_base="$d.ompi" RANKSNAP_BACKEND=sim RANKSNAP_DIR="$d" RANKSNAP_STEPS="$((i % 3)):" \
+  mkdir -p "$sessions/$i"
+  OMPI_MCA_orte_tmpdir_base="$sessions/$i" RANKSNAP_BACKEND=sim RANKSNAP_DIR="$d" RANKSNAP_STEPS="$((i % 3)):" \
     $mpirun "$demo" --iters 100001 --quiet >/dev/null 2>&1 &
   mp=$!
   # a moment from 10 to 900 ms, and a rank from 0 to 3, from the run number and the clock
@@ -45,7 +48,7 @@ while [ "$i" -lt "$runs" ]; do
     if ! "$cli" report "$f" >/dev/null 2>"$d.err"; then echo "run $i: unreadable ring $f: $(cat "$d.err")"; bad=$((bad + 1)); fi
   done
   ls "$d" 2>/dev/null | grep -v -E '^rank-[0-9]{5}\.(rsnap|ring)$|^report\.(txt|json)$' | sed "s|^|run $i: unexpected file left: |"
-  rm -rf "$d" "$d.ompi" "$d.err"
+  rm -rf "$d" "$d.err" "$sessions/$i"
 done
 echo "$runs runs: $checked files checked, $bad corrupt or unreadable"
 # a loop that found nothing to check tested nothing
