@@ -18,8 +18,12 @@ int main(int argc, char **argv)
             o.rank = i - 1;
             rs_snap *s = NULL;
             ranksnap_status st = rs_decode_file_ex(argv[i], &o, &s, NULL, NULL);
-            if (st != RANKSNAP_OK) {
-                fprintf(stderr, "pgo_train: %s: %s\n", argv[i], ranksnap_last_error());
+            if (st != RANKSNAP_OK) { /* the decoder's message names the file */
+                const char *why = ranksnap_last_error();
+                if (why[0])
+                    fprintf(stderr, "pgo_train: %s\n", why);
+                else
+                    fprintf(stderr, "pgo_train: %s: %s\n", argv[i], ranksnap_strerror(st));
                 return 1;
             }
             rs_snap_free(s);

@@ -158,13 +158,18 @@ def python_load(files, reps):
     return median(times), rss
 
 
+def report_cmd(args, target, extra):
+    """`ranksnap report` of target (files, or a folder), with --jobs when the bench was given it."""
+    jobs = ["--jobs", str(args.jobs)] if args.jobs else []
+    return [os.path.join(args.build, "ranksnap"), "report"] + extra + jobs + target
+
+
 def paired(args, files, reps):
     """The issue's own measure: a report and Python's loads of the same files run one after the
     other, reps times, and the median of each pair's ratio. The medians of the two runs apart
     (above) take a second or more between them, in which the machine's speed can change (its two
     CPUs share a host: docs/BENCHMARKS.md); a pair's two runs are tens of milliseconds apart."""
-    ranksnap = os.path.join(args.build, "ranksnap")
-    cmd = [ranksnap, "report"] + (["--jobs", str(args.jobs)] if args.jobs else []) + files
+    cmd = report_cmd(args, files, [])
     ratios = []
     for _ in range(reps):
         wall, rc, err, _ = run_timed(cmd)
@@ -189,8 +194,7 @@ def python_process(files, reps):
 
 
 def report(args, target, extra, reps):
-    ranksnap = os.path.join(args.build, "ranksnap")
-    cmd = [ranksnap, "report"] + extra + (["--jobs", str(args.jobs)] if args.jobs else []) + target
+    cmd = report_cmd(args, target, extra)
     walls, cpus = [], []
     for _ in range(reps):
         wall, rc, err, cpu = run_timed(cmd)

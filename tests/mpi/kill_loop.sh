@@ -11,7 +11,10 @@ mpirun=""
 while [ "$1" != "--" ]; do mpirun="$mpirun $1"; shift; done
 shift
 runs=$1 demo=$2 cli=$3 dir=$4
-sessions=$(mktemp -d "${TMPDIR:-/tmp}/rs-kill.XXXXXX") || exit 1
+if ! sessions=$(mktemp -d "${TMPDIR:-/tmp}/rs-kill.XXXXXX"); then
+  echo "kill_loop.sh: cannot make a folder for Open MPI's session files in ${TMPDIR:-/tmp}" >&2
+  exit 1
+fi
 trap 'rm -rf "$sessions"' EXIT
 bad=0
 checked=0
