@@ -59,7 +59,8 @@ if(RS_PGO)
     ${RS_PGO_DIR}/data/gpt2_ddp4/rank-00000.pickle ${RS_PGO_DIR}/data/gpt2_ddp4/rank-00001.pickle
     ${RS_PGO_DIR}/data/gpt2_ddp4/rank-00002.pickle ${RS_PGO_DIR}/data/gpt2_ddp4/rank-00003.pickle
     ${RS_PGO_LOOSE})
-  set(RS_PGO_COUNTS ${CMAKE_COMMAND} -DDIR=${RS_PGO_DIR}/aux "-DNAMES=${RS_PGO_NAMES}")
+  list(JOIN RS_PGO_NAMES "," RS_PGO_NAME_LIST)
+  set(RS_PGO_COUNTS ${CMAKE_COMMAND} -DDIR=${RS_PGO_DIR}/aux -DNAMES=${RS_PGO_NAME_LIST})
   add_custom_command(OUTPUT ${RS_PGO_DIR}/profile.stamp
     COMMAND ${RS_PGO_COUNTS} -DMODE=clear -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/pgo_counts.cmake
     COMMAND ${CMAKE_COMMAND} -E make_directory ${RS_PGO_DIR}/data

@@ -51,10 +51,11 @@ static void memo_clear(frame_memo *m)
     m->n = 0;
 }
 
-/* n bytes, eight at a time, into h. Not SipHash (addr_hash.h), which took as long as the
- * classifications it saved (PyTorch's C++ names run to hundreds of bytes): the seed is the
- * process's, and a file whose names collide only has its frames go unremembered, as a lookup or
- * an insertion gives up after MAX_PROBES slots. */
+/* n bytes (a module's path), eight at a time, into h. Not SipHash (addr_hash.h), which took as
+ * long as the classifications it saved: the function's and file's names come hashed by the
+ * decoder (rs_snap_frame_text_hash), the seed is the process's, and a file whose names collide
+ * only has its frames go unremembered, as a lookup or an insertion gives up after MAX_PROBES
+ * slots. */
 static uint64_t text_hash(uint64_t h, const char *p, size_t n)
 {
     const uint64_t k = 0x9e3779b97f4a7c15ull;
@@ -73,7 +74,7 @@ static uint64_t text_hash(uint64_t h, const char *p, size_t n)
 }
 
 void rs_frame_memo_key_init(rs_frame_memo_key *k, const char *function, const char *file,
-                            const char *module, int no_module, int line_known)
+                            const char *module, int no_module, int line_known, uint64_t names_hash)
 {
     k->s[0] = function ? function : "";
     k->s[1] = file ? file : "";
@@ -81,10 +82,8 @@ void rs_frame_memo_key_init(rs_frame_memo_key *k, const char *function, const ch
     k->no_module = no_module != 0;
     k->line_known = line_known != 0;
     uint64_t h = rs_addr_hash_seed() ^ ((uint64_t)k->no_module | (uint64_t)k->line_known << 1);
-    for (int i = 0; i < 3; i++) {
-        k->len[i] = strlen(k->s[i]);
-        h = text_hash(h, k->s[i], k->len[i]);
-    }
+    for (int i = 0; i < 3; i++) k->len[i] = strlen(k->s[i]);
+    h = text_hash(h ^ names_hash, k->s[2], k->len[2]);
     k->hash = rs_addr_hash(h, rs_addr_hash_seed());
 }
 

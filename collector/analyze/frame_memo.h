@@ -22,7 +22,8 @@
 
 /* What classifying a frame reads of it (rs_frame_memo_key_init): module is "" for a frame
  * without one (no_module 1) or whose module index is out of range (no_module 0); line_known is
- * line > 0. The rest is the key's hash and lengths, made once for a lookup and an insertion. */
+ * line > 0. The rest is the key's hash and lengths, made once for a lookup and an insertion,
+ * from names_hash, the frame's rs_snap_frame_text_hash of function and file. */
 typedef struct rs_frame_memo_key {
     const char *s[3]; /* function, file, module */
     size_t len[3];
@@ -31,7 +32,7 @@ typedef struct rs_frame_memo_key {
 } rs_frame_memo_key;
 
 void rs_frame_memo_key_init(rs_frame_memo_key *k, const char *function, const char *file,
-                            const char *module, int no_module, int line_known);
+                            const char *module, int no_module, int line_known, uint64_t names_hash);
 
 /* 1 with *out filled (its name and label the caller's to free, as classify's are) when a thread
  * classified the same frame under rules generation `gen`; 0 otherwise. */

@@ -376,7 +376,8 @@ void rs_site_rules_classify(const rs_snap *s, uint32_t frame, rs_site_rules_fram
         return;
     }
     rs_frame_memo_key k;
-    rs_frame_memo_key_init(&k, f->function, f->file, module, f->module < 0, f->line > 0);
+    rs_frame_memo_key_init(&k, f->function, f->file, module, f->module < 0, f->line > 0,
+                           rs_snap_frame_text_hash_of(f));
     unsigned gen = atomic_load(&rules_gen);
     if (rs_frame_memo_get(gen, &k, out)) return;
     classify(s, f, module, out);

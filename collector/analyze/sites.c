@@ -169,12 +169,12 @@ static uint32_t *canonical_frames(const rs_snap *s)
         return NULL;
     }
     memset(table, 0xff, cap * sizeof *table);
+    const uint64_t seed = rs_addr_hash_seed();
     for (size_t i = 0; i < n; i++) {
         const rs_snap_frame *f = &s->frames[i];
-        /* eight bytes a round, where a byte at a time cost more than classifying the frame;
-         * seeded, as every table keyed by a file's names (addr_hash.h) */
-        uint64_t h = rs_bytes_hash((uint64_t)(uint32_t)f->line, f->function, strlen(f->function));
-        h = rs_bytes_hash(h, f->file, strlen(f->file));
+        /* the names' hash the decoder made (seeded, as every table keyed by a file's names:
+         * addr_hash.h), with the line */
+        uint64_t h = rs_addr_hash(rs_snap_frame_text_hash_of(f) ^ (uint64_t)(uint32_t)f->line, seed);
         size_t k = (size_t)h & (cap - 1);
         for (;;) {
             uint32_t j = table[k];

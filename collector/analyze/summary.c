@@ -38,16 +38,29 @@ static void step_series(rs_walk *w, rs_summary *out)
     int64_t cur = -1;
     if (w->peak_event < 0) out->reserved_at_peak = w->start_reserved;
 
-    rs_walk_reset(w);
-    rs_walk_change c;
-    for (uint64_t i = 0; i < h->count; i++) {
-        rs_walk_event(w, &c);
-        if ((int64_t)i == w->peak_event) out->reserved_at_peak = w->reserved;
-        if (!series) continue;
-        if (h->action[i] == RS_ACT_STEP)
-            cur = (int64_t)(((uint64_t)(int64_t)h->size[i] - (uint64_t)w->step_min) / stride);
-        if (cur >= 0 && (out->step_peak[cur] == RS_SUMMARY_NO_DATA || w->allocated > out->step_peak[cur]))
-            out->step_peak[cur] = w->allocated;
+    if (rs_walk_levels_exact(w)) {
+        /* the first pass's levels and runs of steps say it: no walk (walk.h) */
+        if (w->peak_event >= 0)
+            out->reserved_at_peak = w->start_reserved + (uint64_t)w->rel_reserved_at_peak;
+        for (size_t k = 0; series && k < w->n_runs; k++) {
+            cur = (int64_t)(((uint64_t)w->run_step[k] - (uint64_t)w->step_min) / stride);
+            uint64_t level = w->start_allocated + (uint64_t)w->run_peak[k];
+            if (out->step_peak[cur] == RS_SUMMARY_NO_DATA || level > out->step_peak[cur])
+                out->step_peak[cur] = level;
+        }
+    } else {
+        rs_walk_reset(w);
+        rs_walk_change c;
+        for (uint64_t i = 0; i < h->count; i++) {
+            rs_walk_event(w, &c);
+            if ((int64_t)i == w->peak_event) out->reserved_at_peak = w->reserved;
+            if (!series) continue;
+            if (h->action[i] == RS_ACT_STEP)
+                cur = (int64_t)(((uint64_t)(int64_t)h->size[i] - (uint64_t)w->step_min) / stride);
+            if (cur >= 0 &&
+                (out->step_peak[cur] == RS_SUMMARY_NO_DATA || w->allocated > out->step_peak[cur]))
+                out->step_peak[cur] = w->allocated;
+        }
     }
     if (series) {
         out->n_steps = (int32_t)(span / stride + 1);

@@ -4,36 +4,37 @@
  * ones, each step event at its place.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "errors.h"
 #include "step_events.h"
 
-/* The events put in where the columns have room: from the end, each entry moved up by the
- * number of events before it, the events written in the gaps (the same order as below). */
+/* The events put in where the columns have room: from the end, the entries between two events
+ * moved up at once by the number of events before them (a memmove a column, not an entry at a
+ * time: a trace's few dozen steps move every entry), each event written in the gap below. */
 static void insert_in_place(rs_snap_history *h, const rs_step_event *ev, size_t n)
 {
-    uint64_t o = h->count + n;
-    size_t k = n;
-    for (uint64_t i = h->count + 1; i-- > 0;) {
-        if (i < h->count) {
-            o--;
-            h->time_us[o] = h->time_us[i];
-            h->action[o] = h->action[i];
-            h->addr[o] = h->addr[i];
-            h->size[o] = h->size[i];
-            h->stream[o] = h->stream[i];
-            h->stack[o] = h->stack[i];
+    uint64_t end = h->count;
+    for (size_t k = n; k > 0; k--) {
+        const rs_step_event *e = &ev[k - 1];
+        uint64_t from = e->before < end ? e->before : end;
+        size_t m = (size_t)(end - from);
+        if (m) {
+            memmove(h->time_us + from + k, h->time_us + from, m * sizeof *h->time_us);
+            memmove(h->action + from + k, h->action + from, m * sizeof *h->action);
+            memmove(h->addr + from + k, h->addr + from, m * sizeof *h->addr);
+            memmove(h->size + from + k, h->size + from, m * sizeof *h->size);
+            memmove(h->stream + from + k, h->stream + from, m * sizeof *h->stream);
+            memmove(h->stack + from + k, h->stack + from, m * sizeof *h->stack);
         }
-        /* those before entry i (and, at the end, those after the last) */
-        for (; k > 0 && ev[k - 1].before >= i; k--) {
-            o--;
-            h->time_us[o] = ev[k - 1].time_us;
-            h->action[o] = RS_ACT_STEP;
-            h->addr[o] = 0;
-            h->size[o] = (uint64_t)ev[k - 1].step;
-            h->stream[o] = ev[k - 1].stream;
-            h->stack[o] = 0;
-        }
+        uint64_t o = from + k - 1;
+        h->time_us[o] = e->time_us;
+        h->action[o] = RS_ACT_STEP;
+        h->addr[o] = 0;
+        h->size[o] = (uint64_t)e->step;
+        h->stream[o] = e->stream;
+        h->stack[o] = 0;
+        end = from;
     }
     h->count += n;
     if (h->capacity < h->count) h->capacity = h->count;

@@ -429,11 +429,6 @@ static char *copy_str(const rs_pickle_value *v, const char *fallback)
 }
 
 /* Names, stream handles and frame indexes come from the file: seeded hashes (addr_hash.h). */
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
-{
-    return rs_bytes_hash(h, p, n);
-}
-
 static uint64_t mix(const mapper *m, uint64_t x)
 {
     return rs_addr_hash(x, m->seed);
@@ -556,7 +551,7 @@ static ranksnap_status frame_index(mapper *m, const rs_pickle_value *frame, cons
     fields fd;
     RS_CHECK(read_fields(m, frame, l, &fd));
     const rs_pickle_value *name, *file;
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h;
     int64_t line = 0;
     RS_CHECK(f_str(m, &fd, F_NAME, l, &name));
     RS_CHECK(f_str(m, &fd, F_FILENAME, l, &file));
@@ -585,9 +580,9 @@ static ranksnap_status frame_index(mapper *m, const rs_pickle_value *frame, cons
         fv.v.str.n = fn;
         file = &fv;
     }
-    h = hash_bytes(h, name ? name->v.str.p : "??", nn);
-    h = hash_bytes(h ^ 0xff, file ? file->v.str.p : "??", fn);
-    h = mix(m, h ^ (uint64_t)(uint32_t)line32);
+    const uint64_t text = rs_snap_frame_text_hash(name ? name->v.str.p : "??", nn,
+                                                  file ? file->v.str.p : "??", fn);
+    h = mix(m, text ^ (uint64_t)(uint32_t)line32);
 
     if (2 * (s->n_frames + 1) > m->frame_mask + 1) {
         size_t cap = m->frame_mask ? 2 * (m->frame_mask + 1) : 256;
@@ -627,6 +622,7 @@ static ranksnap_status frame_index(mapper *m, const rs_pickle_value *frame, cons
     memset(f, 0, sizeof *f);
     f->module = -1;
     f->line = line32;
+    f->text_hash = text;
     f->function = copy_str(name, "??");
     f->file = copy_str(file, "??");
     s->n_frames++; /* counted now so that rs_snap_free frees the strings on every path */
@@ -1234,6 +1230,58 @@ static ranksnap_status map_trace(mapper *m, const rs_pickle_value *trace, size_t
     return RANKSNAP_OK;
 }
 
+/* The OOM record of event i, at levels `allocated` and `reserved`, in step `step`. */
+static void oom_at(rs_snap *s, const rs_walk *w, uint64_t i, uint64_t allocated, uint64_t reserved,
+                   int64_t step)
+{
+    const rs_snap_history *h = &s->history;
+    s->has_oom = 1;
+    s->oom.requested = h->size[i];
+    s->oom.rounded = rs_walk_round(w, h->size[i]);
+    s->oom.device_free = h->addr[i];
+    s->oom.allocated = allocated;
+    s->oom.reserved = reserved;
+    s->oom.time_us = h->time_us[i];
+    s->oom.stream = h->stream[i];
+    s->oom.stack = h->stack[i];
+    s->oom.step = step;
+}
+
+/* The peak, its time and step, and the last OOM's record, from what the walk's first pass saw
+ * (its levels are exact: rs_walk_levels_exact). */
+static void peaks_of_first_pass(rs_snap *s, const rs_walk *w)
+{
+    rs_snap_totals *t = &s->totals;
+    if (w->last_oom >= 0)
+        oom_at(s, w, (uint64_t)w->last_oom, w->start_allocated + (uint64_t)w->rel_allocated_at_oom,
+               w->start_reserved + (uint64_t)w->rel_reserved_at_oom, w->oom_step);
+    if (w->peak_event >= 0) {
+        t->allocated_bytes_peak = w->peak_allocated;
+        t->peak_time_us = s->history.time_us[w->peak_event];
+        t->peak_step = w->peak_step;
+    }
+}
+
+/* The same by walking the history: where a level stopped at 0 or at the integer range on the
+ * way (a history that frees what it did not hold), the walk's levels are not its first pass's. */
+static void peaks_by_walking(rs_snap *s, rs_walk *w)
+{
+    rs_snap_totals *t = &s->totals;
+    const rs_snap_history *h = &s->history;
+    int64_t step = -1;
+    rs_walk_change c;
+    for (uint64_t i = 0; i < h->count; i++) {
+        rs_walk_event(w, &c);
+        if (h->action[i] == RS_ACT_STEP) step = rs_sat_i64(h->size[i]);
+        if (h->action[i] == RS_ACT_OOM) oom_at(s, w, i, w->allocated, w->reserved, step);
+        if (w->allocated > t->allocated_bytes_peak) {
+            t->allocated_bytes_peak = w->allocated;
+            t->peak_time_us = h->time_us[i];
+            t->peak_step = step;
+        }
+    }
+}
+
 /* Current values from the final state; peaks, their time and step, and the OOM record from the
  * one history walk (walk.h), which ends at the current values, as every reader's walk does. Trace
  * sizes are requests, rounded there as the allocator rounds blocks. */
@@ -1262,40 +1310,24 @@ static ranksnap_status totals(mapper *m)
     rs_walk w;
     if (rs_walk_init(&w, s) != RANKSNAP_OK) return no_memory(m, "the walk of the trace");
     uint64_t steps = 0;
-    int64_t step = -1;
     t->allocated_bytes_peak = w.start_allocated;
     t->reserved_bytes_peak = w.peak_reserved;
     t->peak_step = -1;
-    rs_walk_change c;
     for (uint64_t i = 0; i < h->count; i++) {
-        rs_walk_event(&w, &c);
         switch (h->action[i]) {
         case RS_ACT_ALLOC: t->num_allocs++; break;
         case RS_ACT_FREE_REQUESTED: t->num_frees++; break;
         case RS_ACT_SEGMENT_ALLOC: t->num_segment_allocs++; break;
         case RS_ACT_SEGMENT_FREE: t->num_segment_frees++; break;
-        case RS_ACT_STEP: step = rs_sat_i64(h->size[i]); steps++; break;
-        case RS_ACT_OOM:
-            t->num_ooms++;
-            s->has_oom = 1;
-            s->oom.requested = h->size[i];
-            s->oom.rounded = rs_walk_round(&w, h->size[i]);
-            s->oom.device_free = h->addr[i];
-            s->oom.allocated = w.allocated;
-            s->oom.reserved = w.reserved;
-            s->oom.time_us = h->time_us[i];
-            s->oom.stream = h->stream[i];
-            s->oom.stack = h->stack[i];
-            s->oom.step = step;
-            break;
-        }
-        if (w.allocated > t->allocated_bytes_peak) {
-            t->allocated_bytes_peak = w.allocated;
-            t->peak_time_us = h->time_us[i];
-            t->peak_step = step;
+        case RS_ACT_STEP: steps++; break;
+        case RS_ACT_OOM: t->num_ooms++; break;
         }
         if (h->time_us[i] > s->time_us) s->time_us = h->time_us[i];
     }
+    if (rs_walk_levels_exact(&w))
+        peaks_of_first_pass(s, &w);
+    else
+        peaks_by_walking(s, &w);
     rs_walk_keep(&w); /* the snapshot is finished: the summary's walk starts from this one */
     if (t->active_bytes_current > t->active_bytes_peak) t->active_bytes_peak = t->active_bytes_current;
     t->requested_bytes_peak = t->requested_bytes_current;

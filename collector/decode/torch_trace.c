@@ -73,6 +73,8 @@ enum { FR_NONE, FR_LIST, FR_GET };
  * two's complement when `sign` (BININT, LONG1), else unsigned (BININT1, BININT2). */
 typedef struct shape_int {
     uint8_t at, n, sign;
+    uint8_t shift; /* 64 - 8 * n when sign and n < 8: the sign extended by two shifts */
+    uint64_t mask; /* the n bytes of the 8 read */
 } shape_int;
 
 typedef struct entry_shape {
@@ -83,6 +85,7 @@ typedef struct entry_shape {
     uint16_t frames_at;
     shape_int ints[5]; /* addr, size, stream, time_us, device_free */
     uint32_t present;
+    uint32_t is_int;   /* the fields of ints that are there (entry_vals.is_int) */
     int action;        /* NOT_A_STR: the memo key of the action's GET at action_at names it */
     uint16_t action_at;
     uint8_t n_memo;
@@ -251,7 +254,10 @@ static void note_int_field(shape_notes *sn, const unsigned char *b, size_t p, si
         sn->ok = 0;
         return;
     }
-    sn->ints[int_slot(f)] = (shape_int){(uint8_t)off, (uint8_t)(n - head), b[p] == 0x4a || b[p] == 0x8a};
+    const uint8_t bytes = (uint8_t)(n - head), sign = b[p] == 0x4a || b[p] == 0x8a;
+    sn->ints[int_slot(f)] =
+        (shape_int){(uint8_t)off, bytes, sign, (uint8_t)(sign && bytes < 8 ? 64 - 8 * bytes : 0),
+                    bytes >= 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * bytes)) - 1};
 }
 
 #define MEMO_DICT 0xffff
@@ -276,6 +282,10 @@ static void learn_shape(rs_torch_trace *t, const unsigned char *b, const shape_n
     s->frames_at = sn->frames_at;
     memcpy(s->ints, sn->ints, sizeof s->ints);
     s->present = x->present;
+    static const int8_t int_fields[] = {F_ADDR, F_SIZE, F_STREAM, F_TIME_US, F_DEVICE_FREE};
+    s->is_int = 0;
+    for (size_t i = 0; i < sizeof int_fields; i++)
+        if (s->ints[i].at) s->is_int |= (uint32_t)1 << int_fields[i];
     s->action = sn->action_at ? NOT_A_STR : x->action;
     s->action_at = sn->action_at;
     s->n_memo = (uint8_t)n_memo;
@@ -334,16 +344,16 @@ static int shape_read(rs_torch_trace *t, rs_pickle_reader *r, const unsigned cha
         if (s->action == NOT_A_STR && (!rs_pk_get(q + s->action_at, len - at - s->action_at, &k64) ||
                                        (x.action = action_named(t, r, k64)) == NOT_A_STR))
             return 0;
-        static const int8_t fields[] = {F_ADDR, F_SIZE, F_STREAM, F_TIME_US, F_DEVICE_FREE};
-        for (size_t i = 0; i < sizeof fields; i++) {
+        uint64_t v[5] = {0, 0, 0, 0, 0};
+        for (size_t i = 0; i < 5; i++) {
             const shape_int *si = &s->ints[i];
             if (!si->at) continue;
-            uint64_t v, mask = si->n >= 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * si->n)) - 1;
-            memcpy(&v, q + si->at, 8); /* little-endian, as rs_pk_int reads */
-            v &= mask;
-            if (si->sign && si->n < 8 && (v >> (8 * si->n - 1) & 1)) v |= ~mask;
-            set_int(&x, fields[i], v);
+            memcpy(&v[i], q + si->at, 8); /* little-endian, as rs_pk_int reads */
+            v[i] &= si->mask;
+            if (si->shift) v[i] = (uint64_t)((int64_t)(v[i] << si->shift) >> si->shift);
         }
+        x.addr = v[0], x.size = v[1], x.stream = v[2], x.time_us = v[3], x.device_free = v[4];
+        x.is_int = s->is_int;
         size_t end = at + s->len;
         if (s->frames == FR_LIST) {
             x.frames = rs_pickle_read_gets(r, at + s->frames_at, at + s->len, &end);

@@ -3,9 +3,25 @@
  * with calloc and malloc'ed members, and hands it, whole or half-built, to rs_snap_free.
  */
 #include <stdlib.h>
+#include <string.h>
 
+#include "addr_hash.h"
 #include "snapshot.h"
 #include "walk.h"
+
+uint64_t rs_snap_frame_text_hash(const char *function, size_t function_len, const char *file,
+                                 size_t file_len)
+{
+    uint64_t h = rs_bytes_hash(0xcbf29ce484222325ull, function, function_len);
+    return rs_bytes_hash(h ^ 0xff, file, file_len) | 1;
+}
+
+uint64_t rs_snap_frame_text_hash_of(const rs_snap_frame *f)
+{
+    return f->text_hash ? f->text_hash
+                        : rs_snap_frame_text_hash(f->function, strlen(f->function), f->file,
+                                                  strlen(f->file));
+}
 
 void rs_snap_free(rs_snap *s)
 {

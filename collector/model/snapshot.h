@@ -132,6 +132,7 @@ typedef struct rs_snap_frame {
     char *function;           /* "??" if unknown                            */
     char *file;               /* "??" if unknown                            */
     int32_t line;             /* 0 if unknown                               */
+    uint64_t text_hash;       /* rs_snap_frame_text_hash of function and file; 0: not made */
 } rs_snap_frame;
 
 typedef struct rs_snap_module {
@@ -191,5 +192,13 @@ typedef struct rs_snap {
 /* Frees a snapshot and everything it owns; NULL is fine. Safe on a half-built snapshot whose
  * counts say how many of each array's elements are owned. */
 void rs_snap_free(rs_snap *s);
+
+/* A seeded hash (addr_hash.h) of a frame's function and file, never 0: a decoder that hashed them
+ * for its own table keeps it in the frame (text_hash), and the tables of the analysis (sites'
+ * lines, the classified frames) start from it instead of hashing the names again. */
+uint64_t rs_snap_frame_text_hash(const char *function, size_t function_len, const char *file,
+                                 size_t file_len);
+/* f's text_hash, or the hash made now when the decoder left it 0. */
+uint64_t rs_snap_frame_text_hash_of(const rs_snap_frame *f);
 
 #endif

@@ -227,17 +227,33 @@ void rs_walk_free(rs_walk *w)
     if (!w->borrowed) {
         free(w->index);
         free(w->index_addr);
-        free(w->event_slot);
+        free(w->event_slot); /* and the runs, which follow the noted slots */
     }
     w->slots = NULL;
     w->index = NULL;
     w->index_addr = NULL;
     w->event_slot = NULL;
+    w->run_step = w->run_peak = NULL;
+    w->n_runs = 0;
     w->n_slots = 0;
 }
 
+int rs_walk_levels_exact(const rs_walk *w)
+{
+    /* a relative level at the integer range may have stopped there; one that keeps the
+     * absolute level in [0, UINT64_MAX] never made the walk stop it */
+    if (w->rel_allocated_min == INT64_MIN || w->rel_allocated_max == INT64_MAX ||
+        w->rel_reserved_min == INT64_MIN || w->rel_reserved_max == INT64_MAX)
+        return 0;
+    return (uint64_t)-w->rel_allocated_min <= w->start_allocated &&
+           (uint64_t)w->rel_allocated_max <= UINT64_MAX - w->start_allocated &&
+           (uint64_t)-w->rel_reserved_min <= w->start_reserved &&
+           (uint64_t)w->rel_reserved_max <= UINT64_MAX - w->start_reserved;
+}
+
 /* The pass that finds the sums of the changes (hence the start levels), the first peak, the last
- * OOM and the span of step numbers. */
+ * OOM, the span of step numbers, and what rs_walk_levels_exact lets the summary and the decoder
+ * read instead of walking again (walk.h). */
 static void first_pass(rs_walk *w)
 {
     const rs_snap *s = w->s;
@@ -248,24 +264,48 @@ static void first_pass(rs_walk *w)
     int64_t best = 0, best_res = 0;
     w->peak_event = -1;
     w->last_oom = -1;
+    w->rel_reserved_at_peak = 0;
+    w->peak_step = w->oom_step = -1;
+    w->rel_allocated_at_oom = w->rel_reserved_at_oom = 0;
+    w->rel_allocated_min = w->rel_allocated_max = w->rel_reserved_min = w->rel_reserved_max = 0;
+    w->n_runs = 0;
+    int64_t step = -1;
     rs_walk_change c;
     for (uint64_t i = 0; i < h->count; i++) {
         uint8_t a = h->action[i];
         walk_event(w, &c);
         if (is_block_event(a)) w->any_block_event = 1;
-        if (w->rel_allocated > best) {
-            best = w->rel_allocated;
-            w->peak_event = (int64_t)i;
-        }
-        if (w->rel_reserved > best_res) best_res = w->rel_reserved;
-        if (a == RS_ACT_OOM) w->last_oom = (int64_t)i;
         if (a == RS_ACT_STEP) {
             int64_t st = (int64_t)h->size[i];
+            step = rs_sat_i64(h->size[i]);
             if (!w->any_step || st < w->step_min) w->step_min = st;
             if (!w->any_step || st > w->step_max) w->step_max = st;
             w->any_step = 1;
+            if (w->run_step) {
+                w->run_step[w->n_runs] = st;
+                w->run_peak[w->n_runs++] = w->rel_allocated;
+            }
+        } else if (w->n_runs && w->rel_allocated > w->run_peak[w->n_runs - 1]) {
+            w->run_peak[w->n_runs - 1] = w->rel_allocated;
+        }
+        if (w->rel_allocated > best) {
+            best = w->rel_allocated;
+            w->peak_event = (int64_t)i;
+            w->rel_reserved_at_peak = w->rel_reserved;
+            w->peak_step = step;
+        }
+        if (w->rel_allocated < w->rel_allocated_min) w->rel_allocated_min = w->rel_allocated;
+        if (w->rel_reserved > best_res) best_res = w->rel_reserved;
+        if (w->rel_reserved < w->rel_reserved_min) w->rel_reserved_min = w->rel_reserved;
+        if (a == RS_ACT_OOM) {
+            w->last_oom = (int64_t)i;
+            w->rel_allocated_at_oom = w->rel_allocated;
+            w->rel_reserved_at_oom = w->rel_reserved;
+            w->oom_step = step;
         }
     }
+    w->rel_allocated_max = best;
+    w->rel_reserved_max = best_res;
     w->start_allocated = rs_sat_apply(s->totals.allocated_bytes_current,
                                       rs_sat_neg_i64(w->rel_allocated));
     w->start_reserved = rs_sat_apply(s->totals.reserved_bytes_current,
@@ -329,8 +369,17 @@ ranksnap_status rs_walk_init(rs_walk *w, const rs_snap *s)
     while (cap < 2 * keys && cap < ((size_t)1 << 32)) cap <<= 1;
     w->index = calloc(cap, sizeof *w->index);
     w->index_addr = malloc(cap * sizeof *w->index_addr);
-    w->event_slot = malloc((h->count ? (size_t)h->count : 1) * sizeof *w->event_slot);
+    /* the runs of steps (first_pass) after the noted slots, in one block: two small blocks
+     * a file between the large ones left holes that the next file's columns did not fit in */
+    size_t steps = 0;
+    for (uint64_t i = 0; i < h->count; i++) steps += h->action[i] == RS_ACT_STEP;
+    size_t slots_bytes = ((h->count ? (size_t)h->count : 1) * sizeof *w->event_slot + 7) & ~(size_t)7;
+    w->event_slot = malloc(slots_bytes + 2 * steps * sizeof(int64_t));
     if (!w->index || !w->index_addr || !w->event_slot) return no_memory(w);
+    if (steps) {
+        w->run_step = (int64_t *)(void *)((char *)w->event_slot + slots_bytes);
+        w->run_peak = w->run_step + steps;
+    }
     w->index_mask = cap - 1;
 
     for (size_t i = 0; i < s->n_segments; i++) {

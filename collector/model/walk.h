@@ -85,6 +85,16 @@ typedef struct rs_walk {
     int any_step;
     int64_t step_min, step_max; /* step numbers seen, when any_step                          */
     uint64_t n_start_live;    /* blocks live before the first event                          */
+    /* What the first pass saw, relative to the start levels (rs_walk_levels_exact says when a
+     * level is the start plus these): the reserved level at peak_event, the step in effect
+     * there and at last_oom (a step event's size; -1 before the first), the levels at last_oom,
+     * and each run of events from a step event to the next with the highest allocated level
+     * in it (run_step/run_peak, NULL when there is no step event). */
+    int64_t rel_reserved_at_peak, peak_step;
+    int64_t rel_allocated_at_oom, rel_reserved_at_oom, oom_step;
+    int64_t rel_allocated_min, rel_allocated_max, rel_reserved_min, rel_reserved_max;
+    size_t n_runs;
+    int64_t *run_step, *run_peak;
     /* the walk's position (rs_walk_reset, rs_walk_event) */
     uint64_t next;            /* index of the next event to apply                            */
     uint64_t allocated, reserved;      /* levels after the events applied so far              */
@@ -112,6 +122,12 @@ void rs_walk_free(rs_walk *w);
  * the snapshot (rs_snap.walk), for every rs_walk_init after (the summary, the sites at the peak,
  * the timeline each make one). *w is left empty; without memory it is only freed. */
 void rs_walk_keep(rs_walk *w);
+
+/* Whether every allocated level (and reserved level) of a walk is its start level plus the
+ * first pass's relative one: no level saturated, at 0 or at the integer range, on the way. A
+ * history that frees more than it had (inconsistent) may make a level stop at 0; its readers
+ * walk instead of computing. */
+int rs_walk_levels_exact(const rs_walk *w);
 
 /* Back to the live set and the levels at the start, before event 0. */
 void rs_walk_reset(rs_walk *w);

@@ -69,6 +69,7 @@ static inline uint32_t sy_frame(synth *y, const char *function, const char *file
     f->function = sy_strdup(function);
     f->file = sy_strdup(file);
     f->line = line;
+    f->text_hash = 0; /* made by the analysis that needs it */
     return (uint32_t)s->n_frames++;
 }
 

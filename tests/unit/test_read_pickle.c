@@ -36,6 +36,7 @@
 #include "steps_infer.h"
 #include "torch_decode.h"
 #include "walk.h"
+#include "walk_records.h"
 
 #ifndef RS_TEST_DATA_DIR
 #define RS_TEST_DATA_DIR "tests/data"
@@ -877,6 +878,37 @@ TEST(a_walk_copied_from_the_decoders_is_the_walk_built_anew)
     CHECK(g_walks_bad == 0);
 }
 
+/* The walk's first-pass records (walk.h), which the decoder's totals and the summary's step
+ * series read in place of walks of their own, are what a walk of every event finds, on every
+ * real pickle of the archives; and all of them have exact levels (none stops at 0 on the way). */
+static int g_records_seen, g_records_bad, g_records_walked;
+
+static void records_alike(const char *path)
+{
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
+    rs_snap *s = NULL;
+    if (rs_decode_file(path, &o, &s) != RANKSNAP_OK) return;
+    int exact = 0;
+    const char *bad = walk_records_differ(s, &exact);
+    if (bad) fprintf(stderr, "%s: %s differs from the walk's\n", path, bad);
+    g_records_bad += bad != NULL;
+    g_records_walked += !exact;
+    g_records_seen++;
+    rs_snap_free(s);
+}
+
+TEST(the_walks_first_pass_records_are_what_a_walk_finds_on_the_real_pickles)
+{
+    g_records_seen = g_records_bad = g_records_walked = 0;
+    each_real_pickle(records_alike);
+    printf("     %d real snapshots, %d of them walked (levels not exact)\n", g_records_seen,
+           g_records_walked);
+    CHECK(g_records_seen >= 4);
+    CHECK(g_records_bad == 0);
+    CHECK(g_records_walked == 0);
+}
+
 /* ---- the sites made with the summary (summary.h: rs_summary_of_sites) ------------------------ */
 
 /* On every real pickle of the archives (OOM ranks among them): the sites made with the summary
@@ -1567,6 +1599,7 @@ int main(void)
     RUN(real_snapshots_in_tests_data_keep_the_model_promises);
     RUN(real_snapshots_decode_alike_streamed_and_from_the_value_tree);
     RUN(a_walk_copied_from_the_decoders_is_the_walk_built_anew);
+    RUN(the_walks_first_pass_records_are_what_a_walk_finds_on_the_real_pickles);
     RUN(the_sites_made_with_the_summary_are_the_snapshots_sites_at_its_peak);
     RUN(a_frames_list_met_again_is_read_again_after_its_memo_keys_change);
     RUN(a_shared_frames_list_that_grows_is_refused_when_streamed);

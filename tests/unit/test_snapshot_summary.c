@@ -109,7 +109,7 @@ TEST(summary_merges_pcs_of_one_line_and_shows_the_top_ten)
     memset(&s, 0, sizeof s);
     for (int i = 0; i < 13; i++) {
         snprintf(fn[i], sizeof fn[i], "layer%02d", i < 12 ? i : 0);
-        frames[i] = (rs_snap_frame){0x1000 + (uint64_t)i, 0, fn[i], file, i < 12 ? 100 + i : 100};
+        frames[i] = (rs_snap_frame){0x1000 + (uint64_t)i, 0, fn[i], file, i < 12 ? 100 + i : 100, 0};
         idx[i] = (uint32_t)i;
         stacks[i] = (rs_snap_stack){1, &idx[i]};
         /* site i holds (i + 1) MiB; frame 12 is another pc on layer00's line with 20 MiB */
