@@ -4,13 +4,20 @@
  * The table has one slot per distinct address, in the order rs_walk_init first met them (every
  * block of the end state, then every block event's), and an index from the address to its slot
  * (open addressing, linear probing, doubled whenever half full). rs_walk_init also notes each
- * block event's slot, so that a walk — the summary makes three — reads the slot instead of
- * hashing again. The table is sized by distinct addresses, not by events (a training loop
- * reuses some thousands of addresses over a million events: 64 bytes each, plus 24 to 48 in the
- * index), plus 4 bytes per event for the noted slots; a walk never adds an address, so slot
- * indexes are stable once rs_walk_init returns. A decoder that walks its finished snapshot keeps
- * that walk in it (rs_walk_keep), and the walks after copy its slots and share the rest instead
- * of hashing every event's address again.
+ * block event's slot, so that a later walk reads the slot instead of hashing again. The table is
+ * sized by distinct addresses, not by events (a training loop reuses some thousands of addresses
+ * over a million events: 64 bytes each, plus 24 to 48 in the index), plus 4 bytes per event for
+ * the noted slots and 16 per step event for the runs of steps; a walk never adds an address, so
+ * slot indexes are stable once rs_walk_init returns. A decoder that walks its finished snapshot
+ * keeps that walk in it (rs_walk_keep), and the walks after copy its slots and share the rest
+ * instead of hashing every event's address again.
+ *
+ * The first pass (rs_walk_init's) also records what the decoder's totals and the summary's step
+ * series used to walk the history again for: the levels and step at the peak and at the last
+ * OOM, and each step run's highest level, relative to the start. Where no level stopped at 0 or
+ * at the integer range on the way (rs_walk_levels_exact: every real trace), the start plus the
+ * relative level is the level a walk would be at, and they read it; a history that frees more
+ * than it held is walked, as before.
  */
 #include <stdlib.h>
 #include <string.h>
