@@ -828,16 +828,23 @@ TEST(real_snapshots_decode_alike_streamed_and_from_the_value_tree)
 
 /* ---- the decoder's walk, kept for the next ones (walk.h: rs_walk_keep) ------------------------ */
 
+/* A real pickle decoded with the default options; NULL for the broken ones of the archives. */
+static rs_snap *real_snapshot(const char *path)
+{
+    rs_torch_opts o;
+    rs_torch_opts_default(&o);
+    rs_snap *s = NULL;
+    return rs_decode_file(path, &o, &s) == RANKSNAP_OK ? s : NULL;
+}
+
 /* A walk copied from the one the decoder kept and a walk built anew agree at the start and after
  * every event, on every real pickle of the archives that has a trace. */
 static int g_walks_seen, g_walks_bad;
 
 static void walks_alike(const char *path)
 {
-    rs_torch_opts o;
-    rs_torch_opts_default(&o);
-    rs_snap *s = NULL;
-    if (rs_decode_file(path, &o, &s) != RANKSNAP_OK) return; /* the broken ones of the archives */
+    rs_snap *s = real_snapshot(path);
+    if (!s) return;
     int bad = !s->walk;
     rs_walk copied, built;
     struct rs_walk *kept = s->walk;
@@ -885,10 +892,8 @@ static int g_records_seen, g_records_bad, g_records_walked;
 
 static void records_alike(const char *path)
 {
-    rs_torch_opts o;
-    rs_torch_opts_default(&o);
-    rs_snap *s = NULL;
-    if (rs_decode_file(path, &o, &s) != RANKSNAP_OK) return;
+    rs_snap *s = real_snapshot(path);
+    if (!s) return;
     int exact = 0;
     const char *bad = walk_records_differ(s, &exact);
     if (bad) fprintf(stderr, "%s: %s differs from the walk's\n", path, bad);
@@ -918,10 +923,8 @@ static int g_sites_seen, g_sites_bad, g_sites_oom;
 
 static void sites_alike(const char *path)
 {
-    rs_torch_opts o;
-    rs_torch_opts_default(&o);
-    rs_snap *s = NULL;
-    if (rs_decode_file(path, &o, &s) != RANKSNAP_OK) return;
+    rs_snap *s = real_snapshot(path);
+    if (!s) return;
     rs_summary sum, plain;
     rs_summary_sites made;
     rs_summary_of_sites(s, &sum, &made);
