@@ -35,7 +35,7 @@ static void usage(FILE *out)
                 rs_verbs[i]->summary);
     fprintf(out, "\noptions:\n"
                  "  -h, --help     this text (ranksnap VERB --help for a verb)\n"
-                 "  -V, --version  versions of ranksnap and msgpack-c\n"
+                 "  -V, --version  the versions of ranksnap and of the msgpack-c it was built with\n"
                  "  --help-env     the RANKSNAP_* environment variables a rank reads\n");
 }
 
@@ -51,7 +51,9 @@ int main(int argc, char **argv)
         return RS_EXIT_OK;
     }
     if (strcmp(first, "-V") == 0 || strcmp(first, "--version") == 0) {
-        printf("ranksnap %s\nmsgpack-c %s\n", ranksnap_version(), msgpack_version());
+        /* the headers' version: the command uses msgpack-c's inline code only, so it does not
+         * load libmsgpackc (CMakeLists.txt, --as-needed) */
+        printf("ranksnap %s\nmsgpack-c %s\n", ranksnap_version(), MSGPACK_VERSION);
         return RS_EXIT_OK;
     }
     if (strcmp(first, "--help-env") == 0) {

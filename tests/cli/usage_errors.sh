@@ -52,6 +52,17 @@ case_collect_runs_its_own_program() {
     case "$err" in *"cannot run $dir/ranksnap-collect"*) ;; *) exit 1;; esac
 }
 
+# `ranksnap` loads no library it does not call (CMakeLists.txt, --as-needed): not msgpack-c, whose
+# inline code is all the command uses, nor libm where sqrt is an instruction (any build but
+# Debug's -O0, BUILD_TYPE)
+case_loads_no_unused_library() {
+    command -v readelf >/dev/null || { echo "no readelf to read the program's libraries"; exit 77; }
+    needed=$(readelf -d "$ranksnap" | grep NEEDED); echo "$needed"
+    case "$needed" in *libmsgpackc*) echo "ranksnap loads msgpack-c"; exit 1;; esac
+    test "$1" = Debug && exit 0
+    case "$needed" in *'[libm.so'*) echo "ranksnap loads libm"; exit 1;; esac
+}
+
 shift 2
 command -v "case_$name" >/dev/null || { echo "usage_errors.sh: no case '$name'" >&2; exit 2; }
 "case_$name" "$@"
