@@ -22,12 +22,15 @@ Formats:
 real PyTorch pickles (tests/data's, the attribution fixtures' leak_all with stacks="all") against
 Python's loads of them, against the same loads paired with reports run after run (the median
 of the pairs' ratios), and against the whole Python process that loads them (start-up, reads,
-loads and exit: its wall time, median of the same runs). --decode-bench runs decode_bench on one file of each kind and on the
+loads and exit: its wall time, median of the same runs); with --after R, also the report
+timed R times after each of four things, in turn: another report, Python's loads, a Python
+that does nothing, 100 ms idle (the paired runs' reports follow Python's). --decode-bench runs decode_bench on one file of each kind and on the
 real pickles: the decoders alone, one core.
 
   report_bench.py --build BUILD --work DIR [--ranks 4,32,256,1024] [--events 100000]
                   [--formats rsnap,ring,pickle] [--pickle-ranks 4,32,256] [--reps 3] [--py-reps R]
-                  [--jobs N] [--single 1000000] [--real DIR,...] [--decode-bench] [--json]
+                  [--jobs N] [--single 1000000] [--real DIR,...] [--after R] [--decode-bench]
+                  [--json]
 
 The extrapolation line fits the two largest N of a format (time and RSS grow linearly with the
 ranks read) and says what 16,384 ranks would take: an estimate, printed as one.
@@ -180,6 +183,30 @@ def paired(args, files, reps):
     return median(ratios)
 
 
+def after(args, files, rounds):
+    """What ran just before a report changes its time: the report of the files timed right
+    after another report, after a Python process that loads them (as in the paired runs), after
+    one that does nothing (`python3 -c pass`) and after 100 ms of nothing, the four in turn,
+    `rounds` times; the medians in ms. A report's two threads need both CPUs, and a CPU that
+    was idle (the other one, while Python ran on one) comes back slower (docs/BENCHMARKS.md)."""
+    cmd = report_cmd(args, files, [])
+    before = {
+        "report": lambda: run_timed(cmd),
+        "python load": lambda: python_load(files, 1),
+        "python -c pass": lambda: run_timed([sys.executable, "-c", "pass"]),
+        "100 ms idle": lambda: time.sleep(0.1),
+    }
+    walls = {k: [] for k in before}
+    for _ in range(rounds):
+        for k, first in before.items():
+            first()
+            wall, rc, err, _ = run_timed(cmd)
+            if rc != 0:
+                sys.exit("report_bench: %s failed (%d): %s" % (" ".join(cmd), rc, err))
+            walls[k].append(wall * 1e3)
+    return {k: median(v) for k, v in walls.items()}
+
+
 def python_process(files, reps):
     """The wall time of a whole Python process that loads the files: what someone who unpickles
     them waits for (its start-up, the reads, the loads and the exit), the median of reps."""
@@ -258,6 +285,9 @@ def main():
     p.add_argument("--real", default="",
                    help="folders of real PyTorch pickles (comma-separated), each reported whole "
                         "against Python's loads of its pickles (median of 9 runs)")
+    p.add_argument("--after", type=int, default=0, metavar="R",
+                   help="with --real: R rounds of the report timed after each of four things "
+                        "(another report, Python's loads, a Python that does nothing, 100 ms idle)")
     p.add_argument("--decode-bench", action="store_true")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
@@ -315,6 +345,13 @@ def main():
             print("        (real: %s; paired with Python's loads, run after run: ratio %.3f; "
                   "the whole Python process that loads them: %.3f s, the report %.3f of it)"
                   % (d, r["ratio_paired"], r["python_process_s"], r["ratio_process"]))
+        if args.after:
+            r["report_ms_after"] = after(args, files, args.after)
+            if args.json:
+                print(json.dumps({"folder": d, "report_ms_after": r["report_ms_after"]}), flush=True)
+            else:
+                print("        (the report after %s)" % "; ".join(
+                    "%s: %.2f ms" % kv for kv in r["report_ms_after"].items()))
 
     if args.single:
         d = os.path.join(args.work, "single-%d" % args.single)
