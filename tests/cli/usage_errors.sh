@@ -1,7 +1,7 @@
 #!/bin/sh
 # `ranksnap` refuses what it cannot do with the exit code that says why: 2 for a usage error
 # (naming the verb or flag), 1 for a file that cannot be read (naming the file).
-# usage: usage_errors.sh CASE RANKSNAP [FILE]
+# usage: usage_errors.sh CASE RANKSNAP [FILE or CONFIG]
 set -u
 name=$1 ranksnap=$2
 
@@ -53,8 +53,8 @@ case_collect_runs_its_own_program() {
 }
 
 # `ranksnap` loads no library it does not call (CMakeLists.txt, --as-needed): not msgpack-c, whose
-# inline code is all the command uses, nor libm where sqrt is an instruction (any build but
-# Debug's -O0, BUILD_TYPE)
+# inline code is all the command uses, nor libm where sqrt is an instruction (every
+# configuration but Debug, whose -O0 calls it; CONFIG, the argument after RANKSNAP)
 case_loads_no_unused_library() {
     command -v readelf >/dev/null || { echo "no readelf to read the program's libraries"; exit 77; }
     needed=$(readelf -d "$ranksnap" | grep NEEDED); echo "$needed"
