@@ -293,6 +293,10 @@ def main():
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     real = [x for x in args.real.split(",") if x]
+    if args.after < 0:
+        sys.exit("report_bench: --after %d: expected a number of rounds, 0 or more" % args.after)
+    if args.after and not real:
+        sys.exit("report_bench: --after times the reports of --real folders: give --real DIR,...")
     for d in real:  # before anything is written or timed
         if not os.path.isdir(d):
             sys.exit("report_bench: --real %s: not a folder (of real PyTorch pickles)" % d)
