@@ -77,13 +77,16 @@ typedef struct shape_int {
     uint64_t mask; /* the n bytes of the 8 read */
 } shape_int;
 
+/* The int fields a shape reads, in the order of its ints[] (and of shape_read's values). */
+static const int8_t shape_int_field[5] = {F_ADDR, F_SIZE, F_STREAM, F_TIME_US, F_DEVICE_FREE};
+
 typedef struct entry_shape {
     uint16_t len;   /* its bytes from the EMPTY_DICT compared (then a frames list's items) */
     uint8_t words;  /* (len + 7) / 8 */
     uint8_t frames; /* FR_NONE: len ends at SETITEMS; FR_LIST: at the list's items, after which
                      * SETITEMS; FR_GET: at SETITEMS, the GET's key (at frames_at) read */
     uint16_t frames_at;
-    shape_int ints[5]; /* addr, size, stream, time_us, device_free */
+    shape_int ints[5]; /* shape_int_field's */
     uint32_t present;
     uint32_t is_int;   /* the fields of ints that are there (entry_vals.is_int) */
     int action;        /* NOT_A_STR: the memo key of the action's GET at action_at names it */
@@ -242,7 +245,9 @@ static void note_int(shape_notes *sn, const unsigned char *b, size_t p, size_t n
 /* Where shape_int keeps field f: addr, size, stream, time_us, device_free. */
 static int int_slot(int f)
 {
-    return f == F_ADDR ? 0 : f == F_SIZE ? 1 : f == F_STREAM ? 2 : f == F_TIME_US ? 3 : 4;
+    int i = 0;
+    while (i < 4 && shape_int_field[i] != f) i++;
+    return i;
 }
 
 /* Int field f's opcode at b[p] (n bytes): where a shape reads its value. */
@@ -282,10 +287,9 @@ static void learn_shape(rs_torch_trace *t, const unsigned char *b, const shape_n
     s->frames_at = sn->frames_at;
     memcpy(s->ints, sn->ints, sizeof s->ints);
     s->present = x->present;
-    static const int8_t int_fields[] = {F_ADDR, F_SIZE, F_STREAM, F_TIME_US, F_DEVICE_FREE};
     s->is_int = 0;
-    for (size_t i = 0; i < sizeof int_fields; i++)
-        if (s->ints[i].at) s->is_int |= (uint32_t)1 << int_fields[i];
+    for (size_t i = 0; i < sizeof shape_int_field; i++)
+        if (s->ints[i].at) s->is_int |= (uint32_t)1 << shape_int_field[i];
     s->action = sn->action_at ? NOT_A_STR : x->action;
     s->action_at = sn->action_at;
     s->n_memo = (uint8_t)n_memo;
@@ -352,6 +356,7 @@ static int shape_read(rs_torch_trace *t, rs_pickle_reader *r, const unsigned cha
             v[i] &= si->mask;
             if (si->shift) v[i] = (uint64_t)((int64_t)(v[i] << si->shift) >> si->shift);
         }
+        /* shape_int_field's order */
         x.addr = v[0], x.size = v[1], x.stream = v[2], x.time_us = v[3], x.device_free = v[4];
         x.is_int = s->is_int;
         size_t end = at + s->len;
