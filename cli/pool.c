@@ -1,6 +1,7 @@
 /*
  * pool.c — pool.h: a counter of the next task and a lock for the completion callback; threads
- * live for one rs_pool_run, each started on a CPU of its own.
+ * live for one rs_pool_run, each started on a CPU of its own, and allocate from huge pages while
+ * they work (heap.h).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "heap.h"
 #include "pool.h"
 
 /* More threads than this never pay off for reading files, whatever --jobs says. */
@@ -26,6 +28,7 @@ typedef struct pool {
 static void *pool_worker(void *arg)
 {
     pool *p = arg;
+    void *spacer = rs_heap_thread_begin();
     for (;;) {
         size_t i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
         if (i >= p->n) break;
@@ -36,6 +39,7 @@ static void *pool_worker(void *arg)
             pthread_mutex_unlock(&p->lock);
         }
     }
+    rs_heap_thread_end(spacer);
     return NULL;
 }
 
@@ -105,10 +109,12 @@ void rs_pool_run(size_t n, int jobs, rs_pool_task task, rs_pool_done done, void 
         pthread_mutex_destroy(&p.lock);
         return;
     }
+    void *spacer = n ? rs_heap_thread_begin() : NULL;
     for (size_t i = 0; i < n; i++) {
         task(ctx, i);
         if (done) done(ctx, i);
     }
+    rs_heap_thread_end(spacer);
 }
 
 int rs_pool_cores(void)

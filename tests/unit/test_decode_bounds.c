@@ -21,19 +21,12 @@
 #include "file_read.h"
 #include "find_python.h"
 #include "rsnap_decode.h"
+#include "sanitized.h"
 #include "snap_check.h"
 #include "snap_same.h"
 #include "snapshot_fixture.h"
 #include "summary.h"
 #include "torch_decode.h"
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RS_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define RS_TEST_SANITIZED 1
-#endif
-#endif
 
 #define MIB ((long)1 << 20)
 
