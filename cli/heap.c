@@ -14,10 +14,9 @@
  * back onto the 4 KiB pages below it. A thread whose block starts in a range marked before (its
  * top on marked pages already: a spacer held, or the arena kept what it allocated there) has
  * nothing to do; one whose block starts where one did before (the spacer freed, the top back
- * below it) marks no range twice. Only memory the thread holds is
- * marked: no other mapping is touched. Nothing but speed depends on it: where a call fails, the
- * block comes from elsewhere than the top, or the kernel makes 4 KiB pages, allocations are as
- * they were.
+ * below it) marks no range twice. Only memory the thread holds is marked: no other mapping is
+ * touched. Nothing but speed depends on it: where a call fails, the block comes from elsewhere
+ * than the top, or the kernel makes 4 KiB pages, allocations are as they were.
  */
 #include <pthread.h>
 #include <stdint.h>
