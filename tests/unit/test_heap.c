@@ -22,15 +22,15 @@
 /* as the decoders' blocks: the memo's array, an event column */
 #define BLOCK ((size_t)1 << 20)
 
-/* smaps' THPeligible of the mapping that holds p: 0 or 1, -1 when smaps does not say. A block
- * is asked about at its middle: its first bytes may share a page with what lies before it. */
-static int thp_eligible(const void *p)
+/* smaps' THPeligible of the mapping that holds address a: 0 or 1, -1 when smaps does not say. A
+ * block is asked about at its middle: its first bytes may share a page with what lies before
+ * it. An address, not a pointer: GCC -O0 warns of a pointer to unwritten memory given as const. */
+static int thp_eligible(uintptr_t a)
 {
     FILE *f = fopen("/proc/self/smaps", "r");
     if (!f) return -1;
     char line[512];
     int in = 0, r = -1;
-    uintptr_t a = (uintptr_t)p;
     while (fgets(line, sizeof line, f)) {
         unsigned long lo, hi;
         if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
@@ -54,7 +54,7 @@ typedef struct probe {
 static int block_eligible(void)
 {
     void *p = malloc(BLOCK);
-    int e = p ? thp_eligible((char *)p + BLOCK / 2) : -1;
+    int e = p ? thp_eligible((uintptr_t)p + BLOCK / 2) : -1;
     free(p);
     return e;
 }
@@ -98,7 +98,7 @@ static const char *why_not(void)
         return "transparent huge pages are not in \"madvise\" mode (\"never\": nothing is "
                "eligible; \"always\": everything is)";
     void *p = malloc(16);
-    int smaps = thp_eligible(p);
+    int smaps = p ? thp_eligible((uintptr_t)p) : -1;
     free(p);
     if (smaps < 0) return "/proc/self/smaps has no THPeligible field (Linux before 5.0?)";
     return NULL;
