@@ -51,8 +51,8 @@ static int mark(uintptr_t at, uintptr_t from, uintptr_t to)
 {
     if (to <= from) return -1;
     int r = -1;
-    size_t i, same = n_marked;
     pthread_mutex_lock(&marked_lock);
+    size_t i, same = n_marked;
     for (i = 0; i < n_marked; i++) {
         if (marked[i].from <= at && at < marked[i].to) break;
         if (marked[i].from == from) same = i;
