@@ -283,6 +283,9 @@ static void first_pass(rs_walk *w)
         walk_event(w, &c);
         if (is_block_event(a)) w->any_block_event = 1;
         if (a == RS_ACT_STEP) {
+            /* a step number two ways, each as its reader's walk took it: the summary's series
+             * (step_min, step_max, the runs) the bits as signed, the decoders' peak and OOM
+             * steps saturated; they differ only for a size above INT64_MAX */
             int64_t st = (int64_t)h->size[i];
             step = rs_sat_i64(h->size[i]);
             if (!w->any_step || st < w->step_min) w->step_min = st;
