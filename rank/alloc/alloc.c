@@ -39,18 +39,17 @@
  * the recorder may already be gone.
  */
 #include <inttypes.h>
-#include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "alloc.h"
 #include "clock.h"
 #include "errors.h"
 #include "log.h"
+#include "mutex.h"
 #include "options.h"
 #include "text.h"
 
@@ -60,62 +59,6 @@
  * for most of them, since each has several callers) every call saved and restored registers
  * and recomputed what the caller already had, which was a third of a malloc+free pair. */
 #define RS_HOT static inline __attribute__((always_inline))
-
-/* ---- the lock -------------------------------------------------------------------------------- */
-
-/* A futex mutex (Drepper, "Futexes Are Tricky", mutex 3): 0 free, 1 held, 2 held and maybe
- * waited on. Uncontended, lock and unlock are one atomic read-modify-write each, as in glibc's
- * pthread_mutex, but inline: glibc's pair of calls through the PLT, with their checks of the
- * mutex kind, cost ~55 instructions per call, a tenth of a warm malloc+free pair. Contended, a
- * waiter spins briefly (the critical sections are ~100 ns) and then sleeps in the kernel. The
- * acquire/release orderings are what ThreadSanitizer sees, so it checks the allocator's state as
- * it did under pthread_mutex. Not recursive, like the default pthread_mutex it replaces. */
-typedef struct rs_mutex {
-    atomic_int v;
-} rs_mutex;
-
-static void rs_futex(atomic_int *addr, int op, int val)
-{
-    syscall(SYS_futex, (int *)addr, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
-}
-
-static inline void rs_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __asm__ volatile("pause");
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
-}
-
-__attribute__((noinline)) static void rs_mutex_lock_slow(rs_mutex *m)
-{
-    for (int i = 0; i < 128; i++) {
-        rs_cpu_relax();
-        int c = atomic_load_explicit(&m->v, memory_order_relaxed);
-        if (c == 0 && atomic_compare_exchange_weak_explicit(&m->v, &c, 1, memory_order_acquire,
-                                                            memory_order_relaxed))
-            return;
-        if (c == 2) break; /* others already sleep: queue behind them */
-    }
-    /* Mark the lock contended; whoever releases it then wakes a sleeper. */
-    while (atomic_exchange_explicit(&m->v, 2, memory_order_acquire) != 0)
-        rs_futex(&m->v, FUTEX_WAIT, 2);
-}
-
-static inline void rs_mutex_lock(rs_mutex *m)
-{
-    int c = 0;
-    if (!atomic_compare_exchange_strong_explicit(&m->v, &c, 1, memory_order_acquire,
-                                                 memory_order_relaxed))
-        rs_mutex_lock_slow(m);
-}
-
-static inline void rs_mutex_unlock(rs_mutex *m)
-{
-    if (atomic_exchange_explicit(&m->v, 0, memory_order_release) == 2)
-        rs_futex(&m->v, FUTEX_WAKE, 1);
-}
 
 typedef struct rs_block rs_block;
 typedef struct rs_segment rs_segment;
@@ -175,7 +118,8 @@ typedef struct map_slot {
 } map_slot;
 
 struct rs_alloc {
-    rs_mutex mu;
+    rs_mutex *lock; /* &own_lock, or the one the config shares among allocators */
+    rs_mutex own_lock;
     rs_backend *backend;
     rs_alloc_observer observer;
     void *observer_ctx;
@@ -1369,7 +1313,8 @@ ranksnap_status rs_alloc_create(rs_backend *backend, const rs_alloc_config *cfg,
 
     rs_alloc *a = calloc(1, sizeof *a);
     if (!a) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rs_alloc_create: out of host memory");
-    atomic_init(&a->mu.v, 0);
+    atomic_init(&a->own_lock.v, 0);
+    a->lock = cfg && cfg->lock ? cfg->lock : &a->own_lock;
     a->backend = backend;
     if (cfg) {
         if (cfg->conf) a->conf = *cfg->conf;
@@ -1407,7 +1352,7 @@ ranksnap_status rs_alloc_create(rs_backend *backend, const rs_alloc_config *cfg,
 void rs_alloc_destroy(rs_alloc *a)
 {
     if (!a) return;
-    rs_mutex_lock(&a->mu);
+    rs_mutex_lock(a->lock);
     const rs_backend_ops *ops = a->backend->ops;
     for (size_t i = 0; i < a->n_pending; i++) {
         if (ops->event_synchronize(a->backend, a->pending[i].ev) != RANKSNAP_OK)
@@ -1464,7 +1409,7 @@ void rs_alloc_destroy(rs_alloc *a)
     }
     free(a->pending);
     free(a->map);
-    rs_mutex_unlock(&a->mu);
+    rs_mutex_unlock(a->lock);
     free(a);
 }
 
@@ -1480,9 +1425,9 @@ ranksnap_status rs_alloc_malloc(rs_alloc *a, size_t size, void *stream, void **p
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
                         "rs_alloc_malloc: %zu bytes: expected a size below %zu", size,
                         SIZE_MAX / 2);
-    rs_mutex_lock(&a->mu);
+    rs_mutex_lock(a->lock);
     ranksnap_status st = malloc_locked(a, size, stream, ptr);
-    rs_mutex_unlock(&a->mu);
+    rs_mutex_unlock(a->lock);
     return st;
 }
 
@@ -1522,10 +1467,10 @@ ranksnap_status rs_alloc_free(rs_alloc *a, void *ptr)
 {
     if (!a) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_alloc_free: allocator is NULL");
     if (!ptr) return RANKSNAP_OK;
-    rs_mutex_lock(&a->mu);
+    rs_mutex_lock(a->lock);
     map_slot *slot = map_find(a, (uintptr_t)ptr);
     if (!slot) {
-        rs_mutex_unlock(&a->mu);
+        rs_mutex_unlock(a->lock);
         return rs_error(RANKSNAP_ERR_UNKNOWN_POINTER,
                         "free of %p: expected the start of a block allocated by ranksnap and not "
                         "yet freed (never allocated here, or freed twice)",
@@ -1535,7 +1480,7 @@ ranksnap_status rs_alloc_free(rs_alloc *a, void *ptr)
     if (b->n_uses) {
         ranksnap_status st = record_events(a, b);
         if (st != RANKSNAP_OK) {
-            rs_mutex_unlock(&a->mu);
+            rs_mutex_unlock(a->lock);
             return st;
         }
     }
@@ -1549,7 +1494,7 @@ ranksnap_status rs_alloc_free(rs_alloc *a, void *ptr)
     } else {
         block_to_pool(a, b);
     }
-    rs_mutex_unlock(&a->mu);
+    rs_mutex_unlock(a->lock);
     return RANKSNAP_OK;
 }
 
@@ -1558,7 +1503,7 @@ ranksnap_status rs_alloc_record_stream(rs_alloc *a, void *ptr, void *stream)
     if (!a) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_alloc_record_stream: allocator "
                                                            "is NULL");
     ranksnap_status st = RANKSNAP_OK;
-    rs_mutex_lock(&a->mu);
+    rs_mutex_lock(a->lock);
     map_slot *slot = ptr ? map_find(a, (uintptr_t)ptr) : NULL;
     if (!slot) {
         st = rs_error(RANKSNAP_ERR_UNKNOWN_POINTER,
@@ -1584,7 +1529,7 @@ ranksnap_status rs_alloc_record_stream(rs_alloc *a, void *ptr, void *stream)
     }
     b->uses[b->n_uses++] = stream;
 out:
-    rs_mutex_unlock(&a->mu);
+    rs_mutex_unlock(a->lock);
     return st;
 }
 
@@ -1592,25 +1537,25 @@ ranksnap_status rs_alloc_empty_cache(rs_alloc *a)
 {
     if (!a) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_alloc_empty_cache: allocator is "
                                                            "NULL");
-    rs_mutex_lock(&a->mu);
+    rs_mutex_lock(a->lock);
     ranksnap_status st = release_cached(a);
-    rs_mutex_unlock(&a->mu);
+    rs_mutex_unlock(a->lock);
     return st;
 }
 
 int rs_alloc_owns(rs_alloc *a, const void *ptr)
 {
     if (!a || !ptr) return 0;
-    rs_mutex_lock(&a->mu);
+    rs_mutex_lock(a->lock);
     int owns = map_find(a, (uintptr_t)ptr) != NULL;
-    rs_mutex_unlock(&a->mu);
+    rs_mutex_unlock(a->lock);
     return owns;
 }
 
 void rs_alloc_get_stats(rs_alloc *a, ranksnap_stats *out)
 {
     if (!a || !out) return;
-    rs_mutex_lock(&a->mu);
+    rs_mutex_lock(a->lock);
     const ranksnap_stats *s = &a->st;
     out->allocated_bytes = s->allocated_bytes;
     out->allocated_bytes_peak = s->allocated_bytes_peak;
@@ -1632,13 +1577,13 @@ void rs_alloc_get_stats(rs_alloc *a, ranksnap_stats *out)
     out->peak_step = s->peak_step;
     out->device_total_bytes = a->device_total;
     out->memory_limit_bytes = a->has_cap ? a->cap : 0;
-    rs_mutex_unlock(&a->mu);
+    rs_mutex_unlock(a->lock);
 }
 
 void rs_alloc_reset_peak_stats(rs_alloc *a)
 {
     if (!a) return;
-    rs_mutex_lock(&a->mu);
+    rs_mutex_lock(a->lock);
     ranksnap_stats *s = &a->st;
     s->allocated_bytes_peak = s->allocated_bytes;
     s->requested_bytes_peak = s->requested_bytes;
@@ -1646,24 +1591,24 @@ void rs_alloc_reset_peak_stats(rs_alloc *a)
     s->active_bytes_peak = s->active_bytes;
     s->peak_time_us = rs_now_us();
     s->peak_step = a->step;
-    rs_mutex_unlock(&a->mu);
+    rs_mutex_unlock(a->lock);
 }
 
 void rs_alloc_set_step(rs_alloc *a, int64_t step)
 {
     if (!a) return;
-    rs_mutex_lock(&a->mu);
+    rs_mutex_lock(a->lock);
     a->step = step;
-    rs_mutex_unlock(&a->mu);
+    rs_mutex_unlock(a->lock);
 }
 
 int rs_alloc_last_oom(rs_alloc *a, rs_oom_info *out)
 {
     if (!a) return 0;
-    rs_mutex_lock(&a->mu);
+    rs_mutex_lock(a->lock);
     int have = a->have_oom;
     if (have && out) *out = a->oom;
-    rs_mutex_unlock(&a->mu);
+    rs_mutex_unlock(a->lock);
     return have;
 }
 
@@ -1671,44 +1616,42 @@ uint64_t rs_alloc_memory_limit(const rs_alloc *a)
 {
     if (!a) return 0;
     rs_alloc *m = (rs_alloc *)(uintptr_t)a; /* the lock is not part of the logical state */
-    rs_mutex_lock(&m->mu);
+    rs_mutex_lock(m->lock);
     uint64_t limit = a->has_cap ? a->cap : 0;
-    rs_mutex_unlock(&m->mu);
+    rs_mutex_unlock(m->lock);
     return limit;
 }
 
 void rs_alloc_set_memory_limit(rs_alloc *a, uint64_t limit)
 {
     if (!a) return;
-    rs_mutex_lock(&a->mu);
+    rs_mutex_lock(a->lock);
     a->memory_limit = limit;
     update_cap(a);
-    rs_mutex_unlock(&a->mu);
+    rs_mutex_unlock(a->lock);
 }
 
 void rs_alloc_get_conf(rs_alloc *a, rs_alloc_conf *out)
 {
     if (!a || !out) return;
-    rs_mutex_lock(&a->mu);
+    rs_mutex_lock(a->lock);
     *out = a->conf;
-    rs_mutex_unlock(&a->mu);
+    rs_mutex_unlock(a->lock);
 }
 
 void rs_alloc_lock(rs_alloc *a)
 {
-    rs_mutex_lock(&a->mu);
+    rs_mutex_lock(a->lock);
 }
 
 int rs_alloc_trylock(rs_alloc *a)
 {
-    int c = 0;
-    return atomic_compare_exchange_strong_explicit(&a->mu.v, &c, 1, memory_order_acquire,
-                                                   memory_order_relaxed);
+    return rs_mutex_trylock(a->lock);
 }
 
 void rs_alloc_unlock(rs_alloc *a)
 {
-    rs_mutex_unlock(&a->mu);
+    rs_mutex_unlock(a->lock);
 }
 
 /* ---- state for the snapshot ------------------------------------------------------------------ */
@@ -1789,6 +1732,7 @@ ranksnap_status rs_alloc_state_take_locked(rs_alloc *a, rs_alloc_state *out)
             break;
         }
         si->addr = order[i].first->addr;
+        si->device = a->device_index;
         si->stream = s->pool->stream;
         si->is_small = s->pool->is_small;
         si->stack_id = s->stack_id;
@@ -1819,9 +1763,9 @@ ranksnap_status rs_alloc_state_take(rs_alloc *a, rs_alloc_state *out)
     if (!a || !out)
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
                         "rs_alloc_state_take: expected an allocator and an output state");
-    rs_mutex_lock(&a->mu);
+    rs_mutex_lock(a->lock);
     ranksnap_status st = rs_alloc_state_take_locked(a, out);
-    rs_mutex_unlock(&a->mu);
+    rs_mutex_unlock(a->lock);
     return st;
 }
 
@@ -1967,8 +1911,8 @@ static int validate(rs_alloc *a)
 int rs_alloc_check(rs_alloc *a)
 {
     if (!a) return 0;
-    rs_mutex_lock(&a->mu);
+    rs_mutex_lock(a->lock);
     int ok = validate(a);
-    rs_mutex_unlock(&a->mu);
+    rs_mutex_unlock(a->lock);
     return ok;
 }

@@ -16,8 +16,8 @@
  * every free page, reserve once more (a retry); then OOM. The settings: rs_alloc_conf
  * (common/alloc_conf.h).
  *
- * One mutex guards everything; the observer (the recorder) is called with it held, so it needs no
- * lock of its own. rs_alloc_lock/unlock let the runtime serialise its own recorder writes (steps,
+ * One mutex guards everything (shared by the allocators of a rank's devices when the config says
+ * so); the observer (the recorder) is called with it held, so it needs no lock of its own. rs_alloc_lock/unlock let the runtime serialise its own recorder writes (steps,
  * annotations) with the allocator's.
  */
 #ifndef RANKSNAP_ALLOC_H
@@ -29,6 +29,7 @@
 #include "alloc_conf.h"
 #include "format.h"
 #include "backend.h"
+#include "mutex.h"
 #include "ranksnap.h"
 
 #define RS_MIN_BLOCK_SIZE ((size_t)RS_CONF_MIN_BLOCK)
@@ -55,6 +56,9 @@ typedef struct rs_alloc_config {
     /* overrides conf's max_split_size when neither 0 nor UINT64_MAX (RANKSNAP_MAX_SPLIT_SIZE) */
     uint64_t max_split_size;
     int device_index;        /* for the OOM message                              */
+    /* the lock to take, shared with the allocators of the rank's other devices and with the
+     * runtime's recorder writes; NULL = the allocator's own */
+    rs_mutex *lock;
     rs_alloc_observer observer;
     void *observer_ctx;
 } rs_alloc_config;
@@ -124,6 +128,7 @@ typedef struct rs_segment_info {
     uint64_t active_size;
     uint64_t requested_size;
     void *stream;
+    int device;        /* the allocator's device_index */
     int is_small;
     uint32_t stack_id; /* stack of the allocation that created the segment */
     size_t n_blocks;

@@ -129,11 +129,11 @@ static int fixture_init(fixture *f, int with_recorder)
 
     rs_segment_info *g = f->segs;
     g[0] = (rs_segment_info){FX_SEG0, 20 * FX_MIB, 4 * FX_MIB, 6 * FX_MIB, 4 * FX_MIB - 100,
-                             FX_S1, 0, f->stack_a, 3, f->blocks0};
-    g[1] = (rs_segment_info){FX_SEG1, 2 * FX_MIB, 512, 512, 300, NULL, 1, f->stack_c, 2,
+                             FX_S1, 0, 0, f->stack_a, 3, f->blocks0};
+    g[1] = (rs_segment_info){FX_SEG1, 2 * FX_MIB, 512, 512, 300, NULL, 0, 1, f->stack_c, 2,
                              f->blocks1};
     g[2] = (rs_segment_info){FX_SEG2, 20 * FX_MIB, 20 * FX_MIB, 20 * FX_MIB, 20 * FX_MIB, FX_S2,
-                             0, 0, 1, f->blocks2};
+                             0, 0, 0, 1, f->blocks2};
     f->state.n_segments = 3;
     f->state.segments = g;
 
