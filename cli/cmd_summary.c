@@ -152,8 +152,11 @@ static void print_oom(FILE *out, const rs_snap *s)
         rs_text_format_bytes(o->memory_limit, lim, sizeof lim);
     else
         snprintf(lim, sizeof lim, "none");
-    fprintf(out, "OUT OF MEMORY at step %" PRId64 ": tried to allocate %s (rounded to %s)\n",
-            o->step, req, rnd);
+    fprintf(out, "OUT OF MEMORY at step %" PRId64 ": tried to allocate %s (rounded to %s)", o->step,
+            req, rnd);
+    /* which device ran out, where the rank used more than one or another than its first */
+    if (s->n_devices > 1 || o->device != s->device.index) fprintf(out, " on device %d", o->device);
+    fputc('\n', out);
     fprintf(out, "  device free %s of %s; allocated %s, reserved %s, memory limit %s\n", fr, tot,
             al, rs, lim);
     rs_site_picker pk;
@@ -200,6 +203,15 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
     fputs("), backend ", out);
     rs_text_put(out, s->backend);
     fputc('\n', out);
+    if (s->n_devices > 1) {
+        /* a rank that allocated on several devices: each, in the order it first used them */
+        fputs("  devices     ", out);
+        for (size_t i = 0; i < s->n_devices; i++) {
+            rs_text_format_bytes(s->devices[i].reserved_bytes_peak, a, sizeof a);
+            fprintf(out, "%s%d (%s peak reserved)", i ? ", " : "", s->devices[i].index, a);
+        }
+        fputc('\n', out);
+    }
     fprintf(out, "  snapshot    %s\n",
             s->complete ? "complete" : "INCOMPLETE (written from a crash path)");
 

@@ -475,7 +475,8 @@ static const rs_opt rs_option_table[] = {
      "cuda (the CUDA runtime) or sim (a simulated device); auto picks cuda when a GPU is present",
      NULL, parse_word, RS_FIELD(backend), 0, 0, rs_backend_words, NULL, NULL},
     {"RANKSNAP_MEMORY_LIMIT", "size | rank:size,... | none", "none",
-     "cap on reserved bytes, for every rank and/or per rank: 16GiB, 2:8GiB,3:4GiB, 16GiB,2:8GiB",
+     "cap on reserved bytes, for every rank and/or per rank: 16GiB, 2:8GiB,3:4GiB, 16GiB,2:8GiB; "
+     "a rank that allocates on several devices has the cap on each",
      "a size such as 16GiB, 512MiB or 1073741824, or rank:size pairs such as 2:8GiB,3:4GiB",
      parse_memory_limit, RS_FIELD(memory_limit), 0, 0, NULL, NULL, NULL},
     {"RANKSNAP_ALLOC_CONF", "PyTorch settings", "",

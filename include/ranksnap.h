@@ -141,8 +141,8 @@ RANKSNAP_API ranksnap_status ranksnap_reset_peak_stats(void);
  *       "libranksnap.so", "ranksnap_torch_malloc", "ranksnap_torch_free"))
  * The signatures are those of torch/csrc/cuda/CUDAPluggableAllocator.h (MallocFuncType,
  * FreeFuncType) with the cudaStream_t as void *. The first call starts ranksnap as
- * ranksnap_init(NULL) does (joining MPI when launched by mpirun). `device` must be the device that
- * was current when ranksnap started: one process, one GPU. On any failure, out of memory
+ * ranksnap_init(NULL) does (joining MPI when launched by mpirun). Each `device` has its own caching
+ * allocator, as in PyTorch. On any failure, out of memory
  * included, malloc prints ranksnap_last_error() on stderr and returns NULL (C cannot raise
  * PyTorch's OutOfMemoryError; docs/GPU.md says what follows); with RANKSNAP_ON_OOM=dump (the
  * default) the snapshot is on disk before it returns. free ignores NULL and uses only `ptr`. */

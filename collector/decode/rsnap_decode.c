@@ -672,6 +672,19 @@ static ranksnap_status m_bool(const mapv *mv, const char *key, int *v)
     return RANKSNAP_OK;
 }
 
+/* An optional integer field: `dflt` when the file has no such key (written before it existed). */
+static ranksnap_status m_int_opt(const mapv *mv, const char *key, int64_t lo, int64_t hi, int dflt,
+                                 int *v)
+{
+    size_t at = 0;
+    RS_CHECK(lookup(mv, key, 0, &at));
+    if (!at) {
+        *v = dflt;
+        return RANKSNAP_OK;
+    }
+    return m_int(mv, key, lo, hi, v);
+}
+
 /* An index into a table of n entries; stack ids are 1-based (0 = none), so their bound is n
  * inclusive. */
 static ranksnap_status check_index(const dec *d, const where *w, size_t at, uint64_t v, size_t n,
@@ -745,6 +758,36 @@ static ranksnap_status read_identity(const mapv *top, rs_snap *s)
     RS_CHECK(m_str(&dev, "name", &s->device.name));
     RS_CHECK(m_str(&dev, "uuid", &s->device.uuid));
     RS_CHECK(m_u64(&dev, "total_bytes", &s->device.total_bytes));
+    return RANKSNAP_OK;
+}
+
+/* devices: optional (files before it had one device, `device`), an array of maps. */
+static ranksnap_status read_devices(const mapv *top, rs_snap *s)
+{
+    const dec *d = top->d;
+    size_t at = 0;
+    uint64_t n = 0;
+    RS_CHECK(lookup(top, "devices", 0, &at));
+    if (!at) return RANKSNAP_OK;
+    RS_CHECK(m_array(top, "devices", &n, &at));
+    ALLOC_ARRAY(d, s->devices, n, "devices");
+    for (uint64_t i = 0; i < n; i++) {
+        rs_snap_used_device *u = &s->devices[i];
+        mapv m;
+        where w = {"devices", (int64_t)i, NULL, -1};
+        RS_CHECK(as_map(d, at, &w, &m));
+        RS_CHECK(m_int(&m, "index", 0, INT32_MAX, &u->index));
+        RS_CHECK(m_str(&m, "name", &u->name));
+        s->n_devices = (size_t)i + 1; /* owned from here on, for rs_snap_free */
+        RS_CHECK(m_str(&m, "uuid", &u->uuid));
+        RS_CHECK(m_u64(&m, "total_bytes", &u->total_bytes));
+        RS_CHECK(m_u64(&m, "memory_limit", &u->memory_limit));
+        RS_CHECK(m_u64(&m, "allocated_bytes_peak", &u->allocated_bytes_peak));
+        RS_CHECK(m_u64(&m, "reserved_bytes_peak", &u->reserved_bytes_peak));
+        RS_CHECK(m_u64(&m, "num_allocs", &u->num_allocs));
+        RS_CHECK(m_u64(&m, "num_ooms", &u->num_ooms));
+        at = m.m->end;
+    }
     return RANKSNAP_OK;
 }
 
@@ -1019,6 +1062,7 @@ static ranksnap_status read_segments(const mapv *top, rs_snap *s)
         RS_CHECK(m_u64(&m, "requested_size", &g->requested_size));
         RS_CHECK(m_index(&m, "stream", s->n_streams, "streams", 0, &g->stream));
         RS_CHECK(m_index(&m, "stack", s->n_stacks, "stacks", 1, &g->stack));
+        RS_CHECK(m_int_opt(&m, "device", 0, INT32_MAX, s->device.index, &g->device));
         RS_CHECK(lookup(&m, "segment_type", 1, &ty));
         int small = str_is(d, ty, "small"), large = str_is(d, ty, "large");
         if (!small && !large) {
@@ -1212,6 +1256,7 @@ static ranksnap_status read_oom(const mapv *top, rs_snap *s)
     w = (where){"oom", -1, NULL, -1};
     RS_CHECK(as_map(top->d, at, &w, &m));
     rs_snap_oom *x = &s->oom;
+    RS_CHECK(m_int_opt(&m, "device", -1, INT32_MAX, s->device.index, &x->device));
     RS_CHECK(m_u64(&m, "requested", &x->requested));
     RS_CHECK(m_u64(&m, "rounded", &x->rounded));
     RS_CHECK(m_u64(&m, "device_free", &x->device_free));
@@ -1235,6 +1280,7 @@ static ranksnap_status read_top(const dec *d, rs_snap *s)
     /* the format and version first: a foreign or newer file must say so, not "missing field" */
     RS_CHECK(read_format(&top, &s->version));
     RS_CHECK(read_identity(&top, s));
+    RS_CHECK(read_devices(&top, s));
     RS_CHECK(read_settings(&top, s));
     RS_CHECK(read_time(&top, s));
     RS_CHECK(read_totals(&top, &s->totals));

@@ -31,6 +31,11 @@ void rs_snap_free(rs_snap *s)
     free(s->backend);
     free(s->device.name);
     free(s->device.uuid);
+    for (size_t i = 0; s->devices && i < s->n_devices; i++) {
+        free(s->devices[i].name);
+        free(s->devices[i].uuid);
+    }
+    free(s->devices);
     free(s->recorder.stacks);
     free(s->time.ranges);
     for (size_t i = 0; i < s->totals.n_outside_labels; i++) free(s->totals.outside_labels[i].label);

@@ -27,6 +27,18 @@ typedef struct rs_snap_device {
     uint64_t total_bytes;
 } rs_snap_device;
 
+/* A device the rank allocated on (the file's devices[]; absent in files before the field, which
+ * had one device, the snapshot's `device`). */
+typedef struct rs_snap_used_device {
+    int index;
+    char *name;
+    char *uuid;
+    uint64_t total_bytes;
+    uint64_t memory_limit;    /* the cap in force on it, 0 = none          */
+    uint64_t allocated_bytes_peak, reserved_bytes_peak;
+    uint64_t num_allocs, num_ooms;
+} rs_snap_used_device;
+
 typedef struct rs_snap_allocator {
     uint64_t memory_limit;    /* RANKSNAP_MEMORY_LIMIT's cap, 0 = none; conf's fraction of the
                                  device may cap lower (rs_alloc_conf_cap) */
@@ -100,6 +112,7 @@ typedef struct rs_snap_segment {
     uint64_t active_size;
     uint64_t requested_size;
     uint32_t stream;          /* index into streams                        */
+    int device;               /* the device it is on (older files: the snapshot's device) */
     int is_small;             /* segment_type "small" (1) or "large" (0)   */
     uint32_t stack;
     size_t n_blocks;
@@ -142,6 +155,7 @@ typedef struct rs_snap_module {
 } rs_snap_module;
 
 typedef struct rs_snap_oom {
+    int device;               /* the device that ran out (older files: the snapshot's device) */
     uint64_t requested, rounded;
     uint64_t device_free, device_total;
     uint64_t allocated, reserved, memory_limit;
@@ -160,7 +174,9 @@ typedef struct rs_snap {
     char *job;
     int complete;             /* 0 when written from a crash path           */
     uint64_t time_us;         /* when the snapshot was taken                */
-    rs_snap_device device;
+    rs_snap_device device;    /* the primary device (index -1: none was used) */
+    size_t n_devices;         /* every device used; 0 in files before the field */
+    rs_snap_used_device *devices;
     char *backend;
     rs_snap_allocator allocator;
     rs_snap_recorder recorder;

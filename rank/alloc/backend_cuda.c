@@ -4,8 +4,9 @@
  * The runtime is reached through dlopen("libcudart.so.<major>") and dlsym on that handle, not by
  * linking: libranksnap.so then loads on machines without CUDA (auto falls back to sim), and when
  * ranksnap itself interposes cudaMalloc (LD_PRELOAD) the backend still reaches the real one.
- * Segments are taken on the device that was current at create time; calls made from a thread
- * whose current device differs switch to ours and back, as PyTorch's device guard does.
+ * A backend serves one device, named at create time (one per device a rank uses: the runtime's
+ * devices.c); calls made from a thread whose current device differs switch to ours and back, as
+ * PyTorch's device guard does.
  *
  * Expandable segments use CUDA's virtual memory API (cuMemAddressReserve, cuMemCreate, cuMemMap,
  * cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressFree), a driver API: libcuda.so.1 is
@@ -530,19 +531,8 @@ static int rs_cuda_vmm_usable(rs_cuda_backend *cb)
     return 1;
 }
 
-int rs_backend_cuda_available(void)
+ranksnap_status rs_backend_cuda_check(void)
 {
-    rs_cudart *r;
-    if (rs_cudart_get(&r) != RANKSNAP_OK) return 0;
-    int n = 0;
-    cudaError_t e = r->get_device_count(&n);
-    if (e != cudaSuccess) r->get_last_error();
-    return e == cudaSuccess && n > 0;
-}
-
-ranksnap_status rs_backend_cuda_create(rs_backend **out)
-{
-    *out = NULL;
     rs_cudart *r;
     RS_CHECK(rs_cudart_get(&r));
     int n = 0;
@@ -553,8 +543,30 @@ ranksnap_status rs_backend_cuda_create(rs_backend **out)
                         "RANKSNAP_BACKEND=cuda: no CUDA device is visible (%s); use RANKSNAP_BACKEND=sim",
                         e != cudaSuccess ? r->get_error_string(e) : "device count 0");
     }
-    int dev = 0;
-    if ((e = r->get_device(&dev)) != cudaSuccess) return rs_cuda_fail("cudaGetDevice", e);
+    return RANKSNAP_OK;
+}
+
+int rs_backend_cuda_available(void)
+{
+    int ok = rs_backend_cuda_check() == RANKSNAP_OK;
+    if (!ok) rs_error_clear();
+    return ok;
+}
+
+ranksnap_status rs_backend_cuda_current_device(int *device)
+{
+    rs_cudart *r;
+    RS_CHECK(rs_cudart_get(&r));
+    cudaError_t e = r->get_device(device);
+    return e == cudaSuccess ? RANKSNAP_OK : rs_cuda_fail("cudaGetDevice", e);
+}
+
+ranksnap_status rs_backend_cuda_create(int device, rs_backend **out)
+{
+    *out = NULL;
+    RS_CHECK(rs_backend_cuda_check());
+    int dev = device;
+    if (dev < 0) RS_CHECK(rs_backend_cuda_current_device(&dev));
     rs_cuda_backend *cb = calloc(1, sizeof *cb);
     if (!cb) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "cuda backend: out of host memory");
     cb->ops = rs_cuda_ops;

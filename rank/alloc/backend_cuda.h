@@ -8,10 +8,15 @@
 #include "backend.h"
 #include "ranksnap.h"
 
-/* The CUDA runtime on the current device. RANKSNAP_ERR_UNSUPPORTED in a build without CUDA,
- * RANKSNAP_ERR_BACKEND when no device is present. */
-ranksnap_status rs_backend_cuda_create(rs_backend **out);
-/* 1 if a CUDA device can be used (for RANKSNAP_BACKEND=auto). */
+/* The CUDA runtime on device `device` (< 0: the calling thread's current device).
+ * RANKSNAP_ERR_UNSUPPORTED in a build without CUDA, RANKSNAP_ERR_BACKEND when no device is
+ * present. */
+ranksnap_status rs_backend_cuda_create(int device, rs_backend **out);
+/* RANKSNAP_OK when the CUDA runtime loads and shows a device; else why not. Touches no device. */
+ranksnap_status rs_backend_cuda_check(void);
+/* 1 if a CUDA device can be used (for RANKSNAP_BACKEND=auto), the thread's last error left clear. */
 int rs_backend_cuda_available(void);
+/* The calling thread's current device, as the CUDA runtime the backend loaded says. */
+ranksnap_status rs_backend_cuda_current_device(int *device);
 
 #endif

@@ -4,15 +4,27 @@
 #include "backend_cuda.h"
 #include "errors.h"
 
-ranksnap_status rs_backend_cuda_create(rs_backend **out)
+ranksnap_status rs_backend_cuda_check(void)
 {
-    *out = NULL;
     return rs_error(RANKSNAP_ERR_UNSUPPORTED,
                     "RANKSNAP_BACKEND=cuda: this ranksnap was built without CUDA "
                     "(-DRANKSNAP_WITH_CUDA=OFF); use RANKSNAP_BACKEND=sim or rebuild");
 }
 
+ranksnap_status rs_backend_cuda_create(int device, rs_backend **out)
+{
+    (void)device;
+    *out = NULL;
+    return rs_backend_cuda_check();
+}
+
 int rs_backend_cuda_available(void)
 {
     return 0;
+}
+
+ranksnap_status rs_backend_cuda_current_device(int *device)
+{
+    *device = 0;
+    return rs_backend_cuda_check();
 }

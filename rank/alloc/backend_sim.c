@@ -37,6 +37,9 @@
 #include "errors.h"
 
 #define SIM_BASE_ADDR ((uint64_t)0x7f0000000000)
+/* Each simulated device's addresses start this far above the previous one's, so that pointers of
+ * a rank's devices never collide (devices 0..63 stay below the hinted range at 2^56). */
+#define SIM_DEVICE_STRIDE ((uint64_t)1 << 48)
 #define SIM_ALIGN ((uint64_t)2 << 20)
 #define SIM_EVENT_MAGIC 0x5349454eu /* "SIEN": catches events that are not ours or destroyed */
 #define SIM_HINTED_BASE ((uint64_t)1 << 56)
@@ -70,6 +73,7 @@ typedef struct sim_va {
 typedef struct sim_backend {
     rs_backend base;
     pthread_mutex_t mu;
+    int device;
     uint64_t capacity;
     uint64_t used;
     uint64_t next_addr;
@@ -446,14 +450,15 @@ static ranksnap_status sim_device_info(rs_backend *b, rs_device_info *out)
 {
     sim_backend *s = as_sim(b);
     memset(out, 0, sizeof *out);
-    out->index = 0;
+    out->index = s->device;
     snprintf(out->name, sizeof out->name, "ranksnap-sim");
     pthread_mutex_lock(&s->mu);
     out->total_bytes = s->capacity;
     pthread_mutex_unlock(&s->mu);
     /* Stable for a given capacity, so that snapshots of the same simulated job compare equal. */
-    snprintf(out->uuid, sizeof out->uuid, "SIM-%08x-0000-0000-%012" PRIx64,
-             (unsigned)(out->total_bytes >> 20), out->total_bytes & UINT64_C(0xffffffffffff));
+    snprintf(out->uuid, sizeof out->uuid, "SIM-%08x-%04x-0000-%012" PRIx64,
+             (unsigned)(out->total_bytes >> 20), (unsigned)s->device,
+             out->total_bytes & UINT64_C(0xffffffffffff));
     return RANKSNAP_OK;
 }
 
@@ -493,8 +498,16 @@ static const rs_backend_ops sim_ops = {
 
 ranksnap_status rs_backend_sim_create(uint64_t capacity, rs_backend **out)
 {
+    return rs_backend_sim_create_on(0, capacity, out);
+}
+
+ranksnap_status rs_backend_sim_create_on(int device, uint64_t capacity, rs_backend **out)
+{
     if (!out) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_backend_sim_create: out is NULL");
     *out = NULL;
+    if (device < 0 || device >= 64)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "sim device: expected a device 0..63, got %d",
+                        device);
     if (capacity == 0)
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
                         "sim device: expected a capacity above 0 bytes");
@@ -508,7 +521,8 @@ ranksnap_status rs_backend_sim_create(uint64_t capacity, rs_backend **out)
     }
     s->base.ops = &sim_ops;
     s->capacity = capacity;
-    s->next_addr = SIM_BASE_ADDR;
+    s->device = device;
+    s->next_addr = SIM_BASE_ADDR + (uint64_t)device * SIM_DEVICE_STRIDE;
     *out = &s->base;
     return RANKSNAP_OK;
 }
@@ -538,7 +552,8 @@ void rs_backend_sim_hints_enable(rs_backend *b)
     sim_backend *s = as_sim(b);
     if (!s) return;
     pthread_mutex_lock(&s->mu);
-    if (!s->hints_on && s->next_addr == SIM_BASE_ADDR) s->next_addr = SIM_HINTED_BASE;
+    if (!s->hints_on && s->next_addr == SIM_BASE_ADDR + (uint64_t)s->device * SIM_DEVICE_STRIDE)
+        s->next_addr = SIM_HINTED_BASE;
     s->hints_on = 1;
     pthread_mutex_unlock(&s->mu);
 }

@@ -12,6 +12,8 @@
 
 /* Simulated device of `capacity` bytes (device "index" 0). */
 ranksnap_status rs_backend_sim_create(uint64_t capacity, rs_backend **out);
+/* A simulated device of ordinal `device` (0..63), whose addresses never meet another's. */
+ranksnap_status rs_backend_sim_create_on(int device, uint64_t capacity, rs_backend **out);
 
 /* Test hooks of the sim device, so that tests can break what production breaks:
  * - mark a stream busy (events recorded on it stay pending until rs_backend_sim_stream_complete);

@@ -55,7 +55,7 @@ ranksnap_status rs_passthrough_init(rs_backend_kind kind, uint64_t sim_capacity)
     ranksnap_status st = RANKSNAP_OK;
     if (!rs_pt_backend) {
         if (kind == RS_BACKEND_AUTO) kind = rs_backend_cuda_available() ? RS_BACKEND_CUDA : RS_BACKEND_SIM;
-        st = kind == RS_BACKEND_CUDA ? rs_backend_cuda_create(&rs_pt_backend)
+        st = kind == RS_BACKEND_CUDA ? rs_backend_cuda_create(-1, &rs_pt_backend)
                                      : rs_backend_sim_create(sim_capacity, &rs_pt_backend);
         if (st == RANKSNAP_OK) atomic_store(&rs_pt_on, 1);
     }

@@ -5,10 +5,11 @@
  *
  * The first allocation call starts ranksnap (rs_instance_ensure, which never blocks: a call that
  * races with an init in progress, or comes from inside it, goes to the real function). Then:
- * - allocations on ranksnap's device come from its caching allocator, on the stream they name
- *   (cudaMalloc: the legacy default stream, as ranksnap_malloc(NULL)); everything else (ranksnap
- *   disabled or failed, another device, a stream being captured into a graph, a pool other than
- *   the device's default) goes to the real function;
+ * - allocations come from the caching allocator of the device current on the calling thread, as
+ *   the program's own runtime says (a static runtime keeps its own notion of it), on the stream
+ *   they name (cudaMalloc: the legacy default stream, as ranksnap_malloc(NULL)); everything else
+ *   (ranksnap disabled or failed, a stream being captured into a graph, a pool other than the
+ *   device's default) goes to the real function;
  * - a free of a pointer ranksnap did not hand out (allocated before it started, by the real
  *   function, by another allocator) goes to the real free untouched; the caching allocator's map
  *   answers "is it mine" exactly, so nothing foreign is ever put into the cache;
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "alloc_api.h"
 #include "errors.h"
 #include "external.h"
 #include "instance.h"
@@ -234,27 +236,28 @@ cudaError_t ranksnap_icp_cuda_error(ranksnap_status st)
 }
 
 /* 1 when ranksnap is running on a backend the interposers may serve from. */
-static int ranksnap_icp_running(int *device)
+static int ranksnap_icp_running(void)
 {
     int cuda = 0;
     if (rs_external_mode()) return 0; /* ranksnap torch mode: every call passes through */
-    return rs_instance_active(device, &cuda) &&
+    return rs_instance_active(&cuda) &&
            (cuda || atomic_load_explicit(&ranksnap_icp_sim_ok, memory_order_relaxed));
 }
 
-/* 1 when ranksnap serves an allocation made now on the calling thread: it runs (started now if
- * it was not), and the thread's current device is ranksnap's. */
+/* The device an allocation made now on the calling thread is served on, or -1 when ranksnap does
+ * not serve it: it runs (started now if it was not), and the program's runtime names the
+ * thread's current device. */
 static int ranksnap_icp_serving(const rs_cuda_real *r)
 {
-    int dev = -1, cur = -1;
+    int cur = -1;
     /* ranksnap torch mode: PyTorch's allocator serves; ranksnap never stands in front of it.
-     * Its first cudaMalloc starts ranksnap all the same, on the device PyTorch allocates on. */
+     * Its first cudaMalloc starts ranksnap all the same. */
     if (rs_external_mode()) {
         (void)rs_instance_ensure();
-        return 0;
+        return -1;
     }
-    if (rs_instance_ensure() != RANKSNAP_OK || !ranksnap_icp_running(&dev)) return 0;
-    return r->get_device(&cur) == cudaSuccess && cur == dev;
+    if (rs_instance_ensure() != RANKSNAP_OK || !ranksnap_icp_running()) return -1;
+    return r->get_device(&cur) == cudaSuccess && cur >= 0 ? cur : -1;
 }
 
 /* On the _ptsz entry points stream 0 is the calling thread's default stream. */
@@ -310,10 +313,10 @@ static cudaError_t ranksnap_icp_result(const rs_cuda_real *r, ranksnap_status st
     return e;
 }
 
-static cudaError_t ranksnap_icp_alloc(const rs_cuda_real *r, void **ptr, size_t size, void *stream,
-                                const char *what)
+static cudaError_t ranksnap_icp_alloc(const rs_cuda_real *r, int device, void **ptr, size_t size,
+                                      void *stream, const char *what)
 {
-    return ranksnap_icp_result(r, ranksnap_malloc(ptr, size, stream), what);
+    return ranksnap_icp_result(r, rs_alloc_api_malloc_on(device, ptr, size, stream), what);
 }
 
 /* A free ranksnap does not serve: the real one, and the pool accounting of what it frees. */
@@ -334,7 +337,7 @@ static cudaError_t ranksnap_icp_real_free(const rs_cuda_real *r, void *ptr, cuda
 /* ranksnap's side of a free ordered on `stream`: 1 and *e when the pointer was ranksnap's. */
 static int ranksnap_icp_free_ours(const rs_cuda_real *r, void *ptr, void *stream, cudaError_t *e)
 {
-    if (!ranksnap_icp_running(NULL)) {
+    if (!ranksnap_icp_running()) {
         /* after finalize: a block of the retired allocator goes back to it */
         if (!rs_instance_free_retired(ptr)) return 0;
         *e = cudaSuccess;
@@ -354,8 +357,9 @@ static int ranksnap_icp_free_ours(const rs_cuda_real *r, void *ptr, void *stream
 cudaError_t ranksnap_icp_malloc(const rs_cuda_real *r, void **ptr, size_t size)
 {
     rs_state_note_intercepted();
-    if (!ptr || !ranksnap_icp_serving(r)) return r->malloc_(ptr, size);
-    return ranksnap_icp_alloc(r, ptr, size, NULL, "cudaMalloc");
+    int dev = ptr ? ranksnap_icp_serving(r) : -1;
+    if (dev < 0) return r->malloc_(ptr, size);
+    return ranksnap_icp_alloc(r, dev, ptr, size, NULL, "cudaMalloc");
 }
 
 cudaError_t ranksnap_icp_free(const rs_cuda_real *r, void *ptr)
@@ -371,8 +375,9 @@ cudaError_t ranksnap_icp_malloc_async(const rs_cuda_real *r, void **ptr, size_t 
                                 cudaStream_t stream, int ptsz)
 {
     rs_state_note_intercepted();
-    if (ptr && ranksnap_icp_serving(r) && !ranksnap_icp_capturing(r, stream, ptsz))
-        return ranksnap_icp_alloc(r, ptr, size, ranksnap_icp_stream(stream, ptsz), "cudaMallocAsync");
+    int dev = ptr ? ranksnap_icp_serving(r) : -1;
+    if (dev >= 0 && !ranksnap_icp_capturing(r, stream, ptsz))
+        return ranksnap_icp_alloc(r, dev, ptr, size, ranksnap_icp_stream(stream, ptsz), "cudaMallocAsync");
     return ptsz ? r->malloc_async_ptsz(ptr, size, stream) : r->malloc_async(ptr, size, stream);
 }
 
@@ -390,13 +395,13 @@ cudaError_t ranksnap_icp_malloc_from_pool_async(const rs_cuda_real *r, void **pt
     rs_state_note_intercepted();
     cudaError_t (*real)(void **, size_t, cudaMemPool_t, cudaStream_t) =
         ptsz ? r->malloc_from_pool_async_ptsz : r->malloc_from_pool_async;
-    int dev = -1;
-    if (!ptr || !ranksnap_icp_serving(r) || ranksnap_icp_capturing(r, stream, ptsz) || !ranksnap_icp_running(&dev))
-        return real(ptr, size, pool, stream);
+    int dev = ptr ? ranksnap_icp_serving(r) : -1;
+    if (dev < 0 || ranksnap_icp_capturing(r, stream, ptsz)) return real(ptr, size, pool, stream);
     /* The device's default pool is what cudaMallocAsync allocates from: ranksnap serves it. */
     cudaMemPool_t def = NULL;
     if (r->device_get_default_mem_pool(&def, dev) == cudaSuccess && def == pool)
-        return ranksnap_icp_alloc(r, ptr, size, ranksnap_icp_stream(stream, ptsz), "cudaMallocFromPoolAsync");
+        return ranksnap_icp_alloc(r, dev, ptr, size, ranksnap_icp_stream(stream, ptsz),
+                                  "cudaMallocFromPoolAsync");
     /* Another pool has properties the program chose (IPC export, a location, a release
      * threshold): the pool serves it, and ranksnap counts the bytes as memory outside the cache. */
     cudaError_t e = real(ptr, size, pool, stream);
@@ -412,12 +417,12 @@ cudaError_t ranksnap_icp_malloc_from_pool_async(const rs_cuda_real *r, void **pt
 cudaError_t ranksnap_icp_mem_get_info(const rs_cuda_real *r, size_t *free_bytes, size_t *total_bytes)
 {
     cudaError_t e = r->mem_get_info(free_bytes, total_bytes);
-    int dev = -1, cur = -1;
-    if (e != cudaSuccess || !free_bytes || !total_bytes || !ranksnap_icp_running(&dev) ||
-        r->get_device(&cur) != cudaSuccess || cur != dev)
+    int cur = -1;
+    if (e != cudaSuccess || !free_bytes || !total_bytes || !ranksnap_icp_running() ||
+        r->get_device(&cur) != cudaSuccess || cur < 0)
         return e;
     uint64_t reserved = 0, allocated = 0, limit = 0;
-    if (rs_instance_cache_bytes(&reserved, &allocated, &limit) != RANKSNAP_OK) return e;
+    if (rs_instance_cache_bytes(cur, &reserved, &allocated, &limit) != RANKSNAP_OK) return e;
     uint64_t f = (uint64_t)*free_bytes + (reserved > allocated ? reserved - allocated : 0);
     uint64_t t = *total_bytes;
     if (limit) {

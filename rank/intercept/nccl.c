@@ -9,7 +9,7 @@
  * How much a communicator takes cannot be asked of NCCL; it is measured: the device's free bytes
  * before and after creation (ncclCommInitRank, ncclCommInitRankConfig, ncclCommInitAll,
  * ncclCommSplit), minus what ranksnap's own cache reserved meanwhile (another thread allocating),
- * on ranksnap's device. NCCL since 2.22 connects lazily (NCCL_RUNTIME_CONNECT=1): the buffers of
+ * on the device current when the call was made. NCCL since 2.22 connects lazily (NCCL_RUNTIME_CONNECT=1): the buffers of
  * an algorithm are allocated at its first use, so each communicator's first ncclAllReduce is
  * measured the same way and added to it. Destroy and abort take the communicator's bytes back
  * out. Memory NCCL takes later (other collectives' first use, grouped calls, proxies) stays in the
@@ -99,20 +99,21 @@ static ncclResult_t rs_nccl_missing(const char *name)
 
 typedef struct rs_probe {
     int ok;
+    int device; /* the calling thread's current device, the one NCCL creates on */
     uint64_t free0, reserved0;
 } rs_probe;
 
 static void rs_probe_begin(rs_probe *p)
 {
-    p->ok = rs_instance_ensure() == RANKSNAP_OK &&
-            rs_instance_device_usage(&p->free0, &p->reserved0) == RANKSNAP_OK;
+    p->ok = rs_instance_ensure() == RANKSNAP_OK && (p->device = rs_instance_current_device()) >= 0 &&
+            rs_instance_device_usage(p->device, &p->free0, &p->reserved0) == RANKSNAP_OK;
 }
 
 /* Bytes the device lost since rs_probe_begin that ranksnap's cache did not take. */
 static uint64_t rs_probe_end(const rs_probe *p)
 {
     uint64_t free1 = 0, reserved1 = 0;
-    if (!p->ok || rs_instance_device_usage(&free1, &reserved1) != RANKSNAP_OK) return 0;
+    if (!p->ok || rs_instance_device_usage(p->device, &free1, &reserved1) != RANKSNAP_OK) return 0;
     int64_t taken = (int64_t)p->free0 - (int64_t)free1;
     int64_t cache = (int64_t)reserved1 - (int64_t)p->reserved0;
     return taken > cache ? (uint64_t)(taken - cache) : 0;
@@ -176,13 +177,12 @@ RS_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *d
     rs_probe p;
     rs_probe_begin(&p);
     ncclResult_t res = n->init_all(comms, ndev, devlist);
-    int dev = -1;
-    if (res != ncclSuccess || !p.ok || !comms || ndev <= 0 || !rs_instance_active(&dev, NULL)) return res;
-    /* One process, several devices: what ranksnap's device lost belongs to the communicator
-     * on that device (the first one when none is). */
+    if (res != ncclSuccess || !p.ok || !comms || ndev <= 0) return res;
+    /* One process, several devices: what the measured device (the current one) lost belongs to
+     * the communicator on that device (the first one when none is). */
     int on_ours = 0;
     for (int i = 0; i < ndev; i++)
-        if ((devlist ? devlist[i] : i) == dev) {
+        if ((devlist ? devlist[i] : i) == p.device) {
             on_ours = i;
             break;
         }
@@ -232,9 +232,9 @@ RS_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_
     const rs_nccl *n = rs_nccl_get();
     if (!n->all_reduce) return rs_nccl_missing("ncclAllReduce");
     uint64_t v = 0;
-    int first = rs_instance_active(NULL, NULL) && rs_ptrmap_get(&rs_comm_bytes, comm, &v) &&
+    int first = rs_instance_active(NULL) && rs_ptrmap_get(&rs_comm_bytes, comm, &v) &&
                 !(v & RS_FIRST_COLL_DONE);
-    rs_probe p = {0, 0, 0};
+    rs_probe p = {0, -1, 0, 0};
     if (first) rs_probe_begin(&p);
     ncclResult_t res = n->all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
     if (first) {

@@ -17,6 +17,7 @@
 
 #include "errors.h"
 #include "instance.h"
+#include "alloc_api.h"
 #include "passthrough.h"
 #include "ranksnap.h"
 #include "state.h"
@@ -29,16 +30,8 @@ void *ranksnap_torch_malloc(size_t size, int device, void *stream)
     ranksnap_status st = rs_instance_ensure_wait();
     void *p = NULL;
     if (st == RANKSNAP_OK) {
-        int dev = -1;
-        if (rs_instance_active(&dev, NULL) && dev != device)
-            st = rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
-                          "ranksnap_torch_malloc: PyTorch asked for memory on device %d, but "
-                          "ranksnap serves device %d (the device current when it started): one "
-                          "process per GPU, with torch.cuda.set_device(local_rank) before the "
-                          "first allocation",
-                          device, dev);
-        else
-            st = ranksnap_malloc(&p, size, stream);
+        /* PyTorch names the device; each has its own allocator */
+        st = rs_alloc_api_malloc_on(device, &p, size, stream);
     } else if (rs_passthrough_on()) {
         /* RANKSNAP_DISABLE=1, or a start that failed: ranksnap_malloc passes straight through to
          * the device */

@@ -261,7 +261,7 @@ static inline void rs_push(rs_recorder *r, rs_action act, uint64_t addr, uint64_
 {
     if (act == RS_ACT_FREE_COMPLETED && r->count > 0) {
         rs_event *p = &r->ring[r->head ? r->head - 1 : r->capacity - 1];
-        if (p->action == RS_ACT_FREE_REQUESTED && p->addr == addr && !(p->flags & RS_EV_COMPLETED)) {
+        if (p->action == RS_ACT_FREE_REQUESTED && p->addr == addr && p->flags == r->pub.device_flags) {
             p->flags |= RS_EV_COMPLETED; /* see RS_EV_COMPLETED in recorder.h */
             return;
         }
@@ -273,7 +273,7 @@ static inline void rs_push(rs_recorder *r, rs_action act, uint64_t addr, uint64_
     e->stack_id = stack_id;
     e->stream = rs_stream_index(r, stream);
     e->action = (uint8_t)act;
-    e->flags = 0;
+    e->flags = r->pub.device_flags;
     if (++r->head == r->capacity) r->head = 0;
     if (r->count < r->capacity) r->count++;
     r->total++;

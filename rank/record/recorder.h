@@ -33,6 +33,14 @@ typedef struct rs_event {
  * same time, in the snapshot and the ring file's reader. That is a third of the events of a
  * malloc+free pair saved on the hot path. */
 #define RS_EV_COMPLETED 0x1u
+/* rs_event.flags >> RS_EV_DEVICE_SHIFT: the device (0..63) an allocator event happened on
+ * (rs_recorder_set_device); 0 for events of no device (steps, annotations). */
+#define RS_EV_DEVICE_SHIFT 2u
+
+static inline int rs_event_device(const rs_event *e)
+{
+    return e->flags >> RS_EV_DEVICE_SHIFT;
+}
 
 typedef struct rs_recorder rs_recorder;
 
@@ -63,12 +71,20 @@ int rs_recorder_enabled(const rs_recorder *r);
  * first member (C11 6.7.2.1), so the cast below is well defined. */
 typedef struct rs_recorder_head {
     int enabled;
+    uint8_t device_flags; /* the device of the next events, as rs_event.flags holds it */
 } rs_recorder_head;
 
 /* rs_recorder_enabled for a non-NULL recorder, inline. Same locking as every recorder call. */
 static inline int rs_recorder_on(const rs_recorder *r)
 {
     return ((const rs_recorder_head *)(const void *)r)->enabled;
+}
+
+/* The device the events appended from now on happened on (0..63; the allocators' observer sets
+ * it before each event). Same locking as every recorder call. */
+static inline void rs_recorder_set_device(rs_recorder *r, int device)
+{
+    ((rs_recorder_head *)(void *)r)->device_flags = (uint8_t)(((unsigned)device & 63u) << RS_EV_DEVICE_SHIFT);
 }
 
 /* Appends one event stamped now; captures and interns the stack when `with_stack` and stacks

@@ -182,6 +182,13 @@ void rs_ring_file_step(rs_ring_file *f, int64_t step, uint64_t allocated, uint64
     h->step_total = atomic_load_explicit((_Atomic uint64_t *)&h->total, memory_order_acquire);
 }
 
+void rs_ring_file_set_device(rs_ring_file *f, const char *name, uint64_t total)
+{
+    if (!f) return;
+    snprintf(f->hdr->device_name, sizeof f->hdr->device_name, "%s", name ? name : "");
+    f->hdr->device_total = total;
+}
+
 void rs_ring_file_snapshot_written(rs_ring_file *f, uint64_t time_us)
 {
     if (f) f->hdr->snapshot_time_us = time_us;

@@ -166,6 +166,17 @@ static const char *stacks_mode_name(rs_stacks_mode m)
     return "none";
 }
 
+/* A device's four identity keys, in `device` and in each of `devices`. */
+static void put_device_identity(enc *e, const rs_device_info *d)
+{
+    kv_i64(e, "index", d->index);
+    key(e, "name");
+    put_strn(e, d->name, strnlen(d->name, sizeof d->name));
+    key(e, "uuid");
+    put_strn(e, d->uuid, strnlen(d->uuid, sizeof d->uuid));
+    kv_u64(e, "total_bytes", d->total_bytes);
+}
+
 static void write_identity(enc *e, const rs_snapshot_src *src)
 {
     kv_str(e, "format", RSNAP_FORMAT_NAME);
@@ -181,14 +192,29 @@ static void write_identity(enc *e, const rs_snapshot_src *src)
 
     key(e, "device");
     put_map(e, 4);
-    kv_i64(e, "index", src->device.index);
-    key(e, "name");
-    put_strn(e, src->device.name, strnlen(src->device.name, sizeof src->device.name));
-    key(e, "uuid");
-    put_strn(e, src->device.uuid, strnlen(src->device.uuid, sizeof src->device.uuid));
-    kv_u64(e, "total_bytes", src->device.total_bytes);
+    put_device_identity(e, &src->device);
 
     kv_str(e, "backend", src->backend);
+}
+
+/* Every device the rank allocated on, each with its allocator's own totals: a rank that used two
+ * shows both, and the top-level totals are their sums. */
+static void write_devices(enc *e, const rs_snapshot_src *src)
+{
+    key(e, "devices");
+    put_array(e, src->n_devices);
+    for (size_t i = 0; i < src->n_devices; i++) {
+        const rs_snapshot_device *d = &src->devices[i];
+        put_map(e, 11);
+        put_device_identity(e, &d->info);
+        kv_u64(e, "memory_limit", d->memory_limit);
+        kv_u64(e, "allocated_bytes_current", d->stats.allocated_bytes);
+        kv_u64(e, "allocated_bytes_peak", d->stats.allocated_bytes_peak);
+        kv_u64(e, "reserved_bytes_current", d->stats.reserved_bytes);
+        kv_u64(e, "reserved_bytes_peak", d->stats.reserved_bytes_peak);
+        kv_u64(e, "num_allocs", d->stats.num_allocs);
+        kv_u64(e, "num_ooms", d->stats.num_ooms);
+    }
 }
 
 static void write_settings(enc *e, const rs_snapshot_src *src)
@@ -293,8 +319,9 @@ static void write_segments(enc *e, const rs_snapshot_src *src, stream_table *t,
     put_array(e, n);
     for (size_t i = 0; i < n; i++) {
         const rs_segment_info *g = &src->state->segments[i];
-        put_map(e, 9);
+        put_map(e, 10);
         kv_u64(e, "address", g->addr);
+        kv_i64(e, "device", g->device);
         kv_u64(e, "total_size", g->total_size);
         kv_u64(e, "allocated_size", g->allocated_size);
         kv_u64(e, "active_size", g->active_size);
@@ -334,8 +361,10 @@ static void write_history(enc *e, const rs_snapshot_src *src, size_t other,
     uint64_t n = raw;
     for (uint64_t i = 0; i < raw; i++) n += completes(rs_recorder_at(r, i));
 
+    /* events carry their device only when the rank used more than one, or another than 0 */
+    int with_device = src->n_devices > 1 || (src->n_devices == 1 && src->devices[0].info.index != 0);
     key(e, "history");
-    put_map(e, 9);
+    put_map(e, with_device ? 10 : 9);
     kv_u64(e, "count", n);
     kv_u64(e, "dropped", r ? rs_recorder_dropped(r) : 0);
     kv_u64(e, "capacity", r ? rs_recorder_capacity(r) : 0);
@@ -404,6 +433,14 @@ static void write_history(enc *e, const rs_snapshot_src *src, size_t other,
     for (uint64_t i = 0; i < raw; i++) {
         const rs_event *ev = rs_recorder_at(r, i);
         for (int k = 0; k <= completes(ev); k++) put_u64(e, stack_id(sv, ev->stack_id));
+    }
+
+    if (!with_device) return;
+    key(e, "device");
+    put_array(e, n);
+    for (uint64_t i = 0; i < raw; i++) {
+        const rs_event *ev = rs_recorder_at(r, i);
+        for (int k = 0; k <= completes(ev); k++) put_u64(e, (uint64_t)rs_event_device(ev));
     }
 }
 
@@ -492,7 +529,8 @@ static void write_oom(enc *e, const rs_snapshot_src *src, stream_table *t, const
         return;
     }
     const rs_oom_info *o = &src->oom;
-    put_map(e, 11);
+    put_map(e, 12);
+    kv_i64(e, "device", src->oom_device);
     kv_u64(e, "requested", o->requested);
     kv_u64(e, "rounded", o->rounded);
     kv_u64(e, "device_free", o->device_free);
@@ -507,9 +545,9 @@ static void write_oom(enc *e, const rs_snapshot_src *src, stream_table *t, const
 }
 
 /* Top-level keys: format version rank world_size host pid job complete time_us device backend
- * (11), allocator_settings recorder_settings (2), time totals streams segments history strings
- * (6), stacks frames modules (3), oom (1). */
-#define RS_TOP_LEVEL_KEYS 23
+ * devices (12), allocator_settings recorder_settings (2), time totals streams segments history
+ * strings (6), stacks frames modules (3), oom (1). */
+#define RS_TOP_LEVEL_KEYS 24
 
 ranksnap_status rs_snapshot_encode(const rs_snapshot_src *src, char **buf, size_t *len)
 {
@@ -549,6 +587,7 @@ ranksnap_status rs_snapshot_encode(const rs_snapshot_src *src, char **buf, size_
 
     put_map(&e, RS_TOP_LEVEL_KEYS);
     write_identity(&e, src);
+    write_devices(&e, src);
     write_settings(&e, src);
     write_time(&e, src);
     write_totals(&e, src);

@@ -30,6 +30,13 @@ typedef struct rs_outside_label {
     uint64_t bytes;  /* held when the snapshot was taken              */
 } rs_outside_label;
 
+/* One device the rank allocated on: what it is, its cap and its allocator's statistics. */
+typedef struct rs_snapshot_device {
+    rs_device_info info;
+    uint64_t memory_limit; /* the cap in force on it, 0 = none */
+    ranksnap_stats stats;
+} rs_snapshot_device;
+
 /* Everything the encoder needs; pointers are borrowed. */
 typedef struct rs_snapshot_src {
     int rank;
@@ -37,7 +44,9 @@ typedef struct rs_snapshot_src {
     const char *host;
     int64_t pid;
     const char *job;            /* launcher's job id, "" if none                     */
-    rs_device_info device;
+    rs_device_info device;      /* the primary device (index -1: none was used)       */
+    size_t n_devices;           /* every device used, in order of first use          */
+    const rs_snapshot_device *devices;
     const char *backend;        /* "cuda" or "sim"                                   */
     const rs_options *options;  /* allocator settings and recorder settings          */
     uint64_t memory_limit;      /* resolved for this rank                            */
@@ -54,7 +63,8 @@ typedef struct rs_snapshot_src {
     size_t n_outside_labels;        /* the part of the outside bytes whose holder is known */
     const rs_outside_label *outside_labels;
     int has_oom;
-    rs_oom_info oom;
+    rs_oom_info oom;                /* the last OOM, of any device                   */
+    int oom_device;
     uint32_t oom_stack_id;
     int64_t oom_step;
     const rs_alloc_state *state;

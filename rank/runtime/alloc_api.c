@@ -1,6 +1,9 @@
 /*
  * alloc_api.c — the allocation calls of the public API (ranksnap_malloc, ranksnap_free, ...) and the
- * allocator's observer, which records their events with the stack unwound before the lock.
+ * allocators' observer, which records their events with the stack unwound before the lock.
+ *
+ * An allocation is served by the allocator of the device current on the calling thread (or the
+ * one the interposer names); a free, record_stream or stats call finds the device itself.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -11,6 +14,7 @@
 #include <unistd.h>
 
 #include "alloc_api.h"
+#include "devices.h"
 #include "dump.h"
 #include "errors.h"
 #include "passthrough.h"
@@ -50,18 +54,22 @@ __attribute__((noinline)) static uint32_t rs_observe_on(rs_runtime *rt, rs_actio
  * recorder.c: with recording off this is all an event costs. */
 uint32_t rs_alloc_api_observe(void *ctx, rs_action act, uint64_t addr, uint64_t size, void *stream)
 {
-    rs_runtime *rt = ctx;
+    const rs_rt_device *d = ctx;
+    rs_runtime *rt = d->rt;
     /* the file's segment table follows the allocator whether or not events are recorded */
     if (rt->ring_file && (act == RS_ACT_SEGMENT_ALLOC || act == RS_ACT_SEGMENT_FREE))
         rs_ring_file_segment(rt->ring_file, act == RS_ACT_SEGMENT_ALLOC, addr, size, 0,
                              size == RS_SMALL_BUFFER);
     if (!rs_recorder_on(rt->recorder)) return 0;
+    rs_recorder_set_device(rt->recorder, d->index);
     return rs_observe_on(rt, act, addr, size, stream);
 }
 
 /* ---- allocation ----------------------------------------------------------------------------- */
 
-ranksnap_status ranksnap_malloc(void **ptr, size_t size, void *stream)
+/* Device `device` (< 0: the calling thread's current one) allocates. Always inlined: the stack
+ * unwound here skips one frame, its caller's (ranksnap_malloc or rs_alloc_api_malloc_on). */
+static inline __attribute__((always_inline)) ranksnap_status rs_malloc_on(int device, void **ptr, size_t size, void *stream)
 {
     if (!ptr) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_malloc: ptr is NULL");
     *ptr = NULL;
@@ -70,21 +78,49 @@ ranksnap_status ranksnap_malloc(void **ptr, size_t size, void *stream)
         if (rs_passthrough_on()) return rs_passthrough_malloc(ptr, size);
         return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "ranksnap_malloc: call ranksnap_init() first");
     }
+    rs_rt_device *d;
+    RS_CHECK(rs_devices_get(rt, device < 0 ? rs_devices_current(rt) : device, &d));
     /* Without stacks to capture the thread-local buffer is not touched (its address is a call
      * to __tls_get_addr in a shared library): it holds n == 0 between calls, so the observer
      * finds no stack. */
     ranksnap_status st;
     if (!rt->stacks || !atomic_load_explicit(&rt->recording, memory_order_relaxed)) {
-        st = rs_alloc_malloc(rt->alloc, size, stream, ptr);
+        st = rs_alloc_malloc(d->alloc, size, stream, ptr);
     } else {
         rs_pending_stack *ps = &rs_pending;
         ps->id = 0;
         ps->n = rs_stacks_capture_pcs(rt->stacks, 1, ps->pcs);
-        st = rs_alloc_malloc(rt->alloc, size, stream, ptr);
+        st = rs_alloc_malloc(d->alloc, size, stream, ptr);
         ps->n = 0;
     }
     if (__builtin_expect(st == RANKSNAP_ERR_OUT_OF_MEMORY, 0)) rs_dump_after_oom(rt);
     return st;
+}
+
+ranksnap_status ranksnap_malloc(void **ptr, size_t size, void *stream)
+{
+    return rs_malloc_on(-1, ptr, size, stream);
+}
+
+ranksnap_status rs_alloc_api_malloc_on(int device, void **ptr, size_t size, void *stream)
+{
+    if (device < 0)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_malloc: device %d is not a device",
+                        device);
+    return rs_malloc_on(device, ptr, size, stream);
+}
+
+/* The device that handed out `ptr`; when only one device was used, that one, whose allocator
+ * then says whether the pointer is its own (one lookup instead of two on the common path). */
+static rs_rt_device *rs_owner(rs_runtime *rt, const void *ptr)
+{
+    if (rs_devices_count(rt) == 1) return rs_devices_at(rt, 0);
+    return rs_devices_owner(rt, ptr);
+}
+
+static ranksnap_status rs_unknown(const char *fn, const void *ptr)
+{
+    return rs_error(RANKSNAP_ERR_UNKNOWN_POINTER, "%s: %p was not allocated by ranksnap", fn, ptr);
 }
 
 ranksnap_status ranksnap_free(void *ptr)
@@ -95,20 +131,24 @@ ranksnap_status ranksnap_free(void *ptr)
         if (rs_passthrough_on()) return rs_passthrough_free(ptr);
         return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "ranksnap_free: call ranksnap_init() first");
     }
-    return rs_alloc_free(rt->alloc, ptr);
+    rs_rt_device *d = rs_owner(rt, ptr);
+    return d ? rs_alloc_free(d->alloc, ptr) : rs_unknown("ranksnap_free", ptr);
 }
 
 ranksnap_status ranksnap_record_stream(void *ptr, void *stream)
 {
     if (!ptr) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_record_stream: ptr is NULL");
     RS_NEED_OR_PASS(rt);
-    return rs_alloc_record_stream(rt->alloc, ptr, stream);
+    rs_rt_device *d = rs_owner(rt, ptr);
+    return d ? rs_alloc_record_stream(d->alloc, ptr, stream) : rs_unknown("ranksnap_record_stream", ptr);
 }
 
 ranksnap_status ranksnap_empty_cache(void)
 {
     RS_NEED_OR_PASS(rt);
-    return rs_alloc_empty_cache(rt->alloc);
+    size_t n = rs_devices_count(rt);
+    for (size_t i = 0; i < n; i++) RS_CHECK(rs_alloc_empty_cache(rs_devices_at(rt, i)->alloc));
+    return RANKSNAP_OK;
 }
 
 /* ---- stats ---------------------------------------------------------------------------------- */
@@ -118,20 +158,18 @@ ranksnap_status ranksnap_get_stats(ranksnap_stats *out)
     if (!out) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_get_stats: out is NULL");
     memset(out, 0, sizeof *out);
     RS_NEED(rt);
-    rs_alloc_get_stats(rt->alloc, out);
-    rs_alloc_lock(rt->alloc);
+    rs_devices_stats(rt, out);
+    rs_rt_lock(rt);
     out->events_recorded = rs_recorder_total(rt->recorder);
     out->events_dropped = rs_recorder_dropped(rt->recorder);
-    rs_alloc_unlock(rt->alloc);
-    out->device_total_bytes = rt->device.total_bytes;
-    out->memory_limit_bytes = rt->memory_limit;
+    rs_rt_unlock(rt);
     return RANKSNAP_OK;
 }
 
 ranksnap_status ranksnap_reset_peak_stats(void)
 {
     RS_NEED_OR_PASS(rt);
-    rs_alloc_reset_peak_stats(rt->alloc);
+    rs_devices_reset_peak_stats(rt);
     return RANKSNAP_OK;
 }
 

@@ -382,20 +382,83 @@ ranksnap_status rs_dump_write_range_snapshot(rs_runtime *rt, const void *buf, si
 
 /* ---- dump ----------------------------------------------------------------------------------- */
 
+static int rs_segment_addr_cmp(const void *x, const void *y)
+{
+    uint64_t a = ((const rs_segment_info *)x)->addr, b = ((const rs_segment_info *)y)->addr;
+    return a < b ? -1 : a > b;
+}
+
+/* Every device's allocator state as one, segments in address order (each names its device); the
+ * lock held. */
+static ranksnap_status rs_dump_take_state(rs_runtime *rt, rs_alloc_state *out)
+{
+    size_t n_dev = rs_devices_count(rt);
+    rs_alloc_state parts[RS_MAX_DEVICES];
+    memset(parts, 0, sizeof parts);
+    ranksnap_status st = RANKSNAP_OK;
+    size_t total = 0;
+    for (size_t i = 0; i < n_dev && st == RANKSNAP_OK; i++) {
+        st = rs_alloc_state_take_locked(rs_devices_at(rt, i)->alloc, &parts[i]);
+        total += parts[i].n_segments;
+    }
+    if (st == RANKSNAP_OK && n_dev == 1) {
+        *out = parts[0];
+        return RANKSNAP_OK;
+    }
+    rs_segment_info *segs = st == RANKSNAP_OK ? calloc(total ? total : 1, sizeof *segs) : NULL;
+    if (st == RANKSNAP_OK && !segs)
+        st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "snapshot: out of host memory for %zu segments", total);
+    if (st != RANKSNAP_OK) {
+        for (size_t i = 0; i < n_dev; i++) rs_alloc_state_free(&parts[i]);
+        return st;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n_dev; i++) {
+        /* the blocks move to the combined state; only the parts' arrays go */
+        if (parts[i].n_segments) memcpy(segs + k, parts[i].segments, parts[i].n_segments * sizeof *segs);
+        k += parts[i].n_segments;
+        free(parts[i].segments);
+    }
+    qsort(segs, total, sizeof *segs, rs_segment_addr_cmp);
+    out->segments = segs;
+    out->n_segments = total;
+    return RANKSNAP_OK;
+}
+
 /* Encodes this rank's snapshot into a malloc'ed buffer: state, history and stacks taken at one
- * instant under the allocator lock. */
+ * instant under the runtime's lock. */
 ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t *out_len)
 {
     uint64_t t0 = rs_now_us();
     rs_snapshot_src src;
     memset(&src, 0, sizeof src);
     ranksnap_stats stats;
-    memset(&stats, 0, sizeof stats);
-    rs_alloc_get_stats(rt->alloc, &stats);
-    stats.device_total_bytes = rt->device.total_bytes;
-    stats.memory_limit_bytes = rt->memory_limit;
+    rs_devices_stats(rt, &stats);
+
+    /* the devices used, each with its own totals; the last OOM of any of them */
+    size_t n_dev = rs_devices_count(rt);
+    rs_snapshot_device devs[RS_MAX_DEVICES];
     rs_oom_info oom;
-    int has_oom = rs_alloc_last_oom(rt->alloc, &oom);
+    memset(&oom, 0, sizeof oom);
+    int has_oom = 0, oom_device = -1;
+    uint64_t device_used = 0;
+    for (size_t i = 0; i < n_dev; i++) {
+        rs_rt_device *d = rs_devices_at(rt, i);
+        memset(&devs[i], 0, sizeof devs[i]);
+        devs[i].info = d->info;
+        devs[i].memory_limit = rs_alloc_memory_limit(d->alloc);
+        rs_alloc_get_stats(d->alloc, &devs[i].stats);
+        rs_oom_info o;
+        if (rs_alloc_last_oom(d->alloc, &o) && (!has_oom || o.time_us >= oom.time_us)) {
+            oom = o;
+            has_oom = 1;
+            oom_device = d->index;
+        }
+        uint64_t free_b = 0, total_b = 0;
+        if (d->backend->ops->mem_info(d->backend, &free_b, &total_b) == RANKSNAP_OK)
+            device_used += total_b > free_b ? total_b - free_b : 0;
+    }
+    rs_rt_device *primary = rs_devices_primary(rt);
 
     rs_alloc_state state;
     memset(&state, 0, sizeof state);
@@ -405,14 +468,13 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
     char *buf = NULL;
     size_t len = 0;
 
-    /* One instant: state, history and stacks under the allocator lock. Encoding is done under it
-     * too, so that the recorder is not overwritten while it is read. */
-    rs_alloc_lock(rt->alloc);
-    ranksnap_status st = rs_alloc_state_take_locked(rt->alloc, &state);
+    /* One instant: state, history and stacks under the lock. Encoding is done under it too, so
+     * that the recorder is not overwritten while it is read. */
+    rs_rt_lock(rt);
+    ranksnap_status st = rs_dump_take_state(rt, &state);
     if (st == RANKSNAP_OK && rt->stacks) st = rs_symbols_resolve(rt->stacks, &sym);
     if (st == RANKSNAP_OK) {
         uint64_t outside = rs_outside_sample(rt, stats.reserved_bytes);
-        uint64_t free_b = 0, total_b = 0;
         stats.events_recorded = rs_recorder_total(rt->recorder);
         stats.events_dropped = rs_recorder_dropped(rt->recorder);
         src.rank = rt->rank;
@@ -420,8 +482,15 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         src.host = rt->host;
         src.pid = (int64_t)getpid();
         src.job = rt->job;
-        src.device = rt->device;
-        src.backend = rt->backend->ops->name;
+        if (primary) {
+            src.device = primary->info;
+        } else {
+            memset(&src.device, 0, sizeof src.device);
+            src.device.index = -1; /* no allocation reached ranksnap: no device to name */
+        }
+        src.n_devices = n_dev;
+        src.devices = devs;
+        src.backend = rt->is_cuda ? "cuda" : "sim";
         src.options = &rt->opts;
         src.memory_limit = rt->memory_limit;
         src.complete = complete;
@@ -429,8 +498,7 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         src.ranges = rt->ranges;
         src.current_step = rt->step;
         src.stats = stats;
-        if (rt->backend->ops->mem_info(rt->backend, &free_b, &total_b) == RANKSNAP_OK)
-            src.device_used_bytes = total_b > free_b ? total_b - free_b : 0;
+        src.device_used_bytes = device_used;
         src.outside_bytes_peak = rt->outside_peak;
         src.outside_bytes_end = outside;
         src.n_outside_labels = rs_outside_labels_copy(labels);
@@ -438,6 +506,7 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         src.has_oom = has_oom;
         if (has_oom) {
             src.oom = oom;
+            src.oom_device = oom_device;
             src.oom_step = rt->step;
             /* The OOM event in the ring carries the stack of the failing request. */
             for (uint64_t i = rs_recorder_count(rt->recorder); i-- > 0;) {
@@ -456,7 +525,7 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         src.clock_uncertainty_us = rs_coord_clock_uncertainty_us(rt->coord);
         st = rs_snapshot_encode(&src, &buf, &len);
     }
-    rs_alloc_unlock(rt->alloc);
+    rs_rt_unlock(rt);
     rs_symbols_free(&sym);
     rs_alloc_state_free(&state);
     if (st != RANKSNAP_OK) return st;
@@ -524,7 +593,7 @@ void rs_dump_on_signal(int sig)
     if (!rt) return;
     int budget_ms = rt->opts.dump_timeout_ms / 2, got = 0;
     for (int waited = 0; waited <= budget_ms; waited++) {
-        if (rs_alloc_trylock(rt->alloc)) {
+        if (rs_rt_trylock(rt)) {
             got = 1;
             break;
         }
@@ -536,7 +605,7 @@ void rs_dump_on_signal(int sig)
                 rt->ring_file ? "the ring file keeps the history" : "no snapshot written");
         return;
     }
-    rs_alloc_unlock(rt->alloc);
+    rs_rt_unlock(rt);
     if (rs_dump_write(NULL, 0) == RANKSNAP_OK)
         RS_INFO(RS_SUB_DUMP, "signal %d: snapshot written", sig);
     else

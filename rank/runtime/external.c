@@ -117,11 +117,21 @@ ranksnap_status ranksnap_set_recorder(const ranksnap_recorder_ops *ops)
 
 /* ---- steps --------------------------------------------------------------------------------- */
 
+/* The device the framework allocates on: the one ranksnap opened first, else the calling thread's
+ * current device (PyTorch's, set by the script before its first tensor). */
+static rs_rt_device *rs_ext_device(rs_runtime *rt)
+{
+    rs_rt_device *d = NULL;
+    if (rs_devices_count(rt) > 0) return rs_devices_at(rt, 0);
+    return rs_devices_get_current(rt, &d) == RANKSNAP_OK ? d : NULL;
+}
+
 /* Device memory outside the framework's allocator now; rs_ext_mu held. */
 static uint64_t rs_ext_outside_locked(rs_runtime *rt, uint64_t *used_out, uint64_t *reserved_out)
 {
     uint64_t free_b = 0, total_b = 0, used = 0;
-    if (rt->backend->ops->mem_info(rt->backend, &free_b, &total_b) == RANKSNAP_OK)
+    rs_rt_device *d = rs_ext_device(rt);
+    if (d && d->backend->ops->mem_info(d->backend, &free_b, &total_b) == RANKSNAP_OK)
         used = total_b > free_b ? total_b - free_b : 0;
     uint64_t reserved = rs_ext_have_ops ? rs_ext_ops.reserved(rs_ext_ops.ctx) : 0;
     if (used_out) *used_out = used;
@@ -195,7 +205,7 @@ static ranksnap_status rs_ext_meta_locked(rs_runtime *rt, const char *reason, ch
             (long long)rs_coord_clock_uncertainty_us(rt->coord));
     /* the ranges and the step are the allocator lock's (steps.c); the snapshot is taken
      * between two steps, so they hold still */
-    rs_alloc_lock(rt->alloc);
+    rs_rt_lock(rt);
     for (size_t i = 0; i < rt->n_ranges; i++) {
         if (rt->ranges[i].end < 0)
             fprintf(f, "%s[%lld, null]", i ? ", " : "", (long long)rt->ranges[i].begin);
@@ -204,7 +214,7 @@ static ranksnap_status rs_ext_meta_locked(rs_runtime *rt, const char *reason, ch
                     (long long)rt->ranges[i].end);
     }
     int64_t current = rt->step;
-    rs_alloc_unlock(rt->alloc);
+    rs_rt_unlock(rt);
     fprintf(f, "], \"current_step\": %lld, \"steps\": [", (long long)current);
     size_t first = rs_ext_n_steps > RS_EXT_STEPS ? rs_ext_n_steps - RS_EXT_STEPS : 0;
     for (size_t i = first; i < rs_ext_n_steps; i++) {
@@ -212,14 +222,17 @@ static ranksnap_status rs_ext_meta_locked(rs_runtime *rt, const char *reason, ch
         fprintf(f, "%s[%lld, %llu]", i > first ? ", " : "", (long long)e->step,
                 (unsigned long long)e->time_us);
     }
-    fprintf(f, "], \"device\": {\"index\": %d, \"name\": ", rt->device.index);
-    rs_json_string(f, rt->device.name, RS_JSON_PLAIN);
+    rs_rt_device *dev = rs_ext_device(rt);
+    rs_device_info none = {.index = -1};
+    const rs_device_info *info = dev ? &dev->info : &none;
+    fprintf(f, "], \"device\": {\"index\": %d, \"name\": ", info->index);
+    rs_json_string(f, info->name, RS_JSON_PLAIN);
     fprintf(f, ", \"uuid\": ");
-    rs_json_string(f, rt->device.uuid, RS_JSON_PLAIN);
+    rs_json_string(f, info->uuid, RS_JSON_PLAIN);
     fprintf(f, ", \"total_bytes\": %llu}, \"device_used_bytes\": %llu, "
                "\"framework_reserved_bytes\": %llu, \"outside_bytes_peak\": %llu, "
                "\"outside_bytes_end\": %llu, \"outside_labels\": {",
-            (unsigned long long)rt->device.total_bytes, (unsigned long long)used,
+            (unsigned long long)info->total_bytes, (unsigned long long)used,
             (unsigned long long)reserved, (unsigned long long)rs_ext_outside_peak,
             (unsigned long long)outside);
     rs_outside_label labels[RS_MAX_OUTSIDE_LABELS];

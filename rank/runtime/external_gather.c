@@ -280,9 +280,9 @@ ranksnap_status rs_external_end_of_range(rs_runtime *rt, rs_gather_result *g, in
             int rc = rs_xg_group(rt, buf, len, &mine, &x);
             if (rc != 0 && rt->rank == 0) {
                 int64_t begin = 0;
-                rs_alloc_lock(rt->alloc);
+                rs_rt_lock(rt);
                 if (rt->n_ranges > 0) begin = rt->ranges[rt->n_ranges - 1].begin;
-                rs_alloc_unlock(rt->alloc);
+                rs_rt_unlock(rt);
                 RS_INFO(RS_SUB_MPI, "gather: %s; waiting for the other ranks' files in %s",
                         rc == -1 ? "no torch.distributed group" : "the process group's collective failed",
                         rt->opts.dir);

@@ -2,8 +2,8 @@
  * instance.c — the process-wide instance (instance.h): init and finalize, the start from inside an
  * intercepted call, and what the interposers ask of it.
  *
- * Owns the one backend, allocator, recorder and stack table of this rank and wires the
- * allocator's observer (alloc_api.c) to the recorder. The other ranksnap_* calls of
+ * Owns the recorder and stack table of this rank and its devices' allocators (devices.c), whose
+ * observer (alloc_api.c) feeds the recorder. The other ranksnap_* calls of
  * include/ranksnap.h are in alloc_api.c, steps.c and dump.c.
  */
 #include <errno.h>
@@ -15,10 +15,9 @@
 #include <unistd.h>
 
 #include "alloc_api.h"
-#include "backend_cuda.h"
-#include "backend_sim.h"
 #include "clock.h"
 #include "coord.h"
+#include "devices.h"
 #include "dump.h"
 #include "errors.h"
 #include "external.h"
@@ -44,24 +43,15 @@ static int rs_atexit_registered;     /* guarded by rs_init_lock */
 
 /* ---- init / finalize ------------------------------------------------------------------------ */
 
-static ranksnap_status rs_backend_open(rs_runtime *rt)
-{
-    rs_backend_kind kind = rt->opts.backend;
-    if (kind == RS_BACKEND_AUTO) kind = rs_backend_cuda_available() ? RS_BACKEND_CUDA : RS_BACKEND_SIM;
-    if (kind == RS_BACKEND_CUDA) return rs_backend_cuda_create(&rt->backend);
-    return rs_backend_sim_create(rt->opts.sim_capacity, &rt->backend);
-}
-
 static void rs_runtime_destroy(rs_runtime *rt)
 {
     if (!rt) return;
     rs_steps_timer_stop(rt);
     if (rt->postmortem) rs_postmortem_stop();
-    if (rt->alloc) rs_alloc_destroy(rt->alloc);
+    rs_devices_destroy(rt);
     if (rt->recorder) rs_recorder_destroy(rt->recorder);
     if (rt->ring_file) rs_ring_file_close(rt->ring_file, 1);
     if (rt->stacks) rs_stacks_destroy(rt->stacks);
-    if (rt->backend) rt->backend->ops->destroy(rt->backend);
     if (rt->coord) rs_coord_destroy(rt->coord);
     free(rt);
 }
@@ -129,17 +119,8 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
     /* which names in RANKSNAP_DIR are this job's, before any file is made (dump.h) */
     if ((st = rs_dump_claim(rt)) != RANKSNAP_OK) goto fail;
 
-    st = rs_backend_open(rt);
-    if (st != RANKSNAP_OK) goto fail;
-    st = rt->backend->ops->device_info(rt->backend, &rt->device);
-    if (st != RANKSNAP_OK) goto fail;
-    rt->is_cuda = strcmp(rt->backend->ops->name, "cuda") == 0;
-    {
-        /* the baseline of finalize's "nothing was intercepted" check */
-        uint64_t free_b = 0, total_b = 0;
-        if (rt->backend->ops->mem_info(rt->backend, &free_b, &total_b) == RANKSNAP_OK)
-            rt->outside_at_init = total_b > free_b ? total_b - free_b : 0;
-    }
+    /* the backend is checked now; each device is opened at its first allocation (devices.h) */
+    if ((st = rs_devices_init(rt, rs_alloc_api_observe)) != RANKSNAP_OK) goto fail;
 
     /* ranksnap torch mode: the framework records, with its own stacks and no ring file */
     int external = rt->opts.recorder == RS_RECORDER_TORCH;
@@ -150,7 +131,7 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
     rt->memory_limit = rs_options_memory_limit_for_rank(&rt->opts.memory_limit, rt->rank);
     if (!external && rt->opts.ring == RS_RING_MMAP) {
         rs_ring_identity id = {rt->rank, rt->world_size, (int64_t)getpid(), rt->job, rt->host,
-                               rt->device.name, rt->device.total_bytes, rt->memory_limit,
+                               "", 0, rt->memory_limit,
                                rs_coord_clock_offset_us(rt->coord), &rt->opts.alloc_conf};
         rs_ring_pub pub;
         if ((st = rs_dump_open_ring(rt, &id, &rt->ring_file)) == RANKSNAP_OK) {
@@ -169,16 +150,6 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
         st = rs_recorder_create(rt->opts.max_entries, rt->stacks, &rt->recorder);
         if (st != RANKSNAP_OK) goto fail;
     }
-    rs_alloc_config cfg = {
-        .memory_limit = rt->memory_limit,
-        .conf = &rt->opts.alloc_conf,
-        .device_index = rt->device.index,
-        .observer = rs_alloc_api_observe,
-        .observer_ctx = rt,
-    };
-    st = rs_alloc_create(rt->backend, &cfg, &rt->alloc);
-    if (st != RANKSNAP_OK) goto fail;
-
     /* The whole run (RANKSNAP_STEPS empty) is one range that starts now; step ranges start at
      * their first step, time ranges when the timer says so. */
     if (rt->opts.record && rt->sched.whole_run) {
@@ -195,9 +166,8 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
         else
             RS_WARN(RS_SUB_INIT, "%s", ranksnap_last_error());
     }
-    RS_INFO(RS_SUB_INIT, "init: rank %d of %d, backend %s (%s, %llu bytes), limit %llu, stacks %s, steps \"%s\"",
-            rt->rank, rt->world_size, rt->backend->ops->name, rt->device.name,
-            (unsigned long long)rt->device.total_bytes, (unsigned long long)rt->memory_limit,
+    RS_INFO(RS_SUB_INIT, "init: rank %d of %d, backend %s, limit %llu, stacks %s, steps \"%s\"",
+            rt->rank, rt->world_size, rt->is_cuda ? "cuda" : "sim", (unsigned long long)rt->memory_limit,
             rt->opts.stacks == RS_STACKS_NONE ? "none" : rt->opts.stacks == RS_STACKS_FP ? "fp" : "native",
             rt->opts.steps);
     *out = rt;
@@ -338,20 +308,20 @@ ranksnap_status ranksnap_finalize(void)
         /* ranksnap_abandon: the process dies; no collective with ranks that wait elsewhere */
         if (!rs_state_abandoned() &&
             (rt->in_range || (rt->sched.time_based && !rt->reported && rt->n_ranges > 0))) {
-            rs_alloc_lock(rt->alloc);
+            rs_rt_lock(rt);
             if (rt->n_ranges > 0 && rt->ranges[rt->n_ranges - 1].end < 0)
                 rt->ranges[rt->n_ranges - 1].end = rt->step < 0 ? 0 : rt->step + 1;
             rt->in_range = 0;
-            rs_alloc_unlock(rt->alloc);
+            rs_rt_unlock(rt);
             st = rs_live_report_end_of_range(rt);
         }
         /* Abandoned inside a range (an uncaught exception ends the rank: a peer's OOM closed the
          * connection of the collective it waited in, say): no gather, but this rank's data stays
          * on disk for `ranksnap report DIR`, unless its own OOM dump already put it there. */
         if (rs_state_abandoned()) {
-            rs_alloc_lock(rt->alloc);
+            rs_rt_lock(rt);
             int open_range = rt->in_range;
-            rs_alloc_unlock(rt->alloc);
+            rs_rt_unlock(rt);
             if (open_range && !atomic_load(&rt->range_dumped)) {
                 if (rs_dump_write(NULL, 1) != RANKSNAP_OK)
                     RS_WARN(RS_SUB_DUMP, "the rank ends in a recorded range, and its snapshot could "
@@ -418,35 +388,50 @@ ranksnap_status rs_instance_ensure_wait(void)
     return rs_ensure(1);
 }
 
-int rs_instance_active(int *device, int *cuda)
+int rs_instance_active(int *cuda)
 {
     rs_runtime *rt = rs_state_get();
     if (!rt) return 0;
-    if (device) *device = rt->device.index;
     if (cuda) *cuda = rt->is_cuda;
     return 1;
 }
 
-ranksnap_status rs_instance_cache_bytes(uint64_t *reserved, uint64_t *allocated, uint64_t *limit)
+int rs_instance_current_device(void)
+{
+    rs_runtime *rt = rs_state_get();
+    return rt ? rs_devices_current(rt) : -1;
+}
+
+/* Device `device` of the running instance, made now if the program had not allocated there. */
+static ranksnap_status rs_instance_device(int device, rs_rt_device **out)
 {
     RS_NEED(rt);
+    return rs_devices_get(rt, device, out);
+}
+
+ranksnap_status rs_instance_cache_bytes(int device, uint64_t *reserved, uint64_t *allocated,
+                                        uint64_t *limit)
+{
+    rs_rt_device *d;
+    RS_CHECK(rs_instance_device(device, &d));
     ranksnap_stats s;
     memset(&s, 0, sizeof s);
-    rs_alloc_get_stats(rt->alloc, &s);
+    rs_alloc_get_stats(d->alloc, &s);
     *reserved = s.reserved_bytes;
     *allocated = s.allocated_bytes;
-    *limit = rs_alloc_memory_limit(rt->alloc);
+    *limit = rs_alloc_memory_limit(d->alloc);
     return RANKSNAP_OK;
 }
 
-ranksnap_status rs_instance_device_usage(uint64_t *device_free, uint64_t *reserved)
+ranksnap_status rs_instance_device_usage(int device, uint64_t *device_free, uint64_t *reserved)
 {
-    RS_NEED(rt);
+    rs_rt_device *d;
+    RS_CHECK(rs_instance_device(device, &d));
     uint64_t total = 0;
-    RS_CHECK(rt->backend->ops->mem_info(rt->backend, device_free, &total));
+    RS_CHECK(d->backend->ops->mem_info(d->backend, device_free, &total));
     ranksnap_stats s;
     memset(&s, 0, sizeof s);
-    rs_alloc_get_stats(rt->alloc, &s);
+    rs_alloc_get_stats(d->alloc, &s);
     *reserved = s.reserved_bytes;
     return RANKSNAP_OK;
 }
@@ -461,8 +446,7 @@ static int rs_runtime_should_retire(rs_runtime *rt)
 {
     if (rs_state_intercepted() == 0) return 0;
     ranksnap_stats s;
-    memset(&s, 0, sizeof s);
-    rs_alloc_get_stats(rt->alloc, &s);
+    rs_devices_stats(rt, &s);
     return s.allocated_bytes > 0;
 }
 
@@ -477,12 +461,12 @@ static void rs_runtime_retire(rs_runtime *rt)
         rs_postmortem_stop();
         rt->postmortem = 0;
     }
-    rs_alloc_lock(rt->alloc);
+    rs_rt_lock(rt);
     rs_recorder_set_enabled(rt->recorder, 0);
     atomic_store(&rt->recording, 0);
     rs_ring_file *rf = rt->ring_file;
     rt->ring_file = NULL;
-    rs_alloc_unlock(rt->alloc);
+    rs_rt_unlock(rt);
     if (rf) rs_ring_file_close(rf, 1);
     if (rt->coord) rs_coord_destroy(rt->coord);
     rt->coord = NULL;
@@ -499,8 +483,10 @@ int rs_instance_free_retired(void *ptr)
     if (!ptr || !atomic_load_explicit(&rs_retired, memory_order_acquire)) return 0;
     int done = 0;
     pthread_mutex_lock(&rs_retired_mu);
-    for (rs_runtime *rt = atomic_load(&rs_retired); rt && !done; rt = rt->retired_next)
-        done = rs_alloc_owns(rt->alloc, ptr) && rs_alloc_free(rt->alloc, ptr) == RANKSNAP_OK;
+    for (rs_runtime *rt = atomic_load(&rs_retired); rt && !done; rt = rt->retired_next) {
+        rs_rt_device *d = rs_devices_owner(rt, ptr);
+        done = d && rs_alloc_free(d->alloc, ptr) == RANKSNAP_OK;
+    }
     pthread_mutex_unlock(&rs_retired_mu);
     return done;
 }

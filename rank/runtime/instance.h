@@ -26,16 +26,19 @@ ranksnap_status rs_instance_ensure(void);
  * never called from inside ranksnap's own init), and that join MPI under mpirun whatever the
  * program is. */
 ranksnap_status rs_instance_ensure_wait(void);
-/* 1 when ranksnap is running, with the device index of its backend in *device and 1 in *cuda
- * when that backend is the CUDA one (0 for the sim device). */
-int rs_instance_active(int *device, int *cuda);
-/* The allocator's view for cudaMemGetInfo: bytes reserved, allocated and the memory limit
- * (0 = none). RANKSNAP_ERR_NOT_INITIALIZED when ranksnap is not running. */
-ranksnap_status rs_instance_cache_bytes(uint64_t *reserved, uint64_t *allocated, uint64_t *limit);
-/* The device's free bytes (on ranksnap's device, whatever the calling thread's current device)
- * and the allocator's reserved bytes, read together so that a caller measuring device memory
- * taken by someone else (NCCL) can take out what ranksnap reserved meanwhile. */
-ranksnap_status rs_instance_device_usage(uint64_t *device_free, uint64_t *reserved);
+/* 1 when ranksnap is running, with 1 in *cuda when its backend is the CUDA one (0 for the sim
+ * device). */
+int rs_instance_active(int *cuda);
+/* The calling thread's current device as ranksnap's backend sees it, -1 when not running. */
+int rs_instance_current_device(void);
+/* Device `device`'s allocator's view for cudaMemGetInfo: bytes reserved, allocated and the memory
+ * limit (0 = none). RANKSNAP_ERR_NOT_INITIALIZED when ranksnap is not running. */
+ranksnap_status rs_instance_cache_bytes(int device, uint64_t *reserved, uint64_t *allocated,
+                                        uint64_t *limit);
+/* Device `device`'s free bytes (whatever the calling thread's current device) and its
+ * allocator's reserved bytes, read together so that a caller measuring device memory taken by
+ * someone else (NCCL) can take out what ranksnap reserved meanwhile. */
+ranksnap_status rs_instance_device_usage(int device, uint64_t *device_free, uint64_t *reserved);
 /* After ranksnap_finalize: a block handed out by the interposers is still live when finalize
  * runs (MPI_Finalize before cudaFree is common), so the allocator is kept, retired, instead of
  * releasing memory the program still uses. Returns 1 if `ptr` was a live block of a retired

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "devices.h"
 #include "errors.h"
 #include "launcher.h"
 #include "outside.h"
@@ -25,9 +26,15 @@
  * libraries. Sampled at steps and dumps, since cudaMemGetInfo is too slow for every event. */
 uint64_t rs_outside_sample(rs_runtime *rt, uint64_t reserved)
 {
-    uint64_t free_b = 0, total_b = 0;
-    if (rt->backend->ops->mem_info(rt->backend, &free_b, &total_b) != RANKSNAP_OK) return 0;
-    uint64_t used = total_b > free_b ? total_b - free_b : 0;
+    /* the devices the rank allocated on: what is in use on them beyond what ranksnap reserved */
+    uint64_t used = 0;
+    size_t n = rs_devices_count(rt);
+    for (size_t i = 0; i < n; i++) {
+        rs_rt_device *d = rs_devices_at(rt, i);
+        uint64_t free_b = 0, total_b = 0;
+        if (d->backend->ops->mem_info(d->backend, &free_b, &total_b) != RANKSNAP_OK) continue;
+        used += total_b > free_b ? total_b - free_b : 0;
+    }
     uint64_t outside = used > reserved ? used - reserved : 0;
     if (outside > rt->outside_peak) rt->outside_peak = outside;
     return outside;
@@ -99,16 +106,21 @@ void rs_outside_record(int is_alloc, const void *ptr, uint64_t size)
     /* unwound before the lock, as for allocations; frees carry no stack, as in the observer */
     uintptr_t pcs[RS_MAX_STACK_DEPTH];
     int n = is_alloc && rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
-    rs_alloc_lock(rt->alloc);
+    int device = rs_devices_current(rt);
+    rs_rt_lock(rt);
     uint32_t id = n > 0 && rs_recorder_enabled(rt->recorder) ? rs_stacks_intern(rt->stacks, pcs, n) : 0;
+    rs_recorder_set_device(rt->recorder, device);
     rs_recorder_append_id(rt->recorder, is_alloc ? RS_ACT_OUTSIDE_ALLOC : RS_ACT_OUTSIDE_FREE,
                           (uint64_t)(uintptr_t)ptr, size, NULL, id);
-    rs_alloc_unlock(rt->alloc);
+    rs_rt_unlock(rt);
 }
 
-/* Growth of device memory outside the allocator that finalize calls unexplained when a
- * preloaded run intercepted nothing: more than CUDA libraries' handles and workspaces take. */
+/* Device memory beyond what labels explain that finalize calls unexplained when a preloaded run
+ * intercepted nothing: more than CUDA libraries' handles and workspaces take. */
 #define RS_UNSEEN_GROWTH ((uint64_t)64 << 20)
+/* When no allocation reached ranksnap it never opened a device, so it has no baseline from before
+ * the program's own use: a CUDA context (with its modules loaded lazily) is allowed this much. */
+#define RS_CONTEXT_ALLOWANCE ((uint64_t)1 << 30)
 
 /* A preloaded ranksnap that saw no allocation call while the device filled up: the program's
  * calls never reached the interposer, almost always because it is linked with the static CUDA
@@ -118,16 +130,23 @@ void rs_outside_warn_if_nothing_intercepted(rs_runtime *rt)
     if (!rt->is_cuda || rs_state_intercepted() != 0 || rt->rank != 0) return;
     if (!rs_launcher_preloaded()) return;
     ranksnap_stats s;
-    memset(&s, 0, sizeof s);
-    rs_alloc_get_stats(rt->alloc, &s);
+    rs_devices_stats(rt, &s);
     /* a program that allocates through ranksnap's API (the demo) reached it all the same; the
      * device memory it saw grow is NCCL's or another library's, already accounted outside */
     if (s.num_allocs > 0) return;
-    rs_alloc_lock(rt->alloc);
+    /* the device the program runs on now: opened here if nothing had reached ranksnap */
+    uint64_t known = rs_outside_labelled_bytes();
+    if (rs_devices_count(rt) == 0) {
+        rs_rt_device *d;
+        if (rs_devices_get_current(rt, &d) != RANKSNAP_OK) return;
+        known += RS_CONTEXT_ALLOWANCE;
+    } else {
+        known += rs_devices_at(rt, 0)->outside_at_init;
+    }
+    rs_rt_lock(rt);
     rs_outside_sample(rt, s.reserved_bytes);
     uint64_t peak = rt->outside_peak;
-    rs_alloc_unlock(rt->alloc);
-    uint64_t known = rt->outside_at_init + rs_outside_labelled_bytes();
+    rs_rt_unlock(rt);
     if (peak <= known || peak - known < RS_UNSEEN_GROWTH) return;
     char grown[32];
     rs_text_format_bytes(peak - known, grown, sizeof grown);

@@ -2,9 +2,10 @@
  * state.h — the process-wide ranksnap instance: the state every file of the runtime shares, the
  * pointer to it, and the counters that outlive an instance.
  *
- * Locking: the allocator's mutex is the only lock on the hot path. The observer runs with it held,
- * so the recorder and the stack table need none of their own; steps, annotations and dumps take
- * the same mutex (rs_alloc_lock) for their recorder writes. Init and finalize (instance.c) are
+ * Locking: one mutex, `lock`, is the only lock on the hot path: the allocators of every device
+ * (devices.h) take it, and the observer runs with it held, so the recorder and the stack table
+ * need none of their own; steps, annotations and dumps take it (rs_rt_lock) for their recorder
+ * writes. Init and finalize (instance.c) are
  * serialised by their own mutex; the API reads the instance through an atomic pointer
  * (rs_state_get) so that a call racing with finalize sees either the instance or NULL.
  */
@@ -19,6 +20,8 @@
 #include "alloc.h"
 #include "backend.h"
 #include "coord.h"
+#include "devices.h"
+#include "mutex.h"
 #include "options.h"
 #include "passthrough.h"
 #include "ranksnap.h"
@@ -41,8 +44,15 @@ typedef struct rs_dump_name {
 
 typedef struct rs_runtime {
     rs_options opts;
-    rs_backend *backend;
-    rs_alloc *alloc;
+    rs_mutex lock;         /* the allocators' and the recorder's writers' (see above) */
+    /* the devices the program allocated on (devices.c): by ordinal, and in order of first use */
+    rs_rt_device *_Atomic devs[RS_MAX_DEVICES];
+    int dev_order[RS_MAX_DEVICES];
+    atomic_int n_devs;
+    pthread_mutex_t devs_mu; /* serialises the making of a device */
+    int devs_mu_ok;
+    rs_backend_kind backend_kind; /* cuda or sim, resolved at init */
+    rs_alloc_observer observer;   /* every device's allocator reports to it (alloc_api.c) */
     rs_stacks *stacks;     /* NULL with RANKSNAP_STACKS=none */
     rs_recorder *recorder;
     atomic_int recording;  /* mirrors the recorder's switch for the lock-free check */
@@ -50,15 +60,14 @@ typedef struct rs_runtime {
     int world_size;
     char host[256];
     char job[320];
-    rs_device_info device;
-    uint64_t memory_limit;
-    int64_t step;          /* guarded by the allocator lock */
-    size_t n_ranges;       /* recorded step ranges, guarded by the allocator lock */
+    uint64_t memory_limit; /* RANKSNAP_MEMORY_LIMIT for this rank, on each of its devices */
+    int64_t step;          /* guarded by `lock` */
+    size_t n_ranges;       /* recorded step ranges, guarded by `lock` */
     rs_step_range ranges[RS_MAX_RANGES];
     uint64_t outside_peak; /* device memory used outside the allocator, highest sample */
     rs_coord *coord;       /* the ranks, over MPI (a world of one without) */
     rs_schedule sched;     /* RANKSNAP_STEPS plus triggered ranges */
-    int in_range;          /* a scheduled range is being recorded (guarded by the allocator lock) */
+    int in_range;          /* a scheduled range is being recorded (guarded by `lock`) */
     int reported;          /* a range ended and was gathered; finalize need not repeat it */
     atomic_int range_dumped; /* this rank's snapshot was written since the range began (an OOM
                               * dump): a rank abandoned in the range leaves that one */
@@ -82,9 +91,22 @@ typedef struct rs_runtime {
     rs_dump_name written[RS_DUMP_MAX_NAMES];
     int postmortem;          /* signal handlers installed */
     int is_cuda;                     /* the backend is the CUDA one (the interposers serve only it) */
-    uint64_t outside_at_init;        /* device memory in use when ranksnap started */
     struct rs_runtime *retired_next; /* list of retired instances (rs_instance_free_retired) */
 } rs_runtime;
+
+static inline void rs_rt_lock(rs_runtime *rt)
+{
+    rs_mutex_lock(&rt->lock);
+}
+static inline void rs_rt_unlock(rs_runtime *rt)
+{
+    rs_mutex_unlock(&rt->lock);
+}
+/* For the crash path, which must not wait forever on a thread that died holding the lock. */
+static inline int rs_rt_trylock(rs_runtime *rt)
+{
+    return rs_mutex_trylock(&rt->lock);
+}
 
 /* The running instance, or NULL (not initialised, finalised, or disabled). */
 rs_runtime *rs_state_get(void);

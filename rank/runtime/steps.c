@@ -68,12 +68,11 @@ ranksnap_status ranksnap_step(int64_t step)
     int want = !rt->sched.time_based && !rt->sched.whole_run && rt->opts.record &&
                rs_schedule_contains(&rt->sched, step);
     int ended = 0;
-    rs_alloc_set_step(rt->alloc, step);
-    if (want && !rt->in_range) rs_alloc_reset_peak_stats(rt->alloc);
+    rs_devices_set_step(rt, step);
+    if (want && !rt->in_range) rs_devices_reset_peak_stats(rt);
     ranksnap_stats s;
-    memset(&s, 0, sizeof s);
-    rs_alloc_get_stats(rt->alloc, &s);
-    rs_alloc_lock(rt->alloc);
+    rs_devices_stats(rt, &s);
+    rs_rt_lock(rt);
     rt->step = step;
     if (!rt->sched.time_based && !rt->sched.whole_run) {
         if (want && !rt->in_range) {
@@ -87,7 +86,7 @@ ranksnap_status ranksnap_step(int64_t step)
     rs_outside_sample(rt, s.reserved_bytes);
     rs_ring_file_step(rt->ring_file, step, s.allocated_bytes, s.allocated_bytes_peak, s.reserved_bytes_peak);
     rs_recorder_append_id(rt->recorder, RS_ACT_STEP, 0, (uint64_t)step, NULL, 0);
-    rs_alloc_unlock(rt->alloc);
+    rs_rt_unlock(rt);
     rs_external_step(rt, step); /* ranksnap torch mode: the framework's recorder (external.c) */
     if (ended) {
         RS_INFO(RS_SUB_RECORD, "recorded range ends before step %lld: gathering", (long long)step);
@@ -127,16 +126,16 @@ static void *rs_timer_main(void *arg)
     for (size_t i = 0; i < rt->sched.n; i++) {
         const rs_range *r = &rt->sched.r[i];
         if (!rs_timer_sleep_until(rt, rt->epoch_us + r->begin * 1000000)) return NULL;
-        rs_alloc_reset_peak_stats(rt->alloc);
-        rs_alloc_lock(rt->alloc);
+        rs_devices_reset_peak_stats(rt);
+        rs_rt_lock(rt);
         rs_range_begin_locked(rt, rt->step < 0 ? 0 : rt->step);
-        rs_alloc_unlock(rt->alloc);
+        rs_rt_unlock(rt);
         RS_INFO(RS_SUB_RECORD, "time range %lld:%lld s: recording", (long long)r->begin, (long long)r->end);
         if (r->end < 0) return NULL;
         if (!rs_timer_sleep_until(rt, rt->epoch_us + r->end * 1000000)) return NULL;
-        rs_alloc_lock(rt->alloc);
+        rs_rt_lock(rt);
         rs_range_end_locked(rt, rt->step < 0 ? 0 : rt->step + 1);
-        rs_alloc_unlock(rt->alloc);
+        rs_rt_unlock(rt);
         RS_INFO(RS_SUB_RECORD, "time range %lld:%lld s: stopped", (long long)r->begin, (long long)r->end);
     }
     return NULL;
@@ -181,7 +180,7 @@ static ranksnap_status rs_annotate(rs_action act, const char *name, const char *
         return rs_passthrough_on() ? RANKSNAP_OK
                                    : rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "%s: call ranksnap_init() first", fn);
     ranksnap_status st = RANKSNAP_OK;
-    rs_alloc_lock(rt->alloc);
+    rs_rt_lock(rt);
     if (rs_recorder_enabled(rt->recorder)) {
         uint32_t idx = rs_recorder_intern_string(rt->recorder, name);
         if (idx == UINT32_MAX)
@@ -189,7 +188,7 @@ static ranksnap_status rs_annotate(rs_action act, const char *name, const char *
         else
             rs_recorder_append_id(rt->recorder, act, idx, 0, NULL, 0);
     }
-    rs_alloc_unlock(rt->alloc);
+    rs_rt_unlock(rt);
     return st;
 }
 
@@ -206,7 +205,7 @@ ranksnap_status ranksnap_annotate_end(const char *name)
 ranksnap_status ranksnap_record(int on)
 {
     RS_NEED_OR_PASS(rt);
-    rs_alloc_lock(rt->alloc);
+    rs_rt_lock(rt);
     int was = rs_recorder_enabled(rt->recorder);
     if (on && !was && rt->n_ranges < RS_MAX_RANGES) {
         rt->ranges[rt->n_ranges].begin = rt->step < 0 ? 0 : rt->step;
@@ -217,7 +216,7 @@ ranksnap_status ranksnap_record(int on)
     }
     rs_recorder_set_enabled(rt->recorder, on ? 1 : 0);
     atomic_store(&rt->recording, on ? 1 : 0);
-    rs_alloc_unlock(rt->alloc);
+    rs_rt_unlock(rt);
     return RANKSNAP_OK;
 }
 

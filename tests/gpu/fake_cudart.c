@@ -2,8 +2,10 @@
  * fake_cudart.c — a stand-in for the shared CUDA runtime (libcudart.so.<major>) on machines
  * without a GPU, so that the preload route runs end to end in CI (label unit).
  *
- * Host memory plays device memory on one 16 GiB device: cudaMalloc is aligned_alloc, cudaMemset
- * writes it, cudaMemGetInfo counts it, events and streams complete at once. It has the soname of
+ * Host memory plays device memory on FAKE_CUDA_DEVICES devices (default 2) of 16 GiB each, with a
+ * current device per thread as the real runtime keeps it: cudaMalloc is aligned_alloc charged to
+ * the current device, cudaMemset writes it, cudaMemGetInfo counts the current device's,
+ * events and streams complete at once. It has the soname of
  * the real runtime and a version node of the same name, so that preloading it (after
  * libranksnap.so) makes it *the* runtime of the process: the test program's calls, ranksnap's
  * RTLD_NEXT lookups and ranksnap's backend (which dlopens the runtime by soname) all reach it.
@@ -12,6 +14,7 @@
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,14 +23,25 @@
 #define FAKE_EXPORT __attribute__((visibility("default")))
 #define FAKE_MAX_LIVE 65536
 
+#define FAKE_MAX_DEVICES 8
+
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 static const size_t fake_capacity = (size_t)16 << 30;
-static size_t fake_used;
+static size_t fake_used[FAKE_MAX_DEVICES];
 static _Thread_local cudaError_t fake_last;
+static _Thread_local int fake_dev;
 static struct {
     void *p;
     size_t n;
+    int dev;
 } fake_live[FAKE_MAX_LIVE];
+
+static int fake_devices(void)
+{
+    const char *v = getenv("FAKE_CUDA_DEVICES");
+    int n = v ? atoi(v) : 2;
+    return n < 1 ? 1 : n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : n;
+}
 static int fake_pool;
 
 static cudaError_t fake_err(cudaError_t e)
@@ -43,12 +57,14 @@ static cudaError_t fake_take(size_t n, void **out)
     *out = NULL;
     pthread_mutex_lock(&fake_mu);
     cudaError_t e = cudaErrorMemoryAllocation;
-    void *p = n <= fake_capacity - fake_used ? aligned_alloc(512, (n + 511) & ~(size_t)511) : NULL;
+    void *p = n <= fake_capacity - fake_used[fake_dev] ? aligned_alloc(512, (n + 511) & ~(size_t)511)
+                                                       : NULL;
     for (int i = 0; p && i < FAKE_MAX_LIVE; i++)
         if (!fake_live[i].p) {
             fake_live[i].p = p;
             fake_live[i].n = n;
-            fake_used += n;
+            fake_live[i].dev = fake_dev;
+            fake_used[fake_dev] += n;
             *out = p;
             e = cudaSuccess;
             break;
@@ -65,7 +81,7 @@ static cudaError_t fake_give(void *p)
     cudaError_t e = cudaErrorInvalidValue;
     for (int i = 0; i < FAKE_MAX_LIVE; i++)
         if (fake_live[i].p == p) {
-            fake_used -= fake_live[i].n;
+            fake_used[fake_live[i].dev] -= fake_live[i].n;
             fake_live[i].p = NULL;
             free(p);
             e = cudaSuccess;
@@ -155,7 +171,7 @@ FAKE_EXPORT cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t w, size_
 FAKE_EXPORT cudaError_t cudaMemGetInfo(size_t *f, size_t *t)
 {
     pthread_mutex_lock(&fake_mu);
-    *f = fake_capacity - fake_used;
+    *f = fake_capacity - fake_used[fake_dev];
     *t = fake_capacity;
     pthread_mutex_unlock(&fake_mu);
     return cudaSuccess;
@@ -163,26 +179,29 @@ FAKE_EXPORT cudaError_t cudaMemGetInfo(size_t *f, size_t *t)
 
 FAKE_EXPORT cudaError_t cudaGetDeviceCount(int *n)
 {
-    *n = 1;
+    *n = fake_devices();
     return cudaSuccess;
 }
 
 FAKE_EXPORT cudaError_t cudaGetDevice(int *d)
 {
-    *d = 0;
+    *d = fake_dev;
     return cudaSuccess;
 }
 
 FAKE_EXPORT cudaError_t cudaSetDevice(int d)
 {
-    return d == 0 ? cudaSuccess : fake_err(cudaErrorInvalidDevice);
+    if (d < 0 || d >= fake_devices()) return fake_err(cudaErrorInvalidDevice);
+    fake_dev = d;
+    return cudaSuccess;
 }
 
 FAKE_EXPORT cudaError_t cudaGetDeviceProperties_v2(struct cudaDeviceProp *p, int d)
 {
-    (void)d;
+    if (d < 0 || d >= fake_devices()) return fake_err(cudaErrorInvalidDevice);
     memset(p, 0, sizeof *p);
-    strcpy(p->name, "ranksnap fake device");
+    snprintf(p->name, sizeof p->name, "ranksnap fake device %d", d);
+    p->uuid.bytes[0] = (char)(d + 1);
     p->totalGlobalMem = fake_capacity;
     return cudaSuccess;
 }

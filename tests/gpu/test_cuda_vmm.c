@@ -42,7 +42,7 @@ static rs_alloc *make(rs_backend **b, const char *conf)
     rs_alloc *a = NULL;
     rs_alloc_conf_reset(&c);
     CHECK(rs_alloc_conf_parse(&c, conf, 0, why, sizeof why) == 0);
-    CHECK(rs_backend_cuda_create(b) == RANKSNAP_OK);
+    CHECK(rs_backend_cuda_create(-1, b) == RANKSNAP_OK);
     if (!*b) return NULL;
     rs_alloc_config cfg = {.conf = &c};
     CHECK(rs_alloc_create(*b, &cfg, &a) == RANKSNAP_OK);

@@ -204,7 +204,7 @@ int main(void)
         printf("FAIL %s\n", ranksnap_last_error());
         return 1;
     }
-    if (rs_backend_cuda_create(&backend) != RANKSNAP_OK) {
+    if (rs_backend_cuda_create(-1, &backend) != RANKSNAP_OK) {
         printf("FAIL cuda backend: %s\n", ranksnap_last_error());
         return 1;
     }

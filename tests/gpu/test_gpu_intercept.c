@@ -13,10 +13,10 @@
  *   --oom          run with RANKSNAP_MEMORY_LIMIT=256MiB: an allocation over the limit returns
  *                  cudaErrorMemoryAllocation, left once in cudaGetLastError as the real one does
  *   --disabled     run with RANKSNAP_DISABLE=1: everything passes through, ranksnap never starts
- *   --plain        allocate 256 MiB and free it, no checks (the static runtime, preloaded: ranksnap
+ *   --plain        allocate 2 GiB and free it, no checks (the static runtime, preloaded: ranksnap
  *                  sees nothing and must say so at exit)
  *   --plain-init   the same with ranksnap started (ranksnap_init, as MPI_Init would) and
- *                  finalised while the 256 MiB are held: finalize must say so
+ *                  finalised while the 2 GiB are held: finalize must say so
  *
  * Without a usable device it prints why and exits 77 (ctest: skipped).
  */
@@ -235,7 +235,7 @@ int main(int argc, char **argv)
         int with_init = !strcmp(argv[1], "--plain-init");
         if (with_init && init(NULL) != RANKSNAP_OK) return 1;
         void *p = NULL;
-        if (cudaMalloc(&p, 256 * MiB) != cudaSuccess || cudaMemset(p, 0, 256 * MiB) != cudaSuccess)
+        if (cudaMalloc(&p, 2048 * MiB) != cudaSuccess || cudaMemset(p, 0, 2048 * MiB) != cudaSuccess)
             return 1;
         if (with_init && fini() != RANKSNAP_OK) return 1;
         return cudaFree(p) == cudaSuccess ? 0 : 1;

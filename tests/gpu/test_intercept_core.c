@@ -6,7 +6,8 @@
  * of its own, a programmable current device, free memory, capture state and last error), and
  * ranksnap serves from the sim backend (ranksnap_icp_test_serve_sim). So every decision the core makes
  * runs in CI: lazy start on the first call, what is served and what passes through (another
- * device, a foreign pointer, a captured stream, a non-default pool), how frees are ordered, what
+ * device served by its own allocator, a foreign pointer, a captured stream, a non-default pool),
+ * how frees are ordered, what
  * cudaMemGetInfo answers under a memory limit, how an OOM is reported, the outside-memory labels
  * in the snapshot and the report, the PyTorch entry points, and frees after finalize. It lives
  * with the GPU tests because it needs the CUDA headers (not the library, not a device).
@@ -201,7 +202,7 @@ TEST(pointer_from_before_ranksnap_goes_to_the_real_free_untouched)
     CHECK(ranksnap_icp_free(&fake, p) == cudaSuccess);
 }
 
-TEST(allocations_on_another_device_pass_through)
+TEST(allocations_on_another_device_are_served_by_its_own_allocator)
 {
     int mallocs = fk.mallocs;
     uint64_t allocs = stats().num_allocs;
@@ -209,9 +210,23 @@ TEST(allocations_on_another_device_pass_through)
     void *p = NULL;
     CHECK(ranksnap_icp_malloc(&fake, &p, MiB) == cudaSuccess);
     fk.device = 0;
-    CHECK(fk.mallocs == mallocs + 1);
-    CHECK_EQ_U64(stats().num_allocs, allocs);
+    /* ranksnap's, not the real runtime's, and on device 1's addresses (the sim's per device) */
+    CHECK(fk.mallocs == mallocs);
+    CHECK_EQ_U64(stats().num_allocs, allocs + 1);
+    CHECK((uintptr_t)p >= 0x7f0000000000 + ((uintptr_t)1 << 48));
+    rs_snap *s = dump_and_read("two-devices.rsnap");
+    CHECK(s && s->n_devices == 2);
+    int on_1 = 0;
+    for (size_t i = 0; s && i < s->n_segments; i++)
+        if (s->segments[i].device == 1 && s->segments[i].allocated_size == MiB) on_1 = 1;
+    CHECK(on_1);
+    CHECK(s && s->n_devices == 2 && s->devices[0].index == 0 && s->devices[1].index == 1 &&
+          s->devices[1].num_allocs == 1);
+    rs_snap_free(s);
+    /* freed with device 0 current: the block's own allocator takes it back */
     CHECK(ranksnap_icp_free(&fake, p) == cudaSuccess);
+    CHECK(ranksnap_empty_cache() == RANKSNAP_OK);
+    CHECK_EQ_U64(stats().reserved_bytes, 0);
 }
 
 TEST(cudaFree_orders_reuse_on_the_legacy_stream)
@@ -320,11 +335,11 @@ TEST(mem_get_info_counts_the_cache_as_free_within_the_limit)
     CHECK(ranksnap_icp_mem_get_info(&fake, &f, &t) == cudaSuccess);
     CHECK_EQ_U64(f, 10 * MiB + (s.reserved_bytes - s.allocated_bytes));
     fk.free_b = 60 * GiB;
-    /* another device: the real answer */
+    /* another device: its own allocator, under the same limit, with nothing allocated there */
     fk.device = 1;
     CHECK(ranksnap_icp_mem_get_info(&fake, &f, &t) == cudaSuccess);
-    CHECK_EQ_U64(t, 80 * GiB);
-    CHECK_EQ_U64(f, 60 * GiB);
+    CHECK_EQ_U64(t, GiB);
+    CHECK_EQ_U64(f, GiB);
     fk.device = 0;
     CHECK(ranksnap_icp_free(&fake, p) == cudaSuccess);
 }
@@ -438,12 +453,16 @@ TEST(torch_entry_points_allocate_from_the_cache)
     CHECK(p != NULL);
     CHECK_EQ_U64(stats().num_allocs, allocs + 1);
     CHECK(ranksnap_torch_malloc(0, 0, NULL) == NULL); /* empty tensors, as PyTorch's own */
-    CHECK(ranksnap_torch_malloc(5000, 3, NULL) == NULL); /* not ranksnap's device */
-    CHECK_STR_CONTAINS(ranksnap_last_error(), "device 3");
+    /* another device: its own allocator */
+    void *q = ranksnap_torch_malloc(5000, 3, NULL);
+    CHECK(q != NULL && (uintptr_t)q >= 0x7f0000000000 + ((uintptr_t)3 << 48));
+    CHECK(ranksnap_torch_malloc(5000, 64, NULL) == NULL); /* no such device */
+    CHECK_STR_CONTAINS(ranksnap_last_error(), "device 64");
     CHECK(ranksnap_torch_malloc(4 * GiB, 0, NULL) == NULL); /* over the 1 GiB limit */
     ranksnap_torch_free(p, 5000, 0, NULL);
+    ranksnap_torch_free(q, 5000, 3, NULL);
     ranksnap_torch_free(NULL, 0, 0, NULL);
-    CHECK_EQ_U64(stats().num_frees, frees + 1);
+    CHECK_EQ_U64(stats().num_frees, frees + 2);
     CHECK_EQ_U64(stats().allocated_bytes, 0);
 }
 
@@ -474,7 +493,7 @@ int main(void)
     ranksnap_icp_test_serve_sim(1);
     RUN(first_intercepted_call_starts_ranksnap);
     RUN(pointer_from_before_ranksnap_goes_to_the_real_free_untouched);
-    RUN(allocations_on_another_device_pass_through);
+    RUN(allocations_on_another_device_are_served_by_its_own_allocator);
     RUN(cudaFree_orders_reuse_on_the_legacy_stream);
     RUN(cudaFreeAsync_on_the_allocating_stream_needs_no_event);
     RUN(ptsz_stream_zero_is_the_per_thread_stream);

@@ -219,7 +219,7 @@ static inline void synth_oom(synth *y, uint64_t requested, uint32_t stack)
     uint64_t free_b = s->device.total_bytes / 100;
     sy_event(y, RS_ACT_OOM, free_b, requested, stack);
     s->has_oom = 1;
-    s->oom = (rs_snap_oom){requested, requested, free_b, s->device.total_bytes, y->level, y->reserved,
+    s->oom = (rs_snap_oom){s->device.index, requested, requested, free_b, s->device.total_bytes, y->level, y->reserved,
                        0, y->now, 0, stack, y->step};
     s->totals.num_ooms++;
 }
