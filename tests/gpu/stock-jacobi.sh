@@ -1,0 +1,52 @@
+#!/bin/bash
+# A stock MPI+NCCL program on two GPUs, one rank per GPU: NVIDIA's multi-gpu-programming-models
+# Jacobi solver (its nccl/ folder, given as SRC), which calls cudaSetDevice(local_rank) after
+# MPI_Init. Built as its Makefile builds it (the shared CUDA runtime, -lcudart) and a second time
+# on the static runtime linked with ranksnap's link-time route (pkg-config ranksnap-wrap, from an
+# install of this build), then each run under `mpirun -np 2 launch/ranksnap-run`: both ranks must
+# be recorded on their own device. Then rank 1 is capped (RANKSNAP_MEMORY_LIMIT=1:...) below what
+# the solver allocates, runs out of memory, and `ranksnap report` must name it. Everything it
+# prints and writes goes to OUT.
+# usage: tests/gpu/stock-jacobi.sh SRC OUT [NITER]
+set -uo pipefail
+src=$(cd "$1" && pwd) out=$2 niter=${3:-500}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cli=$root/build/ranksnap
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+prefix=$out/install
+cmake --install "$root/build" --prefix "$prefix" > /dev/null || exit 1
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig:$prefix/lib64/pkgconfig:${PKG_CONFIG_PATH:-}
+work=$(mktemp -d) && cp "$src"/jacobi.cpp "$src"/jacobi_kernels.cu "$work"/ && cd "$work" || exit 1
+cuda=${CUDA_HOME:-/usr/local/cuda}
+# the Makefile's flags; C++17 because CUDA 13's CUB needs it
+nvcc -DHAVE_CUB -lineinfo -gencode arch=compute_90,code=sm_90 -std=c++17 -c jacobi_kernels.cu || exit 1
+cxx="mpicxx -DUSE_NVTX -I$cuda/include -std=c++17 jacobi.cpp jacobi_kernels.o"
+$cxx -L"$cuda"/lib64 -lcudart -ldl -lnccl -o jacobi_shared || exit 1
+$cxx $(pkg-config --libs ranksnap-wrap) -L"$cuda"/lib64 -lcudart_static -ldl -lrt -lpthread -lnccl \
+  -o jacobi_wrap || exit 1
+echo "== ldd: jacobi_shared $(ldd jacobi_shared | grep -c libcudart) shared cudart, jacobi_wrap $(ldd jacobi_wrap | grep -c libcudart)"
+run() { # run NAME ENV... -- PROGRAM ARGS
+  local name=$1; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=(-x "$1"); shift; done
+  shift
+  rm -rf "${out:?}/$name"
+  echo "== $name: mpirun -np 2 ${envs[*]} launch/ranksnap-run --dir $name $*"
+  local t0=$SECONDS
+  timeout 300 mpirun -np 2 --bind-to none "${envs[@]}" "$root/launch/ranksnap-run" --dir "$out/$name" "$@" \
+    > "$out/$name.log" 2>&1
+  echo "   exit $?, $((SECONDS - t0)) s; last lines:"; tail -n 25 "$out/$name.log" | sed 's/^/   /'
+  for f in "$out/$name"/rank-*.rsnap; do
+    [ -f "$f" ] || continue
+    echo "   $(basename "$f"): $("$cli" summary "$f" 2>&1 | grep -E '^  (device|devices|allocated|limit) ' | tr -s ' ' | paste -sd';')"
+  done
+}
+echo "== without ranksnap: mpirun -np 2 ./jacobi_shared -niter $niter"
+timeout 300 mpirun -np 2 --bind-to none ./jacobi_shared -niter "$niter" 2>&1 | tail -n 1 | sed 's/^/   /'
+run shared -- ./jacobi_shared -niter "$niter"
+run wrap -- ./jacobi_wrap -niter "$niter"
+# the solver takes 2 x 1 GiB for its single-GPU reference on each rank: a 1.5 GiB cap on rank 1
+run wrap-oom RANKSNAP_MEMORY_LIMIT=1:1536MiB RANKSNAP_GATHER_TIMEOUT=10 -- ./jacobi_wrap -niter "$niter"
+echo "== ranksnap report $out/wrap-oom"
+"$cli" report "$out/wrap-oom" 2>&1 | tee "$out/wrap-oom-report.txt"
+rm -rf "$work"
