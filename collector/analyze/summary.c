@@ -77,6 +77,11 @@ const char *rs_summary_outside_label_name(const char *label)
     static const char *const names[][2] = {{"nccl", "NCCL"},
                                            {"nccl_mem", "ncclMemAlloc"},
                                            {"cuda_mempool", "cudaMallocFromPoolAsync"},
+                                           {"program", "the program's own driver calls"},
+                                           {"cublas", "cuBLAS"},
+                                           {"cudnn", "cuDNN"},
+                                           {"torch", "PyTorch outside its allocator"},
+                                           {"managed", "managed memory"},
                                            {"other", "other holders"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(label, names[i][0])) return names[i][1];

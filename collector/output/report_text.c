@@ -141,9 +141,12 @@ static void print_oom(FILE *out, const rs_compare_oom *v)
     if (v->step >= 0) fprintf(out, " at step %" PRId64, v->step);
     fputs(": tried to allocate ", out);
     print_bytes(out, v->requested);
-    fputs(" with ", out);
-    print_bytes(out, v->device_free);
-    fputs(" free", out);
+    /* an OOM the driver reported says nothing of the device: leave out what is not known */
+    if (v->device_free || v->device_total) {
+        fputs(" with ", out);
+        print_bytes(out, v->device_free);
+        fputs(" free", out);
+    }
     /* PyTorch's snapshots do not record the capacity: leave it out rather than print 0 */
     if (v->device_total) {
         fputs(" of ", out);

@@ -207,10 +207,21 @@ static ranksnap_status rs_drv_fail(const char *what, CUresult e)
     return rs_error(RANKSNAP_ERR_BACKEND, "cuda backend: %s failed: %s (%d)", what, msg, (int)e);
 }
 
-/* Runs on `device`; returns the device to restore, or -1 when no switch was needed. */
+/* Depth of this thread's calls into the runtime and driver on the backend's behalf: the driver
+ * interposers (rank/intercept/driver.c) leave those allocations to the allocator's own events. */
+static _Thread_local int rs_in_backend;
+
+int rs_backend_cuda_in_call(void)
+{
+    return rs_in_backend;
+}
+
+/* Runs on `device`; returns the device to restore, or -1 when no switch was needed. Every call
+ * into CUDA below is made between rs_cuda_enter and rs_cuda_leave. */
 static int rs_cuda_enter(int device)
 {
     int cur = -1;
+    rs_in_backend++;
     if (rs_rt_.get_device(&cur) != cudaSuccess || cur == device) return -1;
     if (rs_rt_.set_device(device) != cudaSuccess) return -1;
     return cur;
@@ -219,6 +230,7 @@ static int rs_cuda_enter(int device)
 static void rs_cuda_leave(int prev)
 {
     if (prev >= 0) rs_rt_.set_device(prev);
+    rs_in_backend--;
 }
 
 static ranksnap_status rs_cuda_reserve(rs_backend *b, size_t size, void **ptr)

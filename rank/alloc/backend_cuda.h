@@ -16,6 +16,9 @@ ranksnap_status rs_backend_cuda_create(int device, rs_backend **out);
 ranksnap_status rs_backend_cuda_check(void);
 /* 1 if a CUDA device can be used (for RANKSNAP_BACKEND=auto), the thread's last error left clear. */
 int rs_backend_cuda_available(void);
+/* Non-zero while the calling thread is inside a backend call into CUDA (its segments are the
+ * allocator's, recorded as such: the driver's interposers leave them alone). */
+int rs_backend_cuda_in_call(void);
 /* The calling thread's current device, as the CUDA runtime the backend loaded says. */
 ranksnap_status rs_backend_cuda_current_device(int *device);
 

@@ -28,3 +28,8 @@ ranksnap_status rs_backend_cuda_current_device(int *device)
     *device = 0;
     return rs_backend_cuda_check();
 }
+
+int rs_backend_cuda_in_call(void)
+{
+    return 0;
+}

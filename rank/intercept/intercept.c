@@ -404,8 +404,12 @@ cudaError_t ranksnap_icp_malloc_from_pool_async(const rs_cuda_real *r, void **pt
                                   "cudaMallocFromPoolAsync");
     /* Another pool has properties the program chose (IPC export, a location, a release
      * threshold): the pool serves it, and ranksnap counts the bytes as memory outside the cache. */
+    const char *label = rs_outside_driver_label("cuda_mempool");
+    int64_t seen = rs_outside_driver_net();
     cudaError_t e = real(ptr, size, pool, stream);
-    if (e == cudaSuccess && *ptr && size) {
+    rs_outside_driver_label(label);
+    /* the driver's interposers recorded it already, under the same label */
+    if (e == cudaSuccess && *ptr && size && rs_outside_driver_net() == seen) {
         if (rs_ptrmap_put(&rs_pool_allocs, *ptr, size) == 0) {
             rs_outside_add("cuda_mempool", (int64_t)size);
             rs_outside_record(1, *ptr, size);

@@ -101,22 +101,25 @@ typedef struct rs_probe {
     int ok;
     int device; /* the calling thread's current device, the one NCCL creates on */
     uint64_t free0, reserved0;
+    int64_t seen0; /* what the driver's interposers had recorded on this thread */
 } rs_probe;
 
 static void rs_probe_begin(rs_probe *p)
 {
     p->ok = rs_instance_ensure() == RANKSNAP_OK && (p->device = rs_instance_current_device()) >= 0 &&
             rs_instance_device_usage(p->device, &p->free0, &p->reserved0) == RANKSNAP_OK;
+    p->seen0 = rs_outside_driver_net();
 }
 
-/* Bytes the device lost since rs_probe_begin that ranksnap's cache did not take. */
+/* Bytes the device lost since rs_probe_begin that neither ranksnap's cache took nor the driver's
+ * interposers recorded already (under NCCL's name, from its stack). */
 static uint64_t rs_probe_end(const rs_probe *p)
 {
     uint64_t free1 = 0, reserved1 = 0;
     if (!p->ok || rs_instance_device_usage(p->device, &free1, &reserved1) != RANKSNAP_OK) return 0;
     int64_t taken = (int64_t)p->free0 - (int64_t)free1;
-    int64_t cache = (int64_t)reserved1 - (int64_t)p->reserved0;
-    return taken > cache ? (uint64_t)(taken - cache) : 0;
+    int64_t known = (int64_t)reserved1 - (int64_t)p->reserved0 + (rs_outside_driver_net() - p->seen0);
+    return taken > known ? (uint64_t)(taken - known) : 0;
 }
 
 /* Communicator -> bytes accounted to it; the top bit says its first ncclAllReduce was measured. */
@@ -234,7 +237,7 @@ RS_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_
     uint64_t v = 0;
     int first = rs_instance_active(NULL) && rs_ptrmap_get(&rs_comm_bytes, comm, &v) &&
                 !(v & RS_FIRST_COLL_DONE);
-    rs_probe p = {0, -1, 0, 0};
+    rs_probe p = {0, -1, 0, 0, 0};
     if (first) rs_probe_begin(&p);
     ncclResult_t res = n->all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
     if (first) {
@@ -258,7 +261,12 @@ RS_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 {
     const rs_nccl *n = rs_nccl_get();
     if (!n->mem_alloc) return rs_nccl_missing("ncclMemAlloc");
+    /* the driver's interposers see NCCL's cuMemCreate underneath: under this label, then */
+    const char *label = rs_outside_driver_label("nccl_mem");
+    int64_t seen = rs_outside_driver_net();
     ncclResult_t res = n->mem_alloc(ptr, size);
+    rs_outside_driver_label(label);
+    if (rs_outside_driver_net() != seen) return res;
     if (res == ncclSuccess && ptr && *ptr && size && rs_instance_ensure() == RANKSNAP_OK &&
         rs_ptrmap_put(&rs_nccl_mem, *ptr, size) == 0) {
         rs_outside_add("nccl_mem", (int64_t)size);

@@ -273,7 +273,10 @@ static inline void rs_push(rs_recorder *r, rs_action act, uint64_t addr, uint64_
     e->stack_id = stack_id;
     e->stream = rs_stream_index(r, stream);
     e->action = (uint8_t)act;
-    e->flags = r->pub.device_flags;
+    /* steps and annotations happen on no device */
+    e->flags = act == RS_ACT_STEP || act == RS_ACT_ANNOTATION_BEGIN || act == RS_ACT_ANNOTATION_END
+                   ? 0
+                   : r->pub.device_flags;
     if (++r->head == r->capacity) r->head = 0;
     if (r->count < r->capacity) r->count++;
     r->total++;

@@ -361,8 +361,14 @@ static void write_history(enc *e, const rs_snapshot_src *src, size_t other,
     uint64_t n = raw;
     for (uint64_t i = 0; i < raw; i++) n += completes(rs_recorder_at(r, i));
 
-    /* events carry their device only when the rank used more than one, or another than 0 */
-    int with_device = src->n_devices > 1 || (src->n_devices == 1 && src->devices[0].info.index != 0);
+    /* events carry their device only when some are not on `device` (0 when that is -1) */
+    int home = src->device.index < 0 ? 0 : src->device.index;
+    int with_device = src->n_devices > 1;
+    for (uint64_t i = 0; i < raw && !with_device; i++) {
+        const rs_event *ev = rs_recorder_at(r, i);
+        with_device = ev->action != RS_ACT_STEP && ev->action != RS_ACT_ANNOTATION_BEGIN &&
+                      ev->action != RS_ACT_ANNOTATION_END && rs_event_device(ev) != home;
+    }
     key(e, "history");
     put_map(e, with_device ? 10 : 9);
     kv_u64(e, "count", n);

@@ -503,8 +503,22 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         src.outside_bytes_end = outside;
         src.n_outside_labels = rs_outside_labels_copy(labels);
         src.outside_labels = labels;
+        /* the driver's OOM (a request no allocator of ranksnap's served) when it is the last */
+        int drv = rt->drv_oom.has && (!has_oom || rt->drv_oom.info.time_us >= oom.time_us);
+        if (drv) {
+            oom = rt->drv_oom.info;
+            oom_device = rt->drv_oom.device;
+            has_oom = 1;
+        }
+        stats.num_ooms += rt->drv_oom.count;
+        src.stats = stats;
         src.has_oom = has_oom;
-        if (has_oom) {
+        if (drv) {
+            src.oom = oom;
+            src.oom_device = oom_device;
+            src.oom_step = rt->drv_oom.step;
+            src.oom_stack_id = rt->drv_oom.stack_id;
+        } else if (has_oom) {
             src.oom = oom;
             src.oom_device = oom_device;
             src.oom_step = rt->step;

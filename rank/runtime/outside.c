@@ -3,7 +3,9 @@
  * holder (NCCL, ncclMemAlloc, CUDA memory pools) when an interposer knows it, and the warning of a
  * preloaded run that saw the device fill up with none of its allocation calls reaching ranksnap.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -13,6 +15,8 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "clock.h"
+#include "log.h"
 #include "devices.h"
 #include "errors.h"
 #include "launcher.h"
@@ -99,20 +103,133 @@ static uint64_t rs_outside_labelled_bytes(void)
     return sum;
 }
 
-void rs_outside_record(int is_alloc, const void *ptr, uint64_t size)
+/* The outside event with the stack pcs[0..n) (n may be 0) on `device`. */
+static void rs_outside_event(rs_runtime *rt, int is_alloc, uint64_t key, uint64_t size, int device,
+                             const uintptr_t *pcs, int n)
 {
-    rs_runtime *rt = rs_state_get();
-    if (!rt || !atomic_load_explicit(&rt->recording, memory_order_relaxed)) return;
-    /* unwound before the lock, as for allocations; frees carry no stack, as in the observer */
-    uintptr_t pcs[RS_MAX_STACK_DEPTH];
-    int n = is_alloc && rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
-    int device = rs_devices_current(rt);
     rs_rt_lock(rt);
     uint32_t id = n > 0 && rs_recorder_enabled(rt->recorder) ? rs_stacks_intern(rt->stacks, pcs, n) : 0;
     rs_recorder_set_device(rt->recorder, device);
-    rs_recorder_append_id(rt->recorder, is_alloc ? RS_ACT_OUTSIDE_ALLOC : RS_ACT_OUTSIDE_FREE,
-                          (uint64_t)(uintptr_t)ptr, size, NULL, id);
+    rs_recorder_append_id(rt->recorder, is_alloc ? RS_ACT_OUTSIDE_ALLOC : RS_ACT_OUTSIDE_FREE, key,
+                          size, NULL, id);
     rs_rt_unlock(rt);
+}
+
+/* The running instance when it records now, else NULL. */
+static rs_runtime *rs_outside_recording(void)
+{
+    rs_runtime *rt = rs_state_get();
+    return rt && atomic_load_explicit(&rt->recording, memory_order_relaxed) ? rt : NULL;
+}
+
+void rs_outside_record(int is_alloc, const void *ptr, uint64_t size)
+{
+    rs_runtime *rt = rs_outside_recording();
+    if (!rt) return;
+    /* unwound before the lock, as for allocations; frees carry no stack, as in the observer */
+    uintptr_t pcs[RS_MAX_STACK_DEPTH];
+    int n = is_alloc && rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
+    rs_outside_event(rt, is_alloc, (uint64_t)(uintptr_t)ptr, size, rs_devices_current(rt), pcs, n);
+}
+
+/* ---- allocations the driver made outside ranksnap's allocators -------------------------------- */
+
+/* The library a driver allocation was made for: the first frame of the caller's stack outside
+ * ranksnap, the driver and the CUDA runtime (a static runtime is inside its library, so NCCL's
+ * own runtime counts as NCCL). */
+static const char *rs_outside_owner(void)
+{
+    void *pcs[32];
+    int n = backtrace(pcs, 32);
+    Dl_info self;
+    if (!dladdr((const void *)(uintptr_t)rs_outside_owner, &self)) self.dli_fbase = NULL;
+    static const char *const owners[][2] = {{"libnccl", "nccl"},   {"libcublas", "cublas"},
+                                            {"libcudnn", "cudnn"}, {"libtorch", "torch"},
+                                            {"libc10", "torch"}};
+    for (int i = 1; i < n; i++) {
+        Dl_info d;
+        if (!dladdr(pcs[i], &d) || !d.dli_fname) continue;
+        if (d.dli_fbase == self.dli_fbase) continue;
+        const char *base = strrchr(d.dli_fname, '/');
+        base = base ? base + 1 : d.dli_fname;
+        if (!strncmp(base, "libcuda.so", 10) || !strncmp(base, "libcudart", 9)) continue;
+        for (size_t k = 0; k < sizeof owners / sizeof owners[0]; k++)
+            if (!strncmp(base, owners[k][0], strlen(owners[k][0]))) return owners[k][1];
+        return "program";
+    }
+    return "program";
+}
+
+/* This thread's net bytes recorded from the driver, and the label its next ones take. */
+static _Thread_local int64_t rs_driver_net;
+static _Thread_local const char *rs_driver_label;
+
+int64_t rs_outside_driver_net(void)
+{
+    return rs_driver_net;
+}
+
+const char *rs_outside_driver_label(const char *label)
+{
+    const char *prev = rs_driver_label;
+    rs_driver_label = label;
+    return prev;
+}
+
+const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, const char *label)
+{
+    if (!label) label = rs_driver_label;
+    if (!label) label = rs_outside_owner();
+    rs_outside_add(label, (int64_t)size);
+    rs_driver_net += (int64_t)size;
+    rs_runtime *rt = rs_outside_recording();
+    if (!rt) return label;
+    uintptr_t pcs[RS_MAX_STACK_DEPTH];
+    int n = rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
+    rs_outside_event(rt, 1, key, size, device, pcs, n);
+    return label;
+}
+
+void rs_outside_driver_free(uint64_t key, uint64_t size, int device, const char *label)
+{
+    rs_outside_add(label, -(int64_t)size);
+    rs_driver_net -= (int64_t)size;
+    rs_runtime *rt = rs_outside_recording();
+    if (rt) rs_outside_event(rt, 0, key, size, device, NULL, 0);
+}
+
+void rs_outside_driver_oom(uint64_t size, int device)
+{
+    rs_runtime *rt = rs_state_get();
+    if (!rt) return;
+    uintptr_t pcs[RS_MAX_STACK_DEPTH];
+    int n = rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
+    rs_rt_device *d = NULL;
+    uint64_t total = 0;
+    if (device >= 0 && device < RS_MAX_DEVICES &&
+        (d = atomic_load_explicit(&rt->devs[device], memory_order_acquire)) != NULL)
+        total = d->info.total_bytes;
+    rs_rt_lock(rt);
+    uint32_t id = n > 0 ? rs_stacks_intern(rt->stacks, pcs, n) : 0;
+    if (rs_recorder_enabled(rt->recorder)) {
+        rs_recorder_set_device(rt->recorder, device);
+        /* the driver does not say how much was free: 0 */
+        rs_recorder_append_id(rt->recorder, RS_ACT_OOM, 0, size, NULL, id);
+    }
+    rt->drv_oom.has = 1;
+    rt->drv_oom.count++;
+    rt->drv_oom.device = device;
+    rt->drv_oom.stack_id = id;
+    rt->drv_oom.step = rt->step;
+    memset(&rt->drv_oom.info, 0, sizeof rt->drv_oom.info);
+    rt->drv_oom.info.requested = size;
+    rt->drv_oom.info.rounded = size;
+    rt->drv_oom.info.device_total = total;
+    rt->drv_oom.info.memory_limit = rt->memory_limit;
+    rt->drv_oom.info.time_us = rs_now_us();
+    rs_rt_unlock(rt);
+    RS_INFO(RS_SUB_ALLOC, "the driver refused %llu bytes on device %d: out of memory",
+            (unsigned long long)size, device);
 }
 
 /* Device memory beyond what labels explain that finalize calls unexplained when a preloaded run

@@ -26,6 +26,23 @@ size_t rs_outside_labels_copy(rs_outside_label *out);
  * history: memory the program got from another allocator (ncclMemAlloc, a CUDA memory pool)
  * while ranksnap records. No-op when not recording. */
 void rs_outside_record(int is_alloc, const void *ptr, uint64_t size);
+/* Allocations the CUDA driver made outside every allocator ranksnap serves (the driver's
+ * interposers, rank/intercept/driver.c): the bytes held under `label`, or when NULL under the
+ * library the caller's stack shows (nccl, cublas, cudnn, torch, program), which is returned; an
+ * outside_alloc event on `device`, keyed by `key` (the pointer, or cuMemCreate's handle), with the
+ * stack. The free takes them out again under the label the allocation got. */
+const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, const char *label);
+void rs_outside_driver_free(uint64_t key, uint64_t size, int device, const char *label);
+/* Net bytes the driver's interposers recorded on the calling thread so far: a caller that
+ * measures or labels memory itself (NCCL's communicators, ncclMemAlloc, CUDA pools) takes out what
+ * the driver already showed, so that nothing is counted twice. */
+int64_t rs_outside_driver_net(void);
+/* The label the calling thread's next driver allocations take instead of their owner's (NULL:
+ * the owner's again); returns the previous one. */
+const char *rs_outside_driver_label(const char *label);
+/* The driver refused `size` bytes on `device`: the rank's OOM, with the caller's stack, in the
+ * history and in the snapshot's oom record when it is the last one. */
+void rs_outside_driver_oom(uint64_t size, int device);
 /* At finalize, rank 0 of a preloaded run: says how to link when no allocation call reached
  * ranksnap while the device filled up (the program uses the static CUDA runtime). */
 void rs_outside_warn_if_nothing_intercepted(rs_runtime *rt);

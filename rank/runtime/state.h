@@ -91,6 +91,14 @@ typedef struct rs_runtime {
     rs_dump_name written[RS_DUMP_MAX_NAMES];
     int postmortem;          /* signal handlers installed */
     int is_cuda;                     /* the backend is the CUDA one (the interposers serve only it) */
+    struct {                         /* the last OOM the driver reported (outside.c), under `lock` */
+        int has;
+        uint64_t count;
+        int device;
+        uint32_t stack_id;
+        int64_t step;
+        rs_oom_info info;
+    } drv_oom;
     struct rs_runtime *retired_next; /* list of retired instances (rs_instance_free_retired) */
 } rs_runtime;
 

@@ -1,12 +1,12 @@
 #!/bin/sh
 # check_library.sh LIB READER — the library every rank preloads exports only public names
-# (ranksnap_*) and the calls it interposes (CUDA, NCCL, MPI), and carries none of the command's
+# (ranksnap_*) and the calls it interposes (CUDA runtime and driver, dlsym, NCCL, MPI), and carries none of the command's
 # reader: no pickle decoder, torch export, replay, ring decoder or step inference. The pickle
 # reader a PyTorch job's ranks load on demand (libranksnap_reader.so) exports ranksnap_reader_*
 # only, and has the decoder.
 lib=$1 reader=${2:-}
 exports=$(nm -D --defined-only "$lib" | awk '{print $3}')
-bad=$(printf '%s\n' "$exports" | grep -Ev '^(ranksnap_|cuda|nccl|MPI_)' || true)
+bad=$(printf '%s\n' "$exports" | grep -Ev '^(ranksnap_|cuda|nccl|MPI_|cu[A-Z]|dlsym$)' || true)
 if [ -n "$bad" ]; then
     echo "exported but not public: $bad"
     exit 1

@@ -11,7 +11,8 @@
  * inside a reserved range, of a whole handle, not over another) and counts what is alive, which
  * the test reads back through fake_driver_* (dlsym on the loaded library). The device has
  * FAKE_CUDA_DRIVER_CAPACITY bytes (default 16 GiB, the fake runtime's); FAKE_CUDA_DRIVER_NO_VMM=1
- * makes it report no virtual memory management.
+ * makes it report no virtual memory management. The first calls a process makes (cuInit, the
+ * device count, the primary context) are exported by name, below.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -22,6 +23,8 @@
 #include <unistd.h>
 
 #include <cuda.h>
+/* both cuGetProcAddress variants are defined here */
+#undef cuGetProcAddress
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
 #define FAKE_MAX 4096
@@ -121,7 +124,7 @@ static CUresult fake_create(CUmemGenericAllocationHandle *h, size_t size,
                             const CUmemAllocationProp *prop, unsigned long long flags)
 {
     if (!h || !size || !prop || flags || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id != 0 ||
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0 || prop->location.id > 1 ||
         size % ((size_t)2 << 20))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&mu);
@@ -231,36 +234,287 @@ static CUresult fake_get_error_string(CUresult e, const char **s)
     return CUDA_SUCCESS;
 }
 
+/* ---- device memory: cuMemAlloc & co. -------------------------------------------------------
+ *
+ * Host memory plays device memory, charged to the thread's current device (fake_driver_set_device,
+ * standing in for cuCtxSetCurrent) against the same capacity as cuMemCreate's; a request beyond it
+ * answers CUDA_ERROR_OUT_OF_MEMORY. Streams are never captured. Exported by their exact names, and
+ * given out by cuGetProcAddress below by base name, version and per-thread flag, as the real
+ * driver does: the wrappers a preloaded ranksnap puts in front must be reached by every route. */
+static _Thread_local int cur_device;
+static struct {
+    void *p;
+    size_t n;
+} live[FAKE_MAX];
+static size_t live_bytes;
+
+FAKE_EXPORT void fake_driver_set_device(int d)
+{
+    cur_device = d;
+}
+
+FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice *d)
+{
+    *d = cur_device;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_alloc(CUdeviceptr *dp, size_t n)
+{
+    if (!dp || !n) return CUDA_ERROR_INVALID_VALUE;
+    *dp = 0;
+    pthread_mutex_lock(&mu);
+    CUresult e = CUDA_ERROR_OUT_OF_MEMORY;
+    void *p = n <= capacity() - created_bytes - live_bytes ? malloc(n) : NULL;
+    for (size_t i = 0; p && i < FAKE_MAX; i++)
+        if (!live[i].p) {
+            live[i].p = p;
+            live[i].n = n;
+            live_bytes += n;
+            *dp = (CUdeviceptr)(uintptr_t)p;
+            e = CUDA_SUCCESS;
+            break;
+        }
+    if (p && e != CUDA_SUCCESS) free(p);
+    pthread_mutex_unlock(&mu);
+    return e;
+}
+
+FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dp)
+{
+    pthread_mutex_lock(&mu);
+    CUresult e = CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; dp && i < FAKE_MAX; i++)
+        if (live[i].p == (void *)(uintptr_t)dp) {
+            free(live[i].p);
+            live_bytes -= live[i].n;
+            live[i].p = NULL;
+            e = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+    return e;
+}
+
+FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dp, size_t n)
+{
+    return fake_alloc(dp, n);
+}
+
+FAKE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dp, size_t *pitch, size_t w, size_t h,
+                                        unsigned elem)
+{
+    (void)elem;
+    *pitch = (w + 511) & ~(size_t)511;
+    return fake_alloc(dp, *pitch * h);
+}
+
+FAKE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dp, size_t n, unsigned flags)
+{
+    (void)flags;
+    return fake_alloc(dp, n);
+}
+
+FAKE_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dp, size_t n, CUstream s)
+{
+    (void)s;
+    return fake_alloc(dp, n);
+}
+
+FAKE_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dp, size_t n, CUstream s)
+{
+    (void)s;
+    return fake_alloc(dp, n);
+}
+
+FAKE_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dp, size_t n, CUmemoryPool pool, CUstream s)
+{
+    (void)pool;
+    (void)s;
+    return fake_alloc(dp, n);
+}
+
+FAKE_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dp, size_t n, CUmemoryPool pool,
+                                                  CUstream s)
+{
+    (void)pool;
+    (void)s;
+    return fake_alloc(dp, n);
+}
+
+FAKE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dp, CUstream s)
+{
+    (void)s;
+    return cuMemFree_v2(dp);
+}
+
+FAKE_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dp, CUstream s)
+{
+    (void)s;
+    return cuMemFree_v2(dp);
+}
+
+FAKE_EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st)
+{
+    (void)s;
+    *st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *st)
+{
+    return cuStreamIsCapturing(s, st);
+}
+
+/* The virtual memory API by name too, as the real driver exports it. */
+FAKE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
+                                 const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    return fake_create(h, size, prop, flags);
+}
+
+FAKE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h)
+{
+    return fake_release(h);
+}
+
+FAKE_EXPORT CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset,
+                              CUmemGenericAllocationHandle h, unsigned long long flags)
+{
+    return fake_map(p, size, offset, h, flags);
+}
+
+FAKE_EXPORT CUresult cuMemUnmap(CUdeviceptr p, size_t size)
+{
+    return fake_unmap(p, size);
+}
+
+FAKE_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr,
+                                         unsigned long long flags)
+{
+    return fake_address_reserve(p, size, align, addr, flags);
+}
+
+FAKE_EXPORT CUresult cuMemAddressFree(CUdeviceptr p, size_t size)
+{
+    return fake_address_free(p, size);
+}
+
+FAKE_EXPORT CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *d, size_t n)
+{
+    return fake_set_access(p, size, d, n);
+}
+
+FAKE_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+FAKE_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
+
+/* base name -> the variant for CUDA >= `since` (older: none here), and the per-thread one */
 static const struct {
     const char *name;
-    void *fn;
+    void *fn, *ptsz;
+    int since;
 } table[] = {
-    {"cuDeviceGet", (void *)fake_device_get},
-    {"cuDeviceGetAttribute", (void *)fake_get_attribute},
-    {"cuMemAddressReserve", (void *)fake_address_reserve},
-    {"cuMemAddressFree", (void *)fake_address_free},
-    {"cuMemCreate", (void *)fake_create},
-    {"cuMemRelease", (void *)fake_release},
-    {"cuMemMap", (void *)fake_map},
-    {"cuMemUnmap", (void *)fake_unmap},
-    {"cuMemSetAccess", (void *)fake_set_access},
-    {"cuGetErrorString", (void *)fake_get_error_string},
+    {"cuDeviceGet", (void *)fake_device_get, NULL, 0},
+    {"cuDeviceGetAttribute", (void *)fake_get_attribute, NULL, 0},
+    {"cuMemAddressReserve", (void *)fake_address_reserve, NULL, 0},
+    {"cuMemAddressFree", (void *)fake_address_free, NULL, 0},
+    {"cuMemCreate", (void *)cuMemCreate, NULL, 0},
+    {"cuMemRelease", (void *)cuMemRelease, NULL, 0},
+    {"cuMemMap", (void *)cuMemMap, NULL, 0},
+    {"cuMemUnmap", (void *)cuMemUnmap, NULL, 0},
+    {"cuMemSetAccess", (void *)fake_set_access, NULL, 0},
+    {"cuGetErrorString", (void *)fake_get_error_string, NULL, 0},
+    {"cuInit", NULL, NULL, 0}, /* filled below: defined after the table */
+    {"cuCtxGetDevice", (void *)cuCtxGetDevice, NULL, 0},
+    {"cuMemAlloc", (void *)cuMemAlloc_v2, NULL, 3020},
+    {"cuMemAllocPitch", (void *)cuMemAllocPitch_v2, NULL, 3020},
+    {"cuMemFree", (void *)cuMemFree_v2, NULL, 3020},
+    {"cuMemAllocManaged", (void *)cuMemAllocManaged, NULL, 0},
+    {"cuMemAllocAsync", (void *)cuMemAllocAsync, (void *)cuMemAllocAsync_ptsz, 0},
+    {"cuMemAllocFromPoolAsync", (void *)cuMemAllocFromPoolAsync, (void *)cuMemAllocFromPoolAsync_ptsz, 0},
+    {"cuMemFreeAsync", (void *)cuMemFreeAsync, (void *)cuMemFreeAsync_ptsz, 0},
+    {"cuStreamIsCapturing", (void *)cuStreamIsCapturing, (void *)cuStreamIsCapturing_ptsz, 0},
+    {"cuGetProcAddress", (void *)cuGetProcAddress_v2, NULL, 12000},
 };
+
+FAKE_EXPORT CUresult cuInit(unsigned flags);
 
 FAKE_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                          cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
-    (void)flags;
-    if (!symbol || !pfn || version < 12000) return CUDA_ERROR_INVALID_VALUE;
+    if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (strcmp(symbol, table[i].name) != 0) continue;
-        *pfn = table[i].fn;
+        void *f = !strcmp(symbol, "cuInit") ? (void *)cuInit : table[i].fn;
+        if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && table[i].ptsz) f = table[i].ptsz;
+        if (version < table[i].since) f = NULL; /* no older ABIs here */
+        if (!f) break;
+        *pfn = f;
         if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
         return CUDA_SUCCESS;
     }
     *pfn = NULL;
     if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_ERROR_NOT_FOUND;
+}
+
+FAKE_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    return cuGetProcAddress_v2(symbol, pfn, version, flags, NULL);
+}
+
+/* ---- what a process asks the driver first, exported by name as the real driver's are ----------
+ *
+ * Initialising it, counting the devices, and whether the process holds a context: what a
+ * preloaded ranksnap asks at exit of a process it never started in (rank/runtime/outside.c), for
+ * tests/cli/torch_jobs.sh, whose stand-in torch loads this library as PyTorch loads the driver.
+ * Before cuInit every call answers CUDA_ERROR_NOT_INITIALIZED; cuDevicePrimaryCtxRetain makes the
+ * device's primary context active. */
+static int initialised, context_active;
+
+FAKE_EXPORT CUresult cuInit(unsigned flags)
+{
+    (void)flags;
+    initialised = 1;
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDeviceGetCount(int *n)
+{
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    *n = 1;
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal)
+{
+    return initialised ? fake_device_get(d, ordinal) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d)
+{
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    context_active = 1;
+    *ctx = (CUcontext)&context_active;
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *active)
+{
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    *flags = 0;
+    *active = context_active;
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx)
+{
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    *ctx = NULL;
+    return CUDA_SUCCESS;
 }
 
 /* For the test: what is alive now. */

@@ -1,0 +1,545 @@
+/*
+ * driver.c — the CUDA driver's allocation calls, seen whatever route reached them (libranksnap.so
+ * only, active when it is preloaded).
+ *
+ * Below the CUDA runtime every device allocation of the process is a driver call: cuMemAlloc,
+ * cuMemAllocPitch, cuMemAllocManaged, the stream-ordered cuMemAllocAsync / cuMemAllocFromPoolAsync,
+ * and the virtual memory API (cuMemCreate, used by NCCL's allocator and PyTorch's expandable
+ * segments). A program and its libraries reach them three ways, and each gets ranksnap's wrapper:
+ *
+ * - direct exports: a program linked with libcuda calls cuMemAlloc_v2 & co., which the preloaded
+ *   library defines first;
+ * - cuGetProcAddress / cuGetProcAddress_v2: the CUDA runtime (shared or static, such as the one
+ *   inside libnccl.so), NCCL and PyTorch ask the driver for entry points by base name, CUDA version
+ *   and per-thread-stream flag; the wrapper of the variant they select comes back
+ *   (cuMemAllocAsync_ptsz for the per-thread flag, cuMemAlloc_v2 from CUDA 3.2 on), calling the
+ *   driver's export of that variant; a name not wrapped, or a version older than the wrapped ABI,
+ *   gets the driver's own answer;
+ * - dlsym on a handle of libcuda (dlopen("libcuda.so.1") + dlsym, which is how those runtimes find
+ *   cuGetProcAddress itself): the process's dlsym is taken over by a small trampoline (x86-64)
+ *   that jumps to the real dlsym for everything but wrapped names looked up in libcuda, so that the
+ *   real one still sees its caller's return address (RTLD_NEXT is relative to the caller).
+ *
+ * Each wrapper calls the real entry point, then records what it did as memory outside ranksnap's
+ * allocators (outside.h): on the device it landed on, with the caller's stack, under the library
+ * that asked (NCCL, cuBLAS, ...: the label), until its free. cuMemCreate counts physical memory on
+ * its location's device, held until cuMemRelease and the last cuMemUnmap of the handle; address
+ * reservations are not memory, imported handles are a peer's. An out-of-memory answer is the
+ * rank's OOM. Nothing is counted twice: the calls ranksnap's own backend makes are left to the
+ * allocator's events (rs_backend_cuda_in_call), and a wrapper running inside another wrapper's
+ * bookkeeping records nothing. Allocations during stream capture are passed through unrecorded
+ * (they become graph memory, not live bytes).
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cuda.h>
+/* cuda.h maps the base name to the current variant; here both are defined */
+#undef cuGetProcAddress
+
+#include "backend_cuda.h"
+#include "external.h"
+#include "instance.h"
+#include "launcher.h"
+#include "outside.h"
+#include "ptrmap.h"
+
+#define RS_EXPORT __attribute__((visibility("default")))
+
+/* ---- the real driver ------------------------------------------------------------------------- */
+
+typedef void *(*rs_dlsym_fn)(void *, const char *);
+static rs_dlsym_fn rs_real_dlsym_fn;
+static pthread_once_t rs_real_dlsym_once = PTHREAD_ONCE_INIT;
+
+static void rs_real_dlsym_load(void)
+{
+    /* the next dlsym after this library: libc's (GLIBC_2.34), or libdl's on older systems */
+    void *f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!f) f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    *(void **)(&rs_real_dlsym_fn) = f;
+}
+
+static void *rs_real_dlsym(void *handle, const char *name)
+{
+    pthread_once(&rs_real_dlsym_once, rs_real_dlsym_load);
+    return rs_real_dlsym_fn ? rs_real_dlsym_fn(handle, name) : NULL;
+}
+
+/* The driver's module: its load base, to tell its handle and its pointers apart. */
+static void *rs_cuda_handle;
+static void *rs_cuda_base;
+static pthread_once_t rs_cuda_once = PTHREAD_ONCE_INIT;
+
+static void rs_cuda_load(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!h) h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return;
+    rs_cuda_handle = h;
+    Dl_info info;
+    void *probe = rs_real_dlsym(h, "cuInit");
+    if (probe && dladdr(probe, &info)) rs_cuda_base = info.dli_fbase;
+}
+
+/* The wrapped entry points, by their exact exported names; `real` is libcuda's export. */
+typedef struct rs_drv_entry {
+    const char *name;
+    void *wrapper;
+    _Atomic(void *) real;
+    int loaded;
+} rs_drv_entry;
+
+RS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes);
+RS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                      unsigned int elem);
+RS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags);
+RS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr);
+RS_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s);
+RS_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUstream s);
+RS_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
+                                           CUstream s);
+RS_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
+                                                CUstream s);
+RS_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
+RS_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s);
+RS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                               const CUmemAllocationProp *prop, unsigned long long flags);
+RS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+RS_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                            CUmemGenericAllocationHandle handle, unsigned long long flags);
+RS_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
+RS_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
+RS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                       cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+
+enum {
+    RS_D_MEM_ALLOC, RS_D_MEM_ALLOC_PITCH, RS_D_MEM_ALLOC_MANAGED, RS_D_MEM_FREE, RS_D_ALLOC_ASYNC,
+    RS_D_ALLOC_ASYNC_PTSZ, RS_D_POOL_ASYNC, RS_D_POOL_ASYNC_PTSZ, RS_D_FREE_ASYNC,
+    RS_D_FREE_ASYNC_PTSZ, RS_D_CREATE, RS_D_RELEASE, RS_D_MAP, RS_D_UNMAP, RS_D_GET_PROC,
+    RS_D_GET_PROC_V2, RS_D_WRAPPED_, /* the rest are used, not wrapped */
+    RS_D_CTX_GET_DEVICE = RS_D_WRAPPED_, RS_D_STREAM_IS_CAPTURING, RS_D_STREAM_IS_CAPTURING_PTSZ,
+    RS_D_COUNT_
+};
+
+#define RS_E(name) {#name, (void *)(uintptr_t)name, NULL, 0}
+static rs_drv_entry rs_drv[RS_D_COUNT_] = {
+    RS_E(cuMemAlloc_v2),       RS_E(cuMemAllocPitch_v2),
+    RS_E(cuMemAllocManaged),   RS_E(cuMemFree_v2),
+    RS_E(cuMemAllocAsync),     RS_E(cuMemAllocAsync_ptsz),
+    RS_E(cuMemAllocFromPoolAsync), RS_E(cuMemAllocFromPoolAsync_ptsz),
+    RS_E(cuMemFreeAsync),      RS_E(cuMemFreeAsync_ptsz),
+    RS_E(cuMemCreate),         RS_E(cuMemRelease),
+    RS_E(cuMemMap),            RS_E(cuMemUnmap),
+    RS_E(cuGetProcAddress),    RS_E(cuGetProcAddress_v2),
+    {"cuCtxGetDevice", NULL, NULL, 0}, {"cuStreamIsCapturing", NULL, NULL, 0},
+    {"cuStreamIsCapturing_ptsz", NULL, NULL, 0},
+};
+#undef RS_E
+
+static pthread_once_t rs_drv_once = PTHREAD_ONCE_INIT;
+
+static void rs_drv_load(void)
+{
+    pthread_once(&rs_cuda_once, rs_cuda_load);
+    for (int i = 0; i < RS_D_COUNT_; i++) {
+        void *f = rs_cuda_handle ? rs_real_dlsym(rs_cuda_handle, rs_drv[i].name) : NULL;
+        /* never our own export (a driver that lacks the name: the lookup fell through to us) */
+        if (f == rs_drv[i].wrapper) f = NULL;
+        atomic_store_explicit(&rs_drv[i].real, f, memory_order_release);
+    }
+}
+
+static void *rs_real(int i)
+{
+    pthread_once(&rs_drv_once, rs_drv_load);
+    return atomic_load_explicit(&rs_drv[i].real, memory_order_acquire);
+}
+
+typedef CUresult (*rs_alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*rs_pitch_fn)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
+typedef CUresult (*rs_managed_fn)(CUdeviceptr *, size_t, unsigned);
+typedef CUresult (*rs_free_fn)(CUdeviceptr);
+typedef CUresult (*rs_async_fn)(CUdeviceptr *, size_t, CUstream);
+typedef CUresult (*rs_pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+typedef CUresult (*rs_free_async_fn)(CUdeviceptr, CUstream);
+typedef CUresult (*rs_create_fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                                 unsigned long long);
+typedef CUresult (*rs_release_fn)(CUmemGenericAllocationHandle);
+typedef CUresult (*rs_map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                              unsigned long long);
+typedef CUresult (*rs_unmap_fn)(CUdeviceptr, size_t);
+typedef CUresult (*rs_proc_fn)(const char *, void **, int, cuuint64_t);
+typedef CUresult (*rs_proc_v2_fn)(const char *, void **, int, cuuint64_t,
+                                  CUdriverProcAddressQueryResult *);
+
+#define RS_REAL(i, fn_t, fn)                                                                       \
+    fn_t fn;                                                                                       \
+    *(void **)(&fn) = rs_real(i);                                                                  \
+    if (!fn) return CUDA_ERROR_NOT_FOUND
+
+/* ---- what is recorded ------------------------------------------------------------------------ */
+
+/* A wrapper running inside another wrapper's bookkeeping (an unwinder or dladdr that allocates
+ * device memory: none should, but never recurse) records nothing. */
+static _Thread_local int rs_drv_busy;
+/* 1 when this call is recorded: the library was preloaded, ranksnap runs (started now if this
+ * is the first allocation it sees) outside torch mode, and the call is not the backend's own. */
+static int rs_drv_recorded(void)
+{
+    if (rs_drv_busy || rs_backend_cuda_in_call() || !rs_launcher_preloaded()) return 0;
+    if (rs_external_mode()) return 0; /* PyTorch's recorder sees its own allocations */
+    return rs_instance_ensure() == RANKSNAP_OK;
+}
+
+static int rs_drv_device(void)
+{
+    CUdevice d = 0;
+    CUresult (*get)(CUdevice *);
+    *(void **)(&get) = rs_real(RS_D_CTX_GET_DEVICE);
+    return get && get(&d) == CUDA_SUCCESS ? (int)d : 0;
+}
+
+/* Pointer (or handle) -> its bytes, device and label: bytes in the low 48 bits, the device in
+ * the next 8, the label's index in the top 8. */
+static const char *const rs_drv_labels[] = {"program", "nccl",  "nccl_mem", "cuda_mempool",
+                                            "cublas",  "cudnn", "torch",    "managed"};
+#define RS_N_LABELS (sizeof rs_drv_labels / sizeof rs_drv_labels[0])
+#define RS_BYTES_MASK ((UINT64_C(1) << 48) - 1)
+
+static uint64_t rs_pack(uint64_t bytes, int device, const char *label)
+{
+    uint64_t l = 0;
+    for (size_t i = 0; i < RS_N_LABELS; i++)
+        if (!strcmp(label, rs_drv_labels[i])) l = i;
+    return (bytes & RS_BYTES_MASK) | ((uint64_t)(device & 0xff) << 48) | (l << 56);
+}
+
+static void rs_unpack(uint64_t v, uint64_t *bytes, int *device, const char **label)
+{
+    *bytes = v & RS_BYTES_MASK;
+    *device = (int)((v >> 48) & 0xff);
+    uint64_t l = v >> 56;
+    *label = rs_drv_labels[l < RS_N_LABELS ? l : 0];
+}
+
+static rs_ptrmap rs_drv_ptrs = RS_PTRMAP_INIT;    /* cuMemAlloc & co.: pointer -> packed     */
+static rs_ptrmap rs_drv_handles = RS_PTRMAP_INIT; /* cuMemCreate: handle -> packed           */
+static rs_ptrmap rs_drv_maps = RS_PTRMAP_INIT;    /* handle -> mappings, top bit: released    */
+static rs_ptrmap rs_drv_mapped = RS_PTRMAP_INIT;  /* mapped address -> handle                 */
+#define RS_RELEASED (UINT64_C(1) << 63)
+/* A handle as the maps' key (they refuse 0 and 1, and a driver's handles may be small numbers) and
+ * as its events' address. */
+#define RS_HKEY(h) ((uint64_t)(h) + 2)
+
+static void rs_drv_alloc(rs_ptrmap *m, uint64_t key, uint64_t bytes, int device)
+{
+    rs_drv_busy = 1;
+    const char *label = rs_outside_driver_alloc(key, bytes, device, NULL);
+    if (rs_ptrmap_put(m, (const void *)(uintptr_t)key, rs_pack(bytes, device, label)) != 0)
+        rs_outside_driver_free(key, bytes, device, label); /* no room to remember its free */
+    rs_drv_busy = 0;
+}
+
+/* 1 if `key` was recorded (and is taken out now). */
+static int rs_drv_free(rs_ptrmap *m, uint64_t key)
+{
+    uint64_t v = 0, bytes;
+    int device;
+    const char *label;
+    if (!key || !rs_ptrmap_take(m, (const void *)(uintptr_t)key, &v)) return 0;
+    rs_unpack(v, &bytes, &device, &label);
+    rs_drv_busy = 1;
+    rs_outside_driver_free(key, bytes, device, label);
+    rs_drv_busy = 0;
+    return 1;
+}
+
+static void rs_drv_oom(uint64_t bytes, int device)
+{
+    rs_drv_busy = 1;
+    rs_outside_driver_oom(bytes, device);
+    rs_drv_busy = 0;
+}
+
+/* The outcome of an allocation call that was to be recorded. */
+static CUresult rs_drv_allocated(CUresult r, const CUdeviceptr *dptr, uint64_t bytes)
+{
+    int device = rs_drv_device();
+    if (r == CUDA_SUCCESS && dptr && *dptr && bytes)
+        rs_drv_alloc(&rs_drv_ptrs, (uint64_t)*dptr, bytes, device);
+    else if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        rs_drv_oom(bytes, device);
+    return r;
+}
+
+/* A stream being captured: its allocations become graph memory nodes, not live bytes. */
+static int rs_drv_capturing(CUstream s, int ptsz)
+{
+    if (!s || s == CU_STREAM_LEGACY) return 0;
+    CUresult (*is)(CUstream, CUstreamCaptureStatus *);
+    *(void **)(&is) = rs_real(ptsz ? RS_D_STREAM_IS_CAPTURING_PTSZ : RS_D_STREAM_IS_CAPTURING);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return is && is(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* ---- the wrappers ---------------------------------------------------------------------------- */
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
+{
+    RS_REAL(RS_D_MEM_ALLOC, rs_alloc_fn, real);
+    if (!rs_drv_recorded()) return real(dptr, bytes);
+    return rs_drv_allocated(real(dptr, bytes), dptr, bytes);
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                            unsigned int elem)
+{
+    RS_REAL(RS_D_MEM_ALLOC_PITCH, rs_pitch_fn, real);
+    if (!rs_drv_recorded()) return real(dptr, pitch, width, height, elem);
+    CUresult r = real(dptr, pitch, width, height, elem);
+    uint64_t bytes = r == CUDA_SUCCESS && pitch ? (uint64_t)*pitch * height : (uint64_t)width * height;
+    return rs_drv_allocated(r, dptr, bytes);
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
+{
+    RS_REAL(RS_D_MEM_ALLOC_MANAGED, rs_managed_fn, real);
+    if (!rs_drv_recorded()) return real(dptr, bytes, flags);
+    const char *prev = rs_outside_driver_label("managed");
+    CUresult r = rs_drv_allocated(real(dptr, bytes, flags), dptr, bytes);
+    rs_outside_driver_label(prev);
+    return r;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    RS_REAL(RS_D_MEM_FREE, rs_free_fn, real);
+    CUresult r = real(dptr);
+    if (r == CUDA_SUCCESS && !rs_backend_cuda_in_call()) rs_drv_free(&rs_drv_ptrs, dptr);
+    return r;
+}
+
+static CUresult rs_alloc_async(int i, CUdeviceptr *dptr, size_t bytes, CUstream s, int ptsz)
+{
+    RS_REAL(i, rs_async_fn, real);
+    if (!rs_drv_recorded() || rs_drv_capturing(s, ptsz)) return real(dptr, bytes, s);
+    return rs_drv_allocated(real(dptr, bytes, s), dptr, bytes);
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s)
+{
+    return rs_alloc_async(RS_D_ALLOC_ASYNC, dptr, bytes, s, 0);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUstream s)
+{
+    return rs_alloc_async(RS_D_ALLOC_ASYNC_PTSZ, dptr, bytes, s, 1);
+}
+
+static CUresult rs_pool_async(int i, CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s,
+                              int ptsz)
+{
+    RS_REAL(i, rs_pool_fn, real);
+    if (!rs_drv_recorded() || rs_drv_capturing(s, ptsz)) return real(dptr, bytes, pool, s);
+    return rs_drv_allocated(real(dptr, bytes, pool, s), dptr, bytes);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s)
+{
+    return rs_pool_async(RS_D_POOL_ASYNC, dptr, bytes, pool, s, 0);
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s)
+{
+    return rs_pool_async(RS_D_POOL_ASYNC_PTSZ, dptr, bytes, pool, s, 1);
+}
+
+static CUresult rs_free_async(int i, CUdeviceptr dptr, CUstream s)
+{
+    RS_REAL(i, rs_free_async_fn, real);
+    CUresult r = real(dptr, s);
+    if (r == CUDA_SUCCESS && !rs_backend_cuda_in_call()) rs_drv_free(&rs_drv_ptrs, dptr);
+    return r;
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
+{
+    return rs_free_async(RS_D_FREE_ASYNC, dptr, s);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
+{
+    return rs_free_async(RS_D_FREE_ASYNC_PTSZ, dptr, s);
+}
+
+/* The virtual memory API: physical memory is made by cuMemCreate on its location's device and
+ * is gone once released and no longer mapped anywhere. */
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    RS_REAL(RS_D_CREATE, rs_create_fn, real);
+    int on_device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+    if (!on_device || !rs_drv_recorded()) return real(handle, size, prop, flags);
+    CUresult r = real(handle, size, prop, flags);
+    if (r == CUDA_SUCCESS && handle && *handle && size) {
+        rs_drv_alloc(&rs_drv_handles, RS_HKEY(*handle), size, prop->location.id);
+        rs_ptrmap_put(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(*handle), 0);
+    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        rs_drv_oom(size, prop->location.id);
+    }
+    return r;
+}
+
+/* The handle's memory goes once it is released and unmapped everywhere. */
+static void rs_drv_handle_maybe_gone(CUmemGenericAllocationHandle h)
+{
+    uint64_t v = 0;
+    if (!rs_ptrmap_get(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(h), &v)) return;
+    if (!(v & RS_RELEASED) || (v & ~RS_RELEASED)) return;
+    rs_ptrmap_take(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(h), NULL);
+    rs_drv_free(&rs_drv_handles, RS_HKEY(h));
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    RS_REAL(RS_D_RELEASE, rs_release_fn, real);
+    CUresult r = real(handle);
+    if (r == CUDA_SUCCESS && !rs_backend_cuda_in_call() &&
+        rs_ptrmap_add(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(handle), RS_RELEASED))
+        rs_drv_handle_maybe_gone(handle);
+    return r;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags)
+{
+    RS_REAL(RS_D_MAP, rs_map_fn, real);
+    CUresult r = real(ptr, size, offset, handle, flags);
+    /* only handles made here are counted: an imported one is a peer's memory */
+    if (r == CUDA_SUCCESS && rs_ptrmap_add(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(handle), 1))
+        rs_ptrmap_put(&rs_drv_mapped, (const void *)(uintptr_t)ptr, (uint64_t)handle);
+    return r;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    RS_REAL(RS_D_UNMAP, rs_unmap_fn, real);
+    CUresult r = real(ptr, size);
+    uint64_t h = 0;
+    if (r == CUDA_SUCCESS && rs_ptrmap_take(&rs_drv_mapped, (const void *)(uintptr_t)ptr, &h)) {
+        rs_ptrmap_add(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(h), (uint64_t)-1);
+        rs_drv_handle_maybe_gone((CUmemGenericAllocationHandle)h);
+    }
+    return r;
+}
+
+/* ---- the routes -------------------------------------------------------------------------------- */
+
+/* cuGetProcAddress answers a base name for a CUDA version and a per-thread-stream flag with one
+ * variant of it; the variants ranksnap wraps, by base name: the default one, the per-thread one,
+ * and the first version that has the default one (older versions get older ABIs, which are passed
+ * through unwrapped). */
+static const struct {
+    const char *base;
+    int dflt, ptsz, since;
+} rs_drv_bases[] = {
+    {"cuMemAlloc", RS_D_MEM_ALLOC, RS_D_MEM_ALLOC, 3020},
+    {"cuMemAllocPitch", RS_D_MEM_ALLOC_PITCH, RS_D_MEM_ALLOC_PITCH, 3020},
+    {"cuMemFree", RS_D_MEM_FREE, RS_D_MEM_FREE, 3020},
+    {"cuMemAllocManaged", RS_D_MEM_ALLOC_MANAGED, RS_D_MEM_ALLOC_MANAGED, 0},
+    {"cuMemAllocAsync", RS_D_ALLOC_ASYNC, RS_D_ALLOC_ASYNC_PTSZ, 0},
+    {"cuMemAllocFromPoolAsync", RS_D_POOL_ASYNC, RS_D_POOL_ASYNC_PTSZ, 0},
+    {"cuMemFreeAsync", RS_D_FREE_ASYNC, RS_D_FREE_ASYNC_PTSZ, 0},
+    {"cuMemCreate", RS_D_CREATE, RS_D_CREATE, 0},
+    {"cuMemRelease", RS_D_RELEASE, RS_D_RELEASE, 0},
+    {"cuMemMap", RS_D_MAP, RS_D_MAP, 0},
+    {"cuMemUnmap", RS_D_UNMAP, RS_D_UNMAP, 0},
+    {"cuGetProcAddress", RS_D_GET_PROC_V2, RS_D_GET_PROC_V2, 12000},
+};
+
+/* cuGetProcAddress's answer `real` for `symbol`: the wrapper of the variant the version and flags
+ * select, where ranksnap wraps it and the driver has it; else `real` itself. */
+static void *rs_drv_wrap_proc(const char *symbol, int version, cuuint64_t flags, void *real)
+{
+    if (!real || !symbol || !rs_launcher_preloaded()) return real;
+    for (size_t i = 0; i < sizeof rs_drv_bases / sizeof rs_drv_bases[0]; i++) {
+        if (strcmp(symbol, rs_drv_bases[i].base) != 0) continue;
+        if (version < rs_drv_bases[i].since) return real;
+        int k = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM ? rs_drv_bases[i].ptsz
+                                                                      : rs_drv_bases[i].dflt;
+        return rs_real(k) ? rs_drv[k].wrapper : real;
+    }
+    return real;
+}
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    RS_REAL(RS_D_GET_PROC, rs_proc_fn, real);
+    CUresult r = real(symbol, pfn, version, flags);
+    if (r == CUDA_SUCCESS && pfn) *pfn = rs_drv_wrap_proc(symbol, version, flags, *pfn);
+    return r;
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status)
+{
+    RS_REAL(RS_D_GET_PROC_V2, rs_proc_v2_fn, real);
+    CUresult r = real(symbol, pfn, version, flags, status);
+    if (r == CUDA_SUCCESS && pfn) *pfn = rs_drv_wrap_proc(symbol, version, flags, *pfn);
+    return r;
+}
+
+/* The dlsym trampoline's decision: the wrapper for a wrapped name looked up in libcuda, else NULL
+ * (the trampoline then jumps to the real dlsym, as if it had been called directly). */
+void *ranksnap_drv_dlsym_hook(void *handle, const char *name);
+void *ranksnap_drv_dlsym_hook(void *handle, const char *name)
+{
+    if (!name || name[0] != 'c' || name[1] != 'u' || handle == RTLD_DEFAULT || handle == RTLD_NEXT)
+        return NULL;
+    int i = 0;
+    while (i < RS_D_WRAPPED_ && strcmp(rs_drv[i].name, name)) i++;
+    if (i == RS_D_WRAPPED_ || !rs_launcher_preloaded()) return NULL;
+    pthread_once(&rs_cuda_once, rs_cuda_load);
+    void *f = rs_real_dlsym(handle, name);
+    if (!f || !rs_cuda_base) return NULL;
+    Dl_info info;
+    if (!dladdr(f, &info) || info.dli_fbase != rs_cuda_base) return NULL;
+    return rs_real(i) ? rs_drv[i].wrapper : NULL;
+}
+
+void *ranksnap_drv_real_dlsym_target(void);
+void *ranksnap_drv_real_dlsym_target(void)
+{
+    pthread_once(&rs_real_dlsym_once, rs_real_dlsym_load);
+    return (void *)(uintptr_t)rs_real_dlsym_fn;
+}
+
+#if defined(__x86_64__)
+/* dlsym(handle, name): the hook decides; when it has nothing to say, a tail jump to the real dlsym
+ * keeps the caller's return address, which glibc's dlsym uses for RTLD_NEXT. */
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, @function\n"
+        "dlsym:\n"
+        "    push %rdi\n"
+        "    push %rsi\n"
+        "    sub $8, %rsp\n"
+        "    call ranksnap_drv_dlsym_hook\n"
+        "    test %rax, %rax\n"
+        "    jnz 1f\n"
+        "    call ranksnap_drv_real_dlsym_target\n"
+        "    add $8, %rsp\n"
+        "    pop %rsi\n"
+        "    pop %rdi\n"
+        "    test %rax, %rax\n"
+        "    jz 2f\n"
+        "    jmp *%rax\n"
+        "1:  add $24, %rsp\n"
+        "    ret\n"
+        "2:  ret\n"
+        ".size dlsym, .-dlsym\n");
+#endif

@@ -1,0 +1,139 @@
+/*
+ * test_driver_routes.c — a program that allocates device memory through the CUDA driver by every
+ * route programs and their libraries take, run preloaded with libranksnap.so on the fake driver
+ * (tests/gpu/fake_cuda_driver.c) by tests/cli/driver_routes_job.sh (label mpi).
+ *
+ * Rank r works on device r % 2 and allocates, each of a size of its own so that the checker can
+ * tell them apart: 3 MiB by the direct export (cuMemAlloc_v2), 5 MiB through dlsym on a dlopen'ed
+ * libcuda, 7 MiB through cuGetProcAddress_v2("cuMemAlloc"), 9 MiB through the cuGetProcAddress
+ * that cuGetProcAddress itself returned, asked for cuMemAllocAsync with the per-thread flag (the
+ * _ptsz variant), 11 MiB from a pool (cuMemAllocFromPoolAsync, CUDA 11.2's version), 13 MiB of
+ * managed memory, 15 rows of 1 MiB pitched, and 4 MiB of physical memory by cuMemCreate, mapped
+ * and released while still mapped. It checks what each route handed out (ranksnap's wrapper for a
+ * wrapped name, the driver's own for cuInit, the same wrapper twice), writes a snapshot with all of
+ * it live (ARG/live-RANK.rsnap), frees everything, asks for more than the device has (the OOM), and
+ * writes a second snapshot (ARG/end-RANK.rsnap). Prints "rank R: routes ok" or what failed.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h>
+#undef cuGetProcAddress
+
+#define MiB ((size_t)1 << 20)
+
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*async_fn)(CUdeviceptr *, size_t, CUstream);
+typedef CUresult (*proc_v2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+typedef CUresult (*proc_fn)(const char *, void **, int, cuuint64_t);
+typedef int (*dump_fn)(const char *);
+/* exported by the driver, declared by cuda.h only for per-thread-stream builds */
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s);
+
+static int failures;
+static int rank_;
+
+#define EXPECT(c)                                                                                  \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            printf("rank %d: FAILED %s (line %d)\n", rank_, #c, __LINE__);                         \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* 1 when `f` lies in the library whose file name contains `lib`. */
+static int in_library(const void *f, const char *lib)
+{
+    Dl_info d;
+    return f && dladdr(f, &d) && d.dli_fname && strstr(d.dli_fname, lib) != NULL;
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = argc > 1 ? argv[1] : ".";
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    rank_ = r ? atoi(r) : 0;
+    int dev = rank_ % 2;
+    void *drv = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!drv) return printf("rank %d: FAILED no libcuda.so.1: %s\n", rank_, dlerror()), 1;
+    void (*set_device)(int);
+    *(void **)&set_device = dlsym(drv, "fake_driver_set_device");
+    if (!set_device) return printf("rank %d: FAILED not the fake driver\n", rank_), 1;
+    set_device(dev);
+    EXPECT(cuInit(0) == CUDA_SUCCESS);
+    CUdeviceptr a = 0, b = 0, c = 0, d = 0, e = 0, f = 0, g = 0;
+    size_t pitch = 0;
+
+    /* the direct export */
+    EXPECT(cuMemAlloc_v2(&a, 3 * MiB) == CUDA_SUCCESS);
+    /* dlsym on the driver's handle */
+    alloc_fn by_dlsym;
+    *(void **)&by_dlsym = dlsym(drv, "cuMemAlloc_v2");
+    EXPECT(in_library((void *)by_dlsym, "libranksnap"));
+    EXPECT(by_dlsym && by_dlsym(&b, 5 * MiB) == CUDA_SUCCESS);
+    /* cuGetProcAddress_v2, found by dlsym as the runtimes find it */
+    proc_v2_fn get_v2;
+    *(void **)&get_v2 = dlsym(drv, "cuGetProcAddress_v2");
+    EXPECT(in_library((void *)get_v2, "libranksnap"));
+    void *fn = NULL, *again = NULL, *init = NULL;
+    CUdriverProcAddressQueryResult q;
+    EXPECT(get_v2 && get_v2("cuMemAlloc", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) == CUDA_SUCCESS);
+    EXPECT(in_library(fn, "libranksnap"));
+    EXPECT(fn && ((alloc_fn)fn)(&c, 7 * MiB) == CUDA_SUCCESS);
+    /* a name ranksnap does not wrap: the driver's own */
+    EXPECT(get_v2 && get_v2("cuInit", &init, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) == CUDA_SUCCESS);
+    EXPECT(init == dlsym(drv, "cuInit") && in_library(init, "fake"));
+    /* cuGetProcAddress asked for itself, then for the per-thread variant of cuMemAllocAsync */
+    void *self = NULL;
+    EXPECT(get_v2 && get_v2("cuGetProcAddress", &self, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) == CUDA_SUCCESS);
+    EXPECT(self == (void *)get_v2);
+    void *async = NULL;
+    EXPECT(self && ((proc_v2_fn)self)("cuMemAllocAsync", &async, 12000,
+                                      CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &q) == CUDA_SUCCESS);
+    EXPECT(async == dlsym(RTLD_DEFAULT, "cuMemAllocAsync_ptsz"));
+    EXPECT(async && ((async_fn)async)(&d, 9 * MiB, NULL) == CUDA_SUCCESS);
+    /* the old cuGetProcAddress, and nothing wrapped twice */
+    proc_fn get_v1;
+    *(void **)&get_v1 = dlsym(drv, "cuGetProcAddress");
+    EXPECT(get_v1 && get_v1("cuMemAlloc", &again, 12000, CU_GET_PROC_ADDRESS_DEFAULT) == CUDA_SUCCESS);
+    EXPECT(again == fn);
+    /* a pool, asked for by CUDA 11.2 */
+    void *pool_fn = NULL;
+    EXPECT(get_v2 && get_v2("cuMemAllocFromPoolAsync", &pool_fn, 11020, CU_GET_PROC_ADDRESS_DEFAULT, &q) == CUDA_SUCCESS);
+    EXPECT(pool_fn && ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))pool_fn)(
+                          &e, 11 * MiB, NULL, NULL) == CUDA_SUCCESS);
+    EXPECT(cuMemAllocManaged(&f, 13 * MiB, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS);
+    EXPECT(cuMemAllocPitch_v2(&g, &pitch, MiB, 15, 4) == CUDA_SUCCESS && pitch == MiB);
+    /* physical memory: created, mapped, released while mapped (still held), unmapped (gone) */
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr va = 0;
+    EXPECT(cuMemCreate(&h, 4 * MiB, &prop, 0) == CUDA_SUCCESS);
+    EXPECT(cuMemAddressReserve(&va, 4 * MiB, 0, 0, 0) == CUDA_SUCCESS);
+    EXPECT(cuMemMap(va, 4 * MiB, 0, h, 0) == CUDA_SUCCESS);
+    EXPECT(cuMemRelease(h) == CUDA_SUCCESS);
+
+    dump_fn dump;
+    *(void **)&dump = dlsym(RTLD_DEFAULT, "ranksnap_dump");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/live-%d.rsnap", dir, rank_);
+    EXPECT(dump && dump(path) == 0);
+
+    EXPECT(cuMemFree_v2(a) == CUDA_SUCCESS && by_dlsym && cuMemFree_v2(b) == CUDA_SUCCESS);
+    EXPECT(cuMemFree_v2(c) == CUDA_SUCCESS && cuMemFreeAsync_ptsz(d, NULL) == CUDA_SUCCESS);
+    EXPECT(cuMemFreeAsync(e, NULL) == CUDA_SUCCESS && cuMemFree_v2(f) == CUDA_SUCCESS);
+    EXPECT(cuMemFree_v2(g) == CUDA_SUCCESS);
+    EXPECT(cuMemUnmap(va, 4 * MiB) == CUDA_SUCCESS && cuMemAddressFree(va, 4 * MiB) == CUDA_SUCCESS);
+    CUdeviceptr x = 0;
+    EXPECT(cuMemAlloc_v2(&x, (size_t)1 << 50) == CUDA_ERROR_OUT_OF_MEMORY);
+    snprintf(path, sizeof path, "%s/end-%d.rsnap", dir, rank_);
+    EXPECT(dump && dump(path) == 0);
+    if (!failures) printf("rank %d: routes ok\n", rank_);
+    return failures ? 1 : 0;
+}
