@@ -40,11 +40,21 @@ int rs_launcher_size(int fallback)
     return env_int(size_vars, fallback);
 }
 
+static const char *const local_rank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                               "SLURM_LOCALID", "LOCAL_RANK", NULL};
+
 int rs_launcher_local_rank(int fallback)
 {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-                                       "LOCAL_RANK", NULL};
-    return env_int(vars, fallback);
+    return env_int(local_rank_vars, fallback);
+}
+
+int rs_launcher_rank_unknown(void)
+{
+    if (rs_launcher_rank(-1) >= 0) return 0;
+    /* Lightning's launcher gives the processes it starts LOCAL_RANK, NODE_RANK and WORLD_SIZE,
+     * and its script passes the rank to torch.distributed itself; a process with no launcher
+     * variable at all is a program started on its own, rank 0 of 1 */
+    return rs_launcher_size(1) > 1 || rs_launcher_local_rank(-1) >= 0;
 }
 
 int rs_launcher_attempt(void)

@@ -23,6 +23,12 @@ int rs_launcher_size(int fallback);
  * SLURM_LOCALID, LOCAL_RANK), or `fallback`. */
 int rs_launcher_local_rank(int fallback);
 
+/* 1 when a launcher started this process as one of several (a world size > 1, or a local rank)
+ * without saying which rank it is: Lightning's own launcher gives the processes it starts
+ * LOCAL_RANK and WORLD_SIZE only, and the script passes the rank to torch.distributed itself.
+ * 0 when a variable gives the rank, and for a process no launcher started (rank 0 of 1). */
+int rs_launcher_rank_unknown(void);
+
 /* Which attempt of the job this is: torchrun restarts failed workers with
  * TORCHELASTIC_RESTART_COUNT = 1, 2, ...; 0 for the first attempt and for every other launcher.
  * Files of attempt k > 0 are named so that they never overwrite attempt k - 1's. */

@@ -269,4 +269,72 @@ case_torchrun_like_trigger_starts_a_range_on_every_rank() {
         "all(s['ranksnap']['ranges'] == [[3, 6]] for s in snaps.values())"
 }
 
+# ---- the launchers PyTorch users type, and ranksnap-run in front of them ----------------------
+#
+# Each must give one pickle per rank, all of one job, under the plain names, and no warning of
+# another job's file.
+
+# the pickles of DIR are rank-00000.pickle .. rank-(N-1).pickle, of one job and world size N
+one_file_per_rank() {
+    n=$1
+    ls "$dir"
+    "$py" - "$dir" "$n" <<'PY' || { cat "$dir.stderr"; exit 1; }
+import glob, os, pickle, sys
+d, n = sys.argv[1], int(sys.argv[2])
+names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(d, "rank-*")))
+want = ["rank-%05d.pickle" % r for r in range(n)]
+assert names == want, "files %s, expected %s" % (names, want)
+metas = [pickle.load(open(os.path.join(d, x), "rb"))["ranksnap"] for x in names]
+assert [m["rank"] for m in metas] == list(range(n)), [m["rank"] for m in metas]
+assert all(m["world_size"] == n for m in metas), [m["world_size"] for m in metas]
+assert len({m["job"] for m in metas}) == 1, [m["job"] for m in metas]
+assert not [x for x in os.listdir(d) if ".job-" in x], os.listdir(d)
+PY
+    for bad in "another job's" "could not be read" "none of its allocation calls reached"; do
+        ! grep -q "$bad" "$dir.stderr" || { echo "said: $bad"; cat "$dir.stderr"; exit 1; }
+    done
+}
+
+# python SCRIPT ARGS under ranksnap-run, stdout and stderr kept (every process of the job shares them)
+in_front() {
+    "$run" --lib "$lib" --steps 2:5 "$py" "$@" > "$dir.stdout" 2> "$dir.stderr"
+    rc=$?
+    cat "$dir.stdout"
+    test $rc -eq 0 || { echo "exit status $rc"; cat "$dir.stderr"; exit 1; }
+}
+
+# Lightning's Trainer(devices=2, strategy="ddp"), unmodified: the main process starts the second
+# with LOCAL_RANK=1, WORLD_SIZE=2 and no RANK, each passes its rank to init_process_group.
+case_lightning_like_second_process_takes_its_rank_from_torch_distributed() {
+    export RANKSNAP_GATHER_TIMEOUT=30
+    in_front "$src/lightning_fake.py" --devices 2 --diverge 1:1.5
+    one_file_per_rank 2
+    live
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
+        "r['divergent_ranks'][0]['sites'][0]['file'].endswith('train_fake.py')" \
+        "len(r['ranks']) == 2" "r['missing_ranks'] == []"
+}
+
+# The same when the script allocates before Trainer.fit: ranksnap started in the main process
+# as a program on its own (rank 0 of 1, its own job id), which becomes rank 0 of 2 of the job
+# before it writes anything.
+case_lightning_like_main_process_that_allocated_before_fit_becomes_rank_0_of_2() {
+    export RANKSNAP_GATHER_TIMEOUT=30
+    in_front "$src/lightning_fake.py" --devices 2 --diverge 1:1.5 --early
+    one_file_per_rank 2
+    live
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" "len(r['ranks']) == 2"
+}
+
+# A process started as one of two without its rank (LOCAL_RANK=1, WORLD_SIZE=2, no RANK) whose
+# script never makes a process group: nothing is written under a guessed rank 0; it says why.
+case_process_without_its_rank_or_a_process_group_writes_nothing() {
+    env -u RANK LOCAL_RANK=1 WORLD_SIZE=2 "$run" --lib "$lib" --steps 2:5 "$py" "$train" \
+        > "$dir.stdout" 2> "$dir.stderr" || { cat "$dir.stderr"; exit 1; }
+    cat "$dir.stderr"
+    test -z "$(ls "$dir")" || { echo "written:"; ls "$dir"; exit 1; }
+    test "$(grep -c "not recording yet: this process was started as one of 2 ranks without its rank" "$dir.stderr")" -eq 1 ||
+        { echo "not said once"; exit 1; }
+}
+
 "case_$name" "$@"
