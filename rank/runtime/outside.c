@@ -1,8 +1,10 @@
 /*
  * outside.c — device memory outside the allocator: sampled at steps and dumps, labelled by its
  * holder (NCCL, ncclMemAlloc, CUDA memory pools) when an interposer knows it, and the warning of a
- * preloaded run that saw the device fill up with none of its allocation calls reaching ranksnap.
+ * preloaded run that saw the device fill up with none of its allocation calls reaching ranksnap,
+ * and of a process in which ranksnap never started yet which holds a CUDA context.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -141,3 +143,77 @@ void rs_outside_warn_if_nothing_intercepted(rs_runtime *rt)
             rt->rank, grown);
 }
 
+
+/* ---- a process in which ranksnap never started --------------------------------------------- */
+
+/* The driver API's few calls and codes the check below makes (cuda.h is not needed for them). */
+#define RS_CU_SUCCESS 0
+#define RS_CU_ERROR_DEINITIALIZED 4
+typedef int (*rs_cu_count_fn)(int *);
+typedef int (*rs_cu_get_fn)(int *, int);
+typedef int (*rs_cu_state_fn)(int, unsigned *, int *);
+typedef int (*rs_cu_current_fn)(void **);
+
+/* Whether this process holds a CUDA context, asked of the loaded driver without changing
+ * anything: 1 (on *device, -1 for a context made by hand), 0 (none: the driver was never
+ * initialised, or no context is active; a launcher that only counted the devices), -1 (the
+ * driver no longer answers: at exit, after its own teardown). */
+static int rs_outside_context(void *driver, int *device)
+{
+    rs_cu_count_fn count = (rs_cu_count_fn)dlsym(driver, "cuDeviceGetCount");
+    rs_cu_get_fn get = (rs_cu_get_fn)dlsym(driver, "cuDeviceGet");
+    rs_cu_state_fn state = (rs_cu_state_fn)dlsym(driver, "cuDevicePrimaryCtxGetState");
+    rs_cu_current_fn current = (rs_cu_current_fn)dlsym(driver, "cuCtxGetCurrent");
+    if (!count || !get || !state) return -1;
+    int n = 0, r = count(&n);
+    if (r == RS_CU_ERROR_DEINITIALIZED) return -1;
+    if (r != RS_CU_SUCCESS) return 0; /* never initialised (3), no device (100), a stub (34) */
+    for (int i = 0; i < n; i++) {
+        int dev = 0, active = 0;
+        unsigned flags = 0;
+        if (get(&dev, i) != RS_CU_SUCCESS) continue;
+        r = state(dev, &flags, &active);
+        if (r == RS_CU_ERROR_DEINITIALIZED) return -1;
+        if (r == RS_CU_SUCCESS && active) {
+            *device = i;
+            return 1;
+        }
+    }
+    void *ctx = NULL;
+    if (current && current(&ctx) == RS_CU_SUCCESS && ctx) {
+        *device = -1;
+        return 1;
+    }
+    return 0;
+}
+
+void rs_outside_warn_if_cuda_unseen(void)
+{
+    /* once: at finalize, while the driver still answers, or else at exit */
+    static atomic_int decided;
+    if (atomic_exchange(&decided, 1)) return;
+    if (rs_state_intercepted() != 0 || rs_state_ever_started()) return;
+    if (!rs_launcher_preloaded() || rs_launcher_rank(0) != 0) return;
+    void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!driver) return;
+    int device = -1;
+    int holds = rs_outside_context(driver, &device);
+    dlclose(driver);
+    if (holds == 0) return;
+    char what[96];
+    if (holds > 0 && device >= 0)
+        snprintf(what, sizeof what, "holds a CUDA context (device memory) on GPU %d", device);
+    else if (holds > 0)
+        snprintf(what, sizeof what, "holds a CUDA context (device memory)");
+    else
+        snprintf(what, sizeof what, "used CUDA");
+    fprintf(stderr,
+            "ranksnap: this process %s, but none of its allocation calls reached the preloaded "
+            "ranksnap, so nothing was recorded. It is probably linked with the static CUDA runtime "
+            "(nvcc's default), whose cudaMalloc LD_PRELOAD cannot reach (or it allocates through "
+            "the driver API). Link it with ranksnap's link-time route instead: CMake "
+            "target_link_libraries(app PRIVATE ranksnap::wrap), or $(pkg-config --libs "
+            "ranksnap-wrap) on the link line; or build it with nvcc -cudart shared (docs/GPU.md, "
+            "\"Interception\").\n",
+            what);
+}

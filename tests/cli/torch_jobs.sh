@@ -272,7 +272,8 @@ case_torchrun_like_trigger_starts_a_range_on_every_rank() {
 # ---- the launchers PyTorch users type, and ranksnap-run in front of them ----------------------
 #
 # Each must give one pickle per rank, all of one job, under the plain names, and no warning of
-# another job's file.
+# another job's file; and the launcher's own process (which loaded the CUDA driver, as torchrun's
+# and accelerate's do, through the stand-in torch and FAKE_TORCH_CUDA_DRIVER) says nothing.
 
 # the pickles of DIR are rank-00000.pickle .. rank-(N-1).pickle, of one job and world size N
 one_file_per_rank() {
@@ -335,6 +336,43 @@ case_process_without_its_rank_or_a_process_group_writes_nothing() {
     test -z "$(ls "$dir")" || { echo "written:"; ls "$dir"; exit 1; }
     test "$(grep -c "not recording yet: this process was started as one of 2 ranks without its rank" "$dir.stderr")" -eq 1 ||
         { echo "not said once"; exit 1; }
+}
+
+# ranksnap-run torchrun --nproc-per-node 2 train.py: the agent is a Python process that imports
+# torch, loads the driver and allocates nothing; its workers are the ranks.
+case_ranksnap_run_in_front_of_a_torchrun_like_agent() {
+    export RANKSNAP_GATHER_TIMEOUT=30
+    in_front "$src/torchrun_fake.py" --nproc-per-node 2 "$train" --diverge 1:1.5 --dist env --sync
+    one_file_per_rank 2
+    live
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" "len(r['ranks']) == 2"
+}
+
+# ranksnap-run accelerate launch --multi_gpu --num_processes 2 train.py: the launcher checks the
+# GPUs and runs torch's elastic agent in its own process.
+case_ranksnap_run_in_front_of_an_accelerate_like_launcher() {
+    export RANKSNAP_GATHER_TIMEOUT=30
+    in_front "$src/accelerate_fake.py" launch --multi_gpu --num_processes 2 "$train" --diverge 1:1.5 --dist env --sync
+    one_file_per_rank 2
+    live
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" "len(r['ranks']) == 2"
+}
+
+# The hint about the static CUDA runtime stays for a process that holds device memory ranksnap
+# never saw (a context on GPU 1 here), whether the glue's exit asks (torch imported) or the
+# library's destructor; a process that only initialised the driver hears nothing.
+case_process_holding_a_context_ranksnap_never_saw_is_told_how_to_link() {
+    ctx='import ctypes, os; d = ctypes.CDLL(os.environ["FAKE_TORCH_CUDA_DRIVER"]); d.cuInit(0)'
+    for prog in "import torch; $ctx" "$ctx"; do
+        out=$("$run" --lib "$lib" "$py" -c "$prog; d.cuDevicePrimaryCtxRetain(ctypes.byref(ctypes.c_void_p()), 1)" 2>&1)
+        echo "$out"
+        case "$out" in
+            *"ranksnap: this process holds a CUDA context (device memory) on GPU 1, but none of its allocation calls reached the preloaded ranksnap"*) ;;
+            *) echo "no hint for: $prog"; exit 1 ;;
+        esac
+        out=$("$run" --lib "$lib" "$py" -c "$prog; n = ctypes.c_int(); d.cuDeviceGetCount(ctypes.byref(n))" 2>&1)
+        test -z "$out" || { echo "a process without a context was told: $out"; exit 1; }
+    done
 }
 
 "case_$name" "$@"
