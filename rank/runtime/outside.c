@@ -6,6 +6,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -187,6 +188,15 @@ static int rs_outside_context(void *driver, int *device)
     return 0;
 }
 
+/* dl_iterate_phdr's callback: stops (1) at a loaded libcudart.so*, the shared CUDA runtime. */
+static int rs_outside_shared_runtime_cb(struct dl_phdr_info *info, size_t size, void *found)
+{
+    (void)size;
+    const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    base = base ? base + 1 : info->dlpi_name;
+    return *(int *)found = base && strncmp(base, "libcudart.so", 12) == 0;
+}
+
 void rs_outside_warn_if_cuda_unseen(void)
 {
     /* once: at finalize, while the driver still answers, or else at exit */
@@ -200,6 +210,12 @@ void rs_outside_warn_if_cuda_unseen(void)
     int holds = rs_outside_context(driver, &device);
     dlclose(driver);
     if (holds == 0) return;
+    /* With the shared runtime loaded, every cudaMalloc of the process would have come through the
+     * preloaded one: a context without one is a launcher's (it asked for a device's properties)
+     * or memory from the driver API, and linking with ranksnap::wrap changes neither. */
+    int shared = 0;
+    dl_iterate_phdr(rs_outside_shared_runtime_cb, &shared);
+    if (shared) return;
     char what[96];
     if (holds > 0 && device >= 0)
         snprintf(what, sizeof what, "holds a CUDA context (device memory) on GPU %d", device);

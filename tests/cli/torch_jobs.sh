@@ -359,19 +359,24 @@ case_ranksnap_run_in_front_of_an_accelerate_like_launcher() {
 }
 
 # The hint about the static CUDA runtime stays for a process that holds device memory ranksnap
-# never saw (a context on GPU 1 here), whether the glue's exit asks (torch imported) or the
-# library's destructor; a process that only initialised the driver hears nothing.
+# never saw (a context on GPU 0, no shared CUDA runtime loaded), whether the glue's exit asks
+# (torch imported) or the library's destructor; a process that only initialised the driver, or
+# made a context with the shared runtime loaded (whose cudaMalloc the preload would have seen: a
+# launcher that asked for a device's properties), hears nothing.
 case_process_holding_a_context_ranksnap_never_saw_is_told_how_to_link() {
     ctx='import ctypes, os; d = ctypes.CDLL(os.environ["FAKE_TORCH_CUDA_DRIVER"]); d.cuInit(0)'
+    retain='d.cuDevicePrimaryCtxRetain(ctypes.byref(ctypes.c_void_p()), 0)'
     for prog in "import torch; $ctx" "$ctx"; do
-        out=$("$run" --lib "$lib" "$py" -c "$prog; d.cuDevicePrimaryCtxRetain(ctypes.byref(ctypes.c_void_p()), 1)" 2>&1)
+        out=$("$run" --lib "$lib" "$py" -c "$prog; $retain" 2>&1)
         echo "$out"
         case "$out" in
-            *"ranksnap: this process holds a CUDA context (device memory) on GPU 1, but none of its allocation calls reached the preloaded ranksnap"*) ;;
+            *"ranksnap: this process holds a CUDA context (device memory) on GPU 0, but none of its allocation calls reached the preloaded ranksnap"*) ;;
             *) echo "no hint for: $prog"; exit 1 ;;
         esac
         out=$("$run" --lib "$lib" "$py" -c "$prog; n = ctypes.c_int(); d.cuDeviceGetCount(ctypes.byref(n))" 2>&1)
         test -z "$out" || { echo "a process without a context was told: $out"; exit 1; }
+        out=$("$run" --lib "$lib" "$py" -c "$prog; ctypes.CDLL(os.environ['FAKE_CUDART']); $retain" 2>&1)
+        test -z "$out" || { echo "a process with the shared runtime was told: $out"; exit 1; }
     done
 }
 

@@ -11,7 +11,8 @@
  * inside a reserved range, of a whole handle, not over another) and counts what is alive, which
  * the test reads back through fake_driver_* (dlsym on the loaded library). The device has
  * FAKE_CUDA_DRIVER_CAPACITY bytes (default 16 GiB, the fake runtime's); FAKE_CUDA_DRIVER_NO_VMM=1
- * makes it report no virtual memory management.
+ * makes it report no virtual memory management. The first calls a process makes (cuInit, the
+ * device count, the primary context) are exported by name, below.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -261,6 +262,59 @@ FAKE_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int ver
     *pfn = NULL;
     if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_ERROR_NOT_FOUND;
+}
+
+/* ---- what a process asks the driver first, exported by name as the real driver's are ----------
+ *
+ * Initialising it, counting the devices, and whether the process holds a context: what a
+ * preloaded ranksnap asks at exit of a process it never started in (rank/runtime/outside.c), for
+ * tests/cli/torch_jobs.sh, whose stand-in torch loads this library as PyTorch loads the driver.
+ * Before cuInit every call answers CUDA_ERROR_NOT_INITIALIZED; cuDevicePrimaryCtxRetain makes the
+ * device's primary context active. */
+static int initialised, context_active;
+
+FAKE_EXPORT CUresult cuInit(unsigned flags)
+{
+    (void)flags;
+    initialised = 1;
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDeviceGetCount(int *n)
+{
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    *n = 1;
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal)
+{
+    return initialised ? fake_device_get(d, ordinal) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d)
+{
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    context_active = 1;
+    *ctx = (CUcontext)&context_active;
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *active)
+{
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+    *flags = 0;
+    *active = context_active;
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx)
+{
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    *ctx = NULL;
+    return CUDA_SUCCESS;
 }
 
 /* For the test: what is alive now. */

@@ -1,6 +1,6 @@
 """torch.cuda of the stand-in: lazy initialisation with its queued calls, one device.
 
-With FAKE_TORCH_CUDA_DRIVER naming a driver library (the tests' fake libcuda.so.1), it is used
+With FAKE_TORCH_CUDA_DRIVER naming a driver library (tests/gpu/fake_cuda_driver.c), it is used
 as PyTorch uses the real one: is_available() and device_count() load and initialise it without
 making a context (torchrun's and accelerate's launchers ask them), and the lazy initialisation,
 which the first tensor brings, makes the device's primary context."""
