@@ -327,6 +327,18 @@ case_lightning_like_main_process_that_allocated_before_fit_becomes_rank_0_of_2()
     check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" "len(r['ranks']) == 2"
 }
 
+# Lightning's second process runs out of memory in its first forward pass, before any step: the
+# OOM observer's pickle is rank 1's (torch.distributed says so), not a guessed rank 0's.
+case_lightning_like_rank_out_of_memory_before_its_first_step_writes_its_own_pickle() {
+    "$run" --lib "$lib" --steps 2:5 "$py" "$src/lightning_fake.py" --devices 2 --oom 1 \
+        > "$dir.stdout" 2> "$dir.stderr"
+    ls "$dir"
+    grep -q "OutOfMemoryError" "$dir.stderr" || { echo "no OutOfMemoryError"; cat "$dir.stderr"; exit 1; }
+    test "$(cd "$dir" && ls rank-* 2>/dev/null | tr '\n' ' ')" = "rank-00001.pickle " || { cat "$dir.stderr"; exit 1; }
+    "$py" -c "import pickle, sys; m = pickle.load(open(sys.argv[1], 'rb'))['ranksnap']; \
+assert (m['rank'], m['world_size'], m['reason']) == (1, 2, 'oom'), m" "$dir/rank-00001.pickle" || exit 1
+}
+
 # A process started as one of two without its rank (LOCAL_RANK=1, WORLD_SIZE=2, no RANK) whose
 # script never makes a process group: nothing is written under a guessed rank 0; it says why.
 case_process_without_its_rank_or_a_process_group_writes_nothing() {

@@ -17,7 +17,10 @@ step, and a barrier per step as DDP's all-reduce would.
 
 --early: the script puts a tensor on the GPU before Trainer.fit, i.e. before the main process
 knows it will be rank 0 of 2 (ranksnap starts there as a process of its own, rank 0 of 1).
+--oom R: rank R runs out of memory in its first forward pass, before any optimizer step; the
+OutOfMemoryError ends its script, and the other rank's collective times out (5 s).
 """
+import datetime
 import argparse
 import atexit
 import os
@@ -54,7 +57,8 @@ class Trainer:
         local_rank = int(os.environ["LOCAL_RANK"])
         rank = int(os.environ.get("NODE_RANK", 0)) * self.devices + local_rank
         torch.cuda.set_device(local_rank)
-        torch.distributed.init_process_group("gloo", rank=rank, world_size=self.devices * self.num_nodes)
+        torch.distributed.init_process_group("gloo", rank=rank, world_size=self.devices * self.num_nodes,
+                                             timeout=datetime.timedelta(seconds=5))
         atexit.register(torch.distributed.destroy_process_group)
         train(rank)
         for c in self.children:
@@ -68,6 +72,7 @@ def main():
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--diverge", type=pair)
     p.add_argument("--early", action="store_true")
+    p.add_argument("--oom", type=int, default=-1)
     a = p.parse_args()
     early = torch.empty(MIB, device="cuda") if a.early else None  # noqa: F841
 
@@ -77,6 +82,8 @@ def main():
         batch = a.batch
         if a.diverge and int(a.diverge[0]) == rank:
             batch = int(batch * a.diverge[1])  # rank 1 fed longer sequences
+        if rank == a.oom:
+            torch.cuda.set_per_process_memory_fraction(0.001)
         for _ in range(a.steps):
             acts = forward(batch)
             del acts
