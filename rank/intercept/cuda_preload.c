@@ -101,8 +101,9 @@ RS_EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 
 /* At exit, for a preloaded process in which no allocation call ever reached ranksnap, so that
  * ranksnap never started and finalize's own check could not run: rank/runtime/outside.c says
- * why, once, on rank 0, when the process holds device memory. Runs after the atexit handlers. */
+ * how to link, once, on rank 0, unless the driver was never used or the shared runtime is
+ * loaded. Runs after the atexit handlers (the glue's finalize asked already, for PyTorch). */
 __attribute__((destructor)) static void ranksnap_icp_check_at_exit(void)
 {
-    rs_outside_warn_if_cuda_unseen();
+    rs_outside_warn_if_cuda_unseen(1);
 }

@@ -471,7 +471,7 @@ ranksnap_status ranksnap_finalize(void)
         atomic_store(&rs_finalized_once, 1);
     } else {
         /* a process ranksnap never started in (a launcher): asked now, while the driver answers */
-        rs_outside_warn_if_cuda_unseen();
+        rs_outside_warn_if_cuda_unseen(0);
     }
     rs_state_publish(NULL);
     pthread_mutex_unlock(&rs_init_lock);

@@ -155,37 +155,42 @@ typedef int (*rs_cu_get_fn)(int *, int);
 typedef int (*rs_cu_state_fn)(int, unsigned *, int *);
 typedef int (*rs_cu_current_fn)(void **);
 
-/* Whether this process holds a CUDA context, asked of the loaded driver without changing
- * anything: 1 (on *device, -1 for a context made by hand), 0 (none: the driver was never
- * initialised, or no context is active; a launcher that only counted the devices), -1 (the
- * driver no longer answers: at exit, after its own teardown). */
-static int rs_outside_context(void *driver, int *device)
+/* What the loaded driver says of this process, asked without changing anything. */
+typedef enum rs_cu_seen {
+    RS_CU_UNANSWERED = -1, /* it no longer answers: at exit, after its own teardown */
+    RS_CU_UNUSED = 0,      /* never initialised (or no device, or a stub): no context, ever */
+    RS_CU_NO_CONTEXT = 1,  /* initialised, no context now (a launcher that counted the GPUs; or,
+                            * at exit, a runtime that released its context already) */
+    RS_CU_CONTEXT = 2      /* a context is active: on *device, -1 for one made by hand */
+} rs_cu_seen;
+
+static rs_cu_seen rs_outside_context(void *driver, int *device)
 {
     rs_cu_count_fn count = (rs_cu_count_fn)dlsym(driver, "cuDeviceGetCount");
     rs_cu_get_fn get = (rs_cu_get_fn)dlsym(driver, "cuDeviceGet");
     rs_cu_state_fn state = (rs_cu_state_fn)dlsym(driver, "cuDevicePrimaryCtxGetState");
     rs_cu_current_fn current = (rs_cu_current_fn)dlsym(driver, "cuCtxGetCurrent");
-    if (!count || !get || !state) return -1;
+    if (!count || !get || !state) return RS_CU_UNANSWERED;
     int n = 0, r = count(&n);
-    if (r == RS_CU_ERROR_DEINITIALIZED) return -1;
-    if (r != RS_CU_SUCCESS) return 0; /* never initialised (3), no device (100), a stub (34) */
+    if (r == RS_CU_ERROR_DEINITIALIZED) return RS_CU_UNANSWERED;
+    if (r != RS_CU_SUCCESS) return RS_CU_UNUSED; /* never initialised (3), no device (100), a stub (34) */
     for (int i = 0; i < n; i++) {
         int dev = 0, active = 0;
         unsigned flags = 0;
         if (get(&dev, i) != RS_CU_SUCCESS) continue;
         r = state(dev, &flags, &active);
-        if (r == RS_CU_ERROR_DEINITIALIZED) return -1;
+        if (r == RS_CU_ERROR_DEINITIALIZED) return RS_CU_UNANSWERED;
         if (r == RS_CU_SUCCESS && active) {
             *device = i;
-            return 1;
+            return RS_CU_CONTEXT;
         }
     }
     void *ctx = NULL;
     if (current && current(&ctx) == RS_CU_SUCCESS && ctx) {
         *device = -1;
-        return 1;
+        return RS_CU_CONTEXT;
     }
-    return 0;
+    return RS_CU_NO_CONTEXT;
 }
 
 /* dl_iterate_phdr's callback: stops (1) at a loaded libcudart.so*, the shared CUDA runtime. */
@@ -197,7 +202,7 @@ static int rs_outside_shared_runtime_cb(struct dl_phdr_info *info, size_t size, 
     return *(int *)found = base && strncmp(base, "libcudart.so", 12) == 0;
 }
 
-void rs_outside_warn_if_cuda_unseen(void)
+void rs_outside_warn_if_cuda_unseen(int at_exit)
 {
     /* once: at finalize, while the driver still answers, or else at exit */
     static atomic_int decided;
@@ -207,9 +212,11 @@ void rs_outside_warn_if_cuda_unseen(void)
     void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (!driver) return;
     int device = -1;
-    int holds = rs_outside_context(driver, &device);
+    rs_cu_seen seen = rs_outside_context(driver, &device);
     dlclose(driver);
-    if (holds == 0) return;
+    /* At finalize the driver's answer is the truth; at exit the runtime (a static one, inside the
+     * program) may have released its context already, so only a driver never used is silence. */
+    if (seen == RS_CU_UNUSED || (!at_exit && seen != RS_CU_CONTEXT)) return;
     /* With the shared runtime loaded, every cudaMalloc of the process would have come through the
      * preloaded one: a context without one is a launcher's (it asked for a device's properties)
      * or memory from the driver API, and linking with ranksnap::wrap changes neither. */
@@ -217,9 +224,9 @@ void rs_outside_warn_if_cuda_unseen(void)
     dl_iterate_phdr(rs_outside_shared_runtime_cb, &shared);
     if (shared) return;
     char what[96];
-    if (holds > 0 && device >= 0)
+    if (seen == RS_CU_CONTEXT && device >= 0)
         snprintf(what, sizeof what, "holds a CUDA context (device memory) on GPU %d", device);
-    else if (holds > 0)
+    else if (seen == RS_CU_CONTEXT)
         snprintf(what, sizeof what, "holds a CUDA context (device memory)");
     else
         snprintf(what, sizeof what, "used CUDA");

@@ -372,24 +372,30 @@ case_ranksnap_run_in_front_of_an_accelerate_like_launcher() {
 
 # The hint about the static CUDA runtime stays for a process that holds device memory ranksnap
 # never saw (a context on GPU 0, no shared CUDA runtime loaded), whether the glue's exit asks
-# (torch imported) or the library's destructor; a process that only initialised the driver, or
-# made a context with the shared runtime loaded (whose cudaMalloc the preload would have seen: a
-# launcher that asked for a device's properties), hears nothing.
+# (torch imported) or the library's destructor. A process that only initialised the driver is
+# left in peace when the glue asks, while the driver answers; the destructor, after a static
+# runtime may have released its context, still says the process "used CUDA". With the shared
+# runtime loaded (whose cudaMalloc the preload would have seen: a launcher that asked for a
+# device's properties) neither says anything.
 case_process_holding_a_context_ranksnap_never_saw_is_told_how_to_link() {
     ctx='import ctypes, os; d = ctypes.CDLL(os.environ["FAKE_TORCH_CUDA_DRIVER"]); d.cuInit(0)'
     retain='d.cuDevicePrimaryCtxRetain(ctypes.byref(ctypes.c_void_p()), 0)'
+    count='n = ctypes.c_int(); d.cuDeviceGetCount(ctypes.byref(n))'
+    hint="none of its allocation calls reached the preloaded ranksnap"
+    said() { # PROGRAM EXPECTED ("" = nothing)
+        out=$("$run" --lib "$lib" "$py" -c "$1" 2>&1)
+        ok=0
+        if [ -z "$2" ]; then [ -n "$out" ] || ok=1; else case "$out" in "$2"*) ok=1 ;; esac; fi
+        [ $ok -eq 1 ] || { echo "for: $1"; echo "got: ${out:-nothing}"; echo "expected: ${2:-nothing}"; exit 1; }
+        echo "ok: ${out:-nothing} <- $1"
+    }
     for prog in "import torch; $ctx" "$ctx"; do
-        out=$("$run" --lib "$lib" "$py" -c "$prog; $retain" 2>&1)
-        echo "$out"
-        case "$out" in
-            *"ranksnap: this process holds a CUDA context (device memory) on GPU 0, but none of its allocation calls reached the preloaded ranksnap"*) ;;
-            *) echo "no hint for: $prog"; exit 1 ;;
-        esac
-        out=$("$run" --lib "$lib" "$py" -c "$prog; n = ctypes.c_int(); d.cuDeviceGetCount(ctypes.byref(n))" 2>&1)
-        test -z "$out" || { echo "a process without a context was told: $out"; exit 1; }
-        out=$("$run" --lib "$lib" "$py" -c "$prog; ctypes.CDLL(os.environ['FAKE_CUDART']); $retain" 2>&1)
-        test -z "$out" || { echo "a process with the shared runtime was told: $out"; exit 1; }
+        said "$prog; $retain" "ranksnap: this process holds a CUDA context (device memory) on GPU 0, but $hint"
+        said "$prog; ctypes.CDLL(os.environ['FAKE_CUDART']); $retain" ""
     done
+    said "import torch; $ctx; $count" ""
+    said "$ctx; $count" "ranksnap: this process used CUDA, but $hint"
+    said "import ctypes, os; ctypes.CDLL(os.environ['FAKE_TORCH_CUDA_DRIVER'])" ""
 }
 
 "case_$name" "$@"
