@@ -20,9 +20,10 @@ Installed when `torch` is imported (sitecustomize.py), with no change to the tra
   `oom` trace entry when recording, else one added with the Python stack of the request. It
   runs on the allocating thread with the GIL, before PyTorch raises: it makes no collective call
   and catches everything, so that the OutOfMemoryError reaches the training script unchanged.
-- identity: once the script has a torch.distributed process group, this rank's rank and world
-  size are the group's, and its job id the one the first rank to ask put in the group's store
-  (ranksnap_set_identity), given before anything is written: Lightning starts its ranks with
+- identity: once the script has a torch.distributed process group (taken right after
+  init_process_group returns, and at each step for a group made another way), this rank's rank
+  and world size are the group's, and its job id the one the first rank to ask put in the group's
+  store (ranksnap_set_identity), given before anything is written: Lightning starts its ranks with
   LOCAL_RANK and WORLD_SIZE only, each with another parent, so the launcher's environment gives
   neither the rank nor one job. A process started as one of several without a rank is not
   recorded until then (ranksnap_init says so).
@@ -34,6 +35,7 @@ answered with 0, which would read as success.
 """
 import atexit
 import ctypes
+import functools
 import importlib
 import json
 import pickle
@@ -100,6 +102,7 @@ class Glue:
             self._on_optimizer_step)
         atexit.register(self._at_exit)
         self._watch_uncaught()
+        self._watch_process_group()
 
     def _watch_uncaught(self):
         """An uncaught exception (the OutOfMemoryError of a script that does not catch it) ends
@@ -113,6 +116,24 @@ class Glue:
             previous(kind, value, tb)
 
         sys.excepthook = hook
+
+    def _watch_process_group(self):
+        """torch.distributed.init_process_group gives this rank its identity at once (identify),
+        before the script allocates on the GPU and makes NCCL's communicators, which ranksnap
+        measures only once it has started. Steps ask again, for groups made another way."""
+        dist = getattr(self.torch, "distributed", None)
+        init = getattr(dist, "init_process_group", None)
+        if init is None:
+            return
+        identify = self.identify
+
+        @functools.wraps(init)
+        def init_process_group(*args, **kwargs):
+            group = init(*args, **kwargs)
+            identify()
+            return group
+
+        dist.init_process_group = init_process_group
 
     def _make_ops(self):
         ops = _lib.RecorderOps()
@@ -172,7 +193,7 @@ class Glue:
             if dist is None or not dist.is_available() or not dist.is_initialized():
                 return
             rank, size = int(dist.get_rank()), int(dist.get_world_size())
-        except Exception:
+        except Exception:  # never the reason a script fails
             return
         job = None
         buf = ctypes.create_string_buffer(512)
