@@ -12,7 +12,10 @@
 #include <stddef.h>
 
 /* The rank a launcher gave this process (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK,
- * SLURM_PROCID, RANK), or `fallback` when none did. */
+ * SLURM_PROCID, RANK), or `fallback` when none did. In a worker torchrun started
+ * (TORCHELASTIC_RUN_ID set), this and the size and local rank below are torchrun's RANK,
+ * WORLD_SIZE and LOCAL_RANK only: the scheduler's or MPI's variables it inherits are its agent's
+ * (srun or mpirun in front of torchrun), and it joins no MPI world (rs_launcher_has_peers). */
 int rs_launcher_rank(int fallback);
 
 /* The number of ranks the launcher started (OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS,

@@ -339,6 +339,18 @@ case_lightning_like_rank_out_of_memory_before_its_first_step_writes_its_own_pick
 assert (m['rank'], m['world_size'], m['reason']) == (1, 2, 'oom'), m" "$dir/rank-00001.pickle" || exit 1
 }
 
+# srun in front of torchrun: the agent is task 1 of 2 (a second node), and its workers inherit
+# SLURM_PROCID=1 beside torchrun's RANK: each worker is the rank torchrun gave it, of the
+# Slurm job, and meets its peer in the files (no process group).
+case_torchrun_like_under_srun_takes_torchruns_ranks() {
+    export RANKSNAP_GATHER_TIMEOUT=30 SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_JOB_ID=4242
+    in_front "$src/torchrun_fake.py" --nproc-per-node 2 "$train" --diverge 1:1.5
+    one_file_per_rank 2
+    live
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" "len(r['ranks']) == 2" \
+        "all(s['ranksnap']['job'] == '4242' for s in snaps.values())"
+}
+
 # A process started as one of two without its rank (LOCAL_RANK=1, WORLD_SIZE=2, no RANK) whose
 # script never makes a process group: nothing is written under a guessed rank 0; it says why.
 case_process_without_its_rank_or_a_process_group_writes_nothing() {
