@@ -348,7 +348,9 @@ ranksnap_status ranksnap_set_identity(int rank, int world_size, const char *job)
         else
             st = rs_dump_reidentify(rt, rank, world_size, want);
         if (st == RANKSNAP_OK) {
+            /* RANKSNAP_MEMORY_LIMIT=2:8GiB means the rank it is now */
             rt->memory_limit = rs_options_memory_limit_for_rank(&rt->opts.memory_limit, rank);
+            rs_alloc_set_memory_limit(rt->alloc, rt->memory_limit);
             rs_log_configure(rt->opts.debug_level, rt->opts.debug_subsys, rank);
         }
     }

@@ -1,8 +1,8 @@
 /*
  * outside.c — device memory outside the allocator: sampled at steps and dumps, labelled by its
  * holder (NCCL, ncclMemAlloc, CUDA memory pools) when an interposer knows it, and the warning of a
- * preloaded run that saw the device fill up with none of its allocation calls reaching ranksnap,
- * and of a process in which ranksnap never started yet which holds a CUDA context.
+ * preloaded run that saw the device fill up with none of its allocation calls reaching ranksnap;
+ * the same advice to a process ranksnap never started in that holds a CUDA context.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -143,7 +143,6 @@ void rs_outside_warn_if_nothing_intercepted(rs_runtime *rt)
             "it with nvcc -cudart shared (docs/GPU.md, \"Interception\").\n",
             rt->rank, grown);
 }
-
 
 /* ---- a process in which ranksnap never started --------------------------------------------- */
 
