@@ -12,6 +12,8 @@ command -v "$py" >/dev/null || exit 77
 dir=$work/$name
 rm -rf "$dir" && mkdir -p "$dir"
 export RANKSNAP_BACKEND=sim RANKSNAP_DIR="$dir" PYTHONPATH="$src/fake_torch" RANKSNAP_DIVERGENCE=
+# the stand-in's env:// process groups meet in a folder of the temporary directory: this case's
+rm -rf "$dir.tmp" && mkdir -p "$dir.tmp" && export TMPDIR="$dir.tmp"
 train="$src/train_fake.py"
 
 # mpirun -np 4 ranksnap-run FLAGS -- python train_fake.py ARGS (FLAGS and ARGS split by --)
