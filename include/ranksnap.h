@@ -204,6 +204,26 @@ typedef struct ranksnap_recorder_ops {
  * ranksnap_init. */
 RANKSNAP_API ranksnap_status ranksnap_set_recorder(const ranksnap_recorder_ops *ops);
 
+/* This rank's identity as the framework's process group gives it (torch.distributed's
+ * get_rank() and get_world_size()), and the job id all its ranks agreed on (NULL: this
+ * process's own, ranksnap_job). It replaces what the launcher's environment said, for the
+ * launchers that say nothing or something else: Lightning starts its ranks itself with
+ * LOCAL_RANK and WORLD_SIZE only and passes the rank to torch.distributed, and each of its
+ * processes has another parent, hence another job id. In a PyTorch job (RANKSNAP_RECORDER=torch),
+ * a process its launcher started as one of several without a rank does not start ranksnap
+ * before this is called (ranksnap_init returns RANKSNAP_ERR_NOT_INITIALIZED, saying so, and the
+ * interposers pass calls through), so that it never writes a rank's files under a guessed rank.
+ * May be called before ranksnap_init, and again with the same identity. On a running instance
+ * the identity changes until this rank wrote a file; after that a different one is
+ * RANKSNAP_ERR_UNSUPPORTED (the files keep the identity they were written under). */
+RANKSNAP_API ranksnap_status ranksnap_set_identity(int rank, int world_size, const char *job);
+
+/* This process's job id into buf (at most n bytes with the NUL): the one ranksnap_set_identity
+ * gave, else RANKSNAP_JOB, the batch system's id, torchrun's run id, or local-HOST-PPID (the
+ * ranks one launcher process started share it). RANKSNAP_ERR_INVALID_ARGUMENT when it does not
+ * fit. */
+RANKSNAP_API ranksnap_status ranksnap_job(char *buf, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -43,6 +43,9 @@ def step(n):
 def dump(path=None):
     """Writes this rank's snapshot now: RANKSNAP_DIR/rank-RRRRR.pickle for PyTorch jobs (or
     `path`), written atomically, 0600."""
+    g = _glue()
+    if g is not None:
+        g.identify()  # this rank's files under the rank torch.distributed gives it
     status = _lib.lib().ranksnap_dump(path.encode() if path else None)
     if status != _lib.OK:
         raise RuntimeError("ranksnap.dump: " + _lib.error(status))

@@ -62,6 +62,8 @@ def lib():
         "ranksnap_annotate_begin": (ctypes.c_int, [ctypes.c_char_p]),
         "ranksnap_annotate_end": (ctypes.c_int, [ctypes.c_char_p]),
         "ranksnap_set_recorder": (ctypes.c_int, [ctypes.POINTER(RecorderOps)]),
+        "ranksnap_set_identity": (ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.c_char_p]),
+        "ranksnap_job": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t]),
         "ranksnap_last_error": (ctypes.c_char_p, []),
         "ranksnap_strerror": (ctypes.c_char_p, [ctypes.c_int]),
         "ranksnap_version": (ctypes.c_char_p, []),

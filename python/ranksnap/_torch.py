@@ -20,6 +20,13 @@ Installed when `torch` is imported (sitecustomize.py), with no change to the tra
   `oom` trace entry when recording, else one added with the Python stack of the request. It
   runs on the allocating thread with the GIL, before PyTorch raises: it makes no collective call
   and catches everything, so that the OutOfMemoryError reaches the training script unchanged.
+- identity: once the script has a torch.distributed process group (taken right after
+  init_process_group returns, and at each step for a group made another way), this rank's rank
+  and world size are the group's, and its job id the one the first rank to ask put in the group's
+  store (ranksnap_set_identity), given before anything is written: Lightning starts its ranks with
+  LOCAL_RANK and WORLD_SIZE only, each with another parent, so the launcher's environment gives
+  neither the rank nor one job. A process started as one of several without a rank is not
+  recorded until then (ranksnap_init says so).
 - RANKSNAP_RECORDER=ranksnap (ranksnap-run --torch-allocator ranksnap): ranksnap's own allocator
   instead, as PyTorch's pluggable allocator, swapped in now, before CUDA is initialised.
 
@@ -28,6 +35,7 @@ answered with 0, which would read as success.
 """
 import atexit
 import ctypes
+import functools
 import importlib
 import json
 import pickle
@@ -70,6 +78,7 @@ class Glue:
         self.group = _dist.Group(torch)
         self.ops = None             # the callbacks, kept alive as long as C may call them
         self.dying = False          # an uncaught exception ends the program
+        self.identity = None        # (rank, world size, job) from torch.distributed, once known
 
     # ---- installing --------------------------------------------------------------------------
 
@@ -93,6 +102,7 @@ class Glue:
             self._on_optimizer_step)
         atexit.register(self._at_exit)
         self._watch_uncaught()
+        self._watch_process_group()
 
     def _watch_uncaught(self):
         """An uncaught exception (the OutOfMemoryError of a script that does not catch it) ends
@@ -106,6 +116,24 @@ class Glue:
             previous(kind, value, tb)
 
         sys.excepthook = hook
+
+    def _watch_process_group(self):
+        """torch.distributed.init_process_group gives this rank its identity at once (identify),
+        before the script allocates on the GPU and makes NCCL's communicators, which ranksnap
+        measures only once it has started. Steps ask again, for groups made another way."""
+        dist = getattr(self.torch, "distributed", None)
+        init = getattr(dist, "init_process_group", None)
+        if init is None:
+            return
+        identify = self.identify
+
+        @functools.wraps(init)
+        def init_process_group(*args, **kwargs):
+            group = init(*args, **kwargs)
+            identify()
+            return group
+
+        dist.init_process_group = init_process_group
 
     def _make_ops(self):
         ops = _lib.RecorderOps()
@@ -153,10 +181,43 @@ class Glue:
 
     # ---- steps -------------------------------------------------------------------------------
 
+    def identify(self):
+        """This rank's identity from torch.distributed, given to ranksnap once the script has a
+        process group (before that, the launcher's environment is all there is). The job id is
+        agreed through the group's store: the first rank to ask puts its own there (compare_set
+        is atomic and never waits), every rank takes what is there."""
+        if self.identity is not None:
+            return
+        dist = getattr(self.torch, "distributed", None)
+        try:
+            if dist is None or not dist.is_available() or not dist.is_initialized():
+                return
+            rank, size = int(dist.get_rank()), int(dist.get_world_size())
+        except Exception:  # never the reason a script fails
+            return
+        job = None
+        buf = ctypes.create_string_buffer(512)
+        if self.lib.ranksnap_job(buf, len(buf)) == _lib.OK:
+            job = buf.value
+            try:
+                c10d = importlib.import_module("torch.distributed.distributed_c10d")
+                got = c10d._get_default_store().compare_set("ranksnap/job", "", job.decode())
+                job = got if isinstance(got, bytes) else str(got).encode()
+            except Exception:  # no store (or an old one): this rank's own job id
+                pass
+        self.identity = (rank, size, job)
+        status = self.lib.ranksnap_set_identity(rank, size, job or None)
+        if status != _lib.OK:
+            self._say(f"torch.distributed's rank {rank} of {size}: " + _lib.error(status))
+
     def _ensure_init(self):
         if self.initialised or self.init_failed:
             return self.initialised
         status = self.lib.ranksnap_init(None)
+        if status == _lib.ERR_NOT_INITIALIZED:
+            # started without a rank: a later step, once torch.distributed gives it, starts it
+            self._say((self.lib.ranksnap_last_error() or b"").decode("utf-8", "replace"))
+            return False
         if status != _lib.OK:
             self.init_failed = True
             self._say("not recording this process: " + _lib.error(status))
@@ -165,6 +226,7 @@ class Glue:
         return True
 
     def step(self, n):
+        self.identify()
         if not self._ensure_init():
             return
         status = self.lib.ranksnap_step(int(n))
@@ -285,6 +347,9 @@ class Glue:
             self.pending_oom = {"device": int(device), "size": int(alloc),
                                 "limit": int(device_limit), "device_free": int(device_free),
                                 "time_us": time.time_ns() // 1000, "frames": frames}
+            # a rank that learns its rank from torch.distributed may not have started yet
+            self.identify()
+            self._ensure_init()
             status = self.lib.ranksnap_dump(None)
             if status != _lib.OK:
                 self._say("out of memory: the snapshot was not written: " + _lib.error(status))

@@ -25,6 +25,7 @@
 #include "instance.h"
 #include "intercept.h"
 #include "launcher.h"
+#include "outside.h"
 #include "state.h"
 
 #define RS_EXPORT __attribute__((visibility("default")))
@@ -98,22 +99,11 @@ RS_EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
                               : r->mem_get_info(free_bytes, total_bytes);
 }
 
-/* At exit, for a preloaded process that used CUDA (the driver is loaded) but in which no
- * allocation call ever reached ranksnap, so that ranksnap never started and finalize's own
- * check (rank/runtime/) could not run: say why, once, on rank 0. Runs after the atexit handlers. */
+/* At exit, for a preloaded process in which no allocation call ever reached ranksnap, so that
+ * ranksnap never started and finalize's own check could not run: rank/runtime/outside.c says
+ * how to link, once, on rank 0, unless the driver was never used or the shared runtime is
+ * loaded. Runs after the atexit handlers (the glue's finalize asked already, for PyTorch). */
 __attribute__((destructor)) static void ranksnap_icp_check_at_exit(void)
 {
-    if (rs_state_intercepted() != 0 || rs_state_ever_started()) return;
-    if (!rs_launcher_preloaded() || rs_launcher_rank(0) != 0) return;
-    void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!driver) return;
-    dlclose(driver);
-    fprintf(stderr,
-            "ranksnap: this process used CUDA, but none of its allocation calls reached the "
-            "preloaded ranksnap, so nothing was recorded. It is probably linked with the static "
-            "CUDA runtime (nvcc's default), whose cudaMalloc LD_PRELOAD cannot reach (or it "
-            "allocates through the driver API). Link it with ranksnap's link-time route instead: "
-            "CMake target_link_libraries(app PRIVATE ranksnap::wrap), or $(pkg-config --libs "
-            "ranksnap-wrap) on the link line; or build it with nvcc -cudart shared "
-            "(docs/GPU.md, \"Interception\").\n");
+    rs_outside_warn_if_cuda_unseen(1);
 }

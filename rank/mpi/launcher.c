@@ -15,6 +15,22 @@ static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PM
                                         "SLURM_PROCID", "RANK", NULL};
 static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
                                         "WORLD_SIZE", NULL};
+static const char *const local_rank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                              "SLURM_LOCALID", "LOCAL_RANK", NULL};
+/* torchrun's own, for its workers */
+static const char *const torchrun_rank[] = {"RANK", NULL};
+static const char *const torchrun_size[] = {"WORLD_SIZE", NULL};
+static const char *const torchrun_local_rank[] = {"LOCAL_RANK", NULL};
+
+/* A worker torchrun started (its agent gives each one TORCHELASTIC_RUN_ID): it also inherits the
+ * agent's environment, and under srun or mpirun the agent is one task of several, whose
+ * SLURM_PROCID or OMPI_COMM_WORLD_RANK numbers the nodes, not the workers, and whose MPI world
+ * the workers are no part of. Its own variables are torchrun's. */
+static int torchrun_worker(void)
+{
+    const char *v = getenv("TORCHELASTIC_RUN_ID");
+    return v && *v;
+}
 
 /* The first of `names` set to a non-negative int; `fallback` when none is. */
 static int env_int(const char *const *names, int fallback)
@@ -32,19 +48,26 @@ static int env_int(const char *const *names, int fallback)
 
 int rs_launcher_rank(int fallback)
 {
-    return env_int(rank_vars, fallback);
+    return env_int(torchrun_worker() ? torchrun_rank : rank_vars, fallback);
 }
 
 int rs_launcher_size(int fallback)
 {
-    return env_int(size_vars, fallback);
+    return env_int(torchrun_worker() ? torchrun_size : size_vars, fallback);
 }
 
 int rs_launcher_local_rank(int fallback)
 {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-                                       "LOCAL_RANK", NULL};
-    return env_int(vars, fallback);
+    return env_int(torchrun_worker() ? torchrun_local_rank : local_rank_vars, fallback);
+}
+
+int rs_launcher_rank_unknown(void)
+{
+    if (rs_launcher_rank(-1) >= 0) return 0;
+    /* Lightning's launcher gives the processes it starts LOCAL_RANK, NODE_RANK and WORLD_SIZE,
+     * and its script passes the rank to torch.distributed itself; a process with no launcher
+     * variable at all is a program started on its own, rank 0 of 1 */
+    return rs_launcher_size(1) > 1 || rs_launcher_local_rank(-1) >= 0;
 }
 
 int rs_launcher_attempt(void)
@@ -58,7 +81,7 @@ int rs_launcher_has_peers(void)
     /* the variables of launchers that start ranks of one MPI world (not torchrun's WORLD_SIZE:
      * its workers are not MPI processes) */
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
-    return env_int(vars, 1) > 1;
+    return !torchrun_worker() && env_int(vars, 1) > 1;
 }
 
 void rs_launcher_job(const char *host, char *buf, size_t n)

@@ -12,7 +12,10 @@
 #include <stddef.h>
 
 /* The rank a launcher gave this process (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK,
- * SLURM_PROCID, RANK), or `fallback` when none did. */
+ * SLURM_PROCID, RANK), or `fallback` when none did. In a worker torchrun started
+ * (TORCHELASTIC_RUN_ID set), this and the size and local rank below are torchrun's RANK,
+ * WORLD_SIZE and LOCAL_RANK only: the scheduler's or MPI's variables it inherits are its agent's
+ * (srun or mpirun in front of torchrun), and it joins no MPI world (rs_launcher_has_peers). */
 int rs_launcher_rank(int fallback);
 
 /* The number of ranks the launcher started (OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS,
@@ -22,6 +25,12 @@ int rs_launcher_size(int fallback);
 /* The rank among the ranks of this node (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,
  * SLURM_LOCALID, LOCAL_RANK), or `fallback`. */
 int rs_launcher_local_rank(int fallback);
+
+/* 1 when a launcher started this process as one of several (a world size > 1, or a local rank)
+ * without saying which rank it is: Lightning's own launcher gives the processes it starts
+ * LOCAL_RANK and WORLD_SIZE only, and the script passes the rank to torch.distributed itself.
+ * 0 when a variable gives the rank, and for a process no launcher started (rank 0 of 1). */
+int rs_launcher_rank_unknown(void);
 
 /* Which attempt of the job this is: torchrun restarts failed workers with
  * TORCHELASTIC_RESTART_COUNT = 1, 2, ...; 0 for the first attempt and for every other launcher.

@@ -227,3 +227,13 @@ void rs_devices_reset_peak_stats(const rs_runtime *rt)
     size_t n = rs_devices_count(rt);
     for (size_t i = 0; i < n; i++) rs_alloc_reset_peak_stats(rs_devices_at(rt, i)->alloc);
 }
+
+void rs_devices_set_memory_limit(rs_runtime *rt, uint64_t limit)
+{
+    /* under devs_mu, so that a device made meanwhile takes the new limit too */
+    pthread_mutex_lock(&rt->devs_mu);
+    rt->memory_limit = limit;
+    size_t n = rs_devices_count(rt);
+    for (size_t i = 0; i < n; i++) rs_alloc_set_memory_limit(rs_devices_at(rt, i)->alloc, limit);
+    pthread_mutex_unlock(&rt->devs_mu);
+}

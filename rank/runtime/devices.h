@@ -63,5 +63,7 @@ void rs_devices_stats(const struct rs_runtime *rt, ranksnap_stats *out);
 /* The step every allocator records with a new peak (each takes the lock: call without it). */
 void rs_devices_set_step(const struct rs_runtime *rt, int64_t step);
 void rs_devices_reset_peak_stats(const struct rs_runtime *rt);
+/* RANKSNAP_MEMORY_LIMIT's cap for the rank, on every device it has and will have. */
+void rs_devices_set_memory_limit(struct rs_runtime *rt, uint64_t limit);
 
 #endif

@@ -247,6 +247,28 @@ ranksnap_status rs_dump_claim(rs_runtime *rt)
     return RANKSNAP_OK;
 }
 
+ranksnap_status rs_dump_reidentify(rs_runtime *rt, int rank, int world_size, const char *job)
+{
+    pthread_mutex_lock(&rs_names_mu);
+    int wrote = rt->ring_file != NULL || atomic_load(&rt->range_dumped);
+    for (size_t i = 0; i < rt->n_written && !wrote; i++) wrote = rt->written[i].ours;
+    ranksnap_status st = RANKSNAP_OK;
+    if (wrote) {
+        st = rs_error(RANKSNAP_ERR_UNSUPPORTED, "rank %d of %d (job %s) wrote its files already; "
+                      "they are not renamed to rank %d of %d (job %s)", rt->rank, rt->world_size,
+                      rt->job, rank, world_size, job);
+    } else {
+        RS_INFO(RS_SUB_INIT, "rank %d of %d (job %s) from the framework's process group, instead "
+                "of rank %d of %d (job %s)", rank, world_size, job, rt->rank, rt->world_size, rt->job);
+        rt->rank = rank;
+        rt->world_size = world_size;
+        snprintf(rt->job, sizeof rt->job, "%s", job);
+        st = rs_dump_claim(rt);
+    }
+    pthread_mutex_unlock(&rs_names_mu);
+    return st;
+}
+
 ranksnap_status rs_dump_open_ring(rs_runtime *rt, const rs_ring_identity *id, rs_ring_file **out)
 {
     *out = NULL;

@@ -21,6 +21,12 @@ ranksnap_status rs_dump_ensure_dir(const char *dir);
  * ones, or the job-qualified ones when the plain ones hold another job's files, with a
  * warning naming them), and the removal of what a SIGKILL of this job left mid-write. */
 ranksnap_status rs_dump_claim(rs_runtime *rt);
+/* A running rank takes another rank, world size or job (ranksnap_set_identity: the framework's
+ * process group knows better than the launcher), and claims its names again, as at init. Only
+ * before it wrote a file (or opened a ring file) under the first one: RANKSNAP_ERR_UNSUPPORTED after,
+ * since those files keep the identity they were written under. Called by the thread that steps,
+ * between steps: the rank and job are read without a lock elsewhere. */
+ranksnap_status rs_dump_reidentify(rs_runtime *rt, int rank, int world_size, const char *job);
 /* RANKSNAP_DIR/`name`, or its job-qualified name (STEM.job-TAG.EXT, the tag of this job) when
  * `qualified`: a peer of this job that found another job's file under its plain name wrote that
  * one. -1 when it does not fit. */

@@ -41,6 +41,14 @@ static atomic_int rs_finalized_once;
 static atomic_int rs_gave_up; /* a ranksnap_status, 0 = not given up */
 static int rs_atexit_registered;     /* guarded by rs_init_lock */
 
+/* The identity the framework's process group gave (ranksnap_set_identity), which replaces the
+ * launcher's; guarded by rs_init_lock. */
+static struct {
+    int set;
+    int rank, world_size;
+    char job[320]; /* "" = this process's own */
+} rs_ident;
+
 /* ---- init / finalize ------------------------------------------------------------------------ */
 
 static void rs_runtime_destroy(rs_runtime *rt)
@@ -86,6 +94,16 @@ static ranksnap_status rs_parse_step_on(rs_runtime *rt)
                     "MPI_Allgather, MPI_Alltoall, MPI_Reduce_scatter, ncclAllReduce", v);
 }
 
+/* This process's own job id: RANKSNAP_JOB, else what its launcher says (launcher.h). */
+static void rs_own_job(const rs_options *o, const char *host, char *buf, size_t n)
+{
+    if (o->job[0])
+        snprintf(buf, n, "%s", o->job);
+    else
+        rs_launcher_job(host, buf, n);
+}
+
+/* rs_init_lock held. */
 static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
 {
     rs_runtime *rt = calloc(1, sizeof *rt);
@@ -108,12 +126,15 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
     if (mpi_comm) {
         rt->rank = rs_coord_rank(rt->coord);
         rt->world_size = rs_coord_size(rt->coord);
+    } else if (rs_ident.set) {
+        rt->rank = rs_ident.rank;
+        rt->world_size = rs_ident.world_size;
     }
     rt->epoch_us = (int64_t)rs_now_us() + rs_coord_clock_offset_us(rt->coord);
-    if (rt->opts.job[0])
-        snprintf(rt->job, sizeof rt->job, "%s", rt->opts.job);
+    if (rs_ident.set && rs_ident.job[0])
+        snprintf(rt->job, sizeof rt->job, "%s", rs_ident.job);
     else
-        rs_launcher_job(rt->host, rt->job, sizeof rt->job);
+        rs_own_job(&rt->opts, rt->host, rt->job, sizeof rt->job);
     rs_log_configure(rt->opts.debug_level, rt->opts.debug_subsys, rt->rank);
     rt->step = -1;
     /* which names in RANKSNAP_DIR are this job's, before any file is made (dump.h) */
@@ -227,6 +248,18 @@ static ranksnap_status rs_init_locked(const void *mpi_comm)
     int gave_up = atomic_load_explicit(&rs_gave_up, memory_order_acquire);
     if (gave_up) return (ranksnap_status)gave_up;
     rs_runtime *rt = NULL;
+    /* A PyTorch job's process that its launcher started without a rank (Lightning's) learns it
+     * from torch.distributed (ranksnap_set_identity): until then it writes nothing, rather than
+     * files under a guessed rank 0 that another rank's would meet. Not a failure: a later call
+     * starts it. */
+    if (!mpi_comm && !rs_ident.set && rs_external_mode() && rs_launcher_rank_unknown()) {
+        char ranks[32] = "several";
+        if (rs_launcher_size(1) > 1) snprintf(ranks, sizeof ranks, "%d", rs_launcher_size(1));
+        return rs_error(RANKSNAP_ERR_NOT_INITIALIZED,
+                        "not recording yet: this process was started as one of %s ranks without "
+                        "its rank (no RANK in its environment); ranksnap starts once "
+                        "torch.distributed gives it", ranks);
+    }
     if (!mpi_comm) {
         /* the options decide whether to join; a value that does not parse is reported by
          * rs_runtime_create below, with MPI left alone meanwhile */
@@ -255,6 +288,76 @@ ranksnap_status ranksnap_init(const void *mpi_comm)
     /* passing calls through is a working ranksnap for the program (the reason is in
      * ranksnap_last_error, and was printed unless RANKSNAP_DISABLE asked for it) */
     return st != RANKSNAP_OK && rs_passthrough_on() ? RANKSNAP_OK : st;
+}
+
+/* ---- identity from the framework's process group ------------------------------------------- */
+
+ranksnap_status ranksnap_set_identity(int rank, int world_size, const char *job)
+{
+    if (rank < 0 || world_size < 1 || rank >= world_size)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_set_identity: rank %d of %d", rank,
+                        world_size);
+    if (job && (!*job || strlen(job) >= sizeof rs_ident.job))
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_set_identity: a job id of 1 to %zu bytes",
+                        sizeof rs_ident.job - 1);
+    pthread_mutex_lock(&rs_init_lock);
+    ranksnap_status st = RANKSNAP_OK;
+    rs_runtime *rt = rs_state_get();
+    char want[sizeof rs_ident.job];
+    if (job)
+        snprintf(want, sizeof want, "%s", job);
+    else if (rt)
+        snprintf(want, sizeof want, "%s", rt->job);
+    else
+        want[0] = '\0';
+    if (rt && (rt->rank != rank || rt->world_size != world_size || strcmp(rt->job, want) != 0)) {
+        /* an MPI world ranksnap joined numbers its ranks itself, and gathers by those numbers */
+        if (rs_coord_comm(rt->coord))
+            st = rs_error(RANKSNAP_ERR_UNSUPPORTED, "ranksnap_set_identity: rank %d of %d in the MPI "
+                          "world, not %d of %d", rt->rank, rt->world_size, rank, world_size);
+        else
+            st = rs_dump_reidentify(rt, rank, world_size, want);
+        if (st == RANKSNAP_OK) {
+            /* RANKSNAP_MEMORY_LIMIT=2:8GiB means the rank it is now */
+            rs_devices_set_memory_limit(rt, rs_options_memory_limit_for_rank(&rt->opts.memory_limit, rank));
+            rs_log_configure(rt->opts.debug_level, rt->opts.debug_subsys, rank);
+        }
+    }
+    if (st == RANKSNAP_OK) {
+        rs_ident.set = 1;
+        rs_ident.rank = rank;
+        rs_ident.world_size = world_size;
+        snprintf(rs_ident.job, sizeof rs_ident.job, "%s", want);
+    }
+    pthread_mutex_unlock(&rs_init_lock);
+    return st;
+}
+
+ranksnap_status ranksnap_job(char *buf, size_t n)
+{
+    if (!buf || !n) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_job: no buffer");
+    char job[sizeof rs_ident.job];
+    pthread_mutex_lock(&rs_init_lock);
+    rs_runtime *rt = rs_state_get();
+    if (rt) {
+        snprintf(job, sizeof job, "%s", rt->job);
+    } else if (rs_ident.set && rs_ident.job[0]) {
+        snprintf(job, sizeof job, "%s", rs_ident.job);
+    } else {
+        rs_options o;
+        char host[256];
+        (void)rs_options_load_one(&o, "RANKSNAP_JOB", NULL);
+        rs_error_clear();
+        if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "unknown");
+        host[sizeof host - 1] = '\0';
+        rs_own_job(&o, host, job, sizeof job);
+    }
+    pthread_mutex_unlock(&rs_init_lock);
+    if (strlen(job) >= n)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_job: %zu bytes do not hold the job id",
+                        n);
+    snprintf(buf, n, "%s", job);
+    return RANKSNAP_OK;
 }
 
 /* Finalize on rank 0: the recorded ranges RANKSNAP_STEPS named that the run never reached, which
@@ -337,6 +440,9 @@ ranksnap_status ranksnap_finalize(void)
         rs_outside_warn_if_nothing_intercepted(rt);
         retire = rs_runtime_should_retire(rt);
         atomic_store(&rs_finalized_once, 1);
+    } else {
+        /* a process ranksnap never started in (a launcher): asked now, while the driver answers */
+        rs_outside_warn_if_cuda_unseen(0);
     }
     rs_state_publish(NULL);
     pthread_mutex_unlock(&rs_init_lock);

@@ -1,11 +1,13 @@
 /*
  * outside.c — device memory outside the allocator: sampled at steps and dumps, labelled by its
  * holder (NCCL, ncclMemAlloc, CUDA memory pools) when an interposer knows it, and the warning of a
- * preloaded run that saw the device fill up with none of its allocation calls reaching ranksnap.
+ * preloaded run that saw the device fill up with none of its allocation calls reaching ranksnap;
+ * the same advice to a process ranksnap never started in that holds a CUDA context.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <execinfo.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -163,6 +165,8 @@ static const char *rs_outside_owner(void)
 /* This thread's net bytes recorded from the driver, and the label its next ones take. */
 static _Thread_local int64_t rs_driver_net;
 static _Thread_local const char *rs_driver_label;
+/* Allocations recorded from the driver in this process, for the finalize hint. */
+static atomic_ullong rs_driver_seen;
 
 int64_t rs_outside_driver_net(void)
 {
@@ -182,6 +186,7 @@ const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, con
     if (!label) label = rs_outside_owner();
     rs_outside_add(label, (int64_t)size);
     rs_driver_net += (int64_t)size;
+    atomic_fetch_add_explicit(&rs_driver_seen, 1, memory_order_relaxed);
     rs_runtime *rt = rs_outside_recording();
     if (!rt) return label;
     uintptr_t pcs[RS_MAX_STACK_DEPTH];
@@ -251,6 +256,18 @@ void rs_outside_warn_if_nothing_intercepted(rs_runtime *rt)
     /* a program that allocates through ranksnap's API (the demo) reached it all the same; the
      * device memory it saw grow is NCCL's or another library's, already accounted outside */
     if (s.num_allocs > 0) return;
+    /* its allocations reached ranksnap at the driver: recorded, without the allocator's blocks */
+    unsigned long long seen = atomic_load_explicit(&rs_driver_seen, memory_order_relaxed);
+    if (seen) {
+        fprintf(stderr,
+                "ranksnap: rank %d: no cudaMalloc/cudaFree call reached ranksnap's caching "
+                "allocator; %llu allocations were recorded at the CUDA driver instead (memory "
+                "outside the allocator, by owner and call site). For the allocator's per-block "
+                "detail, link the program with ranksnap::wrap, or build it with nvcc -cudart "
+                "shared (docs/GPU.md, \"Interception\").\n",
+                rt->rank, seen);
+        return;
+    }
     /* the device the program runs on now: opened here if nothing had reached ranksnap */
     uint64_t known = rs_outside_labelled_bytes();
     if (rs_devices_count(rt) == 0) {
@@ -277,3 +294,98 @@ void rs_outside_warn_if_nothing_intercepted(rs_runtime *rt)
             rt->rank, grown);
 }
 
+/* ---- a process in which ranksnap never started --------------------------------------------- */
+
+/* The driver API's few calls and codes the check below makes (cuda.h is not needed for them). */
+#define RS_CU_SUCCESS 0
+#define RS_CU_ERROR_DEINITIALIZED 4
+typedef int (*rs_cu_count_fn)(int *);
+typedef int (*rs_cu_get_fn)(int *, int);
+typedef int (*rs_cu_state_fn)(int, unsigned *, int *);
+typedef int (*rs_cu_current_fn)(void **);
+
+/* What the loaded driver says of this process, asked without changing anything. */
+typedef enum rs_cu_seen {
+    RS_CU_UNANSWERED = -1, /* it no longer answers: at exit, after its own teardown */
+    RS_CU_UNUSED = 0,      /* never initialised (or no device, or a stub): no context, ever */
+    RS_CU_NO_CONTEXT = 1,  /* initialised, no context now (a launcher that counted the GPUs; or,
+                            * at exit, a runtime that released its context already) */
+    RS_CU_CONTEXT = 2      /* a context is active: on *device, -1 for one made by hand */
+} rs_cu_seen;
+
+static rs_cu_seen rs_outside_context(void *driver, int *device)
+{
+    rs_cu_count_fn count = (rs_cu_count_fn)dlsym(driver, "cuDeviceGetCount");
+    rs_cu_get_fn get = (rs_cu_get_fn)dlsym(driver, "cuDeviceGet");
+    rs_cu_state_fn state = (rs_cu_state_fn)dlsym(driver, "cuDevicePrimaryCtxGetState");
+    rs_cu_current_fn current = (rs_cu_current_fn)dlsym(driver, "cuCtxGetCurrent");
+    if (!count || !get || !state) return RS_CU_UNANSWERED;
+    int n = 0, r = count(&n);
+    if (r == RS_CU_ERROR_DEINITIALIZED) return RS_CU_UNANSWERED;
+    if (r != RS_CU_SUCCESS) return RS_CU_UNUSED; /* never initialised (3), no device (100), a stub (34) */
+    for (int i = 0; i < n; i++) {
+        int dev = 0, active = 0;
+        unsigned flags = 0;
+        if (get(&dev, i) != RS_CU_SUCCESS) continue;
+        r = state(dev, &flags, &active);
+        if (r == RS_CU_ERROR_DEINITIALIZED) return RS_CU_UNANSWERED;
+        if (r == RS_CU_SUCCESS && active) {
+            *device = i;
+            return RS_CU_CONTEXT;
+        }
+    }
+    void *ctx = NULL;
+    if (current && current(&ctx) == RS_CU_SUCCESS && ctx) {
+        *device = -1;
+        return RS_CU_CONTEXT;
+    }
+    return RS_CU_NO_CONTEXT;
+}
+
+/* dl_iterate_phdr's callback: stops (1) at a loaded libcudart.so*, the shared CUDA runtime. */
+static int rs_outside_shared_runtime_cb(struct dl_phdr_info *info, size_t size, void *found)
+{
+    (void)size;
+    const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    base = base ? base + 1 : info->dlpi_name;
+    return *(int *)found = base && strncmp(base, "libcudart.so", 12) == 0;
+}
+
+void rs_outside_warn_if_cuda_unseen(int at_exit)
+{
+    /* once: at finalize, while the driver still answers, or else at exit */
+    static atomic_int decided;
+    if (atomic_exchange(&decided, 1)) return;
+    if (rs_state_intercepted() != 0 || rs_state_ever_started()) return;
+    if (!rs_launcher_preloaded() || rs_launcher_rank(0) != 0) return;
+    void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!driver) return;
+    int device = -1;
+    rs_cu_seen seen = rs_outside_context(driver, &device);
+    dlclose(driver);
+    /* At finalize the driver's answer is the truth; at exit the runtime (a static one, inside the
+     * program) may have released its context already, so only a driver never used is silence. */
+    if (seen == RS_CU_UNUSED || (!at_exit && seen != RS_CU_CONTEXT)) return;
+    /* With the shared runtime loaded, every cudaMalloc of the process would have come through the
+     * preloaded one: a context without one is a launcher's (it asked for a device's properties)
+     * or memory from the driver API, and linking with ranksnap::wrap changes neither. */
+    int shared = 0;
+    dl_iterate_phdr(rs_outside_shared_runtime_cb, &shared);
+    if (shared) return;
+    char what[96];
+    if (seen == RS_CU_CONTEXT && device >= 0)
+        snprintf(what, sizeof what, "holds a CUDA context (device memory) on GPU %d", device);
+    else if (seen == RS_CU_CONTEXT)
+        snprintf(what, sizeof what, "holds a CUDA context (device memory)");
+    else
+        snprintf(what, sizeof what, "used CUDA");
+    fprintf(stderr,
+            "ranksnap: this process %s, but none of its allocation calls reached the preloaded "
+            "ranksnap, so nothing was recorded. It is probably linked with the static CUDA runtime "
+            "(nvcc's default), whose cudaMalloc LD_PRELOAD cannot reach (or it allocates through "
+            "the driver API). Link it with ranksnap's link-time route instead: CMake "
+            "target_link_libraries(app PRIVATE ranksnap::wrap), or $(pkg-config --libs "
+            "ranksnap-wrap) on the link line; or build it with nvcc -cudart shared (docs/GPU.md, "
+            "\"Interception\").\n",
+            what);
+}

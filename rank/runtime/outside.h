@@ -46,5 +46,14 @@ void rs_outside_driver_oom(uint64_t size, int device);
 /* At finalize, rank 0 of a preloaded run: says how to link when no allocation call reached
  * ranksnap while the device filled up (the program uses the static CUDA runtime). */
 void rs_outside_warn_if_nothing_intercepted(rs_runtime *rt);
+/* For a preloaded process (rank 0) in which ranksnap never started and no allocation call ever
+ * reached it, with no shared CUDA runtime loaded (whose calls the preload would have seen): says
+ * how to link when it holds a CUDA context, i.e. device memory ranksnap did not see. Decided once:
+ * at ranksnap_finalize with no instance (at_exit 0: the PyTorch glue's exit, while the driver
+ * still answers), where a process that only counted the GPUs or made a context on the shared
+ * runtime (a launcher: torchrun's agent, accelerate's) is left in peace; else at exit (at_exit 1),
+ * where a runtime may have released its context already, so any use of the driver counts (the
+ * process then "used CUDA"). */
+void rs_outside_warn_if_cuda_unseen(int at_exit);
 
 #endif

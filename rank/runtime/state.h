@@ -56,6 +56,8 @@ typedef struct rs_runtime {
     rs_stacks *stacks;     /* NULL with RANKSNAP_STACKS=none */
     rs_recorder *recorder;
     atomic_int recording;  /* mirrors the recorder's switch for the lock-free check */
+    /* rank, world size and job: from init; ranksnap_set_identity may change them until this
+     * rank wrote a file (dump.c, rs_dump_reidentify), from the thread that steps */
     int rank;
     int world_size;
     char host[256];

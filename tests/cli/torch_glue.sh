@@ -106,6 +106,12 @@ case_glue_records_every_range_of_the_schedule() {
     test "$steps" = "[6, 7]" || { echo "the pickle's steps: $steps, expected [6, 7] (the last range)"; exit 1; }
 }
 
+# Started as one of two without its rank (Lightning's second process): glue_cases.py checks that
+# init_process_group gives the rank before any step.
+case_glue_identity_is_taken_when_the_process_group_is_made() {
+    env LOCAL_RANK=1 WORLD_SIZE=2 "$run" --lib "$lib" --steps 2:4 "$py" "$src/glue_cases.py" "$name"
+}
+
 case_glue_pluggable_route_swaps_the_allocator_before_cuda() {
     "$run" --lib "$lib" --torch-allocator ranksnap "$py" "$src/glue_cases.py" "$name"
 }

@@ -12,6 +12,8 @@ command -v "$py" >/dev/null || exit 77
 dir=$work/$name
 rm -rf "$dir" && mkdir -p "$dir"
 export RANKSNAP_BACKEND=sim RANKSNAP_DIR="$dir" PYTHONPATH="$src/fake_torch" RANKSNAP_DIVERGENCE=
+# the stand-in's env:// process groups meet in a folder of the temporary directory: this case's
+rm -rf "$dir.tmp" && mkdir -p "$dir.tmp" && export TMPDIR="$dir.tmp"
 train="$src/train_fake.py"
 
 # mpirun -np 4 ranksnap-run FLAGS -- python train_fake.py ARGS (FLAGS and ARGS split by --)
@@ -267,6 +269,147 @@ case_torchrun_like_trigger_starts_a_range_on_every_rank() {
     live
     check "$dir/report.json" "len(r['ranks']) == 3" \
         "all(s['ranksnap']['ranges'] == [[3, 6]] for s in snaps.values())"
+}
+
+# ---- the launchers PyTorch users type, and ranksnap-run in front of them ----------------------
+#
+# Each must give one pickle per rank, all of one job, under the plain names, and no warning of
+# another job's file; and the launcher's own process (which loaded the CUDA driver, as torchrun's
+# and accelerate's do, through the stand-in torch and FAKE_TORCH_CUDA_DRIVER) says nothing.
+
+# the pickles of DIR are rank-00000.pickle .. rank-(N-1).pickle, of one job and world size N
+one_file_per_rank() {
+    n=$1
+    ls "$dir"
+    "$py" - "$dir" "$n" <<'PY' || { cat "$dir.stderr"; exit 1; }
+import glob, os, pickle, sys
+d, n = sys.argv[1], int(sys.argv[2])
+names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(d, "rank-*")))
+want = ["rank-%05d.pickle" % r for r in range(n)]
+assert names == want, "files %s, expected %s" % (names, want)
+metas = [pickle.load(open(os.path.join(d, x), "rb"))["ranksnap"] for x in names]
+assert [m["rank"] for m in metas] == list(range(n)), [m["rank"] for m in metas]
+assert all(m["world_size"] == n for m in metas), [m["world_size"] for m in metas]
+assert len({m["job"] for m in metas}) == 1, [m["job"] for m in metas]
+assert not [x for x in os.listdir(d) if ".job-" in x], os.listdir(d)
+PY
+    for bad in "another job's" "could not be read" "none of its allocation calls reached"; do
+        ! grep -q "$bad" "$dir.stderr" || { echo "said: $bad"; cat "$dir.stderr"; exit 1; }
+    done
+}
+
+# python SCRIPT ARGS under ranksnap-run, stdout and stderr kept (every process of the job shares them)
+in_front() {
+    "$run" --lib "$lib" --steps 2:5 "$py" "$@" > "$dir.stdout" 2> "$dir.stderr"
+    rc=$?
+    cat "$dir.stdout"
+    test $rc -eq 0 || { echo "exit status $rc"; cat "$dir.stderr"; exit 1; }
+}
+
+# Lightning's Trainer(devices=2, strategy="ddp"), unmodified: the main process starts the second
+# with LOCAL_RANK=1, WORLD_SIZE=2 and no RANK, each passes its rank to init_process_group.
+case_lightning_like_second_process_takes_its_rank_from_torch_distributed() {
+    export RANKSNAP_GATHER_TIMEOUT=30
+    in_front "$src/lightning_fake.py" --devices 2 --diverge 1:1.5
+    one_file_per_rank 2
+    live
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
+        "r['divergent_ranks'][0]['sites'][0]['file'].endswith('train_fake.py')" \
+        "len(r['ranks']) == 2" "r['missing_ranks'] == []"
+}
+
+# The same when the script allocates before Trainer.fit: ranksnap started in the main process
+# as a program on its own (rank 0 of 1, its own job id), which becomes rank 0 of 2 of the job
+# before it writes anything.
+case_lightning_like_main_process_that_allocated_before_fit_becomes_rank_0_of_2() {
+    export RANKSNAP_GATHER_TIMEOUT=30
+    in_front "$src/lightning_fake.py" --devices 2 --diverge 1:1.5 --early
+    one_file_per_rank 2
+    live
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" "len(r['ranks']) == 2"
+}
+
+# Lightning's second process runs out of memory in its first forward pass, before any step: the
+# OOM observer's pickle is rank 1's (torch.distributed says so), not a guessed rank 0's.
+case_lightning_like_rank_out_of_memory_before_its_first_step_writes_its_own_pickle() {
+    "$run" --lib "$lib" --steps 2:5 "$py" "$src/lightning_fake.py" --devices 2 --oom 1 \
+        > "$dir.stdout" 2> "$dir.stderr"
+    ls "$dir"
+    grep -q "OutOfMemoryError" "$dir.stderr" || { echo "no OutOfMemoryError"; cat "$dir.stderr"; exit 1; }
+    test "$(cd "$dir" && ls rank-* 2>/dev/null | tr '\n' ' ')" = "rank-00001.pickle " || { cat "$dir.stderr"; exit 1; }
+    "$py" -c "import pickle, sys; m = pickle.load(open(sys.argv[1], 'rb'))['ranksnap']; \
+assert (m['rank'], m['world_size'], m['reason']) == (1, 2, 'oom'), m" "$dir/rank-00001.pickle" || exit 1
+}
+
+# srun in front of torchrun: the agent is task 1 of 2 (a second node), and its workers inherit
+# SLURM_PROCID=1 beside torchrun's RANK: each worker is the rank torchrun gave it, of the
+# Slurm job, and meets its peer in the files (no process group).
+case_torchrun_like_under_srun_takes_torchruns_ranks() {
+    export RANKSNAP_GATHER_TIMEOUT=30 SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_JOB_ID=4242
+    in_front "$src/torchrun_fake.py" --nproc-per-node 2 "$train" --diverge 1:1.5
+    one_file_per_rank 2
+    live
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" "len(r['ranks']) == 2" \
+        "all(s['ranksnap']['job'] == '4242' for s in snaps.values())"
+}
+
+# A process started as one of two without its rank (LOCAL_RANK=1, WORLD_SIZE=2, no RANK) whose
+# script never makes a process group: nothing is written under a guessed rank 0; it says why.
+case_process_without_its_rank_or_a_process_group_writes_nothing() {
+    env -u RANK LOCAL_RANK=1 WORLD_SIZE=2 "$run" --lib "$lib" --steps 2:5 "$py" "$train" \
+        > "$dir.stdout" 2> "$dir.stderr" || { cat "$dir.stderr"; exit 1; }
+    cat "$dir.stderr"
+    test -z "$(ls "$dir")" || { echo "written:"; ls "$dir"; exit 1; }
+    test "$(grep -c "not recording yet: this process was started as one of 2 ranks without its rank" "$dir.stderr")" -eq 1 ||
+        { echo "not said once"; exit 1; }
+}
+
+# ranksnap-run torchrun --nproc-per-node 2 train.py: the agent is a Python process that imports
+# torch, loads the driver and allocates nothing; its workers are the ranks.
+case_ranksnap_run_in_front_of_a_torchrun_like_agent() {
+    export RANKSNAP_GATHER_TIMEOUT=30
+    in_front "$src/torchrun_fake.py" --nproc-per-node 2 "$train" --diverge 1:1.5 --dist env --sync
+    one_file_per_rank 2
+    live
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" "len(r['ranks']) == 2"
+}
+
+# ranksnap-run accelerate launch --multi_gpu --num_processes 2 train.py: the launcher checks the
+# GPUs and runs torch's elastic agent in its own process.
+case_ranksnap_run_in_front_of_an_accelerate_like_launcher() {
+    export RANKSNAP_GATHER_TIMEOUT=30
+    in_front "$src/accelerate_fake.py" launch --multi_gpu --num_processes 2 "$train" --diverge 1:1.5 --dist env --sync
+    one_file_per_rank 2
+    live
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" "len(r['ranks']) == 2"
+}
+
+# The hint about the static CUDA runtime stays for a process that holds device memory ranksnap
+# never saw (a context on GPU 0, no shared CUDA runtime loaded), whether the glue's exit asks
+# (torch imported) or the library's destructor. A process that only initialised the driver is
+# left in peace when the glue asks, while the driver answers; the destructor, after a static
+# runtime may have released its context, still says the process "used CUDA". With the shared
+# runtime loaded (whose cudaMalloc the preload would have seen: a launcher that asked for a
+# device's properties) neither says anything.
+case_process_holding_a_context_ranksnap_never_saw_is_told_how_to_link() {
+    ctx='import ctypes, os; d = ctypes.CDLL(os.environ["FAKE_TORCH_CUDA_DRIVER"]); d.cuInit(0)'
+    retain='d.cuDevicePrimaryCtxRetain(ctypes.byref(ctypes.c_void_p()), 0)'
+    count='n = ctypes.c_int(); d.cuDeviceGetCount(ctypes.byref(n))'
+    hint="none of its allocation calls reached the preloaded ranksnap"
+    said() { # PROGRAM EXPECTED ("" = nothing)
+        out=$("$run" --lib "$lib" "$py" -c "$1" 2>&1)
+        ok=0
+        if [ -z "$2" ]; then [ -n "$out" ] || ok=1; else case "$out" in "$2"*) ok=1 ;; esac; fi
+        [ $ok -eq 1 ] || { echo "for: $1"; echo "got: ${out:-nothing}"; echo "expected: ${2:-nothing}"; exit 1; }
+        echo "ok: ${out:-nothing} <- $1"
+    }
+    for prog in "import torch; $ctx" "$ctx"; do
+        said "$prog; $retain" "ranksnap: this process holds a CUDA context (device memory) on GPU 0, but $hint"
+        said "$prog; ctypes.CDLL(os.environ['FAKE_CUDART']); $retain" ""
+    done
+    said "import torch; $ctx; $count" ""
+    said "$ctx; $count" "ranksnap: this process used CUDA, but $hint"
+    said "import ctypes, os; ctypes.CDLL(os.environ['FAKE_TORCH_CUDA_DRIVER'])" ""
 }
 
 "case_$name" "$@"

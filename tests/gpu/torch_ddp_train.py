@@ -9,6 +9,7 @@ GPUs, else every rank on GPU 0 with gloo (gloo all-reduces CUDA tensors too).
 
 The knobs make one rank differ the ways issue 11 asks about:
   --bigger R:F     rank R's batch is F times larger                         (case a)
+  --longer R:F     rank R's sequences are F times longer (tests/gpu/torch-launchers.sh)
   --keep-logits R  rank R keeps every step's logits in a list                (case b)
   --oom R:S        rank R caps its memory after step S-1 (the peak so far plus 30%) and
                    trains step S with an 8 times larger batch: it runs out of memory, and the
@@ -23,7 +24,8 @@ import time
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
-from transformers import GPT2Config, GPT2LMHeadModel
+
+from tiny_gpt import VOCAB, add_args, model as tiny_gpt, pair, seq_of
 
 
 def env_int(*names, default=0):
@@ -33,18 +35,9 @@ def env_int(*names, default=0):
     return default
 
 
-def pair(text):
-    a, b = text.split(":")
-    return int(a), float(b)
-
-
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=8)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--seq", type=int, default=256)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--width", type=int, default=512)
+    add_args(p)
     p.add_argument("--bigger", type=pair)
     p.add_argument("--keep-logits", type=int, default=-1)
     p.add_argument("--oom", type=pair)
@@ -62,8 +55,8 @@ def main():
     dist.init_process_group(backend, rank=rank, world_size=world)
 
     torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=a.layers, n_head=8, n_embd=a.width, vocab_size=8192, n_positions=a.seq)
-    model = DDP(GPT2LMHeadModel(cfg).to(device), device_ids=[device.index])
+    seq = seq_of(a, rank)
+    model = DDP(tiny_gpt(a).to(device), device_ids=[device.index])
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator(device=device)
     gen.manual_seed(1 + rank)
@@ -80,7 +73,7 @@ def main():
             cap = torch.cuda.max_memory_reserved(device) * 1.3
             torch.cuda.set_per_process_memory_fraction(cap / torch.cuda.get_device_properties(device).total_memory, device)
             batch *= 8
-        ids = torch.randint(0, cfg.vocab_size, (batch, a.seq), device=device, generator=gen)
+        ids = torch.randint(0, VOCAB, (batch, seq), device=device, generator=gen)
         out = model(input_ids=ids, labels=ids)
         if rank == a.keep_logits:
             kept.append(out.logits.detach())

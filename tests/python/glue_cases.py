@@ -227,6 +227,23 @@ def case_sigterm_child():
     sys.exit(3)
 
 
+def case_glue_identity_is_taken_when_the_process_group_is_made():
+    """Started as one of two without a rank (LOCAL_RANK=1, WORLD_SIZE=2, torch_glue.sh): ranksnap
+    does not start on the first allocation; init_process_group gives the rank, and the next
+    allocation starts it as rank 1 of 2, before any step."""
+    import ctypes
+    lib = ctypes.CDLL(None)
+    stats = ctypes.create_string_buffer(4096)
+    x = torch.empty(MIB)  # noqa: F841
+    check(lib.ranksnap_get_stats(stats) == 4, "ranksnap started before its rank was known")
+    torch.distributed.init_process_group("gloo", init_method="file://" + os.path.join(DIR, "pg"),
+                                         rank=1, world_size=2)
+    check(glue().identity is not None and glue().identity[:2] == (1, 2),
+          f"identity after init_process_group: {glue().identity}")
+    y = torch.empty(MIB)  # noqa: F841
+    check(lib.ranksnap_get_stats(stats) == 0, "not started by the first allocation after it")
+
+
 if __name__ == "__main__":
     globals()["case_" + sys.argv[1]]()
     print("ok:", sys.argv[1])

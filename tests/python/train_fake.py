@@ -17,7 +17,8 @@ ways the tests need:
                     collective does when a peer (one that ran out of memory) closed its connection;
                     with --dist, all ranks meet in a barrier at step S first
   --dist DIR        torch.distributed.init_process_group over DIR (file://), as a torchrun
-                    script initialises its process group
+                    script initialises its process group; `--dist env` as most scripts do
+                    (env://: MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE from the launcher)
   --sync            with --dist, a barrier after every step, as the gradients' all-reduce
                     keeps the ranks of a real job in step
   --manual          calls ranksnap.step(n) itself instead of letting optimizer steps count
@@ -73,7 +74,9 @@ def main():
     p.add_argument("--manual", action="store_true")
     a = p.parse_args()
     rank = launcher_rank()
-    if a.dist:
+    if a.dist == "env":
+        torch.distributed.init_process_group("gloo")
+    elif a.dist:
         torch.distributed.init_process_group("gloo", init_method="file://" + a.dist, rank=rank,
                                              world_size=launcher_size())
     if a.manual:

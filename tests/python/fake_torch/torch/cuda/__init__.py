@@ -1,4 +1,11 @@
-"""torch.cuda of the stand-in: lazy initialisation with its queued calls, one device."""
+"""torch.cuda of the stand-in: lazy initialisation with its queued calls, one device.
+
+With FAKE_TORCH_CUDA_DRIVER naming a driver library (tests/gpu/fake_cuda_driver.c), it is used
+as PyTorch uses the real one: is_available() and device_count() load and initialise it without
+making a context (torchrun's and accelerate's launchers ask them), and the lazy initialisation,
+which the first tensor brings, makes the device's primary context."""
+import ctypes
+import os
 import threading
 
 from . import _allocator, memory  # noqa: F401
@@ -10,7 +17,21 @@ _tls = threading.local()
 _device = 0
 
 
+_driver = None
+
+
+def _load_driver():
+    global _driver
+    if _driver is None:
+        path = os.environ.get("FAKE_TORCH_CUDA_DRIVER")
+        _driver = ctypes.CDLL(path) if path else False
+        if _driver:
+            _driver.cuInit(0)
+    return _driver or None
+
+
 def is_available():
+    _load_driver()
     return True
 
 
@@ -19,6 +40,7 @@ def is_initialized():
 
 
 def device_count():
+    _load_driver()
     return 1
 
 
@@ -35,6 +57,9 @@ def _lazy_init():
         return
     _tls.is_initializing = True
     try:
+        driver = _load_driver()
+        if driver:
+            driver.cuDevicePrimaryCtxRetain(ctypes.byref(ctypes.c_void_p()), _device)
         for fn in _queued_calls:
             fn()
         _queued_calls.clear()

@@ -1,11 +1,14 @@
 """torch.distributed of the stand-in: a process group over a shared folder (init_method
-"file://DIR"), with the collectives ranksnap's glue uses: new_group, gather_object,
-broadcast_object_list, barrier. Every collective has a sequence number; each rank writes its
-pickled object into DIR, the root waits for all of them (at most the group's timeout, then
+"file://DIR", or "env://", PyTorch's default, which meets at MASTER_ADDR:MASTER_PORT: here the
+folder fake-torch-ADDR-PORT in the temporary directory), with the collectives ranksnap's glue
+uses: new_group, gather_object, broadcast_object_list, barrier; and the group's store
+(distributed_c10d._get_default_store). Every collective has a sequence number; each rank writes
+its pickled object into DIR, the root waits for all of them (at most the group's timeout, then
 RuntimeError, as gloo times out), the others wait for the root's answer where there is one."""
 import datetime
 import os
 import pickle
+import tempfile
 import time
 
 _state = None
@@ -29,9 +32,14 @@ def is_initialized():
 def init_process_group(backend="gloo", init_method=None, rank=None, world_size=None,
                        timeout=datetime.timedelta(seconds=60)):
     global _state
-    if not init_method or not init_method.startswith("file://"):
-        raise ValueError("the stand-in needs init_method='file://DIR'")
-    folder = init_method[len("file://"):]
+    if not init_method or init_method == "env://":
+        # PyTorch's env:// reads MASTER_ADDR, MASTER_PORT, and RANK and WORLD_SIZE unless given
+        folder = os.path.join(tempfile.gettempdir(), "fake-torch-%s-%s" % (
+            os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]))
+    elif init_method.startswith("file://"):
+        folder = init_method[len("file://"):]
+    else:
+        raise ValueError("the stand-in takes init_method 'env://' or 'file://DIR'")
     os.makedirs(folder, exist_ok=True)
     rank = int(os.environ["RANK"]) if rank is None else rank
     world_size = int(os.environ["WORLD_SIZE"]) if world_size is None else world_size
@@ -100,3 +108,6 @@ def barrier(group=None):
     _put(group, group.seq, _state["rank"], None)
     for r in range(_state["size"]):
         _get(group, group.seq, r)
+
+
+from . import distributed_c10d  # noqa: E402,F401  (PyTorch's module of that name)
