@@ -67,6 +67,7 @@ typedef struct rs_runtime {
     pthread_mutex_t timer_mu;
     pthread_cond_t timer_cv;
     int timer_stop;
+    int timer_began_first; /* the first time range was due at init and began there */
     int64_t epoch_us;      /* init, on rank 0's time base (time:A:B counts from here) */
     char step_on_name[64]; /* RANKSNAP_STEP_ON's collective, "" = none */
     long step_on_every;
