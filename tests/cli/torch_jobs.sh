@@ -122,6 +122,26 @@ case_mpi_torch_rank_dying_of_an_exception_leaves_its_pickle() {
         "all(s['ranksnap']['reason'] == 'signal' for n, s in snaps.items() if n != 'rank-00001.pickle')"
 }
 
+# A second copy of the glue on PYTHONPATH (an installed ranksnap, a link to python/), then the
+# site's own sitecustomize: the copy is recognised and passed over, the site's own runs once per
+# rank with one import hook in place (the copies chained to each other some 200 times, with a
+# RecursionError, and the site's own never ran), and the job is recorded as without the copy.
+case_mpi_torch_second_copy_of_the_glue_is_passed_over() {
+    mkdir -p "$dir/site" && cp -r "$src/../../python" "$dir/copy" || exit 1
+    cat > "$dir/site/sitecustomize.py" <<'EOF'
+import os, sys
+hooks = sum(type(h).__name__ == "_TorchImportHook" for h in sys.meta_path)
+with open(os.path.join(os.environ["RANKSNAP_DIR"], "site.%d" % os.getpid()), "w") as f:
+    f.write(str(hooks))
+EOF
+    PYTHONPATH="$dir/copy:$dir/site:$src/fake_torch" JOB_ARGS="--diverge 2:1.5" mpi_job --steps 2:6 -- "$@"
+    live
+    ! grep -q "RecursionError" "$dir.stderr" || { grep -m3 RecursionError "$dir.stderr"; exit 1; }
+    test "$(cat "$dir"/site.* 2>/dev/null | tr -d '\n')" = "1111" ||
+        { echo "the site's own sitecustomize: $(ls "$dir") $(cat "$dir"/site.* 2>/dev/null)"; exit 1; }
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [2]" "len(snaps) == 4"
+}
+
 case_torchrun_like_ranks_meet_in_their_files() {
     export RANKSNAP_GATHER_TIMEOUT=30 RANKSNAP_DEBUG=INFO
     torchrun_like 3 --steps 2:5 "$py" "$train" --diverge 1:1.5
