@@ -68,7 +68,7 @@ ranksnap_status ranksnap_malloc(void **ptr, size_t size, void *stream)
     rs_runtime *rt = rs_state_get();
     if (!rt) {
         if (rs_passthrough_on()) return rs_passthrough_malloc(ptr, size);
-        return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "ranksnap_malloc: call ranksnap_init() first");
+        return rs_state_not_running("ranksnap_malloc", 0);
     }
     /* Without stacks to capture the thread-local buffer is not touched (its address is a call
      * to __tls_get_addr in a shared library): it holds n == 0 between calls, so the observer
@@ -93,7 +93,7 @@ ranksnap_status ranksnap_free(void *ptr)
     rs_runtime *rt = rs_state_get();
     if (!rt) {
         if (rs_passthrough_on()) return rs_passthrough_free(ptr);
-        return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "ranksnap_free: call ranksnap_init() first");
+        return rs_state_not_running("ranksnap_free", 0);
     }
     return rs_alloc_free(rt->alloc, ptr);
 }

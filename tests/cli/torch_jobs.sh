@@ -122,6 +122,26 @@ case_mpi_torch_rank_dying_of_an_exception_leaves_its_pickle() {
         "all(s['ranksnap']['reason'] == 'signal' for n, s in snaps.items() if n != 'rank-00001.pickle')"
 }
 
+# Every rank forks a helper in the middle of the range (--steps 2:6, at step 3) that ends with
+# sys.exit(0), running the glue's and the C library's exit paths: they finalize nothing in the
+# helper. The job ends (the helper hung in finalize, on the loader lock it inherited, in most
+# runs), each rank's own process writes its pickle under its plain name (a helper wrote it
+# first otherwise, the rank's going to rank-RRRRR.job-….pickle) and rank 0 the live report.
+case_mpi_torch_forked_child_leaves_the_ranks_files_and_gather_alone() {
+    out=$(JOB_ARGS="--fork-at 3 --diverge 2:1.5" mpi_job --steps 2:6 -- timeout 60 "$@")
+    echo "$out" | head -1
+    echo "$out" | grep -q "^mpirun exit code 0$" || { tail -20 "$dir.stderr"; exit 1; }
+    live
+    test "$(grep -c "^forked helper " "$dir.stdout")" -eq 4 || { echo "helpers:"; cat "$dir.stdout"; exit 1; }
+    helpers=$(sed -n 's/^forked helper \([0-9]*\)$/\1/p' "$dir.stdout" | tr '\n' ',')
+    ! ls "$dir" | grep -q "job-" || { ls "$dir"; exit 1; }
+    "$ranksnap" report "$dir" > /dev/null || exit 1
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [2]" \
+        "sorted(snaps) == ['rank-0000%d.pickle' % i for i in range(4)]" \
+        "all(s['ranksnap']['reason'] == 'range_end' for s in snaps.values())" \
+        "not any(s['ranksnap']['pid'] in [$helpers] for s in snaps.values())"
+}
+
 # A second copy of the glue on PYTHONPATH (an installed ranksnap, a link to python/), then the
 # site's own sitecustomize: the copy is recognised and passed over, the site's own runs once per
 # rank with one import hook in place (the copies chained to each other some 200 times, with a

@@ -21,11 +21,15 @@ ways the tests need:
   --sync            with --dist, a barrier after every step, as the gradients' all-reduce
                     keeps the ranks of a real job in step
   --manual          calls ranksnap.step(n) itself instead of letting optimizer steps count
+  --fork-at S       every rank forks a helper at step S, which allocates, prints its pid
+                    ("forked helper PID") and ends with sys.exit(0); the rank waits for it and
+                    fails if it did not end with 0
 Ranks come from the launcher's variables (OMPI_COMM_WORLD_RANK or torchrun's RANK).
 """
 import argparse
 import os
 import signal
+import sys
 import time
 
 import torch
@@ -58,6 +62,18 @@ def forward(batch):
     return [hidden, scores]
 
 
+def fork_helper():
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        torch.empty(MIB, device="cuda")
+        print(f"forked helper {os.getpid()}", flush=True)
+        sys.exit(0)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"the forked helper ended with {os.waitstatus_to_exitcode(status)}")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=8)
@@ -71,6 +87,7 @@ def main():
     p.add_argument("--dist")
     p.add_argument("--sync", action="store_true")
     p.add_argument("--manual", action="store_true")
+    p.add_argument("--fork-at", type=int, default=-1)
     a = p.parse_args()
     rank = launcher_rank()
     if a.dist:
@@ -99,6 +116,8 @@ def main():
                 raise RuntimeError("Connection closed by peer (the collective's peer is gone)")
         if a.block_at and step == int(a.block_at[0]) and not (a.oom and int(a.oom[0]) == rank):
             time.sleep(a.block_at[1])
+        if step == a.fork_at:
+            fork_helper()
         acts = forward(batch)
         if rank == a.leak:
             kept.append(torch.empty(4 * MIB, device="cuda"))
