@@ -122,6 +122,37 @@ case_mpi_torch_rank_dying_of_an_exception_leaves_its_pickle() {
         "all(s['ranksnap']['reason'] == 'signal' for n, s in snaps.items() if n != 'rank-00001.pickle')"
 }
 
+# Rank 1 fails at step 3 inside the range (--steps 2:6) while the others wait for it in the
+# collective after every step; the script ends as scripts do (how: exit, hook, os_exit, see
+# train_fake.py --fail-at). Rank 1 writes its own pickle (reason "dump") and leaves at once,
+# never entering ranksnap's gather, so mpirun ends the job as it would without ranksnap, well
+# within RANKSNAP_GATHER_TIMEOUT (100 s here; rank 1 waited there for rank 0, which waited in
+# the training collective for rank 1, until a timeout ended one of them).
+failing_rank_leaves_at_once() {
+    how=$1; shift
+    export RANKSNAP_GATHER_TIMEOUT=100
+    t0=$(date +%s)
+    out=$(JOB_ARGS="--dist $dir/pg --sync --fail-at 1:3:$how" mpi_job --steps 2:6 -- timeout 150 "$@")
+    t=$(($(date +%s) - t0))
+    echo "$out" | head -1; echo "the job took $t s"
+    test -f "$dir/rank-00001.pickle" || { echo "rank 1 left no pickle"; ls -la "$dir"; tail -20 "$dir.stderr"; exit 1; }
+    echo '{}' > "$dir.none.json"
+    check "$dir.none.json" "snaps['rank-00001.pickle']['ranksnap']['reason'] == 'dump'"
+    test "$t" -lt 60 || { echo "the job took $t s: rank 1 waited in a gather"; tail -20 "$dir.stderr"; exit 1; }
+}
+
+case_mpi_torch_failing_rank_leaves_at_once_with_sys_exit() {
+    failing_rank_leaves_at_once exit "$@"
+}
+
+case_mpi_torch_failing_rank_leaves_at_once_with_its_own_excepthook() {
+    failing_rank_leaves_at_once hook "$@"
+}
+
+case_mpi_torch_failing_rank_leaves_at_once_with_os_exit() {
+    failing_rank_leaves_at_once os_exit "$@"
+}
+
 # Every rank forks a helper in the middle of the range (--steps 2:6, at step 3) that ends with
 # sys.exit(0), running the glue's and the C library's exit paths: they finalize nothing in the
 # helper. The job ends (the helper hung in finalize, on the loader lock it inherited, in most

@@ -21,6 +21,10 @@ ways the tests need:
   --sync            with --dist, a barrier after every step, as the gradients' all-reduce
                     keeps the ranks of a real job in step
   --manual          calls ranksnap.step(n) itself instead of letting optimizer steps count
+  --fail-at R:S:HOW rank R fails at step S, as scripts end when they fail: HOW is exit (the
+                    script catches the error, logs it and calls sys.exit(1)), hook (the script
+                    installed its own sys.excepthook, as rich.traceback.install() does, and the
+                    error is not caught) or os_exit (caught, then os._exit(1))
   --fork-at S       every rank forks a helper at step S, which allocates, prints its pid
                     ("forked helper PID") and ends with sys.exit(0); the rank waits for it and
                     fails if it did not end with 0
@@ -62,6 +66,18 @@ def forward(batch):
     return [hidden, scores]
 
 
+def fail(how):
+    try:
+        raise RuntimeError("the loss is NaN")
+    except Exception as e:
+        if how == "hook":
+            raise
+        print(f"training failed: {e}", file=sys.stderr)
+        if how == "exit":
+            sys.exit(1)
+        os._exit(1)
+
+
 def fork_helper():
     sys.stdout.flush()
     pid = os.fork()
@@ -88,8 +104,13 @@ def main():
     p.add_argument("--sync", action="store_true")
     p.add_argument("--manual", action="store_true")
     p.add_argument("--fork-at", type=int, default=-1)
+    p.add_argument("--fail-at")
     a = p.parse_args()
     rank = launcher_rank()
+    fail_rank, fail_step, fail_how = (a.fail_at.split(":") if a.fail_at else (-1, -1, ""))
+    if fail_how == "hook":
+        sys.excepthook = lambda kind, value, tb: print(f"[own hook] {kind.__name__}: {value}",
+                                                       file=sys.stderr)
     if a.dist:
         torch.distributed.init_process_group("gloo", init_method="file://" + a.dist, rank=rank,
                                              world_size=launcher_size())
@@ -118,6 +139,8 @@ def main():
             time.sleep(a.block_at[1])
         if step == a.fork_at:
             fork_helper()
+        if rank == int(fail_rank) and step == int(fail_step):
+            fail(fail_how)
         acts = forward(batch)
         if rank == a.leak:
             kept.append(torch.empty(4 * MIB, device="cuda"))
