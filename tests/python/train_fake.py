@@ -25,12 +25,14 @@ ways the tests need:
                     script catches the error, logs it and calls sys.exit(1)), hook (the script
                     installed its own sys.excepthook, as rich.traceback.install() does, and the
                     error is not caught) or os_exit (caught, then os._exit(1))
-  --fork-at S       every rank forks a helper at step S, which allocates, prints its pid
-                    ("forked helper PID") and ends with sys.exit(0); the rank waits for it and
-                    fails if it did not end with 0
+  --fork-at S       every rank forks two helpers at step S, which allocate and print their pid
+                    ("forked helper PID"): one with os.fork() that ends with sys.exit(0), one a
+                    multiprocessing worker (fork context), which leaves by os._exit; the rank
+                    waits for each and fails if one did not end with 0
 Ranks come from the launcher's variables (OMPI_COMM_WORLD_RANK or torchrun's RANK).
 """
 import argparse
+import multiprocessing
 import os
 import signal
 import sys
@@ -78,16 +80,25 @@ def fail(how):
         os._exit(1)
 
 
+def helper_work():
+    torch.empty(MIB, device="cuda")
+    print(f"forked helper {os.getpid()}", flush=True)
+
+
 def fork_helper():
     sys.stdout.flush()
     pid = os.fork()
     if pid == 0:
-        torch.empty(MIB, device="cuda")
-        print(f"forked helper {os.getpid()}", flush=True)
+        helper_work()
         sys.exit(0)
     _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"the forked helper ended with {os.waitstatus_to_exitcode(status)}")
+    worker = multiprocessing.get_context("fork").Process(target=helper_work)
+    worker.start()
+    worker.join()
+    if worker.exitcode != 0:
+        raise RuntimeError(f"the multiprocessing worker ended with {worker.exitcode}")
 
 
 def main():
