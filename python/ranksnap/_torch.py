@@ -33,6 +33,7 @@ import json
 import os
 import pickle
 import sys
+import threading
 import time
 import traceback
 import weakref
@@ -102,7 +103,9 @@ class Glue:
         real_exit, real_os_exit = sys.exit, os._exit
 
         def exit(status=None):
-            self.exit_code = status
+            # elsewhere it ends a thread, not the program
+            if threading.current_thread() is threading.main_thread():
+                self.exit_code = status
             real_exit(status)
 
         def os_exit(status):
