@@ -34,6 +34,8 @@ static ranksnap_status load(const char *path, rs_snap **out)
     return rs_decode_file(path, &o, out);
 }
 
+#define RS_REPLAY_MAX_DEVICE ((uint64_t)1 << 50)
+
 /* The keys of --alloc-conf, on top of the trace's settings. */
 static ranksnap_status what_if_conf(const rs_snap *s, const char *text, rs_alloc_conf *out,
                                     char *why, size_t why_n)
@@ -81,9 +83,13 @@ static int parse_args(const rs_cli_verb *verb, int argc, char **argv, replay_arg
     if (x->suggest && x->conf)
         return rs_cli_usage_error(verb, "--suggest tries the settings itself: drop --alloc-conf '%s'",
                                   x->conf);
-    if (x->device && (rs_options_parse_size(x->device, &x->device_bytes) != 0 || !x->device_bytes))
-        return rs_cli_usage_error(verb, "--device-memory '%s': expected a size above 0 such as "
-                                        "40GiB or 16000MB", x->device);
+    /* below the smallest segment no request could ever be served, and no device comes near a
+     * pebibyte: a typo, not a what-if */
+    if (x->device && (rs_options_parse_size(x->device, &x->device_bytes) != 0 ||
+                      x->device_bytes < RS_CONF_SMALL_BUFFER || x->device_bytes > RS_REPLAY_MAX_DEVICE))
+        return rs_cli_usage_error(verb, "--device-memory '%s': expected a size from 2MiB (the "
+                                        "allocator's smallest segment) to 1PiB, such as 40GiB or "
+                                        "16000MB", x->device);
     if (x->conf) {
         /* checked before the file is read, against PyTorch's defaults: a usage error */
         rs_alloc_conf c;

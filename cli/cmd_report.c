@@ -25,7 +25,6 @@
 #include "cmd_report.h"
 #include "decode.h"
 #include "errors.h"
-#include "file_map.h"
 #include "options.h"
 #include "pool.h"
 #include "progress.h"
@@ -727,7 +726,6 @@ static int run_report(const rs_cli_verb *verb, int argc, char **argv)
     if (o.jobs == 0) o.jobs = rs_pool_cores();
     rs_decode_keep_freed_memory();
     rs_site_rules_remember(1); /* the ranks of a job name the same frames */
-    (void)rs_file_map_enable(); /* when it fails, files are read, as before */
     code = RS_EXIT_FAILED;
     for (size_t i = 0; i < operands.n; i++) {
         struct stat sb;

@@ -22,10 +22,11 @@
 #include "cmd_collect.h"
 #include "cmd_report.h"
 #include "errors.h"
-#include "file_read.h"
+#include "decode.h"
+#include "file_map.h"
 #include "text.h"
 
-#define RS_COLLECT_CHUNK ((size_t)1 << 30)
+#define RS_COLLECT_CHUNK ((size_t)64 << 20)
 #define RS_TAG_COUNT 901
 #define RS_TAG_NAME 902
 #define RS_TAG_SIZE 903
@@ -44,25 +45,55 @@ static int make_dir(const char *dir)
     return mkdir(tmp, 0700) == 0 || errno == EEXIST ? 0 : -1;
 }
 
-/* Writes one received file into --to; a name already there from this collection is kept once. */
-static int store(const char *to, const char *name, const char *buf, size_t len, int from_rank)
+/* Whether the files `a` and `b` hold the same bytes, read through mappings. */
+static int same_files(const char *a, const char *b)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", to, name);
+    rs_file_mapped ma, mb;
+    if (rs_file_map(a, &ma) != RANKSNAP_OK) return 0;
+    if (rs_file_map(b, &mb) != RANKSNAP_OK) {
+        rs_file_map_close(&ma);
+        return 0;
+    }
+    int same = ma.len == mb.len && memcmp(ma.p, mb.p, ma.len) == 0;
+    rs_file_map_close(&ma);
+    rs_file_map_close(&mb);
+    return same;
+}
+
+/* Gives one received file, whole in `w`'s temporary, its name in --to; a name already there
+ * from this collection is kept once. */
+static int store(rs_atomic_writer *w, const char *path, const char *name, int from_rank)
+{
     if (access(path, F_OK) == 0) {
-        char *old = NULL;
-        size_t old_len = 0;
-        if (rs_file_read(path, 0, &old, &old_len) == RANKSNAP_OK) {
-            int same = old_len == len && memcmp(old, buf, len) == 0;
-            free(old);
-            if (same) return 0;
+        if (same_files(path, w->tmp)) {
+            rs_atomic_file_abort(w);
+            return 0;
         }
         char shown[600];
         fprintf(stderr, "ranksnap collect: %s came from more than one node (again from rank %d); "
                         "the last one is kept\n", rs_text_escape(shown, sizeof shown, name), from_rank);
     }
-    if (rs_atomic_file_write(path, buf, len) != RANKSNAP_OK) {
+    if (rs_atomic_file_commit(w, 1, 1, NULL) != RANKSNAP_OK) {
         fprintf(stderr, "ranksnap collect: %s\n", ranksnap_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* One of this rank's files, mapped, with its first bytes checked: a file that is not what its
+ * name says is named here and not sent (its bytes would only be refused by the report). */
+static int open_rank_file(const char *path, int rank, rs_file_mapped *m)
+{
+    if (rs_file_map(path, m) != RANKSNAP_OK) {
+        fprintf(stderr, "ranksnap collect: rank %d: %s\n", rank, ranksnap_last_error());
+        return -1;
+    }
+    rs_file_map_begin(m);
+    ranksnap_status st = rs_decode_check_head(path, m->p, m->len);
+    if (rs_file_map_end() || st != RANKSNAP_OK) {
+        fprintf(stderr, "ranksnap collect: rank %d: %s; not collected\n", rank,
+                st != RANKSNAP_OK ? ranksnap_last_error() : "cut short while it was read");
+        rs_file_map_close(m);
         return -1;
     }
     return 0;
@@ -112,62 +143,81 @@ static int collect(const rs_collect_args *a)
     if (rank != 0) {
         PMPI_Send(&n, 1, MPI_INT, 0, RS_TAG_COUNT, MPI_COMM_WORLD);
         for (int i = 0; i < n; i++) {
-            char path[4200], *buf = NULL;
-            size_t len = 0;
+            char path[4200];
             snprintf(path, sizeof path, "%s/%s", from, names[i]);
-            uint64_t len64 = 0;
-            if (rs_file_read(path, 0, &buf, &len) == RANKSNAP_OK) {
-                len64 = len;
-            } else {
-                fprintf(stderr, "ranksnap collect: rank %d: %s\n", rank, ranksnap_last_error());
-                buf = NULL;
-            }
+            rs_file_mapped m;
+            uint64_t len64 = open_rank_file(path, rank, &m) == 0 ? m.len : 0;
             int nl = (int)strlen(names[i]) + 1;
             PMPI_Send(names[i], nl, MPI_CHAR, 0, RS_TAG_NAME, MPI_COMM_WORLD);
             PMPI_Send(&len64, 1, MPI_UINT64_T, 0, RS_TAG_SIZE, MPI_COMM_WORLD);
+            if (!len64) continue;
+            rs_file_map_begin(&m);
             for (size_t off = 0; off < len64; off += RS_COLLECT_CHUNK) {
                 size_t part = len64 - off < RS_COLLECT_CHUNK ? len64 - off : RS_COLLECT_CHUNK;
-                PMPI_Send(buf + off, (int)part, MPI_BYTE, 0, RS_TAG_DATA, MPI_COMM_WORLD);
+                PMPI_Send(m.p + off, (int)part, MPI_BYTE, 0, RS_TAG_DATA, MPI_COMM_WORLD);
             }
-            free(buf);
+            if (rs_file_map_end())
+                fprintf(stderr, "ranksnap collect: rank %d: %s was cut short while it was sent: the "
+                                "copy is not the file\n", rank, path);
+            rs_file_map_close(&m);
         }
     } else {
         for (int i = 0; i < n; i++) {
-            char path[4200], *buf = NULL;
-            size_t len = 0;
+            char path[4200], out[4200];
             snprintf(path, sizeof path, "%s/%s", from, names[i]);
-            if (rs_file_read(path, 0, &buf, &len) != RANKSNAP_OK) {
-                fprintf(stderr, "ranksnap collect: rank 0: %s\n", ranksnap_last_error());
+            snprintf(out, sizeof out, "%s/%s", to, names[i]);
+            rs_file_mapped m;
+            if (open_rank_file(path, 0, &m) != 0) continue;
+            rs_atomic_writer w;
+            rs_file_map_begin(&m);
+            ranksnap_status st = rs_atomic_file_begin(out, &w);
+            if (st == RANKSNAP_OK) st = rs_atomic_file_append(&w, m.p, m.len);
+            int cut = rs_file_map_end();
+            rs_file_map_close(&m);
+            if (st != RANKSNAP_OK || cut) {
+                fprintf(stderr, "ranksnap collect: rank 0: %s\n",
+                        cut ? "a file was cut short while it was copied; not collected" : ranksnap_last_error());
+                if (st == RANKSNAP_OK) rs_atomic_file_abort(&w);
                 continue;
             }
-            if (store(to, names[i], buf, len, 0) == 0) received++;
-            free(buf);
+            if (store(&w, out, names[i], 0) == 0) received++;
+        }
+        /* a chunk at a time, straight into the file's temporary: memory stays at one chunk
+         * whatever the files' sizes */
+        char *chunk = malloc(RS_COLLECT_CHUNK);
+        if (!chunk) {
+            fprintf(stderr, "ranksnap collect: no memory for a chunk of %zu bytes\n", RS_COLLECT_CHUNK);
+            PMPI_Abort(MPI_COMM_WORLD, 1);
         }
         for (int r = 1; r < size; r++) {
             int count = 0;
             PMPI_Recv(&count, 1, MPI_INT, r, RS_TAG_COUNT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             for (int i = 0; i < count; i++) {
-                char name[512];
+                char name[512], out[4200];
                 uint64_t len64 = 0;
                 PMPI_Recv(name, (int)sizeof name, MPI_CHAR, r, RS_TAG_NAME, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 name[sizeof name - 1] = '\0';
                 PMPI_Recv(&len64, 1, MPI_UINT64_T, r, RS_TAG_SIZE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                char *buf = malloc(len64 ? len64 : 1);
-                for (size_t off = 0; off < len64; off += RS_COLLECT_CHUNK) {
-                    size_t part = len64 - off < RS_COLLECT_CHUNK ? len64 - off : RS_COLLECT_CHUNK;
-                    PMPI_Recv(buf ? buf + off : NULL, buf ? (int)part : 0, MPI_BYTE, r, RS_TAG_DATA,
-                              MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                }
-                if (!buf) {
-                    fprintf(stderr, "ranksnap collect: no memory for %s from rank %d\n", name, r);
-                    continue;
-                }
                 /* names come from another node: only the file names we write, never a path */
-                if (len64 && rs_attempt_is_rank_file(name) && !strchr(name, '/') && store(to, name, buf, len64, r) == 0)
-                    received++;
-                free(buf);
+                int keep = len64 && rs_attempt_is_rank_file(name) && !strchr(name, '/');
+                rs_atomic_writer w;
+                snprintf(out, sizeof out, "%s/%s", to, name);
+                if (keep && rs_atomic_file_begin(out, &w) != RANKSNAP_OK) {
+                    fprintf(stderr, "ranksnap collect: %s\n", ranksnap_last_error());
+                    keep = 0;
+                }
+                for (uint64_t off = 0; off < len64; off += RS_COLLECT_CHUNK) {
+                    size_t part = len64 - off < RS_COLLECT_CHUNK ? (size_t)(len64 - off) : RS_COLLECT_CHUNK;
+                    PMPI_Recv(chunk, (int)part, MPI_BYTE, r, RS_TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    if (keep && rs_atomic_file_append(&w, chunk, part) != RANKSNAP_OK) {
+                        fprintf(stderr, "ranksnap collect: %s\n", ranksnap_last_error());
+                        keep = 0; /* the rest is received and dropped */
+                    }
+                }
+                if (keep && store(&w, out, name, r) == 0) received++;
             }
         }
+        free(chunk);
     }
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
@@ -186,5 +236,6 @@ int main(int argc, char **argv)
     rs_collect_args a;
     int code = RS_EXIT_OK;
     if (rs_collect_parse(&rs_cmd_collect, argc - 1, argv + 1, &a, &code) != 0) return code;
+    (void)rs_file_map_enable(); /* when it fails, files are read, as before */
     return collect(&a);
 }

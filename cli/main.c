@@ -16,6 +16,7 @@
 #include "cmd_report.h"
 #include "cmd_summary.h"
 #include "cmd_trigger.h"
+#include "file_map.h"
 #include "options.h"
 #include "ranksnap.h"
 
@@ -64,6 +65,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "ranksnap: unknown option '%s' (see ranksnap --help)\n", first);
         return RS_EXIT_USAGE;
     }
+    /* Every verb maps its input files instead of reading them: a decoder that refuses a file's
+     * first bytes has touched one page of it, whatever its size. When it fails, files are read. */
+    (void)rs_file_map_enable();
     for (size_t i = 0; i < RS_N_VERBS; i++)
         if (strcmp(first, rs_verbs[i]->name) == 0)
             return rs_verbs[i]->run(rs_verbs[i], argc - 2, argv + 2);

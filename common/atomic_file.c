@@ -163,21 +163,16 @@ void rs_atomic_file_temp_name(const char *path, char *buf, size_t n)
         snprintf(buf, n, "%s.tmp.%ld.%u", path, (long)getpid(), k);
 }
 
-static ranksnap_status write_file(const char *path, const void *buf, size_t len, int durable,
-                                  int replace, int *existed)
+ranksnap_status rs_atomic_file_begin(const char *path, rs_atomic_writer *w)
 {
-    if (existed) *existed = 0;
-    if (!path || !*path || (!buf && len))
-        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_atomic_file_write: %s",
-                        !path || !*path ? "empty path" : "NULL buffer");
+    memset(w, 0, sizeof *w);
+    w->fd = -1;
+    if (!path || !*path) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_atomic_file_write: empty path");
     RS_CHECK(check_target(path));
-
     size_t tlen = strlen(path) + RS_ATOMIC_TMP_EXTRA;
     char *tmp = malloc(tlen);
-    if (!tmp)
-        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: no memory for the temporary name", path);
+    if (!tmp) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: no memory for the temporary name", path);
     rs_atomic_file_temp_name(path, tmp, tlen);
-
     int fd;
     do {
         fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -188,13 +183,44 @@ static ranksnap_status write_file(const char *path, const void *buf, size_t len,
         free(tmp);
         return st;
     }
+    w->path = path;
+    w->tmp = tmp;
+    w->fd = fd;
+    return RANKSNAP_OK;
+}
 
+ranksnap_status rs_atomic_file_append(rs_atomic_writer *w, const void *buf, size_t len)
+{
+    if (w->fd < 0) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_atomic_file_append: no file");
+    if (!buf && len) {
+        rs_atomic_file_abort(w);
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_atomic_file_write: NULL buffer");
+    }
+    if (write_all(w->fd, buf, len) == 0) return RANKSNAP_OK;
+    int err = errno;
+    const char *path = w->path;
+    rs_atomic_file_abort(w);
+    return io_error(path, "writing", err);
+}
+
+void rs_atomic_file_abort(rs_atomic_writer *w)
+{
+    if (w->fd >= 0) close(w->fd);
+    if (w->tmp) unlink(w->tmp);
+    free(w->tmp);
+    w->tmp = NULL;
+    w->fd = -1;
+}
+
+ranksnap_status rs_atomic_file_commit(rs_atomic_writer *w, int durable, int replace, int *existed)
+{
+    if (existed) *existed = 0;
+    if (w->fd < 0) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_atomic_file_commit: no file");
+    const char *path = w->path, *tmp = w->tmp;
+    int fd = w->fd;
+    w->fd = -1;
     ranksnap_status st = RANKSNAP_OK;
-    if (write_all(fd, buf, len) != 0) {
-        int err = errno;
-        close(fd);
-        st = fail_unlink(path, tmp, "writing", err);
-    } else if (durable && fsync(fd) != 0) {
+    if (durable && fsync(fd) != 0) {
         int err = errno;
         close(fd);
         st = fail_unlink(path, tmp, "fsync", err);
@@ -206,9 +232,23 @@ static ranksnap_status write_file(const char *path, const void *buf, size_t len,
         if (existed && err == EEXIST) *existed = 1;
         st = fail_unlink(path, tmp, replace ? "rename" : "rename (without replacing)", err);
     }
-    free(tmp);
+    free(w->tmp);
+    w->tmp = NULL;
     RS_CHECK(st);
     return durable ? sync_dir(path) : RANKSNAP_OK;
+}
+
+static ranksnap_status write_file(const char *path, const void *buf, size_t len, int durable,
+                                  int replace, int *existed)
+{
+    if (existed) *existed = 0;
+    if (!path || !*path || (!buf && len))
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_atomic_file_write: %s",
+                        !path || !*path ? "empty path" : "NULL buffer");
+    rs_atomic_writer w;
+    RS_CHECK(rs_atomic_file_begin(path, &w));
+    RS_CHECK(rs_atomic_file_append(&w, buf, len));
+    return rs_atomic_file_commit(&w, durable, replace, existed);
 }
 
 ranksnap_status rs_atomic_file_write(const char *path, const void *buf, size_t len)

@@ -31,6 +31,20 @@ ranksnap_status rs_atomic_file_write_ex(const char *path, const void *buf, size_
 ranksnap_status rs_atomic_file_create(const char *path, const void *buf, size_t len, int durable,
                                       int *existed);
 
+/* The same, written in parts (bytes that arrive in chunks, never all in memory at once): begin
+ * creates the temporary, append adds to it, commit fsyncs (`durable`), renames (`replace`, else
+ * as rs_atomic_file_create, *existed when not NULL) and ends the writer; abort removes the
+ * temporary. A failed append or commit has removed it already. `path` must outlive the writer. */
+typedef struct rs_atomic_writer {
+    const char *path;
+    char *tmp;
+    int fd;
+} rs_atomic_writer;
+ranksnap_status rs_atomic_file_begin(const char *path, rs_atomic_writer *w);
+ranksnap_status rs_atomic_file_append(rs_atomic_writer *w, const void *buf, size_t len);
+ranksnap_status rs_atomic_file_commit(rs_atomic_writer *w, int durable, int replace, int *existed);
+void rs_atomic_file_abort(rs_atomic_writer *w);
+
 /* Temporaries are named `<path>.tmp.<pid>.<n>`; once a process knows its job and host (init),
  * `<path>.tmp.<job tag>@<host tag>.<pid>.<n>`, so that they can be told apart from other jobs'.
  * Call before other threads write; NULL or "" goes back to the plain names. */

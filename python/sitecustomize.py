@@ -5,7 +5,9 @@ It does two things, and nothing at all unless RANKSNAP_RECORDER is set (ranksnap
 Python programs), so that a PYTHONPATH left over in a shell is harmless:
 
 - it runs the next sitecustomize on sys.path, if any (a site's or a virtualenv's own), as if this
-  one were not there;
+  one were not there: copies of this file further down the path (an installed ranksnap, a link
+  to python/) are recognised by their first line, not their path, and passed over, so that the
+  chain ends at the site's own however many copies there are;
 - it waits for `import torch`: a finder on sys.meta_path catches that one import, lets it finish
   and then installs ranksnap's PyTorch integration (ranksnap/_torch.py). Processes that never
   import torch are left alone.
@@ -15,19 +17,30 @@ import importlib.util
 import os
 import sys
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+# The docstring's first line, which every version of this file has had: what makes a file a copy
+# of ranksnap's glue, wherever it is.
+_MARK = "ranksnap's entry into a Python program started by ranksnap-run".encode()
+
+
+def _is_glue(origin):
+    try:
+        with open(origin, "rb") as f:
+            return _MARK in f.read(1024)
+    except OSError:
+        return False
 
 
 def _chain():
-    """Runs the sitecustomize this one hides, under its own name."""
-    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
-    if spec is None or spec.loader is None or not spec.origin or \
-            os.path.abspath(spec.origin) == os.path.abspath(__file__):
+    """Runs the sitecustomize this one hides, under its own name: the first on sys.path that is
+    not a copy of this glue."""
+    for entry in sys.path:
+        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", [entry])
+        if spec is None or spec.loader is None or not spec.origin or _is_glue(spec.origin):
+            continue
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["sitecustomize"] = module
+        spec.loader.exec_module(module)
         return
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sitecustomize"] = module
-    spec.loader.exec_module(module)
 
 
 def _on_torch(torch):
@@ -60,7 +73,9 @@ class _TorchImportHook:
         return spec
 
 
-if os.environ.get("RANKSNAP_RECORDER"):
+# once per process, whichever copy of the glue runs (a copy imported by other means included)
+if os.environ.get("RANKSNAP_RECORDER") and \
+        not any(type(h).__name__ == "_TorchImportHook" for h in sys.meta_path):
     if "torch" in sys.modules:
         _on_torch(sys.modules["torch"])
     else:

@@ -61,6 +61,13 @@ ranksnap_status rs_decode_file_ex(const char *path, const rs_torch_opts *opts, r
     return st;
 }
 
+ranksnap_status rs_decode_check_head(const char *path, const void *p, size_t len)
+{
+    uint64_t need = 0;
+    if (rs_decode_is_ring_path(path)) return rs_ring_header_need(p, len, path, &need);
+    return rs_torch_is_pickle(p, len) ? RANKSNAP_OK : rs_rsnap_check_head(p, len, path);
+}
+
 ranksnap_status rs_decode_file(const char *path, const rs_torch_opts *opts, rs_snap **out)
 {
     return rs_decode_file_ex(path, opts, out, NULL, NULL);

@@ -23,6 +23,12 @@ ranksnap_status rs_decode_file_ex(const char *path, const rs_torch_opts *opts, r
  * library on its own. */
 void rs_decode_keep_freed_memory(void);
 
+/* Whether the first bytes of `path`'s content (`p`, `len`) are those of a file the command reads:
+ * a ring's header for *.ring, else a pickle's or a snapshot's first byte. For a reader that moves
+ * files without decoding them (`ranksnap collect`): an error naming the file and what it holds
+ * instead, before more than the header is read. */
+ranksnap_status rs_decode_check_head(const char *path, const void *p, size_t len);
+
 /* 1 for a path named *.ring. */
 int rs_decode_is_ring_path(const char *path);
 

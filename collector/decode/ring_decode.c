@@ -21,6 +21,7 @@
 
 #include "alloc_conf.h"
 #include "errors.h"
+#include "file_map.h"
 #include "file_read.h"
 #include "ring_decode.h"
 #include "ring_format.h"
@@ -353,10 +354,8 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
     return RANKSNAP_OK;
 }
 
-ranksnap_status rs_ring_decode(const void *buf, size_t len, const char *name, rs_snap **out)
+ranksnap_status rs_ring_header_need(const void *buf, size_t len, const char *name, uint64_t *need)
 {
-    *out = NULL;
-    const unsigned char *img = buf;
     const rs_ring_header *h = buf;
     if (len < sizeof *h || memcmp(h->magic, RS_RING_MAGIC, sizeof h->magic) != 0)
         return rs_error(RANKSNAP_ERR_FORMAT, "%s: not a ranksnap ring file (no %s header)", name, RS_RING_MAGIC);
@@ -370,8 +369,18 @@ ranksnap_status rs_ring_decode(const void *buf, size_t len, const char *name, rs
         return rs_error(RANKSNAP_ERR_FORMAT, "%s: header sizes are not a ring's (header %u, event %u, "
                         "%llu segments, capacity %llu)", name, h->header_size, h->event_size,
                         (unsigned long long)h->max_segments, (unsigned long long)h->capacity);
-    uint64_t need = (uint64_t)h->header_size + h->max_segments * sizeof(rs_ring_segment) +
-                    h->capacity * sizeof(rs_ring_event);
+    *need = (uint64_t)h->header_size + h->max_segments * sizeof(rs_ring_segment) +
+            h->capacity * sizeof(rs_ring_event);
+    return RANKSNAP_OK;
+}
+
+ranksnap_status rs_ring_decode(const void *buf, size_t len, const char *name, rs_snap **out)
+{
+    *out = NULL;
+    const unsigned char *img = buf;
+    const rs_ring_header *h = buf;
+    uint64_t need = 0;
+    RS_CHECK(rs_ring_header_need(buf, len, name, &need));
     if (need > len)
         return rs_error(RANKSNAP_ERR_FORMAT, "%s: truncated: %zu bytes, the header describes %llu", name,
                         len, (unsigned long long)need);
@@ -383,14 +392,33 @@ ranksnap_status rs_ring_decode(const void *buf, size_t len, const char *name, rs
     return rs_ring_model(name, img, len, out);
 }
 
+/* A live rank may still be writing the ring: the decoder reads a copy, taken at once as read()
+ * would, of the bytes its header describes (not of whatever else the file holds), after the
+ * header was checked in the mapping. */
 ranksnap_status rs_ring_decode_file(const char *path, rs_snap **out, int *closed)
 {
     *out = NULL;
-    char *buf;
-    size_t len;
-    RS_CHECK(rs_file_read(path, 0, &buf, &len));
-    ranksnap_status st = rs_ring_decode(buf, len, path, out);
-    if (st == RANKSNAP_OK && closed) *closed = ((const rs_ring_header *)buf)->closed != 0;
-    free(buf);
+    rs_file_mapped m;
+    RS_CHECK(rs_file_map(path, &m));
+    uint64_t need = 0;
+    char *copy = NULL;
+    size_t n = 0;
+    rs_file_map_begin(&m);
+    ranksnap_status st = rs_ring_header_need(m.p, m.len, path, &need);
+    if (st == RANKSNAP_OK) {
+        n = need < m.len ? (size_t)need : m.len;
+        if ((copy = malloc(n)) != NULL)
+            memcpy(copy, m.p, n);
+        else
+            st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: no memory for its %zu bytes", path, n);
+    }
+    int cut = rs_file_map_end();
+    rs_file_map_close(&m);
+    if (cut && st == RANKSNAP_OK)
+        st = rs_error(RANKSNAP_ERR_IO, "%s: cut short while it was read (another process truncated "
+                                       "it): read it again", path);
+    if (st == RANKSNAP_OK) st = rs_ring_decode(copy, n, path, out);
+    if (st == RANKSNAP_OK && closed) *closed = ((const rs_ring_header *)copy)->closed != 0;
+    free(copy);
     return st;
 }

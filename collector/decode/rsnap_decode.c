@@ -1292,6 +1292,21 @@ static ranksnap_status read_top(const dec *d, rs_snap *s)
     return RANKSNAP_OK;
 }
 
+ranksnap_status rs_rsnap_check_head(const void *buf, size_t len, const char *name_for_errors)
+{
+    dec d;
+    memset(&d, 0, sizeof d);
+    d.name = name_for_errors ? name_for_errors : "snapshot";
+    d.buf = buf;
+    d.len = len;
+    if (len == 0) return fail(&d, "empty file (0 bytes), not a ranksnap snapshot");
+    unsigned char b = d.buf[0];
+    if (!((b >= 0x80 && b <= 0x8f) || b == 0xde || b == 0xdf))
+        return fail(&d, "not a ranksnap snapshot (the top level is %s, expected a map)",
+                    type_of_byte(b));
+    return RANKSNAP_OK;
+}
+
 ranksnap_status rs_rsnap_decode(const void *buf, size_t len, const char *name_for_errors,
                            rs_snap **out)
 {
@@ -1303,12 +1318,7 @@ ranksnap_status rs_rsnap_decode(const void *buf, size_t len, const char *name_fo
     if (!out) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_rsnap_decode: out is NULL");
     *out = NULL;
     if (!buf && len) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_rsnap_decode: buf is NULL");
-    if (len == 0) return fail(&d, "empty file (0 bytes), not a ranksnap snapshot");
-
-    unsigned char b = d.buf[0];
-    if (!((b >= 0x80 && b <= 0x8f) || b == 0xde || b == 0xdf))
-        return fail(&d, "not a ranksnap snapshot (the top level is %s, expected a map)",
-                    type_of_byte(b));
+    RS_CHECK(rs_rsnap_check_head(buf, len, name_for_errors));
     size_t end = 0;
     ranksnap_status st = scan(&d, &end);
     if (st == RANKSNAP_OK && end != len)

@@ -19,6 +19,10 @@
 ranksnap_status rs_rsnap_decode(const void *buf, size_t len, const char *name_for_errors,
                            rs_snap **out);
 
+/* Whether `len` bytes (at least the first) start as a snapshot does; the error names what they
+ * are instead, as rs_rsnap_decode's would. */
+ranksnap_status rs_rsnap_check_head(const void *buf, size_t len, const char *name_for_errors);
+
 /* Reads the whole file and decodes it. */
 ranksnap_status rs_rsnap_decode_file(const char *path, rs_snap **out);
 

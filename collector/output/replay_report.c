@@ -165,15 +165,23 @@ void rs_replay_report_text(FILE *out, const char *name, const rs_replay_result *
     notes(out, r);
 }
 
+/* Whether the what-if ran out of memory where the replay did not (first, or more often): its
+ * peaks are then those of a run that failed, lower because it stopped serving requests, and
+ * never a saving. */
+static int whatif_failed(const rs_replay_side *replay, const rs_replay_side *whatif)
+{
+    if (!whatif->ooms) return 0;
+    return !replay->ooms || whatif->first_oom_event < replay->first_oom_event || whatif->ooms > replay->ooms;
+}
+
 void rs_replay_report_whatif_text(FILE *out, const char *name, const rs_replay_result *base,
                                   const rs_replay_result *whatif)
 {
-    char conf[RS_CONF_TEXT_MAX];
+    char conf[RS_CONF_TEXT_MAX], b[32];
     header(out, name, base);
     rs_alloc_conf_describe(&whatif->conf, &base->conf, conf, sizeof conf);
     fprintf(out, "what-if: %s", conf[0] ? conf : "the same settings");
     if (whatif->device.memory != base->device.memory) {
-        char b[32];
         rs_text_format_bytes(whatif->device.memory, b, sizeof b);
         fprintf(out, " on a device of %s", b);
         if (whatif->device.has_cap) {
@@ -182,14 +190,29 @@ void rs_replay_report_whatif_text(FILE *out, const char *name, const rs_replay_r
         }
     }
     fputc('\n', out);
+    uint64_t segment = rs_alloc_conf_large_segment(&whatif->conf);
+    if (segment > whatif->device.memory && segment != rs_alloc_conf_large_segment(&base->conf)) {
+        rs_text_format_bytes(whatif->device.memory, b, sizeof b);
+        fprintf(out, "absurd: large_segment_size_mb:%" PRIu64 " asks for segments larger than the "
+                     "device (%s): no large segment can be made\n", segment / RS_CONF_MIB, b);
+    }
+    int failed = whatif_failed(&base->ranksnap, &whatif->ranksnap);
+    if (failed) {
+        same_oom(out, "the what-if", &base->original, &whatif->ranksnap);
+        fprintf(out, "so it is no saving: its peaks are those of a run that stopped serving "
+                     "requests\n");
+    }
     column c[3] = {{"original", &base->original},
                    {"replayed", &base->ranksnap},
                    {"what-if", &whatif->ranksnap}};
     table(out, c, 3);
     same_oom(out, "the replay", &base->original, &base->ranksnap);
+    if (failed) {
+        notes(out, base);
+        return;
+    }
     same_oom(out, "the what-if", &base->original, &whatif->ranksnap);
     if (base->ranksnap.peak_reserved && whatif->ranksnap.peak_reserved != base->ranksnap.peak_reserved) {
-        char b[32];
         uint64_t x = base->ranksnap.peak_reserved, y = whatif->ranksnap.peak_reserved;
         rs_text_format_bytes(x > y ? x - y : y - x, b, sizeof b);
         fprintf(out, "the what-if's peak reserved is %s %s than the replay's\n", b,
@@ -326,8 +349,9 @@ void rs_replay_report_whatif_json(FILE *out, const char *name, const rs_replay_r
     json_settings(out, &whatif->conf);
     fprintf(out, ", \"device\": ");
     json_device(out, &whatif->device);
-    fprintf(out, ", \"same_oom\": %s, ",
-            same_oom_flag(&base->original, &whatif->ranksnap) ? "true" : "false");
+    fprintf(out, ", \"same_oom\": %s, \"failed\": %s, ",
+            same_oom_flag(&base->original, &whatif->ranksnap) ? "true" : "false",
+            whatif_failed(&base->ranksnap, &whatif->ranksnap) ? "true" : "false");
     json_side_fields(out, &whatif->ranksnap);
     fprintf(out, "}\n}\n");
 }

@@ -38,8 +38,10 @@ import ctypes
 import functools
 import importlib
 import json
+import os
 import pickle
 import sys
+import threading
 import time
 import traceback
 import weakref
@@ -77,8 +79,9 @@ class Glue:
         self.last_oom = None
         self.group = _dist.Group(torch)
         self.ops = None             # the callbacks, kept alive as long as C may call them
-        self.dying = False          # an uncaught exception ends the program
         self.identity = None        # (rank, world size, job) from torch.distributed, once known
+        self.exit_code = None       # what sys.exit was given last
+        self.left = False           # _leave ran
 
     # ---- installing --------------------------------------------------------------------------
 
@@ -101,21 +104,30 @@ class Glue:
         importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(
             self._on_optimizer_step)
         atexit.register(self._at_exit)
-        self._watch_uncaught()
+        self._watch_exits()
         self._watch_process_group()
 
-    def _watch_uncaught(self):
-        """An uncaught exception (the OutOfMemoryError of a script that does not catch it) ends
-        the program: ranksnap then abandons the range's gather and the MPI world it joined, so
-        that the launcher sees the rank die, as without ranksnap, instead of a rank waiting in a
-        collective for peers that wait elsewhere."""
-        previous = sys.excepthook
+    def _watch_exits(self):
+        """The ways out that tell how the program ends, which _at_exit cannot see by itself:
+        sys.exit's status, and os._exit, which runs no atexit hook at all."""
+        real_exit, real_os_exit = sys.exit, os._exit
 
-        def hook(kind, value, tb):
-            self.dying = True
-            previous(kind, value, tb)
+        def exit(status=None):
+            # elsewhere it ends a thread, not the program
+            if threading.current_thread() is threading.main_thread():
+                self.exit_code = status
+            real_exit(status)
 
-        sys.excepthook = hook
+        def os_exit(status):
+            # leaving this way skips every cleanup, the peers' included: never a collective
+            try:
+                self._leave(failing=True)
+            except BaseException:
+                pass
+            real_os_exit(status)
+
+        exit.__doc__, os_exit.__doc__ = real_exit.__doc__, real_os_exit.__doc__
+        sys.exit, os._exit = exit, os_exit
 
     def _watch_process_group(self):
         """torch.distributed.init_process_group gives this rank its identity at once (identify),
@@ -377,11 +389,30 @@ class Glue:
 
     # ---- the end ----------------------------------------------------------------------------
 
+    def _failing(self):
+        """Whether the program ends failing: an exception the main script did not catch (the
+        interpreter keeps it in sys.last_exc / sys.last_value before it calls any
+        sys.excepthook, the script's own included), or sys.exit with a status other than 0."""
+        if getattr(sys, "last_exc", None) is not None or getattr(sys, "last_value", None) is not None:
+            return True
+        code = self.exit_code
+        return code is not None and not (isinstance(code, int) and code == 0)
+
     def _at_exit(self):
+        self._leave(self._failing())
+
+    def _leave(self, failing):
         """Before the interpreter goes: an open range is gathered now (its ops need Python), and
-        the ops are taken back so that nothing calls them later."""
+        the ops are taken back so that nothing calls them later. A program that ends failing (the
+        OutOfMemoryError of a script that does not catch it, sys.exit(1), os._exit) abandons the
+        gather and the MPI world ranksnap joined: its peers wait elsewhere (in the training
+        collective it left), so it writes its own snapshot and leaves at once, and the launcher
+        sees it end as without ranksnap."""
+        if self.left:
+            return
+        self.left = True
         try:
-            if self.dying:
+            if failing:
                 self.lib.ranksnap_abandon()
             self.lib.ranksnap_finalize()
         finally:

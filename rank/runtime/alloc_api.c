@@ -76,7 +76,7 @@ static inline __attribute__((always_inline)) ranksnap_status rs_malloc_on(int de
     rs_runtime *rt = rs_state_get();
     if (!rt) {
         if (rs_passthrough_on()) return rs_passthrough_malloc(ptr, size);
-        return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "ranksnap_malloc: call ranksnap_init() first");
+        return rs_state_not_running("ranksnap_malloc", 0);
     }
     rs_rt_device *d;
     RS_CHECK(rs_devices_get(rt, device < 0 ? rs_devices_current(rt) : device, &d));
@@ -129,7 +129,7 @@ ranksnap_status ranksnap_free(void *ptr)
     rs_runtime *rt = rs_state_get();
     if (!rt) {
         if (rs_passthrough_on()) return rs_passthrough_free(ptr);
-        return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "ranksnap_free: call ranksnap_init() first");
+        return rs_state_not_running("ranksnap_free", 0);
     }
     rs_rt_device *d = rs_owner(rt, ptr);
     return d ? rs_alloc_free(d->alloc, ptr) : rs_unknown("ranksnap_free", ptr);

@@ -574,6 +574,7 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
 ranksnap_status rs_dump_write(const char *path, int complete)
 {
     RS_NEED(rt);
+    if (rs_state_forked()) return rs_state_not_running(__func__, 0); /* a pid of its own, no handler */
     char *buf = NULL;
     size_t len = 0;
     /* PyTorch jobs: the framework's snapshot, a pickle (external.c), under the same names' rule */

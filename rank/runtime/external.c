@@ -94,6 +94,9 @@ static int rs_ext_signal_gate(void)
 
 ranksnap_status ranksnap_set_recorder(const ranksnap_recorder_ops *ops)
 {
+    /* A forked child (a worker leaving by os._exit through the glue): the ops are the parent's
+     * and nothing here calls them, and the mutex may be held by a thread that is not here. */
+    if (rs_state_forked()) return RANKSNAP_OK;
     rs_options o;
     if (rs_options_load_one(&o, "RANKSNAP_RECORDER", NULL) != RANKSNAP_OK) return RANKSNAP_ERR_OPTION;
     if (ops && o.recorder != RS_RECORDER_TORCH)

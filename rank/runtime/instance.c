@@ -245,6 +245,10 @@ static ranksnap_status rs_pass_through(ranksnap_status why)
 static ranksnap_status rs_init_locked(const void *mpi_comm)
 {
     if (rs_state_get()) return RANKSNAP_OK;
+    /* the rank is the parent: a second ranksnap here would take its name, files and gather */
+    if (rs_state_forked())
+        return rs_error(RANKSNAP_ERR_UNSUPPORTED, "ranksnap_init: this process is a fork of one that "
+                        "runs ranksnap, which records that one only");
     int gave_up = atomic_load_explicit(&rs_gave_up, memory_order_acquire);
     if (gave_up) return (ranksnap_status)gave_up;
     rs_runtime *rt = NULL;
@@ -401,6 +405,9 @@ static void rs_warn_unreached(const rs_runtime *rt)
 
 ranksnap_status ranksnap_finalize(void)
 {
+    /* A forked child ending (sys.exit in a helper, the C atexit path) finalizes nothing: the
+     * range, its files, the gather and MPI are the parent's. */
+    if (rs_state_forked()) return RANKSNAP_OK;
     pthread_mutex_lock(&rs_init_lock);
     rs_runtime *rt = rs_state_get();
     ranksnap_status st = RANKSNAP_OK;
@@ -462,7 +469,7 @@ static ranksnap_status rs_ensure(int wait)
     if (rs_state_get()) return RANKSNAP_OK;
     int gave_up = atomic_load_explicit(&rs_gave_up, memory_order_acquire);
     if (gave_up) return (ranksnap_status)gave_up;
-    if (atomic_load(&rs_finalized_once)) return RANKSNAP_ERR_NOT_INITIALIZED;
+    if (atomic_load(&rs_finalized_once) || rs_state_forked()) return RANKSNAP_ERR_NOT_INITIALIZED;
     if (!wait && rs_world_program_will_init()) return RANKSNAP_ERR_NOT_INITIALIZED;
     /* Never wait inside the program's CUDA call: the thread holding the lock may be this one
      * (a CUDA call made from inside ranksnap's init, by MPI_Init_thread for instance) or may be

@@ -1,11 +1,19 @@
 /*
- * state.c — state.h: the instance pointer and the process-wide counters.
+ * state.c — state.h: the instance pointer, the process-wide counters, and what a forked child
+ * of the process that started ranksnap sees of it (nothing).
  */
+#include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "errors.h"
+#include "log.h"
 #include "state.h"
 
 static _Atomic(rs_runtime *) rs_instance;
+static atomic_int rs_forked;     /* a fork of the process that started ranksnap */
+static atomic_long rs_owner_pid; /* that process */
 static atomic_uint_fast64_t rs_intercepted_calls;
 static atomic_int rs_started_once;
 static atomic_int rs_abandoned;
@@ -15,10 +23,49 @@ rs_runtime *rs_state_get(void)
     return atomic_load_explicit(&rs_instance, memory_order_acquire);
 }
 
+/* In the child of a fork, the instance is the parent's: its threads (timer, dumper) are not
+ * there, its locks may be held by threads that are not there, and its files, ranges and gather
+ * are the rank's, which the parent goes on writing and joining. The child sees no instance. */
+static void rs_state_atfork_child(void)
+{
+    atomic_store_explicit(&rs_instance, NULL, memory_order_release);
+    atomic_store(&rs_forked, 1);
+}
+
+static void rs_state_register_atfork(void)
+{
+    int rc = pthread_atfork(NULL, NULL, rs_state_atfork_child);
+    if (rc != 0)
+        RS_WARN(RS_SUB_INIT, "pthread_atfork failed (%s): a forked child sees ranksnap's instance; "
+                "its finalize and dumps are still refused (pid check)", strerror(rc));
+}
+
 void rs_state_publish(rs_runtime *rt)
 {
-    if (rt) atomic_store(&rs_started_once, 1);
+    if (rt) {
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        atomic_store(&rs_started_once, 1);
+        atomic_store(&rs_owner_pid, (long)getpid());
+        (void)pthread_once(&once, rs_state_register_atfork);
+    }
     atomic_store_explicit(&rs_instance, rt, memory_order_release);
+}
+
+int rs_state_forked(void)
+{
+    if (atomic_load(&rs_forked)) return 1;
+    long owner = atomic_load(&rs_owner_pid);
+    return owner != 0 && owner != (long)getpid();
+}
+
+ranksnap_status rs_state_not_running(const char *fn, int pass)
+{
+    if (pass && (rs_passthrough_on() || rs_state_forked())) return RANKSNAP_OK;
+    if (rs_state_forked())
+        return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "%s: this process is a fork of process %ld, "
+                        "which runs ranksnap: ranksnap records and writes in that one only", fn,
+                        atomic_load(&rs_owner_pid));
+    return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "%s: call ranksnap_init() first", fn);
 }
 
 void rs_state_note_intercepted(void)

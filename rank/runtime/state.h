@@ -78,6 +78,7 @@ typedef struct rs_runtime {
     pthread_mutex_t timer_mu;
     pthread_cond_t timer_cv;
     int timer_stop;
+    int timer_began_first; /* the first time range was due at init and began there */
     int64_t epoch_us;      /* init, on rank 0's time base (time:A:B counts from here) */
     char step_on_name[64]; /* RANKSNAP_STEP_ON's collective, "" = none */
     long step_on_every;
@@ -121,19 +122,22 @@ static inline int rs_rt_trylock(rs_runtime *rt)
 /* The running instance, or NULL (not initialised, finalised, or disabled). */
 rs_runtime *rs_state_get(void);
 
-/* For API calls that need the instance: declares `rt` or returns RANKSNAP_ERR_NOT_INITIALIZED. */
+/* What a call of `fn` that found no instance returns: RANKSNAP_ERR_NOT_INITIALIZED, saying why
+ * (not started, or a forked child of the process that started it); RANKSNAP_OK for calls that
+ * only record or tune (`pass`) while ranksnap passes calls through (RANKSNAP_DISABLE, or a start
+ * that failed: instance.c) or in a forked child, so that the program runs as it would without
+ * ranksnap. */
+ranksnap_status rs_state_not_running(const char *fn, int pass);
+
+/* For API calls that need the instance: declares `rt` or returns rs_state_not_running's error. */
 #define RS_NEED(rt)                                                                                \
     rs_runtime *rt = rs_state_get();                                                           \
-    if (!rt) return rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "%s: call ranksnap_init() first", __func__)
+    if (!rt) return rs_state_not_running(__func__, 0)
 
-/* The same for calls that only record or tune: while ranksnap passes calls through (RANKSNAP_DISABLE,
- * or a start that failed: instance.c) they succeed and do nothing, so that the program runs as it
- * would without ranksnap. */
+/* The same for calls that only record or tune (see rs_state_not_running). */
 #define RS_NEED_OR_PASS(rt)                                                                        \
     rs_runtime *rt = rs_state_get();                                                           \
-    if (!rt)                                                                                       \
-    return rs_passthrough_on() ? RANKSNAP_OK                                                   \
-                               : rs_error(RANKSNAP_ERR_NOT_INITIALIZED, "%s: call ranksnap_init() first", __func__)
+    if (!rt) return rs_state_not_running(__func__, 1)
 
 /* Makes `rt` (NULL: none) the instance the API sees; a non-NULL one also marks the process as
  * having started ranksnap (rs_state_ever_started). */
@@ -145,6 +149,10 @@ void rs_state_note_intercepted(void);
 uint64_t rs_state_intercepted(void);
 /* 1 once ranksnap has started in this process (by any route), even if finalised since. */
 int rs_state_ever_started(void);
+/* 1 in a forked child of the process that started ranksnap (a fork() after the start; or a pid
+ * that is not that process's): nothing of ranksnap runs there — no instance (a fork handler
+ * unpublishes it in the child), no finalize, no dump, no gather. */
+int rs_state_forked(void);
 /* 1 after ranksnap_abandon: finalize gathers nothing and leaves MPI to die with the process. */
 int rs_state_abandoned(void);
 

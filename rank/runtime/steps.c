@@ -118,6 +118,15 @@ static int rs_timer_sleep_until(rs_runtime *rt, int64_t at_us)
     return go;
 }
 
+static void rs_timer_begin(rs_runtime *rt, const rs_range *r)
+{
+    rs_devices_reset_peak_stats(rt);
+    rs_rt_lock(rt);
+    rs_range_begin_locked(rt, rt->step < 0 ? 0 : rt->step);
+    rs_rt_unlock(rt);
+    RS_INFO(RS_SUB_RECORD, "time range %lld:%lld s: recording", (long long)r->begin, (long long)r->end);
+}
+
 /* time:A:B ranges start and stop recording on every rank at the same instant of rank 0's clock;
  * the gather that needs every rank at once waits for finalize, a point all ranks reach. */
 static void *rs_timer_main(void *arg)
@@ -125,12 +134,10 @@ static void *rs_timer_main(void *arg)
     rs_runtime *rt = arg;
     for (size_t i = 0; i < rt->sched.n; i++) {
         const rs_range *r = &rt->sched.r[i];
-        if (!rs_timer_sleep_until(rt, rt->epoch_us + r->begin * 1000000)) return NULL;
-        rs_devices_reset_peak_stats(rt);
-        rs_rt_lock(rt);
-        rs_range_begin_locked(rt, rt->step < 0 ? 0 : rt->step);
-        rs_rt_unlock(rt);
-        RS_INFO(RS_SUB_RECORD, "time range %lld:%lld s: recording", (long long)r->begin, (long long)r->end);
+        if (i > 0 || !rt->timer_began_first) {
+            if (!rs_timer_sleep_until(rt, rt->epoch_us + r->begin * 1000000)) return NULL;
+            rs_timer_begin(rt, r);
+        }
         if (r->end < 0) return NULL;
         if (!rs_timer_sleep_until(rt, rt->epoch_us + r->end * 1000000)) return NULL;
         rs_rt_lock(rt);
@@ -145,6 +152,14 @@ static void *rs_timer_main(void *arg)
 
 ranksnap_status rs_steps_timer_start(rs_runtime *rt)
 {
+    /* A range due now (time:0:N begins at init) begins here, not on the thread: a run shorter
+     * than the thread's start would otherwise reach finalize, which stops the thread, before it
+     * began the range that covers the whole run. */
+    if (rt->sched.n > 0 &&
+        rt->epoch_us + rt->sched.r[0].begin * 1000000 <= (int64_t)rs_now_us() + rs_coord_clock_offset_us(rt->coord)) {
+        rs_timer_begin(rt, &rt->sched.r[0]);
+        rt->timer_began_first = 1;
+    }
     pthread_condattr_t ca;
     if (pthread_mutex_init(&rt->timer_mu, NULL) != 0 || pthread_condattr_init(&ca) != 0)
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "RANKSNAP_STEPS=time:...: cannot create the timer");

@@ -123,6 +123,33 @@ case_replay_bad_input() {
     "$ranksnap" replay "$dir/garbage.rsnap" "$dir/garbage.rsnap"; test $? -eq 2
 }
 
+# A what-if that runs out of memory (a device smaller than one of the trace's requests; segments
+# larger than the device) says so first and is never called a saving; a device below the
+# smallest segment is a usage error naming the flag.
+case_replay_whatif_that_runs_out_of_memory_is_no_saving() {
+    f="$dir/run/rank-00000.rsnap"
+    for what in "--device-memory 2MiB" "--alloc-conf large_segment_size_mb:18446744073709551615"; do
+        out=$("$ranksnap" replay $what "$f") || { echo "$what: exit status $?"; exit 1; }
+        echo "$out"
+        said=$(echo "$out" | grep -n "^the what-if runs out of memory at event " | cut -d: -f1)
+        table=$(echo "$out" | grep -n "original  *replayed  *what-if" | cut -d: -f1)
+        test -n "$said" && test "$said" -lt "$table" || { echo "$what: not said first"; exit 1; }
+        echo "$out" | grep -q "so it is no saving" || { echo "$what: no saving not said"; exit 1; }
+        ! echo "$out" | grep -q "less than the replay's" || { echo "$what: called a saving"; exit 1; }
+    done
+    "$ranksnap" replay --alloc-conf large_segment_size_mb:18446744073709551615 "$f" |
+        grep -q "^absurd: large_segment_size_mb:17592186044415 asks for segments larger than the device (80.00 GiB)" ||
+        { echo "the absurd segment size not named"; exit 1; }
+    "$ranksnap" replay --json --device-memory 2MiB "$f" | grep -q '"failed": true' || { echo "JSON: not failed"; exit 1; }
+    "$ranksnap" replay --json --device-memory 80GiB "$f" | grep -q '"failed": false' || { echo "JSON: failed"; exit 1; }
+    err=$("$ranksnap" replay --device-memory 1 "$f" 2>&1); rc=$?; echo "$err"
+    test $rc -eq 2 || { echo "--device-memory 1: exit status $rc"; exit 1; }
+    case "$err" in *"--device-memory '1': expected a size from 2MiB"*) ;; *) exit 1;; esac
+    err=$("$ranksnap" replay --device-memory 18446744073709551615 "$f" 2>&1); rc=$?; echo "$err"
+    test $rc -eq 2 || { echo "--device-memory 2^64-1: exit status $rc"; exit 1; }
+    case "$err" in *"expected a size from 2MiB (the allocator's smallest segment) to 1PiB"*) ;; *) exit 1;; esac
+}
+
 # export, then the pickle decoder, then replay: the same numbers as from the .rsnap
 case_replay_of_the_exported_pickle_matches_the_rsnap() {
     "$ranksnap" export --torch "$dir/run/rank-00000.rsnap" -o "$dir/rt.pickle" >/dev/null || exit 1

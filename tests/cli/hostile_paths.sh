@@ -48,6 +48,40 @@ case_collect_from_a_dir_with_a_fifo_goes_on() {
     test -e "$w/to/rank-00000.rsnap" && test ! -e "$w/to/rank-00001.rsnap" || fail "what was collected"
 }
 
+# Peak memory (KiB) of a command and its descendants, then its exit status: "KIB RC".
+peak() {
+    python3 -c 'import resource, subprocess, sys
+rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, rc)' "$@"
+}
+
+# A 2 GiB sparse file of zeros as a snapshot, a ring and a pickle operand: every verb refuses it
+# at its first byte, naming it, in well under 64 MiB (each read the whole file into memory, 2 GiB
+# and more, and took seconds); `collect` names it, sends nothing of it, and collects the rest.
+# (77 without python3, which measures the peak.)
+case_huge_rank_files_are_refused_at_their_first_bytes() {
+    command -v python3 >/dev/null || exit 77
+    good
+    b="$w/big"
+    mkdir -p "$b" "$w/from" || exit 1
+    truncate -s 2G "$b/rank-00000.rsnap" "$b/rank-00001.ring" "$w/from/rank-00001.rsnap" || exit 1
+    cp "$w/good/rank-00000.rsnap" "$w/from/" || exit 1
+    for v in "summary $b/rank-00000.rsnap" "summary $b/rank-00001.ring" "replay $b/rank-00000.rsnap" \
+        "export --torch $b/rank-00000.rsnap -o $w/x.pickle" "report $b/rank-00000.rsnap" "report $b"; do
+        set -- $v
+        r=$(peak "$ranksnap" "$@" 2> "$w/err"); cat "$w/err"; echo "ranksnap $v: $r KiB/status"
+        test "${r#* }" -eq 1 || fail "ranksnap $v: exit status ${r#* }"
+        test "${r% *}" -lt 65536 || fail "ranksnap $v: ${r% *} KiB"
+        grep -q "$b/rank-0000[01]\.\(rsnap\|ring\): not a ranksnap" "$w/err" || fail "ranksnap $v: not named"
+    done
+    r=$(peak timeout 120 $mpiexec -np 2 --oversubscribe --allow-run-as-root --mca btl self,vader \
+        "$ranksnap" collect --from "$w/from" --to "$w/to" 2> "$w/err"); cat "$w/err"; echo "collect: $r"
+    test "${r% *}" -lt 262144 || fail "collect: ${r% *} KiB"
+    grep -q "rank-00001.rsnap: not a ranksnap snapshot (the top level is a msgpack integer, expected a map); not collected" "$w/err" ||
+        fail "collect: the file of zeros not named"
+    test -e "$w/to/rank-00000.rsnap" && test ! -e "$w/to/rank-00001.rsnap" || fail "collect: what was collected"
+}
+
 # --html F, --out DIR's report.html and export -o F, where F is a FIFO or a character device: an
 # error naming F, exit status 1, and F still what it was. The device is made here (mknod, as
 # root) with /dev/null's numbers: never /dev/null itself, which a regression would replace.

@@ -70,7 +70,7 @@ case_replay_settings_usage_errors() {
     err=$("$ranksnap" replay "$f" --suggest --alloc-conf expandable_segments:True 2>&1); test $? -eq 2 || exit 1
     case "$err" in *'--suggest tries the settings itself'*) ;; *) echo "$err"; exit 1;; esac
     err=$("$ranksnap" replay "$f" --device-memory 0 2>&1); test $? -eq 2 || exit 1
-    case "$err" in *"--device-memory '0': expected a size above 0"*) ;; *) echo "$err"; exit 1;; esac
+    case "$err" in *"--device-memory '0': expected a size from 2MiB"*) ;; *) echo "$err"; exit 1;; esac
     "$ranksnap" replay "$f" --alloc-conf; test $? -eq 2
 }
 

@@ -124,6 +124,78 @@ case_mpi_torch_rank_dying_of_an_exception_leaves_its_pickle() {
         "all(s['ranksnap']['reason'] == 'signal' for n, s in snaps.items() if n != 'rank-00001.pickle')"
 }
 
+# Rank 1 fails at step 3 inside the range (--steps 2:6) while the others wait for it in the
+# collective after every step; the script ends as scripts do (how: exit, hook, os_exit, see
+# train_fake.py --fail-at). Rank 1 writes its own pickle (reason "dump") and leaves at once,
+# never entering ranksnap's gather, so mpirun ends the job as it would without ranksnap, well
+# within RANKSNAP_GATHER_TIMEOUT (100 s here; rank 1 waited there for rank 0, which waited in
+# the training collective for rank 1, until a timeout ended one of them).
+failing_rank_leaves_at_once() {
+    how=$1; shift
+    export RANKSNAP_GATHER_TIMEOUT=100
+    t0=$(date +%s)
+    out=$(JOB_ARGS="--dist $dir/pg --sync --fail-at 1:3:$how" mpi_job --steps 2:6 -- timeout 150 "$@")
+    t=$(($(date +%s) - t0))
+    echo "$out" | head -1; echo "the job took $t s"
+    test -f "$dir/rank-00001.pickle" || { echo "rank 1 left no pickle"; ls -la "$dir"; tail -20 "$dir.stderr"; exit 1; }
+    echo '{}' > "$dir.none.json"
+    check "$dir.none.json" "snaps['rank-00001.pickle']['ranksnap']['reason'] == 'dump'"
+    test "$t" -lt 60 || { echo "the job took $t s: rank 1 waited in a gather"; tail -20 "$dir.stderr"; exit 1; }
+}
+
+case_mpi_torch_failing_rank_leaves_at_once_with_sys_exit() {
+    failing_rank_leaves_at_once exit "$@"
+}
+
+case_mpi_torch_failing_rank_leaves_at_once_with_its_own_excepthook() {
+    failing_rank_leaves_at_once hook "$@"
+}
+
+case_mpi_torch_failing_rank_leaves_at_once_with_os_exit() {
+    failing_rank_leaves_at_once os_exit "$@"
+}
+
+# Every rank forks a helper in the middle of the range (--steps 2:6, at step 3) that ends with
+# sys.exit(0), running the glue's and the C library's exit paths, and a multiprocessing worker,
+# which leaves by os._exit: they finalize nothing in either. The job ends (the helper hung in finalize, on the loader lock it inherited, in most
+# runs), each rank's own process writes its pickle under its plain name (a helper wrote it
+# first otherwise, the rank's going to rank-RRRRR.job-….pickle) and rank 0 the live report.
+case_mpi_torch_forked_child_leaves_the_ranks_files_and_gather_alone() {
+    out=$(JOB_ARGS="--fork-at 3 --diverge 2:1.5" mpi_job --steps 2:6 -- timeout 60 "$@")
+    echo "$out" | head -1
+    echo "$out" | grep -q "^mpirun exit code 0$" || { tail -20 "$dir.stderr"; exit 1; }
+    live
+    # the ranks' lines share mpirun's stdout: one may run into another
+    helpers=$(grep -o "forked helper [0-9]*" "$dir.stdout" | sed 's/forked helper //' | tr '\n' ',')
+    test "$(echo "$helpers" | tr ',' '\n' | grep -c .)" -eq 8 || { echo "helpers:"; cat "$dir.stdout"; exit 1; }
+    ! ls "$dir" | grep -q "job-" || { ls "$dir"; exit 1; }
+    "$ranksnap" report "$dir" > /dev/null || exit 1
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [2]" \
+        "sorted(snaps) == ['rank-0000%d.pickle' % i for i in range(4)]" \
+        "all(s['ranksnap']['reason'] == 'range_end' for s in snaps.values())" \
+        "not any(s['ranksnap']['pid'] in [$helpers] for s in snaps.values())"
+}
+
+# A second copy of the glue on PYTHONPATH (an installed ranksnap, a link to python/), then the
+# site's own sitecustomize: the copy is recognised and passed over, the site's own runs once per
+# rank with one import hook in place (the copies chained to each other some 200 times, with a
+# RecursionError, and the site's own never ran), and the job is recorded as without the copy.
+case_mpi_torch_second_copy_of_the_glue_is_passed_over() {
+    mkdir -p "$dir/site" && cp -r "$src/../../python" "$dir/copy" || exit 1
+    cat > "$dir/site/sitecustomize.py" <<'EOF'
+import os, sys
+hooks = sum(type(h).__name__ == "_TorchImportHook" for h in sys.meta_path)
+with open(os.path.join(os.environ["RANKSNAP_DIR"], "site.%d" % os.getpid()), "w") as f:
+    f.write(str(hooks))
+EOF
+    PYTHONPATH="$dir/copy:$dir/site:$src/fake_torch" JOB_ARGS="--diverge 2:1.5" mpi_job --steps 2:6 -- "$@"
+    live
+    ! grep -q "RecursionError" "$dir.stderr" || { grep -m3 RecursionError "$dir.stderr"; exit 1; }
+    test "$(cat "$dir"/site.* 2>/dev/null | tr -d '\n')" = "1111" ||
+        { echo "the site's own sitecustomize: $(ls "$dir") $(cat "$dir"/site.* 2>/dev/null)"; exit 1; }
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [2]" "len(snaps) == 4"
+}
+
 case_torchrun_like_ranks_meet_in_their_files() {
     export RANKSNAP_GATHER_TIMEOUT=30 RANKSNAP_DEBUG=INFO
     torchrun_like 3 --steps 2:5 "$py" "$train" --diverge 1:1.5

@@ -208,6 +208,23 @@ def case_glue_annotate_is_pytorchs_record_function():
     check(names == [("forward", "START"), ("forward", "END")], names)
 
 
+def case_glue_sys_exit_in_a_thread_is_not_the_programs_end():
+    """sys.exit(3) in a thread ends the thread: the program does not end failing for it (it
+    would leave without the range's gather); in the main thread it does."""
+    import threading
+    g = glue()
+    t = threading.Thread(target=sys.exit, args=(3,))
+    t.start()
+    t.join()
+    check(not g._failing(), "a thread's sys.exit(3) taken for the program's")
+    try:
+        sys.exit(3)
+    except SystemExit:
+        pass
+    check(g._failing(), "the main thread's sys.exit(3) not seen")
+    g.exit_code = None  # this program ends well
+
+
 def case_sigterm_child():
     """For torch_glue.sh: records (steps 2:...), then either sleeps (GIL released, as in a
     collective) or spins in Python (GIL held), until the driver's SIGTERM."""

@@ -22,11 +22,21 @@ ways the tests need:
   --sync            with --dist, a barrier after every step, as the gradients' all-reduce
                     keeps the ranks of a real job in step
   --manual          calls ranksnap.step(n) itself instead of letting optimizer steps count
+  --fail-at R:S:HOW rank R fails at step S, as scripts end when they fail: HOW is exit (the
+                    script catches the error, logs it and calls sys.exit(1)), hook (the script
+                    installed its own sys.excepthook, as rich.traceback.install() does, and the
+                    error is not caught) or os_exit (caught, then os._exit(1))
+  --fork-at S       every rank forks two helpers at step S, which allocate and print their pid
+                    ("forked helper PID"): one with os.fork() that ends with sys.exit(0), one a
+                    multiprocessing worker (fork context), which leaves by os._exit; the rank
+                    waits for each and fails if one did not end with 0
 Ranks come from the launcher's variables (OMPI_COMM_WORLD_RANK or torchrun's RANK).
 """
 import argparse
+import multiprocessing
 import os
 import signal
+import sys
 import time
 
 import torch
@@ -59,6 +69,39 @@ def forward(batch):
     return [hidden, scores]
 
 
+def fail(how):
+    try:
+        raise RuntimeError("the loss is NaN")
+    except Exception as e:
+        if how == "hook":
+            raise
+        print(f"training failed: {e}", file=sys.stderr)
+        if how == "exit":
+            sys.exit(1)
+        os._exit(1)
+
+
+def helper_work():
+    torch.empty(MIB, device="cuda")
+    print(f"forked helper {os.getpid()}", flush=True)
+
+
+def fork_helper():
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        helper_work()
+        sys.exit(0)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"the forked helper ended with {os.waitstatus_to_exitcode(status)}")
+    worker = multiprocessing.get_context("fork").Process(target=helper_work)
+    worker.start()
+    worker.join()
+    if worker.exitcode != 0:
+        raise RuntimeError(f"the multiprocessing worker ended with {worker.exitcode}")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=8)
@@ -72,8 +115,14 @@ def main():
     p.add_argument("--dist")
     p.add_argument("--sync", action="store_true")
     p.add_argument("--manual", action="store_true")
+    p.add_argument("--fork-at", type=int, default=-1)
+    p.add_argument("--fail-at")
     a = p.parse_args()
     rank = launcher_rank()
+    fail_rank, fail_step, fail_how = (a.fail_at.split(":") if a.fail_at else (-1, -1, ""))
+    if fail_how == "hook":
+        sys.excepthook = lambda kind, value, tb: print(f"[own hook] {kind.__name__}: {value}",
+                                                       file=sys.stderr)
     if a.dist == "env":
         torch.distributed.init_process_group("gloo")
     elif a.dist:
@@ -102,6 +151,10 @@ def main():
                 raise RuntimeError("Connection closed by peer (the collective's peer is gone)")
         if a.block_at and step == int(a.block_at[0]) and not (a.oom and int(a.oom[0]) == rank):
             time.sleep(a.block_at[1])
+        if step == a.fork_at:
+            fork_helper()
+        if rank == int(fail_rank) and step == int(fail_step):
+            fail(fail_how)
         acts = forward(batch)
         if rank == a.leak:
             kept.append(torch.empty(4 * MIB, device="cuda"))
