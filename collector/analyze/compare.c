@@ -601,11 +601,11 @@ static ranksnap_status divergent_verdict(rs_compare_result *r, const present *p,
     return st;
 }
 
-/* A rank that recorded nothing: no allocation, no reservation, no OOM (killed at start-up, a
- * ring recovered before its first event). */
+/* A rank that recorded nothing: no allocation, no reservation, no memory outside the allocator
+ * recorded as it was taken, no OOM (killed at start-up, a ring recovered before its first event). */
 static int no_data(const rs_summary *s)
 {
-    return !s->oom && s->peak_allocated == 0 && s->peak_reserved == 0;
+    return !s->oom && s->peak_allocated == 0 && s->peak_reserved == 0 && s->recorded_outside_peak == 0;
 }
 
 static ranksnap_status compare_present(rs_compare_result *r, present *p, size_t n, const rs_compare_config *cfg)

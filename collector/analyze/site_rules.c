@@ -42,7 +42,8 @@ static const char *const skip_functions[] = {
     "_Py*", "Py[A-Z_]*", "pymain_*", "method_vectorcall*", "cfunction_*", "slot_tp_*",
     "vectorcall_*", "object_vacall", "wrapper_call", "call_function",
     /* the CUDA runtime and driver, NCCL, and the CUDA libraries that allocate for the caller */
-    "cuda[A-Z]*", "cu[A-Z]*", "__cudart*", "cudart::*", "cublas*", "cudnn*", "cufft*", "curand*",
+    "cuda[A-Z]*", "cu[A-Z]*", "__cudart*", "cudart::*", "libcudart_static_*", "cublas*", "cudnn*",
+    "cufft*", "curand*",
     "cusparse*", "cusolver*", "nvrtc*", "nccl[A-Z]*", "pnccl*", "thrust::*", "cub::*",
     /* the C library, threads, the dynamic loader */
     "_start", "__libc_*", "__clone*", "clone3", "start_thread", "pthread_*", "_dl_*", "__GI_*",

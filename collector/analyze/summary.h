@@ -18,6 +18,7 @@
 #define RS_SUMMARY_MAX_STEPS 64
 #define RS_SUMMARY_MAX_SITES 8
 #define RS_SUMMARY_MAX_OUTSIDE_LABELS 8
+#define RS_SUMMARY_MAX_OUTSIDE_SITES 4
 #define RS_SUMMARY_LABEL_LEN 24
 /* rs_summary.step_peak of a bucket in which no step of the rank was recorded (step ranges such
  * as 10:15,100:105 leave gaps). */
@@ -70,6 +71,11 @@ typedef struct rs_summary {
     /* the part of outside_end whose holder is known, largest first, holders with 0 bytes left out */
     int32_t n_outside_labels;
     rs_summary_outside_label outside_labels[RS_SUMMARY_MAX_OUTSIDE_LABELS];
+    /* memory recorded outside the allocator as it was allocated (the CUDA driver's interposers,
+     * ncclMemAlloc, CUDA pools): the highest level the history shows, and the largest sites then */
+    uint64_t recorded_outside_peak;
+    int32_t n_outside_sites;
+    rs_site outside_sites[RS_SUMMARY_MAX_OUTSIDE_SITES];
 } rs_summary;
 
 /* Fills `out` from a decoded snapshot. Never fails on a valid snapshot (decoders guarantee every

@@ -114,7 +114,20 @@ static void json_rank(FILE *f, const rs_summary *s)
         json_key(f, s->outside_labels[k].label);
         fprintf(f, "%" PRIu64, s->outside_labels[k].bytes);
     }
-    fputs("}}", f);
+    fputc('}', f);
+    /* only where memory outside the allocator was recorded as it was taken (the driver's) */
+    if (s->recorded_outside_peak) {
+        fprintf(f, ", \"recorded_outside_peak\": %" PRIu64 ", \"outside_sites\": [",
+                s->recorded_outside_peak);
+        for (int k = 0; k < s->n_outside_sites && k < RS_SUMMARY_MAX_OUTSIDE_SITES; k++) {
+            const rs_site *site = &s->outside_sites[k];
+            fputs(k ? ", {" : "{", f);
+            json_frame_fields(f, site->function, site->file, site->line);
+            fprintf(f, ", \"bytes\": %" PRId64 "}", site->bytes);
+        }
+        fputc(']', f);
+    }
+    fputc('}', f);
 }
 
 static void json_oom(FILE *f, const rs_compare_oom *v)

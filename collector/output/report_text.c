@@ -124,6 +124,31 @@ static void print_outside_holders(FILE *out, const rs_compare_result *r)
     if (any) fputc('\n', out);
 }
 
+/* "rank 0: 1.20 GiB taken outside the allocator at its peak, recorded as allocated: 1.00 GiB at
+ * ncclCommInitRank (init.cc:12), ..." — memory the CUDA driver, ncclMemAlloc or a pool gave. */
+static void print_recorded_outside(FILE *out, const rs_compare_result *r)
+{
+    int any = 0;
+    for (size_t i = 0; i < r->n_ranks; i++) {
+        const rs_summary *s = &r->ranks[i];
+        if (!s->recorded_outside_peak) continue;
+        fprintf(out, "rank %" PRId32 ": ", s->rank);
+        print_bytes(out, s->recorded_outside_peak);
+        fputs(" taken outside the allocator at its peak", out);
+        for (int k = 0; k < s->n_outside_sites && k < RS_SUMMARY_MAX_OUTSIDE_SITES; k++) {
+            char site[512];
+            rs_site_format(&s->outside_sites[k], site, sizeof site);
+            fputs(k ? ", " : ": ", out);
+            print_bytes(out, (uint64_t)s->outside_sites[k].bytes);
+            fputs(" at ", out);
+            rs_text_put(out, site);
+        }
+        fputc('\n', out);
+        any = 1;
+    }
+    if (any) fputc('\n', out);
+}
+
 static void print_sites_inline(FILE *out, const rs_compare_site *v, size_t n)
 {
     for (size_t i = 0; i < n && i < SITES_INLINE; i++) {
@@ -274,6 +299,7 @@ ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r)
         print_table(out, r);
         fputc('\n', out);
         print_outside_holders(out, r);
+        print_recorded_outside(out, r);
     }
     for (size_t i = 0; i < r->n_oom; i++) print_oom(out, &r->oom[i]);
     for (size_t i = 0; i < r->n_divergent; i++) print_divergent(out, r, &r->divergent[i]);

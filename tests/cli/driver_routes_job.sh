@@ -16,4 +16,9 @@ test "$(echo "$out" | grep -c 'routes ok')" -eq 4 || { echo "FAIL: not every ran
 for r in 0 1 2 3; do
   "$python" "$here/check_driver_snapshot.py" "$dir/live-$r.rsnap" "$dir/end-$r.rsnap" $((r % 2)) || exit 1
 done
+# the report: what each rank took outside the allocator, by site, and the OOM the driver refused
+grep -q "rank 3: 67.00 MiB taken outside the allocator at its peak: 15.00 MiB at main (test_driver_routes.c:" "$dir/report.txt" ||
+  { cat "$dir/report.txt"; echo "FAIL: the report does not name rank 3's outside memory by site"; exit 1; }
+grep -q "rank 1 ran out of memory: tried to allocate 1048576.00 GiB" "$dir/report.txt" ||
+  { echo "FAIL: the report does not name rank 1's refused request"; exit 1; }
 echo "driver_routes_job: ok"

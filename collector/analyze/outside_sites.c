@@ -1,0 +1,112 @@
+/*
+ * outside_sites.c — the peak of memory outside ranksnap's allocators and where it came from
+ * (outside_sites.h).
+ *
+ * The CUDA driver's interposers, ncclMemAlloc and CUDA pools record such memory as outside_alloc
+ * and outside_free events keyed by address (or handle), with the allocation's stack. Two passes
+ * over those events alone (they are few next to the allocator's): the first finds the moment the
+ * live outside bytes peaked, the second replays up to it and adds the bytes live then by stack,
+ * which are then named as the allocator's blocks are (sites.h) and merged by site.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "outside_sites.h"
+
+typedef struct live_slot {
+    uint64_t key; /* address + 1, 0 = empty */
+    uint64_t size;
+    uint32_t stack;
+    int gone;
+} live_slot;
+
+typedef struct live_table {
+    live_slot *slots;
+    size_t mask;
+} live_table;
+
+static live_slot *live_find(live_table *t, uint64_t addr)
+{
+    uint64_t key = addr + 1;
+    for (size_t i = (size_t)((key * 0x9e3779b97f4a7c15ull) >> 17) & t->mask;; i = (i + 1) & t->mask)
+        if (t->slots[i].key == key || t->slots[i].key == 0) return &t->slots[i];
+}
+
+/* Replays the outside events [0, end): the live bytes after each, the highest level and the
+ * index just after it in *peak_end. */
+static uint64_t replay(const rs_snap_history *h, uint64_t end, live_table *t, uint64_t *peak_end)
+{
+    uint64_t level = 0, peak = 0;
+    for (uint64_t i = 0; i < end; i++) {
+        uint8_t a = h->action[i];
+        if (a != RS_ACT_OUTSIDE_ALLOC && a != RS_ACT_OUTSIDE_FREE) continue;
+        live_slot *sl = live_find(t, h->addr[i]);
+        if (a == RS_ACT_OUTSIDE_ALLOC) {
+            if (sl->key && !sl->gone) level -= sl->size; /* seen twice: the later one counts */
+            sl->key = h->addr[i] + 1;
+            sl->size = h->size[i];
+            sl->stack = h->stack[i];
+            sl->gone = 0;
+            level += h->size[i];
+        } else if (sl->key && !sl->gone) {
+            /* a free leaves a tombstone, so that the probe chain past it stays whole */
+            sl->gone = 1;
+            level -= sl->size;
+        }
+        if (level > peak) {
+            peak = level;
+            if (peak_end) *peak_end = i + 1;
+        }
+    }
+    return peak;
+}
+
+static int by_bytes_desc(const void *a, const void *b)
+{
+    int64_t x = ((const rs_site *)a)->bytes, y = ((const rs_site *)b)->bytes;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+void rs_outside_sites_at_peak(const rs_snap *s, const rs_site_picker *pk, uint64_t *peak,
+                              rs_site *sites, int max, int *n_sites)
+{
+    *peak = 0;
+    *n_sites = 0;
+    const rs_snap_history *h = &s->history;
+    size_t n = 0;
+    for (uint64_t i = 0; i < h->count; i++) n += h->action[i] == RS_ACT_OUTSIDE_ALLOC;
+    if (!n) return;
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    live_table t = {calloc(cap, sizeof(live_slot)), cap - 1};
+    if (!t.slots) return;
+    uint64_t end = 0;
+    *peak = replay(h, h->count, &t, &end);
+    memset(t.slots, 0, cap * sizeof(live_slot));
+    replay(h, end, &t, NULL);
+    rs_site *list = calloc(n, sizeof *list);
+    int k = 0;
+    for (size_t i = 0; list && i < cap; i++) {
+        const live_slot *sl = &t.slots[i];
+        if (!sl->key || sl->gone) continue;
+        rs_site site;
+        rs_site_pick(pk, sl->stack, &site);
+        int j = 0;
+        while (j < k && !rs_site_same(&list[j], &site)) j++;
+        if (j == k) {
+            list[k] = site;
+            list[k].bytes = 0;
+            list[k].blocks = 0;
+            k++;
+        }
+        list[j].bytes += (int64_t)sl->size;
+        list[j].blocks++;
+    }
+    if (list) {
+        qsort(list, (size_t)k, sizeof *list, by_bytes_desc);
+        *n_sites = k < max ? k : max;
+        memcpy(sites, list, (size_t)*n_sites * sizeof *list);
+    }
+    free(list);
+    free(t.slots);
+}

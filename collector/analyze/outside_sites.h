@@ -1,0 +1,20 @@
+/*
+ * outside_sites.h — memory the program got outside ranksnap's allocators, as the history's
+ * outside_alloc / outside_free events show it (outside_sites.c).
+ */
+#ifndef RANKSNAP_OUTSIDE_SITES_H
+#define RANKSNAP_OUTSIDE_SITES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sites.h"
+#include "snapshot.h"
+
+/* The highest level of outside bytes the history reached (live outside allocations, from the
+ * first event on) and the largest sites then, at most `max` of them, largest first; *n_sites 0
+ * without memory to name them. A history with no outside events gives 0. */
+void rs_outside_sites_at_peak(const rs_snap *s, const rs_site_picker *pk, uint64_t *peak,
+                              rs_site *sites, int max, int *n_sites);
+
+#endif
