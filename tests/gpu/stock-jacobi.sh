@@ -4,7 +4,8 @@
 # MPI_Init. Built as its Makefile builds it (the shared CUDA runtime, -lcudart) and a second time
 # on the static runtime linked with ranksnap's link-time route (pkg-config ranksnap-wrap, from an
 # install of this build), then each run under `mpirun -np 2 launch/ranksnap-run`: both ranks must
-# be recorded on their own device. Then rank 1 is capped (RANKSNAP_MEMORY_LIMIT=1:...) below what
+# be recorded on their own device. A third build, on the static runtime and not relinked, is seen
+# by the driver's interposers alone: its memory is reported outside the allocator, by site. Then rank 1 is capped (RANKSNAP_MEMORY_LIMIT=1:...) below what
 # the solver allocates, runs out of memory, and `ranksnap report` must name it. Everything it
 # prints and writes goes to OUT.
 # usage: tests/gpu/stock-jacobi.sh SRC OUT [NITER]
@@ -24,6 +25,8 @@ cxx="mpicxx -DUSE_NVTX -I$cuda/include -std=c++17 jacobi.cpp jacobi_kernels.o"
 $cxx -L"$cuda"/lib64 -lcudart -ldl -lnccl -o jacobi_shared || exit 1
 $cxx $(pkg-config --libs ranksnap-wrap) -L"$cuda"/lib64 -lcudart_static -ldl -lrt -lpthread -lnccl \
   -o jacobi_wrap || exit 1
+# and on the static runtime, not relinked: only the driver's interposers see it
+$cxx -L"$cuda"/lib64 -lcudart_static -ldl -lrt -lpthread -lnccl -o jacobi_static || exit 1
 echo "== ldd: jacobi_shared $(ldd jacobi_shared | grep -c libcudart) shared cudart, jacobi_wrap $(ldd jacobi_wrap | grep -c libcudart)"
 run() { # run NAME ENV... -- PROGRAM ARGS
   local name=$1; shift
@@ -45,6 +48,8 @@ echo "== without ranksnap: mpirun -np 2 ./jacobi_shared -niter $niter"
 timeout 300 mpirun -np 2 --bind-to none ./jacobi_shared -niter "$niter" 2>&1 | tail -n 1 | sed 's/^/   /'
 run shared -- ./jacobi_shared -niter "$niter"
 run wrap -- ./jacobi_wrap -niter "$niter"
+run static -- ./jacobi_static -niter "$niter"
+"$cli" report "$out/static" > "$out/static-report.txt" 2>&1; sed 's/^/   /' "$out/static-report.txt"
 # the solver takes 2 x 1 GiB for its single-GPU reference on each rank: a 1.5 GiB cap on rank 1
 run wrap-oom RANKSNAP_MEMORY_LIMIT=1:1536MiB RANKSNAP_GATHER_TIMEOUT=10 -- ./jacobi_wrap -niter "$niter"
 echo "== ranksnap report $out/wrap-oom"

@@ -1,0 +1,39 @@
+#!/bin/bash
+# NVIDIA's nccl-tests (its source folder given as SRC), built as its README says (`make MPI=1`,
+# the shared CUDA runtime), on two GPUs, one rank per GPU: all_reduce_perf without ranksnap and
+# under `mpirun -np 2 launch/ranksnap-run`, with its bus bandwidth from both runs, then what each
+# rank's snapshot holds (`ranksnap summary`: the device, the memory outside the allocator and who
+# holds it) and the report. Everything it prints and writes goes to OUT.
+# usage: tests/gpu/stock-nccl-tests.sh SRC OUT
+set -uo pipefail
+src=$(cd "$1" && pwd) out=$2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cli=$root/build/ranksnap
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+work=$(mktemp -d) && cp -r "$src"/. "$work"/ && cd "$work" || exit 1
+mpi_home=$(dirname "$(dirname "$(mpicc -showme:incdirs | tr ' ' '\n' | grep -m1 openmpi)")" 2>/dev/null)
+[ -d "$mpi_home/include" ] || mpi_home=/usr/lib/x86_64-linux-gnu/openmpi
+make -j16 MPI=1 MPI_HOME="$mpi_home" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" NCCL_HOME=/usr \
+  NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" > "$out/nccl-tests-build.log" 2>&1 ||
+  { tail -20 "$out/nccl-tests-build.log"; exit 1; }
+perf=$work/build/all_reduce_perf
+echo "== ldd all_reduce_perf: $(ldd "$perf" | grep -oE 'lib(cudart|nccl)[^ ]*' | paste -sd' ')"
+args="-b 8 -e 512M -f 8 -g 1 -n 20"
+echo "== without ranksnap: mpirun -np 2 all_reduce_perf $args"
+timeout 240 mpirun -np 2 --bind-to none "$perf" $args > "$out/bare.log" 2>&1
+grep -E "^ +[0-9]+ |Avg bus" "$out/bare.log" | tail -4 | sed 's/^/   /'
+rm -rf "$out/ranksnap"
+echo "== mpirun -np 2 launch/ranksnap-run --dir ranksnap all_reduce_perf $args"
+timeout 240 mpirun -np 2 --bind-to none "$root/launch/ranksnap-run" --dir "$out/ranksnap" "$perf" $args \
+  > "$out/ranksnap.log" 2>&1
+echo "   exit $?"
+grep -E "^ +[0-9]+ |Avg bus" "$out/ranksnap.log" | tail -4 | sed 's/^/   /'
+grep -E "^ranksnap" "$out/ranksnap.log" | grep -v "^ranksnap: [0-9]* of" | sed 's/^/   /'
+for f in "$out"/ranksnap/rank-*.rsnap; do
+  [ -f "$f" ] || continue
+  echo "== ranksnap summary $(basename "$f")"
+  "$cli" summary "$f" 2>&1 | grep -E '^  (device|devices|allocated|reserved|outside|held by)' | sed 's/^/   /'
+done
+echo "== ranksnap report"
+"$cli" report "$out/ranksnap" 2>&1 | tee "$out/report.txt"
+rm -rf "$work"
