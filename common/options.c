@@ -576,6 +576,10 @@ static const rs_opt rs_option_table[] = {
      "under mpirun or srun, join a program that never calls MPI_Init to the job's MPI world (to "
      "agree on steps and gather at rank 0); 0 leaves MPI alone and every rank reports on its own",
      RS_BOOL_EXPECTED, parse_word, RS_FIELD(mpi), 0, 0, rs_bool_words, NULL, NULL},
+    {"RANKSNAP_DRIVER", "bool", "1",
+     "record the device memory the CUDA driver gives outside ranksnap's allocators (cuMemAlloc, "
+     "cuMemCreate, ... by any route: NCCL's, a static runtime's); 0 leaves the driver's calls alone",
+     RS_BOOL_EXPECTED, parse_word, RS_FIELD(driver), 0, 0, rs_bool_words, NULL, NULL},
     {"RANKSNAP_RING", NULL, "mmap",
      "where the event ring lives: a file-backed mapping in RANKSNAP_DIR that survives SIGKILL "
      "(mmap), or plain memory",

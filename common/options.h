@@ -79,6 +79,7 @@ typedef struct rs_options {
     int dump_timeout_ms;          /* RANKSNAP_DUMP_TIMEOUT_MS */
     rs_ring_kind ring;            /* RANKSNAP_RING */
     int mpi;                      /* RANKSNAP_MPI: join the launcher's MPI world */
+    int driver;                   /* RANKSNAP_DRIVER: record the CUDA driver's allocations */
     rs_recorder_kind recorder;    /* RANKSNAP_RECORDER */
 } rs_options;
 

@@ -41,6 +41,8 @@
 #undef cuGetProcAddress
 
 #include "backend_cuda.h"
+#include "errors.h"
+#include "options.h"
 #include "external.h"
 #include "instance.h"
 #include "launcher.h"
@@ -186,11 +188,28 @@ typedef CUresult (*rs_proc_v2_fn)(const char *, void **, int, cuuint64_t,
 /* A wrapper running inside another wrapper's bookkeeping (an unwinder or dladdr that allocates
  * device memory: none should, but never recurse) records nothing. */
 static _Thread_local int rs_drv_busy;
-/* 1 when this call is recorded: the library was preloaded, ranksnap runs (started now if this
- * is the first allocation it sees) outside torch mode, and the call is not the backend's own. */
+/* RANKSNAP_DRIVER, read once (-1: not yet). */
+static atomic_int rs_drv_on = -1;
+
+static int rs_drv_enabled(void)
+{
+    int on = atomic_load_explicit(&rs_drv_on, memory_order_relaxed);
+    if (on >= 0) return on;
+    rs_options o;
+    /* a value that does not parse is the init's to report; the driver is then left alone */
+    on = rs_options_load_one(&o, "RANKSNAP_DRIVER", NULL) == RANKSNAP_OK && o.driver;
+    rs_error_clear();
+    atomic_store_explicit(&rs_drv_on, on, memory_order_relaxed);
+    return on;
+}
+
+/* 1 when this call is recorded: the library was preloaded, RANKSNAP_DRIVER is on, ranksnap runs
+ * (started now if this is the first allocation it sees) outside torch mode, and the call is not
+ * the backend's own. */
 static int rs_drv_recorded(void)
 {
     if (rs_drv_busy || rs_backend_cuda_in_call() || !rs_launcher_preloaded()) return 0;
+    if (!rs_drv_enabled()) return 0;
     if (rs_external_mode()) return 0; /* PyTorch's recorder sees its own allocations */
     return rs_instance_ensure() == RANKSNAP_OK;
 }
