@@ -315,12 +315,24 @@ ranksnap_status ranksnap_set_identity(int rank, int world_size, const char *job)
     else
         want[0] = '\0';
     if (rt && (rt->rank != rank || rt->world_size != world_size || strcmp(rt->job, want) != 0)) {
-        /* an MPI world ranksnap joined numbers its ranks itself, and gathers by those numbers */
-        if (rs_coord_comm(rt->coord))
+        /* an MPI world ranksnap joined numbers its ranks itself, and gathers by those numbers;
+         * a world of one numbers nothing (a process that imported mpi4py, which initialises MPI
+         * as a singleton, as Lightning does when it looks for an MPI launcher): it is left */
+        if (rs_coord_comm(rt->coord) && rs_coord_size(rt->coord) > 1) {
             st = rs_error(RANKSNAP_ERR_UNSUPPORTED, "ranksnap_set_identity: rank %d of %d in the MPI "
                           "world, not %d of %d", rt->rank, rt->world_size, rank, world_size);
-        else
-            st = rs_dump_reidentify(rt, rank, world_size, want);
+        } else {
+            if (rs_coord_comm(rt->coord)) {
+                rs_coord *alone = NULL;
+                st = rs_coord_create(NULL, &alone);
+                if (st == RANKSNAP_OK) {
+                    rs_coord *singleton = rt->coord;
+                    rt->coord = alone;
+                    rs_coord_destroy(singleton);
+                }
+            }
+            if (st == RANKSNAP_OK) st = rs_dump_reidentify(rt, rank, world_size, want);
+        }
         if (st == RANKSNAP_OK) {
             /* RANKSNAP_MEMORY_LIMIT=2:8GiB means the rank it is now */
             rs_devices_set_memory_limit(rt, rs_options_memory_limit_for_rank(&rt->opts.memory_limit, rank));

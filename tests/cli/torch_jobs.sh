@@ -390,6 +390,16 @@ case_lightning_like_second_process_takes_its_rank_from_torch_distributed() {
         "len(r['ranks']) == 2" "r['missing_ranks'] == []"
 }
 
+# The same with mpi4py imported in each process (a singleton MPI world, which ranksnap joined):
+# a world of one numbers nothing, and torch.distributed's ranks are taken all the same.
+case_lightning_like_rank_that_imported_mpi4py_takes_its_rank_from_torch_distributed() {
+    export RANKSNAP_GATHER_TIMEOUT=30
+    in_front "$src/lightning_fake.py" --devices 2 --diverge 1:1.5 --mpi4py
+    one_file_per_rank 2
+    live
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" "len(r['ranks']) == 2"
+}
+
 # The same when the script allocates before Trainer.fit: ranksnap started in the main process
 # as a program on its own (rank 0 of 1, its own job id), which becomes rank 0 of 2 of the job
 # before it writes anything.

@@ -17,6 +17,9 @@ step, and a barrier per step as DDP's all-reduce would.
 
 --early: the script puts a tensor on the GPU before Trainer.fit, i.e. before the main process
 knows it will be rank 0 of 2 (ranksnap starts there as a process of its own, rank 0 of 1).
+--mpi4py: each process initialises MPI as a singleton, as `import mpi4py.MPI` does (Lightning
+looks for it when it chooses its cluster environment): through the global MPI_Init_thread, which
+the preloaded ranksnap wraps, so ranksnap starts on a world of one.
 --oom R: rank R runs out of memory in its first forward pass, before any optimizer step; the
 OutOfMemoryError ends its script, and the other rank's collective times out (5 s).
 """
@@ -73,7 +76,15 @@ def main():
     p.add_argument("--diverge", type=pair)
     p.add_argument("--early", action="store_true")
     p.add_argument("--oom", type=int, default=-1)
+    p.add_argument("--mpi4py", action="store_true")
     a = p.parse_args()
+    if a.mpi4py:
+        import ctypes
+        import ctypes.util
+        ctypes.CDLL(ctypes.util.find_library("mpi"), mode=ctypes.RTLD_GLOBAL)
+        provided = ctypes.c_int(0)
+        # the global scope's MPI_Init_thread, as mpi4py's extension calls it
+        ctypes.CDLL(None).MPI_Init_thread(None, None, 3, ctypes.byref(provided))
     early = torch.empty(MIB, device="cuda") if a.early else None  # noqa: F841
 
     def train(rank):
