@@ -295,6 +295,20 @@ static CUresult rs_drv_allocated(CUresult r, const CUdeviceptr *dptr, uint64_t b
     return r;
 }
 
+/* RANKSNAP_MEMORY_LIMIT at the driver: `bytes` more on the current device within the cap. */
+static int rs_drv_admit(uint64_t bytes)
+{
+    return rs_outside_driver_admit(bytes, rs_drv_device());
+}
+
+/* The answer past the cap: out of memory, as the driver's own, recorded as the rank's OOM. */
+static CUresult rs_drv_refused(CUdeviceptr *dptr, uint64_t bytes)
+{
+    if (dptr) *dptr = 0;
+    rs_drv_oom(bytes, rs_drv_device());
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 /* A stream being captured: its allocations become graph memory nodes, not live bytes. */
 static int rs_drv_capturing(CUstream s, int ptsz)
 {
@@ -311,6 +325,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 {
     RS_REAL(RS_D_MEM_ALLOC, rs_alloc_fn, real);
     if (!rs_drv_recorded()) return real(dptr, bytes);
+    if (!rs_drv_admit(bytes)) return rs_drv_refused(dptr, bytes);
     return rs_drv_allocated(real(dptr, bytes), dptr, bytes);
 }
 
@@ -319,6 +334,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size
 {
     RS_REAL(RS_D_MEM_ALLOC_PITCH, rs_pitch_fn, real);
     if (!rs_drv_recorded()) return real(dptr, pitch, width, height, elem);
+    if (!rs_drv_admit((uint64_t)width * height)) return rs_drv_refused(dptr, (uint64_t)width * height);
     CUresult r = real(dptr, pitch, width, height, elem);
     uint64_t bytes = r == CUDA_SUCCESS && pitch ? (uint64_t)*pitch * height : (uint64_t)width * height;
     return rs_drv_allocated(r, dptr, bytes);
@@ -346,6 +362,7 @@ static CUresult rs_alloc_async(int i, CUdeviceptr *dptr, size_t bytes, CUstream 
 {
     RS_REAL(i, rs_async_fn, real);
     if (!rs_drv_recorded() || rs_drv_capturing(s, ptsz)) return real(dptr, bytes, s);
+    if (!rs_drv_admit(bytes)) return rs_drv_refused(dptr, bytes);
     return rs_drv_allocated(real(dptr, bytes, s), dptr, bytes);
 }
 
@@ -364,6 +381,7 @@ static CUresult rs_pool_async(int i, CUdeviceptr *dptr, size_t bytes, CUmemoryPo
 {
     RS_REAL(i, rs_pool_fn, real);
     if (!rs_drv_recorded() || rs_drv_capturing(s, ptsz)) return real(dptr, bytes, pool, s);
+    if (!rs_drv_admit(bytes)) return rs_drv_refused(dptr, bytes);
     return rs_drv_allocated(real(dptr, bytes, pool, s), dptr, bytes);
 }
 
@@ -403,6 +421,10 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     RS_REAL(RS_D_CREATE, rs_create_fn, real);
     int on_device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
     if (!on_device || !rs_drv_recorded()) return real(handle, size, prop, flags);
+    if (!rs_outside_driver_admit(size, prop->location.id)) {
+        rs_drv_oom(size, prop->location.id);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     CUresult r = real(handle, size, prop, flags);
     if (r == CUDA_SUCCESS && handle && *handle && size) {
         rs_drv_alloc(&rs_drv_handles, RS_HKEY(*handle), size, prop->location.id);

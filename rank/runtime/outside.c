@@ -165,8 +165,46 @@ static const char *rs_outside_owner(void)
 /* This thread's net bytes recorded from the driver, and the label its next ones take. */
 static _Thread_local int64_t rs_driver_net;
 static _Thread_local const char *rs_driver_label;
-/* Allocations recorded from the driver in this process, for the finalize hint. */
+/* Allocations recorded from the driver in this process, for the finalize hint; and the bytes
+ * they hold now on each device, for RANKSNAP_MEMORY_LIMIT. */
 static atomic_ullong rs_driver_seen;
+static atomic_ullong rs_driver_held[RS_MAX_DEVICES];
+
+static void rs_driver_hold(int device, uint64_t size, int take)
+{
+    if (device < 0 || device >= RS_MAX_DEVICES) return;
+    if (take)
+        atomic_fetch_add_explicit(&rs_driver_held[device], size, memory_order_relaxed);
+    else
+        atomic_fetch_sub_explicit(&rs_driver_held[device], size, memory_order_relaxed);
+}
+
+/* What the rank holds on `device` besides the driver's: the caching allocator's reserved and
+ * allocated bytes there (0 when it never allocated there). */
+static void rs_driver_allocator_bytes(rs_runtime *rt, int device, uint64_t *reserved,
+                                      uint64_t *allocated)
+{
+    *reserved = *allocated = 0;
+    rs_rt_device *d = device >= 0 && device < RS_MAX_DEVICES
+                          ? atomic_load_explicit(&rt->devs[device], memory_order_acquire)
+                          : NULL;
+    if (!d) return;
+    ranksnap_stats st;
+    memset(&st, 0, sizeof st);
+    rs_alloc_get_stats(d->alloc, &st);
+    *reserved = st.reserved_bytes;
+    *allocated = st.allocated_bytes;
+}
+
+int rs_outside_driver_admit(uint64_t size, int device)
+{
+    rs_runtime *rt = rs_state_get();
+    if (!rt || !rt->memory_limit || device < 0 || device >= RS_MAX_DEVICES) return 1;
+    uint64_t reserved, allocated;
+    rs_driver_allocator_bytes(rt, device, &reserved, &allocated);
+    uint64_t held = atomic_load_explicit(&rs_driver_held[device], memory_order_relaxed) + reserved;
+    return held <= rt->memory_limit && size <= rt->memory_limit - held;
+}
 
 int64_t rs_outside_driver_net(void)
 {
@@ -186,6 +224,7 @@ const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, con
     if (!label) label = rs_outside_owner();
     rs_outside_add(label, (int64_t)size);
     rs_driver_net += (int64_t)size;
+    rs_driver_hold(device, size, 1);
     atomic_fetch_add_explicit(&rs_driver_seen, 1, memory_order_relaxed);
     rs_runtime *rt = rs_outside_recording();
     if (!rt) return label;
@@ -199,6 +238,7 @@ void rs_outside_driver_free(uint64_t key, uint64_t size, int device, const char 
 {
     rs_outside_add(label, -(int64_t)size);
     rs_driver_net -= (int64_t)size;
+    rs_driver_hold(device, size, 0);
     rs_runtime *rt = rs_outside_recording();
     if (rt) rs_outside_event(rt, 0, key, size, device, NULL, 0);
 }
@@ -210,10 +250,13 @@ void rs_outside_driver_oom(uint64_t size, int device)
     uintptr_t pcs[RS_MAX_STACK_DEPTH];
     int n = rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
     rs_rt_device *d = NULL;
-    uint64_t total = 0;
-    if (device >= 0 && device < RS_MAX_DEVICES &&
-        (d = atomic_load_explicit(&rt->devs[device], memory_order_acquire)) != NULL)
-        total = d->info.total_bytes;
+    uint64_t total = 0, reserved = 0, allocated = 0, held = 0;
+    if (device >= 0 && device < RS_MAX_DEVICES) {
+        if ((d = atomic_load_explicit(&rt->devs[device], memory_order_acquire)) != NULL)
+            total = d->info.total_bytes;
+        rs_driver_allocator_bytes(rt, device, &reserved, &allocated);
+        held = atomic_load_explicit(&rs_driver_held[device], memory_order_relaxed);
+    }
     rs_rt_lock(rt);
     uint32_t id = n > 0 ? rs_stacks_intern(rt->stacks, pcs, n) : 0;
     if (rs_recorder_enabled(rt->recorder)) {
@@ -230,6 +273,9 @@ void rs_outside_driver_oom(uint64_t size, int device)
     rt->drv_oom.info.requested = size;
     rt->drv_oom.info.rounded = size;
     rt->drv_oom.info.device_total = total;
+    /* what the rank held on the device: the driver's allocations and the allocator's */
+    rt->drv_oom.info.allocated = held + allocated;
+    rt->drv_oom.info.reserved = held + reserved;
     rt->drv_oom.info.memory_limit = rt->memory_limit;
     rt->drv_oom.info.time_us = rs_now_us();
     rs_rt_unlock(rt);

@@ -40,6 +40,11 @@ int64_t rs_outside_driver_net(void);
 /* The label the calling thread's next driver allocations take instead of their owner's (NULL:
  * the owner's again); returns the previous one. */
 const char *rs_outside_driver_label(const char *label);
+/* 0 when `size` more bytes on `device` would take the rank past RANKSNAP_MEMORY_LIMIT, counting
+ * what the driver's interposers recorded there and what the caching allocator reserved: the
+ * interposer then answers out of memory, as the allocator does at its cap, so that a program
+ * ranksnap sees only at the driver can be made to run out of memory on one rank. */
+int rs_outside_driver_admit(uint64_t size, int device);
 /* The driver refused `size` bytes on `device`: the rank's OOM, with the caller's stack, in the
  * history and in the snapshot's oom record when it is the last one. */
 void rs_outside_driver_oom(uint64_t size, int device);

@@ -21,4 +21,16 @@ grep -q "rank 3: 67.00 MiB taken outside the allocator at its peak: 15.00 MiB at
   { cat "$dir/report.txt"; echo "FAIL: the report does not name rank 3's outside memory by site"; exit 1; }
 grep -q "rank 1 ran out of memory: tried to allocate 1048576.00 GiB" "$dir/report.txt" ||
   { echo "FAIL: the report does not name rank 1's refused request"; exit 1; }
+# RANKSNAP_MEMORY_LIMIT at the driver: rank 1 capped at 40 MiB gets two 16 MiB allocations, the
+# others all eight, and the report names rank 1's refused request with its cap
+rm -rf "$dir/cap" && mkdir -p "$dir/cap" || exit 1
+out=$(RANKSNAP_DIR="$dir/cap" RANKSNAP_MEMORY_LIMIT=1:40MiB "$mpiexec" -np 4 --oversubscribe --allow-run-as-root \
+      --mca btl self,vader -x LD_PRELOAD="$preload" -x LD_LIBRARY_PATH="$fake" -x RANKSNAP_DIR \
+      -x RANKSNAP_MEMORY_LIMIT "$program" "$dir/cap" --cap 2>&1); rc=$?
+echo "$out"
+test $rc -eq 0 || { echo "FAIL: mpirun exited $rc (cap)"; exit 1; }
+echo "$out" | grep -q '^rank 1: 2 under the cap$' || { echo "FAIL: rank 1 was not held to its 40 MiB"; exit 1; }
+test "$(echo "$out" | grep -c ': 8 under the cap$')" -eq 3 || { echo "FAIL: the other ranks were capped"; exit 1; }
+grep -q "rank 1 ran out of memory: tried to allocate 16.00 MiB (allocated 32.00 MiB, reserved 32.00 MiB, limit 40.00 MiB) at main (test_driver_routes.c:" "$dir/cap/report.txt" ||
+  { cat "$dir/cap/report.txt"; echo "FAIL: the report does not name rank 1's refused request"; exit 1; }
 echo "driver_routes_job: ok"

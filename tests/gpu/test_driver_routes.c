@@ -13,6 +13,10 @@
  * wrapped name, the driver's own for cuInit, the same wrapper twice), writes a snapshot with all of
  * it live (ARG/live-RANK.rsnap), frees everything, asks for more than the device has (the OOM), and
  * writes a second snapshot (ARG/end-RANK.rsnap). Prints "rank R: routes ok" or what failed.
+ *
+ * With --cap as its second argument it allocates 16 MiB at a time through cuMemAlloc_v2 until
+ * the driver (or RANKSNAP_MEMORY_LIMIT at the driver) refuses, eight at most, prints "rank R: N
+ * under the cap", and frees them.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -64,6 +68,14 @@ int main(int argc, char **argv)
     if (!set_device) return printf("rank %d: FAILED not the fake driver\n", rank_), 1;
     set_device(dev);
     EXPECT(cuInit(0) == CUDA_SUCCESS);
+    if (argc > 2 && !strcmp(argv[2], "--cap")) {
+        CUdeviceptr got[8];
+        int n = 0;
+        while (n < 8 && cuMemAlloc_v2(&got[n], 16 * MiB) == CUDA_SUCCESS) n++;
+        printf("rank %d: %d under the cap\n", rank_, n);
+        for (int i = 0; i < n; i++) cuMemFree_v2(got[i]);
+        return 0;
+    }
     CUdeviceptr a = 0, b = 0, c = 0, d = 0, e = 0, f = 0, g = 0;
     size_t pitch = 0;
 
