@@ -5,7 +5,8 @@
  * The rules, also in docs/FORMAT.md ("How the verdicts are reached"):
  * - ranks with no data: a rank that recorded nothing (no allocation, no OOM: killed at start-up)
  *   is listed as such and left out of everything below.
- * - median: of peak_allocated over the ranks with data that did not run out of memory (an OOM
+ * - median: of peak_allocated (for a rank whose memory was seen only outside the allocator, at the
+ *   CUDA driver: the peak of that) over the ranks with data that did not run out of memory (an OOM
  *   cuts a rank's history short, so its peak says little about the others'); over every rank
  *   with data when all of them did. With an even count the lower middle, so that the median is
  *   the peak of a real rank; the reference rank is the one of that set nearest the median.
@@ -336,9 +337,29 @@ static int detailed(const detail *d)
 
 /* The sites of a rank: in full at its peak (or OOM) when its details are at hand, else its
  * summary's. */
+/* What a rank is compared by: its allocator's peak, or for a rank whose memory ranksnap saw only
+ * as it was taken outside the allocator (at the CUDA driver: a program on a static runtime that
+ * was not relinked), the peak of that. */
+static int outside_only(const rs_summary *s)
+{
+    return s->peak_allocated == 0 && s->peak_reserved == 0 && s->recorded_outside_peak > 0;
+}
+
+static uint64_t peak_of(const rs_summary *s)
+{
+    return outside_only(s) ? s->recorded_outside_peak : s->peak_allocated;
+}
+
 static ranksnap_status sites_of(const rs_summary *s, const detail *d, site_list *l)
 {
     memset(l, 0, sizeof *l);
+    if (outside_only(s)) {
+        l->v = s->outside_sites;
+        l->n = (size_t)(s->n_outside_sites < 0 ? 0 : s->n_outside_sites > RS_SUMMARY_MAX_OUTSIDE_SITES
+                                                         ? RS_SUMMARY_MAX_OUTSIDE_SITES
+                                                         : s->n_outside_sites);
+        return RANKSNAP_OK;
+    }
     if (d && d->sites) {
         l->v = d->sites->sites;
         l->paths = d->sites->paths;
@@ -573,15 +594,15 @@ static ranksnap_status divergent_verdict(rs_compare_result *r, const present *p,
 {
     const rs_summary *s = p->sum;
     memset(v, 0, sizeof *v);
-    int sign = s->peak_allocated >= r->median_peak ? 1 : -1;
-    uint64_t dev = abs_diff(s->peak_allocated, r->median_peak);
+    int sign = peak_of(s) >= r->median_peak ? 1 : -1;
+    uint64_t dev = abs_diff(peak_of(s), r->median_peak);
     v->rank = s->rank;
-    v->peak_allocated = s->peak_allocated;
-    v->reference_peak = ref->sum->peak_allocated;
+    v->peak_allocated = peak_of(s);
+    v->reference_peak = peak_of(ref->sum);
     v->divergence_pct = sign * 100.0 * (double)dev /
                         (double)(r->median_peak ? r->median_peak : 1);
     classify_steps(s, ref->sum, sign, dev, cfg->divergence_pct, v);
-    v->delta = sat_sub(rs_sat_i64(s->peak_allocated), rs_sat_i64(ref->sum->peak_allocated));
+    v->delta = sat_sub(rs_sat_i64(peak_of(s)), rs_sat_i64(peak_of(ref->sum)));
 
     int both_full = detailed(&p->d) && detailed(&ref->d);
     site_list a, b;
@@ -635,11 +656,11 @@ static ranksnap_status compare_present(rs_compare_result *r, present *p, size_t 
     }
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (IN_MEDIAN(i)) v[k++] = p[i].sum->peak_allocated;
+        if (IN_MEDIAN(i)) v[k++] = peak_of(p[i].sum);
     r->median_peak = lower_median(v, k);
     k = 0;
     for (size_t i = 0; i < n; i++)
-        if (IN_MEDIAN(i)) v[k++] = abs_diff(p[i].sum->peak_allocated, r->median_peak);
+        if (IN_MEDIAN(i)) v[k++] = abs_diff(peak_of(p[i].sum), r->median_peak);
     r->mad = lower_median(v, k);
     free(v);
 
@@ -647,8 +668,8 @@ static ranksnap_status compare_present(rs_compare_result *r, present *p, size_t 
     size_t ref = n;
     for (size_t i = 0; i < n; i++) {
         if (!IN_MEDIAN(i)) continue;
-        if (ref == n || abs_diff(p[i].sum->peak_allocated, r->median_peak) <
-                            abs_diff(p[ref].sum->peak_allocated, r->median_peak))
+        if (ref == n || abs_diff(peak_of(p[i].sum), r->median_peak) <
+                            abs_diff(peak_of(p[ref].sum), r->median_peak))
             ref = i;
     }
     r->reference_rank = p[ref].sum->rank;
@@ -660,8 +681,8 @@ static ranksnap_status compare_present(rs_compare_result *r, present *p, size_t 
 
     /* An OOM rank's history ends early: only a peak above the median says something. */
 #define DIVERGES(i)                                                                                \
-    (!no_data(p[i].sum) && (double)abs_diff(p[i].sum->peak_allocated, r->median_peak) > thr &&    \
-     (!p[i].sum->oom || use_oom || p[i].sum->peak_allocated > r->median_peak))
+    (!no_data(p[i].sum) && (double)abs_diff(peak_of(p[i].sum), r->median_peak) > thr &&            \
+     (!p[i].sum->oom || use_oom || peak_of(p[i].sum) > r->median_peak))
     size_t n_oom = 0, n_div = 0;
     for (size_t i = 0; i < n; i++) {
         if (p[i].sum->oom) n_oom++;

@@ -78,7 +78,7 @@ const char *rs_summary_outside_label_name(const char *label)
     static const char *const names[][2] = {{"nccl", "NCCL"},
                                            {"nccl_mem", "ncclMemAlloc"},
                                            {"cuda_mempool", "cudaMallocFromPoolAsync"},
-                                           {"program", "the program's own driver calls"},
+                                           {"program", "the program (at the driver)"},
                                            {"cublas", "cuBLAS"},
                                            {"cudnn", "cuDNN"},
                                            {"torch", "PyTorch outside its allocator"},

@@ -33,4 +33,12 @@ echo "$out" | grep -q '^rank 1: 2 under the cap$' || { echo "FAIL: rank 1 was no
 test "$(echo "$out" | grep -c ': 8 under the cap$')" -eq 3 || { echo "FAIL: the other ranks were capped"; exit 1; }
 grep -q "rank 1 ran out of memory: tried to allocate 16.00 MiB (allocated 32.00 MiB, reserved 32.00 MiB, limit 40.00 MiB) at main (test_driver_routes.c:" "$dir/cap/report.txt" ||
   { cat "$dir/cap/report.txt"; echo "FAIL: the report does not name rank 1's refused request"; exit 1; }
+# a rank with a bigger batch, seen only at the driver, is flagged with its line
+rm -rf "$dir/diverge" && mkdir -p "$dir/diverge" || exit 1
+out=$(RANKSNAP_DIR="$dir/diverge" "$mpiexec" -np 4 --oversubscribe --allow-run-as-root --mca btl self,vader \
+      -x LD_PRELOAD="$preload" -x LD_LIBRARY_PATH="$fake" -x RANKSNAP_DIR "$program" "$dir/diverge" --diverge 2>&1); rc=$?
+test $rc -eq 0 || { echo "$out"; echo "FAIL: mpirun exited $rc (diverge)"; exit 1; }
+line=$(grep -n "the bigger batch" "$(dirname "$0")/../gpu/test_driver_routes.c" | cut -d: -f1)
+grep -q "^rank 2 peaks 50% above the median (48.00 MiB vs 32.00 MiB).*+16.00 MiB at main (test_driver_routes.c:$line)" "$dir/diverge/report.txt" ||
+  { cat "$dir/diverge/report.txt"; echo "FAIL: rank 2 not flagged with line $line"; exit 1; }
 echo "driver_routes_job: ok"

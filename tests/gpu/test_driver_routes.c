@@ -16,7 +16,8 @@
  *
  * With --cap as its second argument it allocates 16 MiB at a time through cuMemAlloc_v2 until
  * the driver (or RANKSNAP_MEMORY_LIMIT at the driver) refuses, eight at most, prints "rank R: N
- * under the cap", and frees them.
+ * under the cap", and frees them. With --diverge, rank 2 allocates three 16 MiB blocks and the
+ * others two, the third at a line of its own, and ends with them live.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -75,6 +76,13 @@ int main(int argc, char **argv)
         printf("rank %d: %d under the cap\n", rank_, n);
         for (int i = 0; i < n; i++) cuMemFree_v2(got[i]);
         return 0;
+    }
+    if (argc > 2 && !strcmp(argv[2], "--diverge")) {
+        CUdeviceptr x1 = 0, x2 = 0, x3 = 0;
+        EXPECT(cuMemAlloc_v2(&x1, 16 * MiB) == CUDA_SUCCESS && cuMemAlloc_v2(&x2, 16 * MiB) == CUDA_SUCCESS);
+        if (rank_ == 2) EXPECT(cuMemAlloc_v2(&x3, 16 * MiB) == CUDA_SUCCESS); /* the bigger batch */
+        printf("rank %d: %s\n", rank_, failures ? "FAILED" : "diverge ok");
+        return failures ? 1 : 0;
     }
     CUdeviceptr a = 0, b = 0, c = 0, d = 0, e = 0, f = 0, g = 0;
     size_t pitch = 0;
