@@ -54,4 +54,8 @@ run static -- ./jacobi_static -niter "$niter"
 run wrap-oom RANKSNAP_MEMORY_LIMIT=1:1536MiB RANKSNAP_GATHER_TIMEOUT=10 -- ./jacobi_wrap -niter "$niter"
 echo "== ranksnap report $out/wrap-oom"
 "$cli" report "$out/wrap-oom" 2>&1 | tee "$out/wrap-oom-report.txt"
+# the same cap on the static build that was not relinked: applied at the driver
+run static-oom RANKSNAP_MEMORY_LIMIT=1:1536MiB RANKSNAP_GATHER_TIMEOUT=10 -- ./jacobi_static -niter "$niter"
+echo "== ranksnap report $out/static-oom"
+"$cli" report "$out/static-oom" 2>&1 | tee "$out/static-oom-report.txt"
 rm -rf "$work"
