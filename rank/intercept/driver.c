@@ -31,6 +31,7 @@
  * (they become graph memory, not live bytes).
  */
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -277,10 +278,29 @@ static int rs_drv_free(rs_ptrmap *m, uint64_t key)
     return 1;
 }
 
+/* 1 when the call comes from inside a shared CUDA runtime (libcudart.so*): the instance
+ * ranksnap's backend uses too, which a dump would then enter again from inside its own call. A
+ * static runtime (a program's, NCCL's) is another instance. */
+static int rs_drv_from_shared_runtime(void)
+{
+    void *pcs[32];
+    int n = backtrace(pcs, 32);
+    for (int i = 1; i < n; i++) {
+        Dl_info d;
+        if (!dladdr(pcs[i], &d) || !d.dli_fname) continue;
+        const char *base = strrchr(d.dli_fname, '/');
+        if (!strncmp(base ? base + 1 : d.dli_fname, "libcudart.so", 12)) return 1;
+    }
+    return 0;
+}
+
 static void rs_drv_oom(uint64_t bytes, int device)
 {
     rs_drv_busy = 1;
     rs_outside_driver_oom(bytes, device);
+    /* the snapshot now, as for the allocator's OOM: a program that dies of it (exit, abort)
+     * leaves its state; from inside the shared runtime, at its finalize or fatal signal instead */
+    if (!rs_drv_from_shared_runtime()) rs_instance_driver_oom_dump(bytes, device);
     rs_drv_busy = 0;
 }
 

@@ -521,6 +521,15 @@ int rs_instance_active(int *cuda)
     return 1;
 }
 
+void rs_instance_driver_oom_dump(uint64_t size, int device)
+{
+    rs_runtime *rt = rs_state_get();
+    if (!rt) return;
+    rs_error(RANKSNAP_ERR_OUT_OF_MEMORY, "CUDA driver: out of memory for %llu bytes on device %d",
+             (unsigned long long)size, device);
+    rs_dump_after_oom(rt);
+}
+
 int rs_instance_current_device(void)
 {
     rs_runtime *rt = rs_state_get();

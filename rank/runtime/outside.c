@@ -249,11 +249,8 @@ void rs_outside_driver_oom(uint64_t size, int device)
     if (!rt) return;
     uintptr_t pcs[RS_MAX_STACK_DEPTH];
     int n = rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
-    rs_rt_device *d = NULL;
-    uint64_t total = 0, reserved = 0, allocated = 0, held = 0;
+    uint64_t reserved = 0, allocated = 0, held = 0;
     if (device >= 0 && device < RS_MAX_DEVICES) {
-        if ((d = atomic_load_explicit(&rt->devs[device], memory_order_acquire)) != NULL)
-            total = d->info.total_bytes;
         rs_driver_allocator_bytes(rt, device, &reserved, &allocated);
         held = atomic_load_explicit(&rs_driver_held[device], memory_order_relaxed);
     }
@@ -272,7 +269,8 @@ void rs_outside_driver_oom(uint64_t size, int device)
     memset(&rt->drv_oom.info, 0, sizeof rt->drv_oom.info);
     rt->drv_oom.info.requested = size;
     rt->drv_oom.info.rounded = size;
-    rt->drv_oom.info.device_total = total;
+    /* the driver says nothing of what was free: the device's figures stay unknown (0), so that no
+     * report reads "0 bytes free" */
     /* what the rank held on the device: the driver's allocations and the allocator's */
     rt->drv_oom.info.allocated = held + allocated;
     rt->drv_oom.info.reserved = held + reserved;
