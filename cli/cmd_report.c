@@ -26,6 +26,7 @@
 #include "decode.h"
 #include "errors.h"
 #include "file_map.h"
+#include "heap.h"
 #include "options.h"
 #include "pool.h"
 #include "progress.h"
@@ -725,7 +726,7 @@ static int run_report(const rs_cli_verb *verb, int argc, char **argv)
         goto done;
     }
     if (o.jobs == 0) o.jobs = rs_pool_cores();
-    rs_decode_keep_freed_memory();
+    rs_heap_keep_freed_memory();
     rs_site_rules_remember(1); /* the ranks of a job name the same frames */
     (void)rs_file_map_enable(); /* when it fails, files are read, as before */
     code = RS_EXIT_FAILED;
