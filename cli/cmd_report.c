@@ -25,6 +25,7 @@
 #include "cmd_report.h"
 #include "decode.h"
 #include "errors.h"
+#include "heap.h"
 #include "options.h"
 #include "pool.h"
 #include "progress.h"
@@ -724,7 +725,7 @@ static int run_report(const rs_cli_verb *verb, int argc, char **argv)
         goto done;
     }
     if (o.jobs == 0) o.jobs = rs_pool_cores();
-    rs_decode_keep_freed_memory();
+    rs_heap_keep_freed_memory();
     rs_site_rules_remember(1); /* the ranks of a job name the same frames */
     code = RS_EXIT_FAILED;
     for (size_t i = 0; i < operands.n; i++) {

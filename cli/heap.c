@@ -18,6 +18,7 @@
  * touched. Nothing but speed depends on it: where a call fails, the block comes from elsewhere
  * than the top, or the kernel makes 4 KiB pages, allocations are as they were.
  */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -100,6 +101,14 @@ void *rs_heap_thread_begin(void)
     return NULL;
 }
 #endif
+
+void rs_heap_keep_freed_memory(void)
+{
+#if defined(M_TRIM_THRESHOLD) && defined(M_MMAP_THRESHOLD)
+    (void)mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    (void)mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
+}
 
 void rs_heap_thread_end(void *spacer)
 {

@@ -11,7 +11,9 @@
 #      after the run); a function the run did not reach has none (GCC leaves it out of the file,
 #      and would warn, -Wmissing-profile) and is optimized as without a profile
 #      (-fprofile-partial-training): the ring decoder, a decode's errors.
-# Only where the result would be used as is: GCC 11 or later (-dumpdir and -dumpbase as it reads
+# Opt-in (RANKSNAP_PGO=OFF by default): the object code then depends on tests/data and on the
+# training run, which a user's build from source should not. Only where the result would be used
+# as is: GCC 11 or later (-dumpdir and -dumpbase as it reads
 # them), an optimized single-configuration build, no sanitizers, not cross-compiled (the run is
 # local).
 

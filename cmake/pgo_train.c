@@ -9,7 +9,6 @@
 
 int main(int argc, char **argv)
 {
-    rs_decode_keep_freed_memory();
     (void)rs_file_map_enable();
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 1; i < argc; i++) {

@@ -1,6 +1,6 @@
 #!/bin/bash
-# The whole test suite, as CI runs it (.ci/run): a warnings-as-errors build with the unit and MPI
-# tests, report.html in a headless browser, an ASan/UBSan build of the unit tests, the thread test
+# The whole test suite, as CI runs it (.ci/run): the commit subjects' length, a warnings-as-errors
+# build with the unit and MPI tests, report.html in a headless browser, an ASan/UBSan build of the unit tests, the thread test
 # under ThreadSanitizer, and short libFuzzer runs of the three decoders. GPU tests (label gpu)
 # skip with a reason where no GPU is.
 set -euo pipefail
@@ -10,6 +10,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 
 step() { printf '\n=== %s\n' "$*"; }
+
+step "commit subjects at most 72 characters (CONTRIBUTING.md)"
+sh tests/arch/check_commits.sh .
 
 step "build (gcc, -Werror)"
 cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRANKSNAP_WERROR=ON >/dev/null

@@ -3,7 +3,6 @@
  * apart by their first bytes, a dead rank's .ring file, told by its name, and the rank a file's
  * name gives.
  */
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -17,14 +16,6 @@
 #include "rsnap_decode.h"
 #include "text.h"
 #include "torch_decode.h"
-
-void rs_decode_keep_freed_memory(void)
-{
-#if defined(M_TRIM_THRESHOLD) && defined(M_MMAP_THRESHOLD)
-    (void)mallopt(M_MMAP_THRESHOLD, 64 << 20);
-    (void)mallopt(M_TRIM_THRESHOLD, 512 << 20);
-#endif
-}
 
 int rs_decode_is_ring_path(const char *path)
 {

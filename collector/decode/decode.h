@@ -16,13 +16,6 @@ ranksnap_status rs_decode_file(const char *path, const rs_torch_opts *opts, rs_s
  * cleanly (*closed: its .rsnap says more). Either pointer may be NULL. */
 ranksnap_status rs_decode_file_ex(const char *path, const rs_torch_opts *opts, rs_snap **out,
                                   int *is_ring, int *closed);
-/* For a process that decodes file after file (`ranksnap report`, the benchmarks that time it):
- * each decode fills tens of MB that are freed before the next, which glibc would hand back to
- * the kernel and fault in again, zeroed, for every file (a third of a decode's time). This keeps
- * them for the next file, which costs nothing above the peak. Process-wide: never called by the
- * library on its own. */
-void rs_decode_keep_freed_memory(void);
-
 /* Whether the first bytes of `path`'s content (`p`, `len`) are those of a file the command reads:
  * a ring's header for *.ring, else a pickle's or a snapshot's first byte. For a reader that moves
  * files without decoding them (`ranksnap collect`): an error naming the file and what it holds

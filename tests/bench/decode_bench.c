@@ -25,6 +25,7 @@
 
 #include "decode.h"
 #include "file_read.h"
+#include "heap.h"
 #include "rsnap_decode.h"
 #include "summary.h"
 #include "torch_decode.h"
@@ -118,7 +119,7 @@ int main(int argc, char **argv)
         return 2;
     }
     /* malloc as `ranksnap report` sets it: a decode reuses the memory the one before it freed */
-    rs_decode_keep_freed_memory();
+    rs_heap_keep_freed_memory();
     if (!json)
         printf("%-40s %10s %9s %10s %12s %10s %10s %12s %9s %9s\n", "file", "bytes", "events",
                "decode s", "decode MB/s", "best MB/s", "+summary s", "+sum. MB/s", "held", "x file");

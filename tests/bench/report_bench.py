@@ -188,8 +188,7 @@ def after(args, files, rounds):
     after another report, after a Python process that loads them (as in the paired runs), after
     one that does nothing (`python3 -c pass`) and after 100 ms of nothing, the four in turn,
     `rounds` times; the medians in ms. A report's two threads need both CPUs, and in some
-    minutes a CPU that was idle (the other one, while Python ran on one) comes back slower
-    (docs/BENCHMARKS.md, "5fb5c7f, f433eaa")."""
+    minutes a CPU that was idle (the other one, while Python ran on one) comes back slower."""
     cmd = report_cmd(args, files, [])
     before = {
         "report": lambda: run_timed(cmd),

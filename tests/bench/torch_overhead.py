@@ -1,4 +1,4 @@
-"""torch_overhead.py — what ranksnap costs a PyTorch training step (issue 11, docs/BENCHMARKS.md).
+"""torch_overhead.py — what ranksnap costs a PyTorch training step (docs/BENCHMARKS.md).
 
 One GPU, a transformers GPT-2 (random init) trained with AdamW; every step timed on its own
 (torch.cuda.synchronize before and after). Two workloads:

@@ -12,20 +12,28 @@ export RANKSNAP_BACKEND=sim RANKSNAP_DIR="$dir" PYTHONPATH="$src/fake_torch" RAN
 # the range 2:4 (steps counted from optimizer steps, or ranksnap.step)
 glue() { "$run" --lib "$lib" --steps 2:4 "$py" "$src/glue_cases.py" "$@"; }
 
-# The signal cases: the child records, says it is ready, then waits for SIGTERM either in a
-# sleep (the GIL released, as a rank blocked in a collective) or in a Python loop (the GIL held).
+# The signal cases: the child records, then waits for SIGTERM either in a sleep (the GIL
+# released, as a rank blocked in a collective) or in a Python loop (the GIL held). The driver
+# signals once the child is there: for the loop, the child says so from inside it (the file
+# ready); for the sleep, ready comes just before it, and the kernel says when the main thread is
+# in the sleep's system call (its wchan, or its state where wchan is hidden).
+in_sleep() {
+    w=$(cat "/proc/$1/wchan" 2>/dev/null)
+    case "$w" in
+        *sleep*|*select*|*poll*) return 0 ;;
+        ''|0) [ "$(cut -d ')' -f 2 "/proc/$1/stat" 2>/dev/null | cut -d ' ' -f 2)" = S ] ;;
+        *) return 1 ;;
+    esac
+}
 start_child() {
     # not through glue(): a function would run in a subshell, whose pid is not python's
     "$run" --lib "$lib" --steps 2:4 "$py" "$src/glue_cases.py" sigterm_child "$1" > "$work/$name.out" 2>&1 &
     child=$!
     i=0
-    while [ ! -e "$dir/ready" ]; do
+    until [ -e "$dir/ready" ] && { [ "$1" != sleep ] || in_sleep $child; }; do
         i=$((i + 1)); [ $i -lt 600 ] || { echo "the child never got ready"; cat "$work/$name.out"; kill -9 $child; exit 1; }
-        sleep 0.1
+        sleep 0.1 # polling the condition above, for at most a minute
     done
-    # ready is written just before the wait: let the child reach it (the main thread in its
-    # sleep's system call, or a while into its loop)
-    sleep 1
 }
 
 reason_of() {

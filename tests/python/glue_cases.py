@@ -234,13 +234,16 @@ def case_sigterm_child():
         keep.append(torch.empty(2 * MIB))
         opt.step()
     os.makedirs(DIR, mode=0o700, exist_ok=True)
-    open(os.path.join(DIR, "ready"), "w").close()
+    ready = os.path.join(DIR, "ready")
     end = time.time() + 60
     if sys.argv[2] == "sleep":
-        time.sleep(60)
+        open(ready, "w").close()
+        time.sleep(60)  # the driver waits until this thread is in the sleep (/proc/PID/wchan)
     else:
         while time.time() < end:
-            pass
+            if ready:  # said from inside the loop: the driver's signal finds it spinning
+                open(ready, "w").close()
+                ready = None
     sys.exit(3)
 
 

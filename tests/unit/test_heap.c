@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "check.h"
-#include "decode.h"
 #include "heap.h"
 #include "pool.h"
 #include "sanitized.h"
@@ -158,7 +157,7 @@ int main(void)
         return 77;
     }
     /* as `ranksnap report` runs: a decode's large blocks come from the heaps */
-    rs_decode_keep_freed_memory();
+    rs_heap_keep_freed_memory();
     RUN(without_it_a_block_is_not_on_huge_pages);
     RUN(after_it_the_next_block_is_on_huge_pages_in_the_main_arena_and_a_thread_arena);
     RUN(the_pools_threads_and_the_calling_thread_alone_allocate_on_huge_pages);
