@@ -18,7 +18,8 @@
  * - dlsym on a handle of libcuda (dlopen("libcuda.so.1") + dlsym, which is how those runtimes find
  *   cuGetProcAddress itself): the process's dlsym is taken over by a small trampoline (x86-64)
  *   that jumps to the real dlsym for everything but wrapped names looked up in libcuda, so that the
- *   real one still sees its caller's return address (RTLD_NEXT is relative to the caller).
+ *   real one still sees its caller's return address (RTLD_NEXT is relative to the caller). Not in
+ *   a sanitizer build, whose runtime calls dlsym before it is set up.
  *
  * Each wrapper calls the real entry point, then records what it did as memory outside ranksnap's
  * allocators (outside.h): on the device it landed on, with the caller's stack, under the library
@@ -579,7 +580,7 @@ void *ranksnap_drv_real_dlsym_target(void)
     return (void *)(uintptr_t)rs_real_dlsym_fn;
 }
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(RANKSNAP_SANITIZED)
 /* dlsym(handle, name): the hook decides; when it has nothing to say, a tail jump to the real dlsym
  * keeps the caller's return address, which glibc's dlsym uses for RTLD_NEXT. */
 __asm__(".text\n"
