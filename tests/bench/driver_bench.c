@@ -2,10 +2,10 @@
  * driver_bench.c — what the CUDA driver's interposers (rank/intercept/driver.c) add to a driver
  * allocation, beside the bare call, measured in one run.
  *
- *   driver_bench LIBRANKSNAP [N]
+ *   driver_bench LIBRANKSNAP [N [FAKE_DIR]]
  *
- * Runs itself three times over the driver libcuda.so.1 finds (the real one on a GPU machine; the
- * fake of tests/gpu, host memory, with LD_LIBRARY_PATH pointing at it, elsewhere): without
+ * Runs itself three times over the driver libcuda.so.1 finds (the real one on a GPU machine;
+ * where none answers, the fake of tests/gpu in FAKE_DIR, host memory, said so): without
  * ranksnap, with LIBRANKSNAP preloaded and RANKSNAP_DRIVER=0 (the wrappers pass every call
  * through), and preloaded with the driver's calls recorded (a stack, an owner, an event each).
  * Each child times N pairs of cuMemAlloc_v2(1 MiB) + cuMemFree_v2, called through the pointer
@@ -72,6 +72,7 @@ static int child(long n)
 /* One child under `env` (NULL: none added); its ns per pair, or -1. */
 static double run(const char *self, long n, const char *preload, const char *driver)
 {
+    fflush(stdout);
     int fd[2];
     if (pipe(fd) != 0) return -1;
     pid_t pid = fork();
@@ -114,9 +115,21 @@ int main(int argc, char **argv)
     if (len <= 0) return 2;
     self[len] = '\0';
     double bare = run(self, n, NULL, NULL);
+    const char *which = "the CUDA driver";
+    if (bare < 0 && argc > 3) {
+        /* no GPU here: the wrappers' cost over the fake driver (host memory), said as such */
+        setenv("LD_LIBRARY_PATH", argv[3], 1);
+        which = "the fake driver (no usable GPU driver here)";
+        bare = run(self, n, NULL, NULL);
+    }
+    if (bare < 0) {
+        printf("driver_bench: skipped: no CUDA driver answered cuInit\n");
+        return 77;
+    }
     double off = run(self, n, argv[1], "0");
     double on = run(self, n, argv[1], "1");
-    printf("cuMemAlloc_v2(1 MiB) + cuMemFree_v2 through cuGetProcAddress_v2, %ld pairs, ns per pair\n", n);
+    printf("cuMemAlloc_v2(1 MiB) + cuMemFree_v2 through cuGetProcAddress_v2 on %s, %ld pairs, "
+           "ns per pair\n", which, n);
     printf("  %-40s %10.0f\n", "bare driver (anchor)", bare);
     printf("  %-40s %10.0f  (%+.0f)\n", "preloaded, RANKSNAP_DRIVER=0", off, off - bare);
     printf("  %-40s %10.0f  (%+.0f)\n", "preloaded, recorded (stack, owner, event)", on, on - bare);
