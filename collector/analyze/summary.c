@@ -83,6 +83,7 @@ const char *rs_summary_outside_label_name(const char *label)
                                            {"cudnn", "cuDNN"},
                                            {"torch", "PyTorch outside its allocator"},
                                            {"managed", "managed memory"},
+                                           {"cuda_pool_cached", "CUDA memory pools (reserved, unused)"},
                                            {"other", "other holders"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(label, names[i][0])) return names[i][1];

@@ -102,7 +102,9 @@ static void print_table(FILE *out, const rs_compare_result *r)
 }
 
 /* "rank 1: NCCL holds 1.20 GiB, ncclMemAlloc holds 64.00 MiB (outside the allocator at the end:
- * 1.50 GiB)", for the ranks whose outside memory has a known holder. */
+ * 1.50 GiB, 240.00 MiB of it by no holder ranksnap saw: the CUDA context, ...)", for the ranks
+ * whose outside memory has a known holder: the device's own count (total - free) set against the
+ * holders, so that what no call shows is said as such. */
 static void print_outside_holders(FILE *out, const rs_compare_result *r)
 {
     int any = 0;
@@ -110,14 +112,21 @@ static void print_outside_holders(FILE *out, const rs_compare_result *r)
         const rs_summary *s = &r->ranks[i];
         if (s->n_outside_labels <= 0) continue;
         fprintf(out, "rank %" PRId32 ": ", s->rank);
+        uint64_t held = 0;
         for (int k = 0; k < s->n_outside_labels && k < RS_SUMMARY_MAX_OUTSIDE_LABELS; k++) {
             fputs(k ? ", " : "", out);
             rs_text_put(out, rs_summary_outside_label_name(s->outside_labels[k].label));
             fputs(" holds ", out);
             print_bytes(out, s->outside_labels[k].bytes);
+            held += s->outside_labels[k].bytes;
         }
         fputs(" (outside the allocator at the end: ", out);
         print_bytes(out, s->outside_end);
+        if (s->outside_end > held) {
+            fputs(", ", out);
+            print_bytes(out, s->outside_end - held);
+            fputs(" of it by no holder ranksnap saw: the CUDA context and what no call shows", out);
+        }
         fputs(")\n", out);
         any = 1;
     }

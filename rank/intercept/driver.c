@@ -25,7 +25,9 @@
  * allocators (outside.h): on the device it landed on, with the caller's stack, under the library
  * that asked (NCCL, cuBLAS, ...: the label), until its free. cuMemCreate counts physical memory on
  * its location's device, held until cuMemRelease and the last cuMemUnmap of the handle; address
- * reservations are not memory, imported handles are a peer's. An out-of-memory answer is the
+ * reservations are not memory, imported handles are a peer's. CUDA arrays count what the driver
+ * says they need. A stream-ordered pool's allocations are recorded one by one, and what the pool
+ * keeps beyond them is read from its attributes at each sample. An out-of-memory answer is the
  * rank's OOM. Nothing is counted twice: the calls ranksnap's own backend makes are left to the
  * allocator's events (rs_backend_cuda_in_call), and a wrapper running inside another wrapper's
  * bookkeeping records nothing. Allocations during stream capture are passed through unrecorded
@@ -116,6 +118,12 @@ RS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
 RS_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                             CUmemGenericAllocationHandle handle, unsigned long long flags);
 RS_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
+RS_EXPORT CUresult cuArrayCreate_v2(CUarray *array, const CUDA_ARRAY_DESCRIPTOR *desc);
+RS_EXPORT CUresult cuArray3DCreate_v2(CUarray *array, const CUDA_ARRAY3D_DESCRIPTOR *desc);
+RS_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *array, const CUDA_ARRAY3D_DESCRIPTOR *desc,
+                                          unsigned int levels);
+RS_EXPORT CUresult cuArrayDestroy(CUarray array);
+RS_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray array);
 RS_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
 RS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                        cuuint64_t flags, CUdriverProcAddressQueryResult *status);
@@ -123,9 +131,11 @@ RS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int versi
 enum {
     RS_D_MEM_ALLOC, RS_D_MEM_ALLOC_PITCH, RS_D_MEM_ALLOC_MANAGED, RS_D_MEM_FREE, RS_D_ALLOC_ASYNC,
     RS_D_ALLOC_ASYNC_PTSZ, RS_D_POOL_ASYNC, RS_D_POOL_ASYNC_PTSZ, RS_D_FREE_ASYNC,
-    RS_D_FREE_ASYNC_PTSZ, RS_D_CREATE, RS_D_RELEASE, RS_D_MAP, RS_D_UNMAP, RS_D_GET_PROC,
+    RS_D_FREE_ASYNC_PTSZ, RS_D_CREATE, RS_D_RELEASE, RS_D_MAP, RS_D_UNMAP, RS_D_ARRAY,
+    RS_D_ARRAY_3D, RS_D_MIPMAPPED, RS_D_ARRAY_DESTROY, RS_D_MIPMAPPED_DESTROY, RS_D_GET_PROC,
     RS_D_GET_PROC_V2, RS_D_WRAPPED_, /* the rest are used, not wrapped */
     RS_D_CTX_GET_DEVICE = RS_D_WRAPPED_, RS_D_STREAM_IS_CAPTURING, RS_D_STREAM_IS_CAPTURING_PTSZ,
+    RS_D_ARRAY_REQ, RS_D_MIPMAPPED_REQ, RS_D_DEVICE_GET_MEM_POOL, RS_D_POOL_GET_ATTRIBUTE,
     RS_D_COUNT_
 };
 
@@ -138,9 +148,14 @@ static rs_drv_entry rs_drv[RS_D_COUNT_] = {
     RS_E(cuMemFreeAsync),      RS_E(cuMemFreeAsync_ptsz),
     RS_E(cuMemCreate),         RS_E(cuMemRelease),
     RS_E(cuMemMap),            RS_E(cuMemUnmap),
+    RS_E(cuArrayCreate_v2),    RS_E(cuArray3DCreate_v2),
+    RS_E(cuMipmappedArrayCreate), RS_E(cuArrayDestroy),
+    RS_E(cuMipmappedArrayDestroy),
     RS_E(cuGetProcAddress),    RS_E(cuGetProcAddress_v2),
     {"cuCtxGetDevice", NULL, NULL, 0}, {"cuStreamIsCapturing", NULL, NULL, 0},
-    {"cuStreamIsCapturing_ptsz", NULL, NULL, 0},
+    {"cuStreamIsCapturing_ptsz", NULL, NULL, 0}, {"cuArrayGetMemoryRequirements", NULL, NULL, 0},
+    {"cuMipmappedArrayGetMemoryRequirements", NULL, NULL, 0}, {"cuDeviceGetMemPool", NULL, NULL, 0},
+    {"cuMemPoolGetAttribute", NULL, NULL, 0},
 };
 #undef RS_E
 
@@ -176,6 +191,11 @@ typedef CUresult (*rs_release_fn)(CUmemGenericAllocationHandle);
 typedef CUresult (*rs_map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
                               unsigned long long);
 typedef CUresult (*rs_unmap_fn)(CUdeviceptr, size_t);
+typedef CUresult (*rs_array_fn)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
+typedef CUresult (*rs_array3d_fn)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
+typedef CUresult (*rs_mipmapped_fn)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned);
+typedef CUresult (*rs_array_destroy_fn)(CUarray);
+typedef CUresult (*rs_mipmapped_destroy_fn)(CUmipmappedArray);
 typedef CUresult (*rs_proc_fn)(const char *, void **, int, cuuint64_t);
 typedef CUresult (*rs_proc_v2_fn)(const char *, void **, int, cuuint64_t,
                                   CUdriverProcAddressQueryResult *);
@@ -251,6 +271,7 @@ static rs_ptrmap rs_drv_ptrs = RS_PTRMAP_INIT;    /* cuMemAlloc & co.: pointer -
 static rs_ptrmap rs_drv_handles = RS_PTRMAP_INIT; /* cuMemCreate: handle -> packed           */
 static rs_ptrmap rs_drv_maps = RS_PTRMAP_INIT;    /* handle -> mappings, top bit: released    */
 static rs_ptrmap rs_drv_mapped = RS_PTRMAP_INIT;  /* mapped address -> handle                 */
+static rs_ptrmap rs_drv_arrays = RS_PTRMAP_INIT;  /* CUarray, CUmipmappedArray -> packed      */
 #define RS_RELEASED (UINT64_C(1) << 63)
 /* A handle as the maps' key (they refuse 0 and 1, and a driver's handles may be small numbers) and
  * as its events' address. */
@@ -340,6 +361,50 @@ static int rs_drv_capturing(CUstream s, int ptsz)
     return is && is(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+/* ---- stream-ordered pools -------------------------------------------------------------------
+ * A pool keeps the memory its frees give back, up to its release threshold: reserved on the
+ * device, allocated to nobody. The allocations are recorded one by one; what a pool keeps beyond
+ * them is read from its attributes whenever the outside bytes are sampled. */
+#define RS_MAX_POOLS 32
+static _Atomic(CUmemoryPool) rs_drv_pools[RS_MAX_POOLS];
+
+static uint64_t rs_drv_pools_cached(void)
+{
+    CUresult (*get)(CUmemoryPool, CUmemPool_attribute, void *);
+    *(void **)(&get) = rs_real(RS_D_POOL_GET_ATTRIBUTE);
+    uint64_t cached = 0;
+    for (int i = 0; get && i < RS_MAX_POOLS; i++) {
+        CUmemoryPool p = atomic_load_explicit(&rs_drv_pools[i], memory_order_acquire);
+        if (!p) break;
+        cuuint64_t reserved = 0, used = 0;
+        /* a pool destroyed since answers an error, and holds nothing */
+        if (get(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS &&
+            get(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS && reserved > used)
+            cached += reserved - used;
+    }
+    return cached;
+}
+
+/* Remembers `pool` (NULL: the current pool of the current device) for rs_drv_pools_cached. */
+static void rs_drv_pool_seen(CUmemoryPool pool)
+{
+    if (!pool) {
+        CUresult (*get)(CUmemoryPool *, CUdevice);
+        *(void **)(&get) = rs_real(RS_D_DEVICE_GET_MEM_POOL);
+        if (!get || get(&pool, (CUdevice)rs_drv_device()) != CUDA_SUCCESS || !pool) return;
+    }
+    for (int i = 0; i < RS_MAX_POOLS; i++) {
+        CUmemoryPool cur = atomic_load_explicit(&rs_drv_pools[i], memory_order_acquire);
+        if (cur == pool) return;
+        CUmemoryPool none = NULL;
+        if (!cur && atomic_compare_exchange_strong(&rs_drv_pools[i], &none, pool)) {
+            if (i == 0) rs_outside_set_pool_sampler(rs_drv_pools_cached);
+            return;
+        }
+        if (atomic_load_explicit(&rs_drv_pools[i], memory_order_acquire) == pool) return;
+    }
+}
+
 /* ---- the wrappers ---------------------------------------------------------------------------- */
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
@@ -384,6 +449,7 @@ static CUresult rs_alloc_async(int i, CUdeviceptr *dptr, size_t bytes, CUstream 
     RS_REAL(i, rs_async_fn, real);
     if (!rs_drv_recorded() || rs_drv_capturing(s, ptsz)) return real(dptr, bytes, s);
     if (!rs_drv_admit(bytes)) return rs_drv_refused(dptr, bytes);
+    rs_drv_pool_seen(NULL);
     return rs_drv_allocated(real(dptr, bytes, s), dptr, bytes);
 }
 
@@ -403,6 +469,7 @@ static CUresult rs_pool_async(int i, CUdeviceptr *dptr, size_t bytes, CUmemoryPo
     RS_REAL(i, rs_pool_fn, real);
     if (!rs_drv_recorded() || rs_drv_capturing(s, ptsz)) return real(dptr, bytes, pool, s);
     if (!rs_drv_admit(bytes)) return rs_drv_refused(dptr, bytes);
+    rs_drv_pool_seen(pool);
     return rs_drv_allocated(real(dptr, bytes, pool, s), dptr, bytes);
 }
 
@@ -499,6 +566,104 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     return r;
 }
 
+/* ---- arrays ---------------------------------------------------------------------------------
+ * CUDA arrays (textures, surfaces) are device memory with a layout of the driver's: their bytes
+ * are what the driver says they need, or their extent when it cannot say. */
+
+static uint64_t rs_drv_format_bytes(CUarray_format f)
+{
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT16: case CU_AD_FORMAT_SIGNED_INT16: case CU_AD_FORMAT_HALF:
+        return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32: case CU_AD_FORMAT_SIGNED_INT32: case CU_AD_FORMAT_FLOAT:
+        return 4;
+    default:
+        return 1;
+    }
+}
+
+static uint64_t rs_drv_extent(size_t w, size_t h, size_t d, unsigned channels, CUarray_format f)
+{
+    return (uint64_t)w * (h ? h : 1) * (d ? d : 1) * (channels ? channels : 1) *
+           rs_drv_format_bytes(f);
+}
+
+static uint64_t rs_drv_array_bytes(int i, void *array, uint64_t extent)
+{
+    CUDA_ARRAY_MEMORY_REQUIREMENTS req;
+    memset(&req, 0, sizeof req);
+    CUresult (*get)(CUDA_ARRAY_MEMORY_REQUIREMENTS *, void *, CUdevice);
+    *(void **)(&get) = rs_real(i);
+    if (get && get(&req, array, (CUdevice)rs_drv_device()) == CUDA_SUCCESS && req.size)
+        return req.size;
+    return extent;
+}
+
+/* The outcome of an array creation that was to be recorded. */
+static CUresult rs_drv_array_made(CUresult r, void *array, int req, uint64_t extent)
+{
+    if (r == CUDA_SUCCESS && array) {
+        uint64_t bytes = rs_drv_array_bytes(req, array, extent);
+        if (bytes) rs_drv_alloc(&rs_drv_arrays, (uint64_t)(uintptr_t)array, bytes, rs_drv_device());
+    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        rs_drv_oom(extent, rs_drv_device());
+    }
+    return r;
+}
+
+CUresult cuArrayCreate_v2(CUarray *array, const CUDA_ARRAY_DESCRIPTOR *desc)
+{
+    RS_REAL(RS_D_ARRAY, rs_array_fn, real);
+    if (!desc || !rs_drv_recorded()) return real(array, desc);
+    uint64_t extent = rs_drv_extent(desc->Width, desc->Height, 1, desc->NumChannels, desc->Format);
+    if (!rs_drv_admit(extent)) return rs_drv_refused(NULL, extent);
+    CUresult r = real(array, desc);
+    return rs_drv_array_made(r, array ? (void *)*array : NULL, RS_D_ARRAY_REQ, extent);
+}
+
+CUresult cuArray3DCreate_v2(CUarray *array, const CUDA_ARRAY3D_DESCRIPTOR *desc)
+{
+    RS_REAL(RS_D_ARRAY_3D, rs_array3d_fn, real);
+    /* a sparse array has no memory until cuMemMapArrayAsync maps some in */
+    if (!desc || (desc->Flags & CUDA_ARRAY3D_SPARSE) || !rs_drv_recorded()) return real(array, desc);
+    uint64_t extent =
+        rs_drv_extent(desc->Width, desc->Height, desc->Depth, desc->NumChannels, desc->Format);
+    if (!rs_drv_admit(extent)) return rs_drv_refused(NULL, extent);
+    CUresult r = real(array, desc);
+    return rs_drv_array_made(r, array ? (void *)*array : NULL, RS_D_ARRAY_REQ, extent);
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *array, const CUDA_ARRAY3D_DESCRIPTOR *desc,
+                                unsigned int levels)
+{
+    RS_REAL(RS_D_MIPMAPPED, rs_mipmapped_fn, real);
+    if (!desc || (desc->Flags & CUDA_ARRAY3D_SPARSE) || !rs_drv_recorded())
+        return real(array, desc, levels);
+    /* each level halves every extent: at most 8/7 of the first one's bytes */
+    uint64_t extent =
+        rs_drv_extent(desc->Width, desc->Height, desc->Depth, desc->NumChannels, desc->Format);
+    uint64_t all = levels > 1 ? extent + extent / 7 : extent;
+    if (!rs_drv_admit(all)) return rs_drv_refused(NULL, all);
+    CUresult r = real(array, desc, levels);
+    return rs_drv_array_made(r, array ? (void *)*array : NULL, RS_D_MIPMAPPED_REQ, all);
+}
+
+CUresult cuArrayDestroy(CUarray array)
+{
+    RS_REAL(RS_D_ARRAY_DESTROY, rs_array_destroy_fn, real);
+    CUresult r = real(array);
+    if (r == CUDA_SUCCESS) rs_drv_free(&rs_drv_arrays, (uint64_t)(uintptr_t)array);
+    return r;
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray array)
+{
+    RS_REAL(RS_D_MIPMAPPED_DESTROY, rs_mipmapped_destroy_fn, real);
+    CUresult r = real(array);
+    if (r == CUDA_SUCCESS) rs_drv_free(&rs_drv_arrays, (uint64_t)(uintptr_t)array);
+    return r;
+}
+
 /* ---- the routes -------------------------------------------------------------------------------- */
 
 /* cuGetProcAddress answers a base name for a CUDA version and a per-thread-stream flag with one
@@ -520,6 +685,11 @@ static const struct {
     {"cuMemRelease", RS_D_RELEASE, RS_D_RELEASE, 0},
     {"cuMemMap", RS_D_MAP, RS_D_MAP, 0},
     {"cuMemUnmap", RS_D_UNMAP, RS_D_UNMAP, 0},
+    {"cuArrayCreate", RS_D_ARRAY, RS_D_ARRAY, 3020},
+    {"cuArray3DCreate", RS_D_ARRAY_3D, RS_D_ARRAY_3D, 3020},
+    {"cuMipmappedArrayCreate", RS_D_MIPMAPPED, RS_D_MIPMAPPED, 0},
+    {"cuArrayDestroy", RS_D_ARRAY_DESTROY, RS_D_ARRAY_DESTROY, 0},
+    {"cuMipmappedArrayDestroy", RS_D_MIPMAPPED_DESTROY, RS_D_MIPMAPPED_DESTROY, 0},
     {"cuGetProcAddress", RS_D_GET_PROC_V2, RS_D_GET_PROC_V2, 12000},
 };
 

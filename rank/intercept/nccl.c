@@ -101,24 +101,33 @@ typedef struct rs_probe {
     int ok;
     int device; /* the calling thread's current device, the one NCCL creates on */
     uint64_t free0, reserved0;
-    int64_t seen0; /* what the driver's interposers had recorded on this thread */
+    int64_t seen0; /* what the driver's interposers had recorded in the process */
 } rs_probe;
 
 static void rs_probe_begin(rs_probe *p)
 {
     p->ok = rs_instance_ensure() == RANKSNAP_OK && (p->device = rs_instance_current_device()) >= 0 &&
             rs_instance_device_usage(p->device, &p->free0, &p->reserved0) == RANKSNAP_OK;
-    p->seen0 = rs_outside_driver_net();
+    p->seen0 = rs_outside_driver_net_all();
+    rs_outside_nccl_call_begin();
+}
+
+/* The measured call returned (whatever it answered). */
+static void rs_probe_returned(void)
+{
+    rs_outside_nccl_call_end();
 }
 
 /* Bytes the device lost since rs_probe_begin that neither ranksnap's cache took nor the driver's
- * interposers recorded already (under NCCL's name, from its stack). */
+ * interposers recorded already, on any thread (under NCCL's name, from its stack: NCCL's proxy
+ * thread allocates while the caller waits). */
 static uint64_t rs_probe_end(const rs_probe *p)
 {
     uint64_t free1 = 0, reserved1 = 0;
     if (!p->ok || rs_instance_device_usage(p->device, &free1, &reserved1) != RANKSNAP_OK) return 0;
     int64_t taken = (int64_t)p->free0 - (int64_t)free1;
-    int64_t known = (int64_t)reserved1 - (int64_t)p->reserved0 + (rs_outside_driver_net() - p->seen0);
+    int64_t known =
+        (int64_t)reserved1 - (int64_t)p->reserved0 + (rs_outside_driver_net_all() - p->seen0);
     return taken > known ? (uint64_t)(taken - known) : 0;
 }
 
@@ -155,6 +164,7 @@ RS_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUnique
     rs_probe p;
     rs_probe_begin(&p);
     ncclResult_t res = n->init_rank(comm, nranks, id, rank);
+    rs_probe_returned();
     if (res == ncclSuccess && p.ok && comm) rs_comm_account(*comm, rs_probe_end(&p), "ncclCommInitRank");
     return res;
 }
@@ -167,6 +177,7 @@ RS_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, nccl
     rs_probe p;
     rs_probe_begin(&p);
     ncclResult_t res = n->init_rank_config(comm, nranks, id, rank, config);
+    rs_probe_returned();
     /* ncclInProgress: a non-blocking communicator still initialising (measured as it is now) */
     if ((res == ncclSuccess || res == ncclInProgress) && p.ok && comm)
         rs_comm_account(*comm, rs_probe_end(&p), "ncclCommInitRankConfig");
@@ -180,6 +191,7 @@ RS_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *d
     rs_probe p;
     rs_probe_begin(&p);
     ncclResult_t res = n->init_all(comms, ndev, devlist);
+    rs_probe_returned();
     if (res != ncclSuccess || !p.ok || !comms || ndev <= 0) return res;
     /* One process, several devices: what the measured device (the current one) lost belongs to
      * the communicator on that device (the first one when none is). */
@@ -201,6 +213,7 @@ RS_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
     rs_probe p;
     rs_probe_begin(&p);
     ncclResult_t res = n->split(comm, color, key, newcomm, config);
+    rs_probe_returned();
     /* NCCL_SPLIT_NOCOLOR gives *newcomm = NULL: nothing to account */
     if ((res == ncclSuccess || res == ncclInProgress) && p.ok && newcomm && *newcomm)
         rs_comm_account(*newcomm, rs_probe_end(&p), "ncclCommSplit");
@@ -241,6 +254,7 @@ RS_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_
     if (first) rs_probe_begin(&p);
     ncclResult_t res = n->all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
     if (first) {
+        rs_probe_returned();
         uint64_t more = rs_probe_end(&p);
         /* only a communicator still known (not destroyed by another thread meanwhile) */
         if (rs_ptrmap_add(&rs_comm_bytes, comm, more | RS_FIRST_COLL_DONE) && more) {

@@ -28,10 +28,23 @@
 #include "state.h"
 #include "text.h"
 
+static void rs_outside_set(const char *label, uint64_t bytes);
+
+/* What CUDA memory pools keep reserved beyond what is allocated from them (the driver's
+ * interposers know the pools; NULL until they saw one). */
+static _Atomic(rs_outside_pool_fn) rs_pool_sampler;
+
+void rs_outside_set_pool_sampler(rs_outside_pool_fn fn)
+{
+    atomic_store_explicit(&rs_pool_sampler, fn, memory_order_release);
+}
+
 /* Device memory the allocator does not account for: CUDA context, NCCL buffers, other
  * libraries. Sampled at steps and dumps, since cudaMemGetInfo is too slow for every event. */
 uint64_t rs_outside_sample(rs_runtime *rt, uint64_t reserved)
 {
+    rs_outside_pool_fn pools = atomic_load_explicit(&rs_pool_sampler, memory_order_acquire);
+    if (pools) rs_outside_set("cuda_pool_cached", pools());
     /* the devices the rank allocated on: what is in use on them beyond what ranksnap reserved */
     uint64_t used = 0;
     size_t n = rs_devices_count(rt);
@@ -83,6 +96,15 @@ void rs_outside_add(const char *label, int64_t bytes)
         else
             l->bytes = mag > l->bytes ? 0 : l->bytes - mag;
     }
+    pthread_mutex_unlock(&rs_outside_mu);
+}
+
+/* Sets `label` to `bytes`, for a holder whose bytes are read, not added up. */
+static void rs_outside_set(const char *label, uint64_t bytes)
+{
+    pthread_mutex_lock(&rs_outside_mu);
+    rs_outside_label *l = rs_outside_find(label, bytes != 0);
+    if (l) l->bytes = bytes;
     pthread_mutex_unlock(&rs_outside_mu);
 }
 
@@ -162,7 +184,49 @@ static const char *rs_outside_owner(void)
     return "program";
 }
 
-/* This thread's net bytes recorded from the driver, and the label its next ones take. */
+/* ---- NCCL's own threads ----------------------------------------------------------------------
+ * NCCL allocates part of a communicator's buffers on its own threads (the proxy service thread
+ * connects peers and allocates their buffers while the user's thread waits in ncclCommInitRank or
+ * in the communicator's first collective). Those stacks hold no line of the user's: such an
+ * allocation takes, after its own frames, the stack of the user's NCCL call in flight (the last
+ * one when none is). */
+static pthread_mutex_t rs_nccl_call_mu = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t rs_nccl_call_pcs[RS_MAX_STACK_DEPTH];
+static int rs_nccl_call_n;
+static _Thread_local int rs_nccl_call_depth;
+
+void rs_outside_nccl_call_begin(void)
+{
+    rs_nccl_call_depth++;
+    rs_runtime *rt = rs_state_get();
+    if (!rt || !rt->stacks) return;
+    uintptr_t pcs[RS_MAX_STACK_DEPTH];
+    int n = rs_stacks_capture_pcs(rt->stacks, 1, pcs);
+    pthread_mutex_lock(&rs_nccl_call_mu);
+    memcpy(rs_nccl_call_pcs, pcs, (size_t)n * sizeof pcs[0]);
+    rs_nccl_call_n = n;
+    pthread_mutex_unlock(&rs_nccl_call_mu);
+}
+
+void rs_outside_nccl_call_end(void)
+{
+    if (rs_nccl_call_depth > 0) rs_nccl_call_depth--;
+}
+
+/* pcs[0..n) of an allocation NCCL made on its own thread, followed by the user's NCCL call's
+ * frames as far as they fit; the new length. */
+static int rs_outside_nccl_caller(uintptr_t *pcs, int n)
+{
+    pthread_mutex_lock(&rs_nccl_call_mu);
+    int k = rs_nccl_call_n < RS_MAX_STACK_DEPTH - n ? rs_nccl_call_n : RS_MAX_STACK_DEPTH - n;
+    if (k > 0) memcpy(pcs + n, rs_nccl_call_pcs, (size_t)k * sizeof pcs[0]);
+    pthread_mutex_unlock(&rs_nccl_call_mu);
+    return n + (k > 0 ? k : 0);
+}
+
+/* This thread's net bytes recorded from the driver, and the label its next ones take; the
+ * process's, for a measurement that spans NCCL's threads. */
+static atomic_llong rs_driver_net_all;
 static _Thread_local int64_t rs_driver_net;
 static _Thread_local const char *rs_driver_label;
 /* Allocations recorded from the driver in this process, for the finalize hint; and the bytes
@@ -211,6 +275,11 @@ int64_t rs_outside_driver_net(void)
     return rs_driver_net;
 }
 
+int64_t rs_outside_driver_net_all(void)
+{
+    return atomic_load_explicit(&rs_driver_net_all, memory_order_relaxed);
+}
+
 const char *rs_outside_driver_label(const char *label)
 {
     const char *prev = rs_driver_label;
@@ -221,15 +290,20 @@ const char *rs_outside_driver_label(const char *label)
 const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, const char *label)
 {
     if (!label) label = rs_driver_label;
+    int owned = !label;
     if (!label) label = rs_outside_owner();
+    /* NCCL's memory on a thread that is not in a call of the user's: one of NCCL's own */
+    int nccl_thread = owned && !rs_nccl_call_depth && !strcmp(label, "nccl");
     rs_outside_add(label, (int64_t)size);
     rs_driver_net += (int64_t)size;
+    atomic_fetch_add_explicit(&rs_driver_net_all, (int64_t)size, memory_order_relaxed);
     rs_driver_hold(device, size, 1);
     atomic_fetch_add_explicit(&rs_driver_seen, 1, memory_order_relaxed);
     rs_runtime *rt = rs_outside_recording();
     if (!rt) return label;
     uintptr_t pcs[RS_MAX_STACK_DEPTH];
     int n = rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
+    if (nccl_thread && n > 0) n = rs_outside_nccl_caller(pcs, n);
     rs_outside_event(rt, 1, key, size, device, pcs, n);
     return label;
 }
@@ -238,6 +312,7 @@ void rs_outside_driver_free(uint64_t key, uint64_t size, int device, const char 
 {
     rs_outside_add(label, -(int64_t)size);
     rs_driver_net -= (int64_t)size;
+    atomic_fetch_sub_explicit(&rs_driver_net_all, (int64_t)size, memory_order_relaxed);
     rs_driver_hold(device, size, 0);
     rs_runtime *rt = rs_outside_recording();
     if (rt) rs_outside_event(rt, 0, key, size, device, NULL, 0);

@@ -37,6 +37,18 @@ void rs_outside_driver_free(uint64_t key, uint64_t size, int device, const char 
  * measures or labels memory itself (NCCL's communicators, ncclMemAlloc, CUDA pools) takes out what
  * the driver already showed, so that nothing is counted twice. */
 int64_t rs_outside_driver_net(void);
+/* The same for the whole process: what a measurement spanning NCCL's threads takes out. */
+int64_t rs_outside_driver_net_all(void);
+/* Around the user's calls into NCCL that make it allocate (communicator creation, a first
+ * collective): what NCCL's own threads allocate meanwhile, and until the next such call, is
+ * recorded with this call's stack after their own frames, so that it has the user's line. */
+void rs_outside_nccl_call_begin(void);
+void rs_outside_nccl_call_end(void);
+/* The bytes CUDA memory pools keep reserved beyond what is allocated from them now; the driver's
+ * interposers set it once they saw a pool, and every sample of the outside bytes puts its answer
+ * under the label "cuda_pool_cached". */
+typedef uint64_t (*rs_outside_pool_fn)(void);
+void rs_outside_set_pool_sampler(rs_outside_pool_fn fn);
 /* The label the calling thread's next driver allocations take instead of their owner's (NULL:
  * the owner's again); returns the previous one. */
 const char *rs_outside_driver_label(const char *label);

@@ -315,23 +315,92 @@ FAKE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dp, size_t n, unsigned flags
     return fake_alloc(dp, n);
 }
 
+/* Stream-ordered allocations come from one pool per device (whatever pool is named), which keeps
+ * what is freed reserved (a release threshold of "everything"), as a real pool does until it is
+ * trimmed: its attributes say how much is reserved and how much of that is used. */
+static struct fake_pool {
+    int device;
+    size_t used, reserved;
+} pools[2] = {{0, 0, 0}, {1, 0, 0}};
+static struct {
+    CUdeviceptr p;
+    size_t n;
+    struct fake_pool *pool;
+} pooled[FAKE_MAX];
+
+static CUresult fake_alloc_pooled(CUdeviceptr *dp, size_t n)
+{
+    CUresult e = fake_alloc(dp, n);
+    if (e != CUDA_SUCCESS) return e;
+    pthread_mutex_lock(&mu);
+    struct fake_pool *pool = &pools[cur_device & 1];
+    for (size_t i = 0; i < FAKE_MAX; i++)
+        if (!pooled[i].p) {
+            pooled[i].p = *dp;
+            pooled[i].n = n;
+            pooled[i].pool = pool;
+            break;
+        }
+    pool->used += n;
+    /* memory the pool kept from earlier frees is used first */
+    if (pool->used > pool->reserved) pool->reserved = pool->used;
+    pthread_mutex_unlock(&mu);
+    return e;
+}
+
+static CUresult fake_free_pooled(CUdeviceptr dp)
+{
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; dp && i < FAKE_MAX; i++)
+        if (pooled[i].p == dp) {
+            pooled[i].pool->used -= pooled[i].n;
+            pooled[i].p = 0;
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+    return cuMemFree_v2(dp);
+}
+
+FAKE_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice d)
+{
+    if (!pool || d < 0 || d > 1) return CUDA_ERROR_INVALID_VALUE;
+    *pool = (CUmemoryPool)(void *)&pools[d];
+    return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    struct fake_pool *p = (struct fake_pool *)(void *)pool;
+    if (!value || (p != &pools[0] && p != &pools[1])) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    CUresult e = CUDA_SUCCESS;
+    if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
+        *(cuuint64_t *)value = p->reserved;
+    else if (attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
+        *(cuuint64_t *)value = p->used;
+    else
+        e = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&mu);
+    return e;
+}
+
 FAKE_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dp, size_t n, CUstream s)
 {
     (void)s;
-    return fake_alloc(dp, n);
+    return fake_alloc_pooled(dp, n);
 }
 
 FAKE_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dp, size_t n, CUstream s)
 {
     (void)s;
-    return fake_alloc(dp, n);
+    return fake_alloc_pooled(dp, n);
 }
 
 FAKE_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dp, size_t n, CUmemoryPool pool, CUstream s)
 {
     (void)pool;
     (void)s;
-    return fake_alloc(dp, n);
+    return fake_alloc_pooled(dp, n);
 }
 
 FAKE_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dp, size_t n, CUmemoryPool pool,
@@ -339,19 +408,87 @@ FAKE_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dp, size_t n, CUm
 {
     (void)pool;
     (void)s;
-    return fake_alloc(dp, n);
+    return fake_alloc_pooled(dp, n);
 }
 
 FAKE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dp, CUstream s)
 {
     (void)s;
-    return cuMemFree_v2(dp);
+    return fake_free_pooled(dp);
 }
 
 FAKE_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dp, CUstream s)
 {
     (void)s;
-    return cuMemFree_v2(dp);
+    return fake_free_pooled(dp);
+}
+
+/* CUDA arrays: host memory of their extent, which is also what the driver says they need. */
+static size_t fake_format_bytes(CUarray_format f)
+{
+    return f == CU_AD_FORMAT_FLOAT || f == CU_AD_FORMAT_UNSIGNED_INT32 ? 4 : 1;
+}
+
+static CUresult fake_array(void **a, size_t w, size_t h, size_t d, unsigned ch, CUarray_format f)
+{
+    if (!a) return CUDA_ERROR_INVALID_VALUE;
+    CUdeviceptr p = 0;
+    CUresult e = fake_alloc(&p, w * (h ? h : 1) * (d ? d : 1) * ch * fake_format_bytes(f));
+    *a = (void *)(uintptr_t)p;
+    return e;
+}
+
+static size_t fake_array_bytes(void *a)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; a && i < FAKE_MAX; i++)
+        if (live[i].p == a) n = live[i].n;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+FAKE_EXPORT CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+    return fake_array((void **)a, d->Width, d->Height, 1, d->NumChannels, d->Format);
+}
+
+FAKE_EXPORT CUresult cuArray3DCreate_v2(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    return fake_array((void **)a, d->Width, d->Height, d->Depth, d->NumChannels, d->Format);
+}
+
+FAKE_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *a, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                            unsigned levels)
+{
+    (void)levels; /* one level's memory here */
+    return fake_array((void **)a, d->Width, d->Height, d->Depth, d->NumChannels, d->Format);
+}
+
+FAKE_EXPORT CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *r, CUarray a,
+                                                  CUdevice d)
+{
+    (void)d;
+    memset(r, 0, sizeof *r);
+    r->size = fake_array_bytes((void *)a);
+    r->alignment = 512;
+    return r->size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+FAKE_EXPORT CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *r,
+                                                           CUmipmappedArray a, CUdevice d)
+{
+    return cuArrayGetMemoryRequirements(r, (CUarray)(void *)a, d);
+}
+
+FAKE_EXPORT CUresult cuArrayDestroy(CUarray a)
+{
+    return cuMemFree_v2((CUdeviceptr)(uintptr_t)(void *)a);
+}
+
+FAKE_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a)
+{
+    return cuMemFree_v2((CUdeviceptr)(uintptr_t)(void *)a);
 }
 
 FAKE_EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st)
@@ -435,6 +572,15 @@ static const struct {
     {"cuMemAllocFromPoolAsync", (void *)cuMemAllocFromPoolAsync, (void *)cuMemAllocFromPoolAsync_ptsz, 0},
     {"cuMemFreeAsync", (void *)cuMemFreeAsync, (void *)cuMemFreeAsync_ptsz, 0},
     {"cuStreamIsCapturing", (void *)cuStreamIsCapturing, (void *)cuStreamIsCapturing_ptsz, 0},
+    {"cuDeviceGetMemPool", (void *)cuDeviceGetMemPool, NULL, 0},
+    {"cuMemPoolGetAttribute", (void *)cuMemPoolGetAttribute, NULL, 0},
+    {"cuArrayCreate", (void *)cuArrayCreate_v2, NULL, 3020},
+    {"cuArray3DCreate", (void *)cuArray3DCreate_v2, NULL, 3020},
+    {"cuMipmappedArrayCreate", (void *)cuMipmappedArrayCreate, NULL, 0},
+    {"cuArrayGetMemoryRequirements", (void *)cuArrayGetMemoryRequirements, NULL, 0},
+    {"cuMipmappedArrayGetMemoryRequirements", (void *)cuMipmappedArrayGetMemoryRequirements, NULL, 0},
+    {"cuArrayDestroy", (void *)cuArrayDestroy, NULL, 0},
+    {"cuMipmappedArrayDestroy", (void *)cuMipmappedArrayDestroy, NULL, 0},
     {"cuGetProcAddress", (void *)cuGetProcAddress_v2, NULL, 12000},
 };
 

@@ -8,11 +8,16 @@
  * libcuda, 7 MiB through cuGetProcAddress_v2("cuMemAlloc"), 9 MiB through the cuGetProcAddress
  * that cuGetProcAddress itself returned, asked for cuMemAllocAsync with the per-thread flag (the
  * _ptsz variant), 11 MiB from a pool (cuMemAllocFromPoolAsync, CUDA 11.2's version), 13 MiB of
- * managed memory, 15 rows of 1 MiB pitched, and 4 MiB of physical memory by cuMemCreate, mapped
- * and released while still mapped. It checks what each route handed out (ranksnap's wrapper for a
+ * managed memory, 15 rows of 1 MiB pitched, 4 MiB of physical memory by cuMemCreate, mapped
+ * and released while still mapped, and CUDA arrays of 17 MiB (2D), 19 MiB (3D) and 21 MiB
+ * (mipmapped, through cuGetProcAddress_v2). With FAKE_NCCL_LIB naming tests/gpu's fake NCCL, it
+ * creates a communicator, whose 25 MiB on this thread and 23 MiB on NCCL's own thread come from
+ * the driver, and destroys it before the second snapshot. It checks what each route handed out (ranksnap's wrapper for a
  * wrapped name, the driver's own for cuInit, the same wrapper twice), writes a snapshot with all of
  * it live (ARG/live-RANK.rsnap), frees everything, asks for more than the device has (the OOM), and
- * writes a second snapshot (ARG/end-RANK.rsnap). Prints "rank R: routes ok" or what failed.
+ * writes a second snapshot (ARG/end-RANK.rsnap): the pool keeps the 20 MiB of its two freed
+ * allocations reserved, which that snapshot shows as the pools' cached bytes. Prints "rank R: routes
+ * ok" or what failed.
  *
  * With --cap as its second argument it allocates 16 MiB at a time through cuMemAlloc_v2 until
  * the driver (or RANKSNAP_MEMORY_LIMIT at the driver) refuses, eight at most, prints "rank R: N
@@ -35,6 +40,10 @@ typedef CUresult (*async_fn)(CUdeviceptr *, size_t, CUstream);
 typedef CUresult (*proc_v2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 typedef CUresult (*proc_fn)(const char *, void **, int, cuuint64_t);
 typedef int (*dump_fn)(const char *);
+/* ncclUniqueId, passed by value */
+typedef struct {
+    char internal[128];
+} nccl_id;
 /* exported by the driver, declared by cuda.h only for per-thread-stream builds */
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s);
 
@@ -139,6 +148,45 @@ int main(int argc, char **argv)
     EXPECT(cuMemMap(va, 4 * MiB, 0, h, 0) == CUDA_SUCCESS);
     EXPECT(cuMemRelease(h) == CUDA_SUCCESS);
 
+    /* CUDA arrays: 2D, 3D, and mipmapped through cuGetProcAddress_v2 */
+    CUarray arr2 = NULL, arr3 = NULL;
+    CUmipmappedArray mip = NULL;
+    CUDA_ARRAY_DESCRIPTOR ad = {0};
+    ad.Width = 4352; /* 4352 x 1024 floats: 17 MiB */
+    ad.Height = 1024;
+    ad.Format = CU_AD_FORMAT_FLOAT;
+    ad.NumChannels = 1;
+    EXPECT(cuArrayCreate_v2(&arr2, &ad) == CUDA_SUCCESS);
+    CUDA_ARRAY3D_DESCRIPTOR a3 = {0};
+    a3.Width = 4864; /* 4864 x 256 x 4 floats: 19 MiB */
+    a3.Height = 256;
+    a3.Depth = 4;
+    a3.Format = CU_AD_FORMAT_FLOAT;
+    a3.NumChannels = 1;
+    EXPECT(cuArray3DCreate_v2(&arr3, &a3) == CUDA_SUCCESS);
+    void *mip_fn = NULL;
+    EXPECT(get_v2 && get_v2("cuMipmappedArrayCreate", &mip_fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) == CUDA_SUCCESS);
+    EXPECT(in_library(mip_fn, "libranksnap"));
+    a3.Width = 5376; /* 5376 x 1024 floats, one level: 21 MiB */
+    a3.Height = 1024;
+    a3.Depth = 0;
+    EXPECT(mip_fn && ((CUresult(*)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned))mip_fn)(
+                         &mip, &a3, 1) == CUDA_SUCCESS);
+
+    /* a communicator: NCCL's memory, part of it allocated on NCCL's own thread */
+    const char *nccl_lib = getenv("FAKE_NCCL_LIB");
+    void *comm = NULL;
+    int (*comm_destroy)(void *) = NULL;
+    if (nccl_lib && *nccl_lib) {
+        EXPECT(dlopen(nccl_lib, RTLD_NOW | RTLD_GLOBAL) != NULL);
+        int (*init_rank)(void **, int, nccl_id, int);
+        *(void **)&init_rank = dlsym(RTLD_DEFAULT, "ncclCommInitRank");
+        *(void **)&comm_destroy = dlsym(RTLD_DEFAULT, "ncclCommDestroy");
+        EXPECT(in_library((void *)init_rank, "libranksnap"));
+        nccl_id id = {{0}};
+        EXPECT(init_rank && init_rank(&comm, 4, id, rank_) == 0);
+    }
+
     dump_fn dump;
     *(void **)&dump = dlsym(RTLD_DEFAULT, "ranksnap_dump");
     char path[4096];
@@ -150,6 +198,9 @@ int main(int argc, char **argv)
     EXPECT(cuMemFreeAsync(e, NULL) == CUDA_SUCCESS && cuMemFree_v2(f) == CUDA_SUCCESS);
     EXPECT(cuMemFree_v2(g) == CUDA_SUCCESS);
     EXPECT(cuMemUnmap(va, 4 * MiB) == CUDA_SUCCESS && cuMemAddressFree(va, 4 * MiB) == CUDA_SUCCESS);
+    EXPECT(cuArrayDestroy(arr2) == CUDA_SUCCESS && cuArrayDestroy(arr3) == CUDA_SUCCESS);
+    EXPECT(cuMipmappedArrayDestroy(mip) == CUDA_SUCCESS);
+    if (comm) EXPECT(comm_destroy && comm_destroy(comm) == 0);
     CUdeviceptr x = 0;
     EXPECT(cuMemAlloc_v2(&x, (size_t)1 << 50) == CUDA_ERROR_OUT_OF_MEMORY);
     snprintf(path, sizeof path, "%s/end-%d.rsnap", dir, rank_);
