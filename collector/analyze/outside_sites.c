@@ -8,6 +8,7 @@
  * live outside bytes peaked, the second replays up to it and adds the bytes live then by stack,
  * which are then named as the allocator's blocks are (sites.h) and merged by site.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,14 +62,43 @@ static uint64_t replay(const rs_snap_history *h, uint64_t end, live_table *t, ui
     return peak;
 }
 
+typedef struct owned_site {
+    rs_site site;
+    const char *owner;
+} owned_site;
+
 static int by_bytes_desc(const void *a, const void *b)
 {
-    int64_t x = ((const rs_site *)a)->bytes, y = ((const rs_site *)b)->bytes;
+    int64_t x = ((const owned_site *)a)->site.bytes, y = ((const owned_site *)b)->site.bytes;
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* The library the memory of stack `id` was taken through: the outermost frame in one of the
+ * libraries that allocate for their caller (NCCL's buffers, ncclMemAlloc, cuBLAS's workspace),
+ * "" when the program called the driver itself. */
+static const char *stack_owner(const rs_snap *s, uint32_t id)
+{
+    static const char *const owners[][2] = {{"libnccl", "NCCL"},   {"libcublas", "cuBLAS"},
+                                            {"libcudnn", "cuDNN"}, {"libtorch", "PyTorch"},
+                                            {"libc10", "PyTorch"}};
+    if (id == 0 || id > s->n_stacks) return "";
+    const rs_snap_stack *st = &s->stacks[id - 1];
+    const char *found = "";
+    for (size_t i = 0; i < st->n_frames; i++) {
+        const rs_snap_frame *f = &s->frames[st->frames[i]];
+        if (f->module < 0 || (size_t)f->module >= s->n_modules) continue;
+        const char *path = s->modules[f->module].path;
+        const char *base = path ? strrchr(path, '/') : NULL;
+        base = base ? base + 1 : path ? path : "";
+        for (size_t k = 0; k < sizeof owners / sizeof owners[0]; k++)
+            if (!strncmp(base, owners[k][0], strlen(owners[k][0]))) found = owners[k][1];
+    }
+    return found;
+}
+
 void rs_outside_sites_at_peak(const rs_snap *s, const rs_site_picker *pk, uint64_t *peak,
-                              rs_site *sites, int max, int *n_sites)
+                              rs_site *sites, char (*owners)[RS_OUTSIDE_OWNER_LEN], int max,
+                              int *n_sites)
 {
     *peak = 0;
     *n_sites = 0;
@@ -84,28 +114,33 @@ void rs_outside_sites_at_peak(const rs_snap *s, const rs_site_picker *pk, uint64
     *peak = replay(h, h->count, &t, &end);
     memset(t.slots, 0, cap * sizeof(live_slot));
     replay(h, end, &t, NULL);
-    rs_site *list = calloc(n, sizeof *list);
+    owned_site *list = calloc(n, sizeof *list);
     int k = 0;
     for (size_t i = 0; list && i < cap; i++) {
         const live_slot *sl = &t.slots[i];
         if (!sl->key || sl->gone) continue;
         rs_site site;
         rs_site_pick(pk, sl->stack, &site);
+        const char *owner = stack_owner(s, sl->stack);
         int j = 0;
-        while (j < k && !rs_site_same(&list[j], &site)) j++;
+        while (j < k && !(rs_site_same(&list[j].site, &site) && !strcmp(list[j].owner, owner))) j++;
         if (j == k) {
-            list[k] = site;
-            list[k].bytes = 0;
-            list[k].blocks = 0;
+            list[k].site = site;
+            list[k].site.bytes = 0;
+            list[k].site.blocks = 0;
+            list[k].owner = owner;
             k++;
         }
-        list[j].bytes += (int64_t)sl->size;
-        list[j].blocks++;
+        list[j].site.bytes += (int64_t)sl->size;
+        list[j].site.blocks++;
     }
     if (list) {
         qsort(list, (size_t)k, sizeof *list, by_bytes_desc);
         *n_sites = k < max ? k : max;
-        memcpy(sites, list, (size_t)*n_sites * sizeof *list);
+        for (int j = 0; j < *n_sites; j++) {
+            sites[j] = list[j].site;
+            if (owners) snprintf(owners[j], RS_OUTSIDE_OWNER_LEN, "%s", list[j].owner);
+        }
     }
     free(list);
     free(t.slots);

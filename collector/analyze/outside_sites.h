@@ -11,10 +11,15 @@
 #include "sites.h"
 #include "snapshot.h"
 
+#define RS_OUTSIDE_OWNER_LEN 16
+
 /* The highest level of outside bytes the history reached (live outside allocations, from the
  * first event on) and the largest sites then, at most `max` of them, largest first; *n_sites 0
- * without memory to name them. A history with no outside events gives 0. */
+ * without memory to name them. A history with no outside events gives 0. owners[i] (may be NULL)
+ * is the library sites[i]'s memory was taken through ("NCCL", "cuBLAS", "cuDNN", "PyTorch"; ""
+ * for the program's own driver calls), from the stack's modules: one site and owner per entry. */
 void rs_outside_sites_at_peak(const rs_snap *s, const rs_site_picker *pk, uint64_t *peak,
-                              rs_site *sites, int max, int *n_sites);
+                              rs_site *sites, char (*owners)[RS_OUTSIDE_OWNER_LEN], int max,
+                              int *n_sites);
 
 #endif

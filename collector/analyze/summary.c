@@ -168,7 +168,8 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
     if (s->has_oom)
         rs_site_pick_path(&pk, s->oom.stack, &out->oom_site, sites ? &sites->oom_path : NULL);
     rs_outside_sites_at_peak(s, &pk, &out->recorded_outside_peak, out->outside_sites,
-                             RS_SUMMARY_MAX_OUTSIDE_SITES, &out->n_outside_sites);
+                             out->outside_site_owners, RS_SUMMARY_MAX_OUTSIDE_SITES,
+                             &out->n_outside_sites);
     /* Without memory for the walk the summary keeps the totals: still a fair summary. */
     rs_walk w;
     if (rs_walk_init(&w, s) == RANKSNAP_OK) {

@@ -76,6 +76,8 @@ typedef struct rs_summary {
     uint64_t recorded_outside_peak;
     int32_t n_outside_sites;
     rs_site outside_sites[RS_SUMMARY_MAX_OUTSIDE_SITES];
+    /* the library each was taken through ("NCCL", ...; "" for the program's own calls) */
+    char outside_site_owners[RS_SUMMARY_MAX_OUTSIDE_SITES][16];
 } rs_summary;
 
 /* Fills `out` from a decoded snapshot. Never fails on a valid snapshot (decoders guarantee every

@@ -123,7 +123,12 @@ static void json_rank(FILE *f, const rs_summary *s)
             const rs_site *site = &s->outside_sites[k];
             fputs(k ? ", {" : "{", f);
             json_frame_fields(f, site->function, site->file, site->line);
-            fprintf(f, ", \"bytes\": %" PRId64 "}", site->bytes);
+            fprintf(f, ", \"bytes\": %" PRId64, site->bytes);
+            if (s->outside_site_owners[k][0]) {
+                fputs(", \"owner\": ", f);
+                rs_json_string(f, s->outside_site_owners[k], RS_JSON_PLAIN);
+            }
+            fputc('}', f);
         }
         fputc(']', f);
     }

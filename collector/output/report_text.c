@@ -149,6 +149,10 @@ static void print_recorded_outside(FILE *out, const rs_compare_result *r)
             rs_site_format(&s->outside_sites[k], site, sizeof site);
             fputs(k ? ", " : ": ", out);
             print_bytes(out, (uint64_t)s->outside_sites[k].bytes);
+            if (s->outside_site_owners[k][0]) {
+                fputs(" by ", out);
+                rs_text_put(out, s->outside_site_owners[k]);
+            }
             fputs(" at ", out);
             rs_text_put(out, site);
         }

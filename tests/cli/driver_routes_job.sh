@@ -23,7 +23,7 @@ for r in 0 1 2 3; do
 done
 # the report: what each rank took outside the allocator, by site, and the OOM the driver refused
 # the communicator's memory is the user's ncclCommInitRank's, on NCCL's thread too
-if [ -n "$nccl" ]; then peak="172.00 MiB taken outside the allocator at its peak: 48.00 MiB"; else peak="124.00 MiB taken outside the allocator at its peak: 21.00 MiB"; fi
+if [ -n "$nccl" ]; then peak="172.00 MiB taken outside the allocator at its peak: 48.00 MiB by NCCL"; else peak="124.00 MiB taken outside the allocator at its peak: 21.00 MiB"; fi
 grep -q "rank 3: $peak at main (test_driver_routes.c:" "$dir/report.txt" ||
   { cat "$dir/report.txt"; echo "FAIL: the report does not name rank 3's outside memory by site"; exit 1; }
 grep -q "rank 2: CUDA memory pools (reserved, unused) holds 20.00 MiB" "$dir/report.txt" ||

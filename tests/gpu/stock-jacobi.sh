@@ -50,6 +50,23 @@ run shared -- ./jacobi_shared -niter "$niter"
 run wrap -- ./jacobi_wrap -niter "$niter"
 run static -- ./jacobi_static -niter "$niter"
 "$cli" report "$out/static" > "$out/static-report.txt" 2>&1; sed 's/^/   /' "$out/static-report.txt"
+# a rank with a bigger problem, on the static build that was not relinked: rank 1 solves 1.5x the
+# rows (its own -ny; the halo rows both exchange stay nx long), so it allocates 1.5x the memory,
+# and the report must flag it with the line
+rm -rf "${out:?}/static-diverge"
+echo "== static-diverge: mpirun -np 1 ranksnap-run ./jacobi_static -niter $niter : -np 1 ranksnap-run ./jacobi_static -niter $niter -ny 24576"
+t0=$SECONDS
+timeout 300 mpirun --bind-to none -np 1 "$root/launch/ranksnap-run" --dir "$out/static-diverge" \
+  ./jacobi_static -niter "$niter" : -np 1 "$root/launch/ranksnap-run" --dir "$out/static-diverge" \
+  ./jacobi_static -niter "$niter" -ny 24576 > "$out/static-diverge.log" 2>&1
+echo "   exit $?, $((SECONDS - t0)) s; last lines:"; tail -n 8 "$out/static-diverge.log" | sed 's/^/   /'
+"$cli" report "$out/static-diverge" > "$out/static-diverge-report.txt" 2>&1
+sed 's/^/   /' "$out/static-diverge-report.txt"
+if grep -q "^rank 1 " "$out/static-diverge-report.txt" && grep -q "jacobi.cpp:" "$out/static-diverge-report.txt"; then
+  echo "PASS static-diverge: rank 1 flagged with its line"
+else
+  echo "FAIL static-diverge: rank 1 not flagged with a line of jacobi.cpp"
+fi
 # the solver takes 2 x 1 GiB for its single-GPU reference on each rank: a 1.5 GiB cap on rank 1
 run wrap-oom RANKSNAP_MEMORY_LIMIT=1:1536MiB RANKSNAP_GATHER_TIMEOUT=10 -- ./jacobi_wrap -niter "$niter"
 echo "== ranksnap report $out/wrap-oom"

@@ -4,6 +4,7 @@
 #   lightning   launch/ranksnap-run ... python3 tests/gpu/lightning_train.py   (Trainer(devices=2, strategy="ddp"))
 #   accelerate  launch/ranksnap-run ... accelerate launch --multi_gpu --num_processes 2 tests/gpu/hf_trainer_train.py
 #   torchrun    launch/ranksnap-run ... torchrun --nproc-per-node 2 tests/gpu/torch_ddp_train.py --longer 1:1.5
+#   expandable  the same with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 # Unmodified scripts, small GPT-2s with random weights (no download), rank 1 fed 1.5x longer
 # sequences in each. A case passes when RANKSNAP_DIR holds rank-00000.pickle and rank-00001.pickle
 # of one job and nothing else of a rank, `ranksnap report DIR` flags rank 1 and names its line, and
@@ -67,8 +68,14 @@ PY
     grep "^rank 1 peaks" "$d.report.txt" | tee -a "$summary"
 }
 
-job lightning python3 tests/gpu/lightning_train.py --longer 1:1.5
-job accelerate accelerate launch --multi_gpu --num_processes 2 --num_machines 1 --mixed_precision no \
+# CASES="torchrun expandable" runs only those (all by default)
+on() { [ -z "${CASES:-}" ] || [[ " $CASES " == *" $1 "* ]]; }
+on lightning && job lightning python3 tests/gpu/lightning_train.py --longer 1:1.5
+on accelerate && job accelerate accelerate launch --multi_gpu --num_processes 2 --num_machines 1 --mixed_precision no \
     --dynamo_backend no --main_process_port 29710 tests/gpu/hf_trainer_train.py --longer 1:1.5
-job torchrun torchrun --nproc-per-node 2 --master-port 29720 tests/gpu/torch_ddp_train.py --longer 1:1.5
+on torchrun && job torchrun torchrun --nproc-per-node 2 --master-port 29720 tests/gpu/torch_ddp_train.py --longer 1:1.5
+# PyTorch's expandable segments map their pages with the driver's virtual memory API, under the
+# driver's wrappers: PyTorch's recorder still sees them, once
+on expandable && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True job expandable torchrun \
+    --nproc-per-node 2 --master-port 29730 tests/gpu/torch_ddp_train.py --longer 1:1.5
 cat "$summary"
