@@ -216,6 +216,11 @@ int rs_backend_cuda_in_call(void)
     return rs_in_backend;
 }
 
+void rs_backend_cuda_own_call(int entering)
+{
+    rs_in_backend += entering ? 1 : -1;
+}
+
 /* Runs on `device`; returns the device to restore, or -1 when no switch was needed. Every call
  * into CUDA below is made between rs_cuda_enter and rs_cuda_leave. */
 static int rs_cuda_enter(int device)

@@ -19,6 +19,10 @@ int rs_backend_cuda_available(void);
 /* Non-zero while the calling thread is inside a backend call into CUDA (its segments are the
  * allocator's, recorded as such: the driver's interposers leave them alone). */
 int rs_backend_cuda_in_call(void);
+/* Around a call ranksnap makes into the program's own runtime on its own behalf (entering 1,
+ * then 0): counted as a backend call, so that the driver's interposers do not take it for the
+ * program's. */
+void rs_backend_cuda_own_call(int entering);
 /* The calling thread's current device, as the CUDA runtime the backend loaded says. */
 ranksnap_status rs_backend_cuda_current_device(int *device);
 

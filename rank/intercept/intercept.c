@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "alloc_api.h"
+#include "backend_cuda.h"
 #include "errors.h"
 #include "external.h"
 #include "instance.h"
@@ -290,7 +291,11 @@ static void ranksnap_icp_set_last_error_oom(const rs_cuda_real *r)
     if (ranksnap_get_stats(&s) != RANKSNAP_OK) return;
     size_t impossible = (size_t)s.device_total_bytes * 4 + ((size_t)1 << 40);
     void *p = NULL;
+    /* ranksnap's call, not the program's: the driver's interposers must not record its refusal
+     * as the rank's OOM (a static runtime's cudaMalloc reaches them) */
+    rs_backend_cuda_own_call(1);
     if (r->malloc_(&p, impossible) == cudaSuccess && p) r->free_(p);
+    rs_backend_cuda_own_call(0);
 }
 
 /* A ranksnap status as the interposed call returns it. */

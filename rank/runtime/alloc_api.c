@@ -162,6 +162,8 @@ ranksnap_status ranksnap_get_stats(ranksnap_stats *out)
     rs_rt_lock(rt);
     out->events_recorded = rs_recorder_total(rt->recorder);
     out->events_dropped = rs_recorder_dropped(rt->recorder);
+    /* the driver's refusals are the rank's OOMs too, as in its snapshots */
+    out->num_ooms += rt->drv_oom.count;
     rs_rt_unlock(rt);
     return RANKSNAP_OK;
 }

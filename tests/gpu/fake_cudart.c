@@ -11,7 +11,13 @@
  * RTLD_NEXT lookups and ranksnap's backend (which dlopens the runtime by soname) all reach it.
  * It implements exactly what those three call. fake_device_take/give let fake_nccl.c take device
  * memory behind the interposers' back, as NCCL does through its own runtime.
+ *
+ * With FAKE_CUDART_VIA_DRIVER=1 (and the fake driver loaded) every cudaMalloc first asks the
+ * driver's cuMemAlloc_v2, found by name as a static runtime finds it, for the same size, and fails
+ * as the driver does: so a runtime call ranksnap makes on its own behalf reaches the driver's
+ * interposers, as it does in a program on the static runtime linked with ranksnap::wrap.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -109,12 +115,33 @@ FAKE_EXPORT void fake_device_give(void *p)
     fake_give(p);
 }
 
+/* FAKE_CUDART_VIA_DRIVER: the driver's answer for `n` bytes (taken and given back at once). */
+static cudaError_t fake_ask_driver(size_t n)
+{
+    const char *v = getenv("FAKE_CUDART_VIA_DRIVER");
+    if (!v || strcmp(v, "1") != 0) return cudaSuccess;
+    int (*alloc)(unsigned long long *, size_t);
+    int (*release)(unsigned long long);
+    *(void **)&alloc = dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
+    *(void **)&release = dlsym(RTLD_DEFAULT, "cuMemFree_v2");
+    unsigned long long d = 0;
+    if (!alloc || !release) return cudaSuccess;
+    if (alloc(&d, n) != 0) return cudaErrorMemoryAllocation;
+    release(d);
+    return cudaSuccess;
+}
+
 FAKE_EXPORT cudaError_t cudaMalloc(void **p, size_t n)
 {
     if (!p) return fake_err(cudaErrorInvalidValue);
     if (!n) {
         *p = NULL;
         return cudaSuccess;
+    }
+    cudaError_t e = fake_ask_driver(n);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        return fake_err(e);
     }
     return fake_take(n, p);
 }
