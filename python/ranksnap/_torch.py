@@ -34,6 +34,7 @@ Every callback catches its exceptions: an exception escaping a ctypes callback i
 answered with 0, which would read as success.
 """
 import atexit
+import builtins
 import ctypes
 import functools
 import importlib
@@ -108,15 +109,23 @@ class Glue:
         self._watch_process_group()
 
     def _watch_exits(self):
-        """The ways out that tell how the program ends, which _at_exit cannot see by itself:
-        sys.exit's status, and os._exit, which runs no atexit hook at all."""
+        """The ways out that tell how the program ends, which _at_exit cannot see by itself: the
+        status of the SystemExit that ends the program, and os._exit, which runs no atexit hook
+        at all."""
         real_exit, real_os_exit = sys.exit, os._exit
 
-        def exit(status=None):
+        def record(status):
             # elsewhere it ends a thread, not the program
             if threading.current_thread() is threading.main_thread():
                 self.exit_code = status
+
+        def exit(status=None):
+            record(status)
             real_exit(status)
+
+        if not _watch_system_exit(record):
+            sys.exit = exit
+            _watch_quitters(record)
 
         def os_exit(status):
             # leaving this way skips every cleanup, the peers' included: never a collective
@@ -127,7 +136,7 @@ class Glue:
             real_os_exit(status)
 
         exit.__doc__, os_exit.__doc__ = real_exit.__doc__, real_os_exit.__doc__
-        sys.exit, os._exit = exit, os_exit
+        os._exit = os_exit
 
     def _watch_process_group(self):
         """torch.distributed.init_process_group gives this rank its identity at once (identify),
@@ -392,7 +401,7 @@ class Glue:
     def _failing(self):
         """Whether the program ends failing: an exception the main script did not catch (the
         interpreter keeps it in sys.last_exc / sys.last_value before it calls any
-        sys.excepthook, the script's own included), or sys.exit with a status other than 0."""
+        sys.excepthook, the script's own included), or a SystemExit with a status other than 0."""
         if getattr(sys, "last_exc", None) is not None or getattr(sys, "last_value", None) is not None:
             return True
         code = self.exit_code
@@ -418,3 +427,46 @@ class Glue:
         finally:
             if self.mode == "torch":
                 self.lib.ranksnap_set_recorder(None)
+
+
+def _watch_system_exit(record):
+    """Python 3.12+: record(code) for the SystemExit that leaves the main thread's outermost frame
+    (nothing can catch it there: the interpreter exits with its code), however it was raised:
+    sys.exit, `raise SystemExit(1)`, the exit() and quit() builtins, a sys.exit bound before the
+    glue came. A sys.monitoring PY_UNWIND callback, called only when a frame is left by an
+    exception. False where there is no sys.monitoring or no free tool id."""
+    mon = getattr(sys, "monitoring", None)
+    if mon is None:
+        return False
+    for tool in (4, 3):  # 0-2 and 5 are the debugger's, coverage's, the profiler's, optimizers'
+        try:
+            mon.use_tool_id(tool, "ranksnap")
+            break
+        except ValueError:
+            continue
+    else:
+        return False
+
+    def unwind(code, offset, exc):
+        if isinstance(exc, SystemExit) and sys._getframe(1).f_back is None:
+            record(exc.code)
+
+    mon.register_callback(tool, mon.events.PY_UNWIND, unwind)
+    mon.set_events(tool, mon.events.PY_UNWIND)
+    return True
+
+
+def _watch_quitters(record):
+    """Before 3.12: the exit() and quit() builtins (site's Quitter) record their status too. What
+    stays unseen there: `raise SystemExit(1)`, and a sys.exit bound before the glue replaced it."""
+    quitter = type(getattr(builtins, "exit", None))
+    call = getattr(quitter, "__call__", None)
+    if quitter.__module__ != "_sitebuiltins" or call is None:
+        return
+
+    @functools.wraps(call)
+    def __call__(self, code=None):
+        record(code)
+        return call(self, code)
+
+    quitter.__call__ = __call__

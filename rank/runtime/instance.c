@@ -202,17 +202,40 @@ static int rs_runtime_should_retire(rs_runtime *rt);
 static void rs_runtime_retire(rs_runtime *rt);
 
 /* For processes whose MPI ranksnap started: gather and finalise MPI even if the program never
- * calls ranksnap_finalize. */
-static void rs_atexit_finalize(void)
+ * calls ranksnap_finalize. A program that leaves failing (exit(1), a non-zero return from main)
+ * is abandoned first, as ranksnap_abandon says: its peers may wait for it in a collective of the
+ * program's, and would leave the gather, and the MPI world ranksnap joined, waiting until
+ * RANKSNAP_GATHER_TIMEOUT; it writes its own snapshot and leaves at once. The status is what
+ * glibc's on_exit gives; elsewhere (atexit, which cannot see it) every exit is taken as ending
+ * well. */
+static void rs_exit_finalize(int status)
 {
+    if (status != 0) ranksnap_abandon();
     ranksnap_finalize();
 }
+
+#if defined(__GLIBC__)
+static void rs_on_exit_finalize(int status, void *arg)
+{
+    (void)arg;
+    rs_exit_finalize(status);
+}
+#else
+static void rs_atexit_finalize(void)
+{
+    rs_exit_finalize(0);
+}
+#endif
 
 /* rs_init_lock held. */
 static void rs_atexit_finalize_once(void)
 {
     if (rs_atexit_registered) return;
+#if defined(__GLIBC__)
+    if (on_exit(rs_on_exit_finalize, NULL) == 0) rs_atexit_registered = 1;
+#else
     if (atexit(rs_atexit_finalize) == 0) rs_atexit_registered = 1;
+#endif
 }
 
 /* A start that failed, or RANKSNAP_DISABLE: ranksnap passes calls through from now on —

@@ -25,7 +25,12 @@ ways the tests need:
   --fail-at R:S:HOW rank R fails at step S, as scripts end when they fail: HOW is exit (the
                     script catches the error, logs it and calls sys.exit(1)), hook (the script
                     installed its own sys.excepthook, as rich.traceback.install() does, and the
-                    error is not caught) or os_exit (caught, then os._exit(1))
+                    error is not caught), os_exit (caught, then os._exit(1)), raise (caught,
+                    then `raise SystemExit(1)`), exit_builtin and quit_builtin (exit(1), quit(1))
+                    or early_exit (a `from sys import exit` made before `import torch`, called)
+  --end-at S:HOW    every rank leaves at step S with status 0, each its own way by rank: HOW
+                    picks the first (exit: sys.exit(0), raise: raise SystemExit, exit_builtin:
+                    exit(0), return: main returns), the next rank the next
   --fork-at S       every rank forks two helpers at step S, which allocate and print their pid
                     ("forked helper PID"): one with os.fork() that ends with sys.exit(0), one a
                     multiprocessing worker (fork context), which leaves by os._exit; the rank
@@ -33,6 +38,7 @@ ways the tests need:
 Ranks come from the launcher's variables (OMPI_COMM_WORLD_RANK or torchrun's RANK).
 """
 import argparse
+from sys import exit as exit_bound_early  # before torch's import: the glue cannot replace it
 import multiprocessing
 import os
 import signal
@@ -69,6 +75,21 @@ def forward(batch):
     return [hidden, scores]
 
 
+def leave(how, code):
+    """Ends the program with `code` the way `how` names (see --fail-at and --end-at)."""
+    if how == "exit":
+        sys.exit(code)
+    if how == "raise":
+        raise SystemExit(code)
+    if how == "exit_builtin":
+        exit(code)
+    if how == "quit_builtin":
+        quit(code)
+    if how == "early_exit":
+        exit_bound_early(code)
+    os._exit(code)
+
+
 def fail(how):
     try:
         raise RuntimeError("the loss is NaN")
@@ -76,9 +97,7 @@ def fail(how):
         if how == "hook":
             raise
         print(f"training failed: {e}", file=sys.stderr)
-        if how == "exit":
-            sys.exit(1)
-        os._exit(1)
+        leave(how, 1)
 
 
 def helper_work():
@@ -117,6 +136,7 @@ def main():
     p.add_argument("--manual", action="store_true")
     p.add_argument("--fork-at", type=int, default=-1)
     p.add_argument("--fail-at")
+    p.add_argument("--end-at")
     a = p.parse_args()
     rank = launcher_rank()
     fail_rank, fail_step, fail_how = (a.fail_at.split(":") if a.fail_at else (-1, -1, ""))
@@ -155,6 +175,12 @@ def main():
             fork_helper()
         if rank == int(fail_rank) and step == int(fail_step):
             fail(fail_how)
+        if a.end_at and step == int(a.end_at.split(":")[0]):
+            ways = ["exit", "raise", "exit_builtin", "return"]
+            way = ways[(ways.index(a.end_at.split(":")[1]) + rank) % len(ways)]
+            if way == "return":
+                return
+            leave(way, 0)
         acts = forward(batch)
         if rank == a.leak:
             kept.append(torch.empty(4 * MIB, device="cuda"))
