@@ -27,6 +27,8 @@ $cxx $(pkg-config --libs ranksnap-wrap) -L"$cuda"/lib64 -lcudart_static -ldl -lr
   -o jacobi_wrap || exit 1
 # and on the static runtime, not relinked: only the driver's interposers see it
 $cxx -L"$cuda"/lib64 -lcudart_static -ldl -lrt -lpthread -lnccl -o jacobi_static || exit 1
+# the same with -g, as a user debugging it builds it: sites get their lines
+$cxx -g -L"$cuda"/lib64 -lcudart_static -ldl -lrt -lpthread -lnccl -o jacobi_static_g || exit 1
 echo "== ldd: jacobi_shared $(ldd jacobi_shared | grep -c libcudart) shared cudart, jacobi_wrap $(ldd jacobi_wrap | grep -c libcudart)"
 run() { # run NAME ENV... -- PROGRAM ARGS
   local name=$1; shift
@@ -50,23 +52,22 @@ run shared -- ./jacobi_shared -niter "$niter"
 run wrap -- ./jacobi_wrap -niter "$niter"
 run static -- ./jacobi_static -niter "$niter"
 "$cli" report "$out/static" > "$out/static-report.txt" 2>&1; sed 's/^/   /' "$out/static-report.txt"
-# a rank with a bigger problem, on the static build that was not relinked: rank 1 solves 1.5x the
-# rows (its own -ny; the halo rows both exchange stay nx long), so it allocates 1.5x the memory,
-# and the report must flag it with the line
+# a rank with a bigger problem, on the static build that was not relinked (with -g): rank 1
+# solves 1.5x the rows (its own -ny; the halo rows both exchange stay nx long), so it allocates
+# 1.5x the memory, and the report must flag it with the line
 rm -rf "${out:?}/static-diverge"
-echo "== static-diverge: mpirun -np 1 ranksnap-run ./jacobi_static -niter $niter : -np 1 ranksnap-run ./jacobi_static -niter $niter -ny 24576"
+echo "== static-diverge: mpirun -np 1 ranksnap-run ./jacobi_static_g -niter $niter : -np 1 ranksnap-run ./jacobi_static_g -niter $niter -ny 24576"
 t0=$SECONDS
 timeout 300 mpirun --bind-to none -np 1 "$root/launch/ranksnap-run" --dir "$out/static-diverge" \
-  ./jacobi_static -niter "$niter" : -np 1 "$root/launch/ranksnap-run" --dir "$out/static-diverge" \
-  ./jacobi_static -niter "$niter" -ny 24576 > "$out/static-diverge.log" 2>&1
+  ./jacobi_static_g -niter "$niter" : -np 1 "$root/launch/ranksnap-run" --dir "$out/static-diverge" \
+  ./jacobi_static_g -niter "$niter" -ny 24576 > "$out/static-diverge.log" 2>&1
 echo "   exit $?, $((SECONDS - t0)) s; last lines:"; tail -n 8 "$out/static-diverge.log" | sed 's/^/   /'
 "$cli" report "$out/static-diverge" > "$out/static-diverge-report.txt" 2>&1
 sed 's/^/   /' "$out/static-diverge-report.txt"
-# (built as its Makefile builds it, without -g: the site is the function, single_gpu)
-if grep -q "^rank 1 peaks .*single_gpu" "$out/static-diverge-report.txt"; then
-  echo "PASS static-diverge: rank 1 flagged with its site"
+if grep -q "^rank 1 peaks .*jacobi.cpp:[0-9]" "$out/static-diverge-report.txt"; then
+  echo "PASS static-diverge: rank 1 flagged with its line"
 else
-  echo "FAIL static-diverge: rank 1 not flagged at single_gpu"
+  echo "FAIL static-diverge: rank 1 not flagged with a line of jacobi.cpp"
 fi
 # the solver takes 2 x 1 GiB for its single-GPU reference on each rank: a 1.5 GiB cap on rank 1
 run wrap-oom RANKSNAP_MEMORY_LIMIT=1:1536MiB RANKSNAP_GATHER_TIMEOUT=10 RANKSNAP_DEBUG=INFO \

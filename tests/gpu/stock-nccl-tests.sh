@@ -3,10 +3,11 @@
 # the shared CUDA runtime), on two GPUs, one rank per GPU: all_reduce_perf without ranksnap and
 # under `mpirun -np 2 launch/ranksnap-run`, with its bus bandwidth from both runs, then what each
 # rank's snapshot holds (`ranksnap summary`: the device, the memory outside the allocator and who
-# holds it) and the report. Everything it prints and writes goes to OUT.
-# usage: tests/gpu/stock-nccl-tests.sh SRC OUT
+# holds it) and the report. Everything it prints and writes goes to OUT. NP ranks (default 2),
+# one per GPU.
+# usage: [NP=4] tests/gpu/stock-nccl-tests.sh SRC OUT
 set -uo pipefail
-src=$(cd "$1" && pwd) out=$2
+src=$(cd "$1" && pwd) out=$2 np=${NP:-2}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cli=$root/build/ranksnap
 mkdir -p "$out" && out=$(cd "$out" && pwd)
@@ -19,12 +20,12 @@ make -j16 MPI=1 MPI_HOME="$mpi_home" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" N
 perf=$work/build/all_reduce_perf
 echo "== ldd all_reduce_perf: $(ldd "$perf" | grep -oE 'lib(cudart|nccl)[^ ]*' | paste -sd' ')"
 args="-b 8 -e 512M -f 8 -g 1 -n 20"
-echo "== without ranksnap: mpirun -np 2 all_reduce_perf $args"
-timeout 240 mpirun -np 2 --bind-to none "$perf" $args > "$out/bare.log" 2>&1
+echo "== without ranksnap: mpirun -np $np all_reduce_perf $args"
+timeout 240 mpirun -np "$np" --bind-to none "$perf" $args > "$out/bare.log" 2>&1
 grep -E "^ +[0-9]+ |Avg bus" "$out/bare.log" | tail -4 | sed 's/^/   /'
 rm -rf "$out/ranksnap"
-echo "== mpirun -np 2 launch/ranksnap-run --dir ranksnap all_reduce_perf $args"
-timeout 240 mpirun -np 2 --bind-to none "$root/launch/ranksnap-run" --dir "$out/ranksnap" "$perf" $args \
+echo "== mpirun -np $np launch/ranksnap-run --dir ranksnap all_reduce_perf $args"
+timeout 240 mpirun -np "$np" --bind-to none "$root/launch/ranksnap-run" --dir "$out/ranksnap" "$perf" $args \
   > "$out/ranksnap.log" 2>&1
 echo "   exit $?"
 grep -E "^ +[0-9]+ |Avg bus" "$out/ranksnap.log" | tail -4 | sed 's/^/   /'
@@ -36,4 +37,13 @@ for f in "$out"/ranksnap/rank-*.rsnap; do
 done
 echo "== ranksnap report"
 "$cli" report "$out/ranksnap" 2>&1 | tee "$out/report.txt"
+# every rank's buffers on its own GPU, named as NCCL's at the test's lines
+why=""
+for r in $(seq 0 $((np - 1))); do
+  f=$(printf '%s/ranksnap/rank-%05d.rsnap' "$out" "$r")
+  "$cli" summary "$f" 2>/dev/null | grep -Eq "^  device +$r:" || why="$why rank-$r-not-on-GPU-$r"
+  grep -Eq "^rank $r: .* taken outside the allocator at its peak: [0-9.]+ [MG]iB by NCCL at AllocateBuffs" \
+    "$out/report.txt" || why="$why rank-$r-buffers-not-named"
+done
+if [ -z "$why" ]; then echo "PASS nccl-tests on $np GPUs"; else echo "FAIL nccl-tests on $np GPUs:$why"; fi
 rm -rf "$work"
