@@ -71,9 +71,10 @@ class Names:
         if self.set_md is None or self.handles:
             return
         try:
-            mod = importlib.import_module("torch.nn.modules.module")
-            self.handles.append(mod.register_module_forward_pre_hook(self._on_call))
-            self.handles.append(mod.register_module_forward_hook(self._on_forward))
+            if not _compiled():
+                mod = importlib.import_module("torch.nn.modules.module")
+                self.handles.append(mod.register_module_forward_pre_hook(self._on_call))
+                self.handles.append(mod.register_module_forward_hook(self._on_forward))
             autograd = self.torch.autograd
             self.real_backward = autograd.backward
             real = self.real_backward
@@ -266,6 +267,18 @@ class Names:
         except Exception:
             pass
         return out
+
+
+def _compiled():
+    """Whether torch.compile made a graph in this process: dynamo guards on the global module
+    hooks, so adding them at a range's start and removing them at its end would recompile every
+    compiled module twice a range. Such a job gets the labels of the loss's node, of the OOM and
+    of what came before the range, not the modules' names."""
+    dynamo = sys.modules.get("torch._dynamo.utils")
+    try:
+        return dynamo is not None and dynamo.counters["stats"]["unique_graphs"] > 0
+    except Exception:
+        return False
 
 
 def _set(set_md, key, grad_outputs):

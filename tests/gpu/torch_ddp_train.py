@@ -16,7 +16,7 @@ The knobs make one rank differ the ways issue 11 asks about:
                    OutOfMemoryError ends the script                          (case c)
   --oom-backward R:S  rank R runs out of memory in the backward pass of step S: after its
                    forward it empties PyTorch's cache and caps its memory at what it holds plus
-                   16 MiB, so that the backward's first large gradient does not fit
+                   2 MiB, so that the backward's first large gradient does not fit
                    (tests/gpu/torch-names.sh)
   --hang R:S       rank R stops at step S (sleeps), as a stuck rank does; the others wait in
                    the next all-reduce (tests/gpu/torch_sigterm_timing.py)
@@ -84,7 +84,7 @@ def main():
             kept.append(out.logits.detach())
         if a.oom_backward and a.oom_backward[0] == rank and step == int(a.oom_backward[1]):
             torch.cuda.empty_cache()
-            cap = torch.cuda.memory_reserved(device) + (16 << 20)
+            cap = torch.cuda.memory_reserved(device) + (2 << 20)
             torch.cuda.set_per_process_memory_fraction(cap / torch.cuda.get_device_properties(device).total_memory, device)
         out.loss.backward()
         opt.step()
