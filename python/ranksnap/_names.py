@@ -34,7 +34,6 @@ import os
 import sys
 import weakref
 
-_MODULE_PY = os.sep + os.path.join("torch", "nn", "modules", "module.py")
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -53,6 +52,7 @@ class Names:
         self.set_md = getattr(c, "_cuda_setMemoryMetadata", None)
         self.get_md = getattr(c, "_cuda_getMemoryMetadata", None)
         self.current_node = getattr(c, "_current_autograd_node", None)
+        self.torch_dir = os.path.dirname(os.path.abspath(getattr(torch, "__file__", "") or ".")) + os.sep
         self.table = {}          # key -> frames (innermost first)
         self.keys = {}           # (module id, caller code, caller line) -> key
         self.roots = weakref.WeakValueDictionary()   # id -> a module called with no parent running
@@ -135,8 +135,10 @@ class Names:
             node = _grad_fn(output)
             if node is None:
                 return None
+            # the line that called the module, past torch's own (Module.__call__, Sequential's
+            # and DDP's forward), whose lines reports look past
             f = sys._getframe(1)
-            while f is not None and f.f_code.co_filename.endswith(_MODULE_PY):
+            while f is not None and f.f_code.co_filename.startswith(self.torch_dir):
                 f = f.f_back
             if f is None:
                 return None
@@ -145,7 +147,7 @@ class Names:
             if key is None:
                 frames = [_frame(self._name_of(module), f.f_code.co_filename, f.f_lineno)]
                 if _installed(f.f_code.co_filename):
-                    u = _user_frame(f.f_back)
+                    u = _user_frame(f.f_back, self.torch_dir)
                     if u is not None:
                         frames.append(u)
                 key = self._key(frames)
@@ -161,7 +163,7 @@ class Names:
             node = getattr(t, "grad_fn", None)
             if node is None:
                 return
-            u = _user_frame(sys._getframe(2)) or _frame("backward", "", 0)
+            u = _user_frame(sys._getframe(2), self.torch_dir) or _frame("backward", "", 0)
             ck = ("backward", u["filename"], u["line"], node.name())
             key = self.keys.get(ck)
             if key is None:
@@ -305,13 +307,12 @@ def _grad_fn(output):
     return None
 
 
-def _user_frame(f):
+def _user_frame(f, torch_dir):
     """The innermost frame of the user's own code from f outwards: not an installed package's,
     not torch's, not ranksnap's."""
     while f is not None:
         path = f.f_code.co_filename
-        if not _installed(path) and not path.startswith(_OWN_DIR) and \
-                os.sep + "torch" + os.sep not in path:
+        if not _installed(path) and not path.startswith(_OWN_DIR) and not path.startswith(torch_dir):
             return _frame(f.f_code.co_name, path, f.f_lineno)
         f = f.f_back
     return None

@@ -228,6 +228,7 @@ case_torchrun_like_backward_and_pre_range_bytes_are_named() {
         "'(no stack)' not in open(sys.argv[1]).read()" \
         "'(no stack)' not in open(sys.argv[1][:-len('/report.json')] + '.report.txt').read()" \
         "'allocated before step 2' in json.dumps(r['divergent_ranks'])" \
+        "'backward of h.' in open(sys.argv[1][:-len('.json')] + '.html').read()" \
         "any(f['name'].startswith('backward of h.0.mlp (MLP)') and f['filename'].endswith('train_model_fake.py') for s in snaps.values() for e in s['device_traces'][0] for f in e['frames'])" \
         "any(f['name'] == 'parameter h.0.mlp.fc (allocated before step 2)' for s in snaps.values() for g in s['segments'] for b in g['blocks'] for f in b['frames'])" \
         "any(f['name'].startswith('optimizer state momentum_buffer of ') for s in snaps.values() for g in s['segments'] for b in g['blocks'] for f in b['frames'])"
