@@ -31,19 +31,17 @@ require_and_build "$R" "python3 -c 'import torch, transformers'" "command -v tor
 summary=$R/summary.txt
 : > "$summary"
 unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK
-port=29800
 
 # job CASE STEPS SCRIPT ARGS...: the job under torchrun, bounded; files in $R/CASE, then checked
 job() {
     c=$1 steps=$2; shift 2
     d=$R/$c
     rm -rf "$d" && mkdir -p "$d"
-    port=$((port + 1))
     limit=$(left); [ "$limit" -gt 120 ] && limit=120
     if [ "$limit" -lt 30 ]; then echo "SKIP $c (no time left)" | tee -a "$summary"; return; fi
     echo "+ torchrun --standalone --nproc-per-node 2 --no-python launch/ranksnap-run --steps $steps --dir $d python3 $*" | tee "$d.cmd"
     start=$SECONDS
-    timeout -k 5 "$limit" torchrun --standalone --nproc-per-node 2 --master-port $port --no-python \
+    timeout -k 5 "$limit" torchrun --standalone --nproc-per-node 2 --no-python \
         launch/ranksnap-run --steps "$steps" --dir "$d" python3 "$@" > "$d.stdout" 2> "$d.stderr"
     echo "exit status $? after $((SECONDS - start)) s" | tee -a "$d.cmd"
     build/ranksnap report "$d" > "$d.report.txt" 2> "$d.report.err"
