@@ -27,6 +27,9 @@ Installed when `torch` is imported (sitecustomize.py), with no change to the tra
   LOCAL_RANK and WORLD_SIZE only, each with another parent, so the launcher's environment gives
   neither the rank nor one job. A process started as one of several without a rank is not
   recorded until then (ranksnap_init says so).
+- names (_names.py): inside a range, the backward pass's allocations, and the OOM's request made
+  there, are named by the module or autograd node that made them; at the dump, the blocks alive
+  before the range are labelled as such and named by the parameter or optimizer state they hold.
 - RANKSNAP_RECORDER=ranksnap (ranksnap-run --torch-allocator ranksnap): ranksnap's own allocator
   instead, as PyTorch's pluggable allocator, swapped in now, before CUDA is initialised.
 
@@ -47,7 +50,7 @@ import time
 import traceback
 import weakref
 
-from . import _dist, _lib
+from . import _dist, _lib, _names
 
 _glue = None
 
@@ -83,6 +86,8 @@ class Glue:
         self.identity = None        # (rank, world size, job) from torch.distributed, once known
         self.exit_code = None       # what sys.exit was given last
         self.left = False           # _leave ran
+        self.at_step = None         # the step given to ranksnap_step last
+        self.names = _names.Names(torch)  # names for what has no Python frame (_names.py)
 
     # ---- installing --------------------------------------------------------------------------
 
@@ -250,6 +255,7 @@ class Glue:
         self.identify()
         if not self._ensure_init():
             return
+        self.at_step = int(n)
         status = self.lib.ranksnap_step(int(n))
         if status != _lib.OK:
             self._say(f"step {n}: " + _lib.error(status))
@@ -292,6 +298,8 @@ class Glue:
                 self._say(f"RANKSNAP_STACKS=all: {e}; recording Python frames only")
                 kw["stacks"] = "python"
                 memory._record_memory_history(**kw)
+            if stacks >= 0:
+                self.names.begin(self.at_step, self.first)
             return 0
         except Exception as e:
             self._say(f"torch.cuda.memory._record_memory_history failed: {e}")
@@ -299,6 +307,7 @@ class Glue:
 
     def _stop(self, ctx):
         try:
+            self.names.end()
             self.torch.cuda.memory._record_memory_history(enabled=None)
             return 0
         except Exception as e:
@@ -311,6 +320,7 @@ class Glue:
             m = json.loads(meta.decode("utf-8"))
             if self.pending_oom is not None:
                 self._add_oom(snap, m, self.pending_oom)
+            self.names.name_snapshot(snap)
             snap["ranksnap"] = m
             # protocol 4, the one PyTorch's _dump_snapshot writes and MemoryViz.js reads
             data = pickle.dumps(snap, protocol=4)
@@ -367,7 +377,9 @@ class Glue:
                       for f in reversed(traceback.extract_stack()[:-1])]
             self.pending_oom = {"device": int(device), "size": int(alloc),
                                 "limit": int(device_limit), "device_free": int(device_free),
-                                "time_us": time.time_ns() // 1000, "frames": frames}
+                                "time_us": time.time_ns() // 1000, "frames": frames,
+                                # a request of the backward pass has no Python frame
+                                "named": self.names.oom_frames()}
             # a rank that learns its rank from torch.distributed may not have started yet
             self.identify()
             self._ensure_init()
@@ -389,12 +401,16 @@ class Glue:
         while len(traces) <= oom["device"]:
             traces.append([])
         trace = traces[oom["device"]]
+        named = oom.get("named") or []
         # recording: PyTorch wrote the entry just before calling the observers
-        if any(e.get("action") == "oom" for e in trace[-8:]):
+        own = [e for e in trace[-8:] if e.get("action") == "oom"]
+        if own:
+            if not own[-1].get("frames") and named:
+                own[-1]["frames"] = named
             return
         trace.append({"action": "oom", "device_free": oom["device_free"], "size": oom["size"],
                       "stream": 0, "time_us": oom["time_us"], "compile_context": "N/A",
-                      "user_metadata": "", "frames": oom["frames"]})
+                      "user_metadata": "", "frames": oom["frames"] or named})
 
     # ---- the end ----------------------------------------------------------------------------
 

@@ -13,6 +13,9 @@ Each process runs, after a warm-up, ROUNDS rounds of three blocks of BLOCK steps
              torch.cuda.memory._record_memory_history with ranksnap's settings
   by-hand    the script itself calls _record_memory_history with the same stacks, context
              "alloc", max_entries 100000, as a user would, and stops it at the block's end
+  state      PyTorch's state-only recording (enabled="state", context="state", stacks python):
+             no history, the stack of every live block, what an always-on mode keeping the site
+             of every byte from the start of the job would cost
 
 The blocks alternate so that what drifts during a run (clocks, the host's other work: a
 host-bound step's median moves by 10-20% between minutes of one process on a VM) weighs on all
@@ -39,7 +42,7 @@ import subprocess
 import sys
 import time
 
-BLOCKS = ("outside", "recorded", "by-hand")
+BLOCKS = ("outside", "recorded", "by-hand", "state")
 WORKLOADS = {"gpu-bound": (16, 512), "host-bound": (1, 32)}
 SIDES = {"plain": "python", "ranksnap": "python", "ranksnap-all": "all"}
 
@@ -80,14 +83,19 @@ def child(a):
 
     for _ in range(a.warmup):
         one()
-    times = {b: [] for b in BLOCKS}
+    times = {b: [] for b in BLOCKS + ("range-end",)}
     for _, block in layout(a):
         if block == "by-hand":
             torch.cuda.memory._record_memory_history(context="alloc", stacks=a.stacks, max_entries=100000)
+        if block == "state":
+            torch.cuda.memory._record_memory_history(enabled="state", context="state", stacks="python")
         t = [one() for _ in range(a.block)]
-        if block == "by-hand":
+        if block in ("by-hand", "state"):
             torch.cuda.memory._record_memory_history(enabled=None)
         times[block] += t[1:-1]
+        if block == "recorded":
+            # the step whose optimizer step ends the range carries ranksnap's dump
+            times["range-end"].append(t[-1])
     print(json.dumps(times))
 
 
@@ -100,7 +108,19 @@ def run(a, workload, side):
     if side != "plain":
         cmd = [a.run, "--lib", a.lib, "--steps", ranges(a)] + cmd
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    t = json.loads(out.strip().splitlines()[-1])
+    t["entries"] = dump_entries(env["RANKSNAP_DIR"])
+    return t
+
+
+def dump_entries(d):
+    """Trace entries in the last range's pickle (each range writes the rank's file anew)."""
+    import pickle
+    try:
+        with open(os.path.join(d, "rank-00000.pickle"), "rb") as f:
+            return sum(len(t) for t in pickle.load(f).get("device_traces", []))
+    except (OSError, EOFError, pickle.UnpicklingError):
+        return 0
 
 
 def ratio(results, num, den):
@@ -134,6 +154,13 @@ def summarize(results):
                   f"recorded / by-hand {ratio(results, (r, 'recorded'), (r, 'by-hand'))}, "
                   f"recorded / outside {ratio(results, (r, 'recorded'), (r, 'outside'))}, "
                   f"outside / plain outside {ratio(results, (r, 'outside'), (pl, 'outside'))}")
+            d = results.get(f"{r}/dump")
+            if d:
+                print(f"  {workload} {side}: the range's end (snapshot, names, pickle) "
+                      f"{d['ms']:.1f} ms for {d['entries']} entries, "
+                      f"{d['s_per_100k']:.3f} s per 100k entries")
+        print(f"  {workload} plain: state-only recording / outside "
+              f"{ratio(results, (pl, 'state'), (pl, 'outside'))} (an always-on mode's cost)")
 
 
 def main():
@@ -170,8 +197,13 @@ def main():
     for workload in WORKLOADS:
         for side in SIDES:
             t = run(a, workload, side)
+            entries, ends = t.pop("entries"), t.pop("range-end")
             results[f"{workload}/{side}"] = {b: statistics.median(v) * 1e3 for b, v in t.items()}
             results[f"{workload}/{side}/all"] = {b: [x * 1e3 for x in v] for b, v in t.items()}
+            if side != "plain" and ends and entries:
+                ms = (statistics.median(ends) - statistics.median(t["recorded"])) * 1e3
+                results[f"{workload}/{side}/dump"] = {"ms": ms, "entries": entries,
+                                                      "s_per_100k": ms / 1e3 * 1e5 / entries}
     results["about"] = {"rounds": a.rounds, "block": a.block, "device": torch.cuda.get_device_name(),
                         "torch": torch.__version__}
     with open(os.path.join(a.out, "overhead.json"), "w") as f:

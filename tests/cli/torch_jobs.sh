@@ -243,6 +243,42 @@ case_torchrun_like_rank_that_never_writes_is_named_missing() {
     check "$dir/report.json" "r['missing_ranks'] == [2]" "len(r['ranks']) == 2"
 }
 
+# A model trained with loss.backward() (tests/python/train_model_fake.py): the backward pass
+# allocates on the stand-in's autograd thread with no Python frame, as PyTorch does. Under the
+# default settings every byte of the report has a name: the backward's by the module whose
+# backward made it (or the loss's autograd node and the line that called backward()), the bytes
+# alive before the range as such, the parameters and optimizer state by their names.
+case_torchrun_like_backward_and_pre_range_bytes_are_named() {
+    export RANKSNAP_GATHER_TIMEOUT=30
+    torchrun_like 2 --steps 2:6 "$py" "$src/train_model_fake.py" --leak 1
+    live
+    "$ranksnap" report "$dir" > "$dir.report.txt" || exit 1
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
+        "'(no stack)' not in open(sys.argv[1]).read()" \
+        "'(no stack)' not in open(sys.argv[1][:-len('/report.json')] + '.report.txt').read()" \
+        "'allocated before step 2' in json.dumps(r['divergent_ranks'])" \
+        "'backward of h.' in open(sys.argv[1][:-len('.json')] + '.html').read()" \
+        "any(f['name'].startswith('backward of h.0.mlp (MLP)') and f['filename'].endswith('train_model_fake.py') for s in snaps.values() for e in s['device_traces'][0] for f in e['frames'])" \
+        "any(f['name'] == 'parameter h.0.mlp.fc (allocated before step 2)' for s in snaps.values() for g in s['segments'] for b in g['blocks'] for f in b['frames'])" \
+        "any(f['name'].startswith('optimizer state momentum_buffer of ') for s in snaps.values() for g in s['segments'] for b in g['blocks'] for f in b['frames'])"
+}
+
+# Rank 1 runs out of memory in the backward pass, in the loss's node: the failing request is named
+# by that node and the line that called backward(), and nothing in its report is "(no stack)".
+case_torchrun_like_oom_in_the_backward_pass_names_its_request() {
+    export RANKSNAP_GATHER_TIMEOUT=5
+    torchrun_like 2 --steps 2:6 "$py" "$src/train_model_fake.py" --oom-backward 1:3 > /dev/null
+    grep -q OutOfMemoryError "$dir.err.1" || { echo "rank 1 did not die of its OutOfMemoryError"; cat "$dir.err.1"; exit 1; }
+    "$ranksnap" report --json "$dir" > "$dir.report.json" || exit 1
+    "$ranksnap" report "$dir" > "$dir.report.txt"
+    cat "$dir.report.txt"
+    check "$dir.report.json" "[o['rank'] for o in r['oom_ranks']] == [1]" \
+        "r['oom_ranks'][0]['stack']['function'] == 'backward of NllLossBackward0'" \
+        "r['oom_ranks'][0]['stack']['file'].endswith('train_model_fake.py')" \
+        "'(no stack)' not in open(sys.argv[1]).read()" \
+        "'(no stack)' not in open(sys.argv[1][:-len('.report.json')] + '.report.txt').read()"
+}
+
 # With torch.distributed initialised, rank 0 gathers over a gloo group of ranksnap's own: the
 # stand-in's collectives leave their files in the process group's folder.
 case_torchrun_like_gather_over_the_process_group() {

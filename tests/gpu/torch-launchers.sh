@@ -20,15 +20,10 @@ BUDGET=${BUDGET:-500}
 mkdir -p "$R"
 cd "$(dirname "$0")/../.."
 left() { echo $((BUDGET - SECONDS)); }
-for need in "python3 -c 'import torch, transformers, accelerate'" \
-            "python3 -c 'import lightning' || python3 -c 'import pytorch_lightning'" \
-            "command -v torchrun" "command -v accelerate" \
-            "python3 -c 'import torch; assert torch.cuda.device_count() >= 2'"; do
-    sh -c "$need" > /dev/null 2>&1 || { echo "missing on this machine: $need" | tee "$R/summary.txt"; exit 1; }
-done
-cmake -S . -B build -DRANKSNAP_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$R/build.log" 2>&1 &&
-  cmake --build build -j16 --target ranksnap ranksnap_reader ranksnap_cli >> "$R/build.log" 2>&1 ||
-  { tail -30 "$R/build.log"; exit 1; }
+. tests/gpu/torch-prelude.sh
+require_and_build "$R" "python3 -c 'import torch, transformers, accelerate'" \
+    "python3 -c 'import lightning' || python3 -c 'import pytorch_lightning'" \
+    "command -v torchrun" "command -v accelerate"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch, transformers, accelerate; print("torch", torch.__version__, "transformers", transformers.__version__, "accelerate", accelerate.__version__)'
   python3 -c 'import lightning as L; print("lightning", L.__version__)' 2>/dev/null ||

@@ -14,6 +14,10 @@ The knobs make one rank differ the ways issue 11 asks about:
   --oom R:S        rank R caps its memory after step S-1 (the peak so far plus 30%) and
                    trains step S with an 8 times larger batch: it runs out of memory, and the
                    OutOfMemoryError ends the script                          (case c)
+  --oom-backward R:S  rank R runs out of memory in the backward pass of step S: after its
+                   forward it empties PyTorch's cache and caps its memory at what it holds plus
+                   2 MiB, so that the backward's first large gradient does not fit
+                   (tests/gpu/torch-names.sh)
   --hang R:S       rank R stops at step S (sleeps), as a stuck rank does; the others wait in
                    the next all-reduce (tests/gpu/torch_sigterm_timing.py)
 """
@@ -41,6 +45,7 @@ def main():
     p.add_argument("--bigger", type=pair)
     p.add_argument("--keep-logits", type=int, default=-1)
     p.add_argument("--oom", type=pair)
+    p.add_argument("--oom-backward", type=pair)
     p.add_argument("--hang", type=pair)
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     a = p.parse_args()
@@ -77,6 +82,10 @@ def main():
         out = model(input_ids=ids, labels=ids)
         if rank == a.keep_logits:
             kept.append(out.logits.detach())
+        if a.oom_backward and a.oom_backward[0] == rank and step == int(a.oom_backward[1]):
+            torch.cuda.empty_cache()
+            cap = torch.cuda.memory_reserved(device) + (2 << 20)
+            torch.cuda.set_per_process_memory_fraction(cap / torch.cuda.get_device_properties(device).total_memory, device)
         out.loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)

@@ -22,7 +22,8 @@
    checkboxes, show every live block) and records what it saw in data-interactions; it must end
    without a script error, with the flagged rank first when sorted by peak, a tooltip naming
    the allocated bytes and, somewhere along the time axis, an allocation with its site, and the
-   zoom on and off again.
+   zoom on and off again, and the selected rank's tables (largest live allocations, difference
+   by site), every stack opened, no wider than their column.
 Exit status 0 pass, 1 fail, 77 skipped (no chromium; the static check still ran).
 """
 import argparse
@@ -84,6 +85,15 @@ INTERACT = """<script>
   if (more) more.click();
   out.push('hidden-live=' + document.querySelectorAll('#live tr.more[hidden]').length);
   window.dispatchEvent(new Event('resize'));
+  /* the selected rank's tables fit their column of the page: the pixels they run past it */
+  ['live', 'sitediff'].forEach(function (id) {
+    var t = document.getElementById(id);
+    if (!t) return;
+    Array.prototype.forEach.call(t.querySelectorAll('details'), function (d) { d.open = true; });
+    var over = Math.max(0, Math.round(t.getBoundingClientRect().right - t.parentNode.getBoundingClientRect().right),
+                        t.scrollWidth - t.parentNode.clientWidth);
+    out.push(id + '-overflow=' + over);
+  });
   document.body.setAttribute('data-interactions', out.join(' '));
 })();
 </script>
@@ -312,6 +322,8 @@ def main():
         if flagged is not None and seen.get("sorted-asc-first") == seen.get("sorted-first"):
             fail("a second click on the header did not reverse the order")
         want = {"tip": "1", "allocation-shown": "1", "zoomed": "1", "unzoomed": "0", "hidden-live": "0"}
+        # a table wider than its column runs off the page's right edge (long paths, long names)
+        want.update({k: "0" for k in ("live-overflow", "sitediff-overflow") if k in seen})
         for k, v in want.items():
             if seen.get(k) != v:
                 fail("after interacting, %s=%s, expected %s (%s)" % (k, seen.get(k), v, seen))

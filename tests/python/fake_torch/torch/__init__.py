@@ -6,7 +6,10 @@ CUDAPluggableAllocator / change_current_allocator, torch.cuda._lazy_call, is_ini
 memory_reserved, set_per_process_memory_fraction, torch._C._cuda_attach_out_of_memory_observer,
 torch.optim.optimizer.register_optimizer_step_post_hook, torch.distributed's few collectives
 (over files), torch.profiler.record_function, torch.OutOfMemoryError, and torch.empty for
-"tensors" of device memory that the allocator of torch/cuda/_allocator.py serves and records.
+"tensors" of device memory that the allocator of torch/cuda/_allocator.py serves and records;
+the backward pass as PyTorch runs it (torch.autograd: nodes on an autograd thread, pre-hooks,
+torch._C._cuda_setMemoryMetadata and _current_autograd_node), torch.nn.Module with its global
+forward hooks, and stand_in_op, the stand-in's operator that makes autograd nodes.
 """
 from . import _C, cuda, distributed, optim, profiler  # noqa: F401
 from .cuda._allocator import OutOfMemoryError
@@ -17,13 +20,23 @@ __version__ = "2.11.0+stand-in"
 class Tensor:
     """nbytes of device memory, freed when the last reference goes (CPython: at once)."""
 
-    def __init__(self, nbytes):
+    def __init__(self, nbytes, grad_fn=None):
         cuda._lazy_init()
         self.nbytes = int(nbytes)
         self.data_ptr_ = cuda._allocator.ALLOCATOR.malloc(self.nbytes)
+        self.grad_fn = grad_fn
+        self.requires_grad = grad_fn is not None
+        self.grad = None
 
     def data_ptr(self):
         return self.data_ptr_
+
+    def untyped_storage(self):
+        return self  # one storage per tensor in the stand-in: the same data_ptr()
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        # as torch/_tensor.py: through the module attribute, at call time
+        autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def __del__(self):
         ptr = getattr(self, "data_ptr_", None)
@@ -37,5 +50,23 @@ def empty(nbytes, device="cuda"):
     return Tensor(nbytes)
 
 
+def stand_in_op(name, nbytes, inputs=(), grad_nbytes=None):
+    """The stand-in's operator: an output of nbytes whose autograd node (NAME + "Backward0")
+    allocates grad_nbytes (default nbytes) and leads to the inputs' nodes, or to an
+    AccumulateGrad node for an input that is a parameter."""
+    nexts = []
+    for t in inputs:
+        if t.grad_fn is not None:
+            nexts.append(t.grad_fn)
+        elif getattr(t, "requires_grad", False):
+            nexts.append(autograd.Node("torch::autograd::AccumulateGrad", t.nbytes, accumulate=t))
+    node = autograd.Node(name + "Backward0", nbytes if grad_nbytes is None else grad_nbytes, nexts,
+                         saved=[t for t in inputs if t.grad_fn is not None])
+    return Tensor(nbytes, grad_fn=node)
+
+
 def manual_seed(seed):
     return None
+
+
+from . import autograd, nn  # noqa: E402,F401  (they use Tensor)

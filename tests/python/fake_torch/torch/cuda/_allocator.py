@@ -13,6 +13,7 @@ before the OutOfMemoryError is raised. The snapshot has the exact keys of PyTorc
 import ctypes
 import os
 import sys
+import threading
 import time
 import traceback
 
@@ -21,6 +22,10 @@ MIB = 1024 * KIB
 GIB = 1024 * MIB
 TOTAL = 80 * GIB
 _OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../fake_torch/torch
+# per thread, as in c10/cuda/CUDACachingAllocator.cpp: the user metadata (a thread_local string
+# set by torch._C._cuda_setMemoryMetadata, copied into every trace entry, the OOM's included);
+# `native` on the stand-in's autograd threads, which in PyTorch run C++ with no Python frame
+TLS = threading.local()
 
 
 def _now_us():
@@ -82,7 +87,7 @@ class Allocator:
         self.max_entries = 1 if enabled == "state" else max(1, int(max_entries))
 
     def _frames(self):
-        if self.context is None:
+        if self.context is None or getattr(TLS, "native", False):
             return []
         out = []
         for f in reversed(traceback.extract_stack()):
@@ -100,7 +105,7 @@ class Allocator:
         entry.setdefault("stream", 0)
         entry["time_us"] = _now_us()
         entry["compile_context"] = "N/A"
-        entry["user_metadata"] = ""
+        entry["user_metadata"] = getattr(TLS, "user_metadata", "")
         if frames is not None:
             entry["frames"] = frames  # last, in PyTorch's order
         self.trace.append(entry)

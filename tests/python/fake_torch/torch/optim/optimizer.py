@@ -1,23 +1,12 @@
 """torch.optim.optimizer of the stand-in: the global step hooks (PyTorch 2.x) and an optimizer
 whose first step creates its state, as Adam's does."""
-import itertools
+from ..utils.hooks import register
 
 _global_post_hooks = {}
-_ids = itertools.count()
-
-
-class RemovableHandle:
-    def __init__(self, hooks, key):
-        self.hooks, self.key = hooks, key
-
-    def remove(self):
-        self.hooks.pop(self.key, None)
 
 
 def register_optimizer_step_post_hook(hook):
-    key = next(_ids)
-    _global_post_hooks[key] = hook
-    return RemovableHandle(_global_post_hooks, key)
+    return register(_global_post_hooks, hook)
 
 
 class Optimizer:
@@ -40,13 +29,14 @@ class Optimizer:
 
 
 class SGD(Optimizer):
-    """Momentum buffers of the parameters' sizes, made at the first step."""
+    """Momentum buffers of the parameters' sizes, made at the first step, kept as PyTorch keeps
+    them: state[parameter] = {"momentum_buffer": tensor}."""
 
     def __init__(self, params, lr=0.1, momentum=0.9):
         super().__init__(params, {"lr": lr, "momentum": momentum})
 
     def _step(self):
         from .. import empty
-        for i, p in enumerate(self.params):
-            if i not in self.state:
-                self.state[i] = empty(p.nbytes)
+        for p in self.params:
+            if p not in self.state:
+                self.state[p] = {"momentum_buffer": empty(p.nbytes)}

@@ -1,0 +1,318 @@
+"""_names.py — names for the bytes that PyTorch's recorder leaves without a Python stack under
+ranksnap's default settings (RANKSNAP_STACKS=python): the backward pass, the OOM's own request
+when it is made there, and the blocks that were alive before the range began (docs/PYTORCH.md,
+"Names for the backward pass and for what came before").
+
+The backward pass runs on PyTorch's autograd threads, which have no Python frame: PyTorch records
+its allocations with an empty stack. What PyTorch does record with each trace entry, the OOM's
+included, is the allocator's user metadata of the allocating thread
+(torch._C._cuda_setMemoryMetadata, a thread_local string of c10/cuda/CUDACachingAllocator.cpp
+copied into every TraceEntry). So, only while a range records:
+
+- a global module forward pre-hook (register_module_forward_pre_hook) names the modules of each
+  model the script calls (named_modules, once per model), and a global forward hook
+  (torch.nn.modules.module.register_module_forward_hook) puts a
+  pre-hook on the autograd node of each module call's output (Node.register_prehook); the node
+  runs first in that module's backward, on the autograd thread, and the pre-hook sets the
+  metadata to a short key ("rs:12": it fits std::string's inline buffer, so that the copy into
+  every trace entry allocates nothing) standing for "backward of NAME (Class)" with the module's
+  forward line and the user's line that called the model;
+- torch.autograd.backward (what Tensor.backward calls) is wrapped so that the root's node sets
+  "backward of NllLossBackward0" with the line that called backward(): what runs before the
+  first module's node (a loss computed in the script) has its autograd node and that line.
+
+At the dump the keys become frames: every trace entry, and every block of the snapshot's
+segments, that has no frame gets the frames its key stands for; a block that the range never
+allocated is "allocated before step N", named by the parameter, gradient or optimizer state it
+holds when the glue finds its storage among the models it saw and the first optimizer's state.
+The pickle so carries the names in PyTorch's own fields, which ranksnap's reports and PyTorch's
+memory_viz read alike. Everything here catches its exceptions: names are never why a step fails.
+"""
+import functools
+import importlib
+import os
+import sys
+import weakref
+
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _installed(path):
+    return "site-packages" in path or "dist-packages" in path or path.startswith("<")
+
+
+def _frame(name, filename, line):
+    return {"name": name, "filename": filename, "line": int(line or 0)}
+
+
+class Names:
+    def __init__(self, torch):
+        self.torch = torch
+        c = getattr(torch, "_C", None)
+        self.set_md = getattr(c, "_cuda_setMemoryMetadata", None)
+        self.get_md = getattr(c, "_cuda_getMemoryMetadata", None)
+        self.current_node = getattr(c, "_current_autograd_node", None)
+        self.torch_dir = os.path.dirname(os.path.abspath(getattr(torch, "__file__", "") or ".")) + os.sep
+        self.table = {}          # key -> frames (innermost first)
+        self.keys = {}           # (module id, caller code, caller line) -> key
+        self.roots = weakref.WeakValueDictionary()   # id -> a module called with no parent running
+        self.names = weakref.WeakKeyDictionary()      # module -> its qualified name ("" for a root)
+        self.handles = []
+        self.real_backward = None
+        self.step = None
+        self.optimizer = None    # a weakref to the optimizer whose steps are counted
+
+    # ---- the range ---------------------------------------------------------------------------
+
+    def begin(self, step, optimizer):
+        """At the first step of a range: hooks in, names of the range's start kept."""
+        self.step = step
+        self.optimizer = optimizer
+        if self.set_md is None or self.handles:
+            return
+        try:
+            if not _compiled():
+                mod = importlib.import_module("torch.nn.modules.module")
+                self.handles.append(mod.register_module_forward_pre_hook(self._on_call))
+                self.handles.append(mod.register_module_forward_hook(self._on_forward))
+            autograd = self.torch.autograd
+            self.real_backward = autograd.backward
+            real = self.real_backward
+
+            @functools.wraps(real)
+            def backward(tensors, *args, **kwargs):
+                self._on_backward(tensors)
+                return real(tensors, *args, **kwargs)
+
+            autograd.backward = backward
+        except Exception:
+            self.end()
+
+    def end(self):
+        """After the dump: hooks out, this thread's metadata cleared (the autograd threads' is
+        left as it is: PyTorch copies it only into recorded entries, and the next range sets it
+        anew before any of its backward allocations)."""
+        for h in self.handles:
+            try:
+                h.remove()
+            except Exception:
+                pass
+        self.handles = []
+        if self.real_backward is not None:
+            self.torch.autograd.backward = self.real_backward
+            self.real_backward = None
+        try:
+            if self.set_md is not None:
+                self.set_md("")
+        except Exception:
+            pass
+
+    # ---- hooks -------------------------------------------------------------------------------
+
+    def _key(self, frames):
+        key = f"rs:{len(self.table)}"
+        self.table[key] = frames
+        return key
+
+    def _on_call(self, module, args):
+        """Before each module call (the outermost first): a module not named yet is a model
+        called by the script, whose modules are named once, by named_modules."""
+        try:
+            if module not in self.names:
+                self.roots[id(module)] = module
+                for n, m in module.named_modules():
+                    self.names.setdefault(m, n)
+        except Exception:
+            pass
+        return None
+
+    def _name_of(self, module):
+        name = self.names.get(module) or "the model"
+        return f"backward of {name} ({type(module).__name__})"
+
+    def _on_forward(self, module, args, output):
+        try:
+            node = _grad_fn(output)
+            if node is None:
+                return None
+            # the line that called the module, past torch's own (Module.__call__, Sequential's
+            # and DDP's forward), whose lines reports look past
+            f = sys._getframe(1)
+            while f is not None and f.f_code.co_filename.startswith(self.torch_dir):
+                f = f.f_back
+            if f is None:
+                return None
+            ck = (id(module), f.f_code, f.f_lineno)
+            key = self.keys.get(ck)
+            if key is None:
+                frames = [_frame(self._name_of(module), f.f_code.co_filename, f.f_lineno)]
+                if _installed(f.f_code.co_filename):
+                    u = _user_frame(f.f_back, self.torch_dir)
+                    if u is not None:
+                        frames.append(u)
+                key = self._key(frames)
+                self.keys[ck] = key
+            node.register_prehook(functools.partial(_set, self.set_md, key))
+        except Exception:
+            pass
+        return None
+
+    def _on_backward(self, tensors):
+        try:
+            t = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
+            node = getattr(t, "grad_fn", None)
+            if node is None:
+                return
+            u = _user_frame(sys._getframe(2), self.torch_dir) or _frame("backward", "", 0)
+            ck = ("backward", u["filename"], u["line"], node.name())
+            key = self.keys.get(ck)
+            if key is None:
+                key = self._key([_frame(f"backward of {node.name()}", u["filename"], u["line"])])
+                self.keys[ck] = key
+            node.register_prehook(functools.partial(_set, self.set_md, key))
+        except Exception:
+            pass
+
+    # ---- out of memory -----------------------------------------------------------------------
+
+    def oom_frames(self):
+        """On the allocating thread, in PyTorch's OOM observer: the frames the failing request is
+        named by when it has no Python frame — its thread's key, else the autograd node running."""
+        try:
+            frames = None
+            if self.get_md is not None:
+                frames = self.table.get(self.get_md())
+            node = self.current_node() if self.current_node is not None else None
+            if node is None:
+                return frames
+            # the node that failed, in the module's (or the loss's) backward it belongs to
+            name = f"backward of {node.name()}"
+            if not frames:
+                return [_frame(name, "", 0)]
+            if frames[0]["name"] == name:
+                return frames
+            return [_frame(f"{node.name()} in {frames[0]['name']}", frames[0]["filename"],
+                           frames[0]["line"])] + frames[1:]
+        except Exception:
+            return None
+
+    # ---- the dump ----------------------------------------------------------------------------
+
+    def name_snapshot(self, snap):
+        """Frames for what has none: trace entries by their key, blocks by the entry that
+        allocated them in the range, else as bytes of before the range."""
+        table = self.table
+        by_addr = {}
+        for trace in snap.get("device_traces", []):
+            for e in trace:
+                if e.get("frames"):
+                    continue
+                frames = table.get(e.get("user_metadata"))
+                if frames is not None:
+                    e["frames"] = frames
+                if e.get("action") == "alloc":
+                    by_addr[e.get("addr")] = frames
+        before = None
+        label = f"allocated before step {self.step}" if self.step is not None else \
+            "allocated before recording"
+        for seg in snap.get("segments", []):
+            for b in seg.get("blocks", []):
+                if b.get("frames") or b.get("state") == "inactive":
+                    continue
+                addr = b.get("address")
+                if addr in by_addr:
+                    if by_addr[addr] is not None:
+                        b["frames"] = by_addr[addr]
+                    continue
+                if before is None:
+                    before = self._tensors_by_address()
+                what = before.get(addr)
+                b["frames"] = [_frame(f"{what} ({label})" if what else label, "", 0)]
+        return snap
+
+    def _tensors_by_address(self):
+        """Storage address -> "parameter NAME", "gradient of NAME", "optimizer state K of
+        NAME", for the models seen and the counted optimizer: a few hundred look-ups, once a
+        dump."""
+        out = {}
+
+        def put(t, what):
+            try:
+                ptr = t.untyped_storage().data_ptr()
+            except Exception:
+                try:
+                    ptr = t.data_ptr()
+                except Exception:
+                    return
+            out.setdefault(ptr, what)
+
+        pnames = {}
+        for root in list(self.roots.values()):
+            try:
+                for n, p in root.named_parameters():
+                    pnames[id(p)] = n
+                    put(p, f"parameter {n}")
+                    if getattr(p, "grad", None) is not None:
+                        put(p.grad, f"gradient of {n}")
+                for n, b in root.named_buffers():
+                    put(b, f"buffer {n}")
+            except Exception:
+                continue
+        opt = self.optimizer() if self.optimizer is not None else None
+        state = getattr(opt, "state", None) or {}
+        try:
+            for p, st in state.items():
+                n = pnames.get(id(p), "a parameter")
+                for k, v in (st.items() if isinstance(st, dict) else ()):
+                    if hasattr(v, "data_ptr"):
+                        put(v, f"optimizer state {k} of {n}")
+        except Exception:
+            pass
+        return out
+
+
+def _compiled():
+    """Whether torch.compile made a graph in this process: dynamo guards on the global module
+    hooks, so adding them at a range's start and removing them at its end would recompile every
+    compiled module twice a range. Such a job gets the labels of the loss's node, of the OOM and
+    of what came before the range, not the modules' names."""
+    dynamo = sys.modules.get("torch._dynamo.utils")
+    try:
+        return dynamo is not None and dynamo.counters["stats"]["unique_graphs"] > 0
+    except Exception:
+        return False
+
+
+def _set(set_md, key, grad_outputs):
+    set_md(key)
+    return None
+
+
+def _grad_fn(output):
+    """The autograd node of a module call's output: a tensor, or the first tensor of a tuple,
+    list or dict (a Hugging Face ModelOutput is a dict) that has one."""
+    node = getattr(output, "grad_fn", None)
+    if node is not None:
+        return node
+    if isinstance(output, dict):
+        items = output.values()
+    elif isinstance(output, (tuple, list)):
+        items = output
+    else:
+        return None
+    for o in items:
+        node = getattr(o, "grad_fn", None)
+        if node is not None:
+            return node
+    return None
+
+
+def _user_frame(f, torch_dir):
+    """The innermost frame of the user's own code from f outwards: not an installed package's,
+    not torch's, not ranksnap's."""
+    while f is not None:
+        path = f.f_code.co_filename
+        if not _installed(path) and not path.startswith(_OWN_DIR) and not path.startswith(torch_dir):
+            return _frame(f.f_code.co_name, path, f.f_lineno)
+        f = f.f_back
+    return None

@@ -1,0 +1,2 @@
+"""torch.nn.modules of the stand-in."""
+from . import module  # noqa: F401

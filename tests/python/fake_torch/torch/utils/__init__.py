@@ -1,0 +1,1 @@
+"""torch.utils of the stand-in: hooks only."""
