@@ -305,6 +305,12 @@ static void name_frame(const rs_site_picker *p, int64_t fi, rs_site_frame *out)
         rs_text_copy_head(out->function, sizeof out->function, p->info[fi].label);
         return;
     }
+    /* a name the PyTorch glue gave ("optimizer state exp_avg of ... (allocated before step 2)"),
+     * not a symbol: its words are kept, never shortened as a C++ signature */
+    if (!f->file[0] && strstr(f->function, " (")) {
+        rs_text_copy_head(out->function, sizeof out->function, f->function);
+        return;
+    }
     rs_demangle_short(rs_site_frame_function(p, (uint32_t)fi), out->function, sizeof out->function);
     const char *file = f->file;
     if (strcmp(f->function, "??") == 0 && strcmp(f->file, "??") == 0 && f->module >= 0 &&

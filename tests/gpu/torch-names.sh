@@ -63,10 +63,14 @@ job leak-from-step-0 2:5 tests/gpu/torch_ddp_train.py $small --steps 6 --keep-lo
 job trainer-longer 2:5 tests/gpu/hf_trainer_train.py $small --steps 6 --longer 1:1.5
 
 limit=$(left)
-if [ "$limit" -gt 60 ]; then
+if [ "${BENCH:-1}" = 0 ]; then
+    echo "SKIP bench (BENCH=0)" | tee -a "$summary"
+elif [ "$limit" -gt 60 ]; then
     timeout -k 5 "$limit" python3 tests/bench/torch_overhead.py --run launch/ranksnap-run \
         --lib build/libranksnap.so --out "$R/bench" --rounds 4 --block 8 --warmup 6 2>&1 | tee "$R/bench.txt"
 else
     echo "SKIP bench (no time left)" | tee -a "$summary"
 fi
 cat "$summary"
+# one file to bring back: the fixtures
+tar czf "$OUT/fixtures.tar.gz" -C "$OUT" fixtures
