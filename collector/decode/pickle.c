@@ -18,9 +18,11 @@
  * are checked against the bytes that remain before anything is allocated for them.
  *
  * The parts: pickle_mem.c (arenas, input, stack, memo), pickle_batch.c (streamed batches),
- * pickle_entry.c (a trace entry in one step, and the frames lists it shares), pickle_value.c
- * (reading the tree), pickle_names.c and pickle_ops.c. This file holds the opcodes themselves
- * (step, and run's loop) and the decoder's entry points.
+ * pickle_frames.c (the frames lists and memo keys of the entries the stream's reader reads from
+ * their bytes), pickle_value.c (reading the tree), pickle_names.c and pickle_ops.c. This file
+ * holds the opcodes themselves (step, and run's loop) and the decoder's entry points. It is the
+ * one general machine: the one fast path for PyTorch's trace entries is the stream's reader
+ * (torch_trace.c), asked at each entry of a streamed batch.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,7 +32,7 @@
 #include "errors.h"
 #include "pickle.h"
 #include "pickle_batch.h"
-#include "pickle_entry.h"
+#include "pickle_frames.h"
 #include "pickle_mem.h"
 #include "pickle_ops.h"
 
@@ -552,28 +554,26 @@ static ranksnap_status run(dec *d)
             d->marks[d->n_marks++] = sp;
             continue;
         case 0x7d: /* EMPTY_DICT */
-            /* a trace entry in a streamed batch: read by the stream's reader, or its whole
-             * run of opcodes in one step */
-            if (d->batch) {
-                if (d->stream->read && d->n_marks == d->batch_level &&
-                    sp == d->marks[d->batch_level - 1]) {
+            /* a trace entry in a streamed batch: the batch's items before it handed over
+             * first, so that each entry is taken as it comes whichever way it is read (the same
+             * memo, the same messages), and then read by the stream's reader from its bytes */
+            if (d->batch && d->n_marks == d->batch_level) {
+                if (sp > d->marks[d->batch_level - 1] && rs_pk_batch_flush(d, &sp) != 0) {
                     d->pos = pos;
                     d->sp = sp;
-                    int read = d->stream->read(d->stream->ctx, (rs_pickle_reader *)d,
-                                               d->batch_list, d->batch_index, at);
-                    /* what it kept was copied by address (copy_out) */
-                    if (d->fwd.n) rs_pk_u64map_clear(&d->fwd);
-                    if (read > 0) {
-                        pos = d->read_end;
-                        continue;
-                    }
+                    return d->flush_err;
                 }
-                int fused = rs_pk_fused_entry(d, at, &pos, &sp);
-                if (fused > 0) continue;
-                if (fused < 0) {
-                    d->pos = pos;
-                    d->sp = sp;
-                    return d->fused_err;
+            }
+            if (d->batch && d->stream->read && d->n_marks == d->batch_level) {
+                d->pos = pos;
+                d->sp = sp;
+                int read = d->stream->read(d->stream->ctx, (rs_pickle_reader *)d, d->batch_list,
+                                           d->batch_index, at);
+                /* what it kept was copied by address (copy_out) */
+                if (d->fwd.n) rs_pk_u64map_clear(&d->fwd);
+                if (read > 0) {
+                    pos = d->read_end;
+                    continue;
                 }
             }
             /* fall through */

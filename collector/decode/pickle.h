@@ -60,9 +60,9 @@ typedef struct rs_pickle_stream {
     /* Optional: the item of root[key][index] whose first opcode (EMPTY_DICT) is at `at`, read
      * from its bytes by a reader that knows its layout (below) instead of being made and handed
      * to `take`. 1 when it read the item (rs_pickle_read_done said so), 0 when it leaves the
-     * item to the machine, having stored nothing. Asked only where `take` would get the item at
-     * once (nothing of its batch before it still to be handed over), so that items arrive in
-     * order either way. */
+     * item to the machine, having stored nothing. Asked at each item of a streamed batch, once
+     * the items of the batch before it were handed to `take`, so that items arrive in order
+     * either way. */
     int (*read)(void *ctx, rs_pickle_reader *r, const rs_pickle_value *list, size_t index,
                 size_t at);
     void *ctx;

@@ -161,7 +161,7 @@ int rs_pk_batch_flush(dec *d, size_t *sp)
                                     d->stream->key)
                              : rs_pk_batch_end(d, d->batch_list, (int64_t)d->batch_index, start);
     if (st != RANKSNAP_OK) {
-        d->fused_err = st;
+        d->flush_err = st;
         return -1;
     }
     *sp = d->sp;

@@ -39,9 +39,9 @@ ranksnap_status rs_pk_stream_take(dec *d, rs_pickle_value *l, int64_t index,
 ranksnap_status rs_pk_batch_end(dec *d, rs_pickle_value *l, int64_t index, size_t start);
 
 /* The open batch's items so far (stack[mark..*sp), *sp the machine's) handed over as its APPENDS
- * would, and a new batch opened at the same MARK for the rest: what fused_entry does before it
- * hands over an entry of its own, when entries the machine ran wait before it. 0, or -1 with
- * d->fused_err. */
+ * would, and a new batch opened at the same MARK for the rest: what the machine does before the
+ * stream's reader reads an entry, when entries the machine ran wait before it. 0, or -1 with
+ * d->flush_err. */
 int rs_pk_batch_flush(dec *d, size_t *sp);
 
 #endif

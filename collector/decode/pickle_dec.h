@@ -1,7 +1,8 @@
 /*
  * pickle_dec.h — the pickle decoder's state, which the files of the machine share: the arenas,
  * the memo, the stack, the open streamed batch and the tables of frames lists. Types only: each
- * part's functions are in its own file's header (pickle_mem.h, pickle_batch.h, pickle_entry.h).
+ * part's functions are in its own file's header (pickle_mem.h, pickle_batch.h,
+ * pickle_frames.h).
  */
 #ifndef RANKSNAP_PICKLE_DEC_H
 #define RANKSNAP_PICKLE_DEC_H
@@ -100,28 +101,27 @@ typedef struct dec {
     uint32_t batch;       /* its number, which the values made in it carry; 0 = none open */
     uint32_t batches;     /* batches opened so far */
     size_t batch_level;   /* n_marks while it is open: its MARK is marks[batch_level - 1] */
-    size_t batch_memo;    /* memo.count when it opened, or after the last entry fused_entry
-                           * handed over with nothing of the batch before it in the memo: the
+    size_t batch_memo;    /* memo.count when it opened, or after the last entry the stream's
+                           * reader read with nothing of the batch before it in the memo: the
                            * keys from there on may hold its values */
     rs_pickle_value *batch_list; /* the list root[key][batch_index] its items go to */
     size_t batch_index;
-    size_t batch_direct;  /* its entries fused_entry handed over, or the reader read, as they
-                           * came */
+    size_t batch_direct;  /* its entries the reader read as they came, or a flush handed over */
     size_t read_end;      /* where the item the stream's reader read ends (rs_pickle_read_done) */
-    ranksnap_status fused_err; /* why fused_entry returned -1 */
+    ranksnap_status flush_err; /* why batch_flush returned -1 */
     uint64_t *batch_keys; /* keys PUT, BINPUT or LONG_BINPUT stored one of its values under */
     size_t n_batch_keys, batch_keys_cap;
     /* copies out of the batch while it ends: scratch value -> copy (open addressing) */
     u64map fwd;
     rs_pickle_value **work; /* copies whose items still point into the batch */
     size_t n_work, work_cap;
-    struct shared_items *shared; /* fused_entry's frames lists by content (NULL until used) */
-    struct span_memo *spans;     /* fused_entry's frames lists by their bytes (NULL until used) */
+    struct shared_items *shared; /* frames lists by content (NULL until used) */
+    struct span_memo *spans;     /* frames lists by their bytes (NULL until used) */
     struct span_memo *span_last; /* the slot of the frames list met last */
     uint64_t memo_gen;           /* bumped when a memo key that held a value is given another */
 } dec;
 
-/* A frames list's item array, for the next list fused_entry makes with the same items: PyTorch
+/* A frames list's item array, for the next list rs_pk_gets_list makes with the same items: PyTorch
  * 2.11 writes a new list for most trace entries (3,986 lists of 123 contents in a real trace),
  * and lists with equal items can share one array, since none is ever written in place (a list
  * that grows gets a new one: its capacity is its length). A fixed table of two-way buckets: a

@@ -147,9 +147,9 @@ static inline ranksnap_status push(dec *d, rs_pickle_value *v)
     return RANKSNAP_OK;
 }
 
-/* A memo slot may hold, instead of a value, the place of a str fused_entry made (its opcode's
- * offset, shifted, with the low bit set: values are aligned): PyTorch 2.11 memoizes a new "N/A"
- * in every trace entry and never fetches one, so the value a GET needs is made when one does
+/* A memo slot may hold, instead of a value, the place of a str the stream's reader met (its
+ * opcode's offset, shifted, with the low bit set: values are aligned): PyTorch 2.11 memoizes a
+ * new "N/A" in every trace entry and never fetches one, so the value a GET needs is made when one does
  * (memo_lazy), not a copy per entry kept in the document's memory. */
 static inline int memo_is_lazy(const rs_pickle_value *v)
 {

@@ -616,17 +616,18 @@ TEST(unusual_trace_entries_decode_alike_read_from_their_bytes_or_made_as_values)
         size_t n_read = 0;
         ranksnap_status st = decode_three_ways(literal, &n_read);
         CHECK((st == RANKSNAP_OK) == cases[i].ok);
-        /* the first entry has new frame dicts (the machine's), the second goes with it (handed
-         * over first, then itself); the third is read from its bytes */
-        if (cases[i].ok) CHECK(n_read == 1 + (size_t)cases[i].read);
-        if ((st == RANKSNAP_OK) != cases[i].ok || (cases[i].ok && n_read != 1 + (size_t)cases[i].read))
+        /* the first entry has new frame dicts (the machine's, handed over before the next);
+         * the second and third are read from their bytes */
+        if (cases[i].ok) CHECK(n_read == 2 + (size_t)cases[i].read);
+        if ((st == RANKSNAP_OK) != cases[i].ok || (cases[i].ok && n_read != 2 + (size_t)cases[i].read))
             fprintf(stderr, "     case %zu: %s, %zu read\n", i, ranksnap_strerror(st), n_read);
     }
 }
 
 /* A real trace with one byte changed, at places spread over it, to bytes that make opcodes and
- * values PyTorch never writes there: both ways of reading the entries succeed alike, or fail
- * with the same message. */
+ * values PyTorch never writes there: both ways of reading the entries succeed alike, to the same
+ * snapshot, or both fail. (Their messages may name different places: the bytes' reader takes an
+ * entry when it ends, the machine when the next one starts.) */
 TEST(mutated_real_traces_decode_alike_read_from_their_bytes_or_made_as_values)
 {
     char *buf = NULL;
@@ -660,7 +661,7 @@ TEST(mutated_real_traces_decode_alike_read_from_their_bytes_or_made_as_values)
         o.read_entries = 0;
         ranksnap_status sb = rs_torch_decode(buf, len, "mutated", &o, &b);
         const char *mb = sb == RANKSNAP_OK ? "" : ranksnap_last_error();
-        int same = sa == sb && strcmp(msg, mb) == 0 && (sa != RANKSNAP_OK || !snap_same(a, b));
+        int same = sa == sb && (sa != RANKSNAP_OK || !snap_same(a, b));
         if (!same && differ++ < 3)
             fprintf(stderr, "     byte %zu: 0x%02x -> 0x%02x: %s | %s\n", pos, was, now, msg, mb);
         tried++;
@@ -747,8 +748,8 @@ TEST(real_snapshots_in_tests_data_keep_the_model_promises)
 }
 
 /* Every real snapshot, decoded three times: streamed with the entries read from their bytes
- * (torch_trace.h), streamed with every entry made as values (most of them run as one step), and
- * from the whole value tree, opcode by opcode. */
+ * (torch_trace.h, the fast path), streamed with every entry made as values by the general
+ * machine (read_entries 0), and from the whole value tree, opcode by opcode (stream 0). */
 static int g_alike_seen, g_alike_bad;
 static uint64_t g_alike_read, g_alike_events;
 

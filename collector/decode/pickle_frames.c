@@ -1,7 +1,9 @@
 /*
- * pickle_entry.c — a PyTorch trace entry in one step (fused_entry), beside the general machine
- * of pickle.c, and the frames lists it shares: lists with the same bytes are one value
- * (struct span_memo), lists with the same items share one item array (struct shared_items).
+ * pickle_frames.c — the frames lists a reader of a trace entry's bytes asks for
+ * (rs_pickle_read_gets), and the memo keys the entries it reads store (rs_pickle_read_done).
+ * A frames list is read from its memo GETs without the machine; lists with the same bytes are
+ * one value (struct span_memo), lists with the same items share one item array (struct
+ * shared_items): PyTorch writes a new list for most trace entries, but only a few distinct ones.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,25 +11,12 @@
 #include <string.h>
 
 #include "pickle_batch.h"
-#include "pickle_entry.h"
+#include "pickle_frames.h"
 #include "pickle_mem.h"
 #include "pickle_ops.h"
 
-/* Most of a PyTorch snapshot is trace entries, which pickle.dump writes as the same run of
- * opcodes every time: EMPTY_DICT MEMOIZE MARK, then key/value pairs whose keys are memo GETs of
- * strings and whose values are memo GETs, small ints, LONG1s of up to 8 bytes or the `frames`
- * list (EMPTY_LIST MEMOIZE, then MARK GET... APPENDS, one GET and APPEND, or nothing), then
- * SETITEMS; keys and values may also be new strings, each followed by its MEMOIZE. Inside a
- * streamed batch, fused_entry runs such a run of opcodes as one step: the same values at the
- * same offsets, the same memo keys, the same dict left on the stack as the opcodes one by one
- * would give, without their dispatch. Anything else in the bytes (a FRAME, a missing memo key, a
- * new frame dict, another opcode) and it returns 0 having changed nothing but scratch memory
- * (and the frames list it made, and the tables that remember frames lists), for the machine to
- * run the opcodes itself. A frames list whose bytes were met before is not read GET by GET
- * (struct span_memo). */
-#define FUSED_MAX_PAIRS 32
-
-#define FUSED_MAX_FRAMES 256
+/* The most frames a list read this way may have: a longer one is left to the machine. */
+#define MAX_FRAMES 256
 
 /* The lowest memo key that may hold a value the open batch made: batch_memo, or 0 once PUT
  * stored one of its values under any key (note_batch_key). A GET of a lower key (a frame dict
@@ -40,55 +29,14 @@ static inline uint64_t batch_key_floor(const dec *d)
 /* The value a memo GET at buf[p] fetches (BINGET or LONG_BINGET), NULL when it is none of
  * those, misses, or refers to a taken entry. *n is the GET's length; *fresh (when not NULL) is
  * whether its key is at least `floor` (batch_key_floor). */
-static inline rs_pickle_value *fused_get_key(const dec *d, size_t p, size_t *n, uint64_t floor,
-                                             int *fresh)
+static inline rs_pickle_value *get_at(const dec *d, size_t p, size_t *n, uint64_t floor,
+                                      int *fresh)
 {
     uint64_t key;
     if (!(*n = rs_pk_get(d->buf + p, d->len - p, &key))) return NULL;
     rs_pickle_value *v = key < d->memo.dense_cap ? d->memo.dense[key] : NULL;
     if (fresh) *fresh = key >= floor;
     return memo_is_value(v) ? v : NULL; /* the machine makes a lazy str */
-}
-
-static inline rs_pickle_value *fused_get(const dec *d, size_t p, size_t *n)
-{
-    return fused_get_key(d, p, n, 0, NULL);
-}
-
-/* An int value made at `at` (rs_pk_int), NULL when the opcode is none of those; *n its length. In
- * `into` when not NULL, else in the arena. */
-static rs_pickle_value *fused_int(dec *d, size_t at, size_t *n, rs_pickle_value *into)
-{
-    uint64_t x = 0;
-    if (!(*n = rs_pk_int(d->buf + at, d->len - at, &x))) return NULL;
-    d->op_at = at;
-    rs_pickle_value *v = into;
-    if (v) {
-        v->kind = RS_PICKLE_INT;
-        v->is_u64 = v->shared = 0;
-        v->batch = d->batch;
-        v->offset = at;
-    } else if (!(v = new_value(d, RS_PICKLE_INT))) {
-        return NULL;
-    }
-    memcpy(&v->v.i, &x, sizeof x);
-    return v;
-}
-
-/* A str made at `at` (SHORT_BINUNICODE or BINUNICODE), NULL when the opcode is none of those or
- * its text is not UTF-8 (the machine then says so); *n its length. It is made in scratch
- * memory: fused_entry moves the ones it memoizes to the document's when it commits. */
-static rs_pickle_value *fused_str(dec *d, size_t at, size_t *n)
-{
-    const char *text;
-    size_t size;
-    if (!(*n = rs_pk_str(d->buf + at, d->len - at, &text, &size))) return NULL;
-    d->op_at = at;
-    rs_pickle_value *v = new_value(d, RS_PICKLE_STR);
-    if (!v) return NULL;
-    v->v.str.p = text;
-    v->v.str.n = size;
-    return v;
 }
 
 /* A list whose item array is `items` (n of them), an array no list writes in place. */
@@ -154,7 +102,7 @@ static const struct span_memo *span_find(dec *d, size_t at, size_t *end)
     if (!d->spans) return NULL;
     const unsigned char *b = d->buf + at;
     size_t left = d->len - at, from = 0;
-    if (left > FUSED_MAX_FRAMES * 5 + 1) left = FUSED_MAX_FRAMES * 5 + 1;
+    if (left > MAX_FRAMES * 5 + 1) left = MAX_FRAMES * 5 + 1;
     /* the list that followed the last one, last time, first: a training loop allocates from
      * the same lines in the same order every step (the guess is right for 73 to 79% of a real
      * trace's lists), and bytes equal to its need neither their end found nor a hash. Equal
@@ -250,7 +198,7 @@ static rs_pickle_value *shared_list(dec *d, rs_pickle_value *const *frames, size
 rs_pickle_value *rs_pk_gets_list(dec *d, size_t list_at, size_t p, size_t *end)
 {
     const unsigned char *b = d->buf;
-    rs_pickle_value *frames[FUSED_MAX_FRAMES], *v;
+    rs_pickle_value *frames[MAX_FRAMES], *v;
     size_t n_frames = 0, n = 0, span_at = 0;
     int fresh = 0, any_fresh = 0;
     uint64_t floor = batch_key_floor(d);
@@ -259,14 +207,14 @@ rs_pickle_value *rs_pk_gets_list(dec *d, size_t list_at, size_t p, size_t *end)
         /* bytes met before: the same GETs of the same values */
     } else if (p < d->len && b[p] == 0x28) {
         for (p++; p < d->len && b[p] != 0x65; p += n) {
-            rs_pickle_value *f = fused_get_key(d, p, &n, floor, &fresh);
-            if (!f || n_frames == FUSED_MAX_FRAMES) return NULL;
+            rs_pickle_value *f = get_at(d, p, &n, floor, &fresh);
+            if (!f || n_frames == MAX_FRAMES) return NULL;
             frames[n_frames++] = f;
             any_fresh |= fresh;
         }
         if (p >= d->len) return NULL;
         p++;
-    } else if ((v = fused_get_key(d, p, &n, floor, &fresh)) != NULL && p + n < d->len &&
+    } else if ((v = get_at(d, p, &n, floor, &fresh)) != NULL && p + n < d->len &&
                b[p + n] == 0x61) {
         frames[n_frames++] = v;
         any_fresh = fresh;
@@ -299,120 +247,4 @@ void rs_pk_memo_direct(dec *d, size_t n)
     d->memo.count += n;
     if (clean) d->batch_memo = d->memo.count;
     d->batch_direct++;
-}
-
-/* Values an entry memoizes, in the order of their MEMOIZEs: its dict, the strings it makes
- * (PyTorch 2.11 writes a new "N/A" for compile_context in every entry), its frames list. */
-#define FUSED_MAX_MEMO (2 * FUSED_MAX_PAIRS + 2)
-
-int rs_pk_fused_entry(dec *d, size_t at, size_t *pos, size_t *sp)
-{
-    const unsigned char *b = d->buf;
-    size_t p = at + 1, n = 0;
-    /* in order: the batch's items before it go first (batch_flush) */
-    const int direct = d->n_marks == d->batch_level;
-    rs_pickle_value ints[FUSED_MAX_PAIRS];
-    size_t n_ints = 0;
-    rs_pickle_value *items[2 * FUSED_MAX_PAIRS];
-    rs_pickle_value *memo_new[FUSED_MAX_MEMO]; /* NULL: the dict, made last */
-    size_t memo_at[FUSED_MAX_MEMO];            /* a str's place in items */
-    size_t memo_str_at[FUSED_MAX_MEMO];        /* a str value's opcode (memoized lazily) */
-    rs_pickle_value *list = NULL;
-    size_t n_items = 0, list_at = 0, n_memo = 0;
-    if (*sp + 1 > d->stack_cap || d->len - p < 2) return 0;
-    /* before this entry's values are made in the scratch memory the flush empties */
-    if (direct && *sp > d->marks[d->batch_level - 1] && rs_pk_batch_flush(d, sp) != 0) return -1;
-    if (b[p] == 0x94) { /* MEMOIZE (PyTorch: yes; ranksnap's export: no) */
-        memo_new[n_memo++] = NULL;
-        p++;
-    }
-    if (p >= d->len || b[p] != 0x28) return 0;
-    for (p++; p < d->len && b[p] != 0x75; ) {
-        rs_pickle_value *k = fused_get(d, p, &n), *v;
-        int new_key = !k;
-        if (new_key) k = fused_str(d, p, &n);
-        if (!k || k->kind != RS_PICKLE_STR || n_items == 2 * FUSED_MAX_PAIRS) return 0;
-        p += n;
-        if (new_key && p < d->len && b[p] == 0x94) { /* a new key, memoized */
-            memo_at[n_memo] = n_items;
-            memo_str_at[n_memo] = SIZE_MAX;
-            memo_new[n_memo++] = k;
-            p++;
-        }
-        if (p >= d->len) return 0;
-        if (b[p] == 0x5d) { /* EMPTY_LIST (MEMOIZE), then its items */
-            if (list) return 0;
-            list_at = p++;
-            size_t list_memo = SIZE_MAX;
-            if (p < d->len && b[p] == 0x94) {
-                list_memo = n_memo++;
-                p++;
-            }
-            if (!(list = v = rs_pk_gets_list(d, list_at, p, &p))) return 0;
-            if (list_memo != SIZE_MAX) memo_new[list_memo] = list;
-        } else if ((v = fused_get(d, p, &n)) != NULL ||
-                   (v = fused_int(d, p, &n, direct ? &ints[n_ints] : NULL)) != NULL) {
-            n_ints += v == &ints[n_ints];
-            p += n;
-        } else if ((v = fused_str(d, p, &n)) != NULL) {
-            p += n;
-            if (p < d->len && b[p] == 0x94) { /* a new str value, memoized */
-                memo_at[n_memo] = n_items + 1;
-                memo_str_at[n_memo] = p - n;
-                memo_new[n_memo++] = v;
-                p++;
-            }
-        }
-        if (!v) return 0;
-        items[n_items++] = k;
-        items[n_items++] = v;
-    }
-    if (p >= d->len) return 0;
-    size_t key = d->memo.count;
-    if (!rs_pk_memo_next_free(d, n_memo)) return 0;
-    /* A memoized str outlives the batch (a later entry may GET it): a key goes to the
-     * document's memory now, which the batch's end would otherwise do (evacuate); the memo
-     * keeps where a value is, for the GET that may come (memo_lazy) */
-    for (size_t i = 0; i < n_memo; i++) {
-        rs_pickle_value *v = memo_new[i];
-        if (!v || v->kind != RS_PICKLE_STR) continue;
-        if (memo_str_at[i] != SIZE_MAX) {
-            memo_new[i] = memo_lazy_tag(memo_str_at[i]);
-            continue;
-        }
-        rs_pickle_value *c = arena_alloc_in(&d->doc->main, sizeof *c);
-        if (!c) return 0;
-        *c = *v;
-        c->batch = 0;
-        items[memo_at[i]] = c;
-        memo_new[i] = c;
-    }
-    d->op_at = at;
-    if (direct) {
-        rs_pickle_value dict, *dp = &dict;
-        memset(&dict, 0, sizeof dict);
-        dict.kind = RS_PICKLE_DICT;
-        dict.batch = d->batch;
-        dict.offset = at;
-        dict.v.seq.items = items;
-        dict.v.seq.n = dict.v.seq.cap = (uint32_t)n_items;
-        for (size_t i = 0; i < n_memo; i++)
-            d->memo.dense[key + i] = memo_new[i] ? memo_new[i] : TAKEN_MARK;
-        rs_pk_memo_direct(d, n_memo);
-        *pos = p + 1;
-        ranksnap_status st = rs_pk_stream_take(d, d->batch_list, (int64_t)d->batch_index, &dp, 1);
-        /* what the reader kept was copied by address (copy_out), and the next entry's dict and
-         * ints are at the same addresses: forgotten (the flush left nothing else there) */
-        if (d->fwd.n) rs_pk_u64map_clear(&d->fwd);
-        if (st == RANKSNAP_OK) return 1;
-        d->fused_err = st;
-        return -1;
-    }
-    rs_pickle_value *dict = rs_pk_new_container(d, RS_PICKLE_DICT, items, n_items);
-    if (!dict) return 0;
-    for (size_t i = 0; i < n_memo; i++) d->memo.dense[key + i] = memo_new[i] ? memo_new[i] : dict;
-    d->memo.count += n_memo;
-    d->stack[(*sp)++] = dict;
-    *pos = p + 1;
-    return 1;
 }

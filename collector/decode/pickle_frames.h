@@ -1,10 +1,9 @@
 /*
- * pickle_entry.h — a PyTorch trace entry in one step, and the frames lists it shares
- * (pickle_entry.c): the machine's fast path for the run of opcodes pickle.dump writes for each
- * entry.
+ * pickle_frames.h — frames lists read from their memo GETs, and the memo keys of an entry read
+ * from its bytes (pickle_frames.c).
  */
-#ifndef RANKSNAP_PICKLE_ENTRY_H
-#define RANKSNAP_PICKLE_ENTRY_H
+#ifndef RANKSNAP_PICKLE_FRAMES_H
+#define RANKSNAP_PICKLE_FRAMES_H
 
 #include <stddef.h>
 
@@ -27,15 +26,5 @@ int rs_pk_memo_next_free(const dec *d, size_t n);
  * before them (handed over by the flush, or by the item before), the batch's end need not look
  * at them (38,850 keys a 2.5 MB pickle, 3% of its decode). */
 void rs_pk_memo_direct(dec *d, size_t n);
-
-/* The run of opcodes of a trace entry at the EMPTY_DICT at `at`; 1 when done (*pos after its
- * SETITEMS, the dict pushed at *sp, or handed over: see below), 0 when the bytes are laid out
- * otherwise, -1 when the reader's take failed (d->fused_err).
- *
- * While nothing of the batch waits on the stack, the entry goes to the reader at once, in
- * order, as a dict and ints that live on this function's stack (rs_pickle_keep copies what the
- * reader keeps), and its memo key gets the taken mark now rather than at the batch's end: no
- * memory per entry, and nothing for the batch's end to do. */
-int rs_pk_fused_entry(dec *d, size_t at, size_t *pos, size_t *sp);
 
 #endif
