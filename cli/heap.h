@@ -1,8 +1,9 @@
 /*
  * heap.h — how the command's malloc is set up for decoding file after file: freed memory kept
  * for the next file, and the report's decoding threads on transparent huge pages. A decode's
- * fresh memory, on 4 KiB pages, costs a page fault every 4 KiB (about 440 for a thread's first
- * 2.5 MB PyTorch pickle, a fifth of a report's CPU on the CPU machine: docs/BENCHMARKS.md).
+ * fresh memory, on 4 KiB pages, costs a page fault every 4 KiB, hundreds for a thread's first
+ * large PyTorch pickle: a large share of a report's CPU (docs/BENCHMARKS.md measures what each
+ * setting earns, with the command that measures it).
  */
 #ifndef RANKSNAP_HEAP_H
 #define RANKSNAP_HEAP_H

@@ -1,9 +1,9 @@
 /*
  * pickle_ops.h — the few opcodes a PyTorch trace entry is made of, parsed from the input: for the
- * pickle machine (pickle.c) and for a reader of streamed items' bytes (torch_trace.c), which
- * both read them where they run and must read them the same way. Each takes the bytes from the
+ * pickle machine (pickle.c, pickle_frames.c) and for the reader of streamed items' bytes
+ * (torch_trace.c), which both read them where they run and must read them the same way. Each takes the bytes from the
  * opcode on (`left` of them) and returns the opcode's length, 0 when the bytes are not that
- * opcode whole.
+ * opcode whole. The UTF-8 check they share is pickle_ops.c's.
  */
 #ifndef RANKSNAP_PICKLE_OPS_H
 #define RANKSNAP_PICKLE_OPS_H

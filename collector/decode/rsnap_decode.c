@@ -22,6 +22,10 @@
  * The model is filled as decoding goes (arrays zeroed first), so rs_snap_free cleans up a
  * half-built snapshot on every error path. Memory: the model (33 bytes per event) plus 16 bytes
  * per map entry of the file while decoding.
+ *
+ * The parts: rsnap_scan.c (the first pass), rsnap_values.c (the second pass's reads of one
+ * value); the state they share is in rsnap_state.h. This file reads the sections and the
+ * history's columns, and is the entry point.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -33,628 +37,53 @@
 #include "file_read.h"
 #include "rsnap_decode.h"
 #include "snap_check.h"
-
-/* Our format nests five deep; unknown keys from newer writers get room to nest further. */
-#define RSNAP_MAX_DEPTH 24
-#define RSNAP_NAME 192
-
-/* A map the scan saw: its entries are ents[first .. first + 2n) (key, value, key, value ...). */
-typedef struct map_rec {
-    size_t at, end;
-    size_t first;
-    uint32_t n;
-} map_rec;
-
-typedef struct dec {
-    const char *name;
-    const unsigned char *buf;
-    size_t len;
-    map_rec *maps; /* in the order of their offsets */
-    size_t n_maps, maps_cap;
-    size_t *ents;  /* offsets of every map key and value, each map's in one piece */
-    size_t n_ents, ents_cap;
-    size_t *open;  /* the same for the maps not yet ended, innermost last */
-    size_t n_open, open_cap;
-} dec;
-
-static ranksnap_status fail(const dec *d, const char *fmt, ...) RS_PRINTF(2, 3);
-
-static ranksnap_status fail(const dec *d, const char *fmt, ...)
-{
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return rs_error(RANKSNAP_ERR_FORMAT, "%s: %s", d->name, msg);
-}
-
-static ranksnap_status no_memory(const dec *d, const char *what, size_t n)
-{
-    return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: no memory for %zu entries of %s", d->name, n,
-                    what);
-}
-
-/* ---- pass 1: structure -------------------------------------------------------------------- */
-
-/* What a value is, by its first byte. */
-typedef enum kind { K_INT, K_MAP, K_ARRAY, K_STR, K_NIL, K_BOOL, K_BIN, K_FLOAT, K_C1, K_EXT } kind;
-
-static kind kind_of(unsigned char b)
-{
-    if (b <= 0x7f || b >= 0xe0 || (b >= 0xcc && b <= 0xd3)) return K_INT;
-    if (b <= 0x8f || b == 0xde || b == 0xdf) return K_MAP;
-    if (b <= 0x9f || b == 0xdc || b == 0xdd) return K_ARRAY;
-    if (b <= 0xbf || (b >= 0xd9 && b <= 0xdb)) return K_STR;
-    switch (b) {
-    case 0xc0: return K_NIL;
-    case 0xc1: return K_C1;
-    case 0xc2:
-    case 0xc3: return K_BOOL;
-    case 0xc4:
-    case 0xc5:
-    case 0xc6: return K_BIN;
-    case 0xca:
-    case 0xcb: return K_FLOAT;
-    }
-    return K_EXT;
-}
-
-/* For "the top level is ...". */
-static const char *type_of_byte(unsigned char b)
-{
-    static const char *const names[] = {
-        "a msgpack integer", "a msgpack map", "a msgpack array", "a msgpack string", "msgpack nil",
-        "a msgpack boolean", "msgpack binary", "a msgpack float",
-        "the byte 0xc1 (never valid in msgpack)", "a msgpack extension"};
-    return names[kind_of(b)];
-}
-
-/* For "field 'x' must be ..., not ...". */
-static const char *type_name(unsigned char b)
-{
-    static const char *const names[] = {"an integer", "a map", "an array", "a string", "nil",
-                                        "a boolean", "binary", "a float", "an extension",
-                                        "an extension"};
-    return names[kind_of(b)];
-}
-
-static ranksnap_status truncated(const dec *d)
-{
-    return fail(d, "truncated: %zu bytes, the msgpack map ends beyond the end of the file",
-                d->len);
-}
-
-/* Big-endian length prefix of `n` bytes at *pos. */
-static int read_be(const dec *d, size_t *pos, unsigned n, uint64_t *v)
-{
-    if (n > d->len - *pos) return -1;
-    uint64_t x = 0;
-    for (unsigned i = 0; i < n; i++) x = (x << 8) | d->buf[*pos + i];
-    *pos += n;
-    *v = x;
-    return 0;
-}
-
-/* Bytes taken by the scalar whose first byte is the index (integers, nil, booleans, short
- * strings); 0 for everything else, which the general path of scan reads. */
-static const unsigned char scalar_size[256] = {
-     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
-     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
-     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
-     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
-     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
-     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
-     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
-     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
-     0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
-     0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
-     1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14, 15, 16,
-    17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
-     1,  0,  1,  1,  0,  0,  0,  0,  0,  0,  0,  0,  2,  3,  5,  9,
-     2,  3,  5,  9,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
-     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
-     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
-};
-
-/* Appends x to a growing array of offsets. */
-static int offsets_push(size_t **v, size_t *n, size_t *cap, size_t x)
-{
-    if (*n == *cap) {
-        size_t c = *cap ? 2 * *cap : 256;
-        size_t *g = realloc(*v, c * sizeof *g);
-        if (!g) return -1;
-        *v = g;
-        *cap = c;
-    }
-    (*v)[(*n)++] = x;
-    return 0;
-}
-
-static int note_map(dec *d, size_t at, uint64_t items)
-{
-    if (d->n_maps == d->maps_cap) {
-        size_t cap = d->maps_cap ? 2 * d->maps_cap : 64;
-        map_rec *m = realloc(d->maps, cap * sizeof *m);
-        if (!m) return -1;
-        d->maps = m;
-        d->maps_cap = cap;
-    }
-    d->maps[d->n_maps++] = (map_rec){at, at, d->n_ents, (uint32_t)(items / 2)};
-    return 0;
-}
-
-/* A map ended at `end`: its entries, the last ones of the open maps' stack (a nested map's were
- * moved out when it ended), move to ents in one piece. */
-static int close_map(dec *d, size_t index, size_t open_from, size_t end)
-{
-    map_rec *m = &d->maps[index];
-    m->end = end;
-    m->first = d->n_ents;
-    for (size_t i = open_from; i < d->n_open; i++)
-        if (offsets_push(&d->ents, &d->n_ents, &d->ents_cap, d->open[i]) != 0) return -1;
-    d->n_open = open_from;
-    return 0;
-}
-
-/* Sets *end to one past the top-level object. `pending` counts the objects still to read, each
- * of which needs at least one byte: a count beyond the remaining bytes is a truncation (or a
- * lie) caught before anything is allocated for it. */
-static ranksnap_status scan(dec *d, size_t *end)
-{
-    uint64_t left[RSNAP_MAX_DEPTH + 1];
-    size_t map_of[RSNAP_MAX_DEPTH + 1];    /* index + 1 of the map read at each level, 0: none */
-    size_t open_from[RSNAP_MAX_DEPTH + 1]; /* where its entries start in d->open */
-    size_t depth = 0, pos = 0;
-    uint64_t pending = 1;
-    left[0] = 1;
-    map_of[0] = 0;
-    while (pending > 0) {
-        while (left[depth] == 0) {
-            if (map_of[depth] && close_map(d, map_of[depth] - 1, open_from[depth], pos) != 0)
-                return no_memory(d, "map entries", d->n_ents);
-            depth--;
-        }
-        if (!map_of[depth]) {
-            /* an array (a history column): its scalars are stepped over in a tight loop, eight
-             * at a time while they are one-byte positive integers (actions, streams, stacks) */
-            uint64_t k = left[depth];
-            while (k >= 8 && d->len - pos >= 8) {
-                uint64_t x;
-                memcpy(&x, d->buf + pos, 8);
-                if (x & 0x8080808080808080ull) break;
-                pos += 8;
-                k -= 8;
-            }
-            while (k > 0 && pos < d->len) {
-                unsigned sz = scalar_size[d->buf[pos]];
-                if (sz == 0 || sz > d->len - pos) break;
-                pos += sz;
-                k--;
-            }
-            pending -= left[depth] - k;
-            left[depth] = k;
-            if (k == 0) continue;
-        }
-        if (pos >= d->len) return truncated(d);
-        size_t at = pos;
-        unsigned char b = d->buf[pos++];
-        uint64_t skip = 0, items = 0, x = 0;
-        int container = 0, is_map = 0, bad = 0;
-        left[depth]--;
-        pending--;
-        if (map_of[depth] && offsets_push(&d->open, &d->n_open, &d->open_cap, at) != 0)
-            return no_memory(d, "map entries", d->n_open);
-        if (b <= 0x7f || b >= 0xe0) {
-            /* fixint */
-        } else if (b <= 0x8f) {
-            items = 2u * (b & 0x0fu);
-            container = is_map = 1;
-        } else if (b <= 0x9f) {
-            items = b & 0x0fu;
-            container = 1;
-        } else if (b <= 0xbf) {
-            skip = b & 0x1fu;
-        } else {
-            switch (b) {
-            case 0xc0: case 0xc2: case 0xc3: break;
-            case 0xc1:
-                return fail(d, "byte 0xc1 at offset %zu is not valid msgpack", at);
-            case 0xc4: case 0xd9: bad = read_be(d, &pos, 1, &skip); break;
-            case 0xc5: case 0xda: bad = read_be(d, &pos, 2, &skip); break;
-            case 0xc6: case 0xdb: bad = read_be(d, &pos, 4, &skip); break;
-            case 0xc7: bad = read_be(d, &pos, 1, &x); skip = x + 1; break;
-            case 0xc8: bad = read_be(d, &pos, 2, &x); skip = x + 1; break;
-            case 0xc9: bad = read_be(d, &pos, 4, &x); skip = x + 1; break;
-            case 0xca: skip = 4; break;
-            case 0xcb: skip = 8; break;
-            case 0xcc: case 0xd0: skip = 1; break;
-            case 0xcd: case 0xd1: skip = 2; break;
-            case 0xce: case 0xd2: skip = 4; break;
-            case 0xcf: case 0xd3: skip = 8; break;
-            case 0xd4: skip = 2; break;
-            case 0xd5: skip = 3; break;
-            case 0xd6: skip = 5; break;
-            case 0xd7: skip = 9; break;
-            case 0xd8: skip = 17; break;
-            case 0xdc: bad = read_be(d, &pos, 2, &items); container = 1; break;
-            case 0xdd: bad = read_be(d, &pos, 4, &items); container = 1; break;
-            case 0xde: bad = read_be(d, &pos, 2, &items); items *= 2; container = is_map = 1; break;
-            case 0xdf: bad = read_be(d, &pos, 4, &items); items *= 2; container = is_map = 1; break;
-            }
-        }
-        if (bad || skip > d->len - pos) return truncated(d);
-        pos += skip;
-        if (container && items > 0 && (items > d->len - pos || pending + items > d->len - pos))
-            return truncated(d);
-        if (is_map && note_map(d, at, items) != 0) return no_memory(d, "maps", d->n_maps);
-        if (container && items > 0) {
-            if (depth == RSNAP_MAX_DEPTH)
-                return fail(d, "msgpack nested deeper than %d levels at offset %zu",
-                            RSNAP_MAX_DEPTH, at);
-            pending += items;
-            left[++depth] = items;
-            map_of[depth] = is_map ? d->n_maps : 0;
-            open_from[depth] = d->n_open;
-        } else if (is_map) {
-            d->maps[d->n_maps - 1].end = pos;
-        }
-    }
-    for (; depth > 0; depth--)
-        if (map_of[depth] && close_map(d, map_of[depth] - 1, open_from[depth], pos) != 0)
-            return no_memory(d, "map entries", d->n_ents);
-    *end = pos;
-    return RANKSNAP_OK;
-}
-
-/* ---- pass 2: reading values where they are -------------------------------------------------- */
-
-/* Where a value is, for messages: its name is made from these parts only when one is needed,
- * "base[index].key[elem]" with the parts that are set. */
-typedef struct where {
-    const char *base;  /* "" at the top level */
-    int64_t index;     /* -1: none */
-    const char *key;   /* NULL: none */
-    int64_t elem;      /* -1: none */
-} where;
-
-static where at_top(const char *key)
-{
-    return (where){"", -1, key, -1};
-}
-
-/* Appends to out[n] at *k, cutting what does not fit (names only feed messages). */
-static void name_add(char *out, size_t n, size_t *k, const char *fmt, ...) RS_PRINTF(4, 5);
-
-static void name_add(char *out, size_t n, size_t *k, const char *fmt, ...)
-{
-    if (*k + 1 >= n) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int r = vsnprintf(out + *k, n - *k, fmt, ap);
-    va_end(ap);
-    if (r > 0) *k = (size_t)r < n - *k ? *k + (size_t)r : n - 1;
-}
-
-static void where_name(const where *w, char *out, size_t n)
-{
-    size_t k = 0;
-    out[0] = '\0';
-    name_add(out, n, &k, "%s", w->base);
-    if (w->index >= 0) name_add(out, n, &k, "[%" PRId64 "]", w->index);
-    if (w->key) name_add(out, n, &k, "%s%s", k ? "." : "", w->key);
-    if (w->elem >= 0) name_add(out, n, &k, "[%" PRId64 "]", w->elem);
-}
-
-static ranksnap_status bad_value(const dec *d, const where *w, size_t at, const char *fmt, ...)
-    RS_PRINTF(4, 5);
-
-/* "NAME: field 'segments[3].stream' MESSAGE (offset N)". */
-static ranksnap_status bad_value(const dec *d, const where *w, size_t at, const char *fmt, ...)
-{
-    char name[RSNAP_NAME], msg[512];
-    where_name(w, name, sizeof name);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return fail(d, "field '%s' %s (offset %zu)", name, msg, at);
-}
-
-/* A string from the file, shortened and with control bytes replaced, for an error message. */
-static void printable(const unsigned char *p, size_t n, char *dst, size_t dn)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n && k + 4 < dn; i++)
-        dst[k++] = (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '"') ? (char)p[i] : '?';
-    if (n > 0 && k < n && k + 4 <= dn) {
-        memcpy(dst + k, "...", 3);
-        k += 3;
-    }
-    dst[k] = '\0';
-}
-
-static inline uint64_t be(const unsigned char *p, unsigned n)
-{
-    uint64_t hi, lo;
-    switch (n) {
-    case 2: return (uint64_t)p[0] << 8 | p[1];
-    case 4: return (uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 | (uint64_t)p[2] << 8 | p[3];
-    default:
-        hi = (uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 | (uint64_t)p[2] << 8 | p[3];
-        lo = (uint64_t)p[4] << 24 | (uint64_t)p[5] << 16 | (uint64_t)p[6] << 8 | p[7];
-        return hi << 32 | lo;
-    }
-}
-
-/* An integer at *p (inside [p, e)): its 64-bit pattern and whether msgpack-c would call it
- * negative (signed encodings of values >= 0 are positive integers, as msgpack-c reads them).
- * Advances *p; -1 when it is not an integer or runs past e. */
-static inline __attribute__((always_inline)) int read_int(const unsigned char **pp,
-                                                          const unsigned char *e, uint64_t *bits,
-                           int *negative)
-{
-    const unsigned char *p = *pp;
-    size_t left = (size_t)(e - p);
-    uint64_t v;
-    *negative = 0;
-    switch (*p) {
-    case 0xcc: if (left < 2) return -1; v = p[1]; *pp = p + 2; break;
-    case 0xcd: if (left < 3) return -1; v = be(p + 1, 2); *pp = p + 3; break;
-    case 0xce: if (left < 5) return -1; v = be(p + 1, 4); *pp = p + 5; break;
-    case 0xcf: if (left < 9) return -1; v = be(p + 1, 8); *pp = p + 9; break;
-    case 0xd0: if (left < 2) return -1; v = (uint64_t)(int64_t)(int8_t)p[1]; *pp = p + 2; break;
-    case 0xd1: if (left < 3) return -1; v = (uint64_t)(int64_t)(int16_t)be(p + 1, 2); *pp = p + 3; break;
-    case 0xd2: if (left < 5) return -1; v = (uint64_t)(int64_t)(int32_t)be(p + 1, 4); *pp = p + 5; break;
-    case 0xd3: if (left < 9) return -1; v = be(p + 1, 8); *pp = p + 9; break;
-    default:
-        if (*p <= 0x7f) {
-            v = *p;
-        } else if (*p >= 0xe0) {
-            v = (uint64_t)(int64_t)(int8_t)*p;
-        } else {
-            return -1;
-        }
-        *pp = p + 1;
-        break;
-    }
-    *negative = (int64_t)v < 0 && (*p >= 0xd0 || *p >= 0xe0);
-    *bits = v;
-    return 0;
-}
-
-static ranksnap_status as_u64(const dec *d, size_t at, const where *w, uint64_t *v)
-{
-    const unsigned char *p = d->buf + at;
-    int neg;
-    if (read_int(&p, d->buf + d->len, v, &neg) != 0 || neg)
-        return bad_value(d, w, at, "must be an unsigned integer, not %s", type_name(d->buf[at]));
-    return RANKSNAP_OK;
-}
-
-static ranksnap_status as_i64(const dec *d, size_t at, const where *w, int64_t *v)
-{
-    const unsigned char *p = d->buf + at;
-    uint64_t bits;
-    int neg;
-    if (read_int(&p, d->buf + d->len, &bits, &neg) != 0)
-        return bad_value(d, w, at, "must be an integer");
-    if (!neg && bits > (uint64_t)INT64_MAX)
-        return bad_value(d, w, at, "(%" PRIu64 ") does not fit a signed 64-bit integer", bits);
-    memcpy(v, &bits, sizeof *v);
-    return RANKSNAP_OK;
-}
-
-static ranksnap_status as_int_range(const dec *d, size_t at, const where *w, int64_t lo,
-                                    int64_t hi, int64_t *v)
-{
-    RS_CHECK(as_i64(d, at, w, v));
-    if (*v < lo || *v > hi)
-        return bad_value(d, w, at, "is %" PRId64 ", expected %" PRId64 " to %" PRId64, *v, lo, hi);
-    return RANKSNAP_OK;
-}
-
-/* A string's bytes: *p and *n. -1 when the value at `at` is no string. */
-static int str_at(const dec *d, size_t at, const unsigned char **p, size_t *n)
-{
-    unsigned b = d->buf[at];
-    size_t hdr;
-    uint64_t len;
-    if (b >= 0xa0 && b <= 0xbf) {
-        hdr = 1;
-        len = b & 0x1f;
-    } else if (b >= 0xd9 && b <= 0xdb) {
-        size_t pos = at + 1;
-        if (read_be(d, &pos, 1u << (b - 0xd9), &len) != 0) return -1;
-        hdr = pos - at;
-    } else {
-        return -1;
-    }
-    if (len > d->len - at - hdr) return -1;
-    *p = d->buf + at + hdr;
-    *n = (size_t)len;
-    return 0;
-}
-
-static int str_is(const dec *d, size_t at, const char *s)
-{
-    const unsigned char *p;
-    size_t n, m = strlen(s);
-    return str_at(d, at, &p, &n) == 0 && n == m && memcmp(p, s, m) == 0;
-}
-
-static ranksnap_status as_str(const dec *d, size_t at, const where *w, char **out)
-{
-    const unsigned char *p;
-    size_t n;
-    if (str_at(d, at, &p, &n) != 0)
-        return bad_value(d, w, at, "must be a string, not %s", type_name(d->buf[at]));
-    char *s = malloc(n + 1);
-    if (!s) return no_memory(d, "a string", n);
-    if (n) memcpy(s, p, n);
-    s[n] = '\0';
-    *out = s;
-    return RANKSNAP_OK;
-}
-
-/* An array's count and the offset of its first element; -1 when the value is no array. */
-static int array_at(const dec *d, size_t at, uint64_t *count, size_t *first)
-{
-    unsigned b = d->buf[at];
-    size_t pos = at + 1;
-    if (b >= 0x90 && b <= 0x9f) {
-        *count = b & 0x0f;
-    } else if (b == 0xdc || b == 0xdd) {
-        if (read_be(d, &pos, b == 0xdc ? 2 : 4, count) != 0) return -1;
-    } else {
-        return -1;
-    }
-    *first = pos;
-    return 0;
-}
-
-static ranksnap_status as_array(const dec *d, size_t at, const where *w, uint64_t *count,
-                                size_t *first)
-{
-    if (array_at(d, at, count, first) != 0)
-        return bad_value(d, w, at, "must be an array, not %s", type_name(d->buf[at]));
-    return RANKSNAP_OK;
-}
-
-static ranksnap_status as_tuple(const dec *d, size_t at, const where *w, uint64_t n, size_t *first)
-{
-    uint64_t count = 0;
-    if (array_at(d, at, &count, first) != 0 || count != n)
-        return bad_value(d, w, at, "must be an array of %u elements", (unsigned)n);
-    return RANKSNAP_OK;
-}
-
-/* One past the scalar or string at `at` (never called on a container). */
-static size_t after_scalar(const dec *d, size_t at)
-{
-    const unsigned char *p = d->buf + at;
-    uint64_t bits;
-    int neg;
-    size_t n;
-    if (read_int(&p, d->buf + d->len, &bits, &neg) == 0) return (size_t)(p - d->buf);
-    if (str_at(d, at, &p, &n) == 0) return (size_t)(p - d->buf) + n;
-    return at + 1; /* nil, booleans */
-}
+#include "rsnap_scan.h"
+#include "rsnap_values.h"
 
 /* A zeroed array of n elements (never a zero-byte request, so NULL always means failure). The
  * caller has checked that n came from an array the input holds. */
 #define ALLOC_ARRAY(d, ptr, n, what)                                                               \
     do {                                                                                           \
         (ptr) = calloc((n) ? (size_t)(n) : 1, sizeof *(ptr));                                      \
-        if (!(ptr)) return no_memory((d), (what), (size_t)(n));                                    \
+        if (!(ptr)) return rs_rd_no_memory((d), (what), (size_t)(n));                                    \
     } while (0)
 
 #define ALLOC_COLUMN(d, ptr, n, what)                                                              \
     do {                                                                                           \
         (ptr) = malloc(((n) ? (size_t)(n) : 1) * sizeof *(ptr));                                   \
-        if (!(ptr)) return no_memory((d), (what), (size_t)(n));                                    \
+        if (!(ptr)) return rs_rd_no_memory((d), (what), (size_t)(n));                                    \
     } while (0)
-
-/* A map being read: its entries as the scan noted them, and its name for messages. */
-typedef struct mapv {
-    const dec *d;
-    const map_rec *m;
-    where w;               /* where the map is; a named one ("totals") keeps its name in path */
-    char path[RSNAP_NAME];
-} mapv;
-
-static const map_rec *find_map(const dec *d, size_t at)
-{
-    size_t lo = 0, hi = d->n_maps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (d->maps[mid].at < at)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < d->n_maps && d->maps[lo].at == at ? &d->maps[lo] : NULL;
-}
-
-/* The name of field `key` of the map; valid while the mapv is. */
-static where field_of(const mapv *mv, const char *key)
-{
-    where w = mv->path[0] ? (where){mv->path, -1, NULL, -1} : mv->w;
-    w.key = key;
-    return w;
-}
-
-/* Finds `key`; *at = 0 when absent and optional (no value sits at offset 0: the top map does).
- * A key given twice is an error: which one a reader picks would otherwise be a guess. */
-static ranksnap_status lookup(const mapv *mv, const char *key, int required, size_t *at)
-{
-    const dec *d = mv->d;
-    size_t found = 0;
-    for (uint32_t i = 0; i < mv->m->n; i++) {
-        size_t k = d->ents[mv->m->first + 2 * (size_t)i];
-        if (!str_is(d, k, key)) continue;
-        if (found) {
-            char name[RSNAP_NAME];
-            where w = field_of(mv, key);
-            where_name(&w, name, sizeof name);
-            return fail(d, "field '%s' appears twice (offset %zu)", name, k);
-        }
-        found = d->ents[mv->m->first + 2 * (size_t)i + 1];
-    }
-    if (!found && required) {
-        char name[RSNAP_NAME];
-        where w = field_of(mv, key);
-        where_name(&w, name, sizeof name);
-        return fail(d, "missing field '%s' (the map at offset %zu)", name, mv->m->at);
-    }
-    *at = found;
-    return RANKSNAP_OK;
-}
-
-static ranksnap_status as_map(const dec *d, size_t at, const where *w, mapv *out)
-{
-    const map_rec *m = find_map(d, at);
-    if (!m) return bad_value(d, w, at, "must be a map, not %s", type_name(d->buf[at]));
-    out->d = d;
-    out->m = m;
-    out->w = *w;
-    out->path[0] = '\0';
-    /* a map that is itself a field ("totals") names its fields "totals.num_ooms"; the few such
-     * maps of a file are named now, the many segments only if a message needs it */
-    if (w->key) where_name(w, out->path, sizeof out->path);
-    return RANKSNAP_OK;
-}
 
 #define MAP_GETTER(fn, type, conv)                                                                 \
     static ranksnap_status fn(const mapv *mv, const char *key, type *v)                           \
     {                                                                                              \
         size_t at = 0;                                                                             \
-        RS_CHECK(lookup(mv, key, 1, &at));                                                         \
-        where w = field_of(mv, key);                                                               \
+        RS_CHECK(rs_rd_lookup(mv, key, 1, &at));                                                         \
+        where w = rs_rd_field_of(mv, key);                                                               \
         return conv(mv->d, at, &w, v);                                                             \
     }
 
-MAP_GETTER(m_u64, uint64_t, as_u64)
-MAP_GETTER(m_i64, int64_t, as_i64)
-MAP_GETTER(m_str, char *, as_str)
-MAP_GETTER(m_map, mapv, as_map)
+MAP_GETTER(m_u64, uint64_t, rs_rd_as_u64)
+MAP_GETTER(m_i64, int64_t, rs_rd_as_i64)
+MAP_GETTER(m_str, char *, rs_rd_as_str)
+MAP_GETTER(m_map, mapv, rs_rd_as_map)
 
 /* An array field: its count and the offset of its first element. */
 static ranksnap_status m_array(const mapv *mv, const char *key, uint64_t *count, size_t *first)
 {
     size_t at = 0;
-    RS_CHECK(lookup(mv, key, 1, &at));
-    where w = field_of(mv, key);
-    return as_array(mv->d, at, &w, count, first);
+    RS_CHECK(rs_rd_lookup(mv, key, 1, &at));
+    where w = rs_rd_field_of(mv, key);
+    return rs_rd_as_array(mv->d, at, &w, count, first);
 }
 
 static ranksnap_status m_int(const mapv *mv, const char *key, int64_t lo, int64_t hi, int *v)
 {
     size_t at = 0;
     int64_t x = 0;
-    RS_CHECK(lookup(mv, key, 1, &at));
-    where w = field_of(mv, key);
-    RS_CHECK(as_int_range(mv->d, at, &w, lo, hi, &x));
+    RS_CHECK(rs_rd_lookup(mv, key, 1, &at));
+    where w = rs_rd_field_of(mv, key);
+    RS_CHECK(rs_rd_as_int_range(mv->d, at, &w, lo, hi, &x));
     *v = (int)x;
     return RANKSNAP_OK;
 }
@@ -662,11 +91,11 @@ static ranksnap_status m_int(const mapv *mv, const char *key, int64_t lo, int64_
 static ranksnap_status m_bool(const mapv *mv, const char *key, int *v)
 {
     size_t at = 0;
-    RS_CHECK(lookup(mv, key, 1, &at));
+    RS_CHECK(rs_rd_lookup(mv, key, 1, &at));
     unsigned char b = mv->d->buf[at];
     if (b != 0xc2 && b != 0xc3) {
-        where w = field_of(mv, key);
-        return bad_value(mv->d, &w, at, "must be a boolean, not %s", type_name(b));
+        where w = rs_rd_field_of(mv, key);
+        return rs_rd_bad_value(mv->d, &w, at, "must be a boolean, not %s", rs_rd_type_name(b));
     }
     *v = b == 0xc3;
     return RANKSNAP_OK;
@@ -677,7 +106,7 @@ static ranksnap_status m_int_opt(const mapv *mv, const char *key, int64_t lo, in
                                  int *v)
 {
     size_t at = 0;
-    RS_CHECK(lookup(mv, key, 0, &at));
+    RS_CHECK(rs_rd_lookup(mv, key, 0, &at));
     if (!at) {
         *v = dflt;
         return RANKSNAP_OK;
@@ -691,7 +120,7 @@ static ranksnap_status check_index(const dec *d, const where *w, size_t at, uint
                                    const char *table, int one_based)
 {
     if (one_based ? v <= n : v < n) return RANKSNAP_OK;
-    return bad_value(d, w, at, "is %" PRIu64 ", but %s has %zu entries", v, table, n);
+    return rs_rd_bad_value(d, w, at, "is %" PRIu64 ", but %s has %zu entries", v, table, n);
 }
 
 static ranksnap_status m_index(const mapv *mv, const char *key, size_t n, const char *table,
@@ -699,41 +128,39 @@ static ranksnap_status m_index(const mapv *mv, const char *key, size_t n, const 
 {
     size_t at = 0;
     uint64_t x = 0;
-    RS_CHECK(lookup(mv, key, 1, &at));
-    where w = field_of(mv, key);
-    RS_CHECK(as_u64(mv->d, at, &w, &x));
+    RS_CHECK(rs_rd_lookup(mv, key, 1, &at));
+    where w = rs_rd_field_of(mv, key);
+    RS_CHECK(rs_rd_as_u64(mv->d, at, &w, &x));
     RS_CHECK(check_index(mv->d, &w, at, x, n, table, one_based));
     *v = (uint32_t)x;
     return RANKSNAP_OK;
 }
 
-/* ---- sections ----------------------------------------------------------------------------- */
-
 static ranksnap_status read_format(const mapv *top, unsigned *version)
 {
     const dec *d = top->d;
     size_t at = 0;
-    RS_CHECK(lookup(top, "format", 0, &at));
-    if (!at) return fail(d, "not a ranksnap snapshot (no 'format' field)");
+    RS_CHECK(rs_rd_lookup(top, "format", 0, &at));
+    if (!at) return rs_rd_fail(d, "not a ranksnap snapshot (no 'format' field)");
     const unsigned char *p;
     size_t n;
-    if (str_at(d, at, &p, &n) != 0)
-        return fail(d, "not a ranksnap snapshot (format is %s, expected \"%s\")",
-                    type_name(d->buf[at]), RSNAP_FORMAT_NAME);
-    if (!str_is(d, at, RSNAP_FORMAT_NAME)) {
+    if (rs_rd_str_at(d, at, &p, &n) != 0)
+        return rs_rd_fail(d, "not a ranksnap snapshot (format is %s, expected \"%s\")",
+                    rs_rd_type_name(d->buf[at]), RSNAP_FORMAT_NAME);
+    if (!rs_rd_str_is(d, at, RSNAP_FORMAT_NAME)) {
         char shown[64];
-        printable(p, n, shown, sizeof shown);
-        return fail(d, "not a ranksnap snapshot (format is \"%s\", expected \"%s\")", shown,
+        rs_rd_printable(p, n, shown, sizeof shown);
+        return rs_rd_fail(d, "not a ranksnap snapshot (format is \"%s\", expected \"%s\")", shown,
                     RSNAP_FORMAT_NAME);
     }
-    RS_CHECK(lookup(top, "version", 1, &at));
+    RS_CHECK(rs_rd_lookup(top, "version", 1, &at));
     uint64_t v = 0;
-    where w = at_top("version");
-    RS_CHECK(as_u64(d, at, &w, &v));
+    where w = rs_rd_at_top("version");
+    RS_CHECK(rs_rd_as_u64(d, at, &w, &v));
     if (v > RSNAP_FORMAT_VERSION)
-        return fail(d, "version %" PRIu64 " is newer than this reader (%d)", v,
+        return rs_rd_fail(d, "version %" PRIu64 " is newer than this reader (%d)", v,
                     RSNAP_FORMAT_VERSION);
-    if (v == 0) return fail(d, "version 0 is not a valid version (expected 1 to %d)",
+    if (v == 0) return rs_rd_fail(d, "version 0 is not a valid version (expected 1 to %d)",
                             RSNAP_FORMAT_VERSION);
     *version = (unsigned)v;
     return RANKSNAP_OK;
@@ -744,7 +171,7 @@ static ranksnap_status read_identity(const mapv *top, rs_snap *s)
     RS_CHECK(m_int(top, "world_size", 1, INT32_MAX, &s->world_size));
     RS_CHECK(m_int(top, "rank", 0, INT32_MAX, &s->rank));
     if (s->rank >= s->world_size)
-        return fail(top->d, "field 'rank' is %d, but world_size is %d", s->rank, s->world_size);
+        return rs_rd_fail(top->d, "field 'rank' is %d, but world_size is %d", s->rank, s->world_size);
     RS_CHECK(m_str(top, "host", &s->host));
     RS_CHECK(m_i64(top, "pid", &s->pid));
     RS_CHECK(m_str(top, "job", &s->job));
@@ -767,7 +194,7 @@ static ranksnap_status read_devices(const mapv *top, rs_snap *s)
     const dec *d = top->d;
     size_t at = 0;
     uint64_t n = 0;
-    RS_CHECK(lookup(top, "devices", 0, &at));
+    RS_CHECK(rs_rd_lookup(top, "devices", 0, &at));
     if (!at) return RANKSNAP_OK;
     RS_CHECK(m_array(top, "devices", &n, &at));
     ALLOC_ARRAY(d, s->devices, n, "devices");
@@ -775,7 +202,7 @@ static ranksnap_status read_devices(const mapv *top, rs_snap *s)
         rs_snap_used_device *u = &s->devices[i];
         mapv m;
         where w = {"devices", (int64_t)i, NULL, -1};
-        RS_CHECK(as_map(d, at, &w, &m));
+        RS_CHECK(rs_rd_as_map(d, at, &w, &m));
         RS_CHECK(m_int(&m, "index", 0, INT32_MAX, &u->index));
         RS_CHECK(m_str(&m, "name", &u->name));
         s->n_devices = (size_t)i + 1; /* owned from here on, for rs_snap_free */
@@ -802,21 +229,21 @@ static ranksnap_status read_alloc_conf(const mapv *a, rs_snap_allocator *al)
     if (al->max_split_size != UINT64_MAX) c->max_split_size = al->max_split_size;
     if (al->large_buffer && al->large_buffer != RS_CONF_LARGE_BUFFER)
         c->large_segment_size = al->large_buffer;
-    RS_CHECK(lookup(a, "alloc_conf", 0, &at));
-    RS_CHECK(lookup(a, "alloc_conf_given", 0, &given));
+    RS_CHECK(rs_rd_lookup(a, "alloc_conf", 0, &at));
+    RS_CHECK(rs_rd_lookup(a, "alloc_conf_given", 0, &given));
     if (!at) return RANKSNAP_OK;
     char text[RS_CONF_TEXT_MAX], why[256];
     const unsigned char *p;
     size_t n;
-    if (str_at(d, at, &p, &n) != 0 || n >= sizeof text)
-        return fail(d, "field 'allocator_settings.alloc_conf' must be a string shorter than "
-                       "%d bytes, not %s (offset %zu)", RS_CONF_TEXT_MAX, type_name(d->buf[at]), at);
+    if (rs_rd_str_at(d, at, &p, &n) != 0 || n >= sizeof text)
+        return rs_rd_fail(d, "field 'allocator_settings.alloc_conf' must be a string shorter than "
+                       "%d bytes, not %s (offset %zu)", RS_CONF_TEXT_MAX, rs_rd_type_name(d->buf[at]), at);
     memcpy(text, p, n);
     text[n] = '\0';
     if (rs_alloc_conf_parse(c, text, RS_CONF_LENIENT, why, sizeof why) != 0)
-        return fail(d, "field 'allocator_settings.alloc_conf' (\"%.200s\"): %s", text, why);
+        return rs_rd_fail(d, "field 'allocator_settings.alloc_conf' (\"%.200s\"): %s", text, why);
     c->text[0] = '\0';
-    if (given && str_at(d, given, &p, &n) == 0 && n < sizeof c->text) {
+    if (given && rs_rd_str_at(d, given, &p, &n) == 0 && n < sizeof c->text) {
         memcpy(c->text, p, n);
         c->text[n] = '\0';
     }
@@ -831,15 +258,15 @@ static ranksnap_status read_settings(const mapv *top, rs_snap *s)
     rs_snap_allocator *al = &s->allocator;
     RS_CHECK(m_map(top, "allocator_settings", &a));
     RS_CHECK(m_u64(&a, "memory_limit", &al->memory_limit));
-    RS_CHECK(lookup(&a, "max_split_size", 1, &at));
+    RS_CHECK(rs_rd_lookup(&a, "max_split_size", 1, &at));
     if (top->d->buf[at] == 0xc0) {
         al->max_split_size = UINT64_MAX;
     } else {
-        where w = field_of(&a, "max_split_size");
-        if (as_u64(top->d, at, &w, &al->max_split_size) != RANKSNAP_OK)
-            return fail(top->d, "field 'allocator_settings.max_split_size' must be an unsigned "
+        where w = rs_rd_field_of(&a, "max_split_size");
+        if (rs_rd_as_u64(top->d, at, &w, &al->max_split_size) != RANKSNAP_OK)
+            return rs_rd_fail(top->d, "field 'allocator_settings.max_split_size' must be an unsigned "
                                 "integer or nil (unlimited), not %s (offset %zu)",
-                        type_name(top->d->buf[at]), at);
+                        rs_rd_type_name(top->d->buf[at]), at);
     }
     RS_CHECK(m_u64(&a, "min_block_size", &al->min_block_size));
     RS_CHECK(m_u64(&a, "small_size", &al->small_size));
@@ -873,18 +300,18 @@ static ranksnap_status read_time(const mapv *top, rs_snap *s)
         where w = {"time.ranges", (int64_t)i, NULL, -1};
         rs_snap_range *rg = &s->time.ranges[i];
         size_t e = 0;
-        RS_CHECK(as_tuple(d, at, &w, 2, &e));
-        RS_CHECK(as_i64(d, e, &w, &rg->begin));
-        e = after_scalar(d, e);
+        RS_CHECK(rs_rd_as_tuple(d, at, &w, 2, &e));
+        RS_CHECK(rs_rd_as_i64(d, e, &w, &rg->begin));
+        e = rs_rd_after_scalar(d, e);
         if (d->buf[e] == 0xc0) {
             rg->end = -1;
         } else {
-            RS_CHECK(as_i64(d, e, &w, &rg->end));
+            RS_CHECK(rs_rd_as_i64(d, e, &w, &rg->end));
             if (rg->end < rg->begin)
-                return bad_value(d, &w, e, "ends (%" PRId64 ") before it begins (%" PRId64 ")",
+                return rs_rd_bad_value(d, &w, e, "ends (%" PRId64 ") before it begins (%" PRId64 ")",
                                  rg->end, rg->begin);
         }
-        at = after_scalar(d, e);
+        at = rs_rd_after_scalar(d, e);
     }
     return RANKSNAP_OK;
 }
@@ -895,17 +322,17 @@ static ranksnap_status read_outside_labels(const mapv *m, rs_snap_totals *t)
     const dec *d = m->d;
     size_t at = 0;
     mapv lm;
-    RS_CHECK(lookup(m, "outside_labels", 0, &at));
+    RS_CHECK(rs_rd_lookup(m, "outside_labels", 0, &at));
     if (!at) return RANKSNAP_OK;
     where w = {"totals.outside_labels", -1, NULL, -1};
-    RS_CHECK(as_map(d, at, &w, &lm));
+    RS_CHECK(rs_rd_as_map(d, at, &w, &lm));
     ALLOC_ARRAY(d, t->outside_labels, lm.m->n, "totals.outside_labels");
     for (uint32_t i = 0; i < lm.m->n; i++) {
         where e = {"totals.outside_labels", i, NULL, -1};
         rs_snap_outside_label *l = &t->outside_labels[i];
-        RS_CHECK(as_str(d, d->ents[lm.m->first + 2 * (size_t)i], &e, &l->label));
+        RS_CHECK(rs_rd_as_str(d, d->ents[lm.m->first + 2 * (size_t)i], &e, &l->label));
         t->n_outside_labels = (size_t)i + 1; /* owned from here on, for rs_snap_free */
-        RS_CHECK(as_u64(d, d->ents[lm.m->first + 2 * (size_t)i + 1], &e, &l->bytes));
+        RS_CHECK(rs_rd_as_u64(d, d->ents[lm.m->first + 2 * (size_t)i + 1], &e, &l->bytes));
     }
     return RANKSNAP_OK;
 }
@@ -954,8 +381,8 @@ static ranksnap_status read_streams_strings(const mapv *top, rs_snap *s)
     s->n_streams = (size_t)n;
     for (uint64_t i = 0; i < n; i++) {
         where w = {"streams", (int64_t)i, NULL, -1};
-        RS_CHECK(as_u64(d, at, &w, &s->streams[i]));
-        at = after_scalar(d, at);
+        RS_CHECK(rs_rd_as_u64(d, at, &w, &s->streams[i]));
+        at = rs_rd_after_scalar(d, at);
     }
 
     RS_CHECK(m_array(top, "strings", &n, &at));
@@ -963,8 +390,8 @@ static ranksnap_status read_streams_strings(const mapv *top, rs_snap *s)
     s->n_strings = (size_t)n;
     for (uint64_t i = 0; i < n; i++) {
         where w = {"strings", (int64_t)i, NULL, -1};
-        RS_CHECK(as_str(d, at, &w, &s->strings[i]));
-        at = after_scalar(d, at);
+        RS_CHECK(rs_rd_as_str(d, at, &w, &s->strings[i]));
+        at = rs_rd_after_scalar(d, at);
     }
     return RANKSNAP_OK;
 }
@@ -982,13 +409,13 @@ static ranksnap_status read_symbol_tables(const mapv *top, rs_snap *s)
     for (uint64_t i = 0; i < n; i++) {
         rs_snap_module *m = &s->modules[i];
         where w = {"modules", (int64_t)i, NULL, -1};
-        RS_CHECK(as_tuple(d, at, &w, 3, &e));
-        RS_CHECK(as_str(d, e, &w, &m->path));
-        e = after_scalar(d, e);
-        RS_CHECK(as_u64(d, e, &w, &m->base));
-        e = after_scalar(d, e);
-        RS_CHECK(as_str(d, e, &w, &m->build_id));
-        at = after_scalar(d, e);
+        RS_CHECK(rs_rd_as_tuple(d, at, &w, 3, &e));
+        RS_CHECK(rs_rd_as_str(d, e, &w, &m->path));
+        e = rs_rd_after_scalar(d, e);
+        RS_CHECK(rs_rd_as_u64(d, e, &w, &m->base));
+        e = rs_rd_after_scalar(d, e);
+        RS_CHECK(rs_rd_as_str(d, e, &w, &m->build_id));
+        at = rs_rd_after_scalar(d, e);
     }
 
     RS_CHECK(m_array(top, "frames", &n, &at));
@@ -998,42 +425,42 @@ static ranksnap_status read_symbol_tables(const mapv *top, rs_snap *s)
         rs_snap_frame *f = &s->frames[i];
         int64_t x = 0;
         where w = {"frames", (int64_t)i, NULL, -1};
-        RS_CHECK(as_tuple(d, at, &w, 5, &e));
-        RS_CHECK(as_u64(d, e, &w, &f->pc));
-        e = after_scalar(d, e);
-        RS_CHECK(as_i64(d, e, &w, &x));
+        RS_CHECK(rs_rd_as_tuple(d, at, &w, 5, &e));
+        RS_CHECK(rs_rd_as_u64(d, e, &w, &f->pc));
+        e = rs_rd_after_scalar(d, e);
+        RS_CHECK(rs_rd_as_i64(d, e, &w, &x));
         if (x < -1 || x >= (int64_t)s->n_modules)
-            return bad_value(d, &w, e, "names module %" PRId64 ", but modules has %zu entries", x,
+            return rs_rd_bad_value(d, &w, e, "names module %" PRId64 ", but modules has %zu entries", x,
                              s->n_modules);
         f->module = (int32_t)x;
-        e = after_scalar(d, e);
-        RS_CHECK(as_str(d, e, &w, &f->function));
-        e = after_scalar(d, e);
-        RS_CHECK(as_str(d, e, &w, &f->file));
-        e = after_scalar(d, e);
-        RS_CHECK(as_int_range(d, e, &w, INT32_MIN, INT32_MAX, &x));
+        e = rs_rd_after_scalar(d, e);
+        RS_CHECK(rs_rd_as_str(d, e, &w, &f->function));
+        e = rs_rd_after_scalar(d, e);
+        RS_CHECK(rs_rd_as_str(d, e, &w, &f->file));
+        e = rs_rd_after_scalar(d, e);
+        RS_CHECK(rs_rd_as_int_range(d, e, &w, INT32_MIN, INT32_MAX, &x));
         f->line = (int32_t)x;
-        at = after_scalar(d, e);
+        at = rs_rd_after_scalar(d, e);
     }
 
     RS_CHECK(m_array(top, "stacks", &n, &at));
-    if (n >= UINT32_MAX) return fail(d, "stacks has %" PRIu64 " entries, too many", n);
+    if (n >= UINT32_MAX) return rs_rd_fail(d, "stacks has %" PRIu64 " entries, too many", n);
     ALLOC_ARRAY(d, s->stacks, n, "stacks");
     s->n_stacks = (size_t)n;
     for (uint64_t i = 0; i < n; i++) {
         uint64_t nf = 0;
         rs_snap_stack *st = &s->stacks[i];
         where w = {"stacks", (int64_t)i, NULL, -1};
-        RS_CHECK(as_array(d, at, &w, &nf, &e));
+        RS_CHECK(rs_rd_as_array(d, at, &w, &nf, &e));
         ALLOC_ARRAY(d, st->frames, nf, "a stack");
         st->n_frames = (size_t)nf;
         for (uint64_t k = 0; k < nf; k++) {
             uint64_t v = 0;
             w.elem = (int64_t)k;
-            RS_CHECK(as_u64(d, e, &w, &v));
+            RS_CHECK(rs_rd_as_u64(d, e, &w, &v));
             RS_CHECK(check_index(d, &w, e, v, s->n_frames, "frames", 0));
             st->frames[k] = (uint32_t)v;
-            e = after_scalar(d, e);
+            e = rs_rd_after_scalar(d, e);
         }
         at = e;
     }
@@ -1054,7 +481,7 @@ static ranksnap_status read_segments(const mapv *top, rs_snap *s)
         size_t e = 0, ty = 0;
         mapv m;
         where w = {"segments", (int64_t)i, NULL, -1};
-        RS_CHECK(as_map(d, at, &w, &m));
+        RS_CHECK(rs_rd_as_map(d, at, &w, &m));
         RS_CHECK(m_u64(&m, "address", &g->addr));
         RS_CHECK(m_u64(&m, "total_size", &g->total_size));
         RS_CHECK(m_u64(&m, "allocated_size", &g->allocated_size));
@@ -1063,11 +490,11 @@ static ranksnap_status read_segments(const mapv *top, rs_snap *s)
         RS_CHECK(m_index(&m, "stream", s->n_streams, "streams", 0, &g->stream));
         RS_CHECK(m_index(&m, "stack", s->n_stacks, "stacks", 1, &g->stack));
         RS_CHECK(m_int_opt(&m, "device", 0, INT32_MAX, s->device.index, &g->device));
-        RS_CHECK(lookup(&m, "segment_type", 1, &ty));
-        int small = str_is(d, ty, "small"), large = str_is(d, ty, "large");
+        RS_CHECK(rs_rd_lookup(&m, "segment_type", 1, &ty));
+        int small = rs_rd_str_is(d, ty, "small"), large = rs_rd_str_is(d, ty, "large");
         if (!small && !large) {
-            where tw = field_of(&m, "segment_type");
-            return bad_value(d, &tw, ty, "must be \"small\" or \"large\"");
+            where tw = rs_rd_field_of(&m, "segment_type");
+            return rs_rd_bad_value(d, &tw, ty, "must be \"small\" or \"large\"");
         }
         g->is_small = small;
 
@@ -1079,30 +506,28 @@ static ranksnap_status read_segments(const mapv *top, rs_snap *s)
             uint64_t state = 0, stack = 0;
             size_t f = 0;
             where bw = {"segments", (int64_t)i, "blocks", (int64_t)k};
-            RS_CHECK(as_tuple(d, e, &bw, 5, &f));
-            RS_CHECK(as_u64(d, f, &bw, &b->addr));
-            f = after_scalar(d, f);
-            RS_CHECK(as_u64(d, f, &bw, &b->size));
-            f = after_scalar(d, f);
-            RS_CHECK(as_u64(d, f, &bw, &b->requested_size));
-            f = after_scalar(d, f);
-            RS_CHECK(as_u64(d, f, &bw, &state));
+            RS_CHECK(rs_rd_as_tuple(d, e, &bw, 5, &f));
+            RS_CHECK(rs_rd_as_u64(d, f, &bw, &b->addr));
+            f = rs_rd_after_scalar(d, f);
+            RS_CHECK(rs_rd_as_u64(d, f, &bw, &b->size));
+            f = rs_rd_after_scalar(d, f);
+            RS_CHECK(rs_rd_as_u64(d, f, &bw, &b->requested_size));
+            f = rs_rd_after_scalar(d, f);
+            RS_CHECK(rs_rd_as_u64(d, f, &bw, &state));
             if (state >= RS_BLOCK_STATE_COUNT_)
-                return bad_value(d, &bw, f, "has block state %" PRIu64 ", expected 0 to %d",
+                return rs_rd_bad_value(d, &bw, f, "has block state %" PRIu64 ", expected 0 to %d",
                                  state, RS_BLOCK_STATE_COUNT_ - 1);
-            f = after_scalar(d, f);
-            RS_CHECK(as_u64(d, f, &bw, &stack));
+            f = rs_rd_after_scalar(d, f);
+            RS_CHECK(rs_rd_as_u64(d, f, &bw, &stack));
             RS_CHECK(check_index(d, &bw, f, stack, s->n_stacks, "stacks", 1));
             b->state = (uint8_t)state;
             b->stack = (uint32_t)stack;
-            e = after_scalar(d, f);
+            e = rs_rd_after_scalar(d, f);
         }
         at = m.m->end;
     }
     return RANKSNAP_OK;
 }
-
-/* ---- the history: one loop per column ---------------------------------------------------- */
 
 /* The history's columns, decoded in bulk: one loop per column type, straight into the model's
  * array. The one-byte integers most elements are take the first branch; a wider one goes
@@ -1148,8 +573,8 @@ static ranksnap_status column(const mapv *h, const char *key, uint64_t count, si
     RS_CHECK(m_array(h, key, &n, first));
     if (n != count) {
         size_t at = 0;
-        RS_CHECK(lookup(h, key, 1, &at));
-        return fail(h->d, "history.%s has %" PRIu64 " entries, history.count says %" PRIu64
+        RS_CHECK(rs_rd_lookup(h, key, 1, &at));
+        return rs_rd_fail(h->d, "history.%s has %" PRIu64 " entries, history.count says %" PRIu64
                           " (offset %zu)", key, n, count, at);
     }
     return RANKSNAP_OK;
@@ -1165,11 +590,11 @@ static ranksnap_status column_error(const dec *d, const char *key, size_t i, siz
     uint64_t v = 0;
     int neg = 0;
     int is_int = read_int(&p, d->buf + d->len, &v, &neg) == 0;
-    if (!unsigned_only && !is_int) return bad_value(d, &w, at, "must be an integer");
+    if (!unsigned_only && !is_int) return rs_rd_bad_value(d, &w, at, "must be an integer");
     if (!is_int || neg)
-        return bad_value(d, &w, at, "must be an unsigned integer, not %s", type_name(d->buf[at]));
-    if (table) return bad_value(d, &w, at, "is %" PRIu64 ", but %s has %zu entries", v, table, table_n);
-    return bad_value(d, &w, at, "is %" PRIu64 ", expected an action code below 256", v);
+        return rs_rd_bad_value(d, &w, at, "must be an unsigned integer, not %s", rs_rd_type_name(d->buf[at]));
+    if (table) return rs_rd_bad_value(d, &w, at, "is %" PRIu64 ", but %s has %zu entries", v, table, table_n);
+    return rs_rd_bad_value(d, &w, at, "is %" PRIu64 ", expected an action code below 256", v);
 }
 
 /* A delta column: element 0 absolute (unsigned), the others differences modulo 2^64. */
@@ -1180,7 +605,7 @@ static ranksnap_status delta_column(const dec *d, const char *key, size_t at, si
     if (n == 0) return RANKSNAP_OK;
     if (column_u64(d, at, 1, UINT64_MAX, out, &bad, &bad_at) == 0)
         return column_error(d, key, 0, bad_at, 1, NULL, 0);
-    size_t next = after_scalar(d, at);
+    size_t next = rs_rd_after_scalar(d, at);
     if (n > 1 && column_bits(d, next, n - 1, UINT64_MAX, out + 1, &bad, &bad_at) == 0)
         return column_error(d, key, bad + 1, bad_at, 0, NULL, 0);
     uint64_t v = out[0];
@@ -1202,7 +627,7 @@ static ranksnap_status read_history(const mapv *top, rs_snap *s)
     /* a ring slot holds a free_requested and the free_completed that followed it at once
      * (rank/recorder.h, RS_EV_COMPLETED): at most two events per slot */
     if (hs->capacity > UINT64_MAX / 2 || hs->count > 2 * hs->capacity)
-        return fail(d, "history.count (%" PRIu64 ") exceeds twice history.capacity (%" PRIu64 ")",
+        return rs_rd_fail(d, "history.count (%" PRIu64 ") exceeds twice history.capacity (%" PRIu64 ")",
                     hs->count, hs->capacity);
     RS_CHECK(column(&h, "time_us", hs->count, &ct));
     RS_CHECK(column(&h, "action", hs->count, &ca));
@@ -1229,7 +654,7 @@ static ranksnap_status read_history(const mapv *top, rs_snap *s)
         uint8_t a = hs->action[i];
         if ((a == RS_ACT_ANNOTATION_BEGIN || a == RS_ACT_ANNOTATION_END) &&
             hs->addr[i] >= s->n_strings)
-            return fail(d, "history.addr[%zu] names annotation %" PRIu64
+            return rs_rd_fail(d, "history.addr[%zu] names annotation %" PRIu64
                            ", but strings has %zu entries", i, hs->addr[i], s->n_strings);
     }
     if (column_u64(d, cs, n, UINT64_MAX, hs->size, &bad, &bad_at) == 0 && n)
@@ -1247,14 +672,14 @@ static ranksnap_status read_oom(const mapv *top, rs_snap *s)
 {
     size_t at = 0;
     mapv m;
-    RS_CHECK(lookup(top, "oom", 0, &at));
+    RS_CHECK(rs_rd_lookup(top, "oom", 0, &at));
     if (!at || top->d->buf[at] == 0xc0) return RANKSNAP_OK;
-    where w = at_top("oom");
-    if (!find_map(top->d, at))
-        return bad_value(top->d, &w, at, "must be a map or nil, not %s",
-                         type_name(top->d->buf[at]));
+    where w = rs_rd_at_top("oom");
+    if (!rs_rd_find_map(top->d, at))
+        return rs_rd_bad_value(top->d, &w, at, "must be a map or nil, not %s",
+                         rs_rd_type_name(top->d->buf[at]));
     w = (where){"oom", -1, NULL, -1};
-    RS_CHECK(as_map(top->d, at, &w, &m));
+    RS_CHECK(rs_rd_as_map(top->d, at, &w, &m));
     rs_snap_oom *x = &s->oom;
     RS_CHECK(m_int_opt(&m, "device", -1, INT32_MAX, s->device.index, &x->device));
     RS_CHECK(m_u64(&m, "requested", &x->requested));
@@ -1276,7 +701,7 @@ static ranksnap_status read_top(const dec *d, rs_snap *s)
 {
     mapv top;
     where w = {"", -1, NULL, -1};
-    RS_CHECK(as_map(d, 0, &w, &top));
+    RS_CHECK(rs_rd_as_map(d, 0, &w, &top));
     /* the format and version first: a foreign or newer file must say so, not "missing field" */
     RS_CHECK(read_format(&top, &s->version));
     RS_CHECK(read_identity(&top, s));
@@ -1299,11 +724,11 @@ ranksnap_status rs_rsnap_check_head(const void *buf, size_t len, const char *nam
     d.name = name_for_errors ? name_for_errors : "snapshot";
     d.buf = buf;
     d.len = len;
-    if (len == 0) return fail(&d, "empty file (0 bytes), not a ranksnap snapshot");
+    if (len == 0) return rs_rd_fail(&d, "empty file (0 bytes), not a ranksnap snapshot");
     unsigned char b = d.buf[0];
     if (!((b >= 0x80 && b <= 0x8f) || b == 0xde || b == 0xdf))
-        return fail(&d, "not a ranksnap snapshot (the top level is %s, expected a map)",
-                    type_of_byte(b));
+        return rs_rd_fail(&d, "not a ranksnap snapshot (the top level is %s, expected a map)",
+                    rs_rd_type_of_byte(b));
     return RANKSNAP_OK;
 }
 
@@ -1320,14 +745,14 @@ ranksnap_status rs_rsnap_decode(const void *buf, size_t len, const char *name_fo
     if (!buf && len) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_rsnap_decode: buf is NULL");
     RS_CHECK(rs_rsnap_check_head(buf, len, name_for_errors));
     size_t end = 0;
-    ranksnap_status st = scan(&d, &end);
+    ranksnap_status st = rs_rd_scan(&d, &end);
     if (st == RANKSNAP_OK && end != len)
-        st = fail(&d, "trailing data after the snapshot map (%zu bytes from offset %zu)",
+        st = rs_rd_fail(&d, "trailing data after the snapshot map (%zu bytes from offset %zu)",
                   len - end, end);
     rs_snap *s = NULL;
     if (st == RANKSNAP_OK) {
         s = calloc(1, sizeof *s);
-        st = s ? read_top(&d, s) : no_memory(&d, "the snapshot", 1);
+        st = s ? read_top(&d, s) : rs_rd_no_memory(&d, "the snapshot", 1);
     }
     if (st == RANKSNAP_OK) st = rs_snap_check(s, d.name); /* the model's one check (snap_check.h) */
     free(d.maps);

@@ -26,9 +26,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "alloc_check.h"
 #include "alloc_conf.h"
 #include "format.h"
 #include "backend.h"
+#include "alloc_snapshot.h"
 #include "mutex.h"
 #include "ranksnap.h"
 
@@ -109,48 +111,6 @@ void rs_alloc_unlock(rs_alloc *a);
 /* 1 if the lock was free and is now held; for the crash path, which must not wait forever on a
  * thread that died holding it. */
 int rs_alloc_trylock(rs_alloc *a);
-
-/* The state for the snapshot: segments sorted by address, each with its blocks in address order.
- * An expandable segment shows as one segment per run of mapped pages, as PyTorch's snapshot shows
- * it. Built under the lock into memory the caller frees with rs_alloc_state_free. */
-typedef struct rs_block_info {
-    uint64_t addr;
-    uint64_t size;
-    uint64_t requested_size;
-    uint32_t stack_id;
-    uint8_t state; /* rs_block_state */
-} rs_block_info;
-
-typedef struct rs_segment_info {
-    uint64_t addr;
-    uint64_t total_size;
-    uint64_t allocated_size;
-    uint64_t active_size;
-    uint64_t requested_size;
-    void *stream;
-    int device;        /* the allocator's device_index */
-    int is_small;
-    uint32_t stack_id; /* stack of the allocation that created the segment */
-    size_t n_blocks;
-    rs_block_info *blocks;
-} rs_segment_info;
-
-typedef struct rs_alloc_state {
-    size_t n_segments;
-    rs_segment_info *segments;
-} rs_alloc_state;
-
-ranksnap_status rs_alloc_state_take(rs_alloc *a, rs_alloc_state *out);
-/* The same, for a caller that already holds the lock (rs_alloc_lock), so that the state and the
- * recorder's history are taken at one instant. */
-ranksnap_status rs_alloc_state_take_locked(rs_alloc *a, rs_alloc_state *out);
-void rs_alloc_state_free(rs_alloc_state *s);
-
-/* Walks every structure and checks its invariants: blocks tile their segments, free neighbours
- * are coalesced, the pools' bins are ordered, the counters match the blocks. 1 if all hold;
- * otherwise 0, and the thread's last error names the first violation. Costs a walk of the whole
- * allocator, under the lock: for tests and debugging. */
-int rs_alloc_check(rs_alloc *a);
 
 /* Policy helpers with PyTorch's default settings, exposed for the tests (any settings:
  * rs_alloc_conf_round, rs_alloc_conf_segment_size). */

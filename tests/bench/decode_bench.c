@@ -4,7 +4,10 @@
  * content, as `ranksnap report` does), alone and followed by the summary `report` makes of each
  * file, and the memory a decode holds at its peak as a multiple of the file.
  *
- *   decode_bench [--reps R] [--json] FILE...
+ *   decode_bench [--reps R] [--json] [--general] FILE...
+ *
+ * --general decodes PyTorch pickles with the general pickle machine only (rs_torch_opts
+ * read_entries 0): the figure the fast path for trace entries (torch_trace.c) is measured against.
  *
  * Each file is read once; then R decodes (default 5) are timed and the median is printed, with the
  * fastest decode beside it (what the code does when nothing else on a shared machine gets in its
@@ -45,11 +48,18 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static int g_general; /* --general */
+
 /* One decode of `buf` the way `ranksnap report` opens `path`. */
 static ranksnap_status decode(const char *path, const char *buf, size_t len, rs_snap **s)
 {
     if (rs_decode_is_ring_path(path)) return rs_decode_file(path, NULL, s);
-    if (rs_torch_is_pickle(buf, len)) return rs_torch_decode(buf, len, path, NULL, s);
+    if (rs_torch_is_pickle(buf, len)) {
+        rs_torch_opts o;
+        rs_torch_opts_default(&o);
+        o.read_entries = !g_general;
+        return rs_torch_decode(buf, len, path, &o, s);
+    }
     return rs_rsnap_decode(buf, len, path, s);
 }
 
@@ -106,16 +116,18 @@ int main(int argc, char **argv)
     for (; first < argc && argv[first][0] == '-'; first++) {
         if (!strcmp(argv[first], "--json")) {
             json = 1;
+        } else if (!strcmp(argv[first], "--general")) {
+            g_general = 1;
         } else if (!strcmp(argv[first], "--reps") && first + 1 < argc) {
             reps = atoi(argv[++first]);
             if (reps < 1 || reps > MAX_REPS) reps = 5;
         } else {
-            fprintf(stderr, "usage: decode_bench [--reps R] [--json] FILE...\n");
+            fprintf(stderr, "usage: decode_bench [--reps R] [--json] [--general] FILE...\n");
             return 2;
         }
     }
     if (first >= argc) {
-        fprintf(stderr, "usage: decode_bench [--reps R] [--json] FILE...\n");
+        fprintf(stderr, "usage: decode_bench [--reps R] [--json] [--general] FILE...\n");
         return 2;
     }
     /* malloc as `ranksnap report` sets it: a decode reuses the memory the one before it freed */
