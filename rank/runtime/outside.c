@@ -161,10 +161,16 @@ void rs_outside_record(int is_alloc, const void *ptr, uint64_t size)
 /* The library a driver allocation was made for: the first frame of the caller's stack outside
  * ranksnap, the driver and the CUDA runtime (a static runtime is inside its library, so NCCL's
  * own runtime counts as NCCL). */
-static const char *rs_outside_owner(void)
+static const char *rs_outside_owner(const uintptr_t *stack, int depth)
 {
-    void *pcs[32];
-    int n = backtrace(pcs, 32);
+    /* the stack the recorder captured when there is one: unwinding again through the driver
+     * costs microseconds */
+    void *pcs[RS_MAX_STACK_DEPTH];
+    int n = 0;
+    if (depth > 0)
+        for (n = 0; n < depth; n++) pcs[n] = (void *)stack[n];
+    else
+        n = backtrace(pcs, RS_MAX_STACK_DEPTH < 32 ? RS_MAX_STACK_DEPTH : 32);
     Dl_info self;
     if (!dladdr((const void *)(uintptr_t)rs_outside_owner, &self)) self.dli_fbase = NULL;
     static const char *const owners[][2] = {{"libnccl", "nccl"},   {"libcublas", "cublas"},
@@ -291,7 +297,10 @@ const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, con
 {
     if (!label) label = rs_driver_label;
     int owned = !label;
-    if (!label) label = rs_outside_owner();
+    rs_runtime *rt = rs_outside_recording();
+    uintptr_t pcs[RS_MAX_STACK_DEPTH];
+    int n = rt && rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
+    if (!label) label = rs_outside_owner(pcs, n);
     /* NCCL's memory on a thread that is not in a call of the user's: one of NCCL's own */
     int nccl_thread = owned && !rs_nccl_call_depth && !strcmp(label, "nccl");
     rs_outside_add(label, (int64_t)size);
@@ -299,10 +308,7 @@ const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, con
     atomic_fetch_add_explicit(&rs_driver_net_all, (int64_t)size, memory_order_relaxed);
     rs_driver_hold(device, size, 1);
     atomic_fetch_add_explicit(&rs_driver_seen, 1, memory_order_relaxed);
-    rs_runtime *rt = rs_outside_recording();
     if (!rt) return label;
-    uintptr_t pcs[RS_MAX_STACK_DEPTH];
-    int n = rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
     if (nccl_thread && n > 0) n = rs_outside_nccl_caller(pcs, n);
     rs_outside_event(rt, 1, key, size, device, pcs, n);
     return label;
