@@ -409,12 +409,14 @@ static void rs_warn_unreached(const rs_runtime *rt)
         if (w > 0 && (size_t)w < sizeof list - len) len += (size_t)w;
     }
     if (!missed) return;
-    char when[96];
+    char when[320];
     if (sc->time_based)
         snprintf(when, sizeof when, "the run lasted %.0f s",
                  (double)((int64_t)rs_now_us() + rs_coord_clock_offset_us(rt->coord) - rt->epoch_us) / 1e6);
     else if (rt->step < 0)
-        snprintf(when, sizeof when, "no step was ever marked: ranksnap_step(n), or RANKSNAP_STEP_ON=MPI_Allreduce:1");
+        snprintf(when, sizeof when,
+                 "no step was ever marked or found%s%s%s: ranksnap_step(n), or RANKSNAP_STEP_ON=MPI_Allreduce:1",
+                 rt->step_how[0] ? " (" : "", rt->step_how, rt->step_how[0] ? ")" : "");
     else
         snprintf(when, sizeof when, "the last step was %lld", (long long)rt->step);
     RS_WARN(RS_SUB_RECORD, "RANKSNAP_STEPS=%s: never reached: %s (%s); nothing was recorded for %s%s",
