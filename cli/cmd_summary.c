@@ -214,6 +214,18 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
     }
     fprintf(out, "  snapshot    %s\n",
             s->complete ? "complete" : "INCOMPLETE (written from a crash path)");
+    if (s->time.steps_from) {
+        /* only where the file says how its steps were numbered: older files print as before */
+        fputs("  steps       ", out);
+        rs_text_put(out, s->time.steps_from);
+        for (size_t i = 0; i < s->time.n_ranges; i++) {
+            const rs_snap_range *r = &s->time.ranges[i];
+            fprintf(out, "%s%" PRId64, i ? ", " : "; recorded ", r->begin);
+            if (r->end < 0) fputs(" on", out);
+            else if (r->end > r->begin) fprintf(out, "..%" PRId64, r->end - 1);
+        }
+        fprintf(out, "; step now %" PRId64 "\n", s->time.current_step);
+    }
 
     rs_text_format_bytes(t->allocated_bytes_peak, a, sizeof a);
     rs_text_format_bytes(t->allocated_bytes_current, b, sizeof b);

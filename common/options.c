@@ -529,8 +529,9 @@ static const rs_opt rs_option_table[] = {
      RS_FIELD(steps), 0, sizeof(((rs_options *)0)->steps), NULL, NULL, NULL},
     {"RANKSNAP_STEP_ON", "MPI_Name:N", "",
      "count steps for programs that never call ranksnap_step: every N calls of an MPI "
-     "collective or of ncclAllReduce, e.g. MPI_Allreduce:1, MPI_Barrier:2, ncclAllReduce:40",
-     "an MPI collective and a count such as MPI_Allreduce:1", parse_string, RS_FIELD(step_on), 0,
+     "collective or of ncclAllReduce, e.g. MPI_Allreduce:1, MPI_Barrier:2, ncclAllReduce:40; "
+     "empty = found from the period of the collectives; none = no steps but ranksnap_step's",
+     "an MPI collective and a count such as MPI_Allreduce:1, or none", parse_string, RS_FIELD(step_on), 0,
      sizeof(((rs_options *)0)->step_on), NULL, NULL, NULL},
     {"RANKSNAP_TRIGGER_STEPS", "integer", "5",
      "steps recorded after a trigger (ranksnap trigger, or SIGUSR1 to rank 0)", NULL, parse_int,

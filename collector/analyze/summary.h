@@ -38,6 +38,7 @@ typedef struct rs_summary {
     int32_t oom;
     char host[64];
     char job[64];
+    char steps_from[96];         /* how the rank numbered its steps, "" = not said */
     uint64_t peak_allocated;
     uint64_t peak_reserved;
     uint64_t reserved_at_peak;   /* reserved bytes when allocated peaked (fragmentation = this - peak_allocated) */

@@ -38,6 +38,7 @@ void rs_snap_free(rs_snap *s)
     free(s->devices);
     free(s->recorder.stacks);
     free(s->time.ranges);
+    free(s->time.steps_from);
     for (size_t i = 0; i < s->totals.n_outside_labels; i++) free(s->totals.outside_labels[i].label);
     free(s->totals.outside_labels);
     free(s->streams);

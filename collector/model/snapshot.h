@@ -71,6 +71,7 @@ typedef struct rs_snap_time {
     size_t n_ranges;
     rs_snap_range *ranges;
     int64_t current_step;
+    char *steps_from;         /* how the rank numbered its steps, NULL = the file does not say */
 } rs_snap_time;
 
 /* Device memory outside the allocator held by a known holder (totals.outside_labels). */

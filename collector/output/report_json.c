@@ -87,6 +87,11 @@ static void json_rank(FILE *f, const rs_summary *s)
     fputs(", ", f);
     json_key(f, "job");
     rs_json_string(f, s->job, RS_JSON_PLAIN);
+    if (s->steps_from[0]) { /* only where the file says it: older reports stay as they were */
+        fputs(", ", f);
+        json_key(f, "steps_from");
+        rs_json_string(f, s->steps_from, RS_JSON_PLAIN);
+    }
     fprintf(f,
             ", \"peak_allocated\": %" PRIu64 ", \"peak_reserved\": %" PRIu64
             ", \"reserved_at_peak\": %" PRIu64 ", \"fragmentation\": %" PRIu64

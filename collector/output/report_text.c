@@ -101,6 +101,45 @@ static void print_table(FILE *out, const rs_compare_result *r)
     }
 }
 
+/* "steps: detected: ncclAllReduce x1 per step (every rank)", or where the ranks numbered their
+ * steps differently (pipeline stages see other collectives), each way with its ranks: a range
+ * of steps then means other iterations on other ranks, which the reader must know. Nothing when
+ * no file says. */
+static void print_steps_from(FILE *out, const rs_compare_result *r)
+{
+    size_t first = r->n_ranks, ways = 0;
+    for (size_t i = 0; i < r->n_ranks; i++) {
+        if (!r->ranks[i].steps_from[0]) continue;
+        if (first == r->n_ranks) first = i;
+        size_t j = first;
+        while (j < i && strcmp(r->ranks[j].steps_from, r->ranks[i].steps_from) != 0) j++;
+        if (j == i) ways++;
+    }
+    if (!ways) return;
+    int all = 1;
+    for (size_t i = 0; i < r->n_ranks; i++) all &= r->ranks[i].steps_from[0] != '\0';
+    if (ways == 1 && all) {
+        fputs("steps: ", out);
+        rs_text_put(out, r->ranks[first].steps_from);
+        fputs(" (every rank)\n\n", out);
+        return;
+    }
+    fputs("steps numbered differently across ranks:\n", out);
+    for (size_t i = 0; i < r->n_ranks; i++) {
+        const char *how = r->ranks[i].steps_from;
+        size_t j = 0;
+        while (j < i && strcmp(r->ranks[j].steps_from, how) != 0) j++;
+        if (j < i) continue; /* this way was listed with its first rank */
+        fputs("  rank", out);
+        for (size_t k = i; k < r->n_ranks; k++)
+            if (!strcmp(r->ranks[k].steps_from, how)) fprintf(out, " %" PRId32, r->ranks[k].rank);
+        fputs(": ", out);
+        rs_text_put(out, how[0] ? how : "not numbered");
+        fputc('\n', out);
+    }
+    fputc('\n', out);
+}
+
 /* "rank 1: NCCL holds 1.20 GiB, ncclMemAlloc holds 64.00 MiB (outside the allocator at the end:
  * 1.50 GiB, 240.00 MiB of it by no holder ranksnap saw: the CUDA context, ...)", for the ranks
  * whose outside memory has a known holder: the device's own count (total - free) set against the
@@ -311,6 +350,7 @@ ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r)
     if (r->n_ranks) {
         print_table(out, r);
         fputc('\n', out);
+        print_steps_from(out, r);
         print_outside_holders(out, r);
         print_recorded_outside(out, r);
     }

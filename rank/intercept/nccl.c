@@ -263,7 +263,7 @@ RS_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_
                     (void *)comm, (unsigned long long)more);
         }
     }
-    if (res == ncclSuccess) rs_steps_collective_done("ncclAllReduce");
+    if (res == ncclSuccess) rs_steps_collective_done("ncclAllReduce", count, (uint64_t)datatype, (uint64_t)op);
     return res;
 }
 

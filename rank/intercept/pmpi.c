@@ -3,13 +3,15 @@
  *
  * MPI_Init, MPI_Init_thread and MPI_Finalize are wrapped: ranksnap starts on MPI_COMM_WORLD right
  * after the real init and gathers, reports and shuts down right before the real finalize, while
- * MPI still works. A few collectives are wrapped only to count them for RANKSNAP_STEP_ON. The
+ * MPI still works. A few collectives are wrapped only to number steps (RANKSNAP_STEP_ON, or found from their
+ * period: rank/runtime/step_detect.c). The
  * wrappers are in the library, so they take effect when it is preloaded (ranksnap-run) or linked
  * ahead of libmpi. ranksnap's own MPI traffic uses PMPI_* and is never counted.
  *
  * Programs that never call MPI but run under mpirun (PyTorch with NCCL) get MPI from
  * rank/mpi/world.c instead.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,49 +60,51 @@ RS_EXPORT int MPI_Finalize(void)
     return PMPI_Finalize();
 }
 
-#define RS_COUNTED(name, call)                                                                     \
+/* Each call's name, count, datatype and root or op become a token of the step detector. */
+#define RS_COUNTED(name, n, t, extra, call)                                                        \
     do {                                                                                           \
         int rc_ = (call);                                                                          \
-        if (rc_ == MPI_SUCCESS) rs_steps_collective_done(name);                                  \
+        if (rc_ == MPI_SUCCESS)                                                                    \
+            rs_steps_collective_done(name, (uint64_t)(n), (uint64_t)(uintptr_t)(t), (uint64_t)(extra)); \
         return rc_;                                                                                \
     } while (0)
 
 RS_EXPORT int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c)
 {
-    RS_COUNTED("MPI_Allreduce", PMPI_Allreduce(s, r, n, t, op, c));
+    RS_COUNTED("MPI_Allreduce", n, t, (uintptr_t)op, PMPI_Allreduce(s, r, n, t, op, c));
 }
 
 RS_EXPORT int MPI_Barrier(MPI_Comm c)
 {
-    RS_COUNTED("MPI_Barrier", PMPI_Barrier(c));
+    RS_COUNTED("MPI_Barrier", 0, 0, 0, PMPI_Barrier(c));
 }
 
 RS_EXPORT int MPI_Bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c)
 {
-    RS_COUNTED("MPI_Bcast", PMPI_Bcast(b, n, t, root, c));
+    RS_COUNTED("MPI_Bcast", n, t, root, PMPI_Bcast(b, n, t, root, c));
 }
 
 RS_EXPORT int MPI_Reduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c)
 {
-    RS_COUNTED("MPI_Reduce", PMPI_Reduce(s, r, n, t, op, root, c));
+    RS_COUNTED("MPI_Reduce", n, t, root, PMPI_Reduce(s, r, n, t, op, root, c));
 }
 
 RS_EXPORT int MPI_Allgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt,
                             MPI_Comm c)
 {
-    RS_COUNTED("MPI_Allgather", PMPI_Allgather(s, sn, st, r, rn, rt, c));
+    RS_COUNTED("MPI_Allgather", sn, st, 0, PMPI_Allgather(s, sn, st, r, rn, rt, c));
 }
 
 RS_EXPORT int MPI_Alltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt,
                            MPI_Comm c)
 {
-    RS_COUNTED("MPI_Alltoall", PMPI_Alltoall(s, sn, st, r, rn, rt, c));
+    RS_COUNTED("MPI_Alltoall", sn, st, 0, PMPI_Alltoall(s, sn, st, r, rn, rt, c));
 }
 
 RS_EXPORT int MPI_Reduce_scatter(const void *s, void *r, const int rc[], MPI_Datatype t, MPI_Op op,
                                  MPI_Comm c)
 {
-    RS_COUNTED("MPI_Reduce_scatter", PMPI_Reduce_scatter(s, r, rc, t, op, c));
+    RS_COUNTED("MPI_Reduce_scatter", rc ? rc[0] : 0, t, (uintptr_t)op, PMPI_Reduce_scatter(s, r, rc, t, op, c));
 }
 
 #endif

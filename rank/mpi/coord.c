@@ -32,6 +32,7 @@ struct rs_coord {
     int64_t uncertainty_us;
     unsigned gather_seq;
     int64_t trig_seen; /* without MPI: the last start read from trigger_file.c */
+    uint64_t trig_looked_us; /* when a trigger file was last looked for, 0 = never */
 #if defined(RANKSNAP_HAVE_MPI)
     int has_mpi;
     MPI_Comm comm;
@@ -197,7 +198,13 @@ int rs_coord_poll_trigger(rs_coord *c, int64_t step, const char *dir, int lag, i
 {
     /* without MPI only the launcher's rank 0 watches; the others read what it publishes */
     int no_mpi = rs_coord_ranks_without_mpi(c);
-    if (no_mpi && rs_launcher_rank(0) != 0) return rs_trigger_file_poll(dir, &c->trig_seen, start);
+    /* A file is looked for at most once a millisecond: steps found from the collectives can come
+     * every few microseconds (nccl-tests: one all-reduce a step), where a stat each was most of
+     * what a step cost (tests/bench/step_detect_bench). The first step always looks. */
+    uint64_t now = rs_now_us();
+    int look = c->trig_looked_us == 0 || now - c->trig_looked_us >= 1000;
+    if (look) c->trig_looked_us = now ? now : 1;
+    if (no_mpi && rs_launcher_rank(0) != 0) return look && rs_trigger_file_poll(dir, &c->trig_seen, start);
     if (c->rank == 0) {
         int fired = 0;
         if (rs_sigusr1_seen) {
@@ -205,9 +212,9 @@ int rs_coord_poll_trigger(rs_coord *c, int64_t step, const char *dir, int lag, i
             fired = 1;
         }
         char path[RS_PATH_MAX + 16];
-        snprintf(path, sizeof path, "%s/trigger", dir);
         struct stat sb;
-        if (stat(path, &sb) == 0) {
+        if (look) snprintf(path, sizeof path, "%s/trigger", dir);
+        if (look && stat(path, &sb) == 0) {
             fired = 1;
             if (unlink(path) != 0)
                 RS_WARN(RS_SUB_MPI, "trigger: cannot remove %s: %s", path, strerror(errno));

@@ -250,8 +250,10 @@ static void write_settings(enc *e, const rs_snapshot_src *src)
 
 static void write_time(enc *e, const rs_snapshot_src *src)
 {
+    /* steps_from only where something numbered the steps: a file without it reads as before */
+    int how = src->steps_from && src->steps_from[0];
     key(e, "time");
-    put_map(e, 4);
+    put_map(e, 4 + (uint32_t)how);
     kv_i64(e, "clock_offset_us", src->clock_offset_us);
     kv_i64(e, "clock_uncertainty_us", src->clock_uncertainty_us);
     key(e, "ranges");
@@ -266,6 +268,7 @@ static void write_time(enc *e, const rs_snapshot_src *src)
             put_i64(e, src->ranges[i].end);
     }
     kv_i64(e, "current_step", src->current_step);
+    if (how) kv_str(e, "steps_from", src->steps_from);
 }
 
 static void write_totals(enc *e, const rs_snapshot_src *src)

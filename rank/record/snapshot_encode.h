@@ -56,6 +56,7 @@ typedef struct rs_snapshot_src {
     size_t n_ranges;
     const rs_step_range *ranges;
     int64_t current_step;
+    const char *steps_from;         /* how the steps were numbered, NULL or "" = none  */
     ranksnap_stats stats;
     uint64_t device_used_bytes;     /* device total - free, now                       */
     uint64_t outside_bytes_peak;    /* device memory used outside the allocator        */

@@ -504,6 +504,7 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         src.host = rt->host;
         src.pid = (int64_t)getpid();
         src.job = rt->job;
+        src.steps_from = rt->step_how;
         if (primary) {
             src.device = primary->info;
         } else {

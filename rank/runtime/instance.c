@@ -72,7 +72,14 @@ static const char *const rs_step_on_names[] = {"MPI_Allreduce", "MPI_Barrier",  
 static ranksnap_status rs_parse_step_on(rs_runtime *rt)
 {
     const char *v = rt->opts.step_on;
+    /* PyTorch's glue numbers the steps itself, from the end of the first iteration: a period
+     * found inside that iteration would number it first */
+    if (rt->opts.recorder == RS_RECORDER_TORCH) rt->step_detect_off = 1;
     if (!v[0]) return RANKSNAP_OK;
+    if (!strcmp(v, "none")) {
+        rt->step_detect_off = 1;
+        return RANKSNAP_OK;
+    }
     const char *colon = strchr(v, ':');
     size_t n = colon ? (size_t)(colon - v) : strlen(v);
     long every = 1;
@@ -90,7 +97,7 @@ static ranksnap_status rs_parse_step_on(rs_runtime *rt)
         }
     return rs_error(RANKSNAP_ERR_OPTION,
                     "RANKSNAP_STEP_ON=%.100s: expected a collective and a call count such as "
-                    "MPI_Allreduce:1; collectives: MPI_Allreduce, MPI_Barrier, MPI_Bcast, MPI_Reduce, "
+                    "MPI_Allreduce:1, or none; collectives: MPI_Allreduce, MPI_Barrier, MPI_Bcast, MPI_Reduce, "
                     "MPI_Allgather, MPI_Alltoall, MPI_Reduce_scatter, ncclAllReduce", v);
 }
 
@@ -425,12 +432,14 @@ static void rs_warn_unreached(const rs_runtime *rt)
         if (w > 0 && (size_t)w < sizeof list - len) len += (size_t)w;
     }
     if (!missed) return;
-    char when[96];
+    char when[320];
     if (sc->time_based)
         snprintf(when, sizeof when, "the run lasted %.0f s",
                  (double)((int64_t)rs_now_us() + rs_coord_clock_offset_us(rt->coord) - rt->epoch_us) / 1e6);
     else if (rt->step < 0)
-        snprintf(when, sizeof when, "no step was ever marked: ranksnap_step(n), or RANKSNAP_STEP_ON=MPI_Allreduce:1");
+        snprintf(when, sizeof when,
+                 "no step was ever marked or found%s%s%s: ranksnap_step(n), or RANKSNAP_STEP_ON=MPI_Allreduce:1",
+                 rt->step_how[0] ? " (" : "", rt->step_how, rt->step_how[0] ? ")" : "");
     else
         snprintf(when, sizeof when, "the last step was %lld", (long long)rt->step);
     RS_WARN(RS_SUB_RECORD, "RANKSNAP_STEPS=%s: never reached: %s (%s); nothing was recorded for %s%s",

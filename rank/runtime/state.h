@@ -26,6 +26,7 @@
 #include "passthrough.h"
 #include "ranksnap.h"
 #include "recorder.h"
+#include "step_detect.h"
 #include "ring_file.h"
 #include "schedule.h"
 #include "snapshot_encode.h"
@@ -84,6 +85,13 @@ typedef struct rs_runtime {
     long step_on_every;
     long step_on_calls;
     int64_t step_on_next;
+    /* how this rank's steps are numbered (steps.c): none yet, ranksnap_step, RANKSNAP_STEP_ON,
+     * or found from the collectives (step_detect.c), which only the first two override */
+    int step_source;             /* rs_step_source */
+    char step_how[160];          /* said in the snapshot: "ncclAllReduce x3 per step" ... */
+    int step_detect_off;         /* RANKSNAP_STEP_ON=none, or PyTorch's recorder */
+    atomic_flag step_detect_busy; /* serialises the collectives' threads over `step_detect` */
+    rs_step_detect step_detect;
     rs_ring_file *ring_file; /* RANKSNAP_RING=mmap */
     /* this job's names in RANKSNAP_DIR (dump.c; guarded by its mutex after init) */
     char job_tag[RS_TEXT_TAG_MAX]; /* rt->job as a part of a file name */

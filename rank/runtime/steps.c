@@ -53,9 +53,9 @@ static void rs_range_end_locked(rs_runtime *rt, int64_t at)
     if (rt->n_ranges > 0) rt->ranges[rt->n_ranges - 1].end = at;
 }
 
-ranksnap_status ranksnap_step(int64_t step)
+/* A step begins; `source` says who numbered it (rs_step_source). */
+static ranksnap_status rs_steps_at(rs_runtime *rt, int64_t step)
 {
-    RS_NEED_OR_PASS(rt);
     ranksnap_status st = RANKSNAP_OK;
     int64_t start;
     if (rs_coord_poll_trigger(rt->coord, step, rt->opts.dir, rt->opts.trigger_lag, &start)) {
@@ -95,14 +95,64 @@ ranksnap_status ranksnap_step(int64_t step)
     return st;
 }
 
-/* RANKSNAP_STEP_ON: pmpi.c reports each completed call of a wrapped collective. Every N-th call
- * of the configured one is a step boundary, numbered from 0. */
-void rs_steps_collective_done(const char *name)
+/* The program's own numbers: from its first ranksnap_step on, detection stops (a step it found
+ * before stays in the history, the program's numbers follow). */
+ranksnap_status ranksnap_step(int64_t step)
+{
+    RS_NEED_OR_PASS(rt);
+    if (rt->step_source != RS_STEPS_APP) {
+        rt->step_source = RS_STEPS_APP;
+        snprintf(rt->step_how, sizeof rt->step_how, "ranksnap_step");
+    }
+    return rs_steps_at(rt, step);
+}
+
+/* Steps found from the collectives (step_detect.c); a thread that finds another feeding skips its
+ * call rather than wait, which only the rare job calling collectives from several threads at once
+ * sees, as a call off the pattern. */
+static void rs_steps_detect(rs_runtime *rt, const char *name, uint64_t count, uint64_t datatype, uint64_t extra)
+{
+    if (rt->step_detect.period < 0) return;
+    uint64_t tok = rs_step_detect_token(name, count, datatype, extra);
+    if (atomic_flag_test_and_set_explicit(&rt->step_detect_busy, memory_order_acquire)) return;
+    int64_t step = rs_step_detect_feed(&rt->step_detect, tok, name);
+    int first = step >= 0 && rt->step_source == RS_STEPS_NONE;
+    if (first) {
+        char how[128];
+        rs_step_detect_describe(&rt->step_detect, how, sizeof how);
+        snprintf(rt->step_how, sizeof rt->step_how, "detected: %s", how);
+        rt->step_source = RS_STEPS_DETECTED;
+    } else if (rt->step_detect.period < 0 && rt->step_source == RS_STEPS_NONE) {
+        snprintf(rt->step_how, sizeof rt->step_how, "none: no period in the first %d collectives", RS_SD_GIVE_UP);
+    }
+    atomic_flag_clear_explicit(&rt->step_detect_busy, memory_order_release);
+    if (step < 0 || rt->step_source != RS_STEPS_DETECTED) return;
+    if (first)
+        RS_INFO(RS_SUB_RECORD, "steps %s; step %lld begins", rt->step_how, (long long)step);
+    ranksnap_status st = rs_steps_at(rt, step);
+    if (st != RANKSNAP_OK) RS_WARN(RS_SUB_RECORD, "step %lld: %s", (long long)step, ranksnap_last_error());
+}
+
+/* The wrappers (pmpi.c, nccl.c) report each completed collective. RANKSNAP_STEP_ON makes every
+ * N-th call of the configured one a step boundary, numbered from 0; otherwise, unless the program
+ * numbers its steps or detection is off, the call feeds the detector. */
+void rs_steps_collective_done(const char *name, uint64_t count, uint64_t datatype, uint64_t extra)
 {
     rs_runtime *rt = rs_state_get();
-    if (!rt || !rt->step_on_every || strcmp(name, rt->step_on_name) != 0) return;
+    if (!rt) return;
+    if (!rt->step_on_every) {
+        if (!rt->step_detect_off && rt->step_source != RS_STEPS_APP)
+            rs_steps_detect(rt, name, count, datatype, extra);
+        return;
+    }
+    if (strcmp(name, rt->step_on_name) != 0) return;
     if (++rt->step_on_calls % rt->step_on_every != 0) return;
-    ranksnap_step(rt->step_on_next++);
+    if (rt->step_source == RS_STEPS_APP) return;
+    if (rt->step_source != RS_STEPS_STEP_ON) {
+        rt->step_source = RS_STEPS_STEP_ON;
+        snprintf(rt->step_how, sizeof rt->step_how, "RANKSNAP_STEP_ON=%s:%ld", rt->step_on_name, rt->step_on_every);
+    }
+    (void)rs_steps_at(rt, rt->step_on_next++);
 }
 
 /* Sleeps until `at_us` on rank 0's time base, or until stopped; 0 when stopped. */

@@ -10,9 +10,19 @@
 #include "ranksnap.h"
 #include "state.h"
 
-/* RANKSNAP_STEP_ON: the wrappers (rank/intercept/pmpi.c, nccl.c) report each completed call of a
- * wrapped collective; every N-th call of the configured one is a step boundary, numbered from 0. */
-void rs_steps_collective_done(const char *name);
+/* Who numbers a rank's steps (rs_runtime.step_source). */
+typedef enum rs_step_source {
+    RS_STEPS_NONE = 0,  /* nothing yet */
+    RS_STEPS_APP,       /* the program: ranksnap_step (and PyTorch's glue) */
+    RS_STEPS_STEP_ON,   /* RANKSNAP_STEP_ON=NAME:N */
+    RS_STEPS_DETECTED   /* the period of the collectives (step_detect.c) */
+} rs_step_source;
+
+/* The wrappers (rank/intercept/pmpi.c, nccl.c) report each completed collective with its count,
+ * datatype and root or op (0 where the call has none). RANKSNAP_STEP_ON=NAME:N makes every N-th
+ * call of NAME a step boundary, numbered from 0; without it, steps are found from the calls'
+ * period until the program calls ranksnap_step (RANKSNAP_STEP_ON=none: never). */
+void rs_steps_collective_done(const char *name, uint64_t count, uint64_t datatype, uint64_t extra);
 
 /* The thread that starts and stops time:A:B ranges; stop joins it. */
 ranksnap_status rs_steps_timer_start(rs_runtime *rt);

@@ -7,7 +7,11 @@
 # be recorded on their own device. A third build, on the static runtime and not relinked, is seen
 # by the driver's interposers alone: its memory is reported outside the allocator, by site. Then rank 1 is capped (RANKSNAP_MEMORY_LIMIT=1:...) below what
 # the solver allocates, runs out of memory, and `ranksnap report` must name it. Everything it
-# prints and writes goes to OUT.
+# prints and writes goes to OUT. Last, steps with no flag: the solver never calls ranksnap_step,
+# so its steps must be found from its collectives (an MPI_Allreduce of the norm each iteration):
+# --steps 10:15 must record iterations 10..14 on both ranks, the report saying the steps were
+# detected, and the last step must be NITER (the final check's MPI_Allreduce, off the period,
+# begins none). Prints PASS or FAIL for each and exits 1 on a FAIL.
 # usage: tests/gpu/stock-jacobi.sh SRC OUT [NITER]
 set -uo pipefail
 src=$(cd "$1" && pwd) out=$2 niter=${3:-500}
@@ -79,4 +83,17 @@ echo "== ranksnap report $out/wrap-oom"
 run static-oom RANKSNAP_MEMORY_LIMIT=1:1536MiB RANKSNAP_GATHER_TIMEOUT=10 -- ./jacobi_static -niter "$niter"
 echo "== ranksnap report $out/static-oom"
 "$cli" report "$out/static-oom" 2>&1 | tee "$out/static-oom-report.txt"
+
+# ---- steps found with no flag ----------------------------------------------------------------
+source "$root/tests/gpu/steps-check.sh"
+run steps-range -- --steps 10:15 ./jacobi_shared -niter "$niter"
+steps_range_checks steps-range "MPI_Allreduce x1 per step"
+# the last step, which finalize names when the range is never reached
+run steps-count -- --steps 1000000:1000001 ./jacobi_shared -niter "$niter"
+found=$(last_step "$out/steps-count.log")
+echo "   last step found: ${found:-none}; iterations: $niter"
+ok=0; [ "${found:-x}" = "$niter" ] && ok=1
+verdict $ok "the steps found are the solver's $niter iterations"
 rm -rf "$work"
+echo "== steps: $fails failed"
+exit $((fails > 0))

@@ -3,8 +3,14 @@
 # the shared CUDA runtime), on two GPUs, one rank per GPU: all_reduce_perf without ranksnap and
 # under `mpirun -np 2 launch/ranksnap-run`, with its bus bandwidth from both runs, then what each
 # rank's snapshot holds (`ranksnap summary`: the device, the memory outside the allocator and who
-# holds it) and the report. Everything it prints and writes goes to OUT. NP ranks (default 2),
-# one per GPU.
+# holds it) and the report. Then steps with no flag: all_reduce_perf never calls ranksnap_step, so
+# its steps must be found from its ncclAllReduce calls: one size (-b = -e), --steps 10:15 must
+# record steps 10..14 on both ranks with the report saying the steps were detected, and the last
+# step must be the number of ncclAllReduce calls, counted by RANKSNAP_STEP_ON=ncclAllReduce:1 in
+# a third run (its steps are numbered from the first call: one less) and from the header's
+# "warmup iters: W iters: N agg iters: A validation: V" (2W warm-up calls, then out-of-place and
+# in-place N*A + V each). Prints PASS or FAIL for each. Everything it prints and writes goes to OUT.
+# NP ranks (default 2), one per GPU.
 # usage: [NP=4] tests/gpu/stock-nccl-tests.sh SRC OUT
 set -uo pipefail
 src=$(cd "$1" && pwd) out=$2 np=${NP:-2}
@@ -37,6 +43,7 @@ for f in "$out"/ranksnap/rank-*.rsnap; do
 done
 echo "== ranksnap report"
 "$cli" report "$out/ranksnap" 2>&1 | tee "$out/report.txt"
+source "$root/tests/gpu/steps-check.sh"
 # every rank's buffers on its own GPU, named as NCCL's at the test's lines
 why=""
 for r in $(seq 0 $((np - 1))); do
@@ -45,5 +52,35 @@ for r in $(seq 0 $((np - 1))); do
   grep -Eq "^rank $r: .* taken outside the allocator at its peak: [0-9.]+ [MG]iB by NCCL at AllocateBuffs" \
     "$out/report.txt" || why="$why rank-$r-buffers-not-named"
 done
-if [ -z "$why" ]; then echo "PASS nccl-tests on $np GPUs"; else echo "FAIL nccl-tests on $np GPUs:$why"; fi
+ok=0; [ -z "$why" ] && ok=1
+verdict $ok "every rank's buffers on its own GPU, named NCCL's at the test's lines ($np GPUs)${why:+:$why}"
+
+# ---- steps found with no flag ----------------------------------------------------------------
+one="-b 64M -e 64M -g 1 -w 5 -n 20"
+steps_run() { # steps_run NAME STEPS ENV...: all_reduce_perf $one under ranksnap-run --steps STEPS
+  local name=$1 steps=$2; shift 2
+  local envs=()
+  for e in "$@"; do envs+=(-x "$e"); done
+  rm -rf "${out:?}/$name"
+  echo "== $name: mpirun -np $np ${envs[*]} launch/ranksnap-run --steps $steps all_reduce_perf $one"
+  timeout 240 mpirun -np "$np" --bind-to none "${envs[@]}" "$root/launch/ranksnap-run" --dir "$out/$name" \
+    --steps "$steps" "$perf" $one > "$out/$name.log" 2>&1
+  echo "   exit $?"
+}
+steps_run steps-range 10:15
+steps_range_checks steps-range "ncclAllReduce x1 per step"
+# the last step, which finalize names when the range is never reached
+steps_run steps-count 1000000:1000001
+steps_run steps-count-on 1000000:1000001 RANKSNAP_STEP_ON=ncclAllReduce:1
+found=$(last_step "$out/steps-count.log") counted=$(last_step "$out/steps-count-on.log")
+read -r w n a v < <(sed -n 's/.*warmup iters: \([0-9]*\) iters: \([0-9]*\) agg iters: \([0-9]*\) validation: \([0-9]*\).*/\1 \2 \3 \4/p' \
+  "$out/steps-count.log" | head -1)
+expected=$(( 2 * ${w:-0} + 2 * (${n:-0} * ${a:-1} + ${v:-0}) ))
+echo "   last step found: ${found:-none}; ncclAllReduce calls: ${counted:+$((counted + 1))} (RANKSNAP_STEP_ON), $expected (header: W=$w N=$n A=$a V=$v)"
+ok=0; [ -n "$found" ] && [ -n "$counted" ] && [ "$found" -eq $((counted + 1)) ] && ok=1
+verdict $ok "the steps found are the program's ncclAllReduce calls, as RANKSNAP_STEP_ON counts them"
+ok=0; [ -n "$found" ] && [ "$found" -eq "$expected" ] && ok=1
+verdict $ok "the steps found are all_reduce_perf's iterations (2W + 2(N*A + V))"
 rm -rf "$work"
+echo "== steps: $fails failed"
+exit $((fails > 0))

@@ -18,6 +18,7 @@
  *   --alloc ranksnap|cudaMalloc|cudaMallocAsync   who serves the tensors (the last two bypass
  *                     ranksnap: the anchors of the end-to-end benchmark; cuda builds only)
  *   --timing          rank 0 prints the median step time (device synchronized at each step end)
+ *   --no-steps        never call ranksnap_step: the steps are found from the all-reduces
  *   --iters N  --layers L  --hidden H  --batch B  --quiet
  *
  * MPI_Init starts ranksnap (the library's PMPI wrapper) and MPI_Finalize gathers and reports, so
@@ -56,6 +57,7 @@ typedef struct demo_cfg {
     int kill_rank, kill_step;
     int nccl;
     int timing;
+    int no_steps;
     int quiet;
 } demo_cfg;
 
@@ -97,7 +99,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: ranksnap-demo [--iters N] [--layers L] [--hidden H] [--batch B] "
                     "[--diverge R:F] [--leak R:BYTES] [--oom R] [--on-oom abort|continue] "
-                    "[--hang R:STEP:SECONDS] [--quiet]\n");
+                    "[--hang R:STEP:SECONDS] [--no-steps] [--quiet]\n");
 }
 
 static int bad(const char *flag, const char *v, const char *expected)
@@ -130,6 +132,10 @@ static int parse_args(int argc, char **argv, demo_cfg *c)
         }
         if (!strcmp(a, "--timing")) {
             c->timing = 1;
+            continue;
+        }
+        if (!strcmp(a, "--no-steps")) {
+            c->no_steps = 1;
             continue;
         }
         if (!v) return bad(a, NULL, "a value");
@@ -298,8 +304,11 @@ static int train_step(const demo_cfg *c, model *m, uint64_t batch, int step)
             continue;
         }
 #endif
-        for (int i = 0; i < 256; i++) host[i] = (float)(rank_ + step);
-        MPI_Allreduce(MPI_IN_PLACE, host, 256, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        /* the host stand-in reduces a count that grows with the bucket, as a bucket's
+         * all-reduce does: a step's collectives are told apart by their counts */
+        int count = (int)(n >> 17) < 1 ? 1 : (int)(n >> 17) > 256 ? 256 : (int)(n >> 17);
+        for (int i = 0; i < count; i++) host[i] = (float)(rank_ + step);
+        MPI_Allreduce(MPI_IN_PLACE, host, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         demo_free(bucket);
     }
     ranksnap_annotate_end("allreduce");
@@ -385,7 +394,7 @@ int main(int argc, char **argv)
         double t0 = MPI_Wtime();
         if (rank_ == c.hang_rank && s == c.hang_step) sleep((unsigned)c.hang_seconds);
         if (rank_ == c.kill_rank && s == c.kill_step) raise(SIGKILL);
-        ranksnap_step(s);
+        if (!c.no_steps) ranksnap_step(s);
         uint64_t batch = c.batch;
         if (rank_ == c.diverge_rank) batch = (uint64_t)((double)batch * c.diverge_factor);
         if (rank_ == c.oom_rank) batch = batch * (uint64_t)(s + 1);
@@ -410,7 +419,9 @@ int main(int argc, char **argv)
                     continue;
                 }
 #endif
-                MPI_Allreduce(MPI_IN_PLACE, host, 256, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                uint64_t n = grad_bytes - d < DEMO_BUCKET ? grad_bytes - d : DEMO_BUCKET;
+                int count = (int)(n >> 17) < 1 ? 1 : (int)(n >> 17) > 256 ? 256 : (int)(n >> 17);
+                MPI_Allreduce(MPI_IN_PLACE, host, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
             }
         }
 #if defined(DEMO_WITH_NCCL)
@@ -418,7 +429,7 @@ int main(int argc, char **argv)
 #endif
         step_s[s] = MPI_Wtime() - t0;
     }
-    ranksnap_step(c.iters); /* closes a range that ends with the last step */
+    if (!c.no_steps) ranksnap_step(c.iters); /* closes a range that ends with the last step */
     if (c.timing && rank_ == 0 && c.iters > 1) {
         /* the first step warms every cache: it is left out */
         qsort(step_s + 1, (size_t)c.iters - 1, sizeof *step_s, cmp_double);
