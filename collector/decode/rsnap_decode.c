@@ -294,10 +294,10 @@ static ranksnap_status read_time(const mapv *top, rs_snap *s)
     RS_CHECK(m_i64(&t, "clock_uncertainty_us", &s->time.clock_uncertainty_us));
     RS_CHECK(m_i64(&t, "current_step", &s->time.current_step));
     size_t how = 0; /* optional: older files and ranks whose steps nothing numbered lack it */
-    RS_CHECK(lookup(&t, "steps_from", 0, &how));
+    RS_CHECK(rs_rd_lookup(&t, "steps_from", 0, &how));
     if (how) {
-        where w = field_of(&t, "steps_from");
-        RS_CHECK(as_str(d, how, &w, &s->time.steps_from));
+        where w = rs_rd_field_of(&t, "steps_from");
+        RS_CHECK(rs_rd_as_str(d, how, &w, &s->time.steps_from));
     }
     RS_CHECK(m_array(&t, "ranges", &n, &at));
     ALLOC_ARRAY(d, s->time.ranges, n, "time.ranges");
