@@ -32,6 +32,7 @@
 #include "report_html.h"
 #include "report_json.h"
 #include "report_text.h"
+#include "roles.h"
 #include "site_rules.h"
 #include "suggest.h"
 #include "text.h"
@@ -61,6 +62,8 @@ typedef struct report_opts {
     const char *html;       /* --html OUT.html */
     int progress;           /* --progress 1, --no-progress 0, -1: stderr is a terminal (progress.h) */
     int attempt;            /* --attempt K, -1: the newest complete one (attempt.h) */
+    const char *groups;     /* --groups DIMS, NULL: RANKSNAP_GROUPS */
+    rs_roles roles;         /* parsed from groups; n_roles 0: ranks not grouped */
 } report_opts;
 
 typedef struct report_file {
@@ -258,6 +261,25 @@ static int report_divergence(const report_opts *o, double *pct)
     return 0;
 }
 
+/* The flag, else RANKSNAP_GROUPS: the roles each rank is compared within (roles.h). */
+static int report_groups(report_opts *o)
+{
+    rs_options opts;
+    if (rs_options_load_one(&opts, "RANKSNAP_GROUPS", o->groups) != RANKSNAP_OK) {
+        fprintf(stderr, "ranksnap: %s\n", ranksnap_last_error());
+        return -1;
+    }
+    if (!opts.groups[0]) return 0;
+    if (rs_roles_parse(opts.groups, o->groups ? "--groups" : "RANKSNAP_GROUPS", &o->roles) !=
+        RANKSNAP_OK) {
+        fprintf(stderr, "ranksnap report: %s\n", ranksnap_last_error());
+        return -1;
+    }
+    size_t used = strlen(o->roles.source);
+    snprintf(o->roles.source + used, sizeof o->roles.source - used, " %s", opts.groups);
+    return 0;
+}
+
 static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_opts *o,
                         path_list *operands, int *code)
 {
@@ -307,9 +329,10 @@ static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_o
         } else if ((got = rs_cli_flag_value("--out", argc, argv, &it.i, &o->out_dir)) != 0 ||
                    (got = rs_cli_flag_value("--divergence", argc, argv, &it.i, &o->divergence)) != 0 ||
                    (got = rs_cli_flag_value("--html", argc, argv, &it.i, &o->html)) != 0 ||
+                   (got = rs_cli_flag_value("--groups", argc, argv, &it.i, &o->groups)) != 0 ||
                    (got = rs_cli_flag_value("--site-skip", argc, argv, &it.i, &o->site_skip)) != 0) {
             if (got < 0 || (o->out_dir && !*o->out_dir) || (o->divergence && !*o->divergence) ||
-                (o->html && !*o->html)) {
+                (o->html && !*o->html) || (o->groups && !*o->groups)) {
                 *code = rs_cli_usage_error(verb, "%s expects a value", a);
                 return -1;
             }
@@ -533,6 +556,7 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
     rs_compare_config cfg;
     rs_compare_config_default(&cfg);
     cfg.divergence_pct = pct;
+    if (o->roles.n_roles) cfg.roles = &o->roles;
     int world = 0;
     rs_summary *sums = malloc(n * sizeof *sums);
     rs_snap **full = calloc(n, sizeof *full);
@@ -705,7 +729,10 @@ static void read_done(void *ctx, size_t i)
 
 static int run_report(const rs_cli_verb *verb, int argc, char **argv)
 {
-    report_opts o = {0, 0, 0, NULL, NULL, 0, 0, NULL, NULL, -1, -1};
+    report_opts o;
+    memset(&o, 0, sizeof o);
+    o.progress = -1;
+    o.attempt = -1;
     path_list operands = {0, 0, NULL}, paths = {0, 0, NULL}, failed = {0, 0, NULL};
     report_file *files = NULL;
     read_slot *slots = NULL;
@@ -716,7 +743,7 @@ static int run_report(const rs_cli_verb *verb, int argc, char **argv)
     rs_progress pg;
     memset(&pg, 0, sizeof pg);
     if (report_parse(verb, argc, argv, &o, &operands, &code) != 0) goto done;
-    if (report_divergence(&o, &pct) != 0) {
+    if (report_divergence(&o, &pct) != 0 || report_groups(&o) != 0) {
         code = RS_EXIT_USAGE;
         goto done;
     }
@@ -800,11 +827,13 @@ done:
     path_list_free(&operands);
     path_list_free(&paths);
     path_list_free(&failed);
+    rs_roles_free(&o.roles);
     return code;
 }
 
 const rs_cli_verb rs_cmd_report = {
 "report", "DIR|FILE... [--json] [--out DIR] [--html OUT.html] [--divergence PCT]\n"
+     "                [--groups DIMS]\n"
      "                [--allow-mixed-jobs] [--rank-from-name] [--site-skip PATTERNS]\n"
      "                [--all-frames] [--attempt K] [--[no-]progress] [--jobs N]",
      "compare the ranks: peaks, OOMs, ranks diverging from the median, and the sites why",
@@ -818,6 +847,9 @@ const rs_cli_verb rs_cmd_report = {
      "                      rank's timeline) to OUT.html\n"
      "  --divergence PCT    flag ranks whose peak is more than PCT% from the median\n"
      "                      (default: RANKSNAP_DIVERGENCE, else 5%)\n"
+     "  --groups DIMS       compare each rank with the ranks of its role: dimensions in\n"
+     "                      rank order, outermost first, e.g. pp=4,dp=8; dp names the\n"
+     "                      replicas (default: RANKSNAP_GROUPS)\n"
      "  --allow-mixed-jobs  compare snapshots of different jobs instead of refusing\n"
      "  FILE.pickle         a PyTorch snapshot (torch.cuda.memory._dump_snapshot); its rank is\n"
      "                      its place among the pickles given, or with\n"

@@ -412,6 +412,26 @@ static int parse_string(const rs_opt *opt, const char *value, void *field, char 
     return 0;
 }
 
+/* "pp=4,dp=8": NAME=SIZE pairs, a name of letters, digits and '_', a size of at least 1. Checked
+ * here so that a bad value is named at start-up; roles.c makes the grouping of it. */
+static int parse_groups(const rs_opt *opt, const char *value, void *field, char *why,
+                        size_t why_n)
+{
+    for (const char *p = value; *p;) {
+        size_t len = 0;
+        while (isalnum((unsigned char)p[len]) || p[len] == '_') len++;
+        if (len == 0 || len > 15 || p[len] != '=') return -1;
+        p += len + 1;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 1 || v > 1 << 20 || (*end && *end != ',')) return -1;
+        p = *end ? end + 1 : end;
+        if (*end && !*p) return -1;
+    }
+    return parse_string(opt, value, field, why, why_n);
+}
+
 /* "5%", "5" or "2.5%": a percentage in (0, 1000]. */
 static int parse_percent(const rs_opt *opt, const char *value, void *field, char *why,
                          size_t why_n)
@@ -552,6 +572,12 @@ static const rs_opt rs_option_table[] = {
     {"RANKSNAP_DIVERGENCE", "percent", "5%",
      "a rank whose peak is this far from the median (and beyond the noise, median/MAD) is flagged",
      "a percentage such as 5% or 2.5", parse_percent, RS_FIELD(divergence), 0, 0, NULL, NULL, NULL},
+    {"RANKSNAP_GROUPS", "dims", "",
+     "compare each rank with the ranks of its own role: dimensions in the launcher's rank order, "
+     "outermost first, e.g. pp=4,dp=8 (ranks 0-7 are stage 0); the dp (fsdp) dimension holds the "
+     "replicas, the others name the role",
+     "NAME=SIZE pairs such as pp=4,dp=8", parse_groups, RS_FIELD(groups), 0,
+     sizeof(((rs_options *)0)->groups), NULL, NULL, NULL},
     {"RANKSNAP_SITE_SKIP", "patterns", "",
      "frames never named as an allocation site, added to the defaults (CUDA, NCCL, libc, Python, "
      "PyTorch's machinery): comma-separated shell patterns matched against a frame's function, "

@@ -72,6 +72,7 @@ typedef struct rs_options {
     int gather_timeout;           /* RANKSNAP_GATHER_TIMEOUT, seconds */
     rs_write_mode write;          /* RANKSNAP_WRITE */
     double divergence;            /* RANKSNAP_DIVERGENCE, percent */
+    char groups[256];             /* RANKSNAP_GROUPS: "pp=4,dp=8", "" = ranks not grouped */
     char site_skip[1024];         /* RANKSNAP_SITE_SKIP: patterns of frames never a site */
     int report;                   /* RANKSNAP_REPORT: rank 0 prints the text report */
     rs_on_oom on_oom;             /* RANKSNAP_ON_OOM */

@@ -55,6 +55,7 @@ void rs_compare_config_default(rs_compare_config *c)
     c->divergence_pct = 5.0;
     c->mad_k = 3.0;
     c->max_sites = 10;
+    c->roles = NULL;
 }
 
 ranksnap_status rs_compare_add_note(rs_compare_result *r, const char *fmt, ...)
@@ -90,6 +91,7 @@ void rs_compare_result_free(rs_compare_result *r)
     free(r->divergent);
     for (size_t i = 0; i < r->n_notes; i++) free(r->notes[i]);
     free(r->notes);
+    free(r->roles);
     free(r);
 }
 
@@ -590,17 +592,17 @@ static ranksnap_status oom_verdict(rs_compare_result *r, const present *p, const
 }
 
 static ranksnap_status divergent_verdict(rs_compare_result *r, const present *p, const present *ref,
-                                         const rs_compare_config *cfg, rs_compare_divergent *v)
+                                         uint64_t median, const rs_compare_config *cfg,
+                                         rs_compare_divergent *v)
 {
     const rs_summary *s = p->sum;
     memset(v, 0, sizeof *v);
-    int sign = peak_of(s) >= r->median_peak ? 1 : -1;
-    uint64_t dev = abs_diff(peak_of(s), r->median_peak);
+    int sign = peak_of(s) >= median ? 1 : -1;
+    uint64_t dev = abs_diff(peak_of(s), median);
     v->rank = s->rank;
     v->peak_allocated = peak_of(s);
     v->reference_peak = peak_of(ref->sum);
-    v->divergence_pct = sign * 100.0 * (double)dev /
-                        (double)(r->median_peak ? r->median_peak : 1);
+    v->divergence_pct = sign * 100.0 * (double)dev / (double)(median ? median : 1);
     classify_steps(s, ref->sum, sign, dev, cfg->divergence_pct, v);
     v->delta = sat_sub(rs_sat_i64(peak_of(s)), rs_sat_i64(peak_of(ref->sum)));
 
@@ -629,60 +631,148 @@ static int no_data(const rs_summary *s)
     return !s->oom && s->peak_allocated == 0 && s->peak_reserved == 0 && s->recorded_outside_peak == 0;
 }
 
+/* The median, MAD, reference and threshold of one group of ranks: all of them, or one role's. */
+typedef struct group_stats {
+    size_t with_data;
+    int use_oom;     /* every rank of the group with data OOMed: they make the median */
+    uint64_t median, mad, threshold;
+    double thr;
+    size_t ref;      /* index into the present ranks, n when none */
+} group_stats;
+
+/* The role of p's rank under cfg's grouping: -1 when not grouped or not covered. */
+static int32_t role_of(const rs_compare_config *cfg, const present *p)
+{
+    return cfg->roles ? rs_roles_of(cfg->roles, p->sum->rank) : -1;
+}
+
+/* Over the ranks of `role` (-2: all of them); v has room for n values. */
+static void group_stats_of(const present *p, size_t n, const rs_compare_config *cfg, int32_t role,
+                           uint64_t *v, group_stats *g)
+{
+    memset(g, 0, sizeof *g);
+    g->ref = n;
+    size_t healthy = 0;
+#define MEMBER(i) (role == -2 || role_of(cfg, &p[i]) == role)
+    for (size_t i = 0; i < n; i++) {
+        if (!MEMBER(i) || no_data(p[i].sum)) continue;
+        g->with_data++;
+        if (!p[i].sum->oom) healthy++;
+    }
+    if (g->with_data == 0) return;
+    g->use_oom = healthy == 0;
+#define IN_MEDIAN(i) (MEMBER(i) && !no_data(p[i].sum) && (g->use_oom || !p[i].sum->oom))
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (IN_MEDIAN(i)) v[k++] = peak_of(p[i].sum);
+    g->median = lower_median(v, k);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (IN_MEDIAN(i)) v[k++] = abs_diff(peak_of(p[i].sum), g->median);
+    g->mad = lower_median(v, k);
+
+    /* The reference is a real rank: the one of the median's set nearest the median. */
+    for (size_t i = 0; i < n; i++) {
+        if (!IN_MEDIAN(i)) continue;
+        if (g->ref == n || abs_diff(peak_of(p[i].sum), g->median) <
+                               abs_diff(peak_of(p[g->ref].sum), g->median))
+            g->ref = i;
+    }
+#undef IN_MEDIAN
+#undef MEMBER
+    double thr = cfg->divergence_pct / 100.0 * (double)g->median;
+    double guard = cfg->mad_k * 1.4826 * (double)g->mad;
+    if (guard > thr) thr = guard;
+    g->thr = thr;
+    g->threshold = thr >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)thr;
+}
+
+/* One row per role: its median and fullest rank, and the role nearest to running out. */
+static ranksnap_status role_rows(rs_compare_result *r, const present *p, size_t n,
+                                 const rs_compare_config *cfg, const group_stats *gs)
+{
+    const rs_roles *ro = cfg->roles;
+    snprintf(r->grouping, sizeof r->grouping, "%s", ro->source);
+    r->roles = calloc(ro->n_roles ? ro->n_roles : 1, sizeof *r->roles);
+    if (!r->roles) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu roles", ro->n_roles);
+    r->n_roles = ro->n_roles;
+    r->nearest_role = -1;
+    for (size_t k = 0; k < ro->n_roles; k++) {
+        rs_compare_role *x = &r->roles[k];
+        snprintf(x->label, sizeof x->label, "%s", ro->labels[k]);
+        x->n_ranks = gs[k].with_data;
+        x->median_peak = gs[k].median;
+        x->threshold = gs[k].threshold;
+        x->reference_rank = gs[k].ref < n ? p[gs[k].ref].sum->rank : -1;
+        x->max_rank = -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int32_t k = role_of(cfg, &p[i]);
+        if (k < 0 || no_data(p[i].sum)) continue;
+        rs_compare_role *x = &r->roles[k];
+        const rs_summary *s = p[i].sum;
+        if (x->max_rank < 0 || peak_of(s) > x->max_peak) {
+            x->max_rank = s->rank;
+            x->max_peak = peak_of(s);
+            x->capacity = s->memory_limit ? s->memory_limit : s->device_total;
+            if (s->oom && !x->capacity)
+                x->capacity = s->oom_memory_limit ? s->oom_memory_limit : s->oom_device_total;
+        }
+    }
+    int any_capacity = 0;
+    for (size_t k = 0; k < r->n_roles; k++) {
+        rs_compare_role *x = &r->roles[k];
+        if (x->capacity) {
+            x->headroom = rs_sat_i64(x->capacity) - rs_sat_i64(x->max_peak);
+            any_capacity = 1;
+        }
+    }
+    for (size_t k = 0; k < r->n_roles; k++) {
+        const rs_compare_role *x = &r->roles[k];
+        if (x->max_rank < 0 || (any_capacity && !x->capacity)) continue;
+        if (r->nearest_role < 0) {
+            r->nearest_role = (int32_t)k;
+            continue;
+        }
+        const rs_compare_role *b = &r->roles[r->nearest_role];
+        if (any_capacity ? x->headroom < b->headroom : x->max_peak > b->max_peak)
+            r->nearest_role = (int32_t)k;
+    }
+    return RANKSNAP_OK;
+}
+
 static ranksnap_status compare_present(rs_compare_result *r, present *p, size_t n, const rs_compare_config *cfg)
 {
     RS_CHECK(find_missing(r, p, n));
     r->no_data = malloc((n ? n : 1) * sizeof *r->no_data);
     uint64_t *v = malloc((n ? n : 1) * sizeof *v);
-    if (!r->no_data || !v) {
+    size_t n_groups = cfg->roles ? cfg->roles->n_roles : 0;
+    group_stats *gs = calloc(n_groups ? n_groups : 1, sizeof *gs);
+    if (!r->no_data || !v || !gs) {
         free(v);
+        free(gs);
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu peaks", n);
     }
-    /* The ranks the median is taken over: with data, and not OOM unless every one is. */
-    size_t with_data = 0, healthy = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (no_data(p[i].sum)) {
-            r->no_data[r->n_no_data++] = p[i].sum->rank;
-            continue;
-        }
-        with_data++;
-        if (!p[i].sum->oom) healthy++;
-    }
-    int use_oom = healthy == 0;
-#define IN_MEDIAN(i) (!no_data(p[i].sum) && (use_oom || !p[i].sum->oom))
-    if (with_data == 0) {
-        free(v);
-        return add_notes(r, p, n, NULL);
-    }
-    size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (IN_MEDIAN(i)) v[k++] = peak_of(p[i].sum);
-    r->median_peak = lower_median(v, k);
-    k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (IN_MEDIAN(i)) v[k++] = abs_diff(peak_of(p[i].sum), r->median_peak);
-    r->mad = lower_median(v, k);
+        if (no_data(p[i].sum)) r->no_data[r->n_no_data++] = p[i].sum->rank;
+    group_stats world;
+    group_stats_of(p, n, cfg, -2, v, &world);
+    for (size_t k = 0; k < n_groups; k++) group_stats_of(p, n, cfg, (int32_t)k, v, &gs[k]);
     free(v);
-
-    /* The reference is a real rank: the one of the median's set nearest the median. */
-    size_t ref = n;
-    for (size_t i = 0; i < n; i++) {
-        if (!IN_MEDIAN(i)) continue;
-        if (ref == n || abs_diff(peak_of(p[i].sum), r->median_peak) <
-                            abs_diff(peak_of(p[ref].sum), r->median_peak))
-            ref = i;
+    ranksnap_status st = cfg->roles ? role_rows(r, p, n, cfg, gs) : RANKSNAP_OK;
+    if (st != RANKSNAP_OK || world.with_data == 0) {
+        free(gs);
+        return st != RANKSNAP_OK ? st : add_notes(r, p, n, NULL);
     }
-    r->reference_rank = p[ref].sum->rank;
+    r->median_peak = world.median;
+    r->mad = world.mad;
+    r->reference_rank = p[world.ref].sum->rank;
+    r->threshold = world.threshold;
 
-    double thr = cfg->divergence_pct / 100.0 * (double)r->median_peak;
-    double guard = cfg->mad_k * 1.4826 * (double)r->mad;
-    if (guard > thr) thr = guard;
-    r->threshold = thr >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)thr;
-
-    /* An OOM rank's history ends early: only a peak above the median says something. */
-#define DIVERGES(i)                                                                                \
-    (!no_data(p[i].sum) && (double)abs_diff(peak_of(p[i].sum), r->median_peak) > thr &&            \
-     (!p[i].sum->oom || use_oom || peak_of(p[i].sum) > r->median_peak))
+    /* Each rank against its own group: its role's when grouped, else all ranks. An OOM rank's
+     * history ends early: only a peak above the median says something. */
+#define GROUP(i) (role_of(cfg, &p[i]) >= 0 ? &gs[role_of(cfg, &p[i])] : &world)
+#define DIVERGES(i)                                                                                    (!no_data(p[i].sum) && (double)abs_diff(peak_of(p[i].sum), GROUP(i)->median) > GROUP(i)->thr &&      (!p[i].sum->oom || GROUP(i)->use_oom || peak_of(p[i].sum) > GROUP(i)->median))
     size_t n_oom = 0, n_div = 0;
     for (size_t i = 0; i < n; i++) {
         if (p[i].sum->oom) n_oom++;
@@ -690,22 +780,28 @@ static ranksnap_status compare_present(rs_compare_result *r, present *p, size_t 
     }
     r->oom = calloc(n_oom ? n_oom : 1, sizeof *r->oom);
     r->divergent = calloc(n_div ? n_div : 1, sizeof *r->divergent);
-    if (!r->oom || !r->divergent)
+    if (!r->oom || !r->divergent) {
+        free(gs);
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu verdicts", n_oom + n_div);
-    for (size_t i = 0; i < n; i++) {
+    }
+    for (size_t i = 0; i < n && st == RANKSNAP_OK; i++) {
         if (p[i].sum->oom) {
-            RS_CHECK(oom_verdict(r, &p[i], cfg, &r->oom[r->n_oom]));
-            r->n_oom++;
+            st = oom_verdict(r, &p[i], cfg, &r->oom[r->n_oom]);
+            r->oom[r->n_oom++].role = role_of(cfg, &p[i]);
         }
-        if (DIVERGES(i)) {
-            RS_CHECK(divergent_verdict(r, &p[i], &p[ref], cfg, &r->divergent[r->n_divergent]));
-            r->n_divergent++;
+        if (st == RANKSNAP_OK && DIVERGES(i)) {
+            const group_stats *g = GROUP(i);
+            st = divergent_verdict(r, &p[i], &p[g->ref], g->median, cfg,
+                                   &r->divergent[r->n_divergent]);
+            r->divergent[r->n_divergent++].role = role_of(cfg, &p[i]);
         }
     }
 #undef DIVERGES
-#undef IN_MEDIAN
+#undef GROUP
+    free(gs);
+    if (st != RANKSNAP_OK) return st;
     qsort(r->divergent, r->n_divergent, sizeof *r->divergent, cmp_divergent);
-    return add_notes(r, p, n, p[ref].sum);
+    return add_notes(r, p, n, p[world.ref].sum);
 }
 
 ranksnap_status rs_compare(const rs_summary *sums, const rs_snap *const *full, size_t n,
@@ -741,6 +837,7 @@ ranksnap_status rs_compare_ex(const rs_summary *sums, const rs_snap *const *full
     }
     r->divergence_pct = cfg->divergence_pct;
     r->reference_rank = -1;
+    r->nearest_role = -1;
     r->world_size = world_size;
     for (size_t i = 0; i < n; i++) {
         const rs_summary_sites *ss = sites && sites[i] && sites[i]->ok ? sites[i] : NULL;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "ranksnap.h"
+#include "roles.h"
 #include "sites.h"
 #include "snapshot.h"
 #include "summary.h"
@@ -23,6 +24,8 @@ typedef struct rs_compare_config {
     double divergence_pct; /* RANKSNAP_DIVERGENCE, e.g. 5.0 */
     double mad_k;          /* noise guard: |peak - median| must also exceed mad_k * 1.4826 * MAD; default 3 */
     size_t max_sites;      /* sites listed per divergent rank, default 10 */
+    const rs_roles *roles; /* NULL: every rank is compared with the median of all; else with the
+                              median of the ranks of its own role (roles.h) */
 } rs_compare_config;
 
 void rs_compare_config_default(rs_compare_config *c);
@@ -36,6 +39,7 @@ typedef struct rs_compare_site {
 
 typedef struct rs_compare_divergent {
     int32_t rank;
+    int32_t role;                 /* its role (rs_compare_result.roles), -1 when not grouped */
     uint64_t peak_allocated;
     uint64_t reference_peak;
     double divergence_pct;        /* (peak - median) / median * 100, signed */
@@ -59,6 +63,7 @@ typedef struct rs_compare_divergent {
 
 typedef struct rs_compare_oom {
     int32_t rank;
+    int32_t role;                 /* its role (rs_compare_result.roles), -1 when not grouped */
     uint64_t requested;
     int64_t step;
     uint64_t device_free, device_total, allocated, reserved, memory_limit;
@@ -66,6 +71,19 @@ typedef struct rs_compare_oom {
     size_t n_live;
     rs_compare_site *live;        /* its largest live sites at the OOM */
 } rs_compare_oom;
+
+/* One role of a grouped comparison: its ranks' peaks and how near the fullest is to its limit. */
+typedef struct rs_compare_role {
+    char label[64];              /* e.g. "pp=0" */
+    size_t n_ranks;              /* present, with data */
+    uint64_t median_peak;
+    uint64_t threshold;          /* bytes from its median beyond which a rank diverges */
+    int32_t reference_rank;      /* its median rank, -1 when none */
+    int32_t max_rank;            /* its fullest rank, -1 when none */
+    uint64_t max_peak;
+    uint64_t capacity;           /* of max_rank: its memory limit, else its device's; 0 unknown */
+    int64_t headroom;            /* capacity - max_peak when capacity is known */
+} rs_compare_role;
 
 typedef struct rs_compare_result {
     int world_size;
@@ -88,6 +106,11 @@ typedef struct rs_compare_result {
     char **notes;                /* e.g. "rank 3 snapshot is incomplete (crash path)" */
     double divergence_pct;       /* the configuration the verdicts used */
     uint64_t threshold;          /* bytes from the median beyond which a rank diverges */
+    char grouping[320];          /* where the roles came from, "" when ranks were not grouped */
+    size_t n_roles;              /* 0 when ranks were not grouped */
+    rs_compare_role *roles;      /* in role order */
+    int32_t nearest_role;        /* the role with the least headroom (of those with a known
+                                    capacity), else the largest peak; -1 when none */
 } rs_compare_result;
 
 /* `full[i]` is the decoded snapshot of sums[i]'s rank or NULL. world_size 0 = the largest

@@ -140,10 +140,55 @@ static void json_rank(FILE *f, const rs_summary *s)
     fputc('}', f);
 }
 
-static void json_oom(FILE *f, const rs_compare_oom *v)
+/* The role label of a grouped comparison, NULL when not grouped. */
+static const char *role_label(const rs_compare_result *r, int32_t role)
 {
+    return role >= 0 && (size_t)role < r->n_roles ? r->roles[role].label : NULL;
+}
+
+/* `"role": "pp=2", ` in a grouped comparison's verdicts; nothing otherwise. */
+static void json_role(FILE *f, const char *label)
+{
+    if (!label) return;
+    json_key(f, "role");
+    rs_json_string(f, label, RS_JSON_PLAIN);
+    fputs(", ", f);
+}
+
+static void json_roles(FILE *f, const rs_compare_result *r)
+{
+    fputs("  \"grouping\": ", f);
+    rs_json_string(f, r->grouping, RS_JSON_PLAIN);
+    fputs(",\n  \"nearest_role\": ", f);
+    if (r->nearest_role >= 0)
+        rs_json_string(f, r->roles[r->nearest_role].label, RS_JSON_PLAIN);
+    else
+        fputs("null", f);
+    fputs(",\n  \"roles\": [", f);
+    for (size_t k = 0; k < r->n_roles; k++) {
+        const rs_compare_role *x = &r->roles[k];
+        fputs(k ? ",\n    {" : "\n    {", f);
+        json_key(f, "role");
+        rs_json_string(f, x->label, RS_JSON_PLAIN);
+        fprintf(f, ", \"ranks\": %zu, \"median_peak\": %" PRIu64 ", \"threshold_bytes\": %" PRIu64
+                   ", \"reference_rank\": %" PRId32 ", \"max_rank\": %" PRId32
+                   ", \"max_peak\": %" PRIu64 ", \"capacity\": %" PRIu64 ", \"headroom\": ",
+                x->n_ranks, x->median_peak, x->threshold, x->reference_rank, x->max_rank,
+                x->max_peak, x->capacity);
+        if (x->capacity)
+            fprintf(f, "%" PRId64 "}", x->headroom);
+        else
+            fputs("null}", f);
+    }
+    fputs(r->n_roles ? "\n  ],\n" : "],\n", f);
+}
+
+static void json_oom(FILE *f, const char *role, const rs_compare_oom *v)
+{
+    fputs("    {", f);
+    json_role(f, role);
     fprintf(f,
-            "    {\"rank\": %" PRId32 ", \"requested\": %" PRIu64 ", \"step\": %" PRId64
+            "\"rank\": %" PRId32 ", \"requested\": %" PRIu64 ", \"step\": %" PRId64
             ", \"device_free\": %" PRIu64 ", \"device_total\": %" PRIu64
             ", \"allocated\": %" PRIu64 ", \"reserved\": %" PRIu64 ", \"memory_limit\": %" PRIu64
             ", \"stack\": {",
@@ -160,10 +205,12 @@ static void json_oom(FILE *f, const rs_compare_oom *v)
     fputs("]}", f);
 }
 
-static void json_divergent(FILE *f, const rs_compare_divergent *d)
+static void json_divergent(FILE *f, const char *role, const rs_compare_divergent *d)
 {
+    fputs("    {", f);
+    json_role(f, role);
     fprintf(f,
-            "    {\"rank\": %" PRId32 ", \"peak_allocated\": %" PRIu64
+            "\"rank\": %" PRId32 ", \"peak_allocated\": %" PRIu64
             ", \"reference_peak\": %" PRIu64 ", \"divergence_pct\": ",
             d->rank, d->peak_allocated, d->reference_peak);
     json_pct(f, d->divergence_pct);
@@ -223,14 +270,16 @@ ranksnap_status rs_report_json(FILE *f, const rs_compare_result *r)
     fputs("],\n  \"oom_ranks\": [", f);
     for (size_t i = 0; i < r->n_oom; i++) {
         fputs(i ? ",\n" : "\n", f);
-        json_oom(f, &r->oom[i]);
+        json_oom(f, role_label(r, r->oom[i].role), &r->oom[i]);
     }
     fputs(r->n_oom ? "\n  ],\n  \"divergent_ranks\": [" : "],\n  \"divergent_ranks\": [", f);
     for (size_t i = 0; i < r->n_divergent; i++) {
         fputs(i ? ",\n" : "\n", f);
-        json_divergent(f, &r->divergent[i]);
+        json_divergent(f, role_label(r, r->divergent[i].role), &r->divergent[i]);
     }
-    fputs(r->n_divergent ? "\n  ],\n  \"notes\": [" : "],\n  \"notes\": [", f);
+    fputs(r->n_divergent ? "\n  ],\n" : "],\n", f);
+    if (r->n_roles) json_roles(f, r);
+    fputs("  \"notes\": [", f);
     for (size_t i = 0; i < r->n_notes; i++) {
         fputs(i ? ",\n    " : "\n    ", f);
         rs_json_string(f, r->notes[i], RS_JSON_PLAIN);

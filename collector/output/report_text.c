@@ -212,9 +212,17 @@ static void print_sites_inline(FILE *out, const rs_compare_site *v, size_t n)
     if (n > SITES_INLINE) fprintf(out, ", and %zu more site%s", n - SITES_INLINE, n - SITES_INLINE == 1 ? "" : "s");
 }
 
-static void print_oom(FILE *out, const rs_compare_oom *v)
+/* " (pp=2)": the role of a rank of a grouped comparison, nothing when not grouped. */
+static void print_role(FILE *out, const rs_compare_result *r, int32_t role)
 {
-    fprintf(out, "rank %" PRId32 " ran out of memory", v->rank);
+    if (role >= 0 && (size_t)role < r->n_roles) fprintf(out, " (%s)", r->roles[role].label);
+}
+
+static void print_oom(FILE *out, const rs_compare_result *r, const rs_compare_oom *v)
+{
+    fprintf(out, "rank %" PRId32, v->rank);
+    print_role(out, r, v->role);
+    fputs(" ran out of memory", out);
     if (v->step >= 0) fprintf(out, " at step %" PRId64, v->step);
     fputs(": tried to allocate ", out);
     print_bytes(out, v->requested);
@@ -251,10 +259,12 @@ static void print_oom(FILE *out, const rs_compare_oom *v)
 }
 
 /* "+8.00 MiB per step since step 0 (a leak?)", and where that leads when the capacity is known. */
-static void print_growth(FILE *out, const rs_compare_divergent *d)
+static void print_growth(FILE *out, const rs_compare_result *r, const rs_compare_divergent *d)
 {
     double rate = d->growth_per_step < 0 ? -d->growth_per_step : d->growth_per_step;
-    fprintf(out, "rank %" PRId32 " grows ", d->rank);
+    fprintf(out, "rank %" PRId32, d->rank);
+    print_role(out, r, d->role);
+    fputs(" grows ", out);
     fputs(d->divergence_pct >= 0 ? "+" : "-", out);
     print_bytes(out, rate >= 1.8e19 ? UINT64_MAX : (uint64_t)(rate + 0.5));
     fprintf(out, " per step since step %" PRId64 " (a leak?)", d->first_divergent_step);
@@ -290,25 +300,70 @@ static void print_unattributed(FILE *out, const rs_compare_divergent *d)
 static void print_divergent(FILE *out, const rs_compare_result *r, const rs_compare_divergent *d)
 {
     const char *dir = d->divergence_pct >= 0 ? "above" : "below";
+    int grouped = d->role >= 0 && (size_t)d->role < r->n_roles;
+    const char *of = grouped ? " of its role" : "";
     if (d->growth) {
-        print_growth(out, d);
+        print_growth(out, r, d);
         fputs(", peaking ", out);
         print_pct(out, d->divergence_pct);
-        fprintf(out, " %s the median (", dir);
+        fprintf(out, " %s the median%s (", dir, of);
     } else {
-        fprintf(out, "rank %" PRId32 " peaks ", d->rank);
+        fprintf(out, "rank %" PRId32, d->rank);
+        print_role(out, r, d->role);
+        fputs(" peaks ", out);
         print_pct(out, d->divergence_pct);
-        fprintf(out, " %s the median (", dir);
+        fprintf(out, " %s the median%s (", dir, of);
     }
     print_bytes(out, d->peak_allocated);
     fputs(" vs ", out);
-    print_bytes(out, r->median_peak);
+    print_bytes(out, grouped ? r->roles[d->role].median_peak : r->median_peak);
     fputc(')', out);
     if (!d->growth && d->first_divergent_step >= 0)
         fprintf(out, " from step %" PRId64 ", a constant offset", d->first_divergent_step);
     print_exhaustion(out, d);
     print_sites_inline(out, d->sites, d->n_sites);
     print_unattributed(out, d);
+    fputc('\n', out);
+}
+
+/* One row per role, and the role nearest to running out. */
+static void print_roles(FILE *out, const rs_compare_result *r)
+{
+    fputs("roles (from ", out);
+    rs_text_put(out, r->grouping);
+    fputs("); each rank is compared with the median of its role\n", out);
+    fprintf(out, "  %-16s %5s %12s %12s %6s %12s\n", "role", "ranks", "median peak", "max peak",
+            "rank", "headroom");
+    for (size_t k = 0; k < r->n_roles; k++) {
+        const rs_compare_role *x = &r->roles[k];
+        char med[32], max[32], head[32];
+        rs_text_format_bytes(x->median_peak, med, sizeof med);
+        rs_text_format_bytes(x->max_peak, max, sizeof max);
+        if (x->capacity && x->headroom >= 0)
+            rs_text_format_bytes((uint64_t)x->headroom, head, sizeof head);
+        else if (x->capacity)
+            snprintf(head, sizeof head, "none");
+        else
+            snprintf(head, sizeof head, "-");
+        fprintf(out, "  %-16s %5zu %12s %12s %6" PRId32 " %12s%s\n", x->label, x->n_ranks, med, max,
+                x->max_rank, head, (int32_t)k == r->nearest_role ? "  <- nearest its limit" : "");
+    }
+    if (r->nearest_role >= 0) {
+        const rs_compare_role *x = &r->roles[r->nearest_role];
+        fprintf(out, "role %s is nearest to running out: rank %" PRId32 " peaks ", x->label,
+                x->max_rank);
+        print_bytes(out, x->max_peak);
+        if (x->capacity) {
+            fputs(" of ", out);
+            print_bytes(out, x->capacity);
+            fputs(", ", out);
+            print_bytes(out, x->headroom > 0 ? (uint64_t)x->headroom : 0);
+            fputs(" left", out);
+        } else {
+            fputs(" (capacity unknown: the heaviest role)", out);
+        }
+        fputc('\n', out);
+    }
     fputc('\n', out);
 }
 
@@ -354,12 +409,14 @@ ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r)
         print_outside_holders(out, r);
         print_recorded_outside(out, r);
     }
-    for (size_t i = 0; i < r->n_oom; i++) print_oom(out, &r->oom[i]);
+    if (r->n_roles) print_roles(out, r);
+    for (size_t i = 0; i < r->n_oom; i++) print_oom(out, r, &r->oom[i]);
     for (size_t i = 0; i < r->n_divergent; i++) print_divergent(out, r, &r->divergent[i]);
     if (r->n_ranks == 0)
         fputs("no rank to compare\n", out);
     else if (r->n_divergent == 0)
-        fprintf(out, "no rank diverges beyond %g%% of the median\n", r->divergence_pct);
+        fprintf(out, "no rank diverges beyond %g%% of the median%s\n", r->divergence_pct,
+                r->n_roles ? " of its role" : "");
     if (r->n_missing) print_missing(out, r);
     if (r->n_no_data) print_no_data(out, r);
     for (size_t i = 0; i < r->n_notes; i++) {

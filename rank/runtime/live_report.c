@@ -25,6 +25,7 @@
 #include "report_json.h"
 #include "report_text.h"
 #include "ring_file.h"
+#include "roles.h"
 #include "rsnap_decode.h"
 #include "state.h"
 #include "summary.h"
@@ -59,9 +60,22 @@ static void rs_report(rs_runtime *rt, const rs_gather_result *g)
     rs_compare_config cfg;
     rs_compare_config_default(&cfg);
     cfg.divergence_pct = rt->opts.divergence;
+    rs_roles roles;
+    memset(&roles, 0, sizeof roles);
+    if (rt->opts.groups[0]) {
+        char source[320];
+        snprintf(source, sizeof source, "RANKSNAP_GROUPS %s", rt->opts.groups);
+        if (rs_roles_parse(rt->opts.groups, source, &roles) == RANKSNAP_OK)
+            cfg.roles = &roles;
+        else
+            RS_WARN(RS_SUB_DUMP, "RANKSNAP_GROUPS: %s; ranks compared with all ranks",
+                    ranksnap_last_error());
+    }
     rs_compare_result *res = NULL;
-    if (rs_compare(g->summaries, (const rs_snap *const *)g->full, g->n, g->world_size, &cfg,
-                    &res) != RANKSNAP_OK) {
+    ranksnap_status cst = rs_compare(g->summaries, (const rs_snap *const *)g->full, g->n,
+                                     g->world_size, &cfg, &res);
+    rs_roles_free(&roles);
+    if (cst != RANKSNAP_OK) {
         RS_WARN(RS_SUB_DUMP, "report: %s", ranksnap_last_error());
         return;
     }

@@ -19,6 +19,10 @@
  *                     ranksnap: the anchors of the end-to-end benchmark; cuda builds only)
  *   --timing          rank 0 prints the median step time (device synchronized at each step end)
  *   --no-steps        never call ranksnap_step: the steps are found from the all-reduces
+ *   --pp N            N pipeline stages, ranks in stage-major order (stage = rank / (size / N)):
+ *                     stage s keeps N - s microbatches of activations in flight, as under 1F1B, so
+ *                     stage 0 is the heaviest by design; the gradient all-reduce runs over the
+ *                     stage's data-parallel communicator (MPI_Comm_split)
  *   --iters N  --layers L  --hidden H  --batch B  --quiet
  *
  * MPI_Init starts ranksnap (the library's PMPI wrapper) and MPI_Finalize gathers and reports, so
@@ -56,12 +60,14 @@ typedef struct demo_cfg {
     int hang_rank, hang_step, hang_seconds;
     int kill_rank, kill_step;
     int nccl;
+    int pp;
     int timing;
     int no_steps;
     int quiet;
 } demo_cfg;
 
 static int rank_ = 0;
+static MPI_Comm dp_comm_ = MPI_COMM_WORLD; /* the replicas of this rank's stage (--pp) */
 
 /* --alloc: 0 ranksnap, 1 cudaMalloc/cudaFree, 2 cudaMallocAsync/cudaFreeAsync on stream 0 */
 static int alloc_mode_;
@@ -99,7 +105,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: ranksnap-demo [--iters N] [--layers L] [--hidden H] [--batch B] "
                     "[--diverge R:F] [--leak R:BYTES] [--oom R] [--on-oom abort|continue] "
-                    "[--hang R:STEP:SECONDS] [--no-steps] [--quiet]\n");
+                    "[--hang R:STEP:SECONDS] [--no-steps] [--pp N] [--quiet]\n");
 }
 
 static int bad(const char *flag, const char *v, const char *expected)
@@ -150,6 +156,9 @@ static int parse_args(int argc, char **argv, demo_cfg *c)
             if (parse_u64(v, &c->hidden) || c->hidden < 8) return bad(a, v, "a hidden size of at least 8");
         } else if (!strcmp(a, "--batch")) {
             if (parse_u64(v, &c->batch) || c->batch < 1) return bad(a, v, "a positive batch size");
+        } else if (!strcmp(a, "--pp")) {
+            if (parse_u64(v, &x) || x < 1 || x > 4096) return bad(a, v, "a number of stages");
+            c->pp = (int)x;
         } else if (!strcmp(a, "--diverge")) {
             char *end;
             long r = strtol(v, &end, 10);
@@ -308,7 +317,7 @@ static int train_step(const demo_cfg *c, model *m, uint64_t batch, int step)
          * all-reduce does: a step's collectives are told apart by their counts */
         int count = (int)(n >> 17) < 1 ? 1 : (int)(n >> 17) > 256 ? 256 : (int)(n >> 17);
         for (int i = 0; i < count; i++) host[i] = (float)(rank_ + step);
-        MPI_Allreduce(MPI_IN_PLACE, host, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, host, count, MPI_FLOAT, MPI_SUM, dp_comm_);
         demo_free(bucket);
     }
     ranksnap_annotate_end("allreduce");
@@ -355,6 +364,21 @@ int main(int argc, char **argv)
     int size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int stage = 0;
+    if (c.pp > 1) {
+        if (size % c.pp) {
+            if (rank_ == 0) fprintf(stderr, "ranksnap-demo: --pp %d does not divide %d ranks\n", c.pp, size);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        int dp = size / c.pp;
+        stage = rank_ / dp;
+        /* the stage's replicas, and the pipeline of each replica (unused here, as a real job has
+         * it for its point-to-point sends) */
+        MPI_Comm pp_comm;
+        MPI_Comm_split(MPI_COMM_WORLD, stage, rank_, &dp_comm_);
+        MPI_Comm_split(MPI_COMM_WORLD, rank_ % dp, rank_, &pp_comm);
+        MPI_Comm_free(&pp_comm);
+    }
 #if defined(DEMO_WITH_NCCL)
     if (c.nccl) {
         ncclUniqueId id;
@@ -396,6 +420,7 @@ int main(int argc, char **argv)
         if (rank_ == c.kill_rank && s == c.kill_step) raise(SIGKILL);
         if (!c.no_steps) ranksnap_step(s);
         uint64_t batch = c.batch;
+        if (c.pp > 1) batch *= (uint64_t)(c.pp - stage); /* microbatches in flight under 1F1B */
         if (rank_ == c.diverge_rank) batch = (uint64_t)((double)batch * c.diverge_factor);
         if (rank_ == c.oom_rank) batch = batch * (uint64_t)(s + 1);
         int r = rc ? rc : train_step(&c, &m, batch, s);
@@ -421,7 +446,7 @@ int main(int argc, char **argv)
 #endif
                 uint64_t n = grad_bytes - d < DEMO_BUCKET ? grad_bytes - d : DEMO_BUCKET;
                 int count = (int)(n >> 17) < 1 ? 1 : (int)(n >> 17) > 256 ? 256 : (int)(n >> 17);
-                MPI_Allreduce(MPI_IN_PLACE, host, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                MPI_Allreduce(MPI_IN_PLACE, host, count, MPI_FLOAT, MPI_SUM, dp_comm_);
             }
         }
 #if defined(DEMO_WITH_NCCL)
@@ -455,6 +480,7 @@ int main(int argc, char **argv)
 #if defined(DEMO_WITH_NCCL)
     if (c.nccl) ncclCommDestroy(nccl_);
 #endif
+    if (dp_comm_ != MPI_COMM_WORLD) MPI_Comm_free(&dp_comm_);
     MPI_Finalize();
     return rc == 1 ? 1 : 0;
 }

@@ -1,0 +1,115 @@
+/*
+ * roles.c — owns the grouping of ranks into roles: parsing a declared grouping ("pp=4,dp=4") and
+ * the role of each rank (roles.h).
+ */
+#include "roles.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+
+/* The dimensions whose ranks are replicas of one another: their index is not part of the role. */
+static int is_data_parallel(const char *name)
+{
+    return !strcmp(name, "dp") || !strcmp(name, "fsdp") || !strcmp(name, "dp_replicate") ||
+           !strcmp(name, "dp_shard");
+}
+
+void rs_roles_free(rs_roles *r)
+{
+    if (!r) return;
+    free(r->role_of);
+    free(r->labels);
+    memset(r, 0, sizeof *r);
+}
+
+int32_t rs_roles_of(const rs_roles *r, int32_t rank)
+{
+    if (!r || !r->role_of || rank < 0 || rank >= r->world_size) return -1;
+    return r->role_of[rank];
+}
+
+static ranksnap_status parse_dims(const char *spec, rs_roles *out)
+{
+    const char *p = spec;
+    while (*p) {
+        if (out->n_dims == RS_ROLES_MAX_DIMS)
+            return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "groups '%s': more than %d dimensions",
+                            spec, RS_ROLES_MAX_DIMS);
+        size_t len = 0;
+        while (isalnum((unsigned char)p[len]) || p[len] == '_') len++;
+        if (len == 0 || len >= sizeof out->names[0] || p[len] != '=')
+            return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
+                            "groups '%s': expected NAME=SIZE such as pp=4,dp=8", spec);
+        memcpy(out->names[out->n_dims], p, len);
+        out->names[out->n_dims][len] = '\0';
+        p += len + 1;
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 1 << 20 || (*end && *end != ','))
+            return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
+                            "groups '%s': the size of %s must be a positive integer", spec,
+                            out->names[out->n_dims]);
+        for (int d = 0; d < out->n_dims; d++)
+            if (!strcmp(out->names[d], out->names[out->n_dims]))
+                return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "groups '%s': %s given twice",
+                                spec, out->names[d]);
+        out->sizes[out->n_dims++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    if (out->n_dims == 0)
+        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "groups: empty");
+    long long w = 1;
+    for (int d = 0; d < out->n_dims; d++) {
+        w *= out->sizes[d];
+        if (w > 1 << 24)
+            return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "groups '%s': too many ranks", spec);
+    }
+    out->world_size = (int)w;
+    return RANKSNAP_OK;
+}
+
+ranksnap_status rs_roles_parse(const char *spec, const char *source, rs_roles *out)
+{
+    if (!spec || !out) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_roles_parse: NULL");
+    memset(out, 0, sizeof *out);
+    snprintf(out->source, sizeof out->source, "%s", source ? source : "");
+    ranksnap_status st = parse_dims(spec, out);
+    if (st != RANKSNAP_OK) return st;
+    /* roles: the mixed-radix number of the non-data-parallel coordinates */
+    size_t n_roles = 1;
+    for (int d = 0; d < out->n_dims; d++)
+        if (!is_data_parallel(out->names[d])) n_roles *= (size_t)out->sizes[d];
+    out->role_of = malloc((size_t)out->world_size * sizeof *out->role_of);
+    out->labels = calloc(n_roles, sizeof *out->labels);
+    if (!out->role_of || !out->labels) {
+        rs_roles_free(out);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu roles", n_roles);
+    }
+    out->n_roles = n_roles;
+    for (int32_t rank = 0; rank < out->world_size; rank++) {
+        int coord[RS_ROLES_MAX_DIMS];
+        int32_t rest = rank;
+        for (int d = out->n_dims - 1; d >= 0; d--) {
+            coord[d] = rest % out->sizes[d];
+            rest /= out->sizes[d];
+        }
+        int32_t role = 0;
+        char label[64] = "";
+        size_t used = 0;
+        for (int d = 0; d < out->n_dims; d++) {
+            if (is_data_parallel(out->names[d])) continue;
+            role = role * out->sizes[d] + coord[d];
+            int k = snprintf(label + used, sizeof label - used, "%s%s=%d", used ? "," : "",
+                             out->names[d], coord[d]);
+            if (k > 0 && (size_t)k < sizeof label - used) used += (size_t)k;
+        }
+        out->role_of[rank] = role;
+        if (!out->labels[role][0])
+            snprintf(out->labels[role], sizeof out->labels[role], "%s", used ? label : "all");
+    }
+    return RANKSNAP_OK;
+}

@@ -1,0 +1,37 @@
+/*
+ * roles.h — which ranks of a job are peers: the grouping of the ranks into roles (a pipeline stage,
+ * a tensor-parallel rank, ...) whose ranks differ only in their data-parallel index.
+ *
+ * A grouping is declared as dimensions in the launcher's rank order, outermost first
+ * ("pp=4,dp=4": ranks 0-3 are stage 0, ranks 4-7 stage 1, ...). The dimension named dp (or
+ * fsdp, dp_replicate, dp_shard) is the data-parallel one; every other dimension names the role.
+ * The comparison (compare.h) takes each rank's median within its role.
+ */
+#ifndef RANKSNAP_ROLES_H
+#define RANKSNAP_ROLES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ranksnap.h"
+
+#define RS_ROLES_MAX_DIMS 6
+
+typedef struct rs_roles {
+    int world_size;            /* the product of the dimensions */
+    int n_dims;
+    char names[RS_ROLES_MAX_DIMS][16];
+    int sizes[RS_ROLES_MAX_DIMS];
+    char source[320];          /* where the grouping came from, e.g. "--groups" */
+    int32_t *role_of;          /* [world_size]: the role of each rank */
+    size_t n_roles;
+    char (*labels)[64];        /* [n_roles]: e.g. "pp=2" or "pp=1,tp=0" */
+} rs_roles;
+
+/* Parses "pp=4,dp=4" into `out` (freed with rs_roles_free); `source` names where it came from. */
+ranksnap_status rs_roles_parse(const char *spec, const char *source, rs_roles *out);
+void rs_roles_free(rs_roles *r);
+/* The role of `rank`, -1 when the grouping does not cover it. */
+int32_t rs_roles_of(const rs_roles *r, int32_t rank);
+
+#endif
