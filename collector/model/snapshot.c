@@ -64,6 +64,7 @@ void rs_snap_free(rs_snap *s)
         free(s->modules[i].build_id);
     }
     free(s->modules);
+    free(s->comms);
     if (s->walk) {
         rs_walk_free(s->walk);
         free(s->walk);

@@ -166,6 +166,21 @@ typedef struct rs_snap_oom {
     int64_t step;
 } rs_snap_oom;
 
+/* A communicator the rank belonged to, as the rank saw it: how the ranks of a job group into
+ * roles (roles.h) is found from these when no grouping is declared. The members of one
+ * communicator share its id across their files; rank 0 puts them together. */
+typedef struct rs_snap_comm {
+    uint64_t id;              /* the same on every member (a hash of NCCL's unique id, of the
+                               * MPI split's parent and color, of a mesh dimension's ranks)     */
+    int32_t size;             /* its members                                                   */
+    int32_t rank;             /* this rank's index among them                                  */
+    char kind[8];             /* "nccl", "mpi", "torch"                                        */
+    char name[16];            /* the dimension's name where the framework gives one ("pp",
+                               * "dp", "tp"); "" else                                           */
+    uint64_t allreduces;      /* all-reduce calls made on it (data-parallel replicas all-reduce
+                               * their gradients); 0 when not counted                           */
+} rs_snap_comm;
+
 typedef struct rs_snap {
     unsigned version;
     int rank;
@@ -197,6 +212,8 @@ typedef struct rs_snap {
     rs_snap_frame *frames;
     size_t n_modules;
     rs_snap_module *modules;
+    size_t n_comms;
+    rs_snap_comm *comms;      /* optional: empty in files that say nothing of communicators */
 
     int has_oom;
     rs_snap_oom oom;
