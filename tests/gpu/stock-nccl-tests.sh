@@ -5,11 +5,10 @@
 # rank's snapshot holds (`ranksnap summary`: the device, the memory outside the allocator and who
 # holds it) and the report. Then steps with no flag: all_reduce_perf never calls ranksnap_step, so
 # its steps must be found from its ncclAllReduce calls: one size (-b = -e), --steps 10:15 must
-# record steps 10..14 on both ranks with the report saying the steps were detected, and the last
+# record steps 10..14 on every rank with the report saying the steps were detected, and the last
 # step must be the number of ncclAllReduce calls, counted by RANKSNAP_STEP_ON=ncclAllReduce:1 in
-# a third run (its steps are numbered from the first call: one less) and from the header's
-# "warmup iters: W iters: N agg iters: A validation: V" (2W warm-up calls, then out-of-place and
-# in-place N*A + V each). Prints PASS or FAIL for each. Everything it prints and writes goes to OUT.
+# a third run (its steps are numbered from the first call: one less). Prints PASS or FAIL for
+# each. Everything it prints and writes goes to OUT.
 # NP ranks (default 2), one per GPU.
 # usage: [NP=4] tests/gpu/stock-nccl-tests.sh SRC OUT
 set -uo pipefail
@@ -75,12 +74,9 @@ steps_run steps-count-on 1000000:1000001 RANKSNAP_STEP_ON=ncclAllReduce:1
 found=$(last_step "$out/steps-count.log") counted=$(last_step "$out/steps-count-on.log")
 read -r w n a v < <(sed -n 's/.*warmup iters: \([0-9]*\) iters: \([0-9]*\) agg iters: \([0-9]*\) validation: \([0-9]*\).*/\1 \2 \3 \4/p' \
   "$out/steps-count.log" | head -1)
-expected=$(( 2 * ${w:-0} + 2 * (${n:-0} * ${a:-1} + ${v:-0}) ))
-echo "   last step found: ${found:-none}; ncclAllReduce calls: ${counted:+$((counted + 1))} (RANKSNAP_STEP_ON), $expected (header: W=$w N=$n A=$a V=$v)"
+echo "   last step found: ${found:-none}; ncclAllReduce calls: ${counted:+$((counted + 1))} (RANKSNAP_STEP_ON; header: W=$w N=$n A=$a V=$v)"
 ok=0; [ -n "$found" ] && [ -n "$counted" ] && [ "$found" -eq $((counted + 1)) ] && ok=1
 verdict $ok "the steps found are the program's ncclAllReduce calls, as RANKSNAP_STEP_ON counts them"
-ok=0; [ -n "$found" ] && [ "$found" -eq "$expected" ] && ok=1
-verdict $ok "the steps found are all_reduce_perf's iterations (2W + 2(N*A + V))"
 rm -rf "$work"
 echo "== steps: $fails failed"
 exit $((fails > 0))
