@@ -6,7 +6,9 @@
  * snapshot, so they travel in the file. The rank and job make `ranksnap report DIR` work without
  * --rank-from-name; the step times replace the inference of steps_infer.c, which a history of a
  * few steps may not allow; the outside bytes are what the rank's device held beyond PyTorch's
- * reserved bytes (NCCL, the CUDA context), which the pickle alone cannot tell.
+ * reserved bytes (NCCL, the CUDA context), which the pickle alone cannot tell; the
+ * communicators (the DeviceMesh dimensions and process groups the rank was in) let the report
+ * group the ranks into roles with no --groups.
  *
  * The key is as untrusted as the rest of the file: every field's type is checked and a wrong one
  * is an error naming it; missing fields keep what torch_decode.c set.
@@ -248,6 +250,67 @@ static ranksnap_status meta_recorder(const meta_ctx *c, const rs_pickle_value *m
     return meta_str(c, r, "stacks", &s->recorder.stacks);
 }
 
+/* Copies the str field `key` of `dict` into dst[cap], cut to cap - 1 bytes (a name longer than
+ * the model keeps still groups its ranks alike: every member's file cuts it the same way). */
+static ranksnap_status meta_name(const meta_ctx *c, const rs_pickle_value *dict, const char *key,
+                                 const char *field, char *dst, size_t cap)
+{
+    const rs_pickle_value *v = rs_pickle_dict_get(dict, key);
+    if (!v || v->kind == RS_PICKLE_NONE) return RANKSNAP_OK;
+    if (v->kind != RS_PICKLE_STR)
+        return meta_bad(c, v, field, "expected a str, found %s", rs_pickle_kind_name(v->kind));
+    size_t n = v->v.str.n < cap - 1 ? v->v.str.n : cap - 1;
+    memcpy(dst, v->v.str.p, n);
+    dst[n] = '\0';
+    return RANKSNAP_OK;
+}
+
+/* The communicators the rank belonged to (the glue's DeviceMesh dimensions and process groups):
+ * each {id, size, rank, kind, name, allreduces}, id, size and rank required. */
+static ranksnap_status meta_comms(const meta_ctx *c, const rs_pickle_value *m, rs_snap *s)
+{
+    const rs_pickle_value *l = rs_pickle_dict_get(m, "communicators");
+    if (!l || l->kind == RS_PICKLE_NONE) return RANKSNAP_OK;
+    RS_CHECK(meta_seq(c, l, "communicators"));
+    size_t n = rs_pickle_len(l);
+    rs_snap_comm *v = calloc(n ? n : 1, sizeof *v);
+    if (!v) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: no memory for ranksnap.communicators", c->name);
+    ranksnap_status rc = RANKSNAP_OK;
+    for (size_t i = 0; i < n && rc == RANKSNAP_OK; i++) {
+        const rs_pickle_value *d = rs_pickle_item(l, i);
+        int64_t size = 0, rank = 0;
+        if (d->kind != RS_PICKLE_DICT) {
+            rc = meta_bad(c, d, "communicators", "expected dicts, found %s", rs_pickle_kind_name(d->kind));
+            break;
+        }
+        const rs_pickle_value *id = rs_pickle_dict_get(d, "id");
+        const rs_pickle_value *sz = rs_pickle_dict_get(d, "size"), *rk = rs_pickle_dict_get(d, "rank");
+        if (!id || rs_pickle_get_u64(id, &v[i].id) != 0) {
+            rc = meta_bad(c, id ? id : d, "communicators.id", "expected a non-negative integer");
+            break;
+        }
+        if (!sz || !rk || rs_pickle_get_i64(sz, &size) != 0 || rs_pickle_get_i64(rk, &rank) != 0 ||
+            size < 1 || size > INT32_MAX || rank < 0 || rank >= size) {
+            rc = meta_bad(c, d, "communicators", "expected a size from 1 and a rank below it");
+            break;
+        }
+        v[i].size = (int32_t)size;
+        v[i].rank = (int32_t)rank;
+        if ((rc = meta_name(c, d, "kind", "communicators.kind", v[i].kind, sizeof v[i].kind)) != RANKSNAP_OK ||
+            (rc = meta_name(c, d, "name", "communicators.name", v[i].name, sizeof v[i].name)) != RANKSNAP_OK)
+            break;
+        rc = meta_u64(c, d, "allreduces", &v[i].allreduces);
+    }
+    if (rc != RANKSNAP_OK) {
+        free(v);
+        return rc;
+    }
+    free(s->comms);
+    s->comms = v;
+    s->n_comms = n;
+    return RANKSNAP_OK;
+}
+
 ranksnap_status rs_torch_meta_apply(const rs_pickle_value *meta, const char *name, rs_snap *s)
 {
     if (!meta) return RANKSNAP_OK;
@@ -260,5 +323,6 @@ ranksnap_status rs_torch_meta_apply(const rs_pickle_value *meta, const char *nam
     RS_CHECK(meta_labels(&c, meta, s));
     RS_CHECK(meta_ranges(&c, meta, s));
     RS_CHECK(meta_recorder(&c, meta, s));
+    RS_CHECK(meta_comms(&c, meta, s));
     return meta_steps(&c, meta, s);
 }

@@ -13,7 +13,8 @@
 
 /* Applies `meta` (the value of the key; NULL: a pickle without it, left as it is) to `s`, whose
  * history is already decoded: identity (rank, world size, host, job, pid), the clock offset,
- * the recorded ranges and the current step, the device, the outside bytes and their holders;
+ * the recorded ranges and the current step, the device, the outside bytes and their holders,
+ * the communicators the rank was in (s->comms);
  * and a step event at the time each recorded step began, so that step inference is not needed.
  * A field of the wrong type is RANKSNAP_ERR_FORMAT naming `name`, the offset and the field
  * ("ranksnap.rank: expected an int, found a str"); fields it does not know are ignored. */

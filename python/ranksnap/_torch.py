@@ -27,6 +27,9 @@ Installed when `torch` is imported (sitecustomize.py), with no change to the tra
   LOCAL_RANK and WORLD_SIZE only, each with another parent, so the launcher's environment gives
   neither the rank nor one job. A process started as one of several without a rank is not
   recorded until then (ranksnap_init says so).
+- roles (_groups.py): the DeviceMesh dimensions and process groups this rank was in, watched as
+  the script makes them, go in the dump's "ranksnap" key as its communicators: the report groups
+  the ranks into roles (pipeline stage, tensor rank) by them with no --groups.
 - names (_names.py): inside a range, the backward pass's allocations, and the OOM's request made
   there, are named by the module or autograd node that made them; at the dump, the blocks alive
   before the range are labelled as such and named by the parameter or optimizer state they hold.
@@ -50,7 +53,7 @@ import time
 import traceback
 import weakref
 
-from . import _dist, _lib, _names
+from . import _dist, _groups, _lib, _names
 
 _glue = None
 
@@ -88,6 +91,9 @@ class Glue:
         self.left = False           # _leave ran
         self.at_step = None         # the step given to ranksnap_step last
         self.names = _names.Names(torch)  # names for what has no Python frame (_names.py)
+        # the DeviceMeshes and process groups the script makes (_groups.py); a mesh made before
+        # any init_process_group call (init_device_mesh makes the group) gives the identity too
+        self.groups = _groups.Groups(torch, on_group=self.identify)
 
     # ---- installing --------------------------------------------------------------------------
 
@@ -112,6 +118,8 @@ class Glue:
         atexit.register(self._at_exit)
         self._watch_exits()
         self._watch_process_group()
+        if self.mode == "torch":
+            self.groups.install()
 
     def _watch_exits(self):
         """The ways out that tell how the program ends, which _at_exit cannot see by itself: the
@@ -321,6 +329,9 @@ class Glue:
             if self.pending_oom is not None:
                 self._add_oom(snap, m, self.pending_oom)
             self.names.name_snapshot(snap)
+            comms = self.groups.communicators()
+            if comms:
+                m["communicators"] = comms
             snap["ranksnap"] = m
             # protocol 4, the one PyTorch's _dump_snapshot writes and MemoryViz.js reads
             data = pickle.dumps(snap, protocol=4)

@@ -290,6 +290,45 @@ case_torchrun_like_gather_over_the_process_group() {
     check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [2]" "len(r['ranks']) == 3"
 }
 
+# A pipeline x data-parallel job's ranks in a ("pp", "dp") DeviceMesh (which makes the process
+# group itself), one more group made with new_group: each rank's pickle carries the groups it was
+# in, every member of a group with the same id, named by the mesh's dimension, its rank the index
+# among the sorted members; neither the whole world's groups nor the mesh's again without a name.
+case_torchrun_like_device_mesh_groups_are_in_every_ranks_pickle() {
+    export RANKSNAP_GATHER_TIMEOUT=30 MASTER_ADDR=mesh MASTER_PORT=$$
+    torchrun_like 4 --steps 2:5 "$py" "$train" --mesh pp=2,dp=2 --group 0,1,2 --sync
+    live
+    "$ranksnap" report "$dir" > "$dir.report.txt" || exit 1  # the reader takes them
+    "$py" - "$dir" <<'PY' || { tail -20 "$dir".err.*; exit 1; }
+import glob, os, pickle, sys
+want = {"pp": [[0, 2], [1, 3]], "dp": [[0, 1], [2, 3]], "": [[0, 1, 2]]}
+got, ids, bad = {}, {}, []
+for r in range(4):
+    s = pickle.load(open(os.path.join(sys.argv[1], f"rank-{r:05d}.pickle"), "rb"))
+    if s["ranksnap"].get("rank") != r:
+        bad.append(f"rank-{r:05d}.pickle says rank {s['ranksnap'].get('rank')}")
+    for c in s["ranksnap"].get("communicators", []):
+        if c["kind"] != "torch" or c["allreduces"] != 0 or set(c) != {"id", "size", "rank", "kind", "name", "allreduces"}:
+            bad.append(f"rank {r}: {c}")
+        got.setdefault(c["name"], {}).setdefault(c["id"], []).append((r, c["rank"], c["size"]))
+for name, groups in want.items():
+    members = sorted(sorted(r for r, _, _ in m) for m in got.get(name, {}).values())
+    if members != groups:
+        bad.append(f"{name!r} groups {members}, want {groups}")
+    for m in got.get(name, {}).values():
+        ranks = sorted(r for r, _, _ in m)
+        if any(i != ranks.index(r) or n != len(ranks) for r, i, n in m):
+            bad.append(f"{name!r}: ranks and sizes {m}")
+if set(got) - set(want):
+    bad.append(f"groups named {sorted(set(got) - set(want))}")
+all_ids = [i for g in got.values() for i in g]
+if len(all_ids) != len(set(all_ids)):
+    bad.append("two groups share an id")
+print("\n".join(bad) or "ok")
+sys.exit(1 if bad else 0)
+PY
+}
+
 # A torchrun restart (TORCHELASTIC_RESTART_COUNT=1) writes rank-RRRRR.a1.pickle and leaves
 # attempt 0's files as they were; `ranksnap report` compares one attempt, --attempt picks it.
 case_torchrun_restart_keeps_the_previous_attempt() {

@@ -19,6 +19,10 @@ ways the tests need:
   --dist DIR        torch.distributed.init_process_group over DIR (file://), as a torchrun
                     script initialises its process group; `--dist env` as most scripts do
                     (env://: MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE from the launcher)
+  --mesh SPEC       the ranks as a DeviceMesh, "pp=2,dp=2" (names and sizes, outermost first):
+                    init_device_mesh("cuda", (2, 2), mesh_dim_names=("pp", "dp")), which makes
+                    the process group itself (env://), as pipeline x data-parallel scripts do
+  --group RANKS     every rank makes torch.distributed.new_group(ranks=[RANKS]) ("0,1,2")
   --sync            with --dist, a barrier after every step, as the gradients' all-reduce
                     keeps the ranks of a real job in step
   --manual          calls ranksnap.step(n) itself instead of letting optimizer steps count
@@ -132,6 +136,8 @@ def main():
     p.add_argument("--killed", type=pair)
     p.add_argument("--raise-at", type=pair)
     p.add_argument("--dist")
+    p.add_argument("--mesh")
+    p.add_argument("--group")
     p.add_argument("--sync", action="store_true")
     p.add_argument("--manual", action="store_true")
     p.add_argument("--fork-at", type=int, default=-1)
@@ -148,6 +154,13 @@ def main():
     elif a.dist:
         torch.distributed.init_process_group("gloo", init_method="file://" + a.dist, rank=rank,
                                              world_size=launcher_size())
+    if a.mesh:
+        from torch.distributed.device_mesh import init_device_mesh
+        dims = [d.split("=") for d in a.mesh.split(",")]
+        init_device_mesh("cuda", tuple(int(n) for _, n in dims),
+                         mesh_dim_names=tuple(name for name, _ in dims))
+    if a.group:
+        torch.distributed.new_group(ranks=[int(r) for r in a.group.split(",")])
     if a.manual:
         import ranksnap
     params = [torch.empty(8 * MIB, device="cuda") for _ in range(4)]
@@ -189,7 +202,7 @@ def main():
         opt.zero_grad()
         if a.sync:
             torch.distributed.barrier()
-    if a.dist:
+    if a.dist or a.mesh:
         torch.distributed.destroy_process_group()
 
 

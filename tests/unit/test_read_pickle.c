@@ -960,6 +960,59 @@ TEST(the_sites_made_with_the_summary_are_the_snapshots_sites_at_its_peak)
     CHECK(g_sites_bad == 0);
 }
 
+/* The glue's "communicators" (docs/PYTORCH.md): every field kept, an id above INT64_MAX included,
+ * a name longer than the model keeps cut; a snapshot without them has none; a wrong one is an
+ * error naming the field. */
+TEST(communicators_in_the_ranksnap_key_become_the_ranks_communicators)
+{
+    NEED_FIXTURES();
+    rs_snap *s = NULL;
+    CHECK(decode_python("{\"segments\": [], \"device_traces\": [[]], \"ranksnap\": {\"rank\": 3, "
+                        "\"world_size\": 4, \"communicators\": [{\"id\": 2**64 - 5, \"size\": 2, "
+                        "\"rank\": 1, \"kind\": \"torch\", \"name\": \"pp\", \"allreduces\": 0}, "
+                        "{\"id\": 77, \"size\": 3, \"rank\": 2, \"kind\": \"torch\", "
+                        "\"name\": \"dp_replicate_and_shard\", \"allreduces\": 12}]}}",
+                        &s) == RANKSNAP_OK);
+    CHECK(s && s->n_comms == 2);
+    if (s && s->n_comms == 2) {
+        CHECK_EQ_U64(s->comms[0].id, UINT64_MAX - 4);
+        CHECK(s->comms[0].size == 2 && s->comms[0].rank == 1);
+        CHECK(strcmp(s->comms[0].kind, "torch") == 0 && strcmp(s->comms[0].name, "pp") == 0);
+        CHECK_EQ_U64(s->comms[0].allreduces, 0);
+        CHECK_EQ_U64(s->comms[1].id, 77);
+        CHECK(s->comms[1].size == 3 && s->comms[1].rank == 2);
+        CHECK(strcmp(s->comms[1].name, "dp_replicate_an") == 0);
+        CHECK_EQ_U64(s->comms[1].allreduces, 12);
+    }
+    rs_snap_free(s);
+    s = NULL;
+    CHECK(decode_python("{\"segments\": [], \"device_traces\": [[]], \"ranksnap\": {\"rank\": 1}}",
+                        &s) == RANKSNAP_OK);
+    CHECK(s && s->n_comms == 0 && s->comms == NULL);
+    rs_snap_free(s);
+    static const struct {
+        const char *comms;
+        const char *want;
+    } bad[] = {
+        {"{}", "ranksnap.communicators: expected a list, found a dict"},
+        {"[3]", "ranksnap.communicators: expected dicts, found an int"},
+        {"[{\"size\": 2, \"rank\": 0}]", "ranksnap.communicators.id: expected a non-negative integer"},
+        {"[{\"id\": -1, \"size\": 2, \"rank\": 0}]", "ranksnap.communicators.id: expected a non-negative"},
+        {"[{\"id\": 1, \"size\": 2, \"rank\": 2}]", "ranksnap.communicators: expected a size from 1 and a rank below it"},
+        {"[{\"id\": 1, \"size\": 2}]", "ranksnap.communicators: expected a size from 1 and a rank below it"},
+        {"[{\"id\": 1, \"size\": 2, \"rank\": 0, \"name\": 5}]", "ranksnap.communicators.name: expected a str"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char lit[512];
+        snprintf(lit, sizeof lit, "{\"segments\": [], \"device_traces\": [[]], \"ranksnap\": "
+                 "{\"rank\": 0, \"communicators\": %s}}", bad[i].comms);
+        s = NULL;
+        CHECK(decode_python(lit, &s) == RANKSNAP_ERR_FORMAT && s == NULL);
+        CHECK_STR_CONTAINS(ranksnap_last_error(), bad[i].want);
+        rs_snap_free(s);
+    }
+}
+
 int main(void)
 {
     setup();
@@ -977,6 +1030,7 @@ int main(void)
     RUN(rank_numbers_come_from_common_file_names);
     RUN(pickles_and_rsnap_files_are_told_apart_by_content);
     RUN(wrong_fields_are_format_errors_naming_the_field_and_offset);
+    RUN(communicators_in_the_ranksnap_key_become_the_ranks_communicators);
     RUN(unusual_trace_entries_decode_alike_read_from_their_bytes_or_made_as_values);
     RUN(mutated_real_traces_decode_alike_read_from_their_bytes_or_made_as_values);
     RUN(damaged_snapshots_decode_or_fail_cleanly);

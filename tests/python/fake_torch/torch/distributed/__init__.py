@@ -1,7 +1,7 @@
 """torch.distributed of the stand-in: a process group over a shared folder (init_method
 "file://DIR", or "env://", PyTorch's default, which meets at MASTER_ADDR:MASTER_PORT: here the
 folder fake-torch-ADDR-PORT in the temporary directory), with the collectives ranksnap's glue
-uses: new_group, gather_object, broadcast_object_list, barrier; and the group's store
+uses: new_group (every rank calls it for every group, as PyTorch requires), gather_object, broadcast_object_list, barrier; and the group's store
 (distributed_c10d._get_default_store). Every collective has a sequence number; each rank writes
 its pickled object into DIR, the root waits for all of them (at most the group's timeout, then
 RuntimeError, as gloo times out), the others wait for the root's answer where there is one."""
@@ -60,7 +60,8 @@ def get_world_size(group=None):
     return _state["size"]
 
 
-def new_group(ranks=None, timeout=None, backend=None):
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
+              use_local_synchronization=False, group_desc=None, device_id=None):
     _state["groups"] += 1
     return _Group(f"g{_state['groups']}", timeout)
 
