@@ -33,6 +33,7 @@
 #include "report_json.h"
 #include "report_text.h"
 #include "roles.h"
+#include "roles_found.h"
 #include "site_rules.h"
 #include "suggest.h"
 #include "text.h"
@@ -557,6 +558,8 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
     rs_compare_config_default(&cfg);
     cfg.divergence_pct = pct;
     if (o->roles.n_roles) cfg.roles = &o->roles;
+    rs_roles found; /* none declared: from the ranks' communicators (roles_found.h) */
+    memset(&found, 0, sizeof found);
     int world = 0;
     rs_summary *sums = malloc(n * sizeof *sums);
     rs_snap **full = calloc(n, sizeof *full);
@@ -573,6 +576,8 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
         sums[i] = f[i].sum;
         if (sums[i].world_size > world) world = sums[i].world_size;
     }
+    if (!cfg.roles && rs_roles_found(sums, n, world, &found) == RANKSNAP_OK && found.n_roles)
+        cfg.roles = &found;
     ranksnap_status st = rs_compare(sums, NULL, n, world, &cfg, &r);
     for (size_t i = 0; st == RANKSNAP_OK && i < n; i++) {
         if (!needs_full(r, sums[i].rank)) {
@@ -637,6 +642,7 @@ done:
     free(full);
     free(sites);
     free(which);
+    rs_roles_free(&found);
     free(sums);
     rs_compare_result_free(r);
     free(txt);

@@ -575,7 +575,7 @@ static const rs_opt rs_option_table[] = {
     {"RANKSNAP_GROUPS", "dims", "",
      "compare each rank with the ranks of its own role: dimensions in the launcher's rank order, "
      "outermost first, e.g. pp=4,dp=8 (ranks 0-7 are stage 0); the dp (fsdp) dimension holds the "
-     "replicas, the others name the role",
+     "replicas, the others name the role; unset: found from the communicators the job created",
      "NAME=SIZE pairs such as pp=4,dp=8", parse_groups, RS_FIELD(groups), 0,
      sizeof(((rs_options *)0)->groups), NULL, NULL, NULL},
     {"RANKSNAP_SITE_SKIP", "patterns", "",

@@ -83,6 +83,7 @@ void rs_compare_result_free(rs_compare_result *r)
 {
     if (!r) return;
     free(r->ranks);
+    free(r->rank_roles);
     free(r->missing);
     free(r->no_data);
     for (size_t i = 0; i < r->n_oom; i++) free(r->oom[i].live);
@@ -859,10 +860,13 @@ ranksnap_status rs_compare_ex(const rs_summary *sums, const rs_snap *const *full
     }
     if (st == RANKSNAP_OK) {
         r->ranks = malloc((m ? m : 1) * sizeof *r->ranks);
-        if (!r->ranks) st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu summaries", m);
+        if (cfg->roles) r->rank_roles = malloc((m ? m : 1) * sizeof *r->rank_roles);
+        if (!r->ranks || (cfg->roles && !r->rank_roles))
+            st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu summaries", m);
     }
     if (st == RANKSNAP_OK) {
         for (size_t i = 0; i < m; i++) r->ranks[i] = *p[i].sum;
+        for (size_t i = 0; r->rank_roles && i < m; i++) r->rank_roles[i] = role_of(cfg, &p[i]);
         r->n_ranks = m;
         st = compare_present(r, p, m, cfg);
     }

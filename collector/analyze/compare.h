@@ -89,6 +89,7 @@ typedef struct rs_compare_result {
     int world_size;
     size_t n_ranks;              /* present */
     rs_summary *ranks;          /* copies, in rank order */
+    int32_t *rank_roles;         /* [n_ranks]: each one's role, NULL when ranks were not grouped */
     size_t n_missing;
     int32_t *missing;            /* ranks of [0, world_size) with no file or summary */
     size_t n_no_data;

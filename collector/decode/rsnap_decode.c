@@ -703,6 +703,53 @@ static ranksnap_status read_oom(const mapv *top, rs_snap *s)
     return RANKSNAP_OK;
 }
 
+/* A string of a communicator's tuple into a fixed field, cut to fit. */
+static ranksnap_status comm_str(const dec *d, size_t at, const where *w, char *dst, size_t dn)
+{
+    const unsigned char *p = NULL;
+    size_t n = 0;
+    if (rs_rd_str_at(d, at, &p, &n) != 0)
+        return rs_rd_bad_value(d, w, at, "must be a string, not %s", rs_rd_type_name(d->buf[at]));
+    if (n >= dn) n = dn - 1;
+    memcpy(dst, p, n);
+    dst[n] = '\0';
+    return RANKSNAP_OK;
+}
+
+/* communicators: optional, [id, size, rank, kind, name, allreduces] each */
+static ranksnap_status read_comms(const mapv *top, rs_snap *s)
+{
+    const dec *d = top->d;
+    size_t at = 0, e = 0;
+    uint64_t n = 0;
+    RS_CHECK(rs_rd_lookup(top, "communicators", 0, &at));
+    if (!at) return RANKSNAP_OK;
+    RS_CHECK(m_array(top, "communicators", &n, &at));
+    ALLOC_ARRAY(d, s->comms, n, "communicators");
+    s->n_comms = (size_t)n;
+    for (uint64_t i = 0; i < n; i++) {
+        rs_snap_comm *c = &s->comms[i];
+        int64_t size = 0, rank = 0;
+        where w = {"communicators", (int64_t)i, NULL, -1};
+        RS_CHECK(rs_rd_as_tuple(d, at, &w, 6, &e));
+        RS_CHECK(rs_rd_as_u64(d, e, &w, &c->id));
+        e = rs_rd_after_scalar(d, e);
+        RS_CHECK(rs_rd_as_int_range(d, e, &w, 1, INT32_MAX, &size));
+        e = rs_rd_after_scalar(d, e);
+        RS_CHECK(rs_rd_as_int_range(d, e, &w, 0, size - 1, &rank));
+        e = rs_rd_after_scalar(d, e);
+        RS_CHECK(comm_str(d, e, &w, c->kind, sizeof c->kind));
+        e = rs_rd_after_scalar(d, e);
+        RS_CHECK(comm_str(d, e, &w, c->name, sizeof c->name));
+        e = rs_rd_after_scalar(d, e);
+        RS_CHECK(rs_rd_as_u64(d, e, &w, &c->allreduces));
+        at = rs_rd_after_scalar(d, e);
+        c->size = (int32_t)size;
+        c->rank = (int32_t)rank;
+    }
+    return RANKSNAP_OK;
+}
+
 static ranksnap_status read_top(const dec *d, rs_snap *s)
 {
     mapv top;
@@ -720,6 +767,7 @@ static ranksnap_status read_top(const dec *d, rs_snap *s)
     RS_CHECK(read_segments(&top, s));
     RS_CHECK(read_history(&top, s));
     RS_CHECK(read_oom(&top, s));
+    RS_CHECK(read_comms(&top, s));
     return RANKSNAP_OK;
 }
 

@@ -77,11 +77,15 @@ static void json_rate(FILE *f, double x)
         fprintf(f, "%.0f", x);
 }
 
-static void json_rank(FILE *f, const rs_summary *s)
+static void json_role(FILE *f, const char *label);
+
+/* `role`: its role's label in a grouped comparison, NULL otherwise */
+static void json_rank(FILE *f, const rs_summary *s, const char *role)
 {
     uint64_t frag = s->reserved_at_peak > s->peak_allocated ? s->reserved_at_peak - s->peak_allocated
                                                             : 0;
     fprintf(f, "    {\"rank\": %" PRId32 ", ", s->rank);
+    json_role(f, role);
     json_key(f, "host");
     rs_json_string(f, s->host, RS_JSON_PLAIN);
     fputs(", ", f);
@@ -259,7 +263,7 @@ ranksnap_status rs_report_json(FILE *f, const rs_compare_result *r)
     fprintf(f, ",\n  \"divergence_threshold_bytes\": %" PRIu64 ",\n  \"ranks\": [", r->threshold);
     for (size_t i = 0; i < r->n_ranks; i++) {
         fputs(i ? ",\n" : "\n", f);
-        json_rank(f, &r->ranks[i]);
+        json_rank(f, &r->ranks[i], r->rank_roles ? role_label(r, r->rank_roles[i]) : NULL);
     }
     fputs(r->n_ranks ? "\n  ],\n  \"missing_ranks\": [" : "],\n  \"missing_ranks\": [", f);
     for (size_t i = 0; i < r->n_missing; i++)

@@ -593,6 +593,14 @@
       f: function (v) { return (v > 0 ? '+' : v < 0 ? '-' : '') + fmtPct(v); } },
     { key: 'verdict', label: 'verdict', l: true, v: function (s) { return OOM[s.rank] ? 'OOM' : DIV[s.rank] ? 'divergent' : s.rank === REF ? 'reference' : R.no_data_ranks.indexOf(s.rank) >= 0 ? 'no data' : s.recovered ? 'recovered' : s.complete ? '' : 'incomplete'; } }
   ];
+  /* ranks grouped into roles: a role column, and the table in role order (ranks of a role together) */
+  if (R.roles) {
+    var ROLE = {};
+    R.roles.forEach(function (x, k) { ROLE[x.role] = k; });
+    columns.splice(1, 0, { key: 'role', label: 'role', l: true, v: function (s) { return s.role || ''; } });
+    state.sort = { key: 'role', dir: 1 };
+    columns[1].cmp = function (a, b) { return (ROLE[a.role] === undefined ? -1 : ROLE[a.role]) - (ROLE[b.role] === undefined ? -1 : ROLE[b.role]); };
+  }
 
   function table() {
     var tbl = document.getElementById('ranks');
@@ -619,6 +627,7 @@
       else th.removeAttribute('aria-sort');
     });
     var rows = R.ranks.slice().sort(function (a, b) {
+      if (col.cmp) return col.cmp(a, b) * state.sort.dir || a.rank - b.rank;
       var x = col.v(a), y = col.v(b);
       var d = typeof x === 'string' ? x.localeCompare(y) : x - y;
       return d * state.sort.dir || a.rank - b.rank;

@@ -332,7 +332,10 @@ static void print_roles(FILE *out, const rs_compare_result *r)
     fputs("roles (from ", out);
     rs_text_put(out, r->grouping);
     fputs("); each rank is compared with the median of its role\n", out);
-    fprintf(out, "  %-16s %5s %12s %12s %6s %12s\n", "role", "ranks", "median peak", "max peak",
+    int w = 16; /* the longest label's width: found roles are labelled with their ranks */
+    for (size_t k = 0; k < r->n_roles; k++)
+        if ((int)strlen(r->roles[k].label) > w) w = (int)strlen(r->roles[k].label);
+    fprintf(out, "  %-*s %5s %12s %12s %6s %12s\n", w, "role", "ranks", "median peak", "max peak",
             "rank", "headroom");
     for (size_t k = 0; k < r->n_roles; k++) {
         const rs_compare_role *x = &r->roles[k];
@@ -345,7 +348,7 @@ static void print_roles(FILE *out, const rs_compare_result *r)
             snprintf(head, sizeof head, "none");
         else
             snprintf(head, sizeof head, "-");
-        fprintf(out, "  %-16s %5zu %12s %12s %6" PRId32 " %12s%s\n", x->label, x->n_ranks, med, max,
+        fprintf(out, "  %-*s %5zu %12s %12s %6" PRId32 " %12s%s\n", w, x->label, x->n_ranks, med, max,
                 x->max_rank, head, (int32_t)k == r->nearest_role ? "  <- nearest its limit" : "");
     }
     if (r->nearest_role >= 0) {

@@ -22,6 +22,10 @@
  * stack, and under the label "nccl_mem" in the totals — never in the allocator's state, peaks or
  * replays, which are about ranksnap's cache.
  *
+ * Each communicator made is recorded too (rank/runtime/comms.c), with an id its members share (a
+ * hash of the ncclUniqueId; of the parent's id and the color for a split) and the ncclAllReduce
+ * calls made on it: the ranks' roles are found from them.
+ *
  * RANKSNAP_STEP_ON=ncclAllReduce:N makes every N-th successful ncclAllReduce a step boundary, as
  * MPI_Allreduce:N does through pmpi.c.
  */
@@ -32,6 +36,7 @@
 
 #include <nccl.h>
 
+#include "comms.h"
 #include "instance.h"
 #include "log.h"
 #include "outside.h"
@@ -51,6 +56,8 @@ typedef struct rs_nccl {
     ncclResult_t (*mem_free)(void *);
     ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
                                cudaStream_t);
+    ncclResult_t (*count)(const ncclComm_t, int *);
+    ncclResult_t (*user_rank)(const ncclComm_t, int *);
 } rs_nccl;
 
 static rs_nccl rs_nccl_real;
@@ -79,6 +86,8 @@ static void rs_nccl_load(void)
     *(void **)(&n->mem_alloc) = rs_nccl_sym(&h, "ncclMemAlloc");
     *(void **)(&n->mem_free) = rs_nccl_sym(&h, "ncclMemFree");
     *(void **)(&n->all_reduce) = rs_nccl_sym(&h, "ncclAllReduce");
+    *(void **)(&n->count) = rs_nccl_sym(&h, "ncclCommCount");
+    *(void **)(&n->user_rank) = rs_nccl_sym(&h, "ncclCommUserRank");
 }
 
 static const rs_nccl *rs_nccl_get(void)
@@ -157,6 +166,20 @@ static void rs_comm_release(ncclComm_t comm)
 
 /* ---- communicators -------------------------------------------------------------------------- */
 
+/* A split's communicator, recorded (rank/runtime/comms.c) with an id every member computes alike:
+ * its parent's id and the color. Its size and this rank's index are NCCL's to say. */
+static void rs_record_split(ncclComm_t parent, int color, ncclComm_t comm)
+{
+    const rs_nccl *n = rs_nccl_get();
+    int size = 0, rank = 0;
+    uint64_t pid = rs_comms_id_of((uint64_t)(uintptr_t)parent);
+    if (!pid || !n->count || !n->user_rank || n->count(comm, &size) != ncclSuccess ||
+        n->user_rank(comm, &rank) != ncclSuccess)
+        return;
+    rs_comms_add((uint64_t)(uintptr_t)comm, rs_comms_hash(pid, &color, sizeof color), size, rank,
+                 "nccl");
+}
+
 RS_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
 {
     const rs_nccl *n = rs_nccl_get();
@@ -166,6 +189,8 @@ RS_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUnique
     ncclResult_t res = n->init_rank(comm, nranks, id, rank);
     rs_probe_returned();
     if (res == ncclSuccess && p.ok && comm) rs_comm_account(*comm, rs_probe_end(&p), "ncclCommInitRank");
+    if (res == ncclSuccess && comm)
+        rs_comms_add((uint64_t)(uintptr_t)*comm, rs_comms_hash(0, &id, sizeof id), nranks, rank, "nccl");
     return res;
 }
 
@@ -181,6 +206,8 @@ RS_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, nccl
     /* ncclInProgress: a non-blocking communicator still initialising (measured as it is now) */
     if ((res == ncclSuccess || res == ncclInProgress) && p.ok && comm)
         rs_comm_account(*comm, rs_probe_end(&p), "ncclCommInitRankConfig");
+    if ((res == ncclSuccess || res == ncclInProgress) && comm)
+        rs_comms_add((uint64_t)(uintptr_t)*comm, rs_comms_hash(0, &id, sizeof id), nranks, rank, "nccl");
     return res;
 }
 
@@ -217,6 +244,7 @@ RS_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
     /* NCCL_SPLIT_NOCOLOR gives *newcomm = NULL: nothing to account */
     if ((res == ncclSuccess || res == ncclInProgress) && p.ok && newcomm && *newcomm)
         rs_comm_account(*newcomm, rs_probe_end(&p), "ncclCommSplit");
+    if (res == ncclSuccess && newcomm && *newcomm) rs_record_split(comm, color, *newcomm);
     return res;
 }
 
@@ -247,6 +275,7 @@ RS_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_
 {
     const rs_nccl *n = rs_nccl_get();
     if (!n->all_reduce) return rs_nccl_missing("ncclAllReduce");
+    rs_comms_allreduce((uint64_t)(uintptr_t)comm);
     uint64_t v = 0;
     int first = rs_instance_active(NULL) && rs_ptrmap_get(&rs_comm_bytes, comm, &v) &&
                 !(v & RS_FIRST_COLL_DONE);

@@ -4,7 +4,8 @@
  * MPI_Init, MPI_Init_thread and MPI_Finalize are wrapped: ranksnap starts on MPI_COMM_WORLD right
  * after the real init and gathers, reports and shuts down right before the real finalize, while
  * MPI still works. A few collectives are wrapped only to number steps (RANKSNAP_STEP_ON, or found from their
- * period: rank/runtime/step_detect.c). The
+ * period: rank/runtime/step_detect.c), and the calls that make communicators to record them, with
+ * the all-reduces made on each (rank/runtime/comms.c: the ranks' roles are found from them). The
  * wrappers are in the library, so they take effect when it is preloaded (ranksnap-run) or linked
  * ahead of libmpi. ranksnap's own MPI traffic uses PMPI_* and is never counted.
  *
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comms.h"
 #include "errors.h"
 #include "log.h"
 #include "steps.h"
@@ -60,6 +62,84 @@ RS_EXPORT int MPI_Finalize(void)
     return PMPI_Finalize();
 }
 
+/* A communicator the program made, recorded (rank/runtime/comms.c) with an id that every member
+ * computes alike: a hash of the sorted world ranks of its members. MPI_COMM_NULL (a split's
+ * MPI_UNDEFINED color) is not one. */
+static void rs_record_comm(int rc, MPI_Comm c)
+{
+    if (rc != MPI_SUCCESS || c == MPI_COMM_NULL) return;
+    int size = 0, rank = 0;
+    MPI_Group g, wg;
+    if (PMPI_Comm_size(c, &size) != MPI_SUCCESS || PMPI_Comm_rank(c, &rank) != MPI_SUCCESS ||
+        size < 1 || size > (1 << 24))
+        return;
+    int *in = malloc(2 * (size_t)size * sizeof *in);
+    if (!in) return;
+    int *out = in + size;
+    for (int i = 0; i < size; i++) in[i] = i;
+    int got = PMPI_Comm_group(c, &g) == MPI_SUCCESS, ok = 0;
+    if (got && PMPI_Comm_group(MPI_COMM_WORLD, &wg) == MPI_SUCCESS) {
+        ok = PMPI_Group_translate_ranks(g, size, in, wg, out) == MPI_SUCCESS;
+        PMPI_Group_free(&wg);
+    }
+    if (got) PMPI_Group_free(&g);
+    /* the world ranks of its members in their order in it: alike on every member */
+    uint64_t id = 0;
+    for (int i = 0; ok && i < size; i++) id = rs_comms_hash(id, &out[i], sizeof out[i]);
+    if (ok) rs_comms_add((uint64_t)(uintptr_t)c, id, size, rank, "mpi");
+    free(in);
+}
+
+RS_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_split(comm, color, key, newcomm);
+    rs_record_comm(rc, rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
+    return rc;
+}
+
+RS_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm);
+    rs_record_comm(rc, rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
+    return rc;
+}
+
+RS_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_create(comm, group, newcomm);
+    rs_record_comm(rc, rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
+    return rc;
+}
+
+RS_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
+    rs_record_comm(rc, rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
+    return rc;
+}
+
+RS_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_dup(comm, newcomm);
+    rs_record_comm(rc, rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
+    return rc;
+}
+
+RS_EXPORT int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[],
+                              int reorder, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
+    rs_record_comm(rc, rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
+    return rc;
+}
+
+RS_EXPORT int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
+{
+    int rc = PMPI_Cart_sub(comm, remain_dims, newcomm);
+    rs_record_comm(rc, rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
+    return rc;
+}
+
 /* Each call's name, count, datatype and root or op become a token of the step detector. */
 #define RS_COUNTED(name, n, t, extra, call)                                                        \
     do {                                                                                           \
@@ -71,6 +151,7 @@ RS_EXPORT int MPI_Finalize(void)
 
 RS_EXPORT int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c)
 {
+    rs_comms_allreduce((uint64_t)(uintptr_t)c);
     RS_COUNTED("MPI_Allreduce", n, t, (uintptr_t)op, PMPI_Allreduce(s, r, n, t, op, c));
 }
 

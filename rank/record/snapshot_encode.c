@@ -553,6 +553,24 @@ static void write_oom(enc *e, const rs_snapshot_src *src, stream_table *t, const
     kv_i64(e, "step", src->oom_step);
 }
 
+/* Only when the rank saw communicators created: a file without them reads as before. */
+static void write_comms(enc *e, const rs_snapshot_src *src)
+{
+    if (!src->n_comms) return;
+    key(e, "communicators");
+    put_array(e, src->n_comms);
+    for (size_t i = 0; i < src->n_comms; i++) {
+        const rs_snapshot_comm *c = &src->comms[i];
+        put_array(e, 6);
+        put_u64(e, c->id);
+        put_i64(e, c->size);
+        put_i64(e, c->rank);
+        put_strn(e, c->kind, strnlen(c->kind, sizeof c->kind));
+        put_strn(e, c->name, strnlen(c->name, sizeof c->name));
+        put_u64(e, c->allreduces);
+    }
+}
+
 /* Top-level keys: format version rank world_size host pid job complete time_us device backend
  * devices (12), allocator_settings recorder_settings (2), time totals streams segments history
  * strings (6), stacks frames modules (3), oom (1). */
@@ -594,7 +612,7 @@ ranksnap_status rs_snapshot_encode(const rs_snapshot_src *src, char **buf, size_
     msgpack_packer_init(&e.pk, &e.sbuf, msgpack_sbuffer_write);
     e.failed = 0;
 
-    put_map(&e, RS_TOP_LEVEL_KEYS);
+    put_map(&e, RS_TOP_LEVEL_KEYS + (src->n_comms > 0));
     write_identity(&e, src);
     write_devices(&e, src);
     write_settings(&e, src);
@@ -606,6 +624,7 @@ ranksnap_status rs_snapshot_encode(const rs_snapshot_src *src, char **buf, size_
     write_strings(&e, src->recorder);
     write_stack_tables(&e, &sv);
     write_oom(&e, src, &t, &sv);
+    write_comms(&e, src);
     free(t.v);
 
     if (e.failed) {

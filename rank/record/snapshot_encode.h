@@ -37,6 +37,15 @@ typedef struct rs_snapshot_device {
     ranksnap_stats stats;
 } rs_snapshot_device;
 
+/* A communicator the rank belonged to (docs/FORMAT.md, "communicators"). */
+typedef struct rs_snapshot_comm {
+    uint64_t id;        /* the same on every member */
+    int32_t size, rank; /* its members, this rank's index among them */
+    char kind[8];       /* "mpi", "nccl" */
+    char name[16];      /* "" when unnamed */
+    uint64_t allreduces;
+} rs_snapshot_comm;
+
 /* Everything the encoder needs; pointers are borrowed. */
 typedef struct rs_snapshot_src {
     int rank;
@@ -72,6 +81,8 @@ typedef struct rs_snapshot_src {
     const rs_recorder *recorder;    /* may be NULL                                   */
     const rs_symbols *symbols;      /* may be NULL (no stacks)                        */
     uint64_t time_us;               /* when the snapshot was taken                   */
+    size_t n_comms;                 /* 0: the file says nothing of communicators     */
+    const rs_snapshot_comm *comms;
 } rs_snapshot_src;
 
 /* Encodes into a malloc'ed buffer the caller frees. */

@@ -18,6 +18,7 @@
 #include "atomic_file.h"
 #include "clock.h"
 #include "coord.h"
+#include "comms.h"
 #include "dump.h"
 #include "errors.h"
 #include "external.h"
@@ -454,6 +455,7 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
     uint64_t t0 = rs_now_us();
     rs_snapshot_src src;
     memset(&src, 0, sizeof src);
+    rs_snapshot_comm comms[RS_COMMS_MAX];
     ranksnap_stats stats;
     rs_devices_stats(rt, &stats);
 
@@ -558,6 +560,8 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         src.recorder = rt->recorder;
         src.symbols = rt->stacks ? &sym : NULL;
         src.time_us = t0;
+        src.n_comms = rs_comms_copy(comms, RS_COMMS_MAX);
+        src.comms = comms;
         src.clock_offset_us = rs_coord_clock_offset_us(rt->coord);
         src.clock_uncertainty_us = rs_coord_clock_uncertainty_us(rt->coord);
         st = rs_snapshot_encode(&src, &buf, &len);

@@ -26,6 +26,7 @@
 #include "report_text.h"
 #include "ring_file.h"
 #include "roles.h"
+#include "roles_found.h"
 #include "rsnap_decode.h"
 #include "state.h"
 #include "summary.h"
@@ -70,6 +71,9 @@ static void rs_report(rs_runtime *rt, const rs_gather_result *g)
         else
             RS_WARN(RS_SUB_DUMP, "RANKSNAP_GROUPS: %s; ranks compared with all ranks",
                     ranksnap_last_error());
+    } else if (rs_roles_found(g->summaries, g->n, g->world_size, &roles) == RANKSNAP_OK &&
+               roles.n_roles) {
+        cfg.roles = &roles; /* none declared: from the ranks' communicators */
     }
     rs_compare_result *res = NULL;
     ranksnap_status cst = rs_compare(g->summaries, (const rs_snap *const *)g->full, g->n,

@@ -223,6 +223,7 @@ def main():
     ap.add_argument("--max-render-ms", type=int)
     ap.add_argument("--expect-error")
     ap.add_argument("--interact", action="store_true")
+    ap.add_argument("--roles", help="the ranks table's rows, role by role: R,R;R,R (ranks grouped)")
     a = ap.parse_args()
 
     text = open(a.page, encoding="utf-8").read()
@@ -285,6 +286,13 @@ def main():
             fail("rank %d's small multiple is not marked as the OOM rank" % r)
         if not re.search(r'<tr data-rank="%d" class="oom' % r, dom):
             fail("rank %d's table row is not highlighted as OOM" % r)
+    if a.roles:
+        want = [[int(x) for x in g.split(",")] for g in a.roles.split(";")]
+        if 'data-key="role"' not in dom:
+            fail("the ranks table has no role column")
+        rows = [int(x) for x in re.findall(r'<tr data-rank="(\d+)"', dom)]
+        if rows[:sum(len(g) for g in want)] != [r for g in want for r in sorted(g)]:
+            fail("the ranks table's rows are %s, expected role by role %s" % (rows, want))
     for r in a.divergent:
         if not re.search(r'<tr data-rank="%d" class="divergent' % r, dom):
             fail("rank %d's table row is not highlighted as divergent" % r)

@@ -1,0 +1,310 @@
+/*
+ * roles_found.c — owns finding the roles of a job's ranks from the communicators they belonged
+ * to (roles_found.h): the members of each communicator put together from every rank's list, the
+ * families of communicators that partition the ranks, the replica family, and the labels.
+ */
+#include "roles_found.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+
+/* Families kept apart at most: a job has a handful of dimensions. */
+#define RS_FOUND_MAX_FAMILIES 16
+
+/* One rank's view of one communicator. */
+typedef struct entry {
+    const rs_snap_comm *c;
+    int32_t rank; /* in the world */
+} entry;
+
+/* A communicator put together from its members' views. */
+typedef struct comm {
+    uint64_t id;
+    const rs_snap_comm *first; /* kind and name */
+    int32_t size;
+    uint64_t allreduces;       /* the most any member made */
+    int32_t *members;          /* [size]: world ranks by their index in it */
+    int32_t low;               /* its lowest world rank */
+    int family;                /* -1: in none */
+} comm;
+
+typedef struct family {
+    const rs_snap_comm *first;
+    int32_t size;
+    int32_t covered;
+    uint64_t allreduces;
+    unsigned char *taken; /* [world] */
+} family;
+
+static int by_id(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    if (x->c->id != y->c->id) return x->c->id < y->c->id ? -1 : 1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+/* size, then kind and name, then whether it all-reduced, then the lowest member: families are
+ * made in this order, of communicators of one shape */
+static int by_shape(const void *a, const void *b)
+{
+    const comm *x = a, *y = b;
+    if (x->size != y->size) return x->size < y->size ? -1 : 1;
+    if ((x->allreduces > 0) != (y->allreduces > 0)) return x->allreduces > 0 ? -1 : 1;
+    int k = strncmp(x->first->kind, y->first->kind, sizeof x->first->kind);
+    if (!k) k = strncmp(x->first->name, y->first->name, sizeof x->first->name);
+    if (k) return k;
+    return x->low < y->low ? -1 : x->low > y->low;
+}
+
+static int is_data_parallel(const char *name)
+{
+    return !strcmp(name, "dp") || !strcmp(name, "fsdp") || !strcmp(name, "dp_replicate") ||
+           !strcmp(name, "dp_shard");
+}
+
+static int same_members(const comm *a, const comm *b, int world, unsigned char *scratch)
+{
+    if (a->size != b->size) return 0;
+    memset(scratch, 0, (size_t)world);
+    for (int32_t i = 0; i < a->size; i++) scratch[a->members[i]] = 1;
+    for (int32_t i = 0; i < b->size; i++)
+        if (!scratch[b->members[i]]) return 0;
+    return 1;
+}
+
+/* Puts each id's entries together; a communicator whose members disagree or are not all known
+ * is left out (members NULL). */
+static size_t assemble(const entry *e, size_t n_e, comm *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < n_e;) {
+        size_t j = i;
+        while (j < n_e && e[j].c->id == e[i].c->id) j++;
+        comm *c = &out[n++];
+        memset(c, 0, sizeof *c);
+        c->id = e[i].c->id;
+        c->first = e[i].c;
+        c->size = e[i].c->size;
+        c->family = -1;
+        c->members = malloc((size_t)c->size * sizeof *c->members);
+        int ok = c->members != NULL;
+        for (int32_t k = 0; ok && k < c->size; k++) c->members[k] = -1;
+        for (size_t k = i; ok && k < j; k++) {
+            const rs_snap_comm *v = e[k].c;
+            if (v->size != c->size || v->rank < 0 || v->rank >= c->size ||
+                (c->members[v->rank] >= 0 && c->members[v->rank] != e[k].rank)) {
+                ok = 0;
+                break;
+            }
+            c->members[v->rank] = e[k].rank;
+            if (v->allreduces > c->allreduces) c->allreduces = v->allreduces;
+            if (!c->first->name[0] && v->name[0]) c->first = v;
+        }
+        c->low = INT32_MAX;
+        for (int32_t k = 0; ok && k < c->size; k++) {
+            if (c->members[k] < 0) ok = 0;
+            else if (c->members[k] < c->low) c->low = c->members[k];
+        }
+        if (!ok) {
+            free(c->members);
+            c->members = NULL;
+        }
+        i = j;
+    }
+    return n;
+}
+
+/* The index in family f's communicator that holds world rank r; -1: none. */
+static int index_in(const comm *cs, size_t n, int f, int32_t r)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (cs[i].family != f) continue;
+        for (int32_t k = 0; k < cs[i].size; k++)
+            if (cs[i].members[k] == r) return k;
+    }
+    return -1;
+}
+
+static void label_ranks(char *dst, size_t dn, const comm *c, int world, unsigned char *scratch)
+{
+    memset(scratch, 0, (size_t)world);
+    int32_t hi = c->low;
+    for (int32_t k = 0; k < c->size; k++) {
+        scratch[c->members[k]] = 1;
+        if (c->members[k] > hi) hi = c->members[k];
+    }
+    size_t used = strlen(dst);
+    if (hi - c->low + 1 == c->size) {
+        snprintf(dst + used, dn - used, " (ranks %d-%d)", (int)c->low, (int)hi);
+        return;
+    }
+    const char *sep = " (ranks ";
+    for (int32_t r = c->low; r <= hi && used + 16 < dn; r++) {
+        if (!scratch[r]) continue;
+        int k = snprintf(dst + used, dn - used, "%s%d", sep, (int)r);
+        if (k > 0) used += (size_t)k;
+        sep = ",";
+    }
+    snprintf(dst + used, dn - used, "%s)", used + 16 < dn ? "" : ",...");
+}
+
+static const char *kind_source(const char *kind)
+{
+    if (!strncmp(kind, "mpi", 8)) return "the job's MPI communicators";
+    if (!strncmp(kind, "nccl", 8)) return "the job's NCCL communicators";
+    if (!strncmp(kind, "torch", 8)) return "the job's torch DeviceMesh";
+    return "the job's communicators";
+}
+
+/* The replica family (roles_found.h); -1: none. An incomplete family counts against the others:
+ * where the replicas' communicators are not all known, another family is not taken for them. */
+static int replica_family(const family *fs, int n_f, int world)
+{
+    int best = -1, ties = 0;
+    for (int f = 0; f < n_f; f++)
+        if (is_data_parallel(fs[f].first->name)) return fs[f].covered == world ? f : -1;
+    for (int f = 0; f < n_f; f++) {
+        if (best < 0 || fs[f].allreduces > fs[best].allreduces) {
+            best = f;
+            ties = 0;
+        } else if (fs[f].allreduces == fs[best].allreduces) {
+            ties++;
+        }
+    }
+    if (best < 0 || fs[best].covered != world) return -1;
+    return (fs[best].allreduces > 0 && !ties) || n_f == 1 ? best : -1;
+}
+
+static ranksnap_status make_roles(comm *cs, size_t n_c, const family *fs, int n_f, int rep, int world,
+                                  unsigned char *scratch, rs_roles *out)
+{
+    size_t n_roles = (size_t)(world / fs[rep].size);
+    out->world_size = world;
+    out->role_of = malloc((size_t)world * sizeof *out->role_of);
+    out->labels = calloc(n_roles, sizeof *out->labels);
+    if (!out->role_of || !out->labels)
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu roles", n_roles);
+    out->n_roles = n_roles;
+    snprintf(out->source, sizeof out->source, "%s", kind_source(fs[rep].first->kind));
+    int named = 0, others = 0, other = -1;
+    for (int f = 0; f < n_f; f++) {
+        if (f == rep || fs[f].covered != world) continue;
+        others++;
+        other = f;
+        if (fs[f].first->name[0]) named++;
+    }
+    /* the replica family's communicators are in order of their lowest rank (by_shape) */
+    size_t role = 0;
+    for (size_t i = 0; i < n_c; i++) {
+        const comm *c = &cs[i];
+        if (c->family != rep) continue;
+        for (int32_t k = 0; k < c->size; k++) out->role_of[c->members[k]] = (int32_t)role;
+        char *l = out->labels[role];
+        size_t ln = sizeof out->labels[role], used = 0;
+        for (int f = 0; named && f < n_f; f++) {
+            if (f == rep || fs[f].covered != world || !fs[f].first->name[0]) continue;
+            int k = snprintf(l + used, ln - used, "%s%s=%d", used ? "," : "", fs[f].first->name,
+                             index_in(cs, n_c, f, c->low));
+            if (k > 0 && (size_t)k < ln - used) used += (size_t)k;
+        }
+        if (!named) {
+            int k = others == 1 ? index_in(cs, n_c, other, c->low) : (int)role;
+            snprintf(l, ln, "group %d", k);
+            label_ranks(l, ln, c, world, scratch);
+        }
+        role++;
+    }
+    return RANKSNAP_OK;
+}
+
+ranksnap_status rs_roles_found(const rs_summary *sums, size_t n, int world, rs_roles *out)
+{
+    if (!out || (!sums && n)) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_roles_found: NULL");
+    memset(out, 0, sizeof *out);
+    if (world < 4) return RANKSNAP_OK; /* two dimensions need at least 2 x 2 ranks */
+    size_t n_e = 0;
+    for (size_t i = 0; i < n; i++) n_e += (size_t)sums[i].n_comms;
+    if (!n_e) return RANKSNAP_OK;
+    entry *e = malloc(n_e * sizeof *e);
+    comm *cs = malloc(n_e * sizeof *cs);
+    unsigned char *scratch = malloc((size_t)world);
+    family fs[RS_FOUND_MAX_FAMILIES];
+    int n_f = 0;
+    size_t n_c = 0;
+    ranksnap_status st = RANKSNAP_OK;
+    if (!e || !cs || !scratch) {
+        st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu communicators", n_e);
+        goto done;
+    }
+    n_e = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (sums[i].rank < 0 || sums[i].rank >= world) continue;
+        for (int32_t k = 0; k < sums[i].n_comms && k < RS_SUMMARY_MAX_COMMS; k++) {
+            const rs_snap_comm *c = &sums[i].comms[k];
+            /* the whole world and one rank alone are not a dimension */
+            if (c->size > 1 && c->size < world && world % c->size == 0)
+                e[n_e++] = (entry){c, sums[i].rank};
+        }
+    }
+    qsort(e, n_e, sizeof *e, by_id);
+    n_c = assemble(e, n_e, cs);
+    /* incomplete ones out, and a communicator with another's members (a dup, an NCCL
+     * communicator made over an MPI one) counted once */
+    size_t kept = 0;
+    for (size_t i = 0; i < n_c; i++) {
+        int dup = !cs[i].members;
+        for (size_t j = 0; !dup && j < kept; j++) {
+            if (!same_members(&cs[j], &cs[i], world, scratch)) continue;
+            dup = 1;
+            if (cs[i].allreduces > cs[j].allreduces) cs[j].allreduces = cs[i].allreduces;
+            if (!cs[j].first->name[0] && cs[i].first->name[0]) cs[j].first = cs[i].first;
+        }
+        if (dup) {
+            free(cs[i].members);
+            continue;
+        }
+        cs[kept++] = cs[i];
+    }
+    n_c = kept;
+    qsort(cs, n_c, sizeof *cs, by_shape);
+    /* each communicator into the first family of its shape that it does not overlap */
+    for (size_t i = 0; i < n_c; i++) {
+        comm *c = &cs[i];
+        int f = 0;
+        for (; f < n_f; f++) {
+            if (fs[f].size != c->size || (fs[f].allreduces > 0) != (c->allreduces > 0) ||
+                strncmp(fs[f].first->kind, c->first->kind, 8) ||
+                strncmp(fs[f].first->name, c->first->name, 16))
+                continue;
+            int32_t k = 0;
+            while (k < c->size && !fs[f].taken[c->members[k]]) k++;
+            if (k == c->size) break;
+        }
+        if (f == n_f) {
+            if (n_f == RS_FOUND_MAX_FAMILIES) continue;
+            fs[f] = (family){c->first, c->size, 0, 0, calloc((size_t)world, 1)};
+            if (!fs[f].taken) {
+                st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for a family of communicators");
+                goto done;
+            }
+            n_f++;
+        }
+        for (int32_t k = 0; k < c->size; k++) fs[f].taken[c->members[k]] = 1;
+        fs[f].covered += c->size;
+        fs[f].allreduces += c->allreduces;
+        c->family = f;
+    }
+    int rep = replica_family(fs, n_f, world);
+    if (rep >= 0) st = make_roles(cs, n_c, fs, n_f, rep, world, scratch, out);
+    if (st != RANKSNAP_OK) rs_roles_free(out);
+done:
+    for (int f = 0; f < n_f; f++) free(fs[f].taken);
+    for (size_t i = 0; i < n_c; i++) free(cs[i].members);
+    free(cs);
+    free(e);
+    free(scratch);
+    return st;
+}

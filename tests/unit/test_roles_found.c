@@ -1,0 +1,132 @@
+/*
+ * test_roles_found.c — the roles found from the ranks' communicators (roles_found.c): families of
+ * communicators that partition the ranks, the replica family by name, else by its all-reduce
+ * calls, else the only one; the labels; and no grouping where the communicators make none.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "roles_found.h"
+
+#define W 16
+
+static rs_summary sums[W];
+
+static void reset(void)
+{
+    memset(sums, 0, sizeof sums);
+    for (int r = 0; r < W; r++) {
+        sums[r].rank = r;
+        sums[r].world_size = W;
+    }
+}
+
+static void add(int r, uint64_t id, int size, int index, const char *kind, const char *name,
+                uint64_t allreduces)
+{
+    rs_snap_comm *c = &sums[r].comms[sums[r].n_comms++];
+    memset(c, 0, sizeof *c);
+    c->id = id;
+    c->size = size;
+    c->rank = index;
+    snprintf(c->kind, sizeof c->kind, "%s", kind);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->allreduces = allreduces;
+}
+
+/* pp=4 x dp=4 in stage-major order: rank = 4 * stage + replica; the dp groups all-reduce
+ * `dp_ar` times, the pp groups `pp_ar` times; every rank also in the world and its own. */
+static void grid(const char *kind, const char *pp, const char *dp, uint64_t pp_ar, uint64_t dp_ar)
+{
+    reset();
+    for (int r = 0; r < W; r++) {
+        add(r, 1, W, r, kind, "", 3); /* the summary would leave these two out */
+        add(r, 1000 + (uint64_t)r, 1, 0, kind, "", 0);
+        add(r, 100 + (uint64_t)(r / 4), 4, r % 4, kind, dp, dp_ar);
+        add(r, 200 + (uint64_t)(r % 4), 4, r / 4, kind, pp, pp_ar);
+    }
+}
+
+TEST(unnamed_mpi_groups_the_replicas_that_all_reduce)
+{
+    grid("mpi", "", "", 0, 8);
+    rs_roles r;
+    CHECK(rs_roles_found(sums, W, W, &r) == RANKSNAP_OK);
+    CHECK(r.n_roles == 4 && r.world_size == W);
+    CHECK(rs_roles_of(&r, 0) == 0 && rs_roles_of(&r, 3) == 0 && rs_roles_of(&r, 10) == 2 &&
+          rs_roles_of(&r, 15) == 3);
+    CHECK(strcmp(r.labels[2], "group 2 (ranks 8-11)") == 0);
+    CHECK(strcmp(r.source, "the job's MPI communicators") == 0);
+    rs_roles_free(&r);
+    /* the other family all-reducing: the peers are then the strided ranks */
+    grid("nccl", "", "", 8, 0);
+    CHECK(rs_roles_found(sums, W, W, &r) == RANKSNAP_OK);
+    CHECK(r.n_roles == 4);
+    CHECK(rs_roles_of(&r, 1) == 1 && rs_roles_of(&r, 5) == 1 && rs_roles_of(&r, 13) == 1 &&
+          rs_roles_of(&r, 4) == 0);
+    CHECK(strcmp(r.labels[1], "group 1 (ranks 1,5,9,13)") == 0);
+    CHECK(strcmp(r.source, "the job's NCCL communicators") == 0);
+    rs_roles_free(&r);
+}
+
+TEST(named_dimensions_win_over_all_reduce_counts)
+{
+    /* the pp groups all-reduce more (a loss), yet dp is named the replicas' */
+    grid("torch", "pp", "dp", 50, 8);
+    rs_roles r;
+    CHECK(rs_roles_found(sums, W, W, &r) == RANKSNAP_OK);
+    CHECK(r.n_roles == 4 && rs_roles_of(&r, 10) == 2 && rs_roles_of(&r, 9) == 2);
+    CHECK(strcmp(r.labels[0], "pp=0") == 0 && strcmp(r.labels[3], "pp=3") == 0);
+    CHECK(strcmp(r.source, "the job's torch DeviceMesh") == 0);
+    rs_roles_free(&r);
+}
+
+TEST(a_single_family_is_the_replicas)
+{
+    reset();
+    for (int r = 0; r < W; r++) add(r, 100 + (uint64_t)(r / 8), 8, r % 8, "mpi", "", 0);
+    rs_roles r;
+    CHECK(rs_roles_found(sums, W, W, &r) == RANKSNAP_OK);
+    CHECK(r.n_roles == 2 && rs_roles_of(&r, 7) == 0 && rs_roles_of(&r, 8) == 1);
+    CHECK(strcmp(r.labels[1], "group 1 (ranks 8-15)") == 0);
+    rs_roles_free(&r);
+}
+
+TEST(no_grouping_where_the_communicators_make_none)
+{
+    rs_roles r;
+    /* none at all */
+    reset();
+    CHECK(rs_roles_found(sums, W, W, &r) == RANKSNAP_OK && r.n_roles == 0 && !r.role_of);
+    /* the world and ranks alone only */
+    for (int k = 0; k < W; k++) {
+        add(k, 1, W, k, "mpi", "", 4);
+        add(k, 50 + (uint64_t)k, 1, 0, "mpi", "", 0);
+    }
+    CHECK(rs_roles_found(sums, W, W, &r) == RANKSNAP_OK && r.n_roles == 0);
+    /* one group of 4 that leaves the other ranks out: nothing partitions the world */
+    reset();
+    for (int k = 0; k < 4; k++) add(k, 7, 4, k, "mpi", "", 9);
+    CHECK(rs_roles_found(sums, W, W, &r) == RANKSNAP_OK && r.n_roles == 0);
+    /* two unnamed families, neither all-reducing: which ranks are replicas is not known */
+    grid("mpi", "", "", 0, 0);
+    CHECK(rs_roles_found(sums, W, W, &r) == RANKSNAP_OK && r.n_roles == 0);
+    /* a rank missing: its groups are incomplete, no family covers the world */
+    grid("mpi", "", "", 0, 8);
+    CHECK(rs_roles_found(sums, W - 1, W, &r) == RANKSNAP_OK && r.n_roles == 0);
+    /* members that disagree on their index */
+    grid("mpi", "", "", 0, 8);
+    sums[5].comms[2].rank = 0;
+    CHECK(rs_roles_found(sums, W, W, &r) == RANKSNAP_OK && r.n_roles == 0);
+}
+
+int main(void)
+{
+    RUN(unnamed_mpi_groups_the_replicas_that_all_reduce);
+    RUN(named_dimensions_win_over_all_reduce_counts);
+    RUN(a_single_family_is_the_replicas);
+    RUN(no_grouping_where_the_communicators_make_none);
+    return check_summary();
+}
