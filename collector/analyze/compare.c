@@ -93,6 +93,7 @@ void rs_compare_result_free(rs_compare_result *r)
     for (size_t i = 0; i < r->n_notes; i++) free(r->notes[i]);
     free(r->notes);
     free(r->roles);
+    free(r->role_gap_sites);
     free(r);
 }
 
@@ -688,6 +689,36 @@ static void group_stats_of(const present *p, size_t n, const rs_compare_config *
     g->threshold = thr >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)thr;
 }
 
+/* The sites that make the heaviest role heavier than the lightest, so that a user can move
+ * layers between pipeline stages: their reference ranks' sites, one against the other. */
+static ranksnap_status role_gap(rs_compare_result *r, const present *p, size_t n,
+                                const rs_compare_config *cfg, const group_stats *gs)
+{
+    r->heavy_role = r->light_role = -1;
+    for (size_t k = 0; k < r->n_roles; k++) {
+        if (gs[k].ref >= n) continue;
+        if (r->heavy_role < 0 || gs[k].median > gs[r->heavy_role].median) r->heavy_role = (int32_t)k;
+        if (r->light_role < 0 || gs[k].median < gs[r->light_role].median) r->light_role = (int32_t)k;
+    }
+    if (r->heavy_role < 0 || r->heavy_role == r->light_role ||
+        gs[r->heavy_role].median == gs[r->light_role].median) {
+        r->heavy_role = r->light_role = -1;
+        return RANKSNAP_OK;
+    }
+    const present *h = &p[gs[r->heavy_role].ref], *l = &p[gs[r->light_role].ref];
+    r->role_gap = sat_sub(rs_sat_i64(gs[r->heavy_role].median), rs_sat_i64(gs[r->light_role].median));
+    int both_full = detailed(&h->d) && detailed(&l->d);
+    site_list a, b;
+    memset(&b, 0, sizeof b);
+    ranksnap_status st = sites_of(h->sum, both_full ? &h->d : NULL, &a);
+    if (st == RANKSNAP_OK) st = sites_of(l->sum, both_full ? &l->d : NULL, &b);
+    if (st == RANKSNAP_OK)
+        st = site_deltas(&a, &b, 1, cfg->max_sites, &r->role_gap_sites, &r->n_role_gap_sites);
+    site_list_free(&a);
+    site_list_free(&b);
+    return st;
+}
+
 /* One row per role: its median and fullest rank, and the role nearest to running out. */
 static ranksnap_status role_rows(rs_compare_result *r, const present *p, size_t n,
                                  const rs_compare_config *cfg, const group_stats *gs)
@@ -739,7 +770,7 @@ static ranksnap_status role_rows(rs_compare_result *r, const present *p, size_t 
         if (any_capacity ? x->headroom < b->headroom : x->max_peak > b->max_peak)
             r->nearest_role = (int32_t)k;
     }
-    return RANKSNAP_OK;
+    return role_gap(r, p, n, cfg, gs);
 }
 
 static ranksnap_status compare_present(rs_compare_result *r, present *p, size_t n, const rs_compare_config *cfg)
@@ -839,6 +870,7 @@ ranksnap_status rs_compare_ex(const rs_summary *sums, const rs_snap *const *full
     r->divergence_pct = cfg->divergence_pct;
     r->reference_rank = -1;
     r->nearest_role = -1;
+    r->heavy_role = r->light_role = -1;
     r->world_size = world_size;
     for (size_t i = 0; i < n; i++) {
         const rs_summary_sites *ss = sites && sites[i] && sites[i]->ok ? sites[i] : NULL;

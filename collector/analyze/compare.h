@@ -112,6 +112,13 @@ typedef struct rs_compare_result {
     rs_compare_role *roles;      /* in role order */
     int32_t nearest_role;        /* the role with the least headroom (of those with a known
                                     capacity), else the largest peak; -1 when none */
+    /* What makes the heaviest role heavier than the lightest (by their median peaks): the
+     * sites of the one's reference rank against the other's, largest first. -1: fewer than two
+     * roles with data. */
+    int32_t heavy_role, light_role;
+    int64_t role_gap;            /* heavy's median peak - light's */
+    size_t n_role_gap_sites;
+    rs_compare_site *role_gap_sites;
 } rs_compare_result;
 
 /* `full[i]` is the decoded snapshot of sums[i]'s rank or NULL. world_size 0 = the largest

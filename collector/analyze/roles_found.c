@@ -224,7 +224,8 @@ ranksnap_status rs_roles_found(const rs_summary *sums, size_t n, int world, rs_r
 {
     if (!out || (!sums && n)) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_roles_found: NULL");
     memset(out, 0, sizeof *out);
-    if (world < 4) return RANKSNAP_OK; /* two dimensions need at least 2 x 2 ranks */
+    /* two unnamed dimensions need at least 2 x 2 ranks; named ones say what they are at any size */
+    if (world < 2) return RANKSNAP_OK;
     size_t n_e = 0;
     for (size_t i = 0; i < n; i++) n_e += (size_t)sums[i].n_comms;
     if (!n_e) return RANKSNAP_OK;
@@ -244,8 +245,10 @@ ranksnap_status rs_roles_found(const rs_summary *sums, size_t n, int world, rs_r
         if (sums[i].rank < 0 || sums[i].rank >= world) continue;
         for (int32_t k = 0; k < sums[i].n_comms && k < RS_SUMMARY_MAX_COMMS; k++) {
             const rs_snap_comm *c = &sums[i].comms[k];
-            /* the whole world and one rank alone are not a dimension */
-            if (c->size > 1 && c->size < world && world % c->size == 0)
+            /* the whole world and one rank alone are not a dimension, unless a framework named
+             * them one (a mesh of pp=2 x dp=1: the dp groups are single ranks, pp the world) */
+            int named = c->name[0] && c->size >= 1 && c->size <= world;
+            if ((named || (c->size > 1 && c->size < world && world >= 4)) && world % c->size == 0)
                 e[n_e++] = (entry){c, sums[i].rank};
         }
     }

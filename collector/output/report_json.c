@@ -185,6 +185,23 @@ static void json_roles(FILE *f, const rs_compare_result *r)
             fputs("null}", f);
     }
     fputs(r->n_roles ? "\n  ],\n" : "],\n", f);
+    /* what makes the heaviest role heavier than the lightest */
+    fputs("  \"role_gap\": ", f);
+    if (r->heavy_role < 0) {
+        fputs("null,\n", f);
+        return;
+    }
+    fputs("{\"heavy\": ", f);
+    rs_json_string(f, r->roles[r->heavy_role].label, RS_JSON_PLAIN);
+    fputs(", \"light\": ", f);
+    rs_json_string(f, r->roles[r->light_role].label, RS_JSON_PLAIN);
+    fprintf(f, ", \"delta_bytes\": %" PRId64 ", \"sites\": [", r->role_gap);
+    for (size_t i = 0; i < r->n_role_gap_sites; i++) {
+        fputs(i ? ", {" : "{", f);
+        json_site_fields(f, &r->role_gap_sites[i]);
+        fprintf(f, ", \"bytes_delta\": %" PRId64 "}", r->role_gap_sites[i].site.bytes);
+    }
+    fputs("]},\n", f);
 }
 
 static void json_oom(FILE *f, const char *role, const rs_compare_oom *v)

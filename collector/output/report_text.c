@@ -367,6 +367,14 @@ static void print_roles(FILE *out, const rs_compare_result *r)
         }
         fputc('\n', out);
     }
+    if (r->heavy_role >= 0) {
+        fprintf(out, "role %s is heavier than %s by ", r->roles[r->heavy_role].label,
+                r->roles[r->light_role].label);
+        print_bytes(out, r->role_gap > 0 ? (uint64_t)r->role_gap : 0);
+        fputs(" (median peaks)", out);
+        print_sites_inline(out, r->role_gap_sites, r->n_role_gap_sites);
+        fputc('\n', out);
+    }
     fputc('\n', out);
 }
 

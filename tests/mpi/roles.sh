@@ -67,6 +67,11 @@ for name, src in (("run/report.json", "RANKSNAP_GROUPS pp=4,dp=4"), ("grouped.js
         check(roles[0]["max_peak"] > roles[1]["median_peak"] > roles[2]["median_peak"] > roles[3]["median_peak"],
               f"{name}: stage peaks in 1F1B order", roles)
         check(all(x["ranks"] == 4 for x in roles), f"{name}: four ranks a stage", roles)
+    # what makes stage 0 heavier than stage 3: its microbatches' activations, by line
+    g = r.get("role_gap") or {}
+    check(g.get("heavy") == label(0) and g.get("light") == label(3), f"{name}: stage 0 against stage 3", g)
+    check(g.get("sites") and g["sites"][0]["function"] == "block_activations" and g["sites"][0]["line"] > 0,
+          f"{name}: the gap's first site block_activations with its line", g)
 check("roles (from the job's MPI communicators)" in open(f"{d}/found.txt").read(),
       "found: the text report says where the grouping came from")
 sys.exit(1 if fails else 0)

@@ -83,6 +83,22 @@ TEST(named_dimensions_win_over_all_reduce_counts)
     rs_roles_free(&r);
 }
 
+TEST(a_named_mesh_of_one_replica_gives_each_stage_its_role)
+{
+    /* a ("pp", "dp") mesh of 2 x 1: pp is the whole job, every dp group one rank */
+    reset();
+    for (int r = 0; r < 2; r++) {
+        sums[r].world_size = 2;
+        add(r, 300, 2, r, "torch", "pp", 0);
+        add(r, 310 + (uint64_t)r, 1, 0, "torch", "dp", 0);
+    }
+    rs_roles r;
+    CHECK(rs_roles_found(sums, 2, 2, &r) == RANKSNAP_OK);
+    CHECK(r.n_roles == 2 && rs_roles_of(&r, 0) == 0 && rs_roles_of(&r, 1) == 1);
+    CHECK(strcmp(r.labels[0], "pp=0") == 0 && strcmp(r.labels[1], "pp=1") == 0);
+    rs_roles_free(&r);
+}
+
 TEST(a_single_family_is_the_replicas)
 {
     reset();
@@ -126,6 +142,7 @@ int main(void)
 {
     RUN(unnamed_mpi_groups_the_replicas_that_all_reduce);
     RUN(named_dimensions_win_over_all_reduce_counts);
+    RUN(a_named_mesh_of_one_replica_gives_each_stage_its_role);
     RUN(a_single_family_is_the_replicas);
     RUN(no_grouping_where_the_communicators_make_none);
     return check_summary();
