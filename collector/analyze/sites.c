@@ -307,8 +307,14 @@ static void name_frame(const rs_site_picker *p, int64_t fi, rs_site_frame *out)
     }
     /* a name the PyTorch glue gave ("optimizer state exp_avg of ... (allocated before step 2)"),
      * not a symbol: its words are kept, never shortened as a C++ signature */
-    if (!f->file[0] && strstr(f->function, " (")) {
-        rs_text_copy_head(out->function, sizeof out->function, f->function);
+    const char *paren = f->file[0] ? NULL : strstr(f->function, " (");
+    if (paren) {
+        /* too long for a site: the name without its parenthesis, cut at the end if need be */
+        size_t len = strlen(f->function) < sizeof out->function ? strlen(f->function)
+                                                                  : (size_t)(paren - f->function);
+        char buf[sizeof out->function];
+        snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), f->function);
+        rs_text_copy_head(out->function, sizeof out->function, buf);
         return;
     }
     rs_demangle_short(rs_site_frame_function(p, (uint32_t)fi), out->function, sizeof out->function);
