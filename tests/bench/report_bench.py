@@ -281,7 +281,7 @@ def main():
     p.add_argument("--py-reps", type=int, default=0,
                    help="runs of Python's pickle.load (0: --reps); the 256-rank load takes minutes")
     p.add_argument("--jobs", type=int, default=0, help="report --jobs (0: its default)")
-    p.add_argument("--single", type=int, default=0, help="events of the one-rank case (0: none)")
+    p.add_argument("--single", type=lambda v: int(float(v)), default=0, help="events of the one-rank case (0: none)")
     p.add_argument("--real", default="",
                    help="folders of real PyTorch pickles (comma-separated), each reported whole "
                         "against Python's loads of its pickles (median of 9 runs)")

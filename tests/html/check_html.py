@@ -219,7 +219,7 @@ def main():
     ap.add_argument("--oom", type=int, action="append", default=[])
     ap.add_argument("--window", default="1280,1000")
     ap.add_argument("--out", help="prefix of the DOM dump and the screenshot")
-    ap.add_argument("--max-bytes", type=int)
+    ap.add_argument("--max-bytes", type=lambda v: int(float(v)))
     ap.add_argument("--max-render-ms", type=int)
     ap.add_argument("--expect-error")
     ap.add_argument("--interact", action="store_true")

@@ -15,7 +15,7 @@ rm -rf "$dir" && mkdir -p "$dir"
 export RANKSNAP_BACKEND=sim RANKSNAP_DIR="$dir/run" RANKSNAP_STEPS=2:6 RANKSNAP_GROUPS=pp=4,dp=4
 export OMPI_MCA_rmaps_base_oversubscribe=1
 "$mpiexec" -np 16 --oversubscribe --allow-run-as-root --mca btl self,vader \
-  "$demo" --iters 8 --quiet --pp 4 --diverge 10:1.5 --leak 5:16777216 \
+  "$demo" --iters 8 --quiet --pp 4 --diverge 10:1.5 --leak 5:16MiB \
   > "$dir/stdout" 2> "$dir/stderr" || { echo "mpirun failed"; cat "$dir/stderr"; exit 1; }
 unset RANKSNAP_GROUPS
 "$cli" report --groups pp=4,dp=4 --json "$dir/run" > "$dir/grouped.json" || exit 1
@@ -24,7 +24,7 @@ unset RANKSNAP_GROUPS
 "$cli" report --groups dp=4,pp=4 --html "$dir/strided.html" "$dir/run" > /dev/null || exit 1
 # no grouping declared: found from the communicators
 "$mpiexec" -np 16 --oversubscribe --allow-run-as-root --mca btl self,vader \
-  env RANKSNAP_DIR="$dir/found" "$demo" --iters 8 --quiet --pp 4 --diverge 10:1.5 --leak 5:16777216 \
+  env RANKSNAP_DIR="$dir/found" "$demo" --iters 8 --quiet --pp 4 --diverge 10:1.5 --leak 5:16MiB \
   > "$dir/stdout.found" 2> "$dir/stderr.found" || { echo "mpirun failed"; cat "$dir/stderr.found"; exit 1; }
 "$cli" report --json "$dir/found" > "$dir/found.json" || exit 1
 "$cli" report --html "$dir/found.html" "$dir/found" > "$dir/found.txt" || exit 1

@@ -8,7 +8,7 @@
  * step (MPI on the sim backend). Flags make one rank different, which is what ranksnap is for:
  *
  *   --diverge R:F     rank R's batch is F times larger (a constant offset)
- *   --leak R:BYTES    rank R keeps BYTES more every step (growth)
+ *   --leak R:BYTES    rank R keeps BYTES (or KiB, MiB, GiB) more every step (growth)
  *   --oom R           rank R's batch grows every step until it exceeds a memory cap
  *   --on-oom abort|continue   what a rank does on OOM (MPI_Abort, or skip the step and go on)
  *   --hang R:STEP:S   rank R sleeps S seconds before step STEP (a straggler)
@@ -170,9 +170,18 @@ static int parse_args(int argc, char **argv, demo_cfg *c)
             char buf[64];
             snprintf(buf, sizeof buf, "%s", v);
             char *colon = strchr(buf, ':');
-            if (!colon) return bad(a, v, "RANK:BYTES such as 1:8388608");
+            if (!colon) return bad(a, v, "RANK:BYTES such as 1:8MiB");
             *colon = '\0';
-            if (parse_u64(buf, &x) || parse_u64(colon + 1, &y) || y == 0) return bad(a, v, "RANK:BYTES such as 1:8388608");
+            /* bytes, or KiB/MiB/GiB */
+            char *unit = colon + 1;
+            while (*unit >= '0' && *unit <= '9') unit++;
+            uint64_t scale = !*unit ? 1 : !strcmp(unit, "KiB") ? 1u << 10 : !strcmp(unit, "MiB") ? 1u << 20
+                           : !strcmp(unit, "GiB") ? 1u << 30 : 0;
+            char num[64];
+            snprintf(num, sizeof num, "%.*s", (int)(unit - (colon + 1)), colon + 1);
+            if (parse_u64(buf, &x) || !scale || parse_u64(num, &y) || y == 0 || y > UINT64_MAX / scale)
+                return bad(a, v, "RANK:BYTES such as 1:8MiB");
+            y *= scale;
             c->leak_rank = (int)x;
             c->leak_bytes = y;
         } else if (!strcmp(a, "--oom")) {
