@@ -267,7 +267,12 @@ static int report_groups(report_opts *o)
 {
     rs_options opts;
     if (rs_options_load_one(&opts, "RANKSNAP_GROUPS", o->groups) != RANKSNAP_OK) {
-        fprintf(stderr, "ranksnap: %s\n", ranksnap_last_error());
+        /* the option table names the variable: a value given as the flag is named as the flag */
+        const char *e = ranksnap_last_error(), *why = o->groups ? strstr(e, ": ") : NULL;
+        if (why)
+            fprintf(stderr, "ranksnap report: --groups %s%s\n", o->groups, why);
+        else
+            fprintf(stderr, "ranksnap: %s\n", e);
         return -1;
     }
     if (!opts.groups[0]) return 0;
@@ -575,6 +580,13 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
     for (size_t i = 0; i < n; i++) {
         sums[i] = f[i].sum;
         if (sums[i].world_size > world) world = sums[i].world_size;
+    }
+    if (cfg.roles && world && cfg.roles->world_size != world) {
+        /* a grouping of another job's size would compare ranks with the wrong peers */
+        fprintf(stderr, "ranksnap report: %s describes %d ranks, but the job has %d\n",
+                o->roles.source, cfg.roles->world_size, world);
+        code = RS_EXIT_USAGE;
+        goto done;
     }
     if (!cfg.roles && rs_roles_found(sums, n, world, &found) == RANKSNAP_OK && found.n_roles)
         cfg.roles = &found;

@@ -66,11 +66,15 @@ static void rs_report(rs_runtime *rt, const rs_gather_result *g)
     if (rt->opts.groups[0]) {
         char source[320];
         snprintf(source, sizeof source, "RANKSNAP_GROUPS %s", rt->opts.groups);
-        if (rs_roles_parse(rt->opts.groups, source, &roles) == RANKSNAP_OK)
-            cfg.roles = &roles;
-        else
+        if (rs_roles_parse(rt->opts.groups, source, &roles) != RANKSNAP_OK)
             RS_WARN(RS_SUB_DUMP, "RANKSNAP_GROUPS: %s; ranks compared with all ranks",
                     ranksnap_last_error());
+        else if (roles.world_size != g->world_size)
+            RS_WARN(RS_SUB_DUMP, "RANKSNAP_GROUPS=%s describes %d ranks, but the job has %d; "
+                    "ranks compared with all ranks", rt->opts.groups, roles.world_size,
+                    g->world_size);
+        else
+            cfg.roles = &roles;
     } else if (rs_roles_found(g->summaries, g->n, g->world_size, &roles) == RANKSNAP_OK &&
                roles.n_roles) {
         cfg.roles = &roles; /* none declared: from the ranks' communicators */

@@ -28,6 +28,18 @@ case_summary_missing_file() {
     test $rc -eq 1 && case "$out" in "ranksnap: "*"$file"*) ;; *) exit 1;; esac
 }
 
+# `report --groups` (DIR: a job's files, two ranks) that does not parse, or that describes a job of
+# another size: 2, naming the flag and what was expected; RANKSNAP_GROUPS named as itself
+case_report_groups_usage_errors() {
+    dir=$1
+    err=$("$ranksnap" report --groups pp=3,dp=x "$dir" 2>&1); test $? -eq 2 || exit 1
+    case "$err" in *"--groups pp=3,dp=x: expected NAME=SIZE pairs such as pp=4,dp=8"*) ;; *) echo "$err"; exit 1;; esac
+    err=$("$ranksnap" report --groups pp=3 "$dir" 2>&1); test $? -eq 2 || exit 1
+    case "$err" in *"--groups pp=3 describes 3 ranks, but the job has 2"*) ;; *) echo "$err"; exit 1;; esac
+    err=$(RANKSNAP_GROUPS=pp=4 "$ranksnap" report "$dir" 2>&1); test $? -eq 2 || exit 1
+    case "$err" in *"RANKSNAP_GROUPS pp=4 describes 4 ranks, but the job has 2"*) ;; *) echo "$err"; exit 1;; esac
+}
+
 # `collect` without both directories, or with a misspelt flag: 2, naming what is wrong
 case_collect_usage_errors() {
     err=$("$ranksnap" collect --from /tmp 2>&1); test $? -eq 2 || exit 1

@@ -364,6 +364,49 @@ TEST(wrong_types_name_the_field_and_the_expectation)
     edit_end(&e);
 }
 
+/* The optional communicators (docs/FORMAT.md) and time.steps_from: a good one decodes, a bad one
+ * is named with what was expected. */
+TEST(communicators_and_steps_from_name_the_field_and_the_expectation)
+{
+    edit e;
+    edit_begin(&e);
+    msgpack_object f[6];
+    set_uint(&f[0], 7);
+    set_uint(&f[1], 2);
+    set_uint(&f[2], 1);
+    set_str(&f[3], "mpi");
+    set_str(&f[4], "dp");
+    set_uint(&f[5], 12);
+    msgpack_object tuple = {.type = MSGPACK_OBJECT_ARRAY, .via.array = {6, f}};
+    msgpack_object list = {.type = MSGPACK_OBJECT_ARRAY, .via.array = {1, &tuple}};
+    add_key(&e, e.root, "communicators", list);
+    rs_snap *s = NULL;
+    CHECK(edit_decode(&e, &s) == RANKSNAP_OK);
+    CHECK(s && s->n_comms == 1 && s->comms[0].id == 7 && s->comms[0].size == 2 &&
+          s->comms[0].rank == 1 && !strcmp(s->comms[0].name, "dp") && s->comms[0].allreduces == 12);
+    rs_snap_free(s);
+    set_uint(&f[2], 2); /* its rank must be below its size */
+    expect_error(&e, "field 'communicators[0]'");
+    set_uint(&f[2], 1);
+    set_uint(&f[3], 4);
+    expect_error(&e, "field 'communicators[0]'");
+    set_str(&f[3], "mpi");
+    tuple.via.array.size = 5;
+    expect_error(&e, "field 'communicators[0]' must be an array of 6 elements");
+    tuple.via.array.size = 6;
+    set_uint(get(e.root, "communicators"), 3);
+    expect_error(&e, "field 'communicators' must be an array");
+
+    edit_end(&e);
+
+    edit_begin(&e);
+    msgpack_object how;
+    set_uint(&how, 5);
+    add_key(&e, get(e.root, "time"), "steps_from", how);
+    expect_error(&e, "field 'time.steps_from' must be a string, not an integer");
+    edit_end(&e);
+}
+
 TEST(missing_and_duplicate_fields_are_rejected)
 {
     edit e;
@@ -487,6 +530,7 @@ int main(void)
     RUN(out_of_range_indexes_are_rejected);
     RUN(annotation_naming_a_missing_string_is_rejected);
     RUN(wrong_types_name_the_field_and_the_expectation);
+    RUN(communicators_and_steps_from_name_the_field_and_the_expectation);
     RUN(missing_and_duplicate_fields_are_rejected);
     RUN(empty_and_non_map_inputs_are_rejected);
     RUN(trailing_bytes_after_the_map_are_rejected);
