@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "outside_sites.h"
+#include "owners.h"
 
 typedef struct live_slot {
     uint64_t key; /* address + 1, 0 = empty */
@@ -75,25 +76,23 @@ static int by_bytes_desc(const void *a, const void *b)
 
 /* The library the memory of stack `id` was taken through: the outermost frame in one of the
  * libraries that allocate for their caller (NCCL's buffers, ncclMemAlloc, cuBLAS's workspace),
- * "" when the program called the driver itself. */
+ * as the report names it; "" when the program called the driver itself. */
 static const char *stack_owner(const rs_snap *s, uint32_t id)
 {
-    static const char *const owners[][2] = {{"libnccl", "NCCL"},   {"libcublas", "cuBLAS"},
-                                            {"libcudnn", "cuDNN"}, {"libtorch", "PyTorch"},
-                                            {"libc10", "PyTorch"}};
+    static const char *const shown[][2] = {
+        {"nccl", "NCCL"}, {"cublas", "cuBLAS"}, {"cudnn", "cuDNN"}, {"torch", "PyTorch"}};
     if (id == 0 || id > s->n_stacks) return "";
     const rs_snap_stack *st = &s->stacks[id - 1];
-    const char *found = "";
+    const char *found = NULL;
     for (size_t i = 0; i < st->n_frames; i++) {
         const rs_snap_frame *f = &s->frames[st->frames[i]];
         if (f->module < 0 || (size_t)f->module >= s->n_modules) continue;
-        const char *path = s->modules[f->module].path;
-        const char *base = path ? strrchr(path, '/') : NULL;
-        base = base ? base + 1 : path ? path : "";
-        for (size_t k = 0; k < sizeof owners / sizeof owners[0]; k++)
-            if (!strncmp(base, owners[k][0], strlen(owners[k][0]))) found = owners[k][1];
+        const char *owner = rs_owner_of_module(s->modules[f->module].path);
+        if (owner) found = owner;
     }
-    return found;
+    for (size_t k = 0; found && k < sizeof shown / sizeof shown[0]; k++)
+        if (!strcmp(found, shown[k][0])) return shown[k][1];
+    return "";
 }
 
 void rs_outside_sites_at_peak(const rs_snap *s, const rs_site_picker *pk, uint64_t *peak,

@@ -23,6 +23,7 @@
 #include "errors.h"
 #include "launcher.h"
 #include "outside.h"
+#include "owners.h"
 #include "recorder.h"
 #include "stacks.h"
 #include "state.h"
@@ -173,9 +174,6 @@ static const char *rs_outside_owner(const uintptr_t *stack, int depth)
         n = backtrace(pcs, RS_MAX_STACK_DEPTH < 32 ? RS_MAX_STACK_DEPTH : 32);
     Dl_info self;
     if (!dladdr((const void *)(uintptr_t)rs_outside_owner, &self)) self.dli_fbase = NULL;
-    static const char *const owners[][2] = {{"libnccl", "nccl"},   {"libcublas", "cublas"},
-                                            {"libcudnn", "cudnn"}, {"libtorch", "torch"},
-                                            {"libc10", "torch"}};
     for (int i = 1; i < n; i++) {
         Dl_info d;
         if (!dladdr(pcs[i], &d) || !d.dli_fname) continue;
@@ -183,9 +181,8 @@ static const char *rs_outside_owner(const uintptr_t *stack, int depth)
         const char *base = strrchr(d.dli_fname, '/');
         base = base ? base + 1 : d.dli_fname;
         if (!strncmp(base, "libcuda.so", 10) || !strncmp(base, "libcudart", 9)) continue;
-        for (size_t k = 0; k < sizeof owners / sizeof owners[0]; k++)
-            if (!strncmp(base, owners[k][0], strlen(owners[k][0]))) return owners[k][1];
-        return "program";
+        const char *owner = rs_owner_of_module(base);
+        return owner ? owner : "program";
     }
     return "program";
 }
