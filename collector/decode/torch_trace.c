@@ -317,6 +317,14 @@ static void learn_shape(rs_torch_trace *t, const unsigned char *b, const shape_n
     t->last = slot;
 }
 
+/* 1 when the entry whose SETITEMS ends before `end` is done with: the next opcode starts the next
+ * entry (EMPTY_DICT) or puts this one in its list (APPENDS, APPEND). Anything else may go on
+ * filling the same dict (a second MARK ... SETITEMS, a SETITEM), which the machine reads. */
+static int entry_closed(const unsigned char *b, size_t len, size_t end)
+{
+    return end < len && (b[end] == 0x7d || b[end] == 0x65 || b[end] == 0x61);
+}
+
 /* The entry at `at` read by a shape it has: 1 (e filled, the memo told); 0 when it has none of
  * them, or its frames list is laid out otherwise (the general way then reads it). */
 static int shape_read(rs_torch_trace *t, rs_pickle_reader *r, const unsigned char *b, size_t len,
@@ -372,7 +380,7 @@ static int shape_read(rs_torch_trace *t, rs_pickle_reader *r, const unsigned cha
                           got->kind == RS_PICKLE_NONE;
             x.frames = got->kind == RS_PICKLE_NONE ? NULL : got;
         }
-        if (!entry_of_vals(&x, e)) return 0;
+        if (!entry_closed(b, len, end) || !entry_of_vals(&x, e)) return 0;
         rs_pickle_memo_new memo[SHAPE_MEMO];
         for (size_t i = 0; i < s->n_memo; i++) {
             size_t off = s->memo_at[i];
@@ -520,7 +528,9 @@ int rs_torch_trace_read(rs_torch_trace *t, rs_pickle_reader *r, size_t at, rs_to
             return 0;
         }
     }
-    if (!entry_of_vals(&x, e) || rs_pickle_read_done(r, at, p + 1, memo, n_memo) != 0) return 0;
+    if (!entry_closed(b, len, p + 1) || !entry_of_vals(&x, e) ||
+        rs_pickle_read_done(r, at, p + 1, memo, n_memo) != 0)
+        return 0;
     learn_shape(t, b, &sn, &x, memo, n_memo, p + 1);
     return 1;
 }
