@@ -9,14 +9,18 @@ included, is the allocator's user metadata of the allocating thread
 (torch._C._cuda_setMemoryMetadata, a thread_local string of c10/cuda/CUDACachingAllocator.cpp
 copied into every TraceEntry). So, only while a range records:
 
-- a global module forward pre-hook (register_module_forward_pre_hook) names the modules of each
-  model the script calls (named_modules, once per model), and a global forward hook
-  (torch.nn.modules.module.register_module_forward_hook) puts a
-  pre-hook on the autograd node of each module call's output (Node.register_prehook); the node
-  runs first in that module's backward, on the autograd thread, and the pre-hook sets the
-  metadata to a short key ("rs:12": it fits std::string's inline buffer, so that the copy into
-  every trace entry allocates nothing) standing for "backward of NAME (Class)" with the module's
-  forward line and the user's line that called the model;
+- during the range's first step, a global module forward pre-hook
+  (register_module_forward_pre_hook) finds each model the script calls, names its modules
+  (named_modules, once per model) and chooses the parts that name the backward (_units: the
+  model split by parameter count into a sixth of its modules at most, small parts left to their
+  caller); the hook goes at the first optimizer step, since any global module hook sends every
+  module call of the process down PyTorch's slow path;
+- a forward hook on each chosen module (Module.register_forward_hook) puts a pre-hook on the
+  autograd node of the call's output (Node.register_prehook); the node runs first in that
+  module's backward, on the autograd thread, and the pre-hook sets the metadata to a short key
+  ("rs:12": it fits std::string's inline buffer, so that the copy into every trace entry
+  allocates nothing) standing for "backward of NAME (Class)" with the module's forward line and
+  the user's line that called the model;
 - torch.autograd.backward (what Tensor.backward calls) is wrapped so that the root's node sets
   "backward of NllLossBackward0" with the line that called backward(): what runs before the
   first module's node (a loss computed in the script) has its autograd node and that line.
@@ -29,12 +33,22 @@ The pickle so carries the names in PyTorch's own fields, which ranksnap's report
 memory_viz read alike. Everything here catches its exceptions: names are never why a step fails.
 """
 import functools
+import heapq
 import importlib
 import os
 import sys
 import weakref
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+
+# A named module call costs the host 25-35 us (its forward hook, the pre-hook put on its node,
+# and the autograd engine calling that pre-hook in Python), where a host-bound step takes about
+# 180 us per module call (a transformers GPT-2 on an H200): naming at most one module in six (8
+# of GPT-2's 86) keeps such a step near 3% (docs/BENCHMARKS.md); a small model gets its every
+# module named. A part under 1/_SMALL of its largest sibling is left to its caller.
+_SHARE = 6
+_MIN_UNITS = 16
+_SMALL = 16
 
 
 def _installed(path):
@@ -57,7 +71,10 @@ class Names:
         self.keys = {}           # (module id, caller code, caller line) -> key
         self.roots = weakref.WeakValueDictionary()   # id -> a module called with no parent running
         self.names = weakref.WeakKeyDictionary()      # module -> its qualified name ("" for a root)
-        self.handles = []
+        self.handles = []        # this range's hooks
+        self.finding = None      # the global pre-hook that finds the range's models
+        self.found = set()       # ids of the modules of the models found in this range
+        self.setters = {}        # key -> the pre-hook that sets it
         self.real_backward = None
         self.step = None
         self.optimizer = None    # a weakref to the optimizer whose steps are counted
@@ -68,13 +85,12 @@ class Names:
         """At the first step of a range: hooks in, names of the range's start kept."""
         self.step = step
         self.optimizer = optimizer
-        if self.set_md is None or self.handles:
+        if self.set_md is None or self.real_backward is not None:
             return
         try:
             if not _compiled():
                 mod = importlib.import_module("torch.nn.modules.module")
-                self.handles.append(mod.register_module_forward_pre_hook(self._on_call))
-                self.handles.append(mod.register_module_forward_hook(self._on_forward))
+                self.finding = mod.register_module_forward_pre_hook(self._on_call)
             autograd = self.torch.autograd
             self.real_backward = autograd.backward
             real = self.real_backward
@@ -88,16 +104,27 @@ class Names:
         except Exception:
             self.end()
 
+    def stepped(self):
+        """At every step: the range's first step has called its models, so the search ends."""
+        if self.finding is not None:
+            try:
+                self.finding.remove()
+            except Exception:
+                pass
+            self.finding = None
+
     def end(self):
         """After the dump: hooks out, this thread's metadata cleared (the autograd threads' is
         left as it is: PyTorch copies it only into recorded entries, and the next range sets it
         anew before any of its backward allocations)."""
+        self.stepped()
         for h in self.handles:
             try:
                 h.remove()
             except Exception:
                 pass
         self.handles = []
+        self.found = set()
         if self.real_backward is not None:
             self.torch.autograd.backward = self.real_backward
             self.real_backward = None
@@ -115,13 +142,20 @@ class Names:
         return key
 
     def _on_call(self, module, args):
-        """Before each module call (the outermost first): a module not named yet is a model
-        called by the script, whose modules are named once, by named_modules."""
+        """Before each module call of the range's first step (the outermost first): a module of
+        no model found yet is a model called by the script, whose modules are named once, and
+        whose chosen modules get the forward hook."""
         try:
-            if module not in self.names:
-                self.roots[id(module)] = module
-                for n, m in module.named_modules():
-                    self.names.setdefault(m, n)
+            if id(module) in self.found:
+                return None
+            self.roots[id(module)] = module
+            modules = list(module.named_modules())
+            for n, m in modules:
+                self.names.setdefault(m, n)
+                self.found.add(id(m))
+            base = getattr(self.torch.nn.Module, "forward", None)
+            for m in _units(module, max(_MIN_UNITS, len(modules) // _SHARE), base):
+                self.handles.append(m.register_forward_hook(self._on_forward))
         except Exception:
             pass
         return None
@@ -135,10 +169,18 @@ class Names:
             node = _grad_fn(output)
             if node is None:
                 return None
+            # a module whose output is its submodule's (a wrapper, a head around a projection):
+            # the innermost module names the node's backward. The mark is kept in the C++
+            # node's metadata dict, as the Python object of a node does not outlive the hook.
+            mark = node.metadata
+            if "ranksnap" in mark:
+                return None
             # the line that called the module, past torch's own (Module.__call__, Sequential's
-            # and DDP's forward), whose lines reports look past
+            # and DDP's forward) and a package's __call__ around the call (transformers'
+            # GradientCheckpointingLayer), whose lines reports look past
             f = sys._getframe(1)
-            while f is not None and f.f_code.co_filename.startswith(self.torch_dir):
+            while f is not None and (f.f_code.co_filename.startswith(self.torch_dir) or
+                                     (f.f_code.co_name == "__call__" and _installed(f.f_code.co_filename))):
                 f = f.f_back
             if f is None:
                 return None
@@ -152,10 +194,17 @@ class Names:
                         frames.append(u)
                 key = self._key(frames)
                 self.keys[ck] = key
-            node.register_prehook(functools.partial(_set, self.set_md, key))
+            mark["ranksnap"] = key
+            node.register_prehook(self._setter(key))
         except Exception:
             pass
         return None
+
+    def _setter(self, key):
+        fn = self.setters.get(key)
+        if fn is None:
+            fn = self.setters[key] = functools.partial(_set, self.set_md, key)
+        return fn
 
     def _on_backward(self, tensors):
         try:
@@ -169,7 +218,7 @@ class Names:
             if key is None:
                 key = self._key([_frame(f"backward of {node.name()}", u["filename"], u["line"])])
                 self.keys[ck] = key
-            node.register_prehook(functools.partial(_set, self.set_md, key))
+            node.register_prehook(self._setter(key))
         except Exception:
             pass
 
@@ -269,6 +318,57 @@ class Names:
         except Exception:
             pass
         return out
+
+
+def _units(root, budget, base_forward):
+    """The modules of a model whose calls name the backward: its parts by parameter count, the
+    largest split first and parts of one size together (a model's layers are named alike), at
+    most `budget` modules that run a forward of their own. Left to the module that calls them
+    (each named call costs, and the caller's name is near enough): modules without parameters
+    (dropout, activations), a part under 1/16 of its largest sibling (layer norms, position
+    embeddings), and the model itself and what wraps all of it (DDP's module), whose output is
+    the loss or the last part's."""
+    size = {}
+    for _, m in root.named_modules():
+        size[id(m)] = sum(_numel(p) for p in m.parameters())
+    total = size[id(root)]
+    units, seen, order = [], {id(root)}, 0
+    heap = [(-total, order, root)]
+    while heap:
+        top = heap[0][0]
+        group = []
+        while heap and heap[0][0] == top:
+            group.append(heapq.heappop(heap)[2])
+        parts = []
+        for m in group:
+            kids = [c for c in m.children() if id(c) not in seen and size.get(id(c), 0) > 0]
+            largest = max((size[id(c)] for c in kids), default=0)
+            for c in kids:
+                if size[id(c)] * _SMALL >= largest:
+                    seen.add(id(c))
+                    parts.append(c)
+        named = [c for c in parts if size[id(c)] < total and _runs(c, base_forward)]
+        if len(units) + len(named) > budget:
+            break
+        units += named
+        for c in parts:
+            order += 1
+            heapq.heappush(heap, (-size[id(c)], order, c))
+    return units
+
+
+def _numel(p):
+    try:
+        return int(p.numel())
+    except Exception:
+        return 1
+
+
+def _runs(module, base_forward):
+    """Whether the module has a forward of its own (a ModuleList or a bare container has not,
+    and is never called)."""
+    forward = getattr(type(module), "forward", None)
+    return forward is not None and forward is not base_forward
 
 
 def _compiled():

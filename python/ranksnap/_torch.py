@@ -264,6 +264,7 @@ class Glue:
         if not self._ensure_init():
             return
         self.at_step = int(n)
+        self.names.stepped()
         status = self.lib.ranksnap_step(int(n))
         if status != _lib.OK:
             self._say(f"step {n}: " + _lib.error(status))

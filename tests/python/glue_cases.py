@@ -208,6 +208,98 @@ def case_glue_annotate_is_pytorchs_record_function():
     check(names == [("forward", "START"), ("forward", "END")], names)
 
 
+def case_glue_names_the_backward_by_the_models_layers_on_the_fast_path():
+    """--steps 2:4, a GPT-2-shaped model of 12 layers: the backward is named by the model and its
+    layers, not by their submodules (a hook on every module call would cost a host-bound step
+    17%); the global module hook that finds the model goes at the range's first step, so that
+    the other module calls keep PyTorch's fast path; no hook is left after the range."""
+    from torch import nn
+    from torch.nn.modules import module as mm
+
+    def op(name, x, *params):
+        return torch.stand_in_op(name, x.nbytes, (x,) + params)
+
+    class Linear(nn.Module):
+        def __init__(self, nbytes):
+            super().__init__()
+            self.weight = nn.Parameter(nbytes)
+
+        def forward(self, x):
+            return op("Addmm", x, self.weight)
+
+    class Attn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_attn, self.c_proj = Linear(3 * 4096), Linear(4096)
+
+        def forward(self, x):
+            return self.c_proj(op("Sdpa", self.c_attn(x)))
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_fc, self.c_proj = Linear(4 * 4096), Linear(4 * 4096)
+
+        def forward(self, x):
+            return self.c_proj(op("Gelu", self.c_fc(x)))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.attn, self.ln_2, self.mlp = Linear(64), Attn(), Linear(64), MLP()
+
+        def forward(self, x):
+            x = op("Add", self.attn(self.ln_1(x)))
+            return op("Add", self.mlp(self.ln_2(x)))
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = Linear(1 << 16)
+
+        def forward(self, x):
+            return self.proj(x)  # its output is its submodule's
+
+    class GPT(nn.Module):
+        def __init__(self, layers):
+            super().__init__()
+            self.wte = Linear(1 << 16)
+            self.h = nn.Module()  # a container that is never called, as a ModuleList
+            for i in range(layers):
+                setattr(self.h, str(i), Block())
+            self.head = Head()
+
+        def forward(self, x):
+            x = self.wte(x)
+            for block in self.h.children():
+                x = block(x)
+            return self.head(x)
+
+    model = GPT(12)
+    opt = torch.optim.SGD(list(model.parameters()))
+    hooks = []
+    for step in range(6):
+        loss = torch.stand_in_op("NllLoss", 512, (model(torch.empty(MIB)),))
+        loss.backward()
+        del loss
+        opt.step()
+        hooks.append((len(mm._global_forward_pre_hooks), len(mm._global_forward_hooks),
+                      sorted(n for n, m in model.named_modules() if m._forward_hooks)))
+    # not the model (its output is the head's), nor the blocks' layer norms (1/16 of their
+    # largest sibling) or their parts (a budget of 18 for its 113 modules)
+    layers = sorted(["wte", "head", "head.proj"] + [f"h.{i}" for i in range(12)])
+    # after steps 1..6: the range records steps 2 and 3; its first step finds the model
+    want = [(0, 0, []), (1, 0, []), (0, 0, layers), (0, 0, []), (0, 0, []), (0, 0, [])]
+    check(hooks == want, "global pre-hooks, global forward hooks, hooked modules after each step:\n"
+          + "\n".join(map(str, hooks)))
+    snap = load(os.path.join(DIR, "rank-00000.pickle"))
+    names = {f["name"] for e in snap["device_traces"][0] for f in e["frames"]}
+    check({"backward of h.3 (Block)", "backward of wte (Linear)"} <= names, sorted(names))
+    check(not [n for n in names if n.startswith("backward of h.3.")], sorted(names))
+    # the head's output is its projection's: the projection names the node
+    check("backward of head.proj (Linear)" in names and "backward of head (Head)" not in names, sorted(names))
+
+
 def case_glue_sys_exit_in_a_thread_is_not_the_programs_end():
     """sys.exit(3) in a thread ends the thread: the program does not end failing for it (it
     would leave without the range's gather); in the main thread it does, but from Python 3.12

@@ -31,6 +31,9 @@ class Tensor:
     def data_ptr(self):
         return self.data_ptr_
 
+    def numel(self):
+        return self.nbytes
+
     def untyped_storage(self):
         return self  # one storage per tensor in the stand-in: the same data_ptr()
 

@@ -1,5 +1,6 @@
-"""torch.autograd.graph of the stand-in: Node, with PyTorch 2.11's name() and
-register_prehook(fn(grad_outputs)) and what its backward allocates (the stand-in's own)."""
+"""torch.autograd.graph of the stand-in: Node, with PyTorch 2.11's name(),
+register_prehook(fn(grad_outputs)) and metadata (a dict kept with the node), and what its
+backward allocates (the stand-in's own)."""
 import itertools
 
 _ids = itertools.count()
@@ -22,6 +23,7 @@ class Node:
         self.next_nodes = list(next_nodes)
         self.accumulate = accumulate     # AccumulateGrad's parameter: the gradient is kept
         self._pre_hooks = []
+        self.metadata = {}
 
     def name(self):
         return self._name

@@ -1,7 +1,9 @@
 """torch.nn.modules.module of the stand-in: Module's __call__ with PyTorch 2.11's global
 forward pre-hooks and forward hooks (register_module_forward_pre_hook: hook(module, args),
-register_module_forward_hook: hook(module, args, output), called around forward by _call_impl), named_modules, named_parameters,
-named_buffers, and Parameter."""
+register_module_forward_hook: hook(module, args, output)) and a module's own forward hooks
+(register_forward_hook), called around forward by _call_impl, which reads the forward hooks
+after forward as PyTorch does (a hook added by a pre-hook runs at that call); children,
+named_modules, named_parameters, parameters, named_buffers, and Parameter."""
 from ... import Tensor
 from ...utils.hooks import register
 
@@ -28,6 +30,7 @@ class Module:
         object.__setattr__(self, "_modules", {})
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_buffers", {})
+        object.__setattr__(self, "_forward_hooks", {})
 
     def __setattr__(self, name, value):
         if isinstance(value, Module):
@@ -46,7 +49,7 @@ class Module:
             if out is not None:
                 args = out if isinstance(out, tuple) else (out,)
         result = self.forward(*args, **kwargs)
-        for hook in list(_global_forward_hooks.values()):
+        for hook in [*_global_forward_hooks.values(), *self._forward_hooks.values()]:
             out = hook(self, args, result)
             if out is not None:
                 result = out
@@ -56,6 +59,12 @@ class Module:
         return self._call_impl(*args, **kwargs)
 
     __call__ = _wrapped_call_impl
+
+    def register_forward_hook(self, hook):
+        return register(self._forward_hooks, hook)
+
+    def children(self):
+        return iter(self._modules.values())
 
     def named_modules(self, memo=None, prefix=""):
         memo = set() if memo is None else memo
