@@ -43,6 +43,7 @@ import atexit
 import builtins
 import ctypes
 import functools
+import gc
 import importlib
 import json
 import os
@@ -324,6 +325,18 @@ class Glue:
             return -1
 
     def _dump(self, ctx, meta, arg, put):
+        # the snapshot makes dicts by the hundred thousand, none of them cyclic: the collections
+        # they would set off scan the script's whole heap (a quarter of the dump's time with a
+        # transformers GPT-2: 0.153 s per 100k entries collecting, 0.117 s not)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._dump_snapshot(meta, arg, put)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _dump_snapshot(self, meta, arg, put):
         try:
             snap = self.torch.cuda.memory._snapshot()
             m = json.loads(meta.decode("utf-8"))
