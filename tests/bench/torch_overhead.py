@@ -17,11 +17,15 @@ Each process runs, after a warm-up, ROUNDS rounds of three blocks of BLOCK steps
              no history, the stack of every live block, what an always-on mode keeping the site
              of every byte from the start of the job would cost
 
-The blocks alternate so that what drifts during a run (clocks, the host's other work: a
-host-bound step's median moves by 10-20% between minutes of one process on a VM) weighs on all
-three alike; the first and last step of every block are left out (the recorder's start, and
-ranksnap's dump at the end of its range, are per range, not per step). Three processes, side by
-side in this run:
+The blocks alternate, in an order shuffled round by round (seeded), so that what drifts during a
+run (clocks, the host's other work: a host-bound step's median moves by 10-20% between minutes
+of one process on a VM, and by up to 7% between a round's neighbouring blocks that do the same)
+weighs on all four alike; the first two steps and the last of every block are left out (the
+recorder's start, the names' search for the model in a range's first step, and ranksnap's dump at
+the end of its range are per range, not per step). A ratio of two
+blocks of one process is the median over the rounds of each round's ratio of the two blocks'
+medians (blocks minutes apart are not compared); of two processes, the ratio of their medians.
+Three processes, side by side in this run:
 
   plain         python3 torch_overhead.py --child ...   (no ranksnap; its "recorded" blocks record
                 nothing, so recorded/outside there is the noise floor)
@@ -44,6 +48,7 @@ import time
 
 BLOCKS = ("outside", "recorded", "by-hand", "state")
 WORKLOADS = {"gpu-bound": (16, 512), "host-bound": (1, 32)}
+SKIP = 2  # steps left out at a block's start
 SIDES = {"plain": "python", "ranksnap": "python", "ranksnap-all": "all"}
 
 
@@ -51,21 +56,38 @@ def layout(a):
     """[(first iteration, block name)] for every block after the warm-up."""
     out = []
     for r in range(a.rounds):
-        for i, b in enumerate(BLOCKS):
+        order = list(BLOCKS)
+        random.Random(r).shuffle(order)
+        for i, b in enumerate(order):
             out.append((a.warmup + (r * len(BLOCKS) + i) * a.block, b))
     return out
 
 
 def ranges(a):
     # ranksnap_step(n) comes after the n-th optimizer step, and --steps b:e records iterations
-    # b..e-1 (0-based): one range per "recorded" block
-    return ",".join(f"{s}:{s + a.block}" for s, b in layout(a) if b == "recorded")
+    # b..e-1 (0-based): one range per "recorded" block, started in its first step (left out of
+    # the figures), after the block before has stopped its own recorder (a by-hand block
+    # stopping PyTorch's recorder would stop the range's too), ended in its last
+    return ",".join(f"{s + 1}:{s + a.block}" for s, b in layout(a) if b == "recorded")
 
 
-def child(a):
+def missing():
+    """Why this machine cannot run the benchmark (torch, transformers, a GPU), or None."""
+    try:
+        import torch
+        import transformers  # noqa: F401
+        if not torch.cuda.is_available():
+            return "no GPU"
+    except ImportError as e:
+        return str(e)
+    return None
+
+
+def gpt2(workload):
+    """The GPT-2 of the workload on the GPU and one training step of it, timed alone (seconds)."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
-    batch, seq = WORKLOADS[a.workload]
+    batch, seq = WORKLOADS[workload]
     torch.manual_seed(0)
     cfg = GPT2Config(n_layer=6, n_head=12, n_embd=768, vocab_size=16384, n_positions=512)
     model = GPT2LMHeadModel(cfg).cuda()
@@ -81,6 +103,12 @@ def child(a):
         torch.cuda.synchronize()
         return time.perf_counter() - t0
 
+    return model, one
+
+
+def child(a):
+    import torch
+    _, one = gpt2(a.workload)
     for _ in range(a.warmup):
         one()
     times = {b: [] for b in BLOCKS + ("range-end",)}
@@ -92,7 +120,7 @@ def child(a):
         t = [one() for _ in range(a.block)]
         if block in ("by-hand", "state"):
             torch.cuda.memory._record_memory_history(enabled=None)
-        times[block] += t[1:-1]
+        times[block] += t[SKIP:-1]
         if block == "recorded":
             # the step whose optimizer step ends the range carries ranksnap's dump
             times["range-end"].append(t[-1])
@@ -124,11 +152,17 @@ def dump_entries(d):
 
 
 def ratio(results, num, den):
-    """The ratio of two columns' medians, with a 95% bootstrap interval (2,000 resamples, seeded:
-    the same overhead.json always prints the same numbers)."""
+    """Two columns of one process: the median of the rounds' ratios of the two blocks' medians;
+    of two processes: the ratio of the columns' medians. With a 95% bootstrap interval (2,000
+    resamples, seeded: the same overhead.json always prints the same numbers)."""
     (wa, ba), (wb, bb) = num, den
     a, b = results[wa + "/all"][ba], results[wb + "/all"][bb]
     rng = random.Random(0)
+    if wa == wb:
+        n = results["about"].get("timed", results["about"]["block"] - 2)
+        rs = [statistics.median(a[i:i + n]) / statistics.median(b[i:i + n]) for i in range(0, len(a), n)]
+        boot = sorted(statistics.median(rng.choices(rs, k=len(rs))) for _ in range(2000))
+        return f"{statistics.median(rs):.3f} [{boot[50]:.3f}, {boot[1949]:.3f}]"
     rs = sorted(statistics.median(rng.choices(a, k=len(a))) / statistics.median(rng.choices(b, k=len(b)))
                 for _ in range(2000))
     return f"{statistics.median(a) / statistics.median(b):.3f} [{rs[50]:.3f}, {rs[1949]:.3f}]"
@@ -137,7 +171,7 @@ def ratio(results, num, den):
 def summarize(results):
     about = results["about"]
     print(f"median step time, ms ({about['rounds']} rounds of blocks of {about['block']} steps, "
-          f"{about['rounds'] * (about['block'] - 2)} steps per column; {about['device']}, torch {about['torch']})")
+          f"{about['rounds'] * about.get('timed', about['block'] - 2)} steps per column; {about['device']}, torch {about['torch']})")
     print(f"{'workload':<12}{'process':<14}" + "".join(f"{b:>11}" for b in BLOCKS))
     for workload in WORKLOADS:
         for side in SIDES:
@@ -176,22 +210,19 @@ def main():
     p.add_argument("--lib", default="build/libranksnap.so")
     p.add_argument("--out", default="torch-overhead")
     a = p.parse_args()
-    if a.block < 3 or not 1 <= a.rounds <= 64:
-        p.error("--block must be at least 3 and --rounds 1..64 (ranksnap takes at most 64 ranges)")
+    if a.block < SKIP + 2 or not 1 <= a.rounds <= 64:
+        p.error("--block must be at least 4 and --rounds 1..64 (ranksnap takes at most 64 ranges)")
     if a.summarize:
         with open(a.summarize) as f:
             summarize(json.load(f))
         return 0
     if a.child:
         return child(a)
-    try:
-        import torch
-        import transformers  # noqa: F401
-        if not torch.cuda.is_available():
-            raise ImportError("no GPU")
-    except ImportError as e:
-        print(f"skipped: {e}")
+    why = missing()
+    if why:
+        print(f"skipped: {why}")
         return 77
+    import torch
     os.makedirs(a.out, exist_ok=True)
     results = {}
     for workload in WORKLOADS:
@@ -201,10 +232,16 @@ def main():
             results[f"{workload}/{side}"] = {b: statistics.median(v) * 1e3 for b, v in t.items()}
             results[f"{workload}/{side}/all"] = {b: [x * 1e3 for x in v] for b, v in t.items()}
             if side != "plain" and ends and entries:
-                ms = (statistics.median(ends) - statistics.median(t["recorded"])) * 1e3
+                # each range's end against the steps of its own block (the step drifts by more
+                # than a dump takes between minutes of one process)
+                n = a.block - SKIP - 1
+                rec = t["recorded"]
+                ms = statistics.median(e - statistics.median(rec[i * n:(i + 1) * n])
+                                       for i, e in enumerate(ends)) * 1e3
                 results[f"{workload}/{side}/dump"] = {"ms": ms, "entries": entries,
                                                       "s_per_100k": ms / 1e3 * 1e5 / entries}
-    results["about"] = {"rounds": a.rounds, "block": a.block, "device": torch.cuda.get_device_name(),
+    results["about"] = {"rounds": a.rounds, "block": a.block, "timed": a.block - SKIP - 1,
+                        "device": torch.cuda.get_device_name(),
                         "torch": torch.__version__}
     with open(os.path.join(a.out, "overhead.json"), "w") as f:
         json.dump(results, f, indent=1)
