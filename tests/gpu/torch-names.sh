@@ -5,6 +5,7 @@
 #   torchrun --nproc-per-node 2 --no-python launch/ranksnap-run --steps A:B python3 SCRIPT ...
 #   oom-backward      torch_ddp_train.py (DDP GPT-2), rank 1 out of memory in the backward of step 3
 #   leak-from-step-0  torch_ddp_train.py, rank 1 keeps every step's logits from step 0
+#   fsdp2-oom-backward  torch_ddp_train.py --fsdp2 (fully_shard per block), as oom-backward
 #   trainer-longer    hf_trainer_train.py (transformers.Trainer), rank 1's sequences 1.5x longer
 # For each: PASS/FAIL lines from tests/python/check_named_report.py (nothing of the OOM rank's
 # report or of the divergence is "(no stack)", the request is named by the backward pass, the
@@ -59,6 +60,7 @@ job() {
 
 small="--batch 4 --seq 128 --layers 2 --width 256"
 job oom-backward 2:6 tests/gpu/torch_ddp_train.py $small --steps 6 --oom-backward 1:3
+job fsdp2-oom-backward 2:6 tests/gpu/torch_ddp_train.py $small --fsdp2 --steps 6 --oom-backward 1:3
 job leak-from-step-0 2:5 tests/gpu/torch_ddp_train.py $small --steps 6 --keep-logits 1
 job trainer-longer 2:5 tests/gpu/hf_trainer_train.py $small --steps 6 --longer 1:1.5
 

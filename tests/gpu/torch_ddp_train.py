@@ -7,7 +7,10 @@ Ranks come from torchrun's RANK/WORLD_SIZE/LOCAL_RANK or Open MPI's OMPI_COMM_WO
 MASTER_ADDR/MASTER_PORT from the environment. One GPU per rank with NCCL when there are enough
 GPUs, else every rank on GPU 0 with gloo (gloo all-reduces CUDA tensors too).
 
-The knobs make one rank differ the ways issue 11 asks about:
+  --fsdp2          FSDP2 in place of DDP: fully_shard on each GPT-2 block, then on the model
+                   (tests/gpu/torch-names.sh)
+
+The knobs make one rank differ:
   --bigger R:F     rank R's batch is F times larger                         (case a)
   --longer R:F     rank R's sequences are F times longer (tests/gpu/torch-launchers.sh)
   --keep-logits R  rank R keeps every step's logits in a list                (case b)
@@ -48,6 +51,7 @@ def main():
     p.add_argument("--oom-backward", type=pair)
     p.add_argument("--hang", type=pair)
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
+    p.add_argument("--fsdp2", action="store_true")
     a = p.parse_args()
 
     rank = env_int("RANK", "OMPI_COMM_WORLD_RANK")
@@ -61,7 +65,14 @@ def main():
 
     torch.manual_seed(0)
     seq = seq_of(a, rank)
-    model = DDP(tiny_gpt(a).to(device), device_ids=[device.index])
+    if a.fsdp2:
+        from torch.distributed.fsdp import fully_shard
+        model = tiny_gpt(a).to(device)
+        for block in model.transformer.h:
+            fully_shard(block)
+        fully_shard(model)
+    else:
+        model = DDP(tiny_gpt(a).to(device), device_ids=[device.index])
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator(device=device)
     gen.manual_seed(1 + rank)

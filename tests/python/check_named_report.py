@@ -1,6 +1,6 @@
 """check_named_report.py — every byte of a PyTorch job's report has a name (docs/PYTORCH.md,
 "Names for the backward pass and for what came before"): `ranksnap report --json` of a job whose
-rank 1 ran out of memory in the backward pass (oom-backward) or kept its logits from step 0
+rank 1 ran out of memory in the backward pass (oom-backward, under DDP or FSDP2) or kept its logits from step 0
 (leak-from-step-0), or whose rank 1 had longer sequences (trainer-longer). Used by
 tests/gpu/torch-names.sh on the GPU and by the CTest over the fixtures it recorded.
 
@@ -27,7 +27,7 @@ def main():
          any(f.get("name", "").startswith("backward of ") for s in snaps
              for t in s.get("device_traces", []) for e in t for f in e.get("frames") or [])),
     ]
-    if case == "oom-backward":
+    if case.endswith("oom-backward"):
         oom = r.get("oom_ranks") or [{}]
         fn = (oom[0].get("stack") or {}).get("function", "")
         checks += [("rank 1 ran out of memory", [o.get("rank") for o in r.get("oom_ranks", [])] == [1]),
