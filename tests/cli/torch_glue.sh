@@ -114,6 +114,10 @@ case_glue_records_every_range_of_the_schedule() {
     test "$steps" = "[6, 7]" || { echo "the pickle's steps: $steps, expected [6, 7] (the last range)"; exit 1; }
 }
 
+case_glue_names_the_backward_by_the_models_layers_on_the_fast_path() {
+    "$run" --lib "$lib" --steps 2:4,6:8 "$py" "$src/glue_cases.py" "$name"
+}
+
 # Started as one of two without its rank (Lightning's second process): glue_cases.py checks that
 # init_process_group gives the rank before any step.
 case_glue_identity_is_taken_when_the_process_group_is_made() {
