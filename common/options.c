@@ -549,7 +549,7 @@ static const rs_opt rs_option_table[] = {
      RS_FIELD(steps), 0, sizeof(((rs_options *)0)->steps), NULL, NULL, NULL},
     {"RANKSNAP_STEP_ON", "MPI_Name:N", "",
      "count steps for programs that never call ranksnap_step: every N calls of an MPI "
-     "collective or of ncclAllReduce, e.g. MPI_Allreduce:1, MPI_Barrier:2, ncclAllReduce:40; "
+     "or NCCL collective, e.g. MPI_Allreduce:1, MPI_Barrier:2, ncclAllReduce:40, ncclAllGather:96; "
      "empty = found from the period of the collectives; none = no steps but ranksnap_step's",
      "an MPI collective and a count such as MPI_Allreduce:1, or none", parse_string, RS_FIELD(step_on), 0,
      sizeof(((rs_options *)0)->step_on), NULL, NULL, NULL},

@@ -26,8 +26,11 @@
  * hash of the ncclUniqueId; of the parent's id and the color for a split) and the ncclAllReduce
  * calls made on it: the ranks' roles are found from them.
  *
- * RANKSNAP_STEP_ON=ncclAllReduce:N makes every N-th successful ncclAllReduce a step boundary, as
- * MPI_Allreduce:N does through pmpi.c.
+ * Every successful ncclAllReduce, ncclReduceScatter, ncclAllGather, ncclBroadcast and ncclReduce
+ * is reported to the step counting (rank/runtime/steps.c): a sharded job's steps are found from
+ * its reduce-scatters and all-gathers as a replicated one's are from its all-reduces, and
+ * RANKSNAP_STEP_ON=ncclAllReduce:N (or another of them) makes every N-th call a step boundary,
+ * as MPI_Allreduce:N does through pmpi.c.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -56,6 +59,13 @@ typedef struct rs_nccl {
     ncclResult_t (*mem_free)(void *);
     ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
                                cudaStream_t);
+    ncclResult_t (*reduce_scatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+                                   ncclComm_t, cudaStream_t);
+    ncclResult_t (*all_gather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+    ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+                              cudaStream_t);
+    ncclResult_t (*reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t,
+                           cudaStream_t);
     ncclResult_t (*count)(const ncclComm_t, int *);
     ncclResult_t (*user_rank)(const ncclComm_t, int *);
 } rs_nccl;
@@ -86,6 +96,10 @@ static void rs_nccl_load(void)
     *(void **)(&n->mem_alloc) = rs_nccl_sym(&h, "ncclMemAlloc");
     *(void **)(&n->mem_free) = rs_nccl_sym(&h, "ncclMemFree");
     *(void **)(&n->all_reduce) = rs_nccl_sym(&h, "ncclAllReduce");
+    *(void **)(&n->reduce_scatter) = rs_nccl_sym(&h, "ncclReduceScatter");
+    *(void **)(&n->all_gather) = rs_nccl_sym(&h, "ncclAllGather");
+    *(void **)(&n->broadcast) = rs_nccl_sym(&h, "ncclBroadcast");
+    *(void **)(&n->reduce) = rs_nccl_sym(&h, "ncclReduce");
     *(void **)(&n->count) = rs_nccl_sym(&h, "ncclCommCount");
     *(void **)(&n->user_rank) = rs_nccl_sym(&h, "ncclCommUserRank");
 }
@@ -293,6 +307,50 @@ RS_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_
         }
     }
     if (res == ncclSuccess) rs_steps_collective_done("ncclAllReduce", count, (uint64_t)datatype, (uint64_t)op);
+    return res;
+}
+
+/* The other collectives pass through; only their completed calls count, for the steps. */
+RS_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                         cudaStream_t stream)
+{
+    const rs_nccl *n = rs_nccl_get();
+    if (!n->reduce_scatter) return rs_nccl_missing("ncclReduceScatter");
+    ncclResult_t res = n->reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+    if (res == ncclSuccess)
+        rs_steps_collective_done("ncclReduceScatter", recvcount, (uint64_t)datatype, (uint64_t)op);
+    return res;
+}
+
+RS_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                     ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    const rs_nccl *n = rs_nccl_get();
+    if (!n->all_gather) return rs_nccl_missing("ncclAllGather");
+    ncclResult_t res = n->all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+    if (res == ncclSuccess) rs_steps_collective_done("ncclAllGather", sendcount, (uint64_t)datatype, 0);
+    return res;
+}
+
+RS_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                                     ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    const rs_nccl *n = rs_nccl_get();
+    if (!n->broadcast) return rs_nccl_missing("ncclBroadcast");
+    ncclResult_t res = n->broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    if (res == ncclSuccess) rs_steps_collective_done("ncclBroadcast", count, (uint64_t)datatype, (uint64_t)root);
+    return res;
+}
+
+RS_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                  ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    const rs_nccl *n = rs_nccl_get();
+    if (!n->reduce) return rs_nccl_missing("ncclReduce");
+    ncclResult_t res = n->reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+    if (res == ncclSuccess)
+        rs_steps_collective_done("ncclReduce", count, (uint64_t)datatype, (uint64_t)op << 32 | (uint32_t)root);
     return res;
 }
 

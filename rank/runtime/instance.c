@@ -64,10 +64,11 @@ static void rs_runtime_destroy(rs_runtime *rt)
     free(rt);
 }
 
-/* The collectives RANKSNAP_STEP_ON can count (pmpi.c wraps each of them). */
-static const char *const rs_step_on_names[] = {"MPI_Allreduce", "MPI_Barrier",   "MPI_Bcast",
-                                               "MPI_Reduce",    "MPI_Allgather", "MPI_Alltoall",
-                                               "MPI_Reduce_scatter", "ncclAllReduce", NULL};
+/* The collectives RANKSNAP_STEP_ON can count (pmpi.c and nccl.c wrap each of them). */
+static const char *const rs_step_on_names[] = {
+    "MPI_Allreduce", "MPI_Barrier",   "MPI_Bcast",     "MPI_Reduce",    "MPI_Allgather",
+    "MPI_Alltoall",  "MPI_Reduce_scatter", "ncclAllReduce", "ncclReduceScatter", "ncclAllGather",
+    "ncclBroadcast", "ncclReduce",    NULL};
 
 static ranksnap_status rs_parse_step_on(rs_runtime *rt)
 {
@@ -98,7 +99,8 @@ static ranksnap_status rs_parse_step_on(rs_runtime *rt)
     return rs_error(RANKSNAP_ERR_OPTION,
                     "RANKSNAP_STEP_ON=%.100s: expected a collective and a call count such as "
                     "MPI_Allreduce:1, or none; collectives: MPI_Allreduce, MPI_Barrier, MPI_Bcast, MPI_Reduce, "
-                    "MPI_Allgather, MPI_Alltoall, MPI_Reduce_scatter, ncclAllReduce", v);
+                    "MPI_Allgather, MPI_Alltoall, MPI_Reduce_scatter, ncclAllReduce, ncclReduceScatter, "
+                    "ncclAllGather, ncclBroadcast, ncclReduce", v);
 }
 
 /* This process's own job id: RANKSNAP_JOB, else what its launcher says (launcher.h). */

@@ -126,6 +126,37 @@ FAKE_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, siz
     return ncclSuccess;
 }
 
+/* The other collectives do nothing either; ranksnap counts their calls for the steps. */
+FAKE_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                           cudaStream_t stream)
+{
+    (void)sendbuff, (void)recvbuff, (void)recvcount, (void)datatype, (void)op, (void)comm, (void)stream;
+    return ncclSuccess;
+}
+
+FAKE_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                       ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)sendbuff, (void)recvbuff, (void)sendcount, (void)datatype, (void)comm, (void)stream;
+    return ncclSuccess;
+}
+
+FAKE_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                                       ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)sendbuff, (void)recvbuff, (void)count, (void)datatype, (void)root, (void)comm, (void)stream;
+    return ncclSuccess;
+}
+
+FAKE_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)sendbuff, (void)recvbuff, (void)count, (void)datatype, (void)op, (void)root, (void)comm,
+        (void)stream;
+    return ncclSuccess;
+}
+
 FAKE_EXPORT const char *ncclGetErrorString(ncclResult_t result)
 {
     return result == ncclSuccess ? "no error" : "error";

@@ -2,12 +2,13 @@
  * test_gpu_nccl.c — NCCL's device memory accounted as outside memory (label gpu).
  *
  * Run with LD_PRELOAD=libranksnap.so, two snapshot paths as arguments. A single-rank
- * communicator (ncclCommInitAll over one device) is created, used once (ncclAllReduce) and given
- * an ncclMemAlloc buffer of 8 MiB; the first snapshot is dumped then, the second after
+ * communicator (ncclCommInitAll over one device) is created, used once (ncclAllReduce), then for
+ * six iterations of a sharded job's reduce-scatter and all-gather (whose steps ranksnap finds),
+ * and given an ncclMemAlloc buffer of 8 MiB; the first snapshot is dumped then, the second after
  * ncclMemFree and ncclCommDestroy. The ctest command (tests/gpu/CMakeLists.txt) reads both with
  * `ranksnap summary` / `ranksnap report --json`: the first must say "NCCL holds" a non-zero
- * amount and "ncclMemAlloc holds 8.00 MiB", the second neither. The program checks here what it
- * can see itself: every NCCL call succeeds, and ranksnap started.
+ * amount, "ncclMemAlloc holds 8.00 MiB" and the steps found, the second neither. The program
+ * checks here what it can see itself: every NCCL call succeeds, and ranksnap started.
  *
  * Without a usable device it prints why and exits 77 (ctest: skipped).
  */
@@ -54,6 +55,10 @@ int main(int argc, char **argv)
     CHECK(r == ncclSuccess);
     r = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, 0);
     CHECK(r == ncclSuccess);
+    for (int i = 0; i < 6; i++) {
+        CHECK(ncclReduceScatter(buf, buf, count, ncclFloat, ncclSum, comm, 0) == ncclSuccess);
+        CHECK(ncclAllGather(buf, buf, count / 2, ncclFloat, comm, 0) == ncclSuccess);
+    }
     CHECK(cudaStreamSynchronize(0) == cudaSuccess);
     void *nbuf = NULL;
     r = ncclMemAlloc(&nbuf, 8 * MiB);
