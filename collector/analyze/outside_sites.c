@@ -14,6 +14,7 @@
 
 #include "outside_sites.h"
 #include "owners.h"
+#include "sat.h"
 
 typedef struct live_slot {
     uint64_t key; /* address + 1, 0 = empty */
@@ -44,16 +45,16 @@ static uint64_t replay(const rs_snap_history *h, uint64_t end, live_table *t, ui
         if (a != RS_ACT_OUTSIDE_ALLOC && a != RS_ACT_OUTSIDE_FREE) continue;
         live_slot *sl = live_find(t, h->addr[i]);
         if (a == RS_ACT_OUTSIDE_ALLOC) {
-            if (sl->key && !sl->gone) level -= sl->size; /* seen twice: the later one counts */
+            if (sl->key && !sl->gone) level = rs_sat_sub_u64(level, sl->size); /* seen twice: the later one counts */
             sl->key = h->addr[i] + 1;
             sl->size = h->size[i];
             sl->stack = h->stack[i];
             sl->gone = 0;
-            level += h->size[i];
+            level = rs_sat_add_u64(level, h->size[i]);
         } else if (sl->key && !sl->gone) {
             /* a free leaves a tombstone, so that the probe chain past it stays whole */
             sl->gone = 1;
-            level -= sl->size;
+            level = rs_sat_sub_u64(level, sl->size);
         }
         if (level > peak) {
             peak = level;
@@ -130,7 +131,8 @@ void rs_outside_sites_at_peak(const rs_snap *s, const rs_site_picker *pk, uint64
             list[k].owner = owner;
             k++;
         }
-        list[j].site.bytes += (int64_t)sl->size;
+        /* sizes from a crafted file can sum past the integer range */
+        list[j].site.bytes = rs_sat_add_i64(list[j].site.bytes, rs_sat_i64(sl->size));
         list[j].site.blocks++;
     }
     if (list) {

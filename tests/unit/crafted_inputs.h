@@ -176,7 +176,7 @@ static inline unsigned char *crafted_ring_frees(uint64_t n, size_t *len)
 
 /* Sizes and totals near 2^64: the levels of the walk and the decoder's sums would overflow (a
  * signed one is undefined: UBSan aborts), the anchor at the last step claims a peak of 2^64 - 1,
- * and the segment table's sizes add up past 2^64. */
+ * the segment table's sizes add up past 2^64, and so do the outside bytes of one site. */
 static inline unsigned char *crafted_ring_overflow(size_t *len)
 {
     cr_ring r;
@@ -197,6 +197,8 @@ static inline unsigned char *crafted_ring_overflow(size_t *len)
     for (int i = 0; i < 10; i++) cr_ring_event(&r, RS_ACT_FREE_REQUESTED, (uint64_t)(i + 1) << 40, UINT64_MAX, 1);
     cr_ring_event(&r, RS_ACT_OOM, UINT64_MAX, UINT64_MAX, 0);
     cr_ring_event(&r, RS_ACT_SEGMENT_FREE, 1ull << 40, UINT64_MAX, 0);
+    /* memory outside the allocator from one site, whose bytes add up past the integer range */
+    for (int i = 0; i < 3; i++) cr_ring_event(&r, RS_ACT_OUTSIDE_ALLOC, (uint64_t)(i + 1) << 50, UINT64_MAX / 2, 0);
     return cr_done(&r.b, len);
 }
 
