@@ -30,6 +30,11 @@ descendants() {
     descendants "$c"
   done
 }
+# alive PID: the process runs (a zombie waiting for `wait` does not)
+alive() {
+  state=$(sed 's/.*) //' /proc/"$1"/stat 2>/dev/null | cut -c1)
+  [ -n "$state" ] && [ "$state" != Z ]
+}
 if ! sessions=$(mktemp -d "${TMPDIR:-/tmp}/rs-kill.XXXXXX"); then
   echo "kill_loop.sh: cannot make a folder for Open MPI's session files in ${TMPDIR:-/tmp}" >&2
   exit 1
@@ -66,7 +71,15 @@ while [ "$i" -lt "$runs" ]; do
     sleep 0.02
     t=$((t + 1))
   done
-  for p in $(descendants "$mp"); do kill -9 "$p" 2>/dev/null; done
+  # a job killed before mpirun started its ranks would start them afterwards and run its 100001
+  # iterations (the test's timeout, under load): what mpirun starts is killed until it is gone
+  t=0
+  while [ "$t" -lt 100 ] && alive "$mp"; do
+    for p in $(descendants "$mp"); do kill -9 "$p" 2>/dev/null; done
+    [ "$t" -ge 50 ] && kill -9 "$mp" 2>/dev/null
+    sleep 0.05
+    t=$((t + 1))
+  done
   wait "$mp" 2>/dev/null
   for f in "$d"/rank-*.rsnap; do
     [ -e "$f" ] || continue
