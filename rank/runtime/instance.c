@@ -96,11 +96,14 @@ static ranksnap_status rs_parse_step_on(rs_runtime *rt)
             rt->step_on_every = every;
             return RANKSNAP_OK;
         }
+    char names[256];
+    size_t len = 0;
+    names[0] = '\0';
+    for (const char *const *name = rs_step_on_names; *name && len < sizeof names; name++)
+        len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", *name);
     return rs_error(RANKSNAP_ERR_OPTION,
                     "RANKSNAP_STEP_ON=%.100s: expected a collective and a call count such as "
-                    "MPI_Allreduce:1, or none; collectives: MPI_Allreduce, MPI_Barrier, MPI_Bcast, MPI_Reduce, "
-                    "MPI_Allgather, MPI_Alltoall, MPI_Reduce_scatter, ncclAllReduce, ncclReduceScatter, "
-                    "ncclAllGather, ncclBroadcast, ncclReduce", v);
+                    "MPI_Allreduce:1, or none; collectives: %s", v, names);
 }
 
 /* This process's own job id: RANKSNAP_JOB, else what its launcher says (launcher.h). */
