@@ -71,6 +71,9 @@ class Names:
         self.keys = {}           # (module id, caller code, caller line) -> key
         self.roots = weakref.WeakValueDictionary()   # id -> a module called with no parent running
         self.names = weakref.WeakKeyDictionary()      # module -> its qualified name ("" for a root)
+        # id -> (weakref, qualified name) of each parameter as its model held it when found: FSDP2
+        # swaps a module's shards (what the optimizer holds) for all-gathered copies while it runs
+        self.params = {}
         self.handles = []        # this range's hooks
         self.finding = None      # the global pre-hook that finds the range's models
         self.found = set()       # ids of the modules of the models found in this range
@@ -156,6 +159,8 @@ class Names:
             base = getattr(self.torch.nn.Module, "forward", None)
             for m in _units(module, max(_MIN_UNITS, len(modules) // _SHARE), base):
                 self.handles.append(m.register_forward_hook(self._on_forward))
+            for n, p in module.named_parameters():
+                self.params[id(p)] = (weakref.ref(p), n)
         except Exception:
             pass
         return None
@@ -218,6 +223,9 @@ class Names:
             if key is None:
                 key = self._key([_frame(f"backward of {node.name()}", u["filename"], u["line"])])
                 self.keys[ck] = key
+            # marked too: a hook on the loss's node (FSDP's root all-gather) runs before the
+            # pre-hook, while the autograd thread still holds the previous backward's last key
+            node.metadata.setdefault("ranksnap", key)
             node.register_prehook(self._setter(key))
         except Exception:
             pass
@@ -226,12 +234,14 @@ class Names:
 
     def oom_frames(self):
         """On the allocating thread, in PyTorch's OOM observer: the frames the failing request is
-        named by when it has no Python frame — its thread's key, else the autograd node running."""
+        named by in the backward pass — the module whose output node is running (its mark: a
+        hook of that node, such as FSDP's all-gather before a layer's backward, runs before the
+        node's pre-hook sets the key), else its thread's key, else the autograd node running."""
         try:
-            frames = None
-            if self.get_md is not None:
-                frames = self.table.get(self.get_md())
             node = self.current_node() if self.current_node is not None else None
+            frames = self.table.get(_mark(node)) if node is not None else None
+            if frames is None and self.get_md is not None:
+                frames = self.table.get(self.get_md())
             if node is None:
                 return frames
             # the node that failed, in the module's (or the loss's) backward it belongs to
@@ -244,6 +254,20 @@ class Names:
                            frames[0]["line"])] + frames[1:]
         except Exception:
             return None
+
+    def oom_request(self, frames, named):
+        """The failing request's frames: its Python frames, followed by the backward's name when
+        every one of them is torch's or a package's (a hook that runs in the backward pass, FSDP's
+        all-gather for one) — such a stack says what ran, not for which layer or line."""
+        if not named:
+            return frames
+        if not frames:
+            return named
+        for f in frames:
+            path = f.get("filename", "")
+            if not path.startswith(self.torch_dir) and not _installed(path):
+                return frames
+        return frames + named
 
     # ---- the dump ----------------------------------------------------------------------------
 
@@ -286,6 +310,11 @@ class Names:
         out = {}
 
         def put(t, what):
+            # a DTensor (FSDP2's sharded parameter, its gradient and optimizer state): the
+            # rank's shard is the tensor whose storage the allocator holds
+            local = getattr(t, "_local_tensor", None)
+            if local is not None:
+                t = local
             try:
                 ptr = t.untyped_storage().data_ptr()
             except Exception:
@@ -296,17 +325,30 @@ class Names:
             out.setdefault(ptr, what)
 
         pnames = {}
+
+        def param(n, p):
+            pnames[id(p)] = n
+            put(p, f"parameter {n}")
+            if getattr(p, "grad", None) is not None:
+                put(p.grad, f"gradient of {n}")
+
         for root in list(self.roots.values()):
             try:
                 for n, p in root.named_parameters():
-                    pnames[id(p)] = n
-                    put(p, f"parameter {n}")
-                    if getattr(p, "grad", None) is not None:
-                        put(p.grad, f"gradient of {n}")
+                    param(n, p)
                 for n, b in root.named_buffers():
                     put(b, f"buffer {n}")
             except Exception:
                 continue
+        for pid, (ref, n) in list(self.params.items()):
+            p = ref()
+            if p is None:
+                del self.params[pid]
+            elif pid not in pnames:
+                try:
+                    param(n, p)
+                except Exception:
+                    continue
         opt = self.optimizer() if self.optimizer is not None else None
         state = getattr(opt, "state", None) or {}
         try:
@@ -381,6 +423,13 @@ def _compiled():
         return dynamo is not None and dynamo.counters["stats"]["unique_graphs"] > 0
     except Exception:
         return False
+
+
+def _mark(node):
+    try:
+        return node.metadata.get("ranksnap")
+    except Exception:
+        return None
 
 
 def _set(set_md, key, grad_outputs):

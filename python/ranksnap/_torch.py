@@ -416,8 +416,7 @@ class Glue:
         finally:
             self.pending_oom = None
 
-    @staticmethod
-    def _add_oom(snap, meta, oom):
+    def _add_oom(self, snap, meta, oom):
         meta["reason"] = "oom"
         total = meta.get("device", {}).get("total_bytes", 0)
         if oom["limit"] and (not total or oom["limit"] < total):
@@ -430,12 +429,11 @@ class Glue:
         # recording: PyTorch wrote the entry just before calling the observers
         own = [e for e in trace[-8:] if e.get("action") == "oom"]
         if own:
-            if not own[-1].get("frames") and named:
-                own[-1]["frames"] = named
+            own[-1]["frames"] = self.names.oom_request(own[-1].get("frames") or [], named)
             return
         trace.append({"action": "oom", "device_free": oom["device_free"], "size": oom["size"],
                       "stream": 0, "time_us": oom["time_us"], "compile_context": "N/A",
-                      "user_metadata": "", "frames": oom["frames"] or named})
+                      "user_metadata": "", "frames": self.names.oom_request(oom["frames"], named)})
 
     # ---- the end ----------------------------------------------------------------------------
 

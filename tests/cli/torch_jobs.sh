@@ -263,20 +263,48 @@ case_torchrun_like_backward_and_pre_range_bytes_are_named() {
         "any(f['name'].startswith('optimizer state momentum_buffer of ') for s in snaps.values() for g in s['segments'] for b in g['blocks'] for f in b['frames'])"
 }
 
-# Rank 1 runs out of memory in the backward pass, in the loss's node: the failing request is named
-# by that node and the line that called backward(), and nothing in its report is "(no stack)".
-case_torchrun_like_oom_in_the_backward_pass_names_its_request() {
+# backward_oom FUNCTION ARGS...: rank 1 of train_model_fake.py ARGS runs out of memory in the
+# backward pass; its request is named FUNCTION at a line of the script, and nothing in the report
+# is "(no stack)"
+backward_oom() {
     export RANKSNAP_GATHER_TIMEOUT=5
-    torchrun_like 2 --steps 2:6 "$py" "$src/train_model_fake.py" --oom-backward 1:3 > /dev/null
+    want=$1; shift
+    torchrun_like 2 --steps 2:6 "$py" "$src/train_model_fake.py" "$@" --oom-backward 1:3 > /dev/null
     grep -q OutOfMemoryError "$dir.err.1" || { echo "rank 1 did not die of its OutOfMemoryError"; cat "$dir.err.1"; exit 1; }
     "$ranksnap" report --json "$dir" > "$dir.report.json" || exit 1
     "$ranksnap" report "$dir" > "$dir.report.txt"
     cat "$dir.report.txt"
     check "$dir.report.json" "[o['rank'] for o in r['oom_ranks']] == [1]" \
-        "r['oom_ranks'][0]['stack']['function'] == 'backward of NllLossBackward0'" \
+        "r['oom_ranks'][0]['stack']['function'] == '$want'" \
         "r['oom_ranks'][0]['stack']['file'].endswith('train_model_fake.py')" \
         "'(no stack)' not in open(sys.argv[1]).read()" \
         "'(no stack)' not in open(sys.argv[1][:-len('.report.json')] + '.report.txt').read()"
+}
+
+# In the loss's node: the failing request is named by that node and the line that called backward().
+case_torchrun_like_oom_in_the_backward_pass_names_its_request() {
+    backward_oom "backward of NllLossBackward0"
+}
+
+# FSDP2's all-gather runs in torch's Python, in a hook on a layer's output node that runs before
+# the node's pre-hooks (on the loss's node for the model's own, while the autograd thread still
+# holds the previous step's last name): rank 1 runs out of memory there, and its request is named
+# by that layer, or by the loss's node, and the line, after FSDP's own frames.
+fsdp_oom() {
+    backward_oom "$2" --fsdp "$1"
+    check "$dir.report.json" \
+        "'_unshard' in [f['name'] for e in snaps['rank-00001.pickle']['device_traces'][0] if e['action'] == 'oom' for f in e['frames']]"
+}
+case_torchrun_like_oom_in_an_fsdp_hook_names_the_layer_and_line() {
+    fsdp_oom block "AddBackward0 in backward of h.2 (Block)"
+}
+# ... and the shards the optimizer holds are named, though the model's parameters are their
+# all-gathered copies at that moment
+case_torchrun_like_oom_in_fsdps_root_hook_names_the_loss_and_line() {
+    fsdp_oom root "backward of NllLossBackward0"
+    check "$dir.report.json" \
+        "'parameter wte (allocated before step 2)' in [f['name'] for g in snaps['rank-00001.pickle']['segments'] for b in g['blocks'] for f in b['frames']]" \
+        "'optimizer state momentum_buffer of wte' in [o['function'] for o in r['oom_ranks'][0]['live_sites']]"
 }
 
 # With torch.distributed initialised, rank 0 gathers over a gloo group of ranksnap's own: the

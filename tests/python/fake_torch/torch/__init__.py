@@ -37,6 +37,17 @@ class Tensor:
     def untyped_storage(self):
         return self  # one storage per tensor in the stand-in: the same data_ptr()
 
+    def register_hook(self, hook):
+        """hook(grad) before the tensor's node runs in the backward pass, ahead of the node's own
+        pre-hooks, as PyTorch runs a non-leaf tensor's hooks (the stand-in passes no gradient)."""
+        from .autograd.graph import _Handle
+        if self.grad_fn is None:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        hooks = self.grad_fn._tensor_pre_hooks
+        fn = lambda grads: hook(None)  # noqa: E731
+        hooks.append(fn)
+        return _Handle(hooks, fn)
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         # as torch/_tensor.py: through the module attribute, at call time
         autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)

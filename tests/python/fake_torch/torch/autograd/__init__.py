@@ -1,8 +1,11 @@
 """torch.autograd of the stand-in: backward() and the engine that runs a graph's nodes, as
 PyTorch 2.11 runs them for CUDA tensors — on an autograd thread of the device, not the calling
 one, with no Python frame under what it runs (so PyTorch records the backward's allocations with
-an empty stack), each node's pre-hooks (Node.register_prehook) called on that thread just
-before the node, the exception of a node (an OutOfMemoryError) raised again in the caller."""
+an empty stack), each node's hooks called on that thread just before the node, the node already
+the current one (_current_autograd_node): first the hooks of its output tensors
+(Tensor.register_hook, which FSDP's pre-backward is), then its pre-hooks (Node.register_prehook),
+in Python, whose allocations PyTorch records with their Python frames; the exception of a node
+(an OutOfMemoryError) raised again in the caller."""
 import threading
 
 from . import graph  # noqa: F401
@@ -25,10 +28,14 @@ def _run(root, out):
             todo.extend(n.next_nodes)
         held = None  # the gradient flowing from the node before
         for n in order:
-            for h in list(n._pre_hooks):
-                h(())
             _current.node = n
             try:
+                _allocator.TLS.native = False
+                try:
+                    for h in [*n._tensor_pre_hooks, *n._pre_hooks]:
+                        h(())
+                finally:
+                    _allocator.TLS.native = True
                 grad = n._apply()
             finally:
                 _current.node = None

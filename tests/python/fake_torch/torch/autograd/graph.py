@@ -23,6 +23,7 @@ class Node:
         self.next_nodes = list(next_nodes)
         self.accumulate = accumulate     # AccumulateGrad's parameter: the gradient is kept
         self._pre_hooks = []
+        self._tensor_pre_hooks = []      # its output's Tensor.register_hook, run before _pre_hooks
         self.metadata = {}
 
     def name(self):

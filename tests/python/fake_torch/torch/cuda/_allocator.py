@@ -93,6 +93,8 @@ class Allocator:
         for f in reversed(traceback.extract_stack()):
             if f.filename.startswith(_OWN + os.sep + "cuda"):
                 continue  # the allocator's own frames are C++ in PyTorch
+            if f.name == "_run" and f.filename.startswith(_OWN + os.sep + "autograd"):
+                break  # a hook on the autograd thread: the engine under it is C++ in PyTorch
             out.append({"name": f.name, "filename": f.filename, "line": f.lineno or 0})
         return out
 

@@ -1,7 +1,7 @@
 """torch.nn.modules.module of the stand-in: Module's __call__ with PyTorch 2.11's global
 forward pre-hooks and forward hooks (register_module_forward_pre_hook: hook(module, args),
-register_module_forward_hook: hook(module, args, output)) and a module's own forward hooks
-(register_forward_hook), called around forward by _call_impl, which reads the forward hooks
+register_module_forward_hook: hook(module, args, output)) and a module's own forward pre-hooks
+and forward hooks (register_forward_pre_hook, register_forward_hook, run after the global ones), called around forward by _call_impl, which reads the forward hooks
 after forward as PyTorch does (a hook added by a pre-hook runs at that call); children,
 named_modules, named_parameters, parameters, named_buffers, and Parameter."""
 from ... import Tensor
@@ -31,6 +31,7 @@ class Module:
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "_forward_hooks", {})
+        object.__setattr__(self, "_forward_pre_hooks", {})
 
     def __setattr__(self, name, value):
         if isinstance(value, Module):
@@ -44,7 +45,7 @@ class Module:
         object.__setattr__(self, name, tensor)
 
     def _call_impl(self, *args, **kwargs):
-        for hook in list(_global_forward_pre_hooks.values()):
+        for hook in [*_global_forward_pre_hooks.values(), *self._forward_pre_hooks.values()]:
             out = hook(self, args)
             if out is not None:
                 args = out if isinstance(out, tuple) else (out,)
@@ -62,6 +63,9 @@ class Module:
 
     def register_forward_hook(self, hook):
         return register(self._forward_hooks, hook)
+
+    def register_forward_pre_hook(self, hook):
+        return register(self._forward_pre_hooks, hook)
 
     def children(self):
         return iter(self._modules.values())
