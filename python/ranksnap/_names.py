@@ -55,6 +55,12 @@ def _installed(path):
     return "site-packages" in path or "dist-packages" in path or path.startswith("<")
 
 
+def _users(path, torch_dir):
+    """Whether a source file is the user's own code: not an installed package's, not torch's,
+    not ranksnap's."""
+    return not _installed(path) and not path.startswith(_OWN_DIR) and not path.startswith(torch_dir)
+
+
 def _frame(name, filename, line):
     return {"name": name, "filename": filename, "line": int(line or 0)}
 
@@ -263,10 +269,8 @@ class Names:
             return frames
         if not frames:
             return named
-        for f in frames:
-            path = f.get("filename", "")
-            if not path.startswith(self.torch_dir) and not _installed(path):
-                return frames
+        if any(_users(f.get("filename", ""), self.torch_dir) for f in frames):
+            return frames
         return frames + named
 
     # ---- the dump ----------------------------------------------------------------------------
@@ -457,11 +461,10 @@ def _grad_fn(output):
 
 
 def _user_frame(f, torch_dir):
-    """The innermost frame of the user's own code from f outwards: not an installed package's,
-    not torch's, not ranksnap's."""
+    """The innermost frame of the user's own code (_users) from f outwards."""
     while f is not None:
         path = f.f_code.co_filename
-        if not _installed(path) and not path.startswith(_OWN_DIR) and not path.startswith(torch_dir):
+        if _users(path, torch_dir):
             return _frame(f.f_code.co_name, path, f.f_lineno)
         f = f.f_back
     return None
