@@ -87,6 +87,16 @@ static void pk4_begin_no_segments(pk4 *p)
     (void)pk4_memo(p);
 }
 
+/* pk4_begin_no_segments, then "device_traces": its list and the first device's list, open for
+ * entries. */
+static void pk4_begin_trace(pk4 *p)
+{
+    pk4_begin_no_segments(p);
+    pk4_str(p, "device_traces");
+    pk4_list(p);
+    pk4_list(p);
+}
+
 /* {"name": "forward", "filename": "model.py", "line": line}; words[0..5) the keys of those
  * strings, 0 before they are written. */
 static unsigned pk4_frame(pk4 *p, unsigned *words, unsigned line)
@@ -263,10 +273,7 @@ TEST(a_batch_of_entries_closed_by_another_opcode_is_refused_when_streamed)
 {
     pk4 p = {{NULL, 0, 0, 0}, 0};
     unsigned words[12] = {0}, frames[3];
-    pk4_begin_no_segments(&p);
-    pk4_str(&p, "device_traces");
-    pk4_list(&p);
-    pk4_list(&p);
+    pk4_begin_trace(&p);
     pk4_entry(&p, words, 0x10000, frames, 0);
     pk4_entry(&p, words, 0x20000, frames, 3);
     cr_byte(&p.b, 't'); /* TUPLE: the entries become a tuple, not the list's items */
@@ -295,10 +302,7 @@ TEST(an_entry_filled_by_two_setitems_reads_as_the_machine_reads_it)
 {
     pk4 p = {{NULL, 0, 0, 0}, 0};
     unsigned words[12] = {0}, frames[3];
-    pk4_begin_no_segments(&p);
-    pk4_str(&p, "device_traces");
-    pk4_list(&p);
-    pk4_list(&p);
+    pk4_begin_trace(&p);
     for (int k = 0; k < 12; k++) pk4_entry(&p, words, 0x10000 + 0x1000 * (uint64_t)k, frames, k ? 3 : 0);
     cr_byte(&p.b, '('); /* MARK "addr" 0x99000 SETITEMS: the last entry's addr again */
     pk4_get(&p, words[7]);
