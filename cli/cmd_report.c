@@ -276,13 +276,12 @@ static int report_groups(report_opts *o)
         return -1;
     }
     if (!opts.groups[0]) return 0;
-    if (rs_roles_parse(opts.groups, o->groups ? "--groups" : "RANKSNAP_GROUPS", &o->roles) !=
-        RANKSNAP_OK) {
+    char source[320];
+    snprintf(source, sizeof source, "%s %s", o->groups ? "--groups" : "RANKSNAP_GROUPS", opts.groups);
+    if (rs_roles_parse(opts.groups, source, &o->roles) != RANKSNAP_OK) {
         fprintf(stderr, "ranksnap report: %s\n", ranksnap_last_error());
         return -1;
     }
-    size_t used = strlen(o->roles.source);
-    snprintf(o->roles.source + used, sizeof o->roles.source - used, " %s", opts.groups);
     return 0;
 }
 

@@ -412,14 +412,14 @@ static int parse_string(const rs_opt *opt, const char *value, void *field, char 
     return 0;
 }
 
-/* "pp=4,dp=8": NAME=SIZE pairs, a name of letters, digits and '_', a size of at least 1. Checked
+/* "pp=4,dp=8": NAME=SIZE pairs, a name of letters, digits, '_' and '-', a size of at least 1. Checked
  * here so that a bad value is named at start-up; roles.c makes the grouping of it. */
 static int parse_groups(const rs_opt *opt, const char *value, void *field, char *why,
                         size_t why_n)
 {
     for (const char *p = value; *p;) {
         size_t len = 0;
-        while (isalnum((unsigned char)p[len]) || p[len] == '_') len++;
+        while (isalnum((unsigned char)p[len]) || p[len] == '_' || p[len] == '-') len++;
         if (len == 0 || len > 15 || p[len] != '=') return -1;
         p += len + 1;
         char *end;
@@ -574,8 +574,9 @@ static const rs_opt rs_option_table[] = {
      "a percentage such as 5% or 2.5", parse_percent, RS_FIELD(divergence), 0, 0, NULL, NULL, NULL},
     {"RANKSNAP_GROUPS", "dims", "",
      "compare each rank with the ranks of its own role: dimensions in the launcher's rank order, "
-     "outermost first, e.g. pp=4,dp=8 (ranks 0-7 are stage 0); the dp (fsdp) dimension holds the "
-     "replicas, the others name the role; unset: found from the communicators the job created",
+     "outermost first, e.g. pp=4,dp=8 (ranks 0-7 are stage 0); the dimension named dp (or data, "
+     "fsdp, ddp, dp_replicate, dp_shard, in any case) holds the replicas, the others name the "
+     "role; unset: found from the communicators the job created",
      "NAME=SIZE pairs such as pp=4,dp=8", parse_groups, RS_FIELD(groups), 0,
      sizeof(((rs_options *)0)->groups), NULL, NULL, NULL},
     {"RANKSNAP_SITE_SKIP", "patterns", "",

@@ -725,6 +725,7 @@ static ranksnap_status role_rows(rs_compare_result *r, const present *p, size_t 
 {
     const rs_roles *ro = cfg->roles;
     snprintf(r->grouping, sizeof r->grouping, "%s", ro->source);
+    snprintf(r->replicas, sizeof r->replicas, "%s", ro->replicas);
     r->roles = calloc(ro->n_roles ? ro->n_roles : 1, sizeof *r->roles);
     if (!r->roles) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu roles", ro->n_roles);
     r->n_roles = ro->n_roles;

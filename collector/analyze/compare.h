@@ -108,6 +108,7 @@ typedef struct rs_compare_result {
     double divergence_pct;       /* the configuration the verdicts used */
     uint64_t threshold;          /* bytes from the median beyond which a rank diverges */
     char grouping[320];          /* where the roles came from, "" when ranks were not grouped */
+    char replicas[96];           /* the declared dimensions taken as the replicas ("dp"), or "" */
     size_t n_roles;              /* 0 when ranks were not grouped */
     rs_compare_role *roles;      /* in role order */
     int32_t nearest_role;        /* the role with the least headroom (of those with a known

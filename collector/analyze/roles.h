@@ -4,7 +4,8 @@
  *
  * A grouping is declared as dimensions in the launcher's rank order, outermost first
  * ("pp=4,dp=4": ranks 0-3 are stage 0, ranks 4-7 stage 1, ...). The dimension named dp (or
- * fsdp, dp_replicate, dp_shard) is the data-parallel one; every other dimension names the role.
+ * data, fsdp, dp_replicate, dp_shard, ... in any case) is the data-parallel one; every other
+ * dimension names the role. A grouping in which no rank has a peer is refused.
  * The comparison (compare.h) takes each rank's median within its role.
  */
 #ifndef RANKSNAP_ROLES_H
@@ -23,6 +24,7 @@ typedef struct rs_roles {
     char names[RS_ROLES_MAX_DIMS][16];
     int sizes[RS_ROLES_MAX_DIMS];
     char source[320];          /* where the grouping came from, e.g. "--groups" */
+    char replicas[96];         /* the dimensions taken as the replicas, e.g. "dp"; "" when found */
     int32_t *role_of;          /* [world_size]: the role of each rank */
     size_t n_roles;
     char (*labels)[64];        /* [n_roles]: e.g. "pp=2" or "pp=1,tp=0" */
@@ -31,6 +33,8 @@ typedef struct rs_roles {
 /* Parses "pp=4,dp=4" into `out` (freed with rs_roles_free); `source` names where it came from. */
 ranksnap_status rs_roles_parse(const char *spec, const char *source, rs_roles *out);
 void rs_roles_free(rs_roles *r);
+/* 1 when a dimension of this name holds the replicas: dp and the other names jobs give it. */
+int rs_roles_is_replicas(const char *name);
 /* The role of `rank`, -1 when the grouping does not cover it. */
 int32_t rs_roles_of(const rs_roles *r, int32_t rank);
 

@@ -59,12 +59,6 @@ static int by_shape(const void *a, const void *b)
     return x->low < y->low ? -1 : x->low > y->low;
 }
 
-static int is_data_parallel(const char *name)
-{
-    return !strcmp(name, "dp") || !strcmp(name, "fsdp") || !strcmp(name, "dp_replicate") ||
-           !strcmp(name, "dp_shard");
-}
-
 static int same_members(const comm *a, const comm *b, int world, unsigned char *scratch)
 {
     if (a->size != b->size) return 0;
@@ -165,7 +159,7 @@ static int replica_family(const family *fs, int n_f, int world)
 {
     int best = -1, ties = 0;
     for (int f = 0; f < n_f; f++)
-        if (is_data_parallel(fs[f].first->name)) return fs[f].covered == world ? f : -1;
+        if (rs_roles_is_replicas(fs[f].first->name)) return fs[f].covered == world ? f : -1;
     for (int f = 0; f < n_f; f++) {
         if (best < 0 || fs[f].allreduces > fs[best].allreduces) {
             best = f;

@@ -4,7 +4,7 @@
  *
  * Communicators of one size that together hold every rank once form a family (a dimension of the
  * job: the pipeline stages' groups, the data-parallel replicas' groups). The replica family is
- * the one named dp (fsdp, dp_replicate, dp_shard), else the one that made the most all-reduce
+ * the one named dp (or another name of the replicas, rs_roles_is_replicas), else the one that made the most all-reduce
  * calls (replicas all-reduce their gradients), else the only family; a rank's role is its
  * communicator in that family: the ranks it all-reduces with are its peers.
  */

@@ -163,6 +163,10 @@ static void json_roles(FILE *f, const rs_compare_result *r)
 {
     fputs("  \"grouping\": ", f);
     rs_json_string(f, r->grouping, RS_JSON_PLAIN);
+    if (r->replicas[0]) {
+        fputs(",\n  \"replicas\": ", f);
+        rs_json_string(f, r->replicas, RS_JSON_PLAIN);
+    }
     fputs(",\n  \"nearest_role\": ", f);
     if (r->nearest_role >= 0)
         rs_json_string(f, r->roles[r->nearest_role].label, RS_JSON_PLAIN);

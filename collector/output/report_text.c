@@ -331,6 +331,10 @@ static void print_roles(FILE *out, const rs_compare_result *r)
 {
     fputs("roles (from ", out);
     rs_text_put(out, r->grouping);
+    if (r->replicas[0]) {
+        fputs(", the replicas along ", out);
+        rs_text_put(out, r->replicas);
+    }
     fputs("); each rank is compared with the median of its role\n", out);
     int w = 16; /* the longest label's width: found roles are labelled with their ranks */
     for (size_t k = 0; k < r->n_roles; k++)

@@ -34,10 +34,15 @@ case_report_groups_usage_errors() {
     dir=$1
     err=$("$ranksnap" report --groups pp=3,dp=x "$dir" 2>&1); test $? -eq 2 || exit 1
     case "$err" in *"--groups pp=3,dp=x: expected NAME=SIZE pairs such as pp=4,dp=8"*) ;; *) echo "$err"; exit 1;; esac
-    err=$("$ranksnap" report --groups pp=3 "$dir" 2>&1); test $? -eq 2 || exit 1
-    case "$err" in *"--groups pp=3 describes 3 ranks, but the job has 2"*) ;; *) echo "$err"; exit 1;; esac
-    err=$(RANKSNAP_GROUPS=pp=4 "$ranksnap" report "$dir" 2>&1); test $? -eq 2 || exit 1
-    case "$err" in *"RANKSNAP_GROUPS pp=4 describes 4 ranks, but the job has 2"*) ;; *) echo "$err"; exit 1;; esac
+    err=$("$ranksnap" report --groups pp=3,dp=2 "$dir" 2>&1); test $? -eq 2 || exit 1
+    case "$err" in *"--groups pp=3,dp=2 describes 6 ranks, but the job has 2"*) ;; *) echo "$err"; exit 1;; esac
+    err=$(RANKSNAP_GROUPS=pp=2,DP=2 "$ranksnap" report "$dir" 2>&1); test $? -eq 2 || exit 1
+    case "$err" in *"RANKSNAP_GROUPS pp=2,DP=2 describes 4 ranks, but the job has 2"*) ;; *) echo "$err"; exit 1;; esac
+    # a grouping in which no rank has a peer: refused with the fix, never "no rank diverges"
+    err=$("$ranksnap" report --groups pp=1,data4=2 "$dir" 2>&1); test $? -eq 2 || exit 1
+    case "$err" in *"no dimension holds the replicas"*"e.g. pp=1,dp=2"*) ;; *) echo "$err"; exit 1;; esac
+    err=$("$ranksnap" report --groups pp=2,dp=1 "$dir" 2>&1); test $? -eq 2 || exit 1
+    case "$err" in *"the replicas' dimension has size 1"*) ;; *) echo "$err"; exit 1;; esac
 }
 
 # `collect` without both directories, or with a misspelt flag: 2, naming what is wrong

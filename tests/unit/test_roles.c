@@ -41,6 +41,46 @@ TEST(parse_refuses_what_is_not_a_grouping)
     }
 }
 
+/* The spellings jobs use for the replicas' dimension (upper case, data, data-parallel, torchtitan's
+ * dp_shard) make the same roles as dp, and the source says which dimension was taken. */
+TEST(parse_takes_the_replicas_in_the_spellings_jobs_use)
+{
+    const char *same[] = {"PP=2,DP=3", "pp=2,data=3", "pp=2,data-parallel=3", "Pp=2,dp_shard=3",
+                          "pp=2,FSDP=3"};
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
+        rs_roles r;
+        CHECK(rs_roles_parse(same[i], "--groups", &r) == RANKSNAP_OK);
+        CHECK(r.world_size == 6 && r.n_roles == 2);
+        CHECK(rs_roles_of(&r, 2) == 0 && rs_roles_of(&r, 3) == 1);
+        CHECK(r.replicas[0] != '\0');
+        rs_roles_free(&r);
+    }
+    rs_roles r;
+    CHECK(rs_roles_parse("pp=2,dp=3", "--groups pp=2,dp=3", &r) == RANKSNAP_OK);
+    CHECK(strcmp(r.replicas, "dp") == 0);
+    rs_roles_free(&r);
+    CHECK(rs_roles_parse("pp=2,PP=3", "x", &r) == RANKSNAP_ERR_INVALID_ARGUMENT); /* twice, any case */
+}
+
+/* A grouping in which every rank is its own role would compare nobody and report "no rank
+ * diverges": refused, naming the fix. */
+TEST(parse_refuses_a_grouping_where_no_rank_has_a_peer)
+{
+    rs_roles r;
+    CHECK(rs_roles_parse("pp=4,data4=4", "x", &r) == RANKSNAP_ERR_INVALID_ARGUMENT);
+    CHECK(r.role_of == NULL);
+    CHECK_STR_CONTAINS(ranksnap_last_error(), "no dimension holds the replicas");
+    CHECK_STR_CONTAINS(ranksnap_last_error(), "e.g. pp=4,dp=4");
+    CHECK(rs_roles_parse("tp=8", "x", &r) == RANKSNAP_ERR_INVALID_ARGUMENT);
+    CHECK_STR_CONTAINS(ranksnap_last_error(), "e.g. tp=4,dp=2");
+    CHECK(rs_roles_parse("pp=4,dp=1", "x", &r) == RANKSNAP_ERR_INVALID_ARGUMENT);
+    CHECK_STR_CONTAINS(ranksnap_last_error(), "the replicas' dimension has size 1");
+    /* replicas alone: one role of every rank */
+    CHECK(rs_roles_parse("dp=4", "x", &r) == RANKSNAP_OK);
+    CHECK(r.n_roles == 1);
+    rs_roles_free(&r);
+}
+
 /* 8 ranks, pp=2 x dp=4: stage 0 holds twice the activations of stage 1 by design. */
 static rs_compare_result *two_stages(train_cfg *cfg, rs_snap **full, rs_summary *sums,
                                      const rs_roles *roles)
@@ -98,6 +138,8 @@ int main(void)
 {
     RUN(parse_gives_each_rank_its_role_in_rank_order);
     RUN(parse_refuses_what_is_not_a_grouping);
+    RUN(parse_takes_the_replicas_in_the_spellings_jobs_use);
+    RUN(parse_refuses_a_grouping_where_no_rank_has_a_peer);
     RUN(each_rank_is_compared_with_its_role);
     return check_summary();
 }
