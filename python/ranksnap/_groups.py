@@ -55,9 +55,11 @@ def _at(mesh, coords):
 
 
 class Groups:
-    def __init__(self, torch, on_group=None):
+    def __init__(self, torch, on_group=None, say=None):
         self.torch = torch
         self.on_group = on_group   # called once the script has a group (the glue's identify)
+        self.say = say             # the glue's one line to the user
+        self.said_off = False
         self.named = {}            # (name, sorted members) -> (members, the communicator): meshes'
         self.unnamed = {}          # sorted members -> (members, the communicator): new_group's
 
@@ -115,7 +117,20 @@ class Groups:
                 name = str(names[dim]) if names and dim < len(names) else ""
                 members = tuple(sorted(set(int(r) for r in _along(ranks, coords, dim))))
                 self._add(self.named, (name, members), name, members, rank)
-        except Exception:  # never the reason a script fails
+        except Exception as e:  # never the reason a script fails, but said
+            self._off(e)
+
+    def _off(self, e):
+        """Once: the roles a mesh or a group would give are lost (a PyTorch release that changed
+        DeviceMesh or new_group), and the user reads which, and what to set instead."""
+        if self.said_off or self.say is None:
+            return
+        self.said_off = True
+        try:
+            self.say(f"finding the ranks' roles from torch's DeviceMesh and process groups is off: "
+                     f"{type(e).__name__}: {e} (torch {getattr(self.torch, '__version__', '?')}); "
+                     "set RANKSNAP_GROUPS (e.g. pp=2,dp=4) to compare each rank with its role")
+        except Exception:
             pass
 
     def _on_new_group(self, ranks):
@@ -126,8 +141,8 @@ class Groups:
             members = tuple(sorted(set(int(r) for r in ranks)))
             if rank in members and len(members) < world:
                 self._add(self.unnamed, members, "", members, rank)
-        except Exception:
-            pass
+        except Exception as e:
+            self._off(e)
 
     @staticmethod
     def _add(into, key, name, members, rank):

@@ -31,6 +31,10 @@ allocated is "allocated before step N", named by the parameter, gradient or opti
 holds when the glue finds its storage among the models it saw and the first optimizer's state.
 The pickle so carries the names in PyTorch's own fields, which ranksnap's reports and PyTorch's
 memory_viz read alike. Everything here catches its exceptions: names are never why a step fails.
+But names lost are said: the private calls used here (torch._C's metadata and autograd-node calls,
+Node.metadata and register_prehook, dynamo's counters) can change in any PyTorch release, and when
+one is missing or raises, one line per capability and process says which names are off and why
+(Names.off).
 """
 import functools
 import heapq
@@ -65,13 +69,29 @@ def _frame(name, filename, line):
     return {"name": name, "filename": filename, "line": int(line or 0)}
 
 
+# What each capability names, and what the report shows instead while it is off.
+_CAPS = {
+    "backward": ("naming the backward pass by the model's layers",
+                 "its allocations keep PyTorch's empty stacks"),
+    "oom": ("naming an out-of-memory in the backward pass by its layer",
+            "the request is named by its Python frames alone"),
+    "before": ("naming the blocks allocated before the range by the tensors they hold",
+               "they are named \"allocated before step N\" alone"),
+    "compiled": ("telling a torch.compile'd job",
+                 "a compiled model may recompile at each range's start and end"),
+}
+
+
+def _why(e):
+    return f"{type(e).__name__}: {e}" if isinstance(e, BaseException) else str(e)
+
+
 class Names:
-    def __init__(self, torch):
+    def __init__(self, torch, say=None):
         self.torch = torch
-        c = getattr(torch, "_C", None)
-        self.set_md = getattr(c, "_cuda_setMemoryMetadata", None)
-        self.get_md = getattr(c, "_cuda_getMemoryMetadata", None)
-        self.current_node = getattr(c, "_current_autograd_node", None)
+        self.say = say or (lambda msg: (sys.stderr.write(f"ranksnap: {msg}\n"), sys.stderr.flush()))
+        self.said_off = set()
+        self._bind()
         self.torch_dir = os.path.dirname(os.path.abspath(getattr(torch, "__file__", "") or ".")) + os.sep
         self.table = {}          # key -> frames (innermost first)
         self.keys = {}           # (module id, caller code, caller line) -> key
@@ -88,16 +108,43 @@ class Names:
         self.step = None
         self.optimizer = None    # a weakref to the optimizer whose steps are counted
 
+    def _bind(self):
+        """torch._C's private calls, looked up at each range's start (a script may patch torch
+        after importing it)."""
+        c = getattr(self.torch, "_C", None)
+        self.set_md = getattr(c, "_cuda_setMemoryMetadata", None)
+        self.get_md = getattr(c, "_cuda_getMemoryMetadata", None)
+        self.current_node = getattr(c, "_current_autograd_node", None)
+
+    def off(self, cap, why):
+        """One line, once per process and capability: which names are lost and why. A hook keeps
+        the user's step alive whatever PyTorch raises; the user still hears of it."""
+        if cap in self.said_off:
+            return
+        self.said_off.add(cap)
+        what, instead = _CAPS[cap]
+        version = getattr(self.torch, "__version__", "?")
+        try:
+            self.say(f"{what} is off: {_why(why)} (torch {version}); {instead}")
+        except Exception:
+            pass
+
     # ---- the range ---------------------------------------------------------------------------
 
     def begin(self, step, optimizer):
         """At the first step of a range: hooks in, names of the range's start kept."""
         self.step = step
         self.optimizer = optimizer
-        if self.set_md is None or self.real_backward is not None:
+        if self.real_backward is not None:
+            return
+        self._bind()
+        if self.current_node is None:
+            self.off("oom", "torch._C._current_autograd_node is missing")
+        if self.set_md is None:
+            self.off("backward", "torch._C._cuda_setMemoryMetadata is missing")
             return
         try:
-            if not _compiled():
+            if not self._compiled():
                 mod = importlib.import_module("torch.nn.modules.module")
                 self.finding = mod.register_module_forward_pre_hook(self._on_call)
             autograd = self.torch.autograd
@@ -110,7 +157,8 @@ class Names:
                 return real(tensors, *args, **kwargs)
 
             autograd.backward = backward
-        except Exception:
+        except Exception as e:
+            self.off("backward", e)
             self.end()
 
     def stepped(self):
@@ -167,9 +215,21 @@ class Names:
                 self.handles.append(m.register_forward_hook(self._on_forward))
             for n, p in module.named_parameters():
                 self.params[id(p)] = (weakref.ref(p), n)
-        except Exception:
-            pass
+        except Exception as e:
+            self.off("backward", e)
         return None
+
+    def _compiled(self):
+        """Whether torch.compile made a graph in this process: dynamo guards on the global module
+        hooks, so adding them at a range's start and removing them at its end would recompile
+        every compiled module twice a range. Such a job gets the labels of the loss's node, of
+        the OOM and of what came before the range, not the modules' names."""
+        dynamo = sys.modules.get("torch._dynamo.utils")
+        try:
+            return dynamo is not None and dynamo.counters["stats"]["unique_graphs"] > 0
+        except Exception as e:
+            self.off("compiled", e)
+            return False
 
     def _name_of(self, module):
         name = self.names.get(module) or "the model"
@@ -207,8 +267,8 @@ class Names:
                 self.keys[ck] = key
             mark["ranksnap"] = key
             node.register_prehook(self._setter(key))
-        except Exception:
-            pass
+        except Exception as e:
+            self.off("backward", e)
         return None
 
     def _setter(self, key):
@@ -233,8 +293,8 @@ class Names:
             # pre-hook, while the autograd thread still holds the previous backward's last key
             node.metadata.setdefault("ranksnap", key)
             node.register_prehook(self._setter(key))
-        except Exception:
-            pass
+        except Exception as e:
+            self.off("backward", e)
 
     # ---- out of memory -----------------------------------------------------------------------
 
@@ -258,7 +318,8 @@ class Names:
                 return frames
             return [_frame(f"{node.name()} in {frames[0]['name']}", frames[0]["filename"],
                            frames[0]["line"])] + frames[1:]
-        except Exception:
+        except Exception as e:
+            self.off("oom", e)
             return None
 
     def oom_request(self, frames, named):
@@ -342,7 +403,8 @@ class Names:
                     param(n, p)
                 for n, b in root.named_buffers():
                     put(b, f"buffer {n}")
-            except Exception:
+            except Exception as e:
+                self.off("before", e)
                 continue
         for pid, (ref, n) in list(self.params.items()):
             p = ref()
@@ -351,7 +413,8 @@ class Names:
             elif pid not in pnames:
                 try:
                     param(n, p)
-                except Exception:
+                except Exception as e:
+                    self.off("before", e)
                     continue
         opt = self.optimizer() if self.optimizer is not None else None
         state = getattr(opt, "state", None) or {}
@@ -361,8 +424,8 @@ class Names:
                 for k, v in (st.items() if isinstance(st, dict) else ()):
                     if hasattr(v, "data_ptr"):
                         put(v, f"optimizer state {k} of {n}")
-        except Exception:
-            pass
+        except Exception as e:
+            self.off("before", e)
         return out
 
 
@@ -415,18 +478,6 @@ def _runs(module, base_forward):
     and is never called)."""
     forward = getattr(type(module), "forward", None)
     return forward is not None and forward is not base_forward
-
-
-def _compiled():
-    """Whether torch.compile made a graph in this process: dynamo guards on the global module
-    hooks, so adding them at a range's start and removing them at its end would recompile every
-    compiled module twice a range. Such a job gets the labels of the loss's node, of the OOM and
-    of what came before the range, not the modules' names."""
-    dynamo = sys.modules.get("torch._dynamo.utils")
-    try:
-        return dynamo is not None and dynamo.counters["stats"]["unique_graphs"] > 0
-    except Exception:
-        return False
 
 
 def _mark(node):

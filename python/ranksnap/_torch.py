@@ -91,10 +91,10 @@ class Glue:
         self.exit_code = None       # what sys.exit was given last
         self.left = False           # _leave ran
         self.at_step = None         # the step given to ranksnap_step last
-        self.names = _names.Names(torch)  # names for what has no Python frame (_names.py)
+        self.names = _names.Names(torch, self._say)  # names for what has no Python frame (_names.py)
         # the DeviceMeshes and process groups the script makes (_groups.py); a mesh made before
         # any init_process_group call (init_device_mesh makes the group) gives the identity too
-        self.groups = _groups.Groups(torch, on_group=self.identify)
+        self.groups = _groups.Groups(torch, on_group=self.identify, say=self._say)
 
     # ---- installing --------------------------------------------------------------------------
 

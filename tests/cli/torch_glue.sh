@@ -118,6 +118,10 @@ case_glue_names_the_backward_by_the_models_layers_on_the_fast_path() {
     "$run" --lib "$lib" --steps 2:4,6:8 "$py" "$src/glue_cases.py" "$name"
 }
 
+case_glue_says_once_which_names_are_off_when_torch_lacks_a_private_call() {
+    "$run" --lib "$lib" --steps 2:4,6:8 "$py" "$src/glue_cases.py" "$name"
+}
+
 # Started as one of two without its rank (Lightning's second process): glue_cases.py checks that
 # init_process_group gives the rank before any step.
 case_glue_identity_is_taken_when_the_process_group_is_made() {

@@ -364,6 +364,97 @@ def case_glue_identity_is_taken_when_the_process_group_is_made():
     check(lib.ranksnap_get_stats(stats) == 0, "not started by the first allocation after it")
 
 
+def _train_small_model(steps):
+    """A model of four layers trained for `steps` optimizer steps, each with its backward."""
+    from torch import nn
+
+    class Linear(nn.Module):
+        def __init__(self, nbytes):
+            super().__init__()
+            self.weight = nn.Parameter(nbytes)
+
+        def forward(self, x):
+            return torch.stand_in_op("Addmm", x.nbytes, (x, self.weight))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            for i in range(4):
+                setattr(self, f"l{i}", Linear(MIB))
+
+        def forward(self, x):
+            for layer in self.children():
+                x = layer(x)
+            return x
+
+    model = Net()
+    opt = torch.optim.SGD(list(model.parameters()))
+    for _ in range(steps):
+        loss = torch.stand_in_op("NllLoss", 512, (model(torch.empty(MIB)),))
+        loss.backward()
+        del loss
+        opt.step()
+
+
+def _said_during(fn):
+    """What the glue wrote on stderr while fn ran (it writes through sys.stderr)."""
+    import io
+    real, sys.stderr = sys.stderr, io.StringIO()
+    try:
+        fn()
+        return sys.stderr.getvalue()
+    finally:
+        said, sys.stderr = sys.stderr.getvalue(), real
+        real.write(said)
+
+
+def case_glue_says_once_which_names_are_off_when_torch_lacks_a_private_call():
+    """--steps 2:4,6:8 (torch_glue.sh), a PyTorch whose torch._C has neither
+    _cuda_setMemoryMetadata nor _current_autograd_node (a release that renamed them): the steps
+    run and the pickles are written, the backward is left unnamed, and one line for each
+    capability says which names are off and why, once for the two ranges."""
+    del torch._C._cuda_setMemoryMetadata
+    del torch._C._current_autograd_node
+    said = _said_during(lambda: _train_small_model(9))
+    want = ["ranksnap: naming the backward pass by the model's layers is off: "
+            "torch._C._cuda_setMemoryMetadata is missing (torch ",
+            "ranksnap: naming an out-of-memory in the backward pass by its layer is off: "
+            "torch._C._current_autograd_node is missing (torch "]
+    for w in want:
+        check(said.count(w) == 1, f"{w!r} said {said.count(w)} times in:\n{said}")
+    snap = load(os.path.join(DIR, "rank-00000.pickle"))
+    names = {f["name"] for e in snap["device_traces"][0] for f in e["frames"]}
+    check(not [n for n in names if n.startswith("backward of")], sorted(names))
+
+
+def case_glue_says_names_are_off_when_a_private_call_raises():
+    """A PyTorch whose autograd Node.register_prehook raises (a signature that changed): every
+    named module's hook fails, the user's steps do not, and one line says the backward's names
+    are off, with the error; the same for a DeviceMesh whose layout cannot be read (the roles)."""
+    from torch.autograd import graph
+
+    def renamed(self, fn):
+        raise AttributeError("'Node' object has no attribute 'register_prehook'")
+    graph.Node.register_prehook = renamed
+    said = _said_during(lambda: _train_small_model(5))
+    w = ("ranksnap: naming the backward pass by the model's layers is off: AttributeError: "
+         "'Node' object has no attribute 'register_prehook' (torch ")
+    check(said.count(w) == 1, f"{w!r} said {said.count(w)} times in:\n{said}")
+    check(os.path.exists(os.path.join(DIR, "rank-00000.pickle")), "no pickle")
+    # a DeviceMesh whose layout cannot be read: the mesh is made, the roles are off, and said
+    from torch.distributed import device_mesh
+
+    def unreadable(mesh):
+        raise AttributeError("'DeviceMesh' object has no attribute 'mesh'")
+    device_mesh.DeviceMesh.mesh = property(unreadable)
+    torch.distributed.init_process_group("gloo", init_method="file://" + os.path.join(DIR, "pg"),
+                                         rank=0, world_size=1)
+    said = _said_during(lambda: device_mesh.init_device_mesh("cuda", (1,), mesh_dim_names=("dp",)))
+    w = ("ranksnap: finding the ranks' roles from torch's DeviceMesh and process groups is off: "
+         "AttributeError: 'DeviceMesh' object has no attribute 'mesh' (torch ")
+    check(said.count(w) == 1 and "set RANKSNAP_GROUPS" in said, said)
+
+
 if __name__ == "__main__":
     globals()["case_" + sys.argv[1]]()
     print("ok:", sys.argv[1])
