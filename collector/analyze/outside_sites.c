@@ -6,7 +6,8 @@
  * and outside_free events keyed by address (or handle), with the allocation's stack. Two passes
  * over those events alone (they are few next to the allocator's): the first finds the moment the
  * live outside bytes peaked, the second replays up to it and adds the bytes live then by stack,
- * which are then named as the allocator's blocks are (sites.h) and merged by site.
+ * which are then named as the allocator's blocks are (sites.h) and merged by site; those the
+ * rank held when its range began (history.held) are sites of their own.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ typedef struct live_slot {
     uint64_t size;
     uint32_t stack;
     int gone;
+    int held; /* allocated by one of the history's held events */
 } live_slot;
 
 typedef struct live_table {
@@ -50,6 +52,7 @@ static uint64_t replay(const rs_snap_history *h, uint64_t end, live_table *t, ui
             sl->size = h->size[i];
             sl->stack = h->stack[i];
             sl->gone = 0;
+            sl->held = i < h->held;
             level = rs_sat_add_u64(level, h->size[i]);
         } else if (sl->key && !sl->gone) {
             /* a free leaves a tombstone, so that the probe chain past it stays whole */
@@ -121,6 +124,8 @@ void rs_outside_sites_at_peak(const rs_snap *s, const rs_site_picker *pk, uint64
         if (!sl->key || sl->gone) continue;
         rs_site site;
         rs_site_pick(pk, sl->stack, &site);
+        site.held = sl->held;
+        site.held_step = sl->held ? (int32_t)rs_site_held_step(s) : 0;
         const char *owner = stack_owner(s, sl->stack);
         int j = 0;
         while (j < k && !(rs_site_same(&list[j].site, &site) && !strcmp(list[j].owner, owner))) j++;

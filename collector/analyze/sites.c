@@ -420,9 +420,25 @@ void rs_site_path_format(const rs_site_path *p, char *buf, size_t n)
     }
 }
 
+int64_t rs_site_held_step(const rs_snap *s)
+{
+    const rs_snap_time *t = &s->time;
+    int64_t b = t->n_ranges > 0 ? t->ranges[t->n_ranges - 1].begin : 0;
+    return b < 0 ? 0 : b > INT32_MAX ? INT32_MAX : b;
+}
+
+void rs_site_held_note(const rs_site *s, char *buf, size_t n)
+{
+    if (n == 0) return;
+    if (s->held)
+        snprintf(buf, n, ", held since before step %lld", (long long)s->held_step);
+    else
+        buf[0] = '\0';
+}
+
 int rs_site_same(const rs_site *a, const rs_site *b)
 {
-    return a->line == b->line && strcmp(a->function, b->function) == 0 &&
+    return a->line == b->line && a->held == b->held && strcmp(a->function, b->function) == 0 &&
            strcmp(a->file, b->file) == 0;
 }
 
@@ -432,7 +448,8 @@ int rs_site_cmp(const rs_site *a, const rs_site *b)
     if (c) return c;
     c = strcmp(a->file, b->file);
     if (c) return c;
-    return (a->line > b->line) - (a->line < b->line);
+    if (a->line != b->line) return (a->line > b->line) - (a->line < b->line);
+    return (a->held > b->held) - (a->held < b->held);
 }
 
 int rs_site_naming(const rs_site *s)
@@ -461,7 +478,8 @@ typedef struct entry {
 } entry;
 
 /* Per-frame counters, turned into merged, sorted sites. Index n_frames is "(no stack)",
- * n_frames + 1 "(before recording)". */
+ * n_frames + 1 "(before recording)"; the held bytes (RS_WALK_HELD) count at the same index plus
+ * n_frames + 2. */
 typedef struct tally {
     const rs_site_picker *pk; /* `own`, or the caller's */
     rs_site_picker own;
@@ -493,10 +511,11 @@ static ranksnap_status tally_init(tally *t, const rs_snap *s, const rs_site_pick
     }
     t->pk = pk;
     t->frame_of_stack = malloc((s->n_stacks + 1) * sizeof *t->frame_of_stack);
-    t->bytes = calloc(s->n_frames + 2, sizeof *t->bytes);
-    t->blocks = calloc(s->n_frames + 2, sizeof *t->blocks);
-    t->best_stack = calloc(s->n_frames + 2, sizeof *t->best_stack);
-    t->best_bytes = calloc(s->n_frames + 2, sizeof *t->best_bytes);
+    size_t nk = 2 * (s->n_frames + 2);
+    t->bytes = calloc(nk, sizeof *t->bytes);
+    t->blocks = calloc(nk, sizeof *t->blocks);
+    t->best_stack = calloc(nk, sizeof *t->best_stack);
+    t->best_bytes = calloc(nk, sizeof *t->best_bytes);
     t->stack_bytes = calloc(s->n_stacks + 1, sizeof *t->stack_bytes);
     if (!t->frame_of_stack || !t->bytes || !t->blocks || !t->best_stack || !t->best_bytes ||
         !t->stack_bytes) {
@@ -510,7 +529,7 @@ static ranksnap_status tally_init(tally *t, const rs_snap *s, const rs_site_pick
     return RANKSNAP_OK;
 }
 
-static void tally_add(tally *t, uint32_t stack, uint64_t bytes)
+static void tally_add(tally *t, uint32_t stack, uint64_t bytes, int held)
 {
     const rs_snap *s = t->pk->s;
     size_t i;
@@ -520,9 +539,11 @@ static void tally_add(tally *t, uint32_t stack, uint64_t bytes)
         i = s->n_frames;
     else
         i = (size_t)t->frame_of_stack[stack];
+    int framed = i < s->n_frames;
+    if (held) i += s->n_frames + 2;
     t->bytes[i] = rs_sat_add_u64(t->bytes[i], bytes);
     t->blocks[i]++;
-    if (i < s->n_frames) {
+    if (framed) {
         /* running totals only grow: the stack with the most bytes in the end wins, the lowest
          * id among equals, whatever order the walk's table gives the blocks in */
         t->stack_bytes[stack] = rs_sat_add_u64(t->stack_bytes[stack], bytes);
@@ -550,8 +571,8 @@ static int cmp_entry_bytes(const void *pa, const void *pb)
 static ranksnap_status tally_finish(tally *t, rs_site **out, rs_site_path **paths, size_t *n_out)
 {
     const rs_snap *s = t->pk->s;
-    size_t n = 0;
-    for (size_t i = 0; i < s->n_frames + 2; i++)
+    size_t n = 0, nk = 2 * (s->n_frames + 2);
+    for (size_t i = 0; i < nk; i++)
         if (t->blocks[i]) n++;
     entry *v = calloc(n ? n : 1, sizeof *v);
     rs_site *sites = calloc(n ? n : 1, sizeof *sites);
@@ -564,16 +585,22 @@ static ranksnap_status tally_finish(tally *t, rs_site **out, rs_site_path **path
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "rank %d: no memory for %zu sites", s->rank, n);
     }
     n = 0;
-    for (size_t i = 0; i < s->n_frames + 2; i++) {
+    int32_t held_step = (int32_t)rs_site_held_step(s);
+    for (size_t i = 0; i < nk; i++) {
         if (!t->blocks[i]) continue;
-        if (i == s->n_frames + 1)
+        size_t f = i % (s->n_frames + 2);
+        if (f == s->n_frames + 1)
             rs_text_copy_head(v[n].site.function, sizeof v[n].site.function, "(before recording)");
         else
-            site_of_frame(t->pk, i == s->n_frames ? -1 : (int64_t)i, &v[n].site);
+            site_of_frame(t->pk, f == s->n_frames ? -1 : (int64_t)f, &v[n].site);
+        if (i >= s->n_frames + 2) {
+            v[n].site.held = 1;
+            v[n].site.held_step = held_step;
+        }
         v[n].site.bytes = rs_sat_i64(t->bytes[i]);
         v[n].site.blocks = t->blocks[i] > INT32_MAX ? INT32_MAX : (int32_t)t->blocks[i];
-        v[n].stack = i < s->n_frames ? t->best_stack[i] : 0;
-        v[n].stack_bytes = i < s->n_frames ? t->best_bytes[i] : 0;
+        v[n].stack = f < s->n_frames ? t->best_stack[i] : 0;
+        v[n].stack_bytes = f < s->n_frames ? t->best_bytes[i] : 0;
         n++;
     }
     /* Two pcs on one source line are one site. */
@@ -621,15 +648,22 @@ static ranksnap_status sites_at(rs_walk *w, const rs_site_picker *pk, int64_t mo
     tally t;
     RS_CHECK(tally_init(&t, s, pk));
     if (moment == RS_WALK_END) {
+        /* which of the end's blocks are still the held ones: the walk's, at the end */
+        int any_held = s->history.held > 0;
+        if (any_held) rs_walk_to(w, RS_WALK_END);
         for (size_t i = 0; i < s->n_segments; i++)
             for (size_t k = 0; k < s->segments[i].n_blocks; k++) {
                 const rs_snap_block *b = &s->segments[i].blocks[k];
-                if (b->state == RS_BLOCK_ACTIVE_ALLOCATED) tally_add(&t, b->stack, b->size);
+                if (b->state != RS_BLOCK_ACTIVE_ALLOCATED) continue;
+                const rs_walk_block *wb = any_held ? rs_walk_find(w, b->addr) : NULL;
+                tally_add(&t, b->stack, b->size,
+                          wb && (wb->flags & (RS_WALK_LIVE | RS_WALK_HELD)) == (RS_WALK_LIVE | RS_WALK_HELD));
             }
     } else {
         rs_walk_to(w, moment);
         size_t it = 0;
-        for (rs_walk_block *b; (b = rs_walk_next_live(w, &it));) tally_add(&t, b->stack, b->size);
+        for (rs_walk_block *b; (b = rs_walk_next_live(w, &it));)
+            tally_add(&t, b->stack, b->size, (b->flags & RS_WALK_HELD) != 0);
     }
     return tally_finish(&t, out, paths, n);
 }

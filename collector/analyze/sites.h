@@ -33,6 +33,10 @@ typedef struct rs_site {
     int32_t line;
     int32_t blocks;
     int64_t bytes; /* live bytes at the moment in question; a delta in rs_compare_divergent.sites */
+    int32_t held;  /* 1: bytes the rank held when its range began (history.held), a site of their
+                    * own beside the same line's allocations in the range */
+    int32_t held_step; /* with held: held since before this step, the range's first (int32: the
+                        * summary of a rank must fit MPI's eager limit) */
 } rs_site;
 
 /* One frame of a path, named as a site is. */
@@ -106,7 +110,13 @@ void rs_site_format(const rs_site *s, char *buf, size_t n);
 void rs_site_frame_format(const rs_site_frame *f, char *buf, size_t n);
 void rs_site_path_format(const rs_site_path *p, char *buf, size_t n);
 
-/* Sites are the same when function, file and line are; the order is by those three. */
+/* The step a snapshot's held bytes were held since before: its last range's first (the history
+ * begins there), 0 when it names no range. */
+int64_t rs_site_held_step(const rs_snap *s);
+/* ", held since before step N" for a held site, "" otherwise. */
+void rs_site_held_note(const rs_site *s, char *buf, size_t n);
+
+/* Sites are the same when function, file, line and held are; the order is by those. */
 int rs_site_same(const rs_site *a, const rs_site *b);
 int rs_site_cmp(const rs_site *a, const rs_site *b);
 /* How well a site names code: 0 a source line, 1 a name with no line (an autograd node, an

@@ -630,11 +630,19 @@ static ranksnap_status read_history(const mapv *top, rs_snap *s)
     RS_CHECK(m_u64(&h, "count", &hs->count));
     RS_CHECK(m_u64(&h, "dropped", &hs->dropped));
     RS_CHECK(m_u64(&h, "capacity", &hs->capacity));
+    /* optional: files written before it held none */
+    size_t held_at = 0;
+    RS_CHECK(rs_rd_lookup(&h, "held", 0, &held_at));
+    hs->held = 0;
+    if (held_at) RS_CHECK(m_u64(&h, "held", &hs->held));
     /* a ring slot holds a free_requested and the free_completed that followed it at once
      * (rank/recorder.h, RS_EV_COMPLETED): at most two events per slot */
     if (hs->capacity > UINT64_MAX / 2 || hs->count > 2 * hs->capacity)
         return rs_rd_fail(d, "history.count (%" PRIu64 ") exceeds twice history.capacity (%" PRIu64 ")",
                     hs->count, hs->capacity);
+    if (hs->held > hs->count)
+        return rs_rd_fail(d, "history.held (%" PRIu64 ") exceeds history.count (%" PRIu64 ")",
+                          hs->held, hs->count);
     RS_CHECK(column(&h, "time_us", hs->count, &ct));
     RS_CHECK(column(&h, "action", hs->count, &ca));
     RS_CHECK(column(&h, "addr", hs->count, &cd));

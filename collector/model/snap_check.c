@@ -28,6 +28,8 @@ static ranksnap_status check_history(const rs_snap *s, const char *n)
     const rs_snap_history *h = &s->history;
     if (h->count && (!h->time_us || !h->action || !h->addr || !h->size || !h->stream || !h->stack))
         return BAD("%s: %" PRIu64 " events but a column is missing", n, h->count);
+    if (h->held > h->count)
+        return BAD("%s: %" PRIu64 " held events, but the history has %" PRIu64, n, h->held, h->count);
     for (uint64_t i = 0; i < h->count; i++) {
         if (h->stream[i] >= s->n_streams)
             return BAD("%s: history event %" PRIu64 " is on stream %" PRIu32 ", but there are %zu streams",

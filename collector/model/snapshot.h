@@ -125,6 +125,8 @@ typedef struct rs_snap_history {
     uint64_t count;
     uint64_t dropped;         /* older events overwritten in the ring      */
     uint64_t capacity;
+    uint64_t held;            /* the first `held` events: what the rank held when the range began
+                                 (allocations made before it, listed at its start), 0 = none */
     uint64_t room;            /* entries the columns have room for, where a decoder left some for
                                  step events (step_events.h); 0: count      */
     uint64_t *time_us;        /* wall clock, µs since the epoch             */

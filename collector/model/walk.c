@@ -116,7 +116,7 @@ uint64_t rs_walk_request(const rs_walk *w, const rs_walk_block *b)
 static void start_state(const rs_walk *w, rs_walk_block *b)
 {
     const rs_snap_history *h = &w->s->history;
-    b->flags &= ~(uint32_t)RS_WALK_LIVE;
+    b->flags &= ~(uint32_t)(RS_WALK_LIVE | RS_WALK_HELD);
     if (!(b->flags & RS_WALK_START_LIVE)) return;
     b->flags |= RS_WALK_LIVE;
     if ((b->flags & RS_WALK_SEEN) && h->action[b->first] == RS_ACT_FREE_REQUESTED) {
@@ -160,7 +160,7 @@ static inline __attribute__((always_inline)) void walk_event(rs_walk *w, rs_walk
                                                                  : rs_walk_round(w, h->size[i]);
         b->stack = h->stack[i];
         b->stream = h->stream[i];
-        b->flags |= RS_WALK_LIVE;
+        b->flags = (b->flags & ~(uint32_t)RS_WALK_HELD) | RS_WALK_LIVE | (i < h->held ? RS_WALK_HELD : 0);
         c->d_allocated = rs_sat_add_i64(c->d_allocated, rs_sat_i64(b->size));
         c->block = b;
         break;
@@ -216,6 +216,12 @@ int64_t rs_walk_moment(const rs_walk *w)
     if (s->has_oom) return w->last_oom >= 0 ? w->last_oom : RS_WALK_END;
     if (s->history.count == 0 || !w->any_block_event) return RS_WALK_END;
     return w->peak_event;
+}
+
+rs_walk_block *rs_walk_find(rs_walk *w, uint64_t addr)
+{
+    size_t i = index_find(w, addr);
+    return w->index[i] ? &w->slots[w->index[i] - 1] : NULL;
 }
 
 rs_walk_block *rs_walk_next_live(rs_walk *w, size_t *it)

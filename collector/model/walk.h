@@ -62,6 +62,8 @@ enum {
     RS_WALK_START_LIVE = 4, /* live before the first event                  */
     RS_WALK_END_LIVE = 8,   /* allocated in the state at the end            */
     RS_WALK_SEEN = 16,      /* has an alloc or free_requested in the history */
+    RS_WALK_HELD = 32,      /* live from one of the history's held events (history.held): the
+                             * rank held it when the range began */
 };
 
 /* What rs_walk_event did. */
@@ -149,6 +151,9 @@ uint64_t rs_walk_round(const rs_walk *w, uint64_t request);
 /* The request a live block stands for, and its stream index: for blocks live before the history,
  * the free's request or the end state's requested size; otherwise the alloc's. */
 uint64_t rs_walk_request(const rs_walk *w, const rs_walk_block *b);
+
+/* The slot of `addr`, NULL when the walk has none. */
+rs_walk_block *rs_walk_find(rs_walk *w, uint64_t addr);
 
 /* Iterates over the table's live blocks: start with *it = 0; NULL at the end. */
 rs_walk_block *rs_walk_next_live(rs_walk *w, size_t *it);

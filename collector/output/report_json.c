@@ -54,10 +54,17 @@ static void json_frame_fields(FILE *f, const char *function, const char *file, i
     fprintf(f, ", \"line\": %" PRId32, line);
 }
 
+/* Bytes the rank held when its range began (sites.h): the step they were held since before. */
+static void json_held(FILE *f, const rs_site *s)
+{
+    if (s->held) fprintf(f, ", \"held_since_before_step\": %" PRId32, s->held_step);
+}
+
 /* The site's own frame, then "path": its frames outermost first (docs/FORMAT.md). */
 static void json_site_fields(FILE *f, const rs_compare_site *s)
 {
     json_frame_fields(f, s->site.function, s->site.file, s->site.line);
+    json_held(f, &s->site);
     fputs(", \"path\": [", f);
     for (int32_t i = 0; i < s->path.n && i < RS_SITE_PATH_MAX; i++) {
         fputs(i ? ", {" : "{", f);
@@ -132,6 +139,7 @@ static void json_rank(FILE *f, const rs_summary *s, const char *role)
             const rs_site *site = &s->outside_sites[k];
             fputs(k ? ", {" : "{", f);
             json_frame_fields(f, site->function, site->file, site->line);
+            json_held(f, site);
             fprintf(f, ", \"bytes\": %" PRId64, site->bytes);
             if (s->outside_site_owners[k][0]) {
                 fputs(", \"owner\": ", f);

@@ -73,9 +73,13 @@
     return f + ' (' + base(file) + (line > 0 ? ':' + line : '') + ')';
   }
   /* a site of report.json with its path (outermost frame first), as the text report writes it */
+  // bytes the rank held when its range began carry the step they were held since before
+  function heldText(s) {
+    return s.held_since_before_step === undefined ? '' : ', held since before step ' + s.held_since_before_step;
+  }
   function pathText(s) {
-    if (!s.path || !s.path.length) return siteText(s.function, s.file, s.line);
-    return s.path.map(function (p) { return siteText(p.function, p.file, p.line); }).join(' \u2192 ');
+    if (!s.path || !s.path.length) return siteText(s.function, s.file, s.line) + heldText(s);
+    return s.path.map(function (p) { return siteText(p.function, p.file, p.line); }).join(' \u2192 ') + heldText(s);
   }
   /* a <details> whose summary is `text` and which opens onto stack `k` of timeline `tl` */
   function stackDetails(text, tl, k) {

@@ -26,6 +26,8 @@ static void print_site(FILE *out, const rs_compare_site *s)
     char buf[RS_SITE_PATH_MAX * (RS_SITE_FUNC_LEN + RS_SITE_FILE_LEN + 16)];
     rs_site_path_format(&s->path, buf, sizeof buf);
     rs_text_put(out, buf);
+    rs_site_held_note(&s->site, buf, sizeof buf);
+    fputs(buf, out);
 }
 
 static void print_bytes(FILE *out, uint64_t b)
@@ -194,6 +196,8 @@ static void print_recorded_outside(FILE *out, const rs_compare_result *r)
             }
             fputs(" at ", out);
             rs_text_put(out, site);
+            rs_site_held_note(&s->outside_sites[k], site, sizeof site);
+            fputs(site, out);
         }
         fputc('\n', out);
         any = 1;
@@ -398,12 +402,30 @@ static void print_missing(FILE *out, const rs_compare_result *r)
     fputs(" (no data: no snapshot, or none within the gather timeout)\n", out);
 }
 
+/* What a rank with no data is said to be rests on what its snapshot shows: no allocation in its
+ * range, none held when the range began, no OOM, nothing taken outside the allocator. Only when
+ * the device showed nothing of its own either is it a rank that may have died at start-up. */
 static void print_no_data(FILE *out, const rs_compare_result *r)
 {
     fprintf(out, "no data: rank%s ", r->n_no_data == 1 ? "" : "s");
-    for (size_t i = 0; i < r->n_no_data; i++) fprintf(out, "%s%" PRId32, i ? ", " : "", r->no_data[i]);
-    fprintf(out, " recorded nothing (no allocation: killed at start-up?); left out of the median "
-                 "and the verdicts\n");
+    int device_used = 0;
+    for (size_t i = 0; i < r->n_no_data; i++) {
+        fprintf(out, "%s%" PRId32, i ? ", " : "", r->no_data[i]);
+        for (size_t k = 0; k < r->n_ranks; k++)
+            if (r->ranks[k].rank == r->no_data[i] && r->ranks[k].outside_end) device_used = 1;
+    }
+    fprintf(out, " recorded nothing: no allocation in the range, none held when it began, no OOM, "
+                 "no memory taken outside the allocator%s; left out of the median and the "
+                 "verdicts\n",
+            device_used ? "" : " (killed at start-up?)");
+    for (size_t k = 0; device_used && k < r->n_ranks; k++) {
+        const rs_summary *s = &r->ranks[k];
+        if (!is_no_data(r, s->rank) || !s->outside_end) continue;
+        fprintf(out, "  rank %" PRId32 ": yet its device showed ", s->rank);
+        print_bytes(out, s->outside_end);
+        fputs(" in use that no call ranksnap saw accounts for (taken before ranksnap started, or "
+              "through calls it does not intercept: docs/GPU.md, \"Interception\")\n", out);
+    }
 }
 
 ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r)

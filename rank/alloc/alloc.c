@@ -248,6 +248,7 @@ static ranksnap_status malloc_locked(rs_alloc *a, size_t size, void *stream, voi
     if (s->requested_bytes > s->requested_bytes_peak) s->requested_bytes_peak = s->requested_bytes;
 
     b->stack_id = observe(a, RS_ACT_ALLOC, b->addr, size, stream);
+    b->caller = a->caller;
     *ptr = (void *)b->addr;
     return RANKSNAP_OK;
 }
@@ -373,6 +374,12 @@ void rs_alloc_destroy(rs_alloc *a)
 
 ranksnap_status rs_alloc_malloc(rs_alloc *a, size_t size, void *stream, void **ptr)
 {
+    return rs_alloc_malloc_from(a, size, stream, ptr, 0);
+}
+
+ranksnap_status rs_alloc_malloc_from(rs_alloc *a, size_t size, void *stream, void **ptr,
+                                     uintptr_t caller)
+{
     if (!a || !ptr)
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
                         "rs_alloc_malloc: expected an allocator and an output pointer");
@@ -384,6 +391,7 @@ ranksnap_status rs_alloc_malloc(rs_alloc *a, size_t size, void *stream, void **p
                         "rs_alloc_malloc: %zu bytes: expected a size below %zu", size,
                         SIZE_MAX / 2);
     rs_mutex_lock(a->lock);
+    a->caller = caller;
     ranksnap_status st = malloc_locked(a, size, stream, ptr);
     rs_mutex_unlock(a->lock);
     return st;

@@ -85,6 +85,11 @@ ranksnap_status rs_alloc_create(rs_backend *backend, const rs_alloc_config *cfg,
 void rs_alloc_destroy(rs_alloc *a);
 
 ranksnap_status rs_alloc_malloc(rs_alloc *a, size_t size, void *stream, void **ptr);
+/* rs_alloc_malloc that remembers `caller` (the return address of the program's allocating call,
+ * 0 = none) in the block while it is active: the site of a block allocated while nothing was
+ * recorded (rs_alloc_each_active_locked). */
+ranksnap_status rs_alloc_malloc_from(rs_alloc *a, size_t size, void *stream, void **ptr,
+                                     uintptr_t caller);
 ranksnap_status rs_alloc_free(rs_alloc *a, void *ptr);
 ranksnap_status rs_alloc_record_stream(rs_alloc *a, void *ptr, void *stream);
 ranksnap_status rs_alloc_empty_cache(rs_alloc *a);

@@ -1,6 +1,7 @@
 /*
  * alloc_snapshot.c — the allocator's state for a snapshot (alloc_snapshot.h): segments sorted by
- * address with their blocks, an expandable segment shown as one segment per run of mapped pages.
+ * address with their blocks, an expandable segment shown as one segment per run of mapped pages;
+ * and the allocated blocks one by one, for what a rank holds when a range begins.
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -130,4 +131,13 @@ ranksnap_status rs_alloc_state_take(rs_alloc *a, rs_alloc_state *out)
     ranksnap_status st = rs_alloc_state_take_locked(a, out);
     rs_mutex_unlock(a->lock);
     return st;
+}
+
+void rs_alloc_each_active_locked(rs_alloc *a, rs_alloc_active_fn fn, void *ctx)
+{
+    if (!a || !fn) return;
+    for (rs_segment *s = a->segments; s; s = s->next)
+        for (rs_block *b = s->head; b; b = b->next)
+            if (b->state == RS_BLOCK_ACTIVE_ALLOCATED)
+                b->stack_id = fn(ctx, b->addr, b->requested, s->pool->stream, b->stack_id, b->caller);
 }

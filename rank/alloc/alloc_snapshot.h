@@ -47,4 +47,11 @@ ranksnap_status rs_alloc_state_take(rs_alloc *a, rs_alloc_state *out);
 ranksnap_status rs_alloc_state_take_locked(rs_alloc *a, rs_alloc_state *out);
 void rs_alloc_state_free(rs_alloc_state *s);
 
+/* Each allocated block (active_allocated) with its request, stream, stack id and caller
+ * (rs_alloc_malloc_from; 0 when not known); the block takes the stack id `fn` returns. For the
+ * memory a rank holds when a range begins. Lock held. */
+typedef uint32_t (*rs_alloc_active_fn)(void *ctx, uint64_t addr, uint64_t requested, void *stream,
+                                       uint32_t stack_id, uintptr_t caller);
+void rs_alloc_each_active_locked(rs_alloc *a, rs_alloc_active_fn fn, void *ctx);
+
 #endif

@@ -43,6 +43,8 @@ struct rs_block {
     uint32_t n_uses, cap_uses;
     uint64_t gc_base;            /* its pool kind's GC clock when it became free    */
     rs_block *un_prev, *un_next; /* the pool's unmapped blocks, address order       */
+    uintptr_t caller;            /* return address of the allocating call while active, 0 = not
+                                  * known: its site when no stack was recorded                */
 };
 
 struct rs_segment {
@@ -109,6 +111,7 @@ struct rs_alloc {
     uint64_t whole_free; /* bytes of inactive blocks that span a whole segment */
     uint32_t rng;
     int64_t step;
+    uintptr_t caller; /* the caller of the allocation in flight (rs_alloc_malloc_from), lock held */
     ranksnap_stats st;
     int have_oom;
     rs_oom_info oom;

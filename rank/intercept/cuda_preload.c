@@ -37,10 +37,13 @@ RS_EXPORT cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream);
 RS_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
                                                    cudaStream_t stream);
 
+/* The program's call site, kept with the block it gets (intercept.h). */
+#define RS_CALLER __builtin_return_address(0)
+
 RS_EXPORT cudaError_t cudaMalloc(void **ptr, size_t size)
 {
     const rs_cuda_real *r = ranksnap_icp_preload_real();
-    return rs_launcher_preloaded() ? ranksnap_icp_malloc(r, ptr, size) : r->malloc_(ptr, size);
+    return rs_launcher_preloaded() ? ranksnap_icp_malloc(r, ptr, size, RS_CALLER) : r->malloc_(ptr, size);
 }
 
 RS_EXPORT cudaError_t cudaFree(void *ptr)
@@ -52,14 +55,14 @@ RS_EXPORT cudaError_t cudaFree(void *ptr)
 RS_EXPORT cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream)
 {
     const rs_cuda_real *r = ranksnap_icp_preload_real();
-    return rs_launcher_preloaded() ? ranksnap_icp_malloc_async(r, ptr, size, stream, 0)
+    return rs_launcher_preloaded() ? ranksnap_icp_malloc_async(r, ptr, size, stream, 0, RS_CALLER)
                               : r->malloc_async(ptr, size, stream);
 }
 
 RS_EXPORT cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream)
 {
     const rs_cuda_real *r = ranksnap_icp_preload_real();
-    return rs_launcher_preloaded() ? ranksnap_icp_malloc_async(r, ptr, size, stream, 1)
+    return rs_launcher_preloaded() ? ranksnap_icp_malloc_async(r, ptr, size, stream, 1, RS_CALLER)
                               : r->malloc_async_ptsz(ptr, size, stream);
 }
 
@@ -80,7 +83,8 @@ RS_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPo
                                               cudaStream_t stream)
 {
     const rs_cuda_real *r = ranksnap_icp_preload_real();
-    return rs_launcher_preloaded() ? ranksnap_icp_malloc_from_pool_async(r, ptr, size, pool, stream, 0)
+    return rs_launcher_preloaded() ? ranksnap_icp_malloc_from_pool_async(r, ptr, size, pool, stream, 0,
+                                                                         RS_CALLER)
                               : r->malloc_from_pool_async(ptr, size, pool, stream);
 }
 
@@ -88,7 +92,8 @@ RS_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cuda
                                                    cudaStream_t stream)
 {
     const rs_cuda_real *r = ranksnap_icp_preload_real();
-    return rs_launcher_preloaded() ? ranksnap_icp_malloc_from_pool_async(r, ptr, size, pool, stream, 1)
+    return rs_launcher_preloaded() ? ranksnap_icp_malloc_from_pool_async(r, ptr, size, pool, stream, 1,
+                                                                         RS_CALLER)
                               : r->malloc_from_pool_async_ptsz(ptr, size, pool, stream);
 }
 

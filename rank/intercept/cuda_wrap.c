@@ -80,7 +80,7 @@ static const rs_cuda_real *rs_wrap(void)
 
 cudaError_t __wrap_cudaMalloc(void **ptr, size_t size)
 {
-    return ranksnap_icp_malloc(rs_wrap(), ptr, size);
+    return ranksnap_icp_malloc(rs_wrap(), ptr, size, __builtin_return_address(0));
 }
 
 cudaError_t __wrap_cudaFree(void *ptr)
@@ -90,12 +90,12 @@ cudaError_t __wrap_cudaFree(void *ptr)
 
 cudaError_t __wrap_cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream)
 {
-    return ranksnap_icp_malloc_async(rs_wrap(), ptr, size, stream, 0);
+    return ranksnap_icp_malloc_async(rs_wrap(), ptr, size, stream, 0, __builtin_return_address(0));
 }
 
 cudaError_t __wrap_cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream)
 {
-    return ranksnap_icp_malloc_async(rs_wrap(), ptr, size, stream, 1);
+    return ranksnap_icp_malloc_async(rs_wrap(), ptr, size, stream, 1, __builtin_return_address(0));
 }
 
 cudaError_t __wrap_cudaFreeAsync(void *ptr, cudaStream_t stream)
@@ -111,13 +111,13 @@ cudaError_t __wrap_cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream)
 cudaError_t __wrap_cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool,
                                            cudaStream_t stream)
 {
-    return ranksnap_icp_malloc_from_pool_async(rs_wrap(), ptr, size, pool, stream, 0);
+    return ranksnap_icp_malloc_from_pool_async(rs_wrap(), ptr, size, pool, stream, 0, __builtin_return_address(0));
 }
 
 cudaError_t __wrap_cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
                                                 cudaStream_t stream)
 {
-    return ranksnap_icp_malloc_from_pool_async(rs_wrap(), ptr, size, pool, stream, 1);
+    return ranksnap_icp_malloc_from_pool_async(rs_wrap(), ptr, size, pool, stream, 1, __builtin_return_address(0));
 }
 
 cudaError_t __wrap_cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)

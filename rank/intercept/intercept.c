@@ -319,9 +319,9 @@ static cudaError_t ranksnap_icp_result(const rs_cuda_real *r, ranksnap_status st
 }
 
 static cudaError_t ranksnap_icp_alloc(const rs_cuda_real *r, int device, void **ptr, size_t size,
-                                      void *stream, const char *what)
+                                      void *stream, const char *what, const void *caller)
 {
-    return ranksnap_icp_result(r, rs_alloc_api_malloc_on(device, ptr, size, stream), what);
+    return ranksnap_icp_result(r, rs_alloc_api_malloc_on(device, ptr, size, stream, caller), what);
 }
 
 /* A free ranksnap does not serve: the real one, and the pool accounting of what it frees. */
@@ -359,12 +359,12 @@ static int ranksnap_icp_free_ours(const rs_cuda_real *r, void *ptr, void *stream
     return 1;
 }
 
-cudaError_t ranksnap_icp_malloc(const rs_cuda_real *r, void **ptr, size_t size)
+cudaError_t ranksnap_icp_malloc(const rs_cuda_real *r, void **ptr, size_t size, const void *caller)
 {
     rs_state_note_intercepted();
     int dev = ptr ? ranksnap_icp_serving(r) : -1;
     if (dev < 0) return r->malloc_(ptr, size);
-    return ranksnap_icp_alloc(r, dev, ptr, size, NULL, "cudaMalloc");
+    return ranksnap_icp_alloc(r, dev, ptr, size, NULL, "cudaMalloc", caller);
 }
 
 cudaError_t ranksnap_icp_free(const rs_cuda_real *r, void *ptr)
@@ -377,12 +377,13 @@ cudaError_t ranksnap_icp_free(const rs_cuda_real *r, void *ptr)
 }
 
 cudaError_t ranksnap_icp_malloc_async(const rs_cuda_real *r, void **ptr, size_t size,
-                                cudaStream_t stream, int ptsz)
+                                cudaStream_t stream, int ptsz, const void *caller)
 {
     rs_state_note_intercepted();
     int dev = ptr ? ranksnap_icp_serving(r) : -1;
     if (dev >= 0 && !ranksnap_icp_capturing(r, stream, ptsz))
-        return ranksnap_icp_alloc(r, dev, ptr, size, ranksnap_icp_stream(stream, ptsz), "cudaMallocAsync");
+        return ranksnap_icp_alloc(r, dev, ptr, size, ranksnap_icp_stream(stream, ptsz), "cudaMallocAsync",
+                                  caller);
     return ptsz ? r->malloc_async_ptsz(ptr, size, stream) : r->malloc_async(ptr, size, stream);
 }
 
@@ -395,7 +396,8 @@ cudaError_t ranksnap_icp_free_async(const rs_cuda_real *r, void *ptr, cudaStream
 }
 
 cudaError_t ranksnap_icp_malloc_from_pool_async(const rs_cuda_real *r, void **ptr, size_t size,
-                                          cudaMemPool_t pool, cudaStream_t stream, int ptsz)
+                                          cudaMemPool_t pool, cudaStream_t stream, int ptsz,
+                                          const void *caller)
 {
     rs_state_note_intercepted();
     cudaError_t (*real)(void **, size_t, cudaMemPool_t, cudaStream_t) =
@@ -406,7 +408,7 @@ cudaError_t ranksnap_icp_malloc_from_pool_async(const rs_cuda_real *r, void **pt
     cudaMemPool_t def = NULL;
     if (r->device_get_default_mem_pool(&def, dev) == cudaSuccess && def == pool)
         return ranksnap_icp_alloc(r, dev, ptr, size, ranksnap_icp_stream(stream, ptsz),
-                                  "cudaMallocFromPoolAsync");
+                                  "cudaMallocFromPoolAsync", caller);
     /* Another pool has properties the program chose (IPC export, a location, a release
      * threshold): the pool serves it, and ranksnap counts the bytes as memory outside the cache. */
     const char *label = rs_outside_driver_label("cuda_mempool");

@@ -59,16 +59,19 @@ RS_ICP_API const rs_cuda_real *ranksnap_icp_preload_real(void);
 RS_ICP_API const rs_cuda_real *ranksnap_icp_wrap_real(const rs_cuda_real *table);
 
 /* The interposed calls. `ptsz`: the _ptsz entry point, on which stream 0 means the calling
- * thread's default stream (cudaStreamPerThread) instead of the legacy one. */
-RS_ICP_API cudaError_t ranksnap_icp_malloc(const rs_cuda_real *r, void **ptr, size_t size);
+ * thread's default stream (cudaStreamPerThread) instead of the legacy one. `caller`: the return
+ * address of the program's call (the exported function's __builtin_return_address(0)), kept with
+ * the block as its site while nothing records its stack. */
+RS_ICP_API cudaError_t ranksnap_icp_malloc(const rs_cuda_real *r, void **ptr, size_t size,
+                                           const void *caller);
 RS_ICP_API cudaError_t ranksnap_icp_free(const rs_cuda_real *r, void *ptr);
 RS_ICP_API cudaError_t ranksnap_icp_malloc_async(const rs_cuda_real *r, void **ptr, size_t size,
-                                           cudaStream_t stream, int ptsz);
+                                           cudaStream_t stream, int ptsz, const void *caller);
 RS_ICP_API cudaError_t ranksnap_icp_free_async(const rs_cuda_real *r, void *ptr, cudaStream_t stream,
                                          int ptsz);
 RS_ICP_API cudaError_t ranksnap_icp_malloc_from_pool_async(const rs_cuda_real *r, void **ptr, size_t size,
                                                      cudaMemPool_t pool, cudaStream_t stream,
-                                                     int ptsz);
+                                                     int ptsz, const void *caller);
 RS_ICP_API cudaError_t ranksnap_icp_mem_get_info(const rs_cuda_real *r, size_t *free_bytes,
                                            size_t *total_bytes);
 

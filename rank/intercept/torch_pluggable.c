@@ -31,7 +31,7 @@ void *ranksnap_torch_malloc(size_t size, int device, void *stream)
     void *p = NULL;
     if (st == RANKSNAP_OK) {
         /* PyTorch names the device; each has its own allocator */
-        st = rs_alloc_api_malloc_on(device, &p, size, stream);
+        st = rs_alloc_api_malloc_on(device, &p, size, stream, __builtin_return_address(0));
     } else if (rs_passthrough_on()) {
         /* RANKSNAP_DISABLE=1, or a start that failed: ranksnap_malloc passes straight through to
          * the device */

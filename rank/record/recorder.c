@@ -34,6 +34,7 @@ struct rs_recorder {
     int with_stacks;
     rs_event *ring;
     uint64_t capacity, head, count, total;
+    uint64_t held; /* the first `held` events since the clear: what was held when recording began */
     rs_stacks *stacks;
     rs_fastclock clock; /* event times: a TSC read instead of clock_gettime (clock.h) */
 
@@ -336,6 +337,19 @@ uint64_t rs_recorder_dropped(const rs_recorder *r)
     return r ? r->total - r->count : 0;
 }
 
+void rs_recorder_mark_held(rs_recorder *r)
+{
+    if (r) r->held = r->total;
+}
+
+uint64_t rs_recorder_held(const rs_recorder *r)
+{
+    /* the oldest events are the first a full ring overwrites */
+    if (!r) return 0;
+    uint64_t dropped = r->total - r->count;
+    return r->held > dropped ? r->held - dropped : 0;
+}
+
 const rs_event *rs_recorder_at(const rs_recorder *r, uint64_t i)
 {
     if (!r || i >= r->count) return NULL;
@@ -351,6 +365,7 @@ void rs_recorder_clear(rs_recorder *r)
     r->head = 0;
     r->count = 0;
     r->total = 0;
+    r->held = 0;
     if (r->pub_total) atomic_store_explicit(r->pub_total, 0, memory_order_release);
 }
 

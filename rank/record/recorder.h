@@ -108,6 +108,11 @@ uint64_t rs_recorder_capacity(const rs_recorder *r);
 uint64_t rs_recorder_count(const rs_recorder *r);    /* events held now, <= capacity */
 uint64_t rs_recorder_total(const rs_recorder *r);    /* events appended since create */
 uint64_t rs_recorder_dropped(const rs_recorder *r);  /* total - count                 */
+/* The events appended since the last clear are what the program held when the range began
+ * (runtime/held.c), not what it did in it; rs_recorder_held: how many of them are still in the
+ * ring, as the first events of rs_recorder_at. */
+void rs_recorder_mark_held(rs_recorder *r);
+uint64_t rs_recorder_held(const rs_recorder *r);
 /* The i-th oldest event held, 0 <= i < count. */
 const rs_event *rs_recorder_at(const rs_recorder *r, uint64_t i);
 void rs_recorder_clear(rs_recorder *r);

@@ -373,10 +373,13 @@ static void write_history(enc *e, const rs_snapshot_src *src, size_t other,
                       ev->action != RS_ACT_ANNOTATION_END && rs_event_device(ev) != home;
     }
     key(e, "history");
-    put_map(e, with_device ? 10 : 9);
+    put_map(e, with_device ? 11 : 10);
     kv_u64(e, "count", n);
     kv_u64(e, "dropped", r ? rs_recorder_dropped(r) : 0);
     kv_u64(e, "capacity", r ? rs_recorder_capacity(r) : 0);
+    /* the first events: what the rank held when the range began (held events are allocations,
+     * never the two-event frees, so ring entries and events count the same) */
+    kv_u64(e, "held", r ? rs_recorder_held(r) : 0);
 
     key(e, "time_us");
     put_array(e, n);

@@ -68,8 +68,11 @@ uint32_t rs_alloc_api_observe(void *ctx, rs_action act, uint64_t addr, uint64_t 
 /* ---- allocation ----------------------------------------------------------------------------- */
 
 /* Device `device` (< 0: the calling thread's current one) allocates. Always inlined: the stack
- * unwound here skips one frame, its caller's (ranksnap_malloc or rs_alloc_api_malloc_on). */
-static inline __attribute__((always_inline)) ranksnap_status rs_malloc_on(int device, void **ptr, size_t size, void *stream)
+ * unwound here skips one frame, its caller's (ranksnap_malloc or rs_alloc_api_malloc_on).
+ * `caller`, the return address of the program's call, stays with the block: one store, so that a
+ * block allocated while nothing records still has a site when a range finds it held. */
+static inline __attribute__((always_inline)) ranksnap_status rs_malloc_on(int device, void **ptr, size_t size, void *stream,
+                                                                          const void *caller)
 {
     if (!ptr) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_malloc: ptr is NULL");
     *ptr = NULL;
@@ -85,12 +88,12 @@ static inline __attribute__((always_inline)) ranksnap_status rs_malloc_on(int de
      * finds no stack. */
     ranksnap_status st;
     if (!rt->stacks || !atomic_load_explicit(&rt->recording, memory_order_relaxed)) {
-        st = rs_alloc_malloc(d->alloc, size, stream, ptr);
+        st = rs_alloc_malloc_from(d->alloc, size, stream, ptr, (uintptr_t)caller);
     } else {
         rs_pending_stack *ps = &rs_pending;
         ps->id = 0;
         ps->n = rs_stacks_capture_pcs(rt->stacks, 1, ps->pcs);
-        st = rs_alloc_malloc(d->alloc, size, stream, ptr);
+        st = rs_alloc_malloc_from(d->alloc, size, stream, ptr, (uintptr_t)caller);
         ps->n = 0;
     }
     if (__builtin_expect(st == RANKSNAP_ERR_OUT_OF_MEMORY, 0)) rs_dump_after_oom(rt);
@@ -99,15 +102,16 @@ static inline __attribute__((always_inline)) ranksnap_status rs_malloc_on(int de
 
 ranksnap_status ranksnap_malloc(void **ptr, size_t size, void *stream)
 {
-    return rs_malloc_on(-1, ptr, size, stream);
+    return rs_malloc_on(-1, ptr, size, stream, __builtin_return_address(0));
 }
 
-ranksnap_status rs_alloc_api_malloc_on(int device, void **ptr, size_t size, void *stream)
+ranksnap_status rs_alloc_api_malloc_on(int device, void **ptr, size_t size, void *stream,
+                                       const void *caller)
 {
     if (device < 0)
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_malloc: device %d is not a device",
                         device);
-    return rs_malloc_on(device, ptr, size, stream);
+    return rs_malloc_on(device, ptr, size, stream, caller);
 }
 
 /* The device that handed out `ptr`; when only one device was used, that one, whose allocator

@@ -18,6 +18,9 @@ uint32_t rs_alloc_api_observe(void *ctx, rs_action act, uint64_t addr, uint64_t 
 /* ranksnap_malloc on device `device` rather than the calling thread's current one: for callers
  * that know the device the program meant (the interposers ask the program's own runtime, PyTorch
  * passes it). */
-ranksnap_status rs_alloc_api_malloc_on(int device, void **ptr, size_t size, void *stream);
+/* `caller` is the return address of the program's call (the interposer's), the block's site when
+ * nothing records its stack. */
+ranksnap_status rs_alloc_api_malloc_on(int device, void **ptr, size_t size, void *stream,
+                                       const void *caller);
 
 #endif

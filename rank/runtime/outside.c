@@ -21,6 +21,7 @@
 #include "log.h"
 #include "devices.h"
 #include "errors.h"
+#include "held.h"
 #include "launcher.h"
 #include "outside.h"
 #include "owners.h"
@@ -149,12 +150,21 @@ static rs_runtime *rs_outside_recording(void)
 
 void rs_outside_record(int is_alloc, const void *ptr, uint64_t size)
 {
-    rs_runtime *rt = rs_outside_recording();
+    rs_runtime *rt = rs_state_get();
     if (!rt) return;
-    /* unwound before the lock, as for allocations; frees carry no stack, as in the observer */
+    /* unwound before the lock, as for allocations, and whether or not a range records: a range
+     * that begins while it is live shows it held (held.c); frees carry no stack, as in the
+     * observer */
     uintptr_t pcs[RS_MAX_STACK_DEPTH];
     int n = is_alloc && rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
-    rs_outside_event(rt, is_alloc, (uint64_t)(uintptr_t)ptr, size, rs_devices_current(rt), pcs, n);
+    uint64_t key = (uint64_t)(uintptr_t)ptr;
+    int device = rs_devices_current(rt);
+    if (is_alloc)
+        rs_held_outside_alloc(key, size, device, pcs, n);
+    else
+        rs_held_outside_free(key);
+    if (!atomic_load_explicit(&rt->recording, memory_order_relaxed)) return;
+    rs_outside_event(rt, is_alloc, key, size, device, pcs, n);
 }
 
 /* ---- allocations the driver made outside ranksnap's allocators -------------------------------- */
@@ -294,7 +304,9 @@ const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, con
 {
     if (!label) label = rs_driver_label;
     int owned = !label;
-    rs_runtime *rt = rs_outside_recording();
+    /* the stack whether or not a range records: a range that begins while the allocation is
+     * live shows it held, by its site (held.c) */
+    rs_runtime *rt = rs_state_get();
     uintptr_t pcs[RS_MAX_STACK_DEPTH];
     int n = rt && rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
     if (!label) label = rs_outside_owner(pcs, n);
@@ -305,9 +317,10 @@ const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, con
     atomic_fetch_add_explicit(&rs_driver_net_all, (int64_t)size, memory_order_relaxed);
     rs_driver_hold(device, size, 1);
     atomic_fetch_add_explicit(&rs_driver_seen, 1, memory_order_relaxed);
-    if (!rt) return label;
     if (nccl_thread && n > 0) n = rs_outside_nccl_caller(pcs, n);
-    rs_outside_event(rt, 1, key, size, device, pcs, n);
+    rs_held_outside_alloc(key, size, device, pcs, n);
+    if (rt && atomic_load_explicit(&rt->recording, memory_order_relaxed))
+        rs_outside_event(rt, 1, key, size, device, pcs, n);
     return label;
 }
 
@@ -317,6 +330,7 @@ void rs_outside_driver_free(uint64_t key, uint64_t size, int device, const char 
     rs_driver_net -= (int64_t)size;
     atomic_fetch_sub_explicit(&rs_driver_net_all, (int64_t)size, memory_order_relaxed);
     rs_driver_hold(device, size, 0);
+    rs_held_outside_free(key);
     rs_runtime *rt = rs_outside_recording();
     if (rt) rs_outside_event(rt, 0, key, size, device, NULL, 0);
 }

@@ -16,6 +16,7 @@
 #include "coord.h"
 #include "errors.h"
 #include "external.h"
+#include "held.h"
 #include "live_report.h"
 #include "log.h"
 #include "outside.h"
@@ -26,12 +27,14 @@
 #include "steps.h"
 
 /* Starts a recorded range at the current step: fresh history and peaks, so that the range's
- * snapshot and report are about the range. Allocator lock held. */
+ * snapshot and report are about the range, and what the rank holds then (held.c). Allocator lock
+ * held. */
 static void rs_range_begin_locked(rs_runtime *rt, int64_t at)
 {
     rs_recorder_clear(rt->recorder);
     rs_recorder_set_enabled(rt->recorder, 1);
     atomic_store(&rt->recording, 1);
+    rs_held_range_begin_locked(rt);
     rt->in_range = 1;
     rt->reported = 0;
     atomic_store(&rt->range_dumped, 0);

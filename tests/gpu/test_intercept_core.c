@@ -171,7 +171,7 @@ TEST(first_intercepted_call_starts_ranksnap)
     CHECK(ranksnap_get_stats(&s) == RANKSNAP_ERR_NOT_INITIALIZED);
     uint64_t before = rs_state_intercepted();
     void *p = NULL;
-    CHECK(ranksnap_icp_malloc(&fake, &p, 1000) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, 1000, NULL) == cudaSuccess);
     CHECK(p != NULL);
     CHECK(rs_state_intercepted() == before + 1);
     s = stats();
@@ -197,7 +197,7 @@ TEST(pointer_from_before_ranksnap_goes_to_the_real_free_untouched)
     CHECK(fk.frees == real_frees + 2);
     /* an interior pointer of a ranksnap block is not ranksnap's to free either */
     void *p = NULL;
-    CHECK(ranksnap_icp_malloc(&fake, &p, 8 * MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, 8 * MiB, NULL) == cudaSuccess);
     CHECK(ranksnap_icp_free(&fake, (char *)p + 512) == cudaErrorInvalidValue);
     CHECK(ranksnap_icp_free(&fake, p) == cudaSuccess);
 }
@@ -208,7 +208,7 @@ TEST(allocations_on_another_device_are_served_by_its_own_allocator)
     uint64_t allocs = stats().num_allocs;
     fk.device = 1;
     void *p = NULL;
-    CHECK(ranksnap_icp_malloc(&fake, &p, MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, MiB, NULL) == cudaSuccess);
     fk.device = 0;
     /* ranksnap's, not the real runtime's, and on device 1's addresses (the sim's per device) */
     CHECK(fk.mallocs == mallocs);
@@ -232,7 +232,7 @@ TEST(allocations_on_another_device_are_served_by_its_own_allocator)
 TEST(cudaFree_orders_reuse_on_the_legacy_stream)
 {
     void *p = NULL;
-    CHECK(ranksnap_icp_malloc(&fake, &p, 3 * MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, 3 * MiB, NULL) == cudaSuccess);
     CHECK(ranksnap_icp_free(&fake, p) == cudaSuccess);
     /* freed, but waiting for its event on the legacy stream: still active */
     ranksnap_stats s = stats();
@@ -240,7 +240,7 @@ TEST(cudaFree_orders_reuse_on_the_legacy_stream)
     CHECK_EQ_U64(s.active_bytes, 3 * MiB);
     /* the next allocation processes the (completed) event and reuses the block */
     void *q = NULL;
-    CHECK(ranksnap_icp_malloc(&fake, &q, 3 * MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &q, 3 * MiB, NULL) == cudaSuccess);
     CHECK(q == p);
     CHECK(ranksnap_icp_free(&fake, q) == cudaSuccess);
 }
@@ -249,11 +249,11 @@ TEST(cudaFreeAsync_on_the_allocating_stream_needs_no_event)
 {
     cudaStream_t s1 = (cudaStream_t)(uintptr_t)0x5000;
     void *p = NULL;
-    CHECK(ranksnap_icp_malloc_async(&fake, &p, 2 * MiB, s1, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc_async(&fake, &p, 2 * MiB, s1, 0, NULL) == cudaSuccess);
     CHECK(ranksnap_icp_free_async(&fake, p, s1, 0) == cudaSuccess);
     CHECK_EQ_U64(stats().active_bytes, 0);
     /* freed on another stream: ordered by an event there */
-    CHECK(ranksnap_icp_malloc_async(&fake, &p, 2 * MiB, s1, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc_async(&fake, &p, 2 * MiB, s1, 0, NULL) == cudaSuccess);
     CHECK(ranksnap_icp_free_async(&fake, p, (cudaStream_t)(uintptr_t)0x6000, 0) == cudaSuccess);
     CHECK_EQ_U64(stats().active_bytes, 2 * MiB);
     CHECK(fk.malloc_asyncs == 0 && fk.free_asyncs == 0);
@@ -263,12 +263,12 @@ TEST(ptsz_stream_zero_is_the_per_thread_stream)
 {
     void *p = NULL;
     /* _ptsz with stream 0 on both sides: the same stream (cudaStreamPerThread), no event */
-    CHECK(ranksnap_icp_malloc_async(&fake, &p, MiB, 0, 1) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc_async(&fake, &p, MiB, 0, 1, NULL) == cudaSuccess);
     uint64_t active = stats().active_bytes;
     CHECK(ranksnap_icp_free_async(&fake, p, 0, 1) == cudaSuccess);
     CHECK_EQ_U64(stats().active_bytes, active - MiB);
     /* legacy stream 0 allocated, per-thread 0 freed: two streams, so an event */
-    CHECK(ranksnap_icp_malloc_async(&fake, &p, MiB, 0, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc_async(&fake, &p, MiB, 0, 0, NULL) == cudaSuccess);
     active = stats().active_bytes;
     CHECK(ranksnap_icp_free_async(&fake, p, 0, 1) == cudaSuccess);
     CHECK_EQ_U64(stats().active_bytes, active);
@@ -280,7 +280,7 @@ TEST(a_stream_being_captured_gets_the_real_stream_ordered_allocator)
     fk.capturing = cap;
     uint64_t allocs = stats().num_allocs;
     void *p = NULL;
-    CHECK(ranksnap_icp_malloc_async(&fake, &p, MiB, cap, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc_async(&fake, &p, MiB, cap, 0, NULL) == cudaSuccess);
     CHECK(fk.malloc_asyncs == 1);
     CHECK_EQ_U64(stats().num_allocs, allocs);
     CHECK(ranksnap_icp_free_async(&fake, p, cap, 0) == cudaSuccess);
@@ -292,10 +292,10 @@ TEST(default_pool_is_served_other_pools_pass_through_as_outside_memory)
 {
     uint64_t allocs = stats().num_allocs;
     void *p = NULL, *q = NULL;
-    CHECK(ranksnap_icp_malloc_from_pool_async(&fake, &p, MiB, FK_DEFAULT_POOL, 0, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc_from_pool_async(&fake, &p, MiB, FK_DEFAULT_POOL, 0, 0, NULL) == cudaSuccess);
     CHECK_EQ_U64(stats().num_allocs, allocs + 1);
     cudaMemPool_t mine = (cudaMemPool_t)(uintptr_t)0x2000;
-    CHECK(ranksnap_icp_malloc_from_pool_async(&fake, &q, 6 * MiB, mine, 0, 0) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc_from_pool_async(&fake, &q, 6 * MiB, mine, 0, 0, NULL) == cudaSuccess);
     CHECK(fk.pool_mallocs == 1);
     CHECK_EQ_U64(stats().num_allocs, allocs + 1);
     rs_snap *s = dump_and_read("pool.rsnap");
@@ -321,8 +321,8 @@ TEST(mem_get_info_counts_the_cache_as_free_within_the_limit)
     /* RANKSNAP_MEMORY_LIMIT=1GiB: a 1 GiB device, whatever the real one */
     CHECK(ranksnap_empty_cache() == RANKSNAP_OK);
     void *p = NULL, *q = NULL;
-    CHECK(ranksnap_icp_malloc(&fake, &p, 100 * MiB) == cudaSuccess);
-    CHECK(ranksnap_icp_malloc(&fake, &q, 50 * MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, 100 * MiB, NULL) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &q, 50 * MiB, NULL) == cudaSuccess);
     size_t f = 0, t = 0;
     CHECK(ranksnap_icp_mem_get_info(&fake, &f, &t) == cudaSuccess);
     CHECK_EQ_U64(t, GiB);
@@ -348,7 +348,7 @@ TEST(oom_is_cudaErrorMemoryAllocation_and_left_as_the_last_error)
 {
     fk.last_error = cudaSuccess;
     void *p = (void *)1;
-    CHECK(ranksnap_icp_malloc(&fake, &p, 2 * GiB) == cudaErrorMemoryAllocation);
+    CHECK(ranksnap_icp_malloc(&fake, &p, 2 * GiB, NULL) == cudaErrorMemoryAllocation);
     CHECK(p == NULL);
     /* the program's runtime was made to fail the same way, so cudaGetLastError says it */
     CHECK(fk.last_error == cudaErrorMemoryAllocation);
@@ -356,7 +356,7 @@ TEST(oom_is_cudaErrorMemoryAllocation_and_left_as_the_last_error)
     CHECK_EQ_U64(stats().num_ooms, 1);
     fk.last_error = cudaSuccess;
     /* and the next allocation works */
-    CHECK(ranksnap_icp_malloc(&fake, &p, MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, MiB, NULL) == cudaSuccess);
     CHECK(ranksnap_icp_free(&fake, p) == cudaSuccess);
 }
 
@@ -469,7 +469,7 @@ TEST(torch_entry_points_allocate_from_the_cache)
 TEST(blocks_live_at_finalize_stay_valid_and_are_freed_afterwards)
 {
     void *p = NULL;
-    CHECK(ranksnap_icp_malloc(&fake, &p, 7 * MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, 7 * MiB, NULL) == cudaSuccess);
     CHECK(ranksnap_finalize() == RANKSNAP_OK);
     /* MPI_Finalize before cudaFree: the block goes back to the retired allocator, not to the
      * real free (which would be given a pointer it never handed out) */
@@ -478,7 +478,7 @@ TEST(blocks_live_at_finalize_stay_valid_and_are_freed_afterwards)
     CHECK(fk.frees == frees);
     /* after finalize nothing starts ranksnap again: the real functions serve */
     int mallocs = fk.mallocs;
-    CHECK(ranksnap_icp_malloc(&fake, &p, MiB) == cudaSuccess);
+    CHECK(ranksnap_icp_malloc(&fake, &p, MiB, NULL) == cudaSuccess);
     CHECK(fk.mallocs == mallocs + 1);
     CHECK(ranksnap_icp_free(&fake, p) == cudaSuccess);
     CHECK(fk.frees == frees + 1);
