@@ -469,7 +469,7 @@ ranksnap_status ranksnap_finalize(void)
             (rt->in_range || (rt->sched.time_based && !rt->reported && rt->n_ranges > 0))) {
             rs_rt_lock(rt);
             if (rt->n_ranges > 0 && rt->ranges[rt->n_ranges - 1].end < 0)
-                rt->ranges[rt->n_ranges - 1].end = rt->step < 0 ? 0 : rt->step + 1;
+                rt->ranges[rt->n_ranges - 1].end = rs_steps_range_end(rt, rt->step < 0 ? 0 : rt->step + 1);
             rt->in_range = 0;
             rs_rt_unlock(rt);
             st = rs_live_report_end_of_range(rt);

@@ -33,6 +33,7 @@ static void rs_range_begin_locked(rs_runtime *rt, int64_t at)
     rs_recorder_set_enabled(rt->recorder, 1);
     atomic_store(&rt->recording, 1);
     rt->in_range = 1;
+    rt->range_hi = at - 1;
     rt->reported = 0;
     atomic_store(&rt->range_dumped, 0);
     if (rt->n_ranges < RS_MAX_RANGES) {
@@ -50,7 +51,18 @@ static void rs_range_end_locked(rs_runtime *rt, int64_t at)
     rs_recorder_set_enabled(rt->recorder, 0);
     atomic_store(&rt->recording, 0);
     rt->in_range = 0;
-    if (rt->n_ranges > 0) rt->ranges[rt->n_ranges - 1].end = at;
+    if (rt->n_ranges > 0) rt->ranges[rt->n_ranges - 1].end = rs_steps_range_end(rt, at);
+}
+
+/* A range's end (one past its last step) never comes before its beginning, whatever the
+ * numbering did meanwhile: a range is numbered as its steps were when it began, and when the
+ * numbers go back (the program numbers its own steps after steps were found for it, or restarts
+ * its count) the range ends one past the highest step it saw. */
+int64_t rs_steps_range_end(const rs_runtime *rt, int64_t at)
+{
+    int64_t end = at > rt->range_hi ? at : rt->range_hi + 1;
+    if (rt->n_ranges > 0 && end < rt->ranges[rt->n_ranges - 1].begin) end = rt->ranges[rt->n_ranges - 1].begin;
+    return end;
 }
 
 /* A step begins; `source` says who numbered it (rs_step_source). */
@@ -83,6 +95,7 @@ static ranksnap_status rs_steps_at(rs_runtime *rt, int64_t step)
             ended = 1;
         }
     }
+    if (step > rt->range_hi) rt->range_hi = step; /* after the range it ended, if it did */
     rs_outside_sample(rt, s.reserved_bytes);
     rs_ring_file_step(rt->ring_file, step, s.allocated_bytes, s.allocated_bytes_peak, s.reserved_bytes_peak);
     rs_recorder_append_id(rt->recorder, RS_ACT_STEP, 0, (uint64_t)step, NULL, 0);
@@ -101,8 +114,13 @@ ranksnap_status ranksnap_step(int64_t step)
 {
     RS_NEED_OR_PASS(rt);
     if (rt->step_source != RS_STEPS_APP) {
+        /* a range opened on the steps found before ends by the rule of rs_steps_range_end */
+        if (rt->step_source == RS_STEPS_DETECTED && rt->step >= 0)
+            snprintf(rt->step_how, sizeof rt->step_how, "ranksnap_step, after steps 0 to %lld were found",
+                     (long long)rt->step);
+        else
+            snprintf(rt->step_how, sizeof rt->step_how, "ranksnap_step");
         rt->step_source = RS_STEPS_APP;
-        snprintf(rt->step_how, sizeof rt->step_how, "ranksnap_step");
     }
     return rs_steps_at(rt, step);
 }
@@ -276,8 +294,9 @@ ranksnap_status ranksnap_record(int on)
         rt->ranges[rt->n_ranges].begin = rt->step < 0 ? 0 : rt->step;
         rt->ranges[rt->n_ranges].end = -1;
         rt->n_ranges++;
+        rt->range_hi = rt->ranges[rt->n_ranges - 1].begin - 1;
     } else if (!on && was && rt->n_ranges > 0 && rt->ranges[rt->n_ranges - 1].end < 0) {
-        rt->ranges[rt->n_ranges - 1].end = rt->step < 0 ? 0 : rt->step;
+        rt->ranges[rt->n_ranges - 1].end = rs_steps_range_end(rt, rt->step < 0 ? 0 : rt->step);
     }
     rs_recorder_set_enabled(rt->recorder, on ? 1 : 0);
     atomic_store(&rt->recording, on ? 1 : 0);
