@@ -23,6 +23,7 @@
 #include "ring_file.h"
 #include "schedule.h"
 #include "state.h"
+#include "step_how.h"
 #include "steps.h"
 
 /* Starts a recorded range at the current step: fresh history and peaks, so that the range's
@@ -130,23 +131,14 @@ ranksnap_status ranksnap_step(int64_t step)
  * sees, as a call off the pattern. */
 static void rs_steps_detect(rs_runtime *rt, const char *name, uint64_t count, uint64_t datatype, uint64_t extra)
 {
-    if (rt->step_detect.period < 0) return;
     uint64_t tok = rs_step_detect_token(name, count, datatype, extra);
     if (atomic_flag_test_and_set_explicit(&rt->step_detect_busy, memory_order_acquire)) return;
     int64_t step = rs_step_detect_feed(&rt->step_detect, tok, name);
     int first = step >= 0 && rt->step_source == RS_STEPS_NONE;
-    if (first) {
-        char how[128];
-        rs_step_detect_describe(&rt->step_detect, how, sizeof how);
-        snprintf(rt->step_how, sizeof rt->step_how, "detected: %s", how);
-        rt->step_source = RS_STEPS_DETECTED;
-    } else if (rt->step_detect.period < 0 && rt->step_source == RS_STEPS_NONE) {
-        snprintf(rt->step_how, sizeof rt->step_how, "none: no period in the first %d collectives", RS_SD_GIVE_UP);
-    }
+    if (first) rt->step_source = RS_STEPS_DETECTED;
     atomic_flag_clear_explicit(&rt->step_detect_busy, memory_order_release);
     if (step < 0 || rt->step_source != RS_STEPS_DETECTED) return;
-    if (first)
-        RS_INFO(RS_SUB_RECORD, "steps %s; step %lld begins", rt->step_how, (long long)step);
+    if (first) RS_INFO(RS_SUB_RECORD, "steps %s; step %lld begins", rs_steps_how(rt), (long long)step);
     ranksnap_status st = rs_steps_at(rt, step);
     if (st != RANKSNAP_OK) RS_WARN(RS_SUB_RECORD, "step %lld: %s", (long long)step, ranksnap_last_error());
 }
