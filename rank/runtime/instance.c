@@ -448,7 +448,8 @@ static void rs_warn_unreached(rs_runtime *rt)
                  "no step was ever marked or found%s%s%s: ranksnap_step(n), or RANKSNAP_STEP_ON=NAME:COUNT",
                  how[0] ? " (" : "", how, how[0] ? ")" : "");
     else
-        snprintf(when, sizeof when, "the last step was %lld%s%s%s", (long long)rt->step, how[0] ? "; steps " : "", how,
+        snprintf(when, sizeof when, "the last step was %lld%s%s%s", (long long)rt->step,
+                 rt->step_source == RS_STEPS_DETECTED ? "; steps " : "", rt->step_source == RS_STEPS_DETECTED ? how : "",
                  rt->step_source == RS_STEPS_DETECTED ? ": a range before the first step found cannot be recorded" : "");
     RS_WARN(RS_SUB_RECORD, "RANKSNAP_STEPS=%s: never reached: %s (%s); nothing was recorded for %s%s",
             rt->opts.steps, list, when, missed == 1 ? "it" : "them",
