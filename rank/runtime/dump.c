@@ -32,6 +32,7 @@
 #include "snapshot_encode.h"
 #include "stacks.h"
 #include "state.h"
+#include "step_how.h"
 #include "symbols.h"
 #include "text.h"
 #include "world.h"
@@ -506,7 +507,7 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         src.host = rt->host;
         src.pid = (int64_t)getpid();
         src.job = rt->job;
-        src.steps_from = rt->step_how;
+        src.steps_from = rs_steps_how(rt);
         if (primary) {
             src.device = primary->info;
         } else {

@@ -29,6 +29,7 @@
 #include "passthrough.h"
 #include "postmortem.h"
 #include "state.h"
+#include "step_how.h"
 #include "steps.h"
 #include "world.h"
 
@@ -413,7 +414,7 @@ ranksnap_status ranksnap_job(char *buf, size_t n)
 
 /* Finalize on rank 0: the recorded ranges RANKSNAP_STEPS named that the run never reached, which
  * would otherwise end with nothing written and nothing said. */
-static void rs_warn_unreached(const rs_runtime *rt)
+static void rs_warn_unreached(rs_runtime *rt)
 {
     const rs_schedule *sc = &rt->sched;
     if (rt->rank != 0 || !rt->opts.record || sc->whole_run || rt->n_ranges >= RS_MAX_RANGES) return;
@@ -438,15 +439,18 @@ static void rs_warn_unreached(const rs_runtime *rt)
     }
     if (!missed) return;
     char when[320];
+    const char *how = rs_steps_how(rt);
     if (sc->time_based)
         snprintf(when, sizeof when, "the run lasted %.0f s",
                  (double)((int64_t)rs_now_us() + rs_coord_clock_offset_us(rt->coord) - rt->epoch_us) / 1e6);
     else if (rt->step < 0)
         snprintf(when, sizeof when,
-                 "no step was ever marked or found%s%s%s: ranksnap_step(n), or RANKSNAP_STEP_ON=MPI_Allreduce:1",
-                 rt->step_how[0] ? " (" : "", rt->step_how, rt->step_how[0] ? ")" : "");
+                 "no step was ever marked or found%s%s%s: ranksnap_step(n), or RANKSNAP_STEP_ON=NAME:COUNT",
+                 how[0] ? " (" : "", how, how[0] ? ")" : "");
     else
-        snprintf(when, sizeof when, "the last step was %lld", (long long)rt->step);
+        snprintf(when, sizeof when, "the last step was %lld%s%s%s", (long long)rt->step,
+                 rt->step_source == RS_STEPS_DETECTED ? "; steps " : "", rt->step_source == RS_STEPS_DETECTED ? how : "",
+                 rt->step_source == RS_STEPS_DETECTED ? ": a range before the first step found cannot be recorded" : "");
     RS_WARN(RS_SUB_RECORD, "RANKSNAP_STEPS=%s: never reached: %s (%s); nothing was recorded for %s%s",
             rt->opts.steps, list, when, missed == 1 ? "it" : "them",
             rt->n_ranges == 0 ? ", and no snapshot was written" : "");
@@ -469,7 +473,7 @@ ranksnap_status ranksnap_finalize(void)
             (rt->in_range || (rt->sched.time_based && !rt->reported && rt->n_ranges > 0))) {
             rs_rt_lock(rt);
             if (rt->n_ranges > 0 && rt->ranges[rt->n_ranges - 1].end < 0)
-                rt->ranges[rt->n_ranges - 1].end = rt->step < 0 ? 0 : rt->step + 1;
+                rt->ranges[rt->n_ranges - 1].end = rs_steps_range_end(rt, rt->step < 0 ? 0 : rt->step + 1);
             rt->in_range = 0;
             rs_rt_unlock(rt);
             st = rs_live_report_end_of_range(rt);

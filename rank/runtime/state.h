@@ -71,6 +71,7 @@ typedef struct rs_runtime {
     rs_coord *coord;       /* the ranks, over MPI (a world of one without) */
     rs_schedule sched;     /* RANKSNAP_STEPS plus triggered ranges */
     int in_range;          /* a scheduled range is being recorded (guarded by `lock`) */
+    int64_t range_hi;      /* the highest step the last range saw (steps.c: where it may end) */
     int reported;          /* a range ended and was gathered; finalize need not repeat it */
     atomic_int range_dumped; /* this rank's snapshot was written since the range began (an OOM
                               * dump): a rank abandoned in the range leaves that one */

@@ -3,25 +3,45 @@
  * period of its collective calls.
  *
  * A training loop calls the same collectives, with the same counts and datatypes, in the same
- * order every iteration (gradient buckets, a loss all-reduce); each call becomes a token and the
- * detector looks for the smallest period p (up to RS_SD_MAX_PERIOD) at which the last
- * RS_SD_REPEATS * p tokens repeat, keeping for every p the length of the run of calls equal to the
- * call p before. Once found, each completed repetition of the pattern ends a step; calls off the
- * pattern (an evaluation every K steps, a checkpoint's broadcast) are skipped until the pattern's
- * first call comes back, so steps count training iterations; a last partial iteration ends no
- * step. A step begins where the program's first collective call sits in the pattern (the warm-up
- * iteration, which may differ, begins as the others do, and is step 0); a program whose first
- * call is not in the pattern (set-up broadcasts) has its steps begin where the repetitions began,
- * and the calls before them come before step 0.
+ * order every iteration (gradient buckets, a loss all-reduce); each call becomes a token, and the
+ * step is the smallest period p (up to RS_SD_MAX_PERIOD) with which the last calls repeat
+ * RS_SD_REPEATS times and over at least RS_SD_MIN_SPAN calls. The second condition is what keeps
+ * a run of equal calls inside a step (equal gradient buckets, one all-reduce per layer) from being
+ * taken for the step: a step whose calls repeat over fewer than RS_SD_MIN_SPAN calls is found as
+ * the whole step, and the price is paid by programs with very short steps: one collective per
+ * iteration is found at its 128th iteration, two at the 64th.
+ *
+ * Looking costs O(1) a call whatever the period: periods are proposed by the distance between a
+ * call and the last call that ended the same RS_SD_GRAM calls (a table of the grams' last calls;
+ * a real period p is proposed within its second repetition), and up to RS_SD_CANDS proposed
+ * periods are verified incrementally, each keeping the length of the run of calls equal to the
+ * call p before (a new proposal is scanned back once, to start with its true run). When one holds
+ * long enough its pattern is cut to its smallest period (the failure function of the pattern:
+ * Fine and Wilf say a window of 3p calls with periods p and q has period gcd(p, q)).
+ *
+ * Once found, each completed repetition of the pattern ends a step; calls off the pattern (an
+ * evaluation every K steps, a checkpoint's broadcast) are skipped until the pattern's first call
+ * comes back, so steps count training iterations; a last partial iteration ends no step. The
+ * looking goes on beside the pattern at the same cost: when no step has completed for as long as
+ * another pattern has held (RS_SD_MIN_SPAN calls at least), the pattern was lost and the new one
+ * is followed, its steps numbered on from the last. A step begins where the program's first
+ * collective call sits in the pattern (the warm-up iteration, which may differ, begins as the
+ * others do, and is step 0); a program whose first call is not in the pattern (set-up
+ * broadcasts) has its steps begin where the repetitions began, and the calls before them come
+ * before step 0.
  *
  * In an SPMD job every rank sees the same calls and finds the same numbers without talking to the
  * others; the snapshot says what each rank found, so ranks that disagree (pipeline stages) show
  * in the report instead of being reconciled by a collective that could hang the job.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "step_detect.h"
+
+#define RS_SD_MUL 0x9e3779b97f4a7c15ull /* the grams' polynomial hash */
+#define AT(d, i) ((d)->tok[(i) & (RS_SD_HIST - 1)])
 
 uint64_t rs_step_detect_token(const char *name, uint64_t count, uint64_t datatype, uint64_t extra)
 {
@@ -36,67 +56,202 @@ uint64_t rs_step_detect_token(const char *name, uint64_t count, uint64_t datatyp
     return h;
 }
 
-#define RS_SD_AT(d, i) ((d)->tok[(i) & (RS_SD_HIST - 1)])
-
-/* Looking: updates the runs for the new call (index i) and locks on the smallest period that
- * repeated RS_SD_REPEATS times. */
-static int64_t rs_sd_look(rs_step_detect *d, uint64_t i)
+/* Calls a pattern of p must have held over to be the step. */
+static uint64_t rs_sd_need(uint64_t p)
 {
-    int pmax = i < RS_SD_MAX_PERIOD ? (int)i : RS_SD_MAX_PERIOD;
-    int found = 0;
-    for (int p = 1; p <= pmax; p++) {
-        d->run[p] = RS_SD_AT(d, i) == RS_SD_AT(d, i - (uint64_t)p) ? d->run[p] + 1 : 0;
-        if (!found && d->run[p] >= (uint32_t)(RS_SD_REPEATS - 1) * (uint32_t)p) found = p;
+    return RS_SD_REPEATS * p < RS_SD_MIN_SPAN ? RS_SD_MIN_SPAN : RS_SD_REPEATS * p;
+}
+
+/* The index of `name` in the detector's names; the wrappers pass static strings, so the pointer
+ * nearly always decides. Past RS_SD_NAMES names the last index stands for the rest. */
+static uint8_t rs_sd_name(rs_step_detect *d, const char *name)
+{
+    for (int k = 0; k < d->n_names; k++)
+        if (d->names[k] == name) return (uint8_t)k;
+    for (int k = 0; k < d->n_names; k++)
+        if (!strcmp(d->names[k], name)) return (uint8_t)k;
+    if (d->n_names < RS_SD_NAMES) d->names[d->n_names++] = name;
+    return (uint8_t)(d->n_names - 1);
+}
+
+/* Proposes period `p` at call i, with the run of calls that already repeat it (scanned back once,
+ * as far as the ring goes); the candidate with the shortest run gives way. */
+static void rs_sd_propose(rs_step_detect *d, uint64_t i, uint32_t p)
+{
+    for (int k = 0; k < d->n_cand; k++)
+        if (d->cand[k].p == p) return;
+    uint32_t run = 0;
+    for (uint64_t j = i; j >= p && i - (j - p) < RS_SD_HIST && AT(d, j) == AT(d, j - p); j--) run++;
+    int slot = d->n_cand;
+    if (slot == RS_SD_CANDS) {
+        slot = 0;
+        for (int k = 1; k < RS_SD_CANDS; k++)
+            if (d->cand[k].run < d->cand[slot].run) slot = k;
+    } else {
+        d->n_cand++;
     }
-    if (!found) {
-        if (d->n >= RS_SD_GIVE_UP) d->period = -1;
-        return -1;
+    d->cand[slot] = (rs_sd_cand){p, run};
+}
+
+/* The smallest period of the cyclic pattern pat[0..p), from its failure function. */
+static int rs_sd_primitive(rs_step_detect *d, int p)
+{
+    d->fail[0] = 0;
+    for (int k = 1, m = 0; k < p; k++) {
+        while (m > 0 && d->pat[k] != d->pat[m]) m = d->fail[m - 1];
+        if (d->pat[k] == d->pat[m]) m++;
+        d->fail[k] = (uint16_t)m;
     }
-    int p = found;
-    uint64_t start = i + 1 - (uint64_t)RS_SD_REPEATS * (uint64_t)p; /* the first repetition's first call */
-    /* Where a step begins inside the pattern: where the program's first call does, when the
-     * pattern has it (a warm-up iteration begins as the others do); else where the repetitions
-     * began. Calls older than the ring are not known: then the repetitions decide. */
-    int r = 0, warm = 0;
-    if (start > 0 && i < RS_SD_HIST) {
-        for (r = 0; r < p && RS_SD_AT(d, start + (uint64_t)r) != d->tok[0]; r++) {
-        }
+    int q = p - d->fail[p - 1];
+    return p % q == 0 ? q : p;
+}
+
+/* The pattern of period p that the calls up to i repeat, from the call at s + r on. */
+static void rs_sd_take(rs_step_detect *d, uint64_t i, uint64_t p, uint64_t from)
+{
+    for (uint64_t j = i + 1 - p; j <= i; j++) {
+        d->pat[(j - from) % p] = AT(d, j);
+        d->pat_name[(j - from) % p] = d->name_at[j & (RS_SD_HIST - 1)];
+    }
+}
+
+/* Follows period p of the candidate that held at call i: its pattern, where its steps begin and
+ * the step under way. `run` calls repeated the one p before, so the repetitions began at call s
+ * (or, for a pattern found again, after the last step began, whichever is later). */
+static int64_t rs_sd_lock(rs_step_detect *d, uint64_t i, uint64_t p, uint64_t run)
+{
+    int first = d->period == 0;
+    uint64_t len = run + p;
+    if (!first && len > d->since_step) len = d->since_step;
+    uint64_t s = i + 1 - len;
+    rs_sd_take(d, i, p, s);
+    p = (uint64_t)rs_sd_primitive(d, (int)p);
+    /* Where a step begins: where the program's first call does, when the pattern has it and
+     * calls came before the repetitions (a warm-up iteration begins as the others do); else where
+     * the repetitions began. */
+    uint64_t r = 0;
+    int warm = 0;
+    if (first && s > 0) {
+        while (r < p && d->pat[r] != d->first_tok) r++;
         if (r == p) r = 0; else warm = 1;
     }
-    for (int k = 0; k < p; k++) {
-        uint64_t at = start + (uint64_t)((r + k) % p);
-        d->pat[k] = RS_SD_AT(d, at);
-        d->pat_name[k] = d->name[at & (RS_SD_HIST - 1)];
+    rs_sd_take(d, i, p, s + r);
+    uint64_t since = len - r, whole = since / p;
+    d->period = (int)p;
+    d->phase = (int)(since % p);
+    d->found_at = i + 1;
+    if (first) {
+        d->before = warm ? 0 : s;
+        d->step = (int64_t)whole + warm;
+    } else {
+        /* numbered on: the new pattern's first repetition is the step after the one under way,
+         * unless it began where that one did */
+        d->step += (int64_t)whole + (len < d->since_step ? 1 : 0);
+        d->changes++;
     }
-    d->period = p;
-    d->lost = 0;
-    /* from the first call of the rotated pattern to now: whole steps, then the current one's
-     * calls so far; the calls before it are step 0 when the program's first call begins it */
-    uint64_t since = (uint64_t)RS_SD_REPEATS * (uint64_t)p - (uint64_t)r;
-    d->phase = (int)(since % (uint64_t)p);
-    d->step = (int64_t)(since / (uint64_t)p) + warm;
+    d->steps_seen += whole;
+    d->since_step = since % p;
     return d->step;
+}
+
+/* Looking (`verify`): proposes the gram's period, updates the candidates' runs; returns the
+ * smallest period that held long enough (0: none). While a pattern is followed, only one that
+ * held since its last step counts. Otherwise only the gram's last call is kept. */
+static uint32_t rs_sd_look(rs_step_detect *d, uint64_t i, int verify, uint64_t *run)
+{
+    for (int k = 0; k < d->n_cand && verify; k++) {
+        rs_sd_cand *c = &d->cand[k];
+        c->run = AT(d, i) == AT(d, i - c->p) ? c->run + 1 : 0;
+    }
+    if (i + 1 >= RS_SD_GRAM) {
+        uint64_t h = d->gram;
+        uint64_t slot = (h * RS_SD_MUL) >> (64 - 14);
+        uint64_t e = d->table[slot & (RS_SD_TABLE - 1)];
+        if (verify && e && (e >> 32) == (h >> 32)) {
+            uint32_t dist = (uint32_t)i - (uint32_t)e;
+            if (dist >= 1 && dist <= RS_SD_MAX_PERIOD) rs_sd_propose(d, i, dist);
+        }
+        d->table[slot & (RS_SD_TABLE - 1)] = (h & 0xffffffff00000000ull) | (uint32_t)i;
+    }
+    uint32_t best = 0;
+    for (int k = 0; k < d->n_cand && verify; k++) {
+        const rs_sd_cand *c = &d->cand[k];
+        uint64_t need = rs_sd_need(c->p);
+        if ((uint64_t)c->run + c->p < need || (best && c->p >= best)) continue;
+        if (d->period > 0 && need > d->since_step) continue;
+        best = c->p;
+        *run = c->run;
+    }
+    return best;
 }
 
 int64_t rs_step_detect_feed(rs_step_detect *d, uint64_t token, const char *name)
 {
-    if (d->period < 0) return -1;
-    if (d->period > 0) {
-        if (token != d->pat[d->phase]) {
-            /* off the pattern: wait for the pattern's first call to begin the next step */
-            d->lost = 1;
-            d->phase = 0;
-            if (token != d->pat[0]) return -1;
-        }
-        d->lost = 0;
-        if (++d->phase < d->period) return -1;
-        d->phase = 0;
-        return ++d->step;
-    }
     uint64_t i = d->n++;
+    uint8_t nm = rs_sd_name(d, name);
+    if (i == 0) d->first_tok = token;
+    if (d->period == 0) {
+        /* how regular each collective's calls are: the evidence for RANKSNAP_STEP_ON while no
+         * pattern is found */
+        uint64_t gap = i - d->name_last[nm];
+        d->name_regular[nm] += d->name_calls[nm] > 0 && gap == d->name_gap[nm];
+        d->name_gap[nm] = gap;
+        d->name_last[nm] = i;
+        d->name_calls[nm]++;
+    }
+    /* the gram of the last RS_SD_GRAM calls, rolled: out goes the oldest, in the new one */
+    if (i >= RS_SD_GRAM) d->gram -= d->gram_out * AT(d, i - RS_SD_GRAM);
+    else d->gram_out = d->gram_out ? d->gram_out * RS_SD_MUL : 1;
+    d->gram = d->gram * RS_SD_MUL + token;
     d->tok[i & (RS_SD_HIST - 1)] = token;
-    d->name[i & (RS_SD_HIST - 1)] = name;
-    return rs_sd_look(d, i);
+    d->name_at[i & (RS_SD_HIST - 1)] = nm;
+
+    int64_t began = -1;
+    if (d->period > 0) {
+        d->since_step++;
+        if (token == d->pat[d->phase]) {
+            d->phase++;
+        } else {
+            /* off the pattern: the step's calls so far are skipped with this one, unless it is
+             * the pattern's first call, which begins the next step */
+            d->skipped += (uint64_t)d->phase;
+            d->phase = token == d->pat[0];
+            d->skipped += (uint64_t)!d->phase;
+        }
+        if (d->phase == d->period) {
+            d->phase = 0;
+            d->since_step = 0;
+            d->steps_seen++;
+            began = ++d->step;
+        }
+    }
+    /* Beside a pattern that makes steps, no other can have held since the last one: the
+     * candidates rest until no step came for RS_SD_MIN_SPAN calls, and start again then from
+     * what the ring shows (a proposal scans back its run). */
+    int verify = d->period == 0 || d->since_step >= RS_SD_MIN_SPAN;
+    if (d->period > 0 && d->since_step == RS_SD_MIN_SPAN) d->n_cand = 0;
+    uint64_t run = 0;
+    uint32_t p = rs_sd_look(d, i, verify, &run);
+    if (p) began = rs_sd_lock(d, i, p, run);
+    return began;
+}
+
+/* "MPI_Allreduce x2, MPI_Bcast x1" for the names of `at[0..p)`, in the order of their first call;
+ * the length written. */
+static size_t rs_sd_names_of(const rs_step_detect *d, const uint8_t *at, uint64_t p, char *buf, size_t n)
+{
+    uint64_t count[RS_SD_NAMES] = {0};
+    uint8_t order[RS_SD_NAMES];
+    int n_order = 0;
+    for (uint64_t k = 0; k < p; k++)
+        if (count[at[k]]++ == 0) order[n_order++] = at[k];
+    size_t len = 0;
+    for (int k = 0; k < n_order && len < n; k++) {
+        int w = snprintf(buf + len, n - len, "%s%s x%" PRIu64, k ? ", " : "", d->names[order[k]], count[order[k]]);
+        if (w < 0) break;
+        len += (size_t)w;
+    }
+    return len < n ? len : n - 1;
 }
 
 void rs_step_detect_describe(const rs_step_detect *d, char *buf, size_t n)
@@ -104,15 +259,52 @@ void rs_step_detect_describe(const rs_step_detect *d, char *buf, size_t n)
     if (n == 0) return;
     buf[0] = '\0';
     if (d->period <= 0) return;
-    size_t len = 0;
-    for (int k = 0; k < d->period; k++) {
-        int seen = 0, count = 0;
-        for (int j = 0; j < k; j++) seen |= !strcmp(d->pat_name[j], d->pat_name[k]);
-        if (seen) continue;
-        for (int j = k; j < d->period; j++) count += !strcmp(d->pat_name[j], d->pat_name[k]);
-        int w = snprintf(buf + len, n - len, "%s%s x%d", len ? ", " : "", d->pat_name[k], count);
-        if (w < 0 || (size_t)w >= n - len) return;
-        len += (size_t)w;
+    size_t len = rs_sd_names_of(d, d->pat_name, (uint64_t)d->period, buf, n);
+    snprintf(buf + len, n - len, " per step, %" PRIu64 " steps, %" PRIu64 " calls before, %" PRIu64 " off the pattern%s",
+             d->steps_seen, d->before, d->skipped, d->changes ? ", pattern changed" : "");
+}
+
+void rs_step_detect_explain(const rs_step_detect *d, char *buf, size_t n)
+{
+    if (n == 0) return;
+    buf[0] = '\0';
+    if (d->period > 0) return;
+    if (d->n == 0) {
+        snprintf(buf, n, "no collective call seen");
+        return;
     }
-    snprintf(buf + len, n - len, " per step");
+    /* The evidence, best first: a pattern seen twice or more but over too few calls (a short
+     * run, or steps of one or two calls): every COUNT-th call of its rarest collective is a
+     * step. Else the collective whose calls came at the most regular intervals, each a step. */
+    const rs_sd_cand *best = NULL;
+    for (int k = 0; k < d->n_cand; k++) {
+        const rs_sd_cand *c = &d->cand[k];
+        if (c->run >= c->p && (!best || c->run + c->p > best->run + best->p)) best = c;
+    }
+    const char *name;
+    uint64_t every = 1;
+    size_t len;
+    if (best) {
+        uint64_t count[RS_SD_NAMES] = {0};
+        uint64_t i = d->n - 1;
+        for (uint64_t j = i + 1 - best->p; j <= i; j++) count[d->name_at[j & (RS_SD_HIST - 1)]]++;
+        int rare = -1;
+        for (int k = 0; k < RS_SD_NAMES; k++)
+            if (count[k] && (rare < 0 || count[k] < count[rare])) rare = k;
+        name = d->names[rare];
+        every = count[rare];
+        int w = snprintf(buf, n, "a pattern of %" PRIu32 " calls held over %" PRIu64 " of %" PRIu64 " calls (%" PRIu64 " needed)",
+                         best->p, (uint64_t)best->run + best->p, d->n, rs_sd_need(best->p));
+        len = w < 0 ? 0 : (size_t)w;
+    } else {
+        int reg = 0;
+        for (int k = 1; k < d->n_names; k++) { /* the largest share of calls at the same gap */
+            uint64_t a = d->name_regular[k] * d->name_calls[reg], b = d->name_regular[reg] * d->name_calls[k];
+            if (a > b || (a == b && d->name_calls[k] > d->name_calls[reg])) reg = k;
+        }
+        name = d->names[reg];
+        int w = snprintf(buf, n, "no repeating pattern in %" PRIu64 " collectives", d->n);
+        len = w < 0 ? 0 : (size_t)w;
+    }
+    if (len < n) snprintf(buf + len, n - len, "; try RANKSNAP_STEP_ON=%s:%" PRIu64, name, every);
 }

@@ -7,37 +7,69 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RS_SD_MAX_PERIOD 64   /* collectives per step the detector can find */
-#define RS_SD_HIST 128        /* tokens kept: a power of two above RS_SD_MAX_PERIOD */
-#define RS_SD_REPEATS 3       /* a pattern seen this many times in a row is the step */
-#define RS_SD_GIVE_UP 4096    /* calls after which a rank with no period stops looking */
+#define RS_SD_MAX_PERIOD 4096 /* collectives per step the detector can find */
+#define RS_SD_REPEATS 3       /* a pattern seen this many times in a row is the step ... */
+#define RS_SD_MIN_SPAN 128    /* ... and over at least this many calls: shorter repeats inside a
+                               * step (equal buckets, one call per layer) are not the step */
+#define RS_SD_HIST 16384      /* tokens kept: a power of two >= RS_SD_REPEATS * RS_SD_MAX_PERIOD */
+#define RS_SD_GRAM 16         /* calls hashed together to propose a period */
+#define RS_SD_TABLE 16384     /* slots of the table of grams' last calls (a power of two) */
+#define RS_SD_CANDS 8         /* periods verified at once */
+#define RS_SD_NAMES 32        /* collectives' names told apart */
 
-/* The detector of one process; zero-initialised is a fresh one. Not thread-safe: the caller
- * serialises feeds. */
+/* A period being verified: `run` calls in a row equal to the call `p` before. */
+typedef struct rs_sd_cand {
+    uint32_t p;
+    uint32_t run;
+} rs_sd_cand;
+
+/* The detector of one process; zero-initialised is a fresh one (about 300 KiB: keep it off the
+ * stack). Not thread-safe: the caller serialises feeds. */
 typedef struct rs_step_detect {
-    uint64_t tok[RS_SD_HIST];          /* the last tokens, a ring indexed by call number */
-    const char *name[RS_SD_HIST];      /* their collectives' names (static strings) */
-    uint32_t run[RS_SD_MAX_PERIOD + 1]; /* run[p]: calls in a row equal to the one p calls before */
-    uint64_t n;                        /* calls seen */
-    int period;                        /* 0: looking, > 0: found, -1: gave up */
-    int phase;                         /* calls of the current step matched so far */
-    int lost;                          /* 1 after a call off the pattern, until its first call */
-    int64_t step;                      /* the step under way, once found */
+    uint64_t n;                       /* calls seen */
+    uint64_t tok[RS_SD_HIST];         /* the last tokens, a ring indexed by call number */
+    uint8_t name_at[RS_SD_HIST];      /* their names, as indexes into `names` */
+    const char *names[RS_SD_NAMES];   /* the collectives' names (static strings), first seen first */
+    uint64_t name_calls[RS_SD_NAMES]; /* calls of each name ... */
+    uint64_t name_last[RS_SD_NAMES];  /* ... its last call's number, the gap before it ... */
+    uint64_t name_gap[RS_SD_NAMES];
+    uint64_t name_regular[RS_SD_NAMES]; /* ... and how many of its calls came at the same gap */
+    int n_names;
+    uint64_t first_tok;               /* the program's first call */
+    uint64_t gram;                    /* hash of the last RS_SD_GRAM tokens */
+    uint64_t gram_out;                /* what the oldest of them weighs in `gram` */
+    uint64_t table[RS_SD_TABLE];      /* a gram's hash (high half) and its last call (low half) */
+    rs_sd_cand cand[RS_SD_CANDS];
+    int n_cand;
+    /* the step, once found */
+    int period;                       /* 0: looking, > 0: calls per step */
+    int phase;                        /* calls of the current step matched so far */
+    int64_t step;                     /* the step under way */
+    uint64_t since_step;              /* calls since the last step began */
+    uint64_t found_at;                /* calls seen when the current pattern was found */
+    uint64_t before;                  /* calls before the first step's pattern (set-up) */
+    uint64_t steps_seen;              /* steps completed on a found pattern */
+    uint64_t skipped;                 /* calls off the pattern since it was found */
+    int changes;                      /* times the pattern was lost and another found */
     uint64_t pat[RS_SD_MAX_PERIOD];
-    const char *pat_name[RS_SD_MAX_PERIOD];
+    uint8_t pat_name[RS_SD_MAX_PERIOD];
+    uint16_t fail[RS_SD_MAX_PERIOD];  /* scratch: the pattern's failure function */
 } rs_step_detect;
 
 /* One call's token: the collective's name with its count, datatype and root or op. */
 uint64_t rs_step_detect_token(const char *name, uint64_t count, uint64_t datatype, uint64_t extra);
 
-/* Feeds one completed call. Returns the step that begins after it (the first time, the step
- * under way when the period was found, which may have begun a few calls before), or -1 when no
- * step begins here. O(1) once found or given up; before,
- * O(RS_SD_MAX_PERIOD) for at most RS_SD_GIVE_UP calls. */
+/* Feeds one completed call. Returns the step that begins after it (when a pattern is found, the
+ * step under way, which may have begun a few calls before), or -1 when no step begins here.
+ * The numbers only grow: a pattern found again after it was lost continues them. */
 int64_t rs_step_detect_feed(rs_step_detect *d, uint64_t token, const char *name);
 
-/* "ncclAllReduce x3 per step" (names in the order of their first call in the step); "" until
- * found. */
+/* Once found: "ncclAllReduce x3 per step, 40 steps, 2 calls before, 0 off the pattern" (names
+ * in the order of their first call in the step); "" until found. */
 void rs_step_detect_describe(const rs_step_detect *d, char *buf, size_t n);
+
+/* While none is found: why, and the RANKSNAP_STEP_ON=NAME:COUNT the calls seen suggest ("no
+ * repeating pattern in 90 collectives; try RANKSNAP_STEP_ON=MPI_Allreduce:1"). */
+void rs_step_detect_explain(const rs_step_detect *d, char *buf, size_t n);
 
 #endif

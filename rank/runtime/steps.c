@@ -24,6 +24,7 @@
 #include "ring_file.h"
 #include "schedule.h"
 #include "state.h"
+#include "step_how.h"
 #include "steps.h"
 
 /* Starts a recorded range at the current step: fresh history and peaks, so that the range's
@@ -36,6 +37,7 @@ static void rs_range_begin_locked(rs_runtime *rt, int64_t at)
     atomic_store(&rt->recording, 1);
     rs_held_range_begin_locked(rt);
     rt->in_range = 1;
+    rt->range_hi = at - 1;
     rt->reported = 0;
     atomic_store(&rt->range_dumped, 0);
     if (rt->n_ranges < RS_MAX_RANGES) {
@@ -53,7 +55,18 @@ static void rs_range_end_locked(rs_runtime *rt, int64_t at)
     rs_recorder_set_enabled(rt->recorder, 0);
     atomic_store(&rt->recording, 0);
     rt->in_range = 0;
-    if (rt->n_ranges > 0) rt->ranges[rt->n_ranges - 1].end = at;
+    if (rt->n_ranges > 0) rt->ranges[rt->n_ranges - 1].end = rs_steps_range_end(rt, at);
+}
+
+/* A range's end (one past its last step) never comes before its beginning, whatever the
+ * numbering did meanwhile: a range is numbered as its steps were when it began, and when the
+ * numbers go back (the program numbers its own steps after steps were found for it, or restarts
+ * its count) the range ends one past the highest step it saw. */
+int64_t rs_steps_range_end(const rs_runtime *rt, int64_t at)
+{
+    int64_t end = at > rt->range_hi ? at : rt->range_hi + 1;
+    if (rt->n_ranges > 0 && end < rt->ranges[rt->n_ranges - 1].begin) end = rt->ranges[rt->n_ranges - 1].begin;
+    return end;
 }
 
 /* A step begins; `source` says who numbered it (rs_step_source). */
@@ -86,6 +99,7 @@ static ranksnap_status rs_steps_at(rs_runtime *rt, int64_t step)
             ended = 1;
         }
     }
+    if (step > rt->range_hi) rt->range_hi = step; /* after the range it ended, if it did */
     rs_outside_sample(rt, s.reserved_bytes);
     rs_ring_file_step(rt->ring_file, step, s.allocated_bytes, s.allocated_bytes_peak, s.reserved_bytes_peak);
     rs_recorder_append_id(rt->recorder, RS_ACT_STEP, 0, (uint64_t)step, NULL, 0);
@@ -104,8 +118,13 @@ ranksnap_status ranksnap_step(int64_t step)
 {
     RS_NEED_OR_PASS(rt);
     if (rt->step_source != RS_STEPS_APP) {
+        /* a range opened on the steps found before ends by the rule of rs_steps_range_end */
+        if (rt->step_source == RS_STEPS_DETECTED && rt->step >= 0)
+            snprintf(rt->step_how, sizeof rt->step_how, "ranksnap_step, after steps 0 to %lld were found",
+                     (long long)rt->step);
+        else
+            snprintf(rt->step_how, sizeof rt->step_how, "ranksnap_step");
         rt->step_source = RS_STEPS_APP;
-        snprintf(rt->step_how, sizeof rt->step_how, "ranksnap_step");
     }
     return rs_steps_at(rt, step);
 }
@@ -115,23 +134,14 @@ ranksnap_status ranksnap_step(int64_t step)
  * sees, as a call off the pattern. */
 static void rs_steps_detect(rs_runtime *rt, const char *name, uint64_t count, uint64_t datatype, uint64_t extra)
 {
-    if (rt->step_detect.period < 0) return;
     uint64_t tok = rs_step_detect_token(name, count, datatype, extra);
     if (atomic_flag_test_and_set_explicit(&rt->step_detect_busy, memory_order_acquire)) return;
     int64_t step = rs_step_detect_feed(&rt->step_detect, tok, name);
     int first = step >= 0 && rt->step_source == RS_STEPS_NONE;
-    if (first) {
-        char how[128];
-        rs_step_detect_describe(&rt->step_detect, how, sizeof how);
-        snprintf(rt->step_how, sizeof rt->step_how, "detected: %s", how);
-        rt->step_source = RS_STEPS_DETECTED;
-    } else if (rt->step_detect.period < 0 && rt->step_source == RS_STEPS_NONE) {
-        snprintf(rt->step_how, sizeof rt->step_how, "none: no period in the first %d collectives", RS_SD_GIVE_UP);
-    }
+    if (first) rt->step_source = RS_STEPS_DETECTED;
     atomic_flag_clear_explicit(&rt->step_detect_busy, memory_order_release);
     if (step < 0 || rt->step_source != RS_STEPS_DETECTED) return;
-    if (first)
-        RS_INFO(RS_SUB_RECORD, "steps %s; step %lld begins", rt->step_how, (long long)step);
+    if (first) RS_INFO(RS_SUB_RECORD, "steps %s; step %lld begins", rs_steps_how(rt), (long long)step);
     ranksnap_status st = rs_steps_at(rt, step);
     if (st != RANKSNAP_OK) RS_WARN(RS_SUB_RECORD, "step %lld: %s", (long long)step, ranksnap_last_error());
 }
@@ -279,8 +289,9 @@ ranksnap_status ranksnap_record(int on)
         rt->ranges[rt->n_ranges].begin = rt->step < 0 ? 0 : rt->step;
         rt->ranges[rt->n_ranges].end = -1;
         rt->n_ranges++;
+        rt->range_hi = rt->ranges[rt->n_ranges - 1].begin - 1;
     } else if (!on && was && rt->n_ranges > 0 && rt->ranges[rt->n_ranges - 1].end < 0) {
-        rt->ranges[rt->n_ranges - 1].end = rt->step < 0 ? 0 : rt->step;
+        rt->ranges[rt->n_ranges - 1].end = rs_steps_range_end(rt, rt->step < 0 ? 0 : rt->step);
     }
     rs_recorder_set_enabled(rt->recorder, on ? 1 : 0);
     atomic_store(&rt->recording, on ? 1 : 0);

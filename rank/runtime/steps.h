@@ -24,6 +24,10 @@ typedef enum rs_step_source {
  * period until the program calls ranksnap_step (RANKSNAP_STEP_ON=none: never). */
 void rs_steps_collective_done(const char *name, uint64_t count, uint64_t datatype, uint64_t extra);
 
+/* Where the last range ends when closed at step `at`: `at`, or one past the highest step the
+ * range saw when the numbers went back, never before its beginning. Allocator lock held. */
+int64_t rs_steps_range_end(const rs_runtime *rt, int64_t at);
+
 /* The thread that starts and stops time:A:B ranges; stop joins it. */
 ranksnap_status rs_steps_timer_start(rs_runtime *rt);
 void rs_steps_timer_stop(rs_runtime *rt);

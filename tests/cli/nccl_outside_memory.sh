@@ -16,7 +16,7 @@ echo "$a" | grep -q 'ncclMemAlloc holds 8.00 MiB' || { echo 'missing: ncclMemAll
 j=$("$ranksnap" report --json "$dir/with-comm.rsnap") || exit 1
 echo "$j" | grep -Eq '"nccl": [1-9]' || { echo 'missing in the JSON report: "nccl"'; exit 1; }
 # the steps, found from the reduce-scatters and all-gathers
-steps='"steps_from": "detected: ncclReduceScatter x1, ncclAllGather x1 per step"'
+steps='"steps_from": "detected: ncclReduceScatter x1, ncclAllGather x1 per step, '
 echo "$j" | grep -q "$steps" || { echo "missing in the JSON report: $steps"; echo "$j" | grep steps_from; exit 1; }
 # or counted on one of them
 RANKSNAP_STEP_ON=ncclAllGather:2 LD_PRELOAD="$preload" "$program" "$dir/on.rsnap" "$dir/on-after.rsnap" > /dev/null || exit 1

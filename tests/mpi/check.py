@@ -3,12 +3,15 @@
 
     check.py DIR report   EXPR...   every EXPR (Python, with `r` = report.json) must hold
     check.py DIR snapshots EXPR...  every EXPR must hold for each rank-*.rsnap (`s` = the map)
+    check.py DIR cli RANKSNAP EXPR...  `RANKSNAP report DIR --json` reads every snapshot after the
+                                    job, and every EXPR holds for its report (`r`)
 
 Prints each failed expression with the values involved and exits 1; exits 0 when all hold.
 """
 import glob
 import json
 import os
+import subprocess
 import sys
 
 
@@ -22,15 +25,21 @@ def load_snapshots(d):
 
 
 def main():
-    if len(sys.argv) < 4 or sys.argv[2] not in ("report", "snapshots"):
+    if len(sys.argv) < 4 or sys.argv[2] not in ("report", "snapshots", "cli"):
         print(__doc__)
         return 2
     d, what, exprs = sys.argv[1], sys.argv[2], sys.argv[3:]
     failed = 0
-    if what == "report":
-        path = os.path.join(d, "report.json")
-        with open(path) as f:
-            r = json.load(f)
+    if what in ("report", "cli"):
+        if what == "cli":
+            p = subprocess.run([exprs[0], "report", d, "--json"], capture_output=True, text=True)
+            if p.returncode != 0:
+                print("FAILED: ranksnap report %s: exit %d\n%s" % (d, p.returncode, p.stderr[-2000:]))
+                return 1
+            r, exprs = json.loads(p.stdout), exprs[1:]
+        else:
+            with open(os.path.join(d, "report.json")) as f:
+                r = json.load(f)
         for e in exprs:
             if not eval(e, {"r": r}):
                 failed += 1

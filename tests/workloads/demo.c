@@ -19,6 +19,12 @@
  *                     ranksnap: the anchors of the end-to-end benchmark; cuda builds only)
  *   --timing          rank 0 prints the median step time (device synchronized at each step end)
  *   --no-steps        never call ranksnap_step: the steps are found from the all-reduces
+ *   --app-steps-from K  with --no-steps: from iteration K on, number the steps with
+ *                     ranksnap_step(0), (1), ... (the program takes over after steps were found)
+ *   --setup-bcasts N  N identical MPI_Bcast of one int before the loop (settings shared by rank 0)
+ *   --layer-allreduces N[:varied]  N more all-reduces a step, one per layer, before the buckets:
+ *                     of one float each (tensor-parallel layers of one width), or of 1 + layer
+ *                     floats (layers of different widths)
  *   --pp N            N pipeline stages, ranks in stage-major order (stage = rank / (size / N)):
  *                     stage s keeps N - s microbatches of activations in flight, as under 1F1B, so
  *                     stage 0 is the heaviest by design; the gradient all-reduce runs over the
@@ -63,6 +69,9 @@ typedef struct demo_cfg {
     int pp;
     int timing;
     int no_steps;
+    int app_steps_from;
+    int setup_bcasts;
+    int layer_allreduces, layers_varied;
     int quiet;
 } demo_cfg;
 
@@ -128,7 +137,7 @@ static int parse_args(int argc, char **argv, demo_cfg *c)
 {
     *c = (demo_cfg){.iters = 8, .layers = 8, .hidden = 1024, .batch = 2048, .diverge_rank = -1,
                     .diverge_factor = 1.0, .leak_rank = -1, .oom_rank = -1, .oom_abort = 1,
-                    .hang_rank = -1, .kill_rank = -1};
+                    .hang_rank = -1, .kill_rank = -1, .app_steps_from = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t x, y;
@@ -149,6 +158,18 @@ static int parse_args(int argc, char **argv, demo_cfg *c)
         if (!strcmp(a, "--iters") || !strcmp(a, "--steps")) {
             if (parse_u64(v, &x) || x < 1 || x > 1000000) return bad(a, v, "a step count from 1 to 1000000");
             c->iters = (int)x;
+        } else if (!strcmp(a, "--app-steps-from")) {
+            if (parse_u64(v, &x) || x > 1000000) return bad(a, v, "an iteration from 0 to 1000000");
+            c->app_steps_from = (int)x;
+        } else if (!strcmp(a, "--setup-bcasts")) {
+            if (parse_u64(v, &x) || x > 1000) return bad(a, v, "a count from 0 to 1000");
+            c->setup_bcasts = (int)x;
+        } else if (!strcmp(a, "--layer-allreduces")) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (n < 1 || n > 10000 || (*end && strcmp(end, ":varied"))) return bad(a, v, "N or N:varied, N from 1 to 10000");
+            c->layer_allreduces = (int)n;
+            c->layers_varied = *end != '\0';
         } else if (!strcmp(a, "--layers")) {
             if (parse_u64(v, &x) || x < 1 || x > DEMO_MAX_LAYERS) return bad(a, v, "1 to 256 layers");
             c->layers = (int)x;
@@ -301,8 +322,13 @@ static int train_step(const demo_cfg *c, model *m, uint64_t batch, int step)
     }
     if (rc) return rc;
 
-    /* bucketed all-reduce of the gradients: a staging bucket per 25 MiB of gradients */
+    /* bucketed all-reduce of the gradients: a staging bucket per 25 MiB of gradients, after the
+     * layers' own all-reduces (--layer-allreduces) */
     ranksnap_annotate_begin("allreduce");
+    for (int k = 0; k < c->layer_allreduces; k++) {
+        static float layer[10001];
+        MPI_Allreduce(MPI_IN_PLACE, layer, c->layers_varied ? 1 + k : 1, MPI_FLOAT, MPI_SUM, dp_comm_);
+    }
     uint64_t grad_bytes = (uint64_t)m->layers * c->hidden * c->hidden * 4;
     float host[256];
     for (uint64_t done = 0; done < grad_bytes; done += DEMO_BUCKET) {
@@ -409,6 +435,10 @@ int main(int argc, char **argv)
     }
 #endif
 
+    for (int k = 0; k < c.setup_bcasts; k++) {
+        int setting = rank_ == 0 ? c.iters : 0;
+        MPI_Bcast(&setting, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    }
     model m;
     memset(&m, 0, sizeof m);
     m.layers = c.layers;
@@ -428,6 +458,7 @@ int main(int argc, char **argv)
         if (rank_ == c.hang_rank && s == c.hang_step) sleep((unsigned)c.hang_seconds);
         if (rank_ == c.kill_rank && s == c.kill_step) raise(SIGKILL);
         if (!c.no_steps) ranksnap_step(s);
+        else if (c.app_steps_from >= 0 && s >= c.app_steps_from) ranksnap_step(s - c.app_steps_from);
         uint64_t batch = c.batch;
         if (c.pp > 1) batch *= (uint64_t)(c.pp - stage); /* microbatches in flight under 1F1B */
         if (rank_ == c.diverge_rank) batch = (uint64_t)((double)batch * c.diverge_factor);
@@ -464,6 +495,7 @@ int main(int argc, char **argv)
         step_s[s] = MPI_Wtime() - t0;
     }
     if (!c.no_steps) ranksnap_step(c.iters); /* closes a range that ends with the last step */
+    else if (c.app_steps_from >= 0) ranksnap_step(c.iters - c.app_steps_from);
     if (c.timing && rank_ == 0 && c.iters > 1) {
         /* the first step warms every cache: it is left out */
         qsort(step_s + 1, (size_t)c.iters - 1, sizeof *step_s, cmp_double);
