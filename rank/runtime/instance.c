@@ -447,10 +447,12 @@ static void rs_warn_unreached(rs_runtime *rt)
         snprintf(when, sizeof when,
                  "no step was ever marked or found%s%s%s: ranksnap_step(n), or RANKSNAP_STEP_ON=NAME:COUNT",
                  how[0] ? " (" : "", how, how[0] ? ")" : "");
-    else
+    else {
+        int found = rt->step_source == RS_STEPS_DETECTED || rt->step_source == RS_STEPS_TENTATIVE;
         snprintf(when, sizeof when, "the last step was %lld%s%s%s", (long long)rt->step,
-                 rt->step_source == RS_STEPS_DETECTED ? "; steps " : "", rt->step_source == RS_STEPS_DETECTED ? how : "",
-                 rt->step_source == RS_STEPS_DETECTED ? ": a range before the first step found cannot be recorded" : "");
+                 found ? "; steps " : "", found ? how : "",
+                 found ? ": a range before the first step found cannot be recorded" : "");
+    }
     RS_WARN(RS_SUB_RECORD, "RANKSNAP_STEPS=%s: never reached: %s (%s); nothing was recorded for %s%s",
             rt->opts.steps, list, when, missed == 1 ? "it" : "them",
             rt->n_ranges == 0 ? ", and no snapshot was written" : "");
@@ -470,11 +472,13 @@ ranksnap_status ranksnap_finalize(void)
          * since the last step is gathered and reported now, while MPI still works. */
         /* ranksnap_abandon: the process dies; no collective with ranks that wait elsewhere */
         if (!rs_state_abandoned() &&
-            (rt->in_range || (rt->sched.time_based && !rt->reported && rt->n_ranges > 0))) {
+            (rt->in_range || rt->range_pending ||
+             (rt->sched.time_based && !rt->reported && rt->n_ranges > 0))) {
             rs_rt_lock(rt);
             if (rt->n_ranges > 0 && rt->ranges[rt->n_ranges - 1].end < 0)
                 rt->ranges[rt->n_ranges - 1].end = rs_steps_range_end(rt, rt->step < 0 ? 0 : rt->step + 1);
             rt->in_range = 0;
+            rt->range_pending = 0; /* tentative steps that nothing broke until the end: kept */
             rs_rt_unlock(rt);
             st = rs_live_report_end_of_range(rt);
         }

@@ -73,6 +73,8 @@ typedef struct rs_runtime {
     int in_range;          /* a scheduled range is being recorded (guarded by `lock`) */
     int64_t range_hi;      /* the highest step the last range saw (steps.c: where it may end) */
     int reported;          /* a range ended and was gathered; finalize need not repeat it */
+    int range_tentative;   /* the last range began on tentative steps (guarded by `lock`) ... */
+    int range_pending;     /* ... and ended on them: gathered once they are confirmed (steps.c) */
     atomic_int range_dumped; /* this rank's snapshot was written since the range began (an OOM
                               * dump): a rank abandoned in the range leaves that one */
     pthread_t timer;       /* drives time:A:B ranges */

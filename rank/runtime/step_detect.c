@@ -30,6 +30,18 @@
  * broadcasts) has its steps begin where the repetitions began, and the calls before them come
  * before step 0.
  *
+ * The tentative step. A program with one or two collectives per iteration repeats them 128 times
+ * only at its 128th or 64th iteration, past the range a user asks for first (--steps 3:6). So,
+ * until a pattern is found, the smallest period of at most RS_SD_QUICK_MAX calls that repeated
+ * RS_SD_REPEATS times (as the detector of old did, O(RS_SD_QUICK_MAX) a call) is followed as a
+ * tentative step, numbered by the same rule as a found pattern: steps.c opens the range on it
+ * and keeps what it recorded until the pattern found confirms it (same period, same numbers),
+ * or drops it when a call breaks it or the found pattern differs. A broken tentative pattern
+ * (three equal calls of a step of four, set-up broadcasts) doubles the repetitions the next one
+ * needs, so that a step with runs of equal calls is not guessed again at each run; and guessing
+ * stops after RS_SD_QUICK_CALLS calls with no guess (a set-up phase longer than that leaves the
+ * found pattern alone to number the steps).
+ *
  * In an SPMD job every rank sees the same calls and finds the same numbers without talking to the
  * others; the snapshot says what each rank found, so ranks that disagree (pipeline stages) show
  * in the report instead of being reconciled by a collective that could hang the job.
@@ -115,6 +127,55 @@ static void rs_sd_take(rs_step_detect *d, uint64_t i, uint64_t p, uint64_t from)
     }
 }
 
+/* The tentative step at call i (no pattern found yet): follows the one guessed, or guesses one. */
+static void rs_sd_quick(rs_step_detect *d, uint64_t i)
+{
+    uint64_t tok = AT(d, i);
+    if (d->q_period > 0) {
+        if (tok == AT(d, i - (uint64_t)d->q_period)) {
+            if (++d->q_phase == d->q_period) {
+                d->q_phase = 0;
+                d->q_began = ++d->q_step;
+            }
+            return;
+        }
+        d->q_lost = 1;
+        d->q_period = 0;
+        d->q_breaks++;
+        d->q_since = i;
+        memset(d->q_run, 0, sizeof d->q_run);
+    }
+    if (i - d->q_since >= RS_SD_QUICK_CALLS) {
+        d->q_done = 1;
+        return;
+    }
+    /* after k broken guesses a guess needs 3 * 2^k calls; from RS_SD_MIN_SPAN on, the pattern
+     * found decides alone */
+    if (d->q_breaks >= 6 || ((uint64_t)RS_SD_REPEATS << d->q_breaks) >= RS_SD_MIN_SPAN) return;
+    uint64_t need = (uint64_t)RS_SD_REPEATS << d->q_breaks;
+    uint64_t pmax = i < RS_SD_QUICK_MAX ? i : RS_SD_QUICK_MAX;
+    uint64_t p = 0;
+    for (uint64_t k = 1; k <= pmax; k++) {
+        d->q_run[k] = tok == AT(d, i - k) ? d->q_run[k] + 1 : 0;
+        uint64_t len = d->q_run[k] + k;
+        if (!p && len >= RS_SD_REPEATS * k && len >= need) p = k;
+    }
+    if (!p) return;
+    /* numbered as rs_sd_lock numbers a first pattern: from where the program's first call sits
+     * in it when calls came before the repetitions, else from where they began */
+    uint64_t len = d->q_run[p] + p, s = i + 1 - len, r = 0;
+    int warm = 0;
+    if (s > 0) {
+        while (r < p && AT(d, s + r) != d->first_tok) r++;
+        if (r == p) r = 0; else warm = 1;
+    }
+    uint64_t since = len - r;
+    d->q_period = (int)p;
+    d->q_phase = (int)(since % p);
+    d->q_step = (int64_t)(since / p) + warm;
+    d->q_began = d->q_step;
+}
+
 /* Follows period p of the candidate that held at call i: its pattern, where its steps begin and
  * the step under way. `run` calls repeated the one p before, so the repetitions began at call s
  * (or, for a pattern found again, after the last step began, whichever is later). */
@@ -143,6 +204,9 @@ static int64_t rs_sd_lock(rs_step_detect *d, uint64_t i, uint64_t p, uint64_t ru
     if (first) {
         d->before = warm ? 0 : s;
         d->step = (int64_t)whole + warm;
+        d->q_agrees = d->q_period == (int)p && d->q_step == d->step;
+        d->q_period = 0;
+        d->q_done = 1;
     } else {
         /* numbered on: the new pattern's first repetition is the step after the one under way,
          * unless it began where that one did */
@@ -190,6 +254,8 @@ int64_t rs_step_detect_feed(rs_step_detect *d, uint64_t token, const char *name)
     uint64_t i = d->n++;
     uint8_t nm = rs_sd_name(d, name);
     if (i == 0) d->first_tok = token;
+    d->q_began = -1;
+    d->q_lost = 0;
     if (d->period == 0) {
         /* how regular each collective's calls are: the evidence for RANKSNAP_STEP_ON while no
          * pattern is found */
@@ -206,6 +272,7 @@ int64_t rs_step_detect_feed(rs_step_detect *d, uint64_t token, const char *name)
     d->tok[i & (RS_SD_HIST - 1)] = token;
     d->name_at[i & (RS_SD_HIST - 1)] = nm;
 
+    if (!d->q_done) rs_sd_quick(d, i);
     int64_t began = -1;
     if (d->period > 0) {
         d->since_step++;
@@ -258,6 +325,15 @@ void rs_step_detect_describe(const rs_step_detect *d, char *buf, size_t n)
 {
     if (n == 0) return;
     buf[0] = '\0';
+    if (d->period <= 0 && d->q_period > 0) {
+        uint8_t at[RS_SD_QUICK_MAX];
+        uint64_t p = (uint64_t)d->q_period, i = d->n - 1;
+        for (uint64_t j = 0; j < p; j++) at[j] = d->name_at[(i + 1 - p + j) & (RS_SD_HIST - 1)];
+        size_t len = rs_sd_names_of(d, at, p, buf, n);
+        snprintf(buf + len, n - len, " per step, tentative (a pattern over %" PRIu64 " calls, fewer than the %d that confirm one), step %" PRId64,
+                 d->n, RS_SD_MIN_SPAN, d->q_step);
+        return;
+    }
     if (d->period <= 0) return;
     size_t len = rs_sd_names_of(d, d->pat_name, (uint64_t)d->period, buf, n);
     snprintf(buf + len, n - len, " per step, %" PRIu64 " steps, %" PRIu64 " calls before, %" PRIu64 " off the pattern%s",

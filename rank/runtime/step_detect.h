@@ -16,6 +16,11 @@
 #define RS_SD_TABLE 16384     /* slots of the table of grams' last calls (a power of two) */
 #define RS_SD_CANDS 8         /* periods verified at once */
 #define RS_SD_NAMES 32        /* collectives' names told apart */
+/* Periods short enough that RS_SD_REPEATS repetitions come before RS_SD_MIN_SPAN calls: these
+ * are guessed early (the tentative step) and confirmed, or not, by the pattern found later. */
+#define RS_SD_QUICK_MAX ((RS_SD_MIN_SPAN - 1) / RS_SD_REPEATS)
+#define RS_SD_QUICK_CALLS 4096 /* calls without a guess after which guessing stops (a program of no
+                                * short period pays its O(RS_SD_QUICK_MAX) cost no longer) */
 
 /* A period being verified: `run` calls in a row equal to the call `p` before. */
 typedef struct rs_sd_cand {
@@ -54,6 +59,22 @@ typedef struct rs_step_detect {
     uint64_t pat[RS_SD_MAX_PERIOD];
     uint8_t pat_name[RS_SD_MAX_PERIOD];
     uint16_t fail[RS_SD_MAX_PERIOD];  /* scratch: the pattern's failure function */
+    /* The tentative step, while no pattern is found: the smallest period of at most
+     * RS_SD_QUICK_MAX calls that repeated RS_SD_REPEATS times, numbered as the found pattern
+     * would number it, followed until a call breaks it. Read after each feed: */
+    int64_t q_began;                  /* the tentative step that began at this call, -1: none */
+    int q_lost;                       /* 1: this call broke the tentative pattern */
+    int q_agrees;                     /* set when the pattern is found: 1 when it is the
+                                       * tentative one with the same numbers */
+    int q_period;                     /* 0: no tentative pattern */
+    int q_phase;
+    int64_t q_step;
+    int q_breaks;                     /* tentative patterns broken: each doubles the calls the
+                                       * next one needs (a run of equal calls inside a step) */
+    int q_done;                       /* the pattern was found, or none guessed for
+                                       * RS_SD_QUICK_CALLS calls: no more guessing */
+    uint64_t q_since;                 /* the call after the last broken guess */
+    uint32_t q_run[RS_SD_QUICK_MAX + 1];
 } rs_step_detect;
 
 /* One call's token: the collective's name with its count, datatype and root or op. */
@@ -65,7 +86,8 @@ uint64_t rs_step_detect_token(const char *name, uint64_t count, uint64_t datatyp
 int64_t rs_step_detect_feed(rs_step_detect *d, uint64_t token, const char *name);
 
 /* Once found: "ncclAllReduce x3 per step, 40 steps, 2 calls before, 0 off the pattern" (names
- * in the order of their first call in the step); "" until found. */
+ * in the order of their first call in the step); while only a tentative step is followed, the
+ * same with "tentative (over N calls, fewer than the 128 that confirm a step)"; "" else. */
 void rs_step_detect_describe(const rs_step_detect *d, char *buf, size_t n);
 
 /* While none is found: why, and the RANKSNAP_STEP_ON=NAME:COUNT the calls seen suggest ("no

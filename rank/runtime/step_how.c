@@ -15,7 +15,7 @@
  * keeping the last words, while a collective's thread feeds the detector. */
 const char *rs_steps_how(rs_runtime *rt)
 {
-    int detected = rt->step_source == RS_STEPS_DETECTED;
+    int detected = rt->step_source == RS_STEPS_DETECTED || rt->step_source == RS_STEPS_TENTATIVE;
     int looking = rt->step_source == RS_STEPS_NONE && !rt->step_on_every && !rt->step_detect_off;
     if ((detected || looking) && !atomic_flag_test_and_set_explicit(&rt->step_detect_busy, memory_order_acquire)) {
         char why[sizeof rt->step_how - 16];

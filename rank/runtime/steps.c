@@ -83,6 +83,12 @@ static ranksnap_status rs_steps_at(rs_runtime *rt, int64_t step)
     }
     int want = !rt->sched.time_based && !rt->sched.whole_run && rt->opts.record &&
                rs_schedule_contains(&rt->sched, step);
+    /* a range recorded on tentative steps waits for them to be confirmed: a next range would
+     * clear what it holds */
+    if (want && !rt->in_range && rt->range_pending) {
+        RS_INFO(RS_SUB_RECORD, "step %lld: the range before is not confirmed yet; not recording", (long long)step);
+        want = 0;
+    }
     int ended = 0;
     rs_devices_set_step(rt, step);
     if (want && !rt->in_range) rs_devices_reset_peak_stats(rt);
@@ -93,10 +99,14 @@ static ranksnap_status rs_steps_at(rs_runtime *rt, int64_t step)
     if (!rt->sched.time_based && !rt->sched.whole_run) {
         if (want && !rt->in_range) {
             rs_range_begin_locked(rt, step);
-            RS_INFO(RS_SUB_RECORD, "recording from step %lld", (long long)step);
+            rt->range_tentative = rt->step_source == RS_STEPS_TENTATIVE;
+            RS_INFO(RS_SUB_RECORD, "recording from step %lld%s", (long long)step,
+                    rt->range_tentative ? " (tentative steps)" : "");
         } else if (!want && rt->in_range) {
             rs_range_end_locked(rt, step);
-            ended = 1;
+            /* on tentative steps: gathered once the pattern found confirms them */
+            ended = !rt->range_tentative;
+            rt->range_pending = rt->range_tentative;
         }
     }
     if (step > rt->range_hi) rt->range_hi = step; /* after the range it ended, if it did */
@@ -112,14 +122,51 @@ static ranksnap_status rs_steps_at(rs_runtime *rt, int64_t step)
     return st;
 }
 
+/* The tentative steps were not the step (a call broke their pattern, or the pattern found numbers
+ * the steps otherwise): a range opened on them is dropped, recorded or not, and the steps are
+ * unknown again until the next guess or the pattern found. */
+static void rs_steps_drop_tentative(rs_runtime *rt, const char *why)
+{
+    rs_rt_lock(rt);
+    int had = rt->range_tentative && (rt->in_range || rt->range_pending);
+    if (had) {
+        rs_recorder_set_enabled(rt->recorder, 0);
+        atomic_store(&rt->recording, 0);
+        rs_recorder_clear(rt->recorder);
+        rt->in_range = 0;
+        if (rt->n_ranges > 0) rt->n_ranges--;
+    }
+    rt->range_tentative = rt->range_pending = 0;
+    rt->step = -1;
+    rt->range_hi = -1;
+    rs_rt_unlock(rt);
+    if (had) RS_INFO(RS_SUB_RECORD, "the tentative steps %s: the range recorded on them is dropped", why);
+}
+
+/* The pattern found confirms the tentative steps: a range that ended on them is gathered now (every
+ * rank of an SPMD job confirms at the same call). */
+static void rs_steps_confirm_tentative(rs_runtime *rt)
+{
+    rs_rt_lock(rt);
+    int pending = rt->range_pending;
+    rt->range_tentative = rt->range_pending = 0;
+    rs_rt_unlock(rt);
+    if (!pending) return;
+    RS_INFO(RS_SUB_RECORD, "the tentative steps are confirmed: gathering the range recorded on them");
+    if (rs_live_report_end_of_range(rt) != RANKSNAP_OK)
+        RS_WARN(RS_SUB_RECORD, "the range of the tentative steps: %s", ranksnap_last_error());
+}
+
 /* The program's own numbers: from its first ranksnap_step on, detection stops (a step it found
  * before stays in the history, the program's numbers follow). */
 ranksnap_status ranksnap_step(int64_t step)
 {
     RS_NEED_OR_PASS(rt);
+    /* tentative steps never confirmed: what was recorded on them is not the program's range */
+    if (rt->step_source == RS_STEPS_TENTATIVE) rs_steps_drop_tentative(rt, "give way to ranksnap_step");
     if (rt->step_source != RS_STEPS_APP) {
         /* a range opened on the steps found before ends by the rule of rs_steps_range_end */
-        if (rt->step_source == RS_STEPS_DETECTED && rt->step >= 0)
+        if ((rt->step_source == RS_STEPS_DETECTED || rt->step_source == RS_STEPS_TENTATIVE) && rt->step >= 0)
             snprintf(rt->step_how, sizeof rt->step_how, "ranksnap_step, after steps 0 to %lld were found",
                      (long long)rt->step);
         else
@@ -129,21 +176,46 @@ ranksnap_status ranksnap_step(int64_t step)
     return rs_steps_at(rt, step);
 }
 
-/* Steps found from the collectives (step_detect.c); a thread that finds another feeding skips its
- * call rather than wait, which only the rare job calling collectives from several threads at once
- * sees, as a call off the pattern. */
+/* Steps found from the collectives (step_detect.c): the pattern found, and before it the tentative
+ * step guessed from a short period, which the pattern confirms or not. A thread that finds another
+ * feeding skips its call rather than wait, which only the rare job calling collectives from
+ * several threads at once sees, as a call off the pattern. */
 static void rs_steps_detect(rs_runtime *rt, const char *name, uint64_t count, uint64_t datatype, uint64_t extra)
 {
     uint64_t tok = rs_step_detect_token(name, count, datatype, extra);
     if (atomic_flag_test_and_set_explicit(&rt->step_detect_busy, memory_order_acquire)) return;
-    int64_t step = rs_step_detect_feed(&rt->step_detect, tok, name);
-    int first = step >= 0 && rt->step_source == RS_STEPS_NONE;
-    if (first) rt->step_source = RS_STEPS_DETECTED;
+    rs_step_detect *d = &rt->step_detect;
+    int64_t step = rs_step_detect_feed(d, tok, name);
+    int64_t guess = d->q_began;
+    int was = rt->step_source, lost = d->q_lost, agrees = d->q_agrees;
+    int first = step >= 0 && (was == RS_STEPS_NONE || was == RS_STEPS_TENTATIVE);
+    if (first)
+        rt->step_source = RS_STEPS_DETECTED;
+    else if (was == RS_STEPS_NONE || was == RS_STEPS_TENTATIVE)
+        rt->step_source = d->q_period > 0 ? RS_STEPS_TENTATIVE : RS_STEPS_NONE;
     atomic_flag_clear_explicit(&rt->step_detect_busy, memory_order_release);
-    if (step < 0 || rt->step_source != RS_STEPS_DETECTED) return;
-    if (first) RS_INFO(RS_SUB_RECORD, "steps %s; step %lld begins", rs_steps_how(rt), (long long)step);
-    ranksnap_status st = rs_steps_at(rt, step);
-    if (st != RANKSNAP_OK) RS_WARN(RS_SUB_RECORD, "step %lld: %s", (long long)step, ranksnap_last_error());
+    if (was == RS_STEPS_TENTATIVE && lost)
+        rs_steps_drop_tentative(rt, "were broken by a call off their pattern");
+    else if (was == RS_STEPS_TENTATIVE && first && !agrees)
+        rs_steps_drop_tentative(rt, "differ from the pattern found");
+    ranksnap_status st = RANKSNAP_OK;
+    if (first) {
+        RS_INFO(RS_SUB_RECORD, "steps %s; step %lld begins", rs_steps_how(rt), (long long)step);
+        if (was == RS_STEPS_TENTATIVE && agrees) {
+            rs_steps_confirm_tentative(rt);
+            if (step == rt->step) return; /* the step the guess began already */
+        }
+        st = rs_steps_at(rt, step);
+    } else if (step >= 0 && rt->step_source == RS_STEPS_DETECTED) {
+        st = rs_steps_at(rt, step);
+    } else if (rt->step_source == RS_STEPS_TENTATIVE && guess >= 0) {
+        if (was != RS_STEPS_TENTATIVE || lost)
+            RS_INFO(RS_SUB_RECORD, "steps %s; step %lld begins", rs_steps_how(rt), (long long)guess);
+        st = rs_steps_at(rt, guess);
+    } else {
+        return;
+    }
+    if (st != RANKSNAP_OK) RS_WARN(RS_SUB_RECORD, "step %lld: %s", (long long)(first ? step : guess), ranksnap_last_error());
 }
 
 /* The wrappers (pmpi.c, nccl.c) report each completed collective. RANKSNAP_STEP_ON makes every

@@ -15,7 +15,9 @@ typedef enum rs_step_source {
     RS_STEPS_NONE = 0,  /* nothing yet */
     RS_STEPS_APP,       /* the program: ranksnap_step (and PyTorch's glue) */
     RS_STEPS_STEP_ON,   /* RANKSNAP_STEP_ON=NAME:N */
-    RS_STEPS_DETECTED   /* the period of the collectives (step_detect.c) */
+    RS_STEPS_DETECTED,  /* the period of the collectives (step_detect.c) */
+    RS_STEPS_TENTATIVE  /* a short period guessed before it can be confirmed (step_detect.c):
+                         * a range opened on it is kept only once the pattern found agrees */
 } rs_step_source;
 
 /* The wrappers (rank/intercept/pmpi.c, nccl.c) report each completed collective with its count,

@@ -319,6 +319,62 @@ TEST(no_period_says_why_and_what_to_set)
     free(d);
 }
 
+/* The tentative step: a program of one call per iteration gets its steps guessed from the third
+ * call on, numbered as the pattern found at its 128th call numbers them (which then agrees); three
+ * equal calls of a step of four are guessed as steps of one and broken by the fourth, and the
+ * pattern found is the step of four; a set-up broadcast's guess is broken by the loop, whose own
+ * guess follows, the loop's iteration 3 as step 3. */
+TEST(short_steps_are_guessed_early_and_the_pattern_confirms_them)
+{
+    rs_step_detect *d = calloc(1, sizeof *d);
+    uint64_t a = rs_step_detect_token("MPI_Allreduce", 1, 7, 0);
+    int64_t first_guess = -1, guessed_at = -1, last_guess = -1;
+    for (int i = 0; i < 200; i++) {
+        int64_t st = rs_step_detect_feed(d, a, "MPI_Allreduce");
+        if (d->q_began >= 0 && first_guess < 0) first_guess = d->q_began, guessed_at = i;
+        if (d->q_began >= 0) last_guess = d->q_began;
+        CHECK(!d->q_lost);
+        if (st >= 0 && d->period > 0 && d->found_at == (uint64_t)i + 1) {
+            CHECK(d->q_agrees);
+            CHECK_EQ_U64(st, last_guess); /* the step under way is the one last guessed */
+        }
+    }
+    CHECK_EQ_U64(guessed_at, 2);
+    CHECK_EQ_U64(first_guess, 3); /* after three iterations, the fourth: step 3 */
+    CHECK(d->period == 1);
+    char how[200];
+    memset(d, 0, sizeof *d);
+    for (int i = 0; i < 10; i++) rs_step_detect_feed(d, a, "MPI_Allreduce");
+    rs_step_detect_describe(d, how, sizeof how);
+    CHECK_STR_CONTAINS(how, "MPI_Allreduce x1 per step, tentative (a pattern over 10 calls, fewer than the 128");
+
+    memset(d, 0, sizeof *d);
+    uint64_t b = rs_step_detect_token("MPI_Allreduce", 2, 7, 0);
+    int lost_at = -1;
+    for (int it = 0; it < 60; it++)
+        for (int k = 0; k < 4; k++) {
+            rs_step_detect_feed(d, k < 3 ? a : b, "MPI_Allreduce");
+            if (d->q_lost && lost_at < 0) lost_at = it * 4 + k;
+        }
+    CHECK_EQ_U64(lost_at, 3);
+    CHECK(d->period == 4);
+
+    memset(d, 0, sizeof *d);
+    uint64_t bc = rs_step_detect_token("MPI_Bcast", 1, 7, 0);
+    for (int i = 0; i < 3; i++) rs_step_detect_feed(d, bc, "MPI_Bcast");
+    CHECK(d->q_period == 1 && d->q_began == 3); /* the broadcasts guessed, for now */
+    int64_t loop_guess = -1;
+    lost_at = -1;
+    for (int it = 0; it < 100; it++) {
+        rs_step_detect_feed(d, a, "MPI_Allreduce");
+        if (d->q_lost && lost_at < 0) lost_at = it;
+        if (d->q_began >= 0 && loop_guess < 0 && lost_at >= 0) loop_guess = d->q_began;
+    }
+    CHECK_EQ_U64(lost_at, 0);
+    CHECK_EQ_U64(loop_guess, 6); /* a second guess needs six calls: the loop's sixth iteration */
+    free(d);
+}
+
 /* The runtime: a program that only calls a collective each iteration, two all-reduces a step,
  * gets its range at the iterations of RANKSNAP_STEPS, and the words of its snapshot say it. */
 TEST(runtime_numbers_the_range_from_the_collectives)
@@ -352,6 +408,7 @@ int main(void)
     RUN(last_partial_step_begins_no_step);
     RUN(gradient_accumulation_is_one_step);
     RUN(no_period_says_why_and_what_to_set);
+    RUN(short_steps_are_guessed_early_and_the_pattern_confirms_them);
     RUN(runtime_numbers_the_range_from_the_collectives);
     return check_summary();
 }
