@@ -149,6 +149,7 @@ static ranksnap_status oom_error(rs_alloc *a, size_t size, size_t rounded, size_
     a->oom.memory_limit = a->has_cap ? a->cap : 0;
     a->oom.time_us = rs_now_us();
     a->oom.stream = stream;
+    a->oom.step = a->step;
 
     char seg[32], total[32], fr[32], al[32], un[32], cap[48] = "", req[32];
     rs_text_format_bytes(alloc_size, seg, sizeof seg);

@@ -77,6 +77,7 @@ typedef struct rs_oom_info {
     uint64_t memory_limit;   /* the cap in force (limit or fraction), 0 = none */
     uint64_t time_us;
     void *stream;
+    int64_t step;            /* the step under way when it failed (-1: none yet) */
 } rs_oom_info;
 
 ranksnap_status rs_alloc_create(rs_backend *backend, const rs_alloc_config *cfg, rs_alloc **out);

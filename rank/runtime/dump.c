@@ -547,7 +547,8 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         } else if (has_oom) {
             src.oom = oom;
             src.oom_device = oom_device;
-            src.oom_step = rt->step;
+            /* the step of the failure, not of this dump: a range's end writes the snapshot again */
+            src.oom_step = oom.step;
             /* The OOM event in the ring carries the stack of the failing request. */
             for (uint64_t i = rs_recorder_count(rt->recorder); i-- > 0;) {
                 const rs_event *e = rs_recorder_at(rt->recorder, i);

@@ -49,7 +49,8 @@ grep -q "\"line\": $more, \"held_since_before_step\": 5" "$dir/alloc/report.json
 
 # an OOM inside the range: what was live then includes what was held since before it
 run oom oom RANKSNAP_BACKEND=sim RANKSNAP_MEMORY_LIMIT=3:256MiB
-grep -q "rank 3 ran out of memory" "$dir/oom/report.txt" || fail "rank 3's OOM is not named"
+grep -q "rank 3 ran out of memory at step 7:" "$dir/oom/report.txt" ||
+  fail "rank 3's OOM is not named at step 7, the step of its request (not the range end's)"
 grep -q "64.00 MiB  main (test_held_job.c:$acts), held since before step 5" "$dir/oom/report.txt" ||
   fail "the OOM's live memory does not name the activations held since before step 5"
 echo "held_job: ok"

@@ -188,7 +188,7 @@ static int fixture_init(fixture *f, int with_recorder)
     s->outside_bytes_end = 6 * FX_MIB;
     s->has_oom = 1;
     s->oom = (rs_oom_info){3 * FX_MIB, 20 * FX_MIB, 40 * FX_MIB, 80ull << 30, 24 * FX_MIB,
-                           42 * FX_MIB, 16ull << 30, 1700000000200000ull, FX_S1};
+                           42 * FX_MIB, 16ull << 30, 1700000000200000ull, FX_S1, 11};
     s->oom_stack_id = f->stack_b;
     s->oom_step = 11;
     s->state = &f->state;
