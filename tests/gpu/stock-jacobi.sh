@@ -12,9 +12,10 @@
 # --steps 10:15 must record iterations 10..14 on both ranks, the report saying the steps were
 # detected, and the last step must be NITER (the final check's MPI_Allreduce, off the period,
 # begins none). Prints PASS or FAIL for each and exits 1 on a FAIL.
-# usage: tests/gpu/stock-jacobi.sh SRC OUT [NITER]
+# NP ranks (default 2), one per GPU; ONLY_STEPS=1 runs the steps checks alone (NP=1 on one GPU).
+# usage: [NP=2] [ONLY_STEPS=1] tests/gpu/stock-jacobi.sh SRC OUT [NITER]
 set -uo pipefail
-src=$(cd "$1" && pwd) out=$2 niter=${3:-500}
+src=$(cd "$1" && pwd) out=$2 niter=${3:-500} np=${NP:-2}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cli=$root/build/ranksnap
 mkdir -p "$out" && out=$(cd "$out" && pwd)
@@ -40,9 +41,9 @@ run() { # run NAME ENV... -- PROGRAM ARGS
   while [ "$1" != "--" ]; do envs+=(-x "$1"); shift; done
   shift
   rm -rf "${out:?}/$name"
-  echo "== $name: mpirun -np 2 ${envs[*]} launch/ranksnap-run --dir $name $*"
+  echo "== $name: mpirun -np $np ${envs[*]} launch/ranksnap-run --dir $name $*"
   local t0=$SECONDS
-  timeout 300 mpirun -np 2 --bind-to none "${envs[@]}" "$root/launch/ranksnap-run" --dir "$out/$name" "$@" \
+  timeout 300 mpirun -np "$np" --bind-to none "${envs[@]}" "$root/launch/ranksnap-run" --dir "$out/$name" "$@" \
     > "$out/$name.log" 2>&1
   echo "   exit $?, $((SECONDS - t0)) s; last lines:"; tail -n 25 "$out/$name.log" | sed 's/^/   /'
   for f in "$out/$name"/rank-*.rsnap; do
@@ -92,6 +93,14 @@ steps_range_checks steps-range "MPI_Allreduce x1 per step"
 # the static build, not relinked: its MPI calls still reach ranksnap's MPI wrappers
 run steps-range-static -- --steps 10:15 ./jacobi_static -niter "$niter"
 steps_range_checks steps-range-static "MPI_Allreduce x1 per step"
+# an early range (the fourth iteration on: guessed steps, confirmed at the 128th), with -g so that
+# the solver's arrays, all allocated before its loop, are named by their lines as held before it
+run steps-early-static -- --steps 3:6 ./jacobi_static_g -niter "$niter"
+steps_range_checks steps-early-static "MPI_Allreduce x1 per step" 3 6
+held_checks steps-early-static 3
+run steps-early-shared -- --steps 3:6 ./jacobi_shared -niter "$niter"
+steps_range_checks steps-early-shared "MPI_Allreduce x1 per step" 3 6
+held_checks steps-early-shared 3
 # the last step, which finalize names when the range is never reached
 run steps-count -- --steps 1000000:1000001 ./jacobi_shared -niter "$niter"
 found=$(last_step "$out/steps-count.log")
