@@ -47,6 +47,7 @@
  * in the report instead of being reconciled by a collective that could hang the job.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -154,11 +155,17 @@ static void rs_sd_quick(rs_step_detect *d, uint64_t i)
     if (d->q_breaks >= 6 || ((uint64_t)RS_SD_REPEATS << d->q_breaks) >= RS_SD_MIN_SPAN) return;
     uint64_t need = (uint64_t)RS_SD_REPEATS << d->q_breaks;
     uint64_t pmax = i < RS_SD_QUICK_MAX ? i : RS_SD_QUICK_MAX;
+    /* p: the smallest period whose run reaches both 3p calls and `need`; a run is 0 unless the
+     * call matches, so only matching periods are tested */
     uint64_t p = 0;
+    uint64_t at = i & (RS_SD_HIST - 1);
+    const uint64_t *prev = &d->tok[at];
+    int in_a_row = at >= RS_SD_QUICK_MAX; /* the calls before this one lie in a row in the ring */
     for (uint64_t k = 1; k <= pmax; k++) {
-        d->q_run[k] = tok == AT(d, i - k) ? d->q_run[k] + 1 : 0;
-        uint64_t len = d->q_run[k] + k;
-        if (!p && len >= RS_SD_REPEATS * k && len >= need) p = k;
+        uint64_t before = in_a_row ? prev[-(ptrdiff_t)k] : AT(d, i - k);
+        uint32_t run = tok == before ? d->q_run[k] + 1 : 0;
+        d->q_run[k] = run;
+        if (run && !p && run >= 2 * k && run + k >= need) p = k;
     }
     if (!p) return;
     /* numbered as rs_sd_lock numbers a first pattern: from where the program's first call sits
