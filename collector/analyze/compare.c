@@ -549,6 +549,11 @@ static ranksnap_status add_notes(rs_compare_result *r, const present *p, size_t 
         if (s->rank < 0 || s->rank >= r->world_size)
             RS_CHECK(rs_compare_add_note(r, "rank %d is outside the world size %d", s->rank,
                                          r->world_size));
+        if (s->comms_unreadable)
+            RS_CHECK(rs_compare_add_note(r, "rank %d: the communicators in its file are malformed "
+                                            "and were left out, so its role is not known from "
+                                            "them; --groups (RANKSNAP_GROUPS) declares the roles",
+                                         s->rank));
     }
     return RANKSNAP_OK;
 }

@@ -87,6 +87,7 @@ typedef struct rs_summary {
     /* the communicators the rank belonged to (snapshot.h), for finding roles (roles_found.h) */
     int32_t n_comms;
     rs_snap_comm comms[RS_SUMMARY_MAX_COMMS];
+    int32_t comms_unreadable; /* the file's communicators were malformed (rs_snap.comms_error) */
 } rs_summary;
 _Static_assert(sizeof(rs_summary) <= 4000, "the summary must stay under MPI's eager limit");
 

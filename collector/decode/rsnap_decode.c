@@ -725,7 +725,7 @@ static ranksnap_status comm_str(const dec *d, size_t at, const where *w, char *d
 }
 
 /* communicators: optional, [id, size, rank, kind, name, allreduces] each */
-static ranksnap_status read_comms(const mapv *top, rs_snap *s)
+static ranksnap_status read_comms_list(const mapv *top, rs_snap *s)
 {
     const dec *d = top->d;
     size_t at = 0, e = 0;
@@ -755,6 +755,20 @@ static ranksnap_status read_comms(const mapv *top, rs_snap *s)
         c->size = (int32_t)size;
         c->rank = (int32_t)rank;
     }
+    return RANKSNAP_OK;
+}
+
+/* A malformed list costs the rank its communicators (its roles are found without it, or not at
+ * all), not the whole file: the reason is kept for the report. */
+static ranksnap_status read_comms(const mapv *top, rs_snap *s)
+{
+    ranksnap_status st = read_comms_list(top, s);
+    if (st != RANKSNAP_ERR_FORMAT) return st;
+    snprintf(s->comms_error, sizeof s->comms_error, "%s", ranksnap_last_error());
+    free(s->comms);
+    s->comms = NULL;
+    s->n_comms = 0;
+    rs_error_clear();
     return RANKSNAP_OK;
 }
 

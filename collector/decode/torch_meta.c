@@ -267,7 +267,7 @@ static ranksnap_status meta_name(const meta_ctx *c, const rs_pickle_value *dict,
 
 /* The communicators the rank belonged to (the glue's DeviceMesh dimensions and process groups):
  * each {id, size, rank, kind, name, allreduces}, id, size and rank required. */
-static ranksnap_status meta_comms(const meta_ctx *c, const rs_pickle_value *m, rs_snap *s)
+static ranksnap_status meta_comms_list(const meta_ctx *c, const rs_pickle_value *m, rs_snap *s)
 {
     const rs_pickle_value *l = rs_pickle_dict_get(m, "communicators");
     if (!l || l->kind == RS_PICKLE_NONE) return RANKSNAP_OK;
@@ -308,6 +308,16 @@ static ranksnap_status meta_comms(const meta_ctx *c, const rs_pickle_value *m, r
     free(s->comms);
     s->comms = v;
     s->n_comms = n;
+    return RANKSNAP_OK;
+}
+
+/* As for a .rsnap: a malformed list costs the rank its communicators, not the file. */
+static ranksnap_status meta_comms(const meta_ctx *c, const rs_pickle_value *m, rs_snap *s)
+{
+    ranksnap_status st = meta_comms_list(c, m, s);
+    if (st != RANKSNAP_ERR_FORMAT) return st;
+    snprintf(s->comms_error, sizeof s->comms_error, "%s", ranksnap_last_error());
+    rs_error_clear();
     return RANKSNAP_OK;
 }
 

@@ -216,6 +216,9 @@ typedef struct rs_snap {
     rs_snap_module *modules;
     size_t n_comms;
     rs_snap_comm *comms;      /* optional: empty in files that say nothing of communicators */
+    /* why the file's communicators could not be read ("" when they could, or there are none):
+     * an optional field that is malformed costs the rank its roles, never the rank itself */
+    char comms_error[256];
 
     int has_oom;
     rs_snap_oom oom;

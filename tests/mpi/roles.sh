@@ -76,4 +76,17 @@ check("roles (from the job's MPI communicators)" in open(f"{d}/found.txt").read(
       "found: the text report says where the grouping came from")
 sys.exit(1 if fails else 0)
 PY
+# one rank's communicators spoiled (not a list): the rank is still read and compared, only its
+# role is lost, and the report says so instead of refusing the file
+rm -rf "$dir/spoiled" && cp -r "$dir/found" "$dir/spoiled" && rm -f "$dir/spoiled"/report.*
+"$py" - "$dir/spoiled/rank-00006.rsnap" <<'PY' || exit 1
+import msgpack, sys
+d = msgpack.unpackb(open(sys.argv[1], "rb").read(), strict_map_key=False, raw=False)
+d["communicators"] = 3
+open(sys.argv[1], "wb").write(msgpack.packb(d))
+PY
+"$cli" report "$dir/spoiled" > "$dir/spoiled.txt" 2>&1 || { echo "FAILED: report of a rank with spoiled communicators"; cat "$dir/spoiled.txt"; exit 1; }
+grep -q "^ranksnap: 16 of 16 ranks" "$dir/spoiled.txt" || { echo "FAILED: not every rank read"; cat "$dir/spoiled.txt"; exit 1; }
+grep -q "rank 6: the communicators in its file are malformed and were left out" "$dir/spoiled.txt" ||
+  { echo "FAILED: the spoiled communicators are not said"; cat "$dir/spoiled.txt"; exit 1; }
 echo "roles: PASS"
