@@ -3,12 +3,13 @@
 # launched as users launch them: `mpirun -np 4 ranksnap-run ... python train.py` (label mpi),
 # and torchrun-like, processes started with RANK/WORLD_SIZE and no MPI (label unit). Each case
 # checks the live report (report.json) or `ranksnap report` over the files left behind.
-# Skips (77) without python3.
+# Skips (77) without python3, saying so (an error under CI=true: cli/missing_prerequisite.sh).
 # usage: torch_jobs.sh CASE RANKSNAP_RUN LIB RANKSNAP PYTHON TESTS_PYTHON_DIR WORK [MPIRUN...]
 set -u
 name=$1 run=$2 lib=$3 ranksnap=$4 py=$5 src=$6 work=$7
 shift 7
-command -v "$py" >/dev/null || exit 77
+command -v "$py" >/dev/null ||
+    exec sh "$(dirname "$0")/missing_prerequisite.sh" "$py not found" "$name did not run"
 dir=$work/$name
 rm -rf "$dir" && mkdir -p "$dir"
 export RANKSNAP_BACKEND=sim RANKSNAP_DIR="$dir" PYTHONPATH="$src/fake_torch" RANKSNAP_DIVERGENCE=
