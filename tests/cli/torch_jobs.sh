@@ -128,13 +128,14 @@ case_mpi_torch_rank_dying_of_an_exception_leaves_its_pickle() {
 # Rank 1 fails at step 3 inside the range (--steps 2:6) while the others wait for it in the
 # collective after every step; the script ends as scripts do (how: see train_fake.py --fail-at).
 # Rank 1 writes its own pickle (reason "dump") and leaves at once, never entering ranksnap's
-# gather, so mpirun ends the job as it would without ranksnap. RANKSNAP_GATHER_TIMEOUT is an hour:
-# a rank 1 that enters the gather waits there for rank 0, which waits in the training collective
-# for rank 1, until the case's own `timeout` ends the job, which fails the case.
+# gather, so mpirun ends the job as it would without ranksnap. RANKSNAP_GATHER_TIMEOUT and the
+# process group's timeout are an hour: a rank 1 that enters the gather waits there for rank 0,
+# which waits in the training collective for rank 1, until the case's own `timeout` ends the job,
+# which fails the case. The job takes a few seconds; 45 is its bound on a loaded machine.
 failing_rank_leaves_at_once() {
     how=$1; shift
     export RANKSNAP_GATHER_TIMEOUT=3600
-    out=$(JOB_ARGS="--dist $dir/pg --sync --fail-at 1:3:$how" mpi_job --steps 2:6 -- timeout 120 "$@")
+    out=$(JOB_ARGS="--dist $dir/pg --pg-timeout 3600 --sync --fail-at 1:3:$how" mpi_job --steps 2:6 -- timeout 45 "$@")
     echo "$out" | head -1
     ! echo "$out" | grep -q "^mpirun exit code 124$" ||
         { echo "the job ran until timeout ended it: rank 1 waited in ranksnap's gather"; tail -20 "$dir.stderr"; exit 1; }
