@@ -283,6 +283,32 @@ backward_oom() {
         "'(no stack)' not in open(sys.argv[1][:-len('.report.json')] + '.report.txt').read()"
 }
 
+# The jobs of tests/gpu/torch-names.sh, shaped alike on the stand-in (CASE: oom-backward,
+# fsdp2-oom-backward, leak-from-step-0, trainer-longer) and checked by the same
+# check_named_report.py as their GPU fixtures: those (torch_gpu_fixtures_are_named_*) read
+# pickles frozen in tests/data, and stay green whatever the glue names; these run the glue.
+named_like_the_gpu_fixture() {
+    export RANKSNAP_GATHER_TIMEOUT=5
+    what=$1; shift
+    torchrun_like 2 --steps 2:6 "$py" "$src/train_model_fake.py" "$@" > /dev/null
+    "$ranksnap" report --json "$dir" > "$dir.report.json" || exit 1
+    "$ranksnap" report "$dir" > "$dir.report.txt" || exit 1
+    "$py" "$src/check_named_report.py" "$what" "$dir.report.json" "$dir.report.txt" \
+        "$dir"/rank-*.pickle || { tail -20 "$dir".err.*; exit 1; }
+}
+case_torchrun_like_oom_backward_job_is_named_as_its_gpu_fixture() {
+    named_like_the_gpu_fixture oom-backward --oom-backward 1:3
+}
+case_torchrun_like_fsdp2_oom_backward_job_is_named_as_its_gpu_fixture() {
+    named_like_the_gpu_fixture fsdp2-oom-backward --fsdp block --oom-backward 1:3
+}
+case_torchrun_like_leak_from_step_0_job_is_named_as_its_gpu_fixture() {
+    named_like_the_gpu_fixture leak-from-step-0 --leak 1
+}
+case_torchrun_like_longer_rank_job_is_named_as_its_gpu_fixture() {
+    named_like_the_gpu_fixture trainer-longer --diverge 1:1.5
+}
+
 # In the loss's node: the failing request is named by that node and the line that called backward().
 case_torchrun_like_oom_in_the_backward_pass_names_its_request() {
     backward_oom "backward of NllLossBackward0"
