@@ -4,7 +4,8 @@
  * CHECK(cond) reports file:line and the expression and counts a failure, without stopping, so
  * one run shows every broken expectation; CHECK_EQ_U64 also prints both values. TEST(name)
  * declares a test function; RUN(name) runs it and prints its name. main returns check_summary(),
- * which prints "N passed, M failed" and gives the exit code.
+ * which prints "N passed, M failed" and gives the exit code: 1 when any CHECK failed, inside a
+ * RUN() or not (a check in main or in a mode's function must be able to fail the program too).
  */
 #ifndef RANKSNAP_TEST_CHECK_H
 #define RANKSNAP_TEST_CHECK_H
@@ -17,6 +18,7 @@ static int check_failures_;
 static int check_count_;
 static int check_tests_passed_;
 static int check_tests_failed_;
+static int check_failures_in_runs_;
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -60,6 +62,7 @@ static int check_tests_failed_;
             printf("ok   %s\n", #name);                                                            \
         } else {                                                                                   \
             check_tests_failed_++;                                                                 \
+            check_failures_in_runs_ += check_failures_ - check_before_;                            \
             printf("FAIL %s\n", #name);                                                            \
         }                                                                                          \
         fflush(stdout);                                                                            \
@@ -67,8 +70,11 @@ static int check_tests_failed_;
 
 static inline int check_summary(void)
 {
+    int outside = check_failures_ - check_failures_in_runs_;
     printf("%d passed, %d failed\n", check_tests_passed_, check_tests_failed_);
-    return check_tests_failed_ ? 1 : 0;
+    if (outside) printf("%d failed checks outside RUN()\n", outside);
+    fflush(stdout);
+    return check_tests_failed_ || check_failures_ ? 1 : 0;
 }
 
 #endif

@@ -3,12 +3,13 @@
 # launched as users launch them: `mpirun -np 4 ranksnap-run ... python train.py` (label mpi),
 # and torchrun-like, processes started with RANK/WORLD_SIZE and no MPI (label unit). Each case
 # checks the live report (report.json) or `ranksnap report` over the files left behind.
-# Skips (77) without python3.
+# Skips (77) without python3, saying so (an error under CI=true: cli/missing_prerequisite.sh).
 # usage: torch_jobs.sh CASE RANKSNAP_RUN LIB RANKSNAP PYTHON TESTS_PYTHON_DIR WORK [MPIRUN...]
 set -u
 name=$1 run=$2 lib=$3 ranksnap=$4 py=$5 src=$6 work=$7
 shift 7
-command -v "$py" >/dev/null || exit 77
+command -v "$py" >/dev/null ||
+    exec sh "$(dirname "$0")/missing_prerequisite.sh" "$py not found" "$name did not run"
 dir=$work/$name
 rm -rf "$dir" && mkdir -p "$dir"
 export RANKSNAP_BACKEND=sim RANKSNAP_DIR="$dir" PYTHONPATH="$src/fake_torch" RANKSNAP_DIVERGENCE=
@@ -127,13 +128,14 @@ case_mpi_torch_rank_dying_of_an_exception_leaves_its_pickle() {
 # Rank 1 fails at step 3 inside the range (--steps 2:6) while the others wait for it in the
 # collective after every step; the script ends as scripts do (how: see train_fake.py --fail-at).
 # Rank 1 writes its own pickle (reason "dump") and leaves at once, never entering ranksnap's
-# gather, so mpirun ends the job as it would without ranksnap. RANKSNAP_GATHER_TIMEOUT is an hour:
-# a rank 1 that enters the gather waits there for rank 0, which waits in the training collective
-# for rank 1, until the case's own `timeout` ends the job, which fails the case.
+# gather, so mpirun ends the job as it would without ranksnap. RANKSNAP_GATHER_TIMEOUT and the
+# process group's timeout are an hour: a rank 1 that enters the gather waits there for rank 0,
+# which waits in the training collective for rank 1, until the case's own `timeout` ends the job,
+# which fails the case. The job takes a few seconds; 45 is its bound on a loaded machine.
 failing_rank_leaves_at_once() {
     how=$1; shift
     export RANKSNAP_GATHER_TIMEOUT=3600
-    out=$(JOB_ARGS="--dist $dir/pg --sync --fail-at 1:3:$how" mpi_job --steps 2:6 -- timeout 120 "$@")
+    out=$(JOB_ARGS="--dist $dir/pg --pg-timeout 3600 --sync --fail-at 1:3:$how" mpi_job --steps 2:6 -- timeout 45 "$@")
     echo "$out" | head -1
     ! echo "$out" | grep -q "^mpirun exit code 124$" ||
         { echo "the job ran until timeout ended it: rank 1 waited in ranksnap's gather"; tail -20 "$dir.stderr"; exit 1; }
@@ -279,6 +281,32 @@ backward_oom() {
         "r['oom_ranks'][0]['stack']['file'].endswith('train_model_fake.py')" \
         "'(no stack)' not in open(sys.argv[1]).read()" \
         "'(no stack)' not in open(sys.argv[1][:-len('.report.json')] + '.report.txt').read()"
+}
+
+# The jobs of tests/gpu/torch-names.sh, shaped alike on the stand-in (CASE: oom-backward,
+# fsdp2-oom-backward, leak-from-step-0, trainer-longer) and checked by the same
+# check_named_report.py as their GPU fixtures: those (torch_gpu_fixtures_are_named_*) read
+# pickles frozen in tests/data, and stay green whatever the glue names; these run the glue.
+named_like_the_gpu_fixture() {
+    export RANKSNAP_GATHER_TIMEOUT=5
+    what=$1; shift
+    torchrun_like 2 --steps 2:6 "$py" "$src/train_model_fake.py" "$@" > /dev/null
+    "$ranksnap" report --json "$dir" > "$dir.report.json" || exit 1
+    "$ranksnap" report "$dir" > "$dir.report.txt" || exit 1
+    "$py" "$src/check_named_report.py" "$what" "$dir.report.json" "$dir.report.txt" \
+        "$dir"/rank-*.pickle || { tail -20 "$dir".err.*; exit 1; }
+}
+case_torchrun_like_oom_backward_job_is_named_as_its_gpu_fixture() {
+    named_like_the_gpu_fixture oom-backward --oom-backward 1:3
+}
+case_torchrun_like_fsdp2_oom_backward_job_is_named_as_its_gpu_fixture() {
+    named_like_the_gpu_fixture fsdp2-oom-backward --fsdp block --oom-backward 1:3
+}
+case_torchrun_like_leak_from_step_0_job_is_named_as_its_gpu_fixture() {
+    named_like_the_gpu_fixture leak-from-step-0 --leak 1
+}
+case_torchrun_like_longer_rank_job_is_named_as_its_gpu_fixture() {
+    named_like_the_gpu_fixture trainer-longer --diverge 1:1.5
 }
 
 # In the loss's node: the failing request is named by that node and the line that called backward().

@@ -301,6 +301,16 @@ FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dp, size_t n)
     return fake_alloc(dp, n);
 }
 
+/* cuMemAlloc's ABI before CUDA 3.2 (32-bit pointers and sizes), which cuGetProcAddress gives for
+ * an older version: ranksnap must pass it through, unwrapped. */
+static CUresult fake_mem_alloc_v1(unsigned int *dp, unsigned int n)
+{
+    CUdeviceptr p = 0;
+    CUresult e = fake_alloc(&p, n);
+    if (dp) *dp = (unsigned int)p; /* never called: handed out, compared */
+    return e;
+}
+
 FAKE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dp, size_t *pitch, size_t w, size_t h,
                                         unsigned elem)
 {
@@ -546,7 +556,11 @@ FAKE_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int ver
                                          cuuint64_t flags, CUdriverProcAddressQueryResult *status);
 FAKE_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
 
-/* base name -> the variant for CUDA >= `since` (older: none here), and the per-thread one */
+/* base name -> the variant for CUDA >= `since`, and the per-thread one; for an older version the
+ * next row of the name (cuMemAlloc's first ABI), else none. The library is linked with
+ * -Bsymbolic-functions: the functions it hands out are its own, as the real driver's are, never
+ * the exports of a library preloaded in front of it (ranksnap's wrappers must come from
+ * ranksnap's cuGetProcAddress, not from this one). */
 static const struct {
     const char *name;
     void *fn, *ptsz;
@@ -565,6 +579,7 @@ static const struct {
     {"cuInit", NULL, NULL, 0}, /* filled below: defined after the table */
     {"cuCtxGetDevice", (void *)cuCtxGetDevice, NULL, 0},
     {"cuMemAlloc", (void *)cuMemAlloc_v2, NULL, 3020},
+    {"cuMemAlloc", (void *)fake_mem_alloc_v1, NULL, 0},
     {"cuMemAllocPitch", (void *)cuMemAllocPitch_v2, NULL, 3020},
     {"cuMemFree", (void *)cuMemFree_v2, NULL, 3020},
     {"cuMemAllocManaged", (void *)cuMemAllocManaged, NULL, 0},
@@ -594,7 +609,7 @@ FAKE_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int ver
         if (strcmp(symbol, table[i].name) != 0) continue;
         void *f = !strcmp(symbol, "cuInit") ? (void *)cuInit : table[i].fn;
         if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && table[i].ptsz) f = table[i].ptsz;
-        if (version < table[i].since) f = NULL; /* no older ABIs here */
+        if (version < table[i].since) continue; /* an older ABI: the name's next row */
         if (!f) break;
         *pfn = f;
         if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;

@@ -10,7 +10,8 @@
  * libranksnap.so) makes it *the* runtime of the process: the test program's calls, ranksnap's
  * RTLD_NEXT lookups and ranksnap's backend (which dlopens the runtime by soname) all reach it.
  * It implements exactly what those three call. fake_device_take/give let fake_nccl.c take device
- * memory behind the interposers' back, as NCCL does through its own runtime.
+ * memory behind the interposers' back, as NCCL does through its own runtime; fake_device_used
+ * tells a test what each device holds.
  *
  * With FAKE_CUDART_VIA_DRIVER=1 (and the fake driver loaded) every cudaMalloc first asks the
  * driver's cuMemAlloc_v2, found by name as a static runtime finds it, for the same size, and fails
@@ -95,6 +96,18 @@ static cudaError_t fake_give(void *p)
         }
     pthread_mutex_unlock(&fake_mu);
     return fake_err(e);
+}
+
+/* The bytes device `dev` holds for this process: where a test reads which device memory was
+ * taken from, whatever ranksnap recorded. */
+FAKE_EXPORT size_t fake_device_used(int dev);
+FAKE_EXPORT size_t fake_device_used(int dev)
+{
+    if (dev < 0 || dev >= FAKE_MAX_DEVICES) return 0;
+    pthread_mutex_lock(&fake_mu);
+    size_t n = fake_used[dev];
+    pthread_mutex_unlock(&fake_mu);
+    return n;
 }
 
 FAKE_EXPORT void *fake_device_take(size_t n);

@@ -12,10 +12,11 @@
  * and released while still mapped, and CUDA arrays of 17 MiB (2D), 19 MiB (3D) and 21 MiB
  * (mipmapped, through cuGetProcAddress_v2). With FAKE_NCCL_LIB naming tests/gpu's fake NCCL, it
  * creates a communicator, whose 25 MiB on this thread and 23 MiB on NCCL's own thread come from
- * the driver, and destroys it before the second snapshot. It checks what each route handed out (ranksnap's wrapper for a
- * wrapped name, the driver's own for cuInit, the same wrapper twice), writes a snapshot with all of
- * it live (ARG/live-RANK.rsnap), frees everything, asks for more than the device has (the OOM), and
- * writes a second snapshot (ARG/end-RANK.rsnap): the pool keeps the 20 MiB of its two freed
+ * the driver, and destroys it before the second snapshot. It checks what each route handed out
+ * (ranksnap's wrapper for a wrapped name, the driver's own for cuInit and for cuMemAlloc's pre-3.2
+ * ABI, the same wrapper twice), writes a snapshot with all of it live (ARG/live-RANK.rsnap),
+ * frees everything, asks for more than the device has (the OOM), and writes a second snapshot
+ * (ARG/end-RANK.rsnap): the pool keeps the 20 MiB of its two freed
  * allocations reserved, which that snapshot shows as the pools' cached bytes. Prints "rank R: routes
  * ok" or what failed.
  *
@@ -124,6 +125,10 @@ int main(int argc, char **argv)
                                       CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &q) == CUDA_SUCCESS);
     EXPECT(async == dlsym(RTLD_DEFAULT, "cuMemAllocAsync_ptsz"));
     EXPECT(async && ((async_fn)async)(&d, 9 * MiB, NULL) == CUDA_SUCCESS);
+    /* an ABI older than the one ranksnap wraps (cuMemAlloc before CUDA 3.2): the driver's own */
+    void *old = NULL;
+    EXPECT(get_v2 && get_v2("cuMemAlloc", &old, 3010, CU_GET_PROC_ADDRESS_DEFAULT, &q) == CUDA_SUCCESS);
+    EXPECT(in_library(old, "fake") && old != fn);
     /* the old cuGetProcAddress, and nothing wrapped twice */
     proc_fn get_v1;
     *(void **)&get_v1 = dlsym(drv, "cuGetProcAddress");

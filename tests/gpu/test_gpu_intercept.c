@@ -179,7 +179,7 @@ TEST(mem_get_info_counts_ranksnaps_cache_as_free)
     CHECK(diff > -(long long)(4 * MiB) && diff < (long long)(4 * MiB));
 }
 
-static int oom_mode(void)
+TEST(allocation_over_the_limit_fails_once_with_the_runtimes_error_and_one_oom)
 {
     void *p = NULL, *q = NULL;
     CHECK(cudaMalloc(&p, 64 * MiB) == cudaSuccess);
@@ -202,10 +202,9 @@ static int oom_mode(void)
     CHECK(cudaMalloc(&q, MiB) == cudaSuccess); /* and it goes on */
     CHECK(cudaFree(q) == cudaSuccess);
     CHECK(cudaFree(p) == cudaSuccess);
-    return check_summary();
 }
 
-static int disabled_mode(void)
+TEST(disabled_ranksnap_passes_every_call_through_and_never_starts)
 {
     void *p = NULL;
     CHECK(cudaMalloc(&p, 8 * MiB) == cudaSuccess);
@@ -214,7 +213,6 @@ static int disabled_mode(void)
     ranksnap_stats s;
     CHECK(get_stats(&s) == RANKSNAP_ERR_NOT_INITIALIZED);
     CHECK(cudaGetLastError() == cudaSuccess);
-    return check_summary();
 }
 
 int main(int argc, char **argv)
@@ -226,8 +224,14 @@ int main(int argc, char **argv)
         printf("FAIL: libranksnap.so is not loaded (LD_PRELOAD / ranksnap::wrap missing)\n");
         return 1;
     }
-    if (argc > 1 && !strcmp(argv[1], "--oom")) return oom_mode();
-    if (argc > 1 && !strcmp(argv[1], "--disabled")) return disabled_mode();
+    if (argc > 1 && !strcmp(argv[1], "--oom")) {
+        RUN(allocation_over_the_limit_fails_once_with_the_runtimes_error_and_one_oom);
+        return check_summary();
+    }
+    if (argc > 1 && !strcmp(argv[1], "--disabled")) {
+        RUN(disabled_ranksnap_passes_every_call_through_and_never_starts);
+        return check_summary();
+    }
     if (argc > 1 && (!strcmp(argv[1], "--plain") || !strcmp(argv[1], "--plain-init"))) {
         ranksnap_status (*init)(const void *), (*fini)(void);
         *(void **)&init = dlsym(RTLD_DEFAULT, "ranksnap_init");

@@ -25,6 +25,9 @@ ways the tests need:
   --group RANKS     every rank makes torch.distributed.new_group(ranks=[RANKS]) ("0,1,2")
   --sync            with --dist, a barrier after every step, as the gradients' all-reduce
                     keeps the ranks of a real job in step
+  --pg-timeout S    with --dist, the process group's timeout in seconds (the stand-in's default
+                    is 60): a case that bounds the job's time below it sets it above, so that a
+                    rank left waiting is ended by the bound, never rescued by the group's timeout
   --manual          calls ranksnap.step(n) itself instead of letting optimizer steps count
   --fail-at R:S:HOW rank R fails at step S, as scripts end when they fail: HOW is exit (the
                     script catches the error, logs it and calls sys.exit(1)), hook (the script
@@ -42,6 +45,7 @@ ways the tests need:
 Ranks come from the launcher's variables (OMPI_COMM_WORLD_RANK or torchrun's RANK).
 """
 import argparse
+import datetime
 from sys import exit as exit_bound_early  # before torch's import: the glue cannot replace it
 import multiprocessing
 import os
@@ -139,6 +143,7 @@ def main():
     p.add_argument("--mesh")
     p.add_argument("--group")
     p.add_argument("--sync", action="store_true")
+    p.add_argument("--pg-timeout", type=float)
     p.add_argument("--manual", action="store_true")
     p.add_argument("--fork-at", type=int, default=-1)
     p.add_argument("--fail-at")
@@ -149,11 +154,12 @@ def main():
     if fail_how == "hook":
         sys.excepthook = lambda kind, value, tb: print(f"[own hook] {kind.__name__}: {value}",
                                                        file=sys.stderr)
+    pg = {"timeout": datetime.timedelta(seconds=a.pg_timeout)} if a.pg_timeout else {}
     if a.dist == "env":
-        torch.distributed.init_process_group("gloo")
+        torch.distributed.init_process_group("gloo", **pg)
     elif a.dist:
         torch.distributed.init_process_group("gloo", init_method="file://" + a.dist, rank=rank,
-                                             world_size=launcher_size())
+                                             world_size=launcher_size(), **pg)
     if a.mesh:
         from torch.distributed.device_mesh import init_device_mesh
         dims = [d.split("=") for d in a.mesh.split(",")]
