@@ -36,11 +36,12 @@
  * RS_SD_REPEATS times (as the detector of old did, O(RS_SD_QUICK_MAX) a call) is followed as a
  * tentative step, numbered by the same rule as a found pattern: steps.c opens the range on it
  * and keeps what it recorded until the pattern found confirms it (same period, same numbers),
- * or drops it when a call breaks it or the found pattern differs. A broken tentative pattern
- * (three equal calls of a step of four, set-up broadcasts) doubles the repetitions the next one
- * needs, so that a step with runs of equal calls is not guessed again at each run; and guessing
- * stops after RS_SD_QUICK_CALLS calls with no guess (a set-up phase longer than that leaves the
- * found pattern alone to number the steps).
+ * or drops it when its pattern stops making steps (calls off it are skipped, as they are
+ * once found) or the found pattern differs. A dropped guess (set-up broadcasts, then the loop)
+ * doubles the repetitions the next one needs; guessing stops after RS_SD_QUICK_CALLS calls with
+ * no guess (a set-up phase longer than that leaves the found pattern alone to number the steps).
+ * A step of runs of equal calls (three equal calls and another) is guessed as steps of one, the
+ * other call skipped; the pattern found at the 128th call differs and drops it.
  *
  * In an SPMD job every rank sees the same calls and finds the same numbers without talking to the
  * others; the snapshot says what each rank found, so ranks that disagree (pipeline stages) show
@@ -128,23 +129,43 @@ static void rs_sd_take(rs_step_detect *d, uint64_t i, uint64_t p, uint64_t from)
     }
 }
 
-/* The tentative step at call i (no pattern found yet): follows the one guessed, or guesses one. */
+/* The tentative step at call i (no pattern found yet): follows the one guessed, or guesses one.
+ * The runs of every short period are kept at every call, following or not, so that a guess made
+ * after another numbers its steps from where its repetitions really began, as the pattern found
+ * later will. */
 static void rs_sd_quick(rs_step_detect *d, uint64_t i)
 {
     uint64_t tok = AT(d, i);
+    uint64_t pmax = i < RS_SD_QUICK_MAX ? i : RS_SD_QUICK_MAX;
+    uint64_t at = i & (RS_SD_HIST - 1);
+    const uint64_t *prev = &d->tok[at];
+    int in_a_row = at >= RS_SD_QUICK_MAX; /* the calls before this one lie in a row in the ring */
+    for (uint64_t k = 1; k <= pmax; k++) {
+        uint64_t before = in_a_row ? prev[-(ptrdiff_t)k] : AT(d, i - k);
+        d->q_run[k] = tok == before ? d->q_run[k] + 1 : 0;
+    }
     if (d->q_period > 0) {
-        if (tok == AT(d, i - (uint64_t)d->q_period)) {
-            if (++d->q_phase == d->q_period) {
-                d->q_phase = 0;
-                d->q_began = ++d->q_step;
-            }
+        /* as a found pattern is followed: a call off it skips the step's calls so far (an
+         * evaluation, a barrier between warm-up and timed iterations); no step for as many calls
+         * as two steps and three more, and the guess was wrong (set-up broadcasts, then a loop) */
+        int p = d->q_period;
+        d->q_since_step++;
+        if (tok == d->q_pat[d->q_phase]) {
+            d->q_phase++;
+        } else {
+            d->q_phase = tok == d->q_pat[0];
+        }
+        if (d->q_phase == p) {
+            d->q_phase = 0;
+            d->q_since_step = 0;
+            d->q_began = ++d->q_step;
             return;
         }
+        if (d->q_since_step <= 2 * (uint64_t)p + 3) return;
         d->q_lost = 1;
         d->q_period = 0;
         d->q_breaks++;
         d->q_since = i;
-        memset(d->q_run, 0, sizeof d->q_run);
     }
     if (i - d->q_since >= RS_SD_QUICK_CALLS) {
         d->q_done = 1;
@@ -153,19 +174,10 @@ static void rs_sd_quick(rs_step_detect *d, uint64_t i)
     /* after k broken guesses a guess needs 3 * 2^k calls; from RS_SD_MIN_SPAN on, the pattern
      * found decides alone */
     if (d->q_breaks >= 6 || ((uint64_t)RS_SD_REPEATS << d->q_breaks) >= RS_SD_MIN_SPAN) return;
-    uint64_t need = (uint64_t)RS_SD_REPEATS << d->q_breaks;
-    uint64_t pmax = i < RS_SD_QUICK_MAX ? i : RS_SD_QUICK_MAX;
-    /* p: the smallest period whose run reaches both 3p calls and `need`; a run is 0 unless the
-     * call matches, so only matching periods are tested */
-    uint64_t p = 0;
-    uint64_t at = i & (RS_SD_HIST - 1);
-    const uint64_t *prev = &d->tok[at];
-    int in_a_row = at >= RS_SD_QUICK_MAX; /* the calls before this one lie in a row in the ring */
-    for (uint64_t k = 1; k <= pmax; k++) {
-        uint64_t before = in_a_row ? prev[-(ptrdiff_t)k] : AT(d, i - k);
-        uint32_t run = tok == before ? d->q_run[k] + 1 : 0;
-        d->q_run[k] = run;
-        if (run && !p && run >= 2 * k && run + k >= need) p = k;
+    uint64_t need = (uint64_t)RS_SD_REPEATS << d->q_breaks, p = 0;
+    for (uint64_t k = 1; k <= pmax && !p; k++) {
+        uint64_t run = d->q_run[k];
+        if (run >= 2 * k && run + k >= need) p = k;
     }
     if (!p) return;
     /* numbered as rs_sd_lock numbers a first pattern: from where the program's first call sits
@@ -177,8 +189,13 @@ static void rs_sd_quick(rs_step_detect *d, uint64_t i)
         if (r == p) r = 0; else warm = 1;
     }
     uint64_t since = len - r;
+    for (uint64_t k = 0; k < p; k++) {
+        d->q_pat[k] = AT(d, s + r + k);
+        d->q_pat_name[k] = d->name_at[(s + r + k) & (RS_SD_HIST - 1)];
+    }
     d->q_period = (int)p;
     d->q_phase = (int)(since % p);
+    d->q_since_step = since % p;
     d->q_step = (int64_t)(since / p) + warm;
     d->q_began = d->q_step;
 }
@@ -333,12 +350,9 @@ void rs_step_detect_describe(const rs_step_detect *d, char *buf, size_t n)
     if (n == 0) return;
     buf[0] = '\0';
     if (d->period <= 0 && d->q_period > 0) {
-        uint8_t at[RS_SD_QUICK_MAX];
-        uint64_t p = (uint64_t)d->q_period, i = d->n - 1;
-        for (uint64_t j = 0; j < p; j++) at[j] = d->name_at[(i + 1 - p + j) & (RS_SD_HIST - 1)];
-        size_t len = rs_sd_names_of(d, at, p, buf, n);
-        snprintf(buf + len, n - len, " per step, tentative (a pattern over %" PRIu64 " calls, fewer than the %d that confirm one), step %" PRId64,
-                 d->n, RS_SD_MIN_SPAN, d->q_step);
+        /* short: the report's steps line keeps 95 characters */
+        size_t len = rs_sd_names_of(d, d->q_pat_name, (uint64_t)d->q_period, buf, n);
+        snprintf(buf + len, n - len, " per step, tentative (%" PRIu64 " calls; %d confirm)", d->n, RS_SD_MIN_SPAN);
         return;
     }
     if (d->period <= 0) return;

@@ -63,7 +63,7 @@ typedef struct rs_step_detect {
      * RS_SD_QUICK_MAX calls that repeated RS_SD_REPEATS times, numbered as the found pattern
      * would number it, followed until a call breaks it. Read after each feed: */
     int64_t q_began;                  /* the tentative step that began at this call, -1: none */
-    int q_lost;                       /* 1: this call broke the tentative pattern */
+    int q_lost;                       /* 1: the tentative pattern stopped making steps here */
     int q_agrees;                     /* set when the pattern is found: 1 when it is the
                                        * tentative one with the same numbers */
     int q_period;                     /* 0: no tentative pattern */
@@ -74,6 +74,9 @@ typedef struct rs_step_detect {
     int q_done;                       /* the pattern was found, or none guessed for
                                        * RS_SD_QUICK_CALLS calls: no more guessing */
     uint64_t q_since;                 /* the call after the last broken guess */
+    uint64_t q_since_step;            /* calls since the last tentative step began */
+    uint64_t q_pat[RS_SD_QUICK_MAX];  /* the guessed pattern, from a step's first call */
+    uint8_t q_pat_name[RS_SD_QUICK_MAX];
     uint32_t q_run[RS_SD_QUICK_MAX + 1];
 } rs_step_detect;
 
@@ -86,8 +89,8 @@ uint64_t rs_step_detect_token(const char *name, uint64_t count, uint64_t datatyp
 int64_t rs_step_detect_feed(rs_step_detect *d, uint64_t token, const char *name);
 
 /* Once found: "ncclAllReduce x3 per step, 40 steps, 2 calls before, 0 off the pattern" (names
- * in the order of their first call in the step); while only a tentative step is followed, the
- * same with "tentative (over N calls, fewer than the 128 that confirm a step)"; "" else. */
+ * in the order of their first call in the step); while only a tentative step is followed,
+ * "ncclAllReduce x1 per step, tentative (40 calls; 128 confirm)"; "" else. */
 void rs_step_detect_describe(const rs_step_detect *d, char *buf, size_t n);
 
 /* While none is found: why, and the RANKSNAP_STEP_ON=NAME:COUNT the calls seen suggest ("no

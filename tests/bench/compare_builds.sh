@@ -1,7 +1,7 @@
 #!/bin/bash
 # compare_builds.sh — the allocation path of two builds, measured in one run: each source tree is
 # built (Release) in its own folder, then their alloc_bench run in turn, ROUNDS times (base, head,
-# base, head, ...), so that both see the same machine; per row, the median of each side's rounds
+# head, base, ...), so that both see the same machine; per row, the median of each side's rounds
 # and their ratio (head / base; above 1 is slower). Any change on the allocation path states this
 # ratio in its commit body (CONTRIBUTING.md, "Benchmarks").
 #
@@ -43,9 +43,16 @@ base=$(build base "$base_src")
 head=$(build head "$head_src")
 args=(--json --modes "$modes")
 [ -n "${ITERS:-}" ] && args+=(--iters "$ITERS")
+# base first in odd rounds, head first in even ones: neither gains by running second (a clock
+# that warms up, caches the other filled)
 for r in $(seq 1 "$rounds"); do
-  "$base" "${args[@]}" > "$work/base-$r.json"
-  "$head" "${args[@]}" > "$work/head-$r.json"
+  if [ $((r % 2)) = 1 ]; then
+    "$base" "${args[@]}" > "$work/base-$r.json"
+    "$head" "${args[@]}" > "$work/head-$r.json"
+  else
+    "$head" "${args[@]}" > "$work/head-$r.json"
+    "$base" "${args[@]}" > "$work/base-$r.json"
+  fi
 done
 python3 - "$work" "$rounds" "$1" "${2:-the working tree}" <<'EOF'
 import json, statistics, sys

@@ -321,9 +321,9 @@ TEST(no_period_says_why_and_what_to_set)
 
 /* The tentative step: a program of one call per iteration gets its steps guessed from the third
  * call on, numbered as the pattern found at its 128th call numbers them (which then agrees); three
- * equal calls of a step of four are guessed as steps of one and broken by the fourth, and the
- * pattern found is the step of four; a set-up broadcast's guess is broken by the loop, whose own
- * guess follows, the loop's iteration 3 as step 3. */
+ * equal calls of a step of four are guessed as steps of one (the fourth skipped), and the pattern
+ * found, the step of four, disagrees; set-up broadcasts' guess is dropped when the loop makes no
+ * broadcast step, and the loop's own guess follows at once. */
 TEST(short_steps_are_guessed_early_and_the_pattern_confirms_them)
 {
     rs_step_detect *d = calloc(1, sizeof *d);
@@ -346,17 +346,21 @@ TEST(short_steps_are_guessed_early_and_the_pattern_confirms_them)
     memset(d, 0, sizeof *d);
     for (int i = 0; i < 10; i++) rs_step_detect_feed(d, a, "MPI_Allreduce");
     rs_step_detect_describe(d, how, sizeof how);
-    CHECK_STR_CONTAINS(how, "MPI_Allreduce x1 per step, tentative (a pattern over 10 calls, fewer than the 128");
+    CHECK_STR_CONTAINS(how, "MPI_Allreduce x1 per step, tentative (10 calls; 128 confirm)");
 
     memset(d, 0, sizeof *d);
     uint64_t b = rs_step_detect_token("MPI_Allreduce", 2, 7, 0);
-    int lost_at = -1;
+    int lost_at = -1, agrees = -1;
     for (int it = 0; it < 60; it++)
         for (int k = 0; k < 4; k++) {
-            rs_step_detect_feed(d, k < 3 ? a : b, "MPI_Allreduce");
+            int64_t st = rs_step_detect_feed(d, k < 3 ? a : b, "MPI_Allreduce");
             if (d->q_lost && lost_at < 0) lost_at = it * 4 + k;
+            if (st >= 0 && agrees < 0 && d->period > 0) agrees = d->q_agrees;
         }
-    CHECK_EQ_U64(lost_at, 3);
+    /* guessed as steps of one call, the fourth skipped as off the pattern; the pattern found is
+     * the step of four, which drops the guess */
+    CHECK_EQ_U64(lost_at, -1);
+    CHECK(agrees == 0);
     CHECK(d->period == 4);
 
     memset(d, 0, sizeof *d);
@@ -370,8 +374,29 @@ TEST(short_steps_are_guessed_early_and_the_pattern_confirms_them)
         if (d->q_lost && lost_at < 0) lost_at = it;
         if (d->q_began >= 0 && loop_guess < 0 && lost_at >= 0) loop_guess = d->q_began;
     }
-    CHECK_EQ_U64(lost_at, 0);
-    CHECK_EQ_U64(loop_guess, 6); /* a second guess needs six calls: the loop's sixth iteration */
+    /* no broadcast for six calls (two steps and three more): the guess is dropped, and the loop,
+     * six calls long by then, is the next guess, numbered from where it began */
+    CHECK_EQ_U64(lost_at, 5);
+    CHECK_EQ_U64(loop_guess, 6);
+
+    /* nccl-tests' shape: a set-up broadcast, five warm-up all-reduces, a barrier, twenty timed
+     * ones, two all-reduces of the timings: too few calls to confirm a pattern, and the calls off
+     * it are skipped, so the guess holds to the end, each all-reduce a step */
+    memset(d, 0, sizeof *d);
+    uint64_t bar = rs_step_detect_token("MPI_Barrier", 0, 0, 0), tm = rs_step_detect_token("MPI_Allreduce", 1, 9, 0);
+    rs_step_detect_feed(d, bc, "MPI_Bcast");
+    int lost = 0;
+    for (int k = 0; k < 28; k++) {
+        uint64_t t = k == 5 ? bar : k >= 26 ? tm : a;
+        rs_step_detect_feed(d, t, k == 5 ? "MPI_Barrier" : k >= 26 ? "MPI_Allreduce" : "ncclAllReduce");
+        lost |= d->q_lost;
+    }
+    CHECK(!lost && d->q_period == 1 && d->period == 0);
+    /* named by the guessed pattern's calls, not by the last calls (the timings' all-reduces) */
+    rs_step_detect_describe(d, how, sizeof how);
+    CHECK_STR_CONTAINS(how, "ncclAllReduce x1 per step, tentative (29 calls; 128 confirm)");
+    CHECK(strncmp(how, "ncclAllReduce", 13) == 0);
+    CHECK_EQ_U64(d->q_step, 25); /* the 25 all-reduces were steps 0 to 24 */
     free(d);
 }
 
