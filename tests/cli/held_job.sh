@@ -4,8 +4,8 @@
 # the range was taken before it. Checks that the report flags rank 1 and names its extra
 # activations by their line as held since before step 5, that no rank is "no data", that the OOM
 # inside the range lists the memory held since before it by site, and that report.json and the
-# HTML page carry the same. Modes: through the driver (the fake driver, LD_PRELOAD) and through
-# ranksnap's own allocator (the sim backend), with an OOM.
+# HTML page carry the same. Modes: through the driver (the fake driver, LD_PRELOAD), on one device
+# and on two, and through ranksnap's own allocator (the sim backend), with an OOM.
 # usage: held_job.sh PROGRAM DIR MPIEXEC PRELOAD FAKE_DIR
 set -u
 program=$1 dir=$2 mpiexec=$3 preload=$4 fake=$5
@@ -38,6 +38,16 @@ grep -q "^rank 1 peaks .*+64.00 MiB at main (test_held_job.c:$more), held since 
 grep -q "\"line\": $more, \"held_since_before_step\": 5" "$dir/driver/report.json" ||
   fail "report.json does not carry the held site (driver)"
 grep -q "held_since_before_step" "$dir/driver/report.html" || fail "the HTML page does not carry the held site (driver)"
+
+# through the driver on two devices: what each device holds is held, by site, on its device
+run devices devices "LD_LIBRARY_PATH=$fake" RANKSNAP_STEP_ON=MPI_Allreduce:1
+grep -q "^rank 1 peaks .*+64.00 MiB at main (test_held_job.c:$more), held since before step 5" "$dir/devices/report.txt" ||
+  fail "rank 1 not flagged with its line $more, held since before step 5 (two devices)"
+# both devices' bytes count: 32 MiB on device 0, 136 MiB on device 1
+grep -q "^rank 1: the program (at the driver) holds 168.00 MiB" "$dir/devices/report.txt" ||
+  fail "rank 1's two devices do not add up to 168.00 MiB held"
+grep -q "64.00 MiB at main (test_held_job.c:$acts), held since before step 5" "$dir/devices/report.txt" ||
+  fail "the activations on device 1 are not named as held since before step 5"
 
 # through ranksnap's allocator on the sim backend, steps numbered by the program
 run alloc alloc RANKSNAP_BACKEND=sim

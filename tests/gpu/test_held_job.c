@@ -11,6 +11,8 @@
  * numbers them itself (ranksnap_step). In `driver` and `alloc` rank 2 also frees, in step 7, a
  * block it allocated before the loop and allocates again at once (the same address on the
  * allocator). In `oom` rank 3 asks, in step 7, for more than RANKSNAP_MEMORY_LIMIT leaves it.
+ * `devices` is `driver` on two devices: the parameters on device 0, the activations (and rank 1's
+ * second half) on device 1, as a rank that drives two GPUs allocates.
  * Prints "rank R: held ok" (or "rank R: oom" for the refused request).
  */
 #include <mpi.h>
@@ -25,6 +27,9 @@
 #define MiB ((size_t)1 << 20)
 
 static int by_driver;
+
+/* the fake driver's current device for this thread (cuCtxSetCurrent's stand-in) */
+void fake_driver_set_device(int d);
 
 /* A macro, not a function: the allocating call is on the line that uses it, as in a program
  * that calls cuMemAlloc or ranksnap_malloc itself. */
@@ -43,7 +48,8 @@ static void give(void *p)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "alloc";
-    by_driver = !strcmp(mode, "driver");
+    int devices = !strcmp(mode, "devices");
+    by_driver = devices || !strcmp(mode, "driver");
     MPI_Init(&argc, &argv);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -51,13 +57,14 @@ int main(int argc, char **argv)
     CUdeviceptr dp = 0;
     void *hp = NULL;
     void *params = TAKE(32 * MiB);
+    if (devices) fake_driver_set_device(1);
     void *acts = TAKE(64 * MiB);
     void *more = rank == 1 ? TAKE(64 * MiB) : NULL; /* rank 1's second half of activations */
     void *scratch = TAKE(8 * MiB);
     int ok = params && acts && scratch && (rank != 1 || more);
     for (int step = 0; step < 16; step++) {
         if (!by_driver) ranksnap_step(step);
-        if (step == 7 && rank == 2 && strcmp(mode, "oom")) {
+        if (step == 7 && rank == 2 && (!strcmp(mode, "alloc") || !strcmp(mode, "driver"))) {
             /* made before the range, freed in it, taken again at once */
             give(scratch);
             scratch = TAKE(8 * MiB);
