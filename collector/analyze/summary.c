@@ -110,6 +110,22 @@ static void summarize_outside_labels(const rs_snap_totals *t, rs_summary *out)
     out->n_outside_labels = n;
 }
 
+/* How the steps were numbered, cut to the summary's field: when it ends with the setting to use
+ * ("; try RANKSNAP_STEP_ON=MPI_Allreduce:1"), the middle goes, never that setting. */
+static void copy_steps_from(char *dst, size_t cap, const char *src)
+{
+    const char *try = strstr(src, "; try ");
+    size_t n = strlen(src), tail = try ? strlen(try) : 0;
+    if (n < cap || !try || tail + 8 >= cap) {
+        rs_text_copy_head(dst, cap, src);
+        return;
+    }
+    rs_text_copy_head(dst, cap - tail - 3, src);
+    size_t k = strlen(dst);
+    memcpy(dst + k, "...", 3);
+    memcpy(dst + k + 3, try, tail + 1);
+}
+
 void rs_summary_of(const rs_snap *s, rs_summary *out)
 {
     rs_summary_of_sites(s, out, NULL);
@@ -140,7 +156,7 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
             out->comms[out->n_comms++] = s->comms[i];
     rs_text_copy_head(out->host, sizeof out->host, s->host ? s->host : "");
     rs_text_copy_head(out->job, sizeof out->job, s->job ? s->job : "");
-    rs_text_copy_head(out->steps_from, sizeof out->steps_from, s->time.steps_from ? s->time.steps_from : "");
+    copy_steps_from(out->steps_from, sizeof out->steps_from, s->time.steps_from ? s->time.steps_from : "");
     out->peak_allocated = t->allocated_bytes_peak;
     out->peak_reserved = t->reserved_bytes_peak;
     out->reserved_at_peak = t->reserved_bytes_peak;

@@ -134,6 +134,25 @@ TEST(each_rank_is_compared_with_its_role)
     rs_roles_free(&roles);
 }
 
+/* The words of how a rank's steps were numbered are cut to the summary's field without losing
+ * the setting they end with: the report must show the exact RANKSNAP_STEP_ON to use. */
+TEST(summary_keeps_the_step_on_setting_of_a_long_steps_from)
+{
+    train_cfg cfg = {4, 2, 1 << 20, 1 << 20, 1.0, -1, 0, -1, 0, -1, 0};
+    rs_snap *s = synth_train(0, 1, "job-1", &cfg);
+    const char *want = "; try RANKSNAP_STEP_ON=ncclReduceScatter:48";
+    s->time.steps_from = strdup("none: a pattern of 1 calls held over 3 of 123456789 calls (128 needed) "
+                                "while the rank looked; try RANKSNAP_STEP_ON=ncclReduceScatter:48");
+    rs_summary sum;
+    rs_summary_of(s, &sum);
+    size_t n = strlen(sum.steps_from), w = strlen(want);
+    CHECK(n < sizeof sum.steps_from && n > w);
+    CHECK(n > w && strcmp(sum.steps_from + n - w, want) == 0);
+    CHECK(strncmp(sum.steps_from, "none: a pattern of 1 calls", 26) == 0);
+    CHECK_STR_CONTAINS(sum.steps_from, "...; try");
+    rs_snap_free(s);
+}
+
 int main(void)
 {
     RUN(parse_gives_each_rank_its_role_in_rank_order);
@@ -141,5 +160,6 @@ int main(void)
     RUN(parse_takes_the_replicas_in_the_spellings_jobs_use);
     RUN(parse_refuses_a_grouping_where_no_rank_has_a_peer);
     RUN(each_rank_is_compared_with_its_role);
+    RUN(summary_keeps_the_step_on_setting_of_a_long_steps_from);
     return check_summary();
 }
