@@ -554,15 +554,24 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     return r;
 }
 
+/* One cuMemUnmap may end several mappings: every mapping that begins in its range (the driver
+ * refuses a range that cuts one), as NVIDIA's vectorAddMMAP sample frees four handles mapped
+ * side by side. */
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     RS_REAL(RS_D_UNMAP, rs_unmap_fn, real);
     CUresult r = real(ptr, size);
-    uint64_t h = 0;
-    if (r == CUDA_SUCCESS && rs_ptrmap_take(&rs_drv_mapped, (const void *)(uintptr_t)ptr, &h)) {
-        rs_ptrmap_add(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(h), (uint64_t)-1);
-        rs_drv_handle_maybe_gone((CUmemGenericAllocationHandle)h);
-    }
+    if (r != CUDA_SUCCESS) return r;
+    uintptr_t lo = (uintptr_t)ptr, hi = size > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + size;
+    uint64_t h[32];
+    size_t n;
+    do {
+        n = rs_ptrmap_take_range(&rs_drv_mapped, lo, hi, h, sizeof h / sizeof *h);
+        for (size_t i = 0; i < n; i++) {
+            rs_ptrmap_add(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(h[i]), (uint64_t)-1);
+            rs_drv_handle_maybe_gone((CUmemGenericAllocationHandle)h[i]);
+        }
+    } while (n == sizeof h / sizeof *h);
     return r;
 }
 

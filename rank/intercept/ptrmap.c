@@ -96,6 +96,21 @@ int rs_ptrmap_take(rs_ptrmap *m, const void *key, uint64_t *value)
     return s != NULL;
 }
 
+size_t rs_ptrmap_take_range(rs_ptrmap *m, uintptr_t lo, uintptr_t hi, uint64_t *values, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->cap && n < max; i++) {
+        rs_ptrmap_slot *s = &m->slots[i];
+        if (s->key <= 1 || s->key < lo || s->key >= hi) continue;
+        values[n++] = s->value;
+        s->key = 1;
+        m->live--;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
 size_t rs_ptrmap_count(rs_ptrmap *m)
 {
     pthread_mutex_lock(&m->mu);

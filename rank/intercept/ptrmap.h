@@ -38,6 +38,10 @@ int rs_ptrmap_add(rs_ptrmap *m, const void *key, uint64_t delta);
 int rs_ptrmap_get(rs_ptrmap *m, const void *key, uint64_t *value);
 /* Removes the key; 1 and its value in *value (may be NULL) if it was there. */
 int rs_ptrmap_take(rs_ptrmap *m, const void *key, uint64_t *value);
+/* Removes up to `max` keys in [lo, hi), their values in values[]; returns how many. A scan of the
+ * whole table: for the rare call that ends several entries at once (one cuMemUnmap over several
+ * mappings). */
+size_t rs_ptrmap_take_range(rs_ptrmap *m, uintptr_t lo, uintptr_t hi, uint64_t *values, size_t max);
 size_t rs_ptrmap_count(rs_ptrmap *m);
 /* Frees the table; the map is empty and usable again afterwards. */
 void rs_ptrmap_clear(rs_ptrmap *m);

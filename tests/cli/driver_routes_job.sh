@@ -42,6 +42,17 @@ echo "$out" | grep -q '^rank 1: 2 under the cap$' || { echo "FAIL: rank 1 was no
 test "$(echo "$out" | grep -c ': 8 under the cap$')" -eq 3 || { echo "FAIL: the other ranks were capped"; exit 1; }
 grep -q "rank 1 ran out of memory: tried to allocate 16.00 MiB (allocated 32.00 MiB, reserved 32.00 MiB, limit 40.00 MiB) at main (test_driver_routes.c:" "$dir/cap/report.txt" ||
   { cat "$dir/cap/report.txt"; echo "FAIL: the report does not name rank 1's refused request"; exit 1; }
+# one cuMemUnmap over four mappings (vectorAddMMAP), ten rounds under a 32 MiB cap: every byte
+# is seen freed, so no round is refused and no OOM reported
+rm -rf "$dir/vmm" && mkdir -p "$dir/vmm" || exit 1
+out=$(RANKSNAP_DIR="$dir/vmm" RANKSNAP_MEMORY_LIMIT=32MiB "$mpiexec" -np 4 --oversubscribe --allow-run-as-root \
+      --mca btl self,vader -x LD_PRELOAD="$preload" -x LD_LIBRARY_PATH="$fake" -x RANKSNAP_DIR \
+      -x RANKSNAP_MEMORY_LIMIT "$program" "$dir/vmm" --vmm 2>&1); rc=$?
+test $rc -eq 0 || { echo "$out"; echo "FAIL: mpirun exited $rc (vmm)"; exit 1; }
+test "$(echo "$out" | grep -c ': vmm ok$')" -eq 4 || { echo "$out"; echo "FAIL: a round was refused (vmm)"; exit 1; }
+test -f "$dir/vmm/report.txt" || { echo "FAIL: no report (vmm)"; exit 1; }
+! grep -q "ran out of memory" "$dir/vmm/report.txt" ||
+  { cat "$dir/vmm/report.txt"; echo "FAIL: an OOM that never happened (vmm)"; exit 1; }
 # a rank with a bigger batch, seen only at the driver, is flagged with its line
 rm -rf "$dir/diverge" && mkdir -p "$dir/diverge" || exit 1
 out=$(RANKSNAP_DIR="$dir/diverge" "$mpiexec" -np 4 --oversubscribe --allow-run-as-root --mca btl self,vader \

@@ -192,19 +192,29 @@ static CUresult fake_map(CUdeviceptr p, size_t size, size_t offset, CUmemGeneric
     return e;
 }
 
+/* As the driver: every mapping inside [p, p + size) goes (one call may end several, mapped side
+ * by side); a range that cuts a mapping, or holds none, is refused. */
 static CUresult fake_unmap(CUdeviceptr p, size_t size)
 {
+    uintptr_t lo = (uintptr_t)p, hi = lo + size;
     pthread_mutex_lock(&mu);
     CUresult e = CUDA_ERROR_INVALID_VALUE;
-    for (size_t k = 0; k < n_maps; k++) {
-        if (maps[k].addr != (uintptr_t)p || maps[k].size != size) continue;
+    int cut = 0;
+    for (size_t k = 0; k < n_maps; k++)
+        if (maps[k].addr < hi && lo < maps[k].addr + maps[k].size &&
+            (maps[k].addr < lo || maps[k].addr + maps[k].size > hi))
+            cut = 1;
+    for (size_t k = 0; !cut && k < n_maps;) {
+        if (maps[k].addr < lo || maps[k].addr + maps[k].size > hi) {
+            k++;
+            continue;
+        }
         /* back to reserved address space */
-        mmap((void *)(uintptr_t)p, size, PROT_NONE,
+        mmap((void *)maps[k].addr, maps[k].size, PROT_NONE,
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+        mapped_bytes -= maps[k].size;
         maps[k] = maps[--n_maps];
-        mapped_bytes -= size;
         e = CUDA_SUCCESS;
-        break;
     }
     pthread_mutex_unlock(&mu);
     return e;

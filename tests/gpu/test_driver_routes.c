@@ -20,6 +20,11 @@
  * allocations reserved, which that snapshot shows as the pools' cached bytes. Prints "rank R: routes
  * ok" or what failed.
  *
+ * With --vmm as its second argument it runs ten rounds of NVIDIA's vectorAddMMAP sample: four
+ * 2 MiB handles (cuMemCreate) mapped side by side into one reserved 8 MiB range, unmapped by one
+ * cuMemUnmap of the whole range, released; every call must succeed (under RANKSNAP_MEMORY_LIMIT,
+ * memory ranksnap still thought held would be refused), and it prints "rank R: vmm ok".
+ *
  * With --cap as its second argument it allocates 16 MiB at a time through cuMemAlloc_v2 until
  * the driver (or RANKSNAP_MEMORY_LIMIT at the driver) refuses, eight at most, prints "rank R: N
  * under the cap", and frees them. With --diverge, rank 2 allocates three 16 MiB blocks and the
@@ -79,6 +84,26 @@ int main(int argc, char **argv)
     if (!set_device) return printf("rank %d: FAILED not the fake driver\n", rank_), 1;
     set_device(dev);
     EXPECT(cuInit(0) == CUDA_SUCCESS);
+    if (argc > 2 && !strcmp(argv[2], "--vmm")) {
+        CUmemAllocationProp prop = {0};
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = dev;
+        for (int round = 0; round < 10; round++) {
+            CUdeviceptr va = 0;
+            CUmemGenericAllocationHandle h[4] = {0};
+            EXPECT(cuMemAddressReserve(&va, 8 * MiB, 0, 0, 0) == CUDA_SUCCESS);
+            for (int k = 0; k < 4; k++) {
+                EXPECT(cuMemCreate(&h[k], 2 * MiB, &prop, 0) == CUDA_SUCCESS);
+                EXPECT(cuMemMap(va + (CUdeviceptr)k * 2 * MiB, 2 * MiB, 0, h[k], 0) == CUDA_SUCCESS);
+            }
+            EXPECT(cuMemUnmap(va, 8 * MiB) == CUDA_SUCCESS); /* all four at once */
+            for (int k = 0; k < 4; k++) EXPECT(cuMemRelease(h[k]) == CUDA_SUCCESS);
+            EXPECT(cuMemAddressFree(va, 8 * MiB) == CUDA_SUCCESS);
+        }
+        printf("rank %d: %s\n", rank_, failures ? "FAILED" : "vmm ok");
+        return failures ? 1 : 0;
+    }
     if (argc > 2 && !strcmp(argv[2], "--cap")) {
         CUdeviceptr got[8];
         int n = 0;
