@@ -286,19 +286,47 @@ static void rs_drv_alloc(rs_ptrmap *m, uint64_t key, uint64_t bytes, int device)
     rs_drv_busy = 0;
 }
 
-/* 1 if `key` was recorded (and is taken out now). */
-static int rs_drv_free(rs_ptrmap *m, uint64_t key)
+/* The record of `key` (its packed value in *v) taken out: 1 if there was one. */
+static int rs_drv_take(rs_ptrmap *m, uint64_t key, uint64_t *v)
 {
-    uint64_t v = 0, bytes;
+    return key && rs_ptrmap_take(m, (const void *)(uintptr_t)key, v);
+}
+
+/* A free that took place: its bytes leave the account. */
+static void rs_drv_freed(uint64_t key, uint64_t v)
+{
+    uint64_t bytes;
     int device;
     const char *label;
-    if (!key || !rs_ptrmap_take(m, (const void *)(uintptr_t)key, &v)) return 0;
     rs_unpack(v, &bytes, &device, &label);
     rs_drv_busy = 1;
     rs_outside_driver_free(key, bytes, device, label);
     rs_drv_busy = 0;
+}
+
+/* 1 if `key` was recorded (and is taken out now). */
+static int rs_drv_free(rs_ptrmap *m, uint64_t key)
+{
+    uint64_t v = 0;
+    if (!rs_drv_take(m, key, &v)) return 0;
+    rs_drv_freed(key, v);
     return 1;
 }
+
+/* A free of an address (cuMemFree, cuMemFreeAsync, an array's destroy) by the real call `real`:
+ * the record is taken out before the call, while the address is still this allocation's, so
+ * that another thread given the same address as soon as the driver frees it keeps its own
+ * record; put back if the call fails. */
+#define RS_DRV_FREE_AROUND(map, key, call)                                                       \
+    do {                                                                                         \
+        uint64_t v_ = 0;                                                                         \
+        int took_ = !rs_backend_cuda_in_call() && rs_drv_take((map), (key), &v_);                \
+        r = (call);                                                                              \
+        if (took_ && r == CUDA_SUCCESS)                                                          \
+            rs_drv_freed((key), v_);                                                             \
+        else if (took_)                                                                          \
+            rs_ptrmap_put((map), (const void *)(uintptr_t)(key), v_);                            \
+    } while (0)
 
 /* 1 when the call comes from inside a shared CUDA runtime (libcudart.so*): the instance
  * ranksnap's backend uses too, which a dump would then enter again from inside its own call. A
@@ -439,8 +467,8 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     RS_REAL(RS_D_MEM_FREE, rs_free_fn, real);
-    CUresult r = real(dptr);
-    if (r == CUDA_SUCCESS && !rs_backend_cuda_in_call()) rs_drv_free(&rs_drv_ptrs, dptr);
+    CUresult r;
+    RS_DRV_FREE_AROUND(&rs_drv_ptrs, (uint64_t)dptr, real(dptr));
     return r;
 }
 
@@ -486,8 +514,8 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUmemoryP
 static CUresult rs_free_async(int i, CUdeviceptr dptr, CUstream s)
 {
     RS_REAL(i, rs_free_async_fn, real);
-    CUresult r = real(dptr, s);
-    if (r == CUDA_SUCCESS && !rs_backend_cuda_in_call()) rs_drv_free(&rs_drv_ptrs, dptr);
+    CUresult r;
+    RS_DRV_FREE_AROUND(&rs_drv_ptrs, (uint64_t)dptr, real(dptr, s));
     return r;
 }
 
@@ -660,16 +688,16 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *array, const CUDA_ARRAY3D_DESC
 CUresult cuArrayDestroy(CUarray array)
 {
     RS_REAL(RS_D_ARRAY_DESTROY, rs_array_destroy_fn, real);
-    CUresult r = real(array);
-    if (r == CUDA_SUCCESS) rs_drv_free(&rs_drv_arrays, (uint64_t)(uintptr_t)array);
+    CUresult r;
+    RS_DRV_FREE_AROUND(&rs_drv_arrays, (uint64_t)(uintptr_t)array, real(array));
     return r;
 }
 
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray array)
 {
     RS_REAL(RS_D_MIPMAPPED_DESTROY, rs_mipmapped_destroy_fn, real);
-    CUresult r = real(array);
-    if (r == CUDA_SUCCESS) rs_drv_free(&rs_drv_arrays, (uint64_t)(uintptr_t)array);
+    CUresult r;
+    RS_DRV_FREE_AROUND(&rs_drv_arrays, (uint64_t)(uintptr_t)array, real(array));
     return r;
 }
 

@@ -53,6 +53,14 @@ test "$(echo "$out" | grep -c ': vmm ok$')" -eq 4 || { echo "$out"; echo "FAIL: 
 test -f "$dir/vmm/report.txt" || { echo "FAIL: no report (vmm)"; exit 1; }
 ! grep -q "ran out of memory" "$dir/vmm/report.txt" ||
   { cat "$dir/vmm/report.txt"; echo "FAIL: an OOM that never happened (vmm)"; exit 1; }
+# an allocation given the address of a free before the free call returned (another thread's):
+# both frees are seen, so a 60 MiB request under a 64 MiB cap after them is granted
+rm -rf "$dir/same" && mkdir -p "$dir/same" || exit 1
+out=$(RANKSNAP_DIR="$dir/same" RANKSNAP_MEMORY_LIMIT=64MiB "$mpiexec" -np 4 --oversubscribe --allow-run-as-root \
+      --mca btl self,vader -x LD_PRELOAD="$preload" -x LD_LIBRARY_PATH="$fake" -x RANKSNAP_DIR \
+      -x RANKSNAP_MEMORY_LIMIT "$program" "$dir/same" --same-address 2>&1); rc=$?
+test $rc -eq 0 || { echo "$out"; echo "FAIL: mpirun exited $rc (same address)"; exit 1; }
+test "$(echo "$out" | grep -c ': same address ok$')" -eq 4 || { echo "$out"; echo "FAIL: memory still held after a free whose address was taken again at once"; exit 1; }
 # a rank with a bigger batch, seen only at the driver, is flagged with its line
 rm -rf "$dir/diverge" && mkdir -p "$dir/diverge" || exit 1
 out=$(RANKSNAP_DIR="$dir/diverge" "$mpiexec" -np 4 --oversubscribe --allow-run-as-root --mca btl self,vader \

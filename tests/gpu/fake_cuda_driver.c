@@ -269,13 +269,27 @@ FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice *d)
     return CUDA_SUCCESS;
 }
 
+/* The last block freed, kept for the next allocation of its size: as the driver, the fake gives a
+ * freed address again at once (malloc would not: glibc moves a size it has seen freed from mmap to
+ * the heap). Under `mu`. */
+static void *reuse_p;
+static size_t reuse_n;
+
 static CUresult fake_alloc(CUdeviceptr *dp, size_t n)
 {
     if (!dp || !n) return CUDA_ERROR_INVALID_VALUE;
     *dp = 0;
     pthread_mutex_lock(&mu);
     CUresult e = CUDA_ERROR_OUT_OF_MEMORY;
-    void *p = n <= capacity() - created_bytes - live_bytes ? malloc(n) : NULL;
+    void *p = NULL;
+    if (n <= capacity() - created_bytes - live_bytes) {
+        if (reuse_p && reuse_n == n) {
+            p = reuse_p;
+            reuse_p = NULL;
+        } else {
+            p = malloc(n);
+        }
+    }
     for (size_t i = 0; p && i < FAKE_MAX; i++)
         if (!live[i].p) {
             live[i].p = p;
@@ -290,13 +304,37 @@ static CUresult fake_alloc(CUdeviceptr *dp, size_t n)
     return e;
 }
 
+/* Called once, by the next cuMemFree_v2 that succeeds, after the memory is freed and before the
+ * call returns: another thread's allocation in that moment, which may be given the same address
+ * (fake_driver_after_next_free, for the interposer's order of bookkeeping). */
+static void (*after_free)(void);
+static CUresult fake_mem_free(CUdeviceptr dp);
+
+FAKE_EXPORT void fake_driver_after_next_free(void (*fn)(void))
+{
+    after_free = fn;
+}
+
 FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dp)
+{
+    CUresult e = fake_mem_free(dp);
+    void (*fn)(void) = after_free;
+    if (e == CUDA_SUCCESS && fn) {
+        after_free = NULL;
+        fn();
+    }
+    return e;
+}
+
+static CUresult fake_mem_free(CUdeviceptr dp)
 {
     pthread_mutex_lock(&mu);
     CUresult e = CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; dp && i < FAKE_MAX; i++)
         if (live[i].p == (void *)(uintptr_t)dp) {
-            free(live[i].p);
+            free(reuse_p);
+            reuse_p = live[i].p;
+            reuse_n = live[i].n;
             live_bytes -= live[i].n;
             live[i].p = NULL;
             e = CUDA_SUCCESS;

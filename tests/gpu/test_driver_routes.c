@@ -25,6 +25,12 @@
  * cuMemUnmap of the whole range, released; every call must succeed (under RANKSNAP_MEMORY_LIMIT,
  * memory ranksnap still thought held would be refused), and it prints "rank R: vmm ok".
  *
+ * With --same-address as its second argument, an allocation is made in the moment between the
+ * driver's free of 8 MiB and the free call's return (as another thread's can be), and is given
+ * the freed address; both are freed, and 60 MiB must then be granted under
+ * RANKSNAP_MEMORY_LIMIT=64MiB (memory ranksnap still thought held would refuse it). Prints
+ * "rank R: same address ok".
+ *
  * With --cap as its second argument it allocates 16 MiB at a time through cuMemAlloc_v2 until
  * the driver (or RANKSNAP_MEMORY_LIMIT at the driver) refuses, eight at most, prints "rank R: N
  * under the cap", and frees them. With --diverge, rank 2 allocates three 16 MiB blocks and the
@@ -71,6 +77,13 @@ static int in_library(const void *f, const char *lib)
     return f && dladdr(f, &d) && d.dli_fname && strstr(d.dli_fname, lib) != NULL;
 }
 
+static CUdeviceptr between; /* the allocation made inside the free (--same-address) */
+
+static void allocate_between(void)
+{
+    if (cuMemAlloc_v2(&between, 8 * MiB) != CUDA_SUCCESS) between = 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : ".";
@@ -84,6 +97,20 @@ int main(int argc, char **argv)
     if (!set_device) return printf("rank %d: FAILED not the fake driver\n", rank_), 1;
     set_device(dev);
     EXPECT(cuInit(0) == CUDA_SUCCESS);
+    if (argc > 2 && !strcmp(argv[2], "--same-address")) {
+        void (*after_next_free)(void (*)(void));
+        *(void **)&after_next_free = dlsym(drv, "fake_driver_after_next_free");
+        CUdeviceptr first = 0, big = 0;
+        EXPECT(after_next_free && cuMemAlloc_v2(&first, 8 * MiB) == CUDA_SUCCESS);
+        if (after_next_free) after_next_free(allocate_between);
+        EXPECT(cuMemFree_v2(first) == CUDA_SUCCESS);
+        EXPECT(between != 0 && between == first); /* the freed address, given again at once */
+        if (between) EXPECT(cuMemFree_v2(between) == CUDA_SUCCESS);
+        EXPECT(cuMemAlloc_v2(&big, 60 * MiB) == CUDA_SUCCESS); /* nothing is held any more */
+        if (big) EXPECT(cuMemFree_v2(big) == CUDA_SUCCESS);
+        printf("rank %d: %s\n", rank_, failures ? "FAILED" : "same address ok");
+        return failures ? 1 : 0;
+    }
     if (argc > 2 && !strcmp(argv[2], "--vmm")) {
         CUmemAllocationProp prop = {0};
         prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
