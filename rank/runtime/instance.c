@@ -274,6 +274,7 @@ static ranksnap_status rs_pass_through(ranksnap_status why)
         fprintf(stderr, "ranksnap: and the device could not be opened to pass them through: %s\n",
                 ranksnap_last_error());
     atomic_store_explicit(&rs_gave_up, (int)why, memory_order_release);
+    rs_state_note_gave_up();
     return rs_error(why, "%s", reason);
 }
 

@@ -23,6 +23,7 @@
 #include "errors.h"
 #include "held.h"
 #include "launcher.h"
+#include "options.h"
 #include "outside.h"
 #include "owners.h"
 #include "recorder.h"
@@ -420,6 +421,15 @@ void rs_outside_warn_if_nothing_intercepted(rs_runtime *rt)
     if (peak <= known || peak - known < RS_UNSEEN_GROWTH) return;
     char grown[32];
     rs_text_format_bytes(peak - known, grown, sizeof grown);
+    if (!rt->opts.driver) {
+        /* the user's setting, not the program's build, is why they were not seen */
+        fprintf(stderr,
+                "ranksnap: rank %d: no cudaMalloc/cudaFree call reached ranksnap, yet %s of device "
+                "memory were taken outside it while it ran: RANKSNAP_DRIVER=0 leaves the CUDA "
+                "driver's calls, where they would have been seen, unrecorded.\n",
+                rt->rank, grown);
+        return;
+    }
     fprintf(stderr,
             "ranksnap: rank %d: no cudaMalloc/cudaFree call reached ranksnap, yet %s of device "
             "memory were taken outside it while it ran. The program is probably linked with the "
@@ -508,6 +518,18 @@ void rs_outside_warn_if_cuda_unseen(int at_exit)
     int shared = 0;
     dl_iterate_phdr(rs_outside_shared_runtime_cb, &shared);
     if (shared) return;
+    /* what follows from a setting is said as such, never guessed as the program's build: ranksnap
+     * gave up and said why already; an option that does not parse (RANKSNAP_DRIVER=maybe, read by
+     * the driver's interposers alone where nothing started ranksnap) is named here;
+     * RANKSNAP_DRIVER=0 is why a driver allocation was not seen */
+    if (rs_state_gave_up()) return;
+    rs_options o;
+    if (rs_options_load_env(&o) != RANKSNAP_OK) {
+        fprintf(stderr, "ranksnap: nothing was recorded in this process: invalid RANKSNAP_* option: %s\n",
+                ranksnap_last_error());
+        rs_error_clear();
+        return;
+    }
     char what[96];
     if (seen == RS_CU_CONTEXT && device >= 0)
         snprintf(what, sizeof what, "holds a CUDA context (device memory) on GPU %d", device);
@@ -515,6 +537,14 @@ void rs_outside_warn_if_cuda_unseen(int at_exit)
         snprintf(what, sizeof what, "holds a CUDA context (device memory)");
     else
         snprintf(what, sizeof what, "used CUDA");
+    if (!o.driver) {
+        fprintf(stderr,
+                "ranksnap: this process %s, but none of its allocation calls reached the preloaded "
+                "ranksnap, so nothing was recorded: RANKSNAP_DRIVER=0 leaves the CUDA driver's calls, "
+                "where its allocations would have been seen, unrecorded.\n",
+                what);
+        return;
+    }
     fprintf(stderr,
             "ranksnap: this process %s, but none of its allocation calls reached the preloaded "
             "ranksnap, so nothing was recorded. It is probably linked with the static CUDA runtime "

@@ -83,6 +83,18 @@ int rs_state_ever_started(void)
     return atomic_load(&rs_started_once);
 }
 
+static atomic_int rs_gave_up_once;
+
+void rs_state_note_gave_up(void)
+{
+    atomic_store(&rs_gave_up_once, 1);
+}
+
+int rs_state_gave_up(void)
+{
+    return atomic_load(&rs_gave_up_once);
+}
+
 void ranksnap_abandon(void)
 {
     atomic_store(&rs_abandoned, 1);

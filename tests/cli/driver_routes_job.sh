@@ -61,6 +61,23 @@ out=$(RANKSNAP_DIR="$dir/same" RANKSNAP_MEMORY_LIMIT=64MiB "$mpiexec" -np 4 --ov
       -x RANKSNAP_MEMORY_LIMIT "$program" "$dir/same" --same-address 2>&1); rc=$?
 test $rc -eq 0 || { echo "$out"; echo "FAIL: mpirun exited $rc (same address)"; exit 1; }
 test "$(echo "$out" | grep -c ': same address ok$')" -eq 4 || { echo "$out"; echo "FAIL: memory still held after a free whose address was taken again at once"; exit 1; }
+# settings, not the program's build, are why nothing was seen: a RANKSNAP_DRIVER that does not
+# parse is named (no other option made ranksnap start in this process), RANKSNAP_DRIVER=0 is said
+# as the reason, and neither is told to relink
+for setting in maybe 0; do
+  rm -rf "$dir/set-$setting" && mkdir -p "$dir/set-$setting" || exit 1
+  err=$(RANKSNAP_DIR="$dir/set-$setting" RANKSNAP_DRIVER=$setting LD_PRELOAD="$preload" LD_LIBRARY_PATH="$fake" \
+        "$program" "$dir/set-$setting" --cap 2>&1); rc=$?
+  test $rc -eq 0 || { echo "$err"; echo "FAIL: the program failed (RANKSNAP_DRIVER=$setting)"; exit 1; }
+  case "$err" in *"Link it with"*|*"static CUDA runtime"*)
+    echo "$err"; echo "FAIL: RANKSNAP_DRIVER=$setting is taken for the program's build"; exit 1;; esac
+done
+case "$err" in *"RANKSNAP_DRIVER=0 leaves the CUDA driver's calls"*) ;; *)
+  echo "$err"; echo "FAIL: RANKSNAP_DRIVER=0 is not said as the reason"; exit 1;; esac
+err=$(RANKSNAP_DIR="$dir/set-maybe" RANKSNAP_DRIVER=maybe LD_PRELOAD="$preload" LD_LIBRARY_PATH="$fake" \
+      "$program" "$dir/set-maybe" --cap 2>&1)
+case "$err" in *"invalid RANKSNAP_* option: RANKSNAP_DRIVER=maybe: expected 0, 1"*) ;; *)
+  echo "$err"; echo "FAIL: RANKSNAP_DRIVER=maybe is not named"; exit 1;; esac
 # a rank with a bigger batch, seen only at the driver, is flagged with its line
 rm -rf "$dir/diverge" && mkdir -p "$dir/diverge" || exit 1
 out=$(RANKSNAP_DIR="$dir/diverge" "$mpiexec" -np 4 --oversubscribe --allow-run-as-root --mca btl self,vader \
