@@ -13,6 +13,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 [ $# -ge 1 ] || { echo "usage: tests/bench/compare_builds.sh BASE [HEAD]" >&2; exit 2; }
 rounds=${ROUNDS:-3} modes=${MODES:-glibc,off,on}
+case $rounds in ''|*[!0-9]*|0) echo "compare_builds: ROUNDS=$rounds: expected a positive integer" >&2; exit 2;; esac
+case ${ITERS:-64} in ''|*[!0-9]*) echo "compare_builds: ITERS=$ITERS: expected an integer >= 64" >&2; exit 2;; esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -25,7 +27,7 @@ tree() {
     echo "$root"
   else
     mkdir -p "$work/$name-src"
-    git -C "$root" archive "$ref" | tar -x -C "$work/$name-src" ||
+    git -C "$root" archive "$ref" 2>/dev/null | tar -x -C "$work/$name-src" 2>/dev/null ||
       { echo "compare_builds: $ref is neither a folder nor a commit of $root" >&2; exit 2; }
     echo "$work/$name-src"
   fi

@@ -80,6 +80,17 @@ case_loads_no_unused_library() {
     case "$needed" in *'[libm.so'*) echo "ranksnap loads libm"; exit 1;; esac
 }
 
+# tests/bench/compare_builds.sh (the script, given as RANKSNAP's place): no base, a base that is
+# neither a folder nor a commit, a bad ROUNDS: 2, each named, before anything is built
+case_compare_builds_usage_errors() {
+    out=$(bash "$ranksnap" 2>&1); test $? -eq 2 || exit 1
+    case "$out" in *"usage: tests/bench/compare_builds.sh BASE [HEAD]"*) ;; *) echo "$out"; exit 1;; esac
+    out=$(bash "$ranksnap" no-such-commit 2>&1); test $? -eq 2 || exit 1
+    case "$out" in *"no-such-commit is neither a folder nor a commit"*) ;; *) echo "$out"; exit 1;; esac
+    out=$(ROUNDS=x bash "$ranksnap" HEAD 2>&1); test $? -eq 2 || exit 1
+    case "$out" in *"ROUNDS=x: expected a positive integer"*) ;; *) echo "$out"; exit 1;; esac
+}
+
 shift 2
 command -v "case_$name" >/dev/null || { echo "usage_errors.sh: no case '$name'" >&2; exit 2; }
 "case_$name" "$@"
