@@ -39,7 +39,6 @@ static pthread_mutex_t rs_init_lock = PTHREAD_MUTEX_INITIALIZER;
  * ranksnap). And the one start that failed (or met RANKSNAP_DISABLE): its status, which every
  * later start returns at once, ranksnap passing calls through meanwhile. */
 static atomic_int rs_finalized_once;
-static atomic_int rs_gave_up; /* a ranksnap_status, 0 = not given up */
 static int rs_atexit_registered;     /* guarded by rs_init_lock */
 
 /* The identity the framework's process group gave (ranksnap_set_identity), which replaces the
@@ -273,8 +272,7 @@ static ranksnap_status rs_pass_through(ranksnap_status why)
     if (pst != RANKSNAP_OK && say)
         fprintf(stderr, "ranksnap: and the device could not be opened to pass them through: %s\n",
                 ranksnap_last_error());
-    atomic_store_explicit(&rs_gave_up, (int)why, memory_order_release);
-    rs_state_note_gave_up();
+    rs_state_note_gave_up(why);
     return rs_error(why, "%s", reason);
 }
 
@@ -286,8 +284,8 @@ static ranksnap_status rs_init_locked(const void *mpi_comm)
     if (rs_state_forked())
         return rs_error(RANKSNAP_ERR_UNSUPPORTED, "ranksnap_init: this process is a fork of one that "
                         "runs ranksnap, which records that one only");
-    int gave_up = atomic_load_explicit(&rs_gave_up, memory_order_acquire);
-    if (gave_up) return (ranksnap_status)gave_up;
+    ranksnap_status gave_up = rs_state_gave_up();
+    if (gave_up != RANKSNAP_OK) return gave_up;
     rs_runtime *rt = NULL;
     /* A PyTorch job's process that its launcher started without a rank (Lightning's) learns it
      * from torch.distributed (ranksnap_set_identity): until then it writes nothing, rather than
@@ -525,8 +523,8 @@ ranksnap_status ranksnap_finalize(void)
 static ranksnap_status rs_ensure(int wait)
 {
     if (rs_state_get()) return RANKSNAP_OK;
-    int gave_up = atomic_load_explicit(&rs_gave_up, memory_order_acquire);
-    if (gave_up) return (ranksnap_status)gave_up;
+    ranksnap_status gave_up = rs_state_gave_up();
+    if (gave_up != RANKSNAP_OK) return gave_up;
     if (atomic_load(&rs_finalized_once) || rs_state_forked()) return RANKSNAP_ERR_NOT_INITIALIZED;
     if (!wait && rs_world_program_will_init()) return RANKSNAP_ERR_NOT_INITIALIZED;
     /* Never wait inside the program's CUDA call: the thread holding the lock may be this one

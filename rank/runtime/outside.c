@@ -522,7 +522,7 @@ void rs_outside_warn_if_cuda_unseen(int at_exit)
      * gave up and said why already; an option that does not parse (RANKSNAP_DRIVER=maybe, read by
      * the driver's interposers alone where nothing started ranksnap) is named here;
      * RANKSNAP_DRIVER=0 is why a driver allocation was not seen */
-    if (rs_state_gave_up()) return;
+    if (rs_state_gave_up() != RANKSNAP_OK) return;
     rs_options o;
     if (rs_options_load_env(&o) != RANKSNAP_OK) {
         fprintf(stderr, "ranksnap: nothing was recorded in this process: invalid RANKSNAP_* option: %s\n",

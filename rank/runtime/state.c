@@ -83,16 +83,16 @@ int rs_state_ever_started(void)
     return atomic_load(&rs_started_once);
 }
 
-static atomic_int rs_gave_up_once;
+static atomic_int rs_gave_up_why; /* a ranksnap_status, 0 = not given up */
 
-void rs_state_note_gave_up(void)
+void rs_state_note_gave_up(ranksnap_status why)
 {
-    atomic_store(&rs_gave_up_once, 1);
+    atomic_store_explicit(&rs_gave_up_why, (int)why, memory_order_release);
 }
 
-int rs_state_gave_up(void)
+ranksnap_status rs_state_gave_up(void)
 {
-    return atomic_load(&rs_gave_up_once);
+    return (ranksnap_status)atomic_load_explicit(&rs_gave_up_why, memory_order_acquire);
 }
 
 void ranksnap_abandon(void)

@@ -160,10 +160,11 @@ void rs_state_note_intercepted(void);
 uint64_t rs_state_intercepted(void);
 /* 1 once ranksnap has started in this process (by any route), even if finalised since. */
 int rs_state_ever_started(void);
-/* Marks that ranksnap gave up in this process and said why (an option that does not parse, ...):
- * nothing later guesses another reason for what was not recorded. */
-void rs_state_note_gave_up(void);
-int rs_state_gave_up(void);
+/* Marks that ranksnap gave up in this process, for `why`, and said so (an option that does not
+ * parse, ...): it does not start later, and nothing guesses another reason for what was not
+ * recorded. rs_state_gave_up: the reason, RANKSNAP_OK while it has not given up. */
+void rs_state_note_gave_up(ranksnap_status why);
+ranksnap_status rs_state_gave_up(void);
 /* 1 in a forked child of the process that started ranksnap (a fork() after the start; or a pid
  * that is not that process's): nothing of ranksnap runs there — no instance (a fork handler
  * unpublishes it in the child), no finalize, no dump, no gather. */
