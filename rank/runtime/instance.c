@@ -580,6 +580,12 @@ int rs_instance_current_device(void)
     return rt ? rs_devices_current(rt) : -1;
 }
 
+int rs_instance_current_device_known(int *device)
+{
+    rs_runtime *rt = rs_state_get();
+    return rt && rs_devices_current_known(rt, device);
+}
+
 /* Device `device` of the running instance, made now if the program had not allocated there. */
 static ranksnap_status rs_instance_device(int device, rs_rt_device **out)
 {

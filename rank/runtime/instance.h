@@ -35,6 +35,8 @@ int rs_instance_active(int *cuda);
 void rs_instance_driver_oom_dump(uint64_t size, int device);
 /* The calling thread's current device as ranksnap's backend sees it, -1 when not running. */
 int rs_instance_current_device(void);
+/* rs_devices_current_known of the running instance: 0 when there is none. */
+int rs_instance_current_device_known(int *device);
 /* Device `device`'s allocator's view for cudaMemGetInfo: bytes reserved, allocated and the memory
  * limit (0 = none). RANKSNAP_ERR_NOT_INITIALIZED when ranksnap is not running. */
 ranksnap_status rs_instance_cache_bytes(int device, uint64_t *reserved, uint64_t *allocated,

@@ -52,6 +52,15 @@ typedef struct rs_runtime {
     atomic_int n_devs;
     pthread_mutex_t devs_mu; /* serialises the making of a device */
     int devs_mu_ok;
+    rs_block_map *block_map; /* shared by the devices' allocators: a free finds its device in O(1) */
+    /* the first device's allocator, once made: any of them serves a free (they share the map) */
+    rs_alloc *_Atomic any_alloc;
+    /* One device is all the process can see (CUDA_VISIBLE_DEVICES, a one-GPU machine, the sim
+     * backend with no CUDA runtime in the process): the current device is 0, never asked. */
+    int one_device;
+    /* sim backend: the cudaGetDevice of a CUDA runtime in the process (a test's stand-in), looked
+     * up once at init; NULL when there is none */
+    int (*sim_get_device)(int *);
     rs_backend_kind backend_kind; /* cuda or sim, resolved at init */
     rs_alloc_observer observer;   /* every device's allocator reports to it (alloc_api.c) */
     rs_stacks *stacks;     /* NULL with RANKSNAP_STACKS=none */
