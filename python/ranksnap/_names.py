@@ -43,6 +43,8 @@ import os
 import sys
 import weakref
 
+from . import _wrap
+
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # A named module call costs the host some tens of us (registering the pre-hook on its node alone
@@ -149,14 +151,8 @@ class Names:
                 self.finding = mod.register_module_forward_pre_hook(self._on_call)
             autograd = self.torch.autograd
             self.real_backward = autograd.backward
-            real = self.real_backward
-
-            @functools.wraps(real)
-            def backward(tensors, *args, **kwargs):
-                self._on_backward(tensors)
-                return real(tensors, *args, **kwargs)
-
-            autograd.backward = backward
+            autograd.backward = _wrap.around(self.real_backward,
+                                             before=lambda tensors, *a, **k: self._on_backward(tensors))
         except Exception as e:
             self.off("backward", e)
             self.end()
@@ -283,7 +279,7 @@ class Names:
             node = getattr(t, "grad_fn", None)
             if node is None:
                 return
-            u = _user_frame(sys._getframe(2), self.torch_dir) or _frame("backward", "", 0)
+            u = _user_frame(sys._getframe(1), self.torch_dir) or _frame("backward", "", 0)
             ck = ("backward", u["filename"], u["line"], node.name())
             key = self.keys.get(ck)
             if key is None:
@@ -488,7 +484,10 @@ def _mark(node):
 
 
 def _set(set_md, key, grad_outputs):
-    set_md(key)
+    try:
+        set_md(key)
+    except Exception:  # the backward pass goes on, its allocations unnamed
+        pass
     return None
 
 

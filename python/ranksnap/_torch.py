@@ -42,7 +42,6 @@ answered with 0, which would read as success.
 import atexit
 import builtins
 import ctypes
-import functools
 import gc
 import importlib
 import json
@@ -54,7 +53,7 @@ import time
 import traceback
 import weakref
 
-from . import _dist, _groups, _lib, _names
+from . import _dist, _groups, _lib, _names, _wrap
 
 _glue = None
 
@@ -126,31 +125,24 @@ class Glue:
         """The ways out that tell how the program ends, which _at_exit cannot see by itself: the
         status of the SystemExit that ends the program, and os._exit, which runs no atexit hook
         at all."""
-        real_exit, real_os_exit = sys.exit, os._exit
 
-        def record(status):
+        def record(status=None):
             # elsewhere it ends a thread, not the program
             if threading.current_thread() is threading.main_thread():
                 self.exit_code = status
 
-        def exit(status=None):
-            record(status)
-            real_exit(status)
-
         if not _watch_system_exit(record):
-            sys.exit = exit
+            sys.exit = _wrap.around(sys.exit, before=record)
             _watch_quitters(record)
 
-        def os_exit(status):
+        def leave(status):
             # leaving this way skips every cleanup, the peers' included: never a collective
             try:
                 self._leave(failing=True)
             except BaseException:
                 pass
-            real_os_exit(status)
 
-        exit.__doc__, os_exit.__doc__ = real_exit.__doc__, real_os_exit.__doc__
-        os._exit = os_exit
+        os._exit = _wrap.around(os._exit, before=leave)
 
     def _watch_process_group(self):
         """torch.distributed.init_process_group gives this rank its identity at once (identify),
@@ -160,15 +152,7 @@ class Glue:
         init = getattr(dist, "init_process_group", None)
         if init is None:
             return
-        identify = self.identify
-
-        @functools.wraps(init)
-        def init_process_group(*args, **kwargs):
-            group = init(*args, **kwargs)
-            identify()
-            return group
-
-        dist.init_process_group = init_process_group
+        dist.init_process_group = _wrap.around(init, after=lambda group, *a, **k: self.identify())
 
     def _make_ops(self):
         ops = _lib.RecorderOps()
@@ -275,17 +259,21 @@ class Glue:
         self.step(n)
 
     def _on_optimizer_step(self, optimizer, args, kwargs):
-        if self.manual:
-            return
-        first = self.first() if self.first is not None else None
-        if first is None:
-            # the first optimizer, or a new one after it was dropped (a new run in the process)
-            self.first = weakref.ref(optimizer)
-            first = optimizer
-        if optimizer is not first:
-            return
-        self.count += 1
-        self.step(self.count)
+        # a hook of PyTorch's, in the script's optimizer.step(): nothing of it may reach the script
+        try:
+            if self.manual:
+                return
+            first = self.first() if self.first is not None else None
+            if first is None:
+                # the first optimizer, or a new one after it was dropped (a new run in the process)
+                self.first = weakref.ref(optimizer)
+                first = optimizer
+            if optimizer is not first:
+                return
+            self.count += 1
+            self.step(self.count)
+        except Exception as e:
+            self._say(f"step {self.count}: {type(e).__name__}: {e}")
 
     # ---- the recorder's ops (called by libranksnap) ------------------------------------------
 
@@ -503,9 +491,4 @@ def _watch_quitters(record):
     if quitter.__module__ != "_sitebuiltins" or call is None:
         return
 
-    @functools.wraps(call)
-    def __call__(self, code=None):
-        record(code)
-        return call(self, code)
-
-    quitter.__call__ = __call__
+    quitter.__call__ = _wrap.around(call, before=lambda self, code=None: record(code))

@@ -325,6 +325,57 @@ def case_glue_sys_exit_in_a_thread_is_not_the_programs_end():
     g.exit_code = None  # this program ends well
 
 
+def _traceback_files(fn):
+    """The files of the traceback that the exception fn() raises prints."""
+    import traceback
+    try:
+        fn()
+    except BaseException as e:  # noqa: BLE001 — SystemExit too
+        return [f.filename for f in traceback.extract_tb(e.__traceback__)]
+    fail(f"{fn} raised nothing")
+
+
+def case_glue_leaves_no_frame_in_the_scripts_tracebacks():
+    """The calls the glue wraps (the backward pass in a range, init_process_group, new_group,
+    DeviceMesh, sys.exit) raise into the script with a traceback of the script's and torch's
+    frames only: ranksnap is never read as part of the failure."""
+    import ranksnap
+    from torch import nn
+    from torch.distributed import device_mesh
+    glue_dir = os.path.dirname(os.path.dirname(os.path.abspath(ranksnap.__file__)))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(MIB)
+
+        def forward(self, x):
+            return torch.stand_in_op("Addmm", x.nbytes, (x, self.weight))
+
+    model = Net()
+    opt = torch.optim.SGD(list(model.parameters()))
+    for _ in range(2):
+        torch.stand_in_op("NllLoss", 512, (model(torch.empty(MIB)),)).backward()
+        opt.step()
+    check(recording() and glue().names.real_backward is not None, "the backward is not named in the range")
+    loss = torch.stand_in_op("NllLoss", 512, (model(torch.empty(MIB)),), grad_nbytes=512 * MIB)
+    torch.cuda.set_per_process_memory_fraction(0.001)
+    calls = {
+        "an out-of-memory in the backward pass": loss.backward,
+        "new_group before any process group": lambda: torch.distributed.new_group(ranks=[0]),
+        "init_process_group with a bad init_method":
+            lambda: torch.distributed.init_process_group("gloo", init_method="tcp://nowhere"),
+        "a DeviceMesh whose process group cannot be made":
+            lambda: device_mesh.DeviceMesh("cuda", [0], mesh_dim_names=("dp",)),
+        "sys.exit": lambda: sys.exit(5),
+    }
+    for what, fn in calls.items():
+        files = _traceback_files(fn)
+        check(files and files[0] == HERE, f"{what}: the traceback does not start in the script: {files}")
+        ours = [f for f in files if f.startswith(glue_dir + os.sep)]
+        check(not ours, f"{what}: ranksnap's frames in the script's traceback: {ours}")
+
+
 def case_sigterm_child():
     """For torch_glue.sh: records (steps 2:...), then either sleeps (GIL released, as in a
     collective) or spins in Python (GIL held), until the driver's SIGTERM."""
