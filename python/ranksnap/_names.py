@@ -89,8 +89,9 @@ def _why(e):
 
 
 class Names:
-    def __init__(self, torch, say=None):
+    def __init__(self, torch, say=None, compiled=None):
         self.torch = torch
+        self.compile_called = compiled or (lambda: False)  # torch.compile was called (_steps.py)
         self.say = say or (lambda msg: (sys.stderr.write(f"ranksnap: {msg}\n"), sys.stderr.flush()))
         self.said_off = set()
         self._bind()
@@ -159,12 +160,8 @@ class Names:
 
     def stepped(self):
         """At every step: the range's first step has called its models, so the search ends."""
-        if self.finding is not None:
-            try:
-                self.finding.remove()
-            except Exception:
-                pass
-            self.finding = None
+        _wrap.drop(self.finding)
+        self.finding = None
 
     def end(self):
         """After the dump: hooks out, this thread's metadata cleared (the autograd threads' is
@@ -172,10 +169,7 @@ class Names:
         anew before any of its backward allocations)."""
         self.stepped()
         for h in self.handles:
-            try:
-                h.remove()
-            except Exception:
-                pass
+            _wrap.drop(h)
         self.handles = []
         self.found = set()
         if self.real_backward is not None:
@@ -220,6 +214,9 @@ class Names:
         hooks, so adding them at a range's start and removing them at its end would recompile
         every compiled module twice a range. Such a job gets the labels of the loss's node, of
         the OOM and of what came before the range, not the modules' names."""
+        if self.compile_called():
+            # a compiled model that has not run yet: it will compile, and warns of a global hook
+            return True
         dynamo = sys.modules.get("torch._dynamo.utils")
         try:
             return dynamo is not None and dynamo.counters["stats"]["unique_graphs"] > 0

@@ -10,10 +10,9 @@ Installed when `torch` is imported (sitecustomize.py), with no change to the tra
   "ranksnap", pickled as PyTorch's _dump_snapshot does), and stop after the dump (PyTorch clears
   its history on stop). Settings come from the C library's one options table, never from the
   environment here.
-- steps: a post-hook on every optimizer's step() (torch.optim.optimizer.
-  register_optimizer_step_post_hook) counts the steps of the first optimizer seen (a job with a
-  generator and a discriminator counts one of them, the one that stepped first) and calls
-  ranksnap_step(n) after the n-th; ranksnap.step(n) replaces the count for who prefers to say.
+- steps (_steps.py): the first optimizer's steps, else the calls of the outermost module (or of
+  its generate) when the evidence says no optimizer follows; ranksnap.step(n) replaces both for
+  who prefers to say. What they were based on goes to ranksnap_steps_from.
 - out of memory: PyTorch's OOM observer (torch._C._cuda_attach_out_of_memory_observer, attached
   through torch.cuda._lazy_call so that only processes that initialise CUDA do it, never a
   DataLoader worker) writes this rank's file at once, with the failing request: PyTorch's own
@@ -51,9 +50,8 @@ import sys
 import threading
 import time
 import traceback
-import weakref
 
-from . import _dist, _groups, _lib, _names, _wrap
+from . import _dist, _groups, _lib, _names, _steps, _wrap
 
 _glue = None
 
@@ -76,9 +74,7 @@ class Glue:
         self.torch = torch
         self.lib = _lib.lib()
         self.mode = None            # "torch" or "ranksnap" once installed
-        self.count = 0              # optimizer steps of the first optimizer
-        self.first = None           # weakref to it
-        self.manual = False         # ranksnap.step(n) was called: the hook counts no more
+        self.how = None             # what the steps are based on, not yet told to the library
         self.initialised = False
         self.init_failed = False
         self.said = set()
@@ -90,7 +86,9 @@ class Glue:
         self.exit_code = None       # what sys.exit was given last
         self.left = False           # _leave ran
         self.at_step = None         # the step given to ranksnap_step last
-        self.names = _names.Names(torch, self._say)  # names for what has no Python frame (_names.py)
+        self.steps = _steps.Steps(torch, give=self.step, say_how=self._steps_from)
+        # names for what has no Python frame (_names.py)
+        self.names = _names.Names(torch, self._say, compiled=lambda: self.steps.compiled)
         # the DeviceMeshes and process groups the script makes (_groups.py); a mesh made before
         # any init_process_group call (init_device_mesh makes the group) gives the identity too
         self.groups = _groups.Groups(torch, on_group=self.identify, say=self._say)
@@ -112,9 +110,7 @@ class Glue:
             if status != _lib.ERR_OPTION:
                 self._say("not recording this process: " + _lib.error(status))
             return
-        # torch/optim/__init__.py deletes its submodules' names: the module is reached by import
-        importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(
-            self._on_optimizer_step)
+        self.steps.install()
         atexit.register(self._at_exit)
         self._watch_exits()
         self._watch_process_group()
@@ -248,6 +244,7 @@ class Glue:
         self.identify()
         if not self._ensure_init():
             return
+        self._tell_how()
         self.at_step = int(n)
         self.names.stepped()
         status = self.lib.ranksnap_step(int(n))
@@ -255,25 +252,16 @@ class Glue:
             self._say(f"step {n}: " + _lib.error(status))
 
     def manual_step(self, n):
-        self.manual = True
-        self.step(n)
+        self.steps.manual_step(n)
 
-    def _on_optimizer_step(self, optimizer, args, kwargs):
-        # a hook of PyTorch's, in the script's optimizer.step(): nothing of it may reach the script
-        try:
-            if self.manual:
-                return
-            first = self.first() if self.first is not None else None
-            if first is None:
-                # the first optimizer, or a new one after it was dropped (a new run in the process)
-                self.first = weakref.ref(optimizer)
-                first = optimizer
-            if optimizer is not first:
-                return
-            self.count += 1
-            self.step(self.count)
-        except Exception as e:
-            self._say(f"step {self.count}: {type(e).__name__}: {e}")
+    def _steps_from(self, how):
+        self.how = how
+        self._tell_how()
+
+    def _tell_how(self):
+        """What the steps are based on, to the library once it runs (the first step starts it)."""
+        if self.how is not None and self.lib.ranksnap_steps_from(self.how.encode()) == _lib.OK:
+            self.how = None
 
     # ---- the recorder's ops (called by libranksnap) ------------------------------------------
 
@@ -297,7 +285,7 @@ class Glue:
                 kw["stacks"] = "python"
                 memory._record_memory_history(**kw)
             if stacks >= 0:
-                self.names.begin(self.at_step, self.first)
+                self.names.begin(self.at_step, self.steps.first)
             return 0
         except Exception as e:
             self._say(f"torch.cuda.memory._record_memory_history failed: {e}")
@@ -382,7 +370,7 @@ class Glue:
         """PyTorch's OOM observer: (device, bytes it tried to reserve, the per-process cap or the
         device's capacity, the device's free bytes)."""
         try:
-            key = (self.count, int(device))
+            key = (self.steps.count, int(device))
             if key == self.last_oom:
                 return
             self.last_oom = key
@@ -448,6 +436,7 @@ class Glue:
             return
         self.left = True
         try:
+            self.steps.why_none()
             if failing:
                 self.lib.ranksnap_abandon()
             self.lib.ranksnap_finalize()

@@ -1,7 +1,8 @@
 """_wrap.py — the one way the glue puts itself around a call the script makes (the import of
-torch, torch.autograd.backward, init_process_group, DeviceMesh.__init__, new_group, sys.exit,
-os._exit): the glue's part runs before or after the call, and an exception the call raises
-reaches the script with no frame of ranksnap's in its traceback.
+torch, torch.compile, torch.autograd.backward, init_process_group, DeviceMesh.__init__,
+new_group, CUDAGraph.capture_begin, a model's generate, sys.exit, os._exit): the glue's part
+runs before or after the call, and an exception the call raises reaches the script with no frame
+of ranksnap's in its traceback; and the one way it takes a hook of its own off again (drop).
 
 PyTorch offers no hook at these moments (a backward pass about to start, a process group or a
 mesh just made, torch just imported), so the glue wraps the calls; but a user must never read
@@ -63,6 +64,16 @@ def _hide(exc):
         api.PyErr_SetExcInfo(*(ctypes.c_void_p(id(o)) if o is not None else None for o in held))
     except Exception:  # the frame stays: a longer traceback, never another error
         pass
+
+
+def drop(handle):
+    """Removes a hook the glue put (PyTorch's RemovableHandle), whatever that raises: a hook
+    that cannot be removed only costs its call."""
+    if handle is not None:
+        try:
+            handle.remove()
+        except Exception:
+            pass
 
 
 _CALL = around(len).__code__

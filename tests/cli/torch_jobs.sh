@@ -237,6 +237,26 @@ case_torchrun_like_ranks_meet_in_their_files() {
         "r['divergent_ranks'][0]['sites'][0]['file'].endswith('train_fake.py')" "len(r['ranks']) == 3"
 }
 
+# Inference with no optimizer (tests/python/infer_fake.py), two ranks, rank 1 with 1.5 times the
+# batch, --steps 2:5: the steps are the model's calls (or generate's), found with no flag, the
+# range is recorded on both ranks, and rank 1 is flagged with the model's line.
+inference_job() {
+    how=$1; shift
+    export RANKSNAP_GATHER_TIMEOUT=30
+    torchrun_like 2 --steps 2:5 "$py" "$src/infer_fake.py" --diverge 1:1.5 "$@"
+    live
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
+        "r['divergent_ranks'][0]['sites'][0]['file'].endswith('train_model_fake.py')" \
+        "[x['steps_from'] for x in r['ranks']] == ['$how'] * 2" \
+        "len(snaps) == 2" "all(s['ranksnap']['ranges'] == [[2, 5]] for s in snaps.values())"
+}
+case_torchrun_like_inference_steps_are_the_models_calls() {
+    inference_job "calls of Generator, the outermost module: no optimizer, gradients off"
+}
+case_torchrun_like_generate_steps_are_the_generate_calls() {
+    inference_job "generate calls of Generator: no optimizer" --generate 3
+}
+
 case_torchrun_like_rank_that_never_writes_is_named_missing() {
     export RANKSNAP_GATHER_TIMEOUT=3
     # rank 2 is killed at step 3, in the middle of the range 2:6

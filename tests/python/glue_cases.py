@@ -64,7 +64,7 @@ def case_glue_starts_and_stops_the_recorder_on_the_range_steps():
     """--steps 2:4: PyTorch's recorder runs from the 2nd optimizer step to the 4th, no longer."""
     seen = steps_recording(6)
     check(seen == [False, True, True, False, False, False], f"recording after each step: {seen}")
-    check(glue().count == 6, f"steps counted: {glue().count}")
+    check(glue().steps.count == 6, f"steps counted: {glue().steps.count}")
 
 
 def case_glue_records_every_range_of_the_schedule():
@@ -82,7 +82,7 @@ def case_glue_counts_the_first_optimizer_only():
         gen.step()
         disc.step()
         disc.step()
-    check(glue().count == 3, f"steps counted: {glue().count}, expected 3 (the first optimizer's)")
+    check(glue().steps.count == 3, f"steps counted: {glue().steps.count}, expected 3 (the first optimizer's)")
 
 
 def case_glue_manual_steps_replace_the_optimizer_count():
@@ -95,6 +95,141 @@ def case_glue_manual_steps_replace_the_optimizer_count():
     check(recording(), "optimizer steps still count after ranksnap.step")
     ranksnap.step(4)
     check(not recording(), "ranksnap.step(4) did not end the range")
+
+
+def _model():
+    """A model of two layers whose calls allocate, with a generate that calls it per token."""
+    from torch import nn
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(MIB)
+
+        def forward(self, x):
+            return torch.stand_in_op("Addmm", 2 * MIB, (x, self.weight))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l0, self.l1 = Layer(), Layer()
+
+        def forward(self, x):
+            return self.l1(self.l0(x))
+
+        @torch.no_grad()
+        def generate(self, tokens):
+            for _ in range(tokens):
+                self(torch.empty(MIB))
+
+    return Net()
+
+
+def _steps_from():
+    return load(os.path.join(DIR, "rank-00000.pickle"))["ranksnap"]
+
+
+def _each_recording(n, call):
+    seen = []
+    for _ in range(n):
+        call()
+        seen.append(recording())
+    return seen
+
+
+RANGE_2_4 = [False, False, True, True, False, False]
+
+
+def case_glue_steps_are_the_models_calls_when_no_optimizer_steps():
+    """Inference under no_grad, no optimizer, --steps 2:4: the third and fourth calls of the model
+    are recorded, and the pickle says what the steps were. A function compiled first (a library's
+    helper, as some compile theirs on import) does not stop the search for the model."""
+    torch.compile(lambda x: x)
+    model = _model()
+    with torch.no_grad():
+        seen = _each_recording(6, lambda: model(torch.empty(MIB)))
+    check(seen == RANGE_2_4, f"recording after each call: {seen}")
+    m = _steps_from()
+    check(m["ranges"] == [[2, 4]], f"ranges {m['ranges']}")
+    check(m["steps_from"] == "calls of Net, the outermost module: no optimizer, gradients off", m["steps_from"])
+
+
+def case_glue_a_model_called_again_with_no_backward_pass_is_inference():
+    """Gradients on, but no backward pass between two calls: inference, numbered from the call
+    that showed it (the second)."""
+    model = _model()
+    seen = _each_recording(6, lambda: model(torch.empty(MIB)))
+    check(seen == RANGE_2_4, f"recording after each call: {seen}")
+    check(_steps_from()["steps_from"] == "calls of Net, the outermost module: no optimizer, no backward pass",
+          _steps_from()["steps_from"])
+
+
+def case_glue_a_generate_call_is_one_step():
+    """model.generate(3) calls the model three times: each generate is one step."""
+    model = _model()
+    seen = _each_recording(6, lambda: model.generate(3))
+    check(seen == RANGE_2_4, f"recording after each generate: {seen}")
+    check(glue().steps.calls == 6, f"step units counted: {glue().steps.calls}")
+    check(_steps_from()["steps_from"] == "generate calls of Net: no optimizer", _steps_from()["steps_from"])
+
+
+def case_glue_training_with_gradient_accumulation_keeps_the_optimizers_steps():
+    """Four micro-batches (a call and its backward each) per optimizer step: the model's calls
+    are never steps, the optimizer's are."""
+    model = _model()
+    opt = torch.optim.SGD(list(model.parameters()))
+
+    def iteration():
+        for _ in range(4):
+            model(torch.empty(MIB)).backward()
+        opt.step()
+
+    seen = _each_recording(6, iteration)
+    check(seen == [False, True, True, False, False, False], f"recording after each optimizer step: {seen}")
+    check(glue().steps.given == -1, f"a call of the model was taken for a step: {glue().steps.given}")
+    check(_steps_from()["steps_from"] == "optimizer steps (SGD)", _steps_from()["steps_from"])
+
+
+def case_glue_evaluation_before_training_continues_its_step_numbers():
+    """Two calls under no_grad (steps 0 and 1), then training: the optimizer's steps go on from
+    step 2, and the pickle says both."""
+    model = _model()
+    opt = torch.optim.SGD(list(model.parameters()))
+    with torch.no_grad():
+        model(torch.empty(MIB))
+        model(torch.empty(MIB))
+    at = []
+    for _ in range(4):
+        model(torch.empty(MIB)).backward()
+        opt.step()
+        at.append(glue().at_step)
+    check(at == [2, 3, 4, 5], f"steps after each optimizer step: {at}")
+    m = _steps_from()
+    check(m["ranges"] == [[2, 4]], f"ranges {m['ranges']}")
+    check(m["steps_from"] == "optimizer steps (SGD) from step 2; steps 0-1 were calls of the outermost module",
+          m["steps_from"])
+
+
+def case_glue_compiled_models_calls_are_steps_and_compile_gives_no_warning():
+    """torch.compile(model) before its first call: the compiled model's calls are the steps, and
+    no global module hook of ranksnap's is left for OptimizedModule to warn about."""
+    import warnings
+    model = torch.compile(_model())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            seen = _each_recording(6, lambda: model(torch.empty(MIB)))
+    check(seen == RANGE_2_4, f"recording after each call: {seen}")
+    check(not [w for w in caught if "global hooks" in str(w.message)], [str(w.message) for w in caught])
+    check(_steps_from()["steps_from"] == "calls of Net (compiled), the outermost module: no optimizer, "
+          "gradients off", _steps_from()["steps_from"])
+
+
+def case_glue_train_without_an_optimizer():
+    """For torch_glue.sh: a model trained by hand (no torch.optim): no step can be told."""
+    model = _model()
+    for _ in range(5):
+        model(torch.empty(MIB)).backward()
 
 
 def case_glue_range_end_writes_a_pytorch_pickle_with_the_ranksnap_key():
