@@ -79,6 +79,8 @@ _CAPS = {
             "the request is named by its Python frames alone"),
     "before": ("naming the blocks allocated before the range by the tensors they hold",
                "they are named \"allocated before step N\" alone"),
+    "graphs": ("naming CUDA graphs' pools by the line that captured them",
+               "their pools are named \"CUDA graph pool\" alone"),
     "compiled": ("telling a torch.compile'd job",
                  "a compiled model may recompile at each range's start and end"),
 }

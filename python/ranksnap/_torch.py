@@ -51,7 +51,7 @@ import threading
 import time
 import traceback
 
-from . import _dist, _groups, _lib, _names, _steps, _wrap
+from . import _dist, _graphs, _groups, _lib, _names, _steps, _wrap
 
 _glue = None
 
@@ -89,6 +89,8 @@ class Glue:
         self.steps = _steps.Steps(torch, give=self.step, say_how=self._steps_from)
         # names for what has no Python frame (_names.py)
         self.names = _names.Names(torch, self._say, compiled=lambda: self.steps.compiled)
+        # the line that captured each CUDA graph, for its pool's name (_graphs.py)
+        self.graphs = _graphs.Graphs(torch, off=lambda why: self.names.off("graphs", why))
         # the DeviceMeshes and process groups the script makes (_groups.py); a mesh made before
         # any init_process_group call (init_device_mesh makes the group) gives the identity too
         self.groups = _groups.Groups(torch, on_group=self.identify, say=self._say)
@@ -116,6 +118,7 @@ class Glue:
         self._watch_process_group()
         if self.mode == "torch":
             self.groups.install()
+            self.graphs.install()
 
     def _watch_exits(self):
         """The ways out that tell how the program ends, which _at_exit cannot see by itself: the
@@ -318,6 +321,7 @@ class Glue:
             m = json.loads(meta.decode("utf-8"))
             if self.pending_oom is not None:
                 self._add_oom(snap, m, self.pending_oom)
+            self.graphs.name_pools(snap)
             self.names.name_snapshot(snap)
             comms = self.groups.communicators()
             if comms:

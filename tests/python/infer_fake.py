@@ -5,6 +5,8 @@ torch.no_grad() in a loop, or through a generate that calls it once per token, o
   --calls N         calls of the model (or of generate), 8 by default
   --generate T      each iteration is model.generate(T tokens) instead of one call
   --compile         the model is torch.compile'd before its first call
+  --reduce-overhead the same with mode="reduce-overhead": recorded into a CUDA graph at its
+                    second call, replayed after
   --diverge R:F     rank R's batch is F times larger (a constant offset)
 Ranks come from the launcher's variables (OMPI_COMM_WORLD_RANK or torchrun's RANK).
 """
@@ -29,6 +31,7 @@ def main():
     p.add_argument("--calls", type=int, default=8)
     p.add_argument("--generate", type=int, default=0)
     p.add_argument("--compile", action="store_true")
+    p.add_argument("--reduce-overhead", action="store_true")
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--diverge", type=pair)
     a = p.parse_args()
@@ -39,6 +42,8 @@ def main():
         batch = int(batch * a.diverge[1])
     if a.compile:
         model = torch.compile(model)
+    elif a.reduce_overhead:
+        model = torch.compile(model, mode="reduce-overhead")
     for _ in range(a.calls):
         if a.generate:
             model.generate(batch, a.generate)

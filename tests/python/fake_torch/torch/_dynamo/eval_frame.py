@@ -7,11 +7,17 @@ from ..nn.modules import module as _module
 
 
 class OptimizedModule(_module.Module):
-    def __init__(self, mod):
+    def __init__(self, mod, mode=None):
         super().__init__()
         self._orig_mod = mod
+        self._tree = None
+        if mode == "reduce-overhead":
+            from .._inductor import cudagraph_trees
+            self._tree = cudagraph_trees.Tree()
 
     def forward(self, *args, **kwargs):
+        if self._tree is not None:
+            return self._tree.run(self._orig_mod, args, kwargs)
         return self._orig_mod(*args, **kwargs)
 
     def __call__(self, *args, **kwargs):
