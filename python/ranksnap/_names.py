@@ -81,6 +81,8 @@ _CAPS = {
                "they are named \"allocated before step N\" alone"),
     "graphs": ("naming CUDA graphs' pools by the line that captured them",
                "their pools are named \"CUDA graph pool\" alone"),
+    "generated": ("naming torch.compile's generated code by the source it was compiled from",
+                  "its allocations are named by the generated file's lines"),
     "compiled": ("telling a torch.compile'd job",
                  "a compiled model may recompile at each range's start and end"),
 }

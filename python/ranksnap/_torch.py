@@ -51,7 +51,7 @@ import threading
 import time
 import traceback
 
-from . import _dist, _graphs, _groups, _lib, _names, _steps, _wrap
+from . import _dist, _generated, _graphs, _groups, _lib, _names, _steps, _wrap
 
 _glue = None
 
@@ -91,6 +91,8 @@ class Glue:
         self.names = _names.Names(torch, self._say, compiled=lambda: self.steps.compiled)
         # the line that captured each CUDA graph, for its pool's name (_graphs.py)
         self.graphs = _graphs.Graphs(torch, off=lambda why: self.names.off("graphs", why))
+        # compiled code's frames named by its source (_generated.py)
+        self.generated = _generated.Generated(off=lambda why: self.names.off("generated", why))
         # the DeviceMeshes and process groups the script makes (_groups.py); a mesh made before
         # any init_process_group call (init_device_mesh makes the group) gives the identity too
         self.groups = _groups.Groups(torch, on_group=self.identify, say=self._say)
@@ -323,6 +325,7 @@ class Glue:
                 self._add_oom(snap, m, self.pending_oom)
             self.graphs.name_pools(snap)
             self.names.name_snapshot(snap)
+            self.generated.name_snapshot(snap)
             comms = self.groups.communicators()
             if comms:
                 m["communicators"] = comms

@@ -257,6 +257,18 @@ case_torchrun_like_generate_steps_are_the_generate_calls() {
     inference_job "generate calls of Generator: no optimizer" train_model_fake.py --generate 3
 }
 
+# torch.compile on the stand-in: the model runs as the wrapper Inductor wrote for it, whose lines
+# allocate. Rank 1 is flagged with the model's own lines (the generated code's line map leads back
+# to them), never the generated file, which stays in the pickles' stacks.
+case_torchrun_like_compiled_model_is_named_by_its_source_lines() {
+    inference_job "calls of Generator (compiled), the outermost module: no optimizer, gradients off" \
+        train_model_fake.py --compile
+    check "$dir/report.json" \
+        "not [s for d in r['divergent_ranks'] for s in d['sites'] if 'torchinductor' in s['file']]" \
+        "r['divergent_ranks'][0]['sites'][0]['function'] == 'forward'" \
+        "any('torchinductor_stand_in' in f['filename'] for e in snaps['rank-00001.pickle']['device_traces'][0] for f in e['frames'])"
+}
+
 # torch.compile(mode="reduce-overhead") on the stand-in: the model is recorded into a CUDA graph at
 # its second call, before the range, in a private pool. Each rank's pool is named by the line that
 # called the compiled model, and left out of its fragmentation; rank 1's larger graph outputs,

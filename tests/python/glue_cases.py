@@ -225,6 +225,28 @@ def case_glue_compiled_models_calls_are_steps_and_compile_gives_no_warning():
           "gradients off", _steps_from()["steps_from"])
 
 
+def case_glue_compiled_frames_are_named_by_their_source_in_both_passes():
+    """A generated wrapper's line, in the forward and under torch/_functorch's compiled backward:
+    the model's frames come first (the backward's innermost named "backward of ..."), the
+    generated frame stays after them; other stacks are left as they were."""
+    from torch._inductor.codecache import PyCodeCache
+    gen = "/tmp/torchinductor_u/c2/c2abc.py"
+    trace = ('  File "/job/model.py", line 80, in forward\n    x = self.mlp(x)\n'
+             '  File "/job/model.py", line 44, in forward\n    return self.fc(x)\n')
+    PyCodeCache.linemaps[gen] = ([10], [trace])
+    call = {"name": "call", "filename": gen, "line": 12}
+    aot = {"name": "backward", "filename": "/site/torch/_functorch/_aot_autograd/runtime_wrappers.py", "line": 2}
+    user = {"name": "main", "filename": "/job/train.py", "line": 9}
+    snap = {"segments": [], "device_traces": [[{"action": "alloc", "frames": [call, user]},
+                                                {"action": "alloc", "frames": [call, aot]},
+                                                {"action": "alloc", "frames": [user]}]]}
+    glue().generated.name_snapshot(snap)
+    fw, bw, plain = (e["frames"] for e in snap["device_traces"][0])
+    check([(f["name"], f["line"]) for f in fw] == [("forward", 44), ("forward", 80), ("call", 12), ("main", 9)], fw)
+    check([f["name"] for f in bw][:3] == ["backward of forward", "forward", "call"], bw)
+    check(plain == [user], plain)
+
+
 def case_glue_train_without_an_optimizer():
     """For torch_glue.sh: a model trained by hand (no torch.optim): no step can be told."""
     model = _model()

@@ -10,6 +10,7 @@ class OptimizedModule(_module.Module):
     def __init__(self, mod, mode=None):
         super().__init__()
         self._orig_mod = mod
+        self._compiled = {}    # input -> the wrapper Inductor wrote for it
         self._tree = None
         if mode == "reduce-overhead":
             from .._inductor import cudagraph_trees
@@ -18,7 +19,12 @@ class OptimizedModule(_module.Module):
     def forward(self, *args, **kwargs):
         if self._tree is not None:
             return self._tree.run(self._orig_mod, args, kwargs)
-        return self._orig_mod(*args, **kwargs)
+        key = repr((args, sorted(kwargs.items())))
+        call = self._compiled.get(key)
+        if call is None:
+            from .._inductor import compile_fx
+            call = self._compiled[key] = compile_fx.compile_fx(self._orig_mod, args, kwargs)
+        return call(args)
 
     def __call__(self, *args, **kwargs):
         if _module._has_any_global_hook():
