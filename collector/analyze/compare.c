@@ -41,6 +41,7 @@
 
 #include "compare.h"
 #include "errors.h"
+#include "pools.h"
 #include "sat.h"
 
 #define MIB ((uint64_t)1 << 20)
@@ -83,6 +84,7 @@ void rs_compare_result_free(rs_compare_result *r)
 {
     if (!r) return;
     free(r->ranks);
+    free(r->pools);
     free(r->rank_roles);
     free(r->missing);
     free(r->no_data);
@@ -445,6 +447,20 @@ typedef struct present {
     detail d;
     size_t input;
 } present;
+
+/* The rank's largest private pool, named, when its sites or its snapshot are at hand. */
+static void pool_of(const present *p, rs_site *out)
+{
+    if (!p->sum->pools_at_peak) return;
+    if (p->d.sites) {
+        if (p->d.sites->has_pool) *out = p->d.sites->pool;
+    } else if (p->d.full) {
+        rs_site_picker pk;
+        rs_site_picker_init(&pk, p->d.full);
+        (void)rs_pools_site(p->d.full, &pk, out);
+        rs_site_picker_free(&pk);
+    }
+}
 
 static int cmp_present(const void *pa, const void *pb)
 {
@@ -898,12 +914,14 @@ ranksnap_status rs_compare_ex(const rs_summary *sums, const rs_snap *const *full
     }
     if (st == RANKSNAP_OK) {
         r->ranks = malloc((m ? m : 1) * sizeof *r->ranks);
+        r->pools = calloc(m ? m : 1, sizeof *r->pools);
         if (cfg->roles) r->rank_roles = malloc((m ? m : 1) * sizeof *r->rank_roles);
-        if (!r->ranks || (cfg->roles && !r->rank_roles))
+        if (!r->ranks || !r->pools || (cfg->roles && !r->rank_roles))
             st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu summaries", m);
     }
     if (st == RANKSNAP_OK) {
         for (size_t i = 0; i < m; i++) r->ranks[i] = *p[i].sum;
+        for (size_t i = 0; i < m; i++) pool_of(&p[i], &r->pools[i]);
         for (size_t i = 0; r->rank_roles && i < m; i++) r->rank_roles[i] = role_of(cfg, &p[i]);
         r->n_ranks = m;
         st = compare_present(r, p, m, cfg);

@@ -89,6 +89,8 @@ typedef struct rs_compare_result {
     int world_size;
     size_t n_ranks;              /* present */
     rs_summary *ranks;          /* copies, in rank order */
+    rs_site *pools;              /* [n_ranks]: the largest private pool of each (pools.h), its
+                                    function "" when it has none or only its summary was at hand */
     int32_t *rank_roles;         /* [n_ranks]: each one's role, NULL when ranks were not grouped */
     size_t n_missing;
     int32_t *missing;            /* ranks of [0, world_size) with no file or summary */

@@ -14,6 +14,7 @@
 #include "sat.h"
 #include "sites.h"
 #include "outside_sites.h"
+#include "pools.h"
 #include "summary.h"
 #include "text.h"
 #include "walk.h"
@@ -71,6 +72,20 @@ static void step_series(rs_walk *w, rs_summary *out)
     if (!w->any_block_event) out->reserved_at_peak = s->totals.reserved_bytes_peak;
     if (w->peak_allocated > out->peak_allocated) out->peak_allocated = w->peak_allocated;
     if (w->peak_reserved > out->peak_reserved) out->peak_reserved = w->peak_reserved;
+}
+
+uint64_t rs_summary_fragmentation(const rs_summary *s)
+{
+    return rs_sat_sub_u64(rs_sat_sub_u64(s->reserved_at_peak, s->peak_allocated), s->pools_free_at_peak);
+}
+
+/* What the private pools held when allocated peaked (pools.h); nothing to walk without them. */
+static void pools_at_peak(rs_walk *w, rs_summary *out)
+{
+    rs_pools_use use;
+    if (!rs_pools_any(w->s) || rs_pools_at(w, w->peak_event, &use) != RANKSNAP_OK) return;
+    out->pools_at_peak = use.reserved;
+    out->pools_free_at_peak = use.reserved - use.allocated;
 }
 
 const char *rs_summary_outside_label_name(const char *label)
@@ -189,6 +204,7 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
     rs_site_picker_init(&pk, s);
     if (s->has_oom)
         rs_site_pick_path(&pk, s->oom.stack, &out->oom_site, sites ? &sites->oom_path : NULL);
+    if (sites) sites->has_pool = rs_pools_site(s, &pk, &sites->pool);
     rs_outside_sites_at_peak(s, &pk, &out->recorded_outside_peak, out->outside_sites,
                              out->outside_site_owners, RS_SUMMARY_MAX_OUTSIDE_SITES,
                              &out->n_outside_sites);
@@ -196,6 +212,7 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
     rs_walk w;
     if (rs_walk_init(&w, s) == RANKSNAP_OK) {
         step_series(&w, out);
+        pools_at_peak(&w, out);
         rs_site *list = NULL;
         rs_site_path *paths = NULL;
         size_t n = 0;

@@ -46,7 +46,9 @@ typedef struct rs_summary {
     char steps_from[96];         /* how the rank numbered its steps, "" = not said */
     uint64_t peak_allocated;
     uint64_t peak_reserved;
-    uint64_t reserved_at_peak;   /* reserved bytes when allocated peaked (fragmentation = this - peak_allocated) */
+    uint64_t reserved_at_peak;   /* reserved bytes when allocated peaked */
+    uint64_t pools_at_peak;      /* of those, private pools' (CUDA graphs', pools.h) ...      */
+    uint64_t pools_free_at_peak; /* ... and of theirs, what no block held: reserved by design */
     uint64_t outside_peak;       /* device memory not from the allocator */
     uint64_t outside_end;
     int64_t peak_step;
@@ -91,6 +93,10 @@ typedef struct rs_summary {
 } rs_summary;
 _Static_assert(sizeof(rs_summary) <= 4000, "the summary must stay under MPI's eager limit");
 
+/* Reserved bytes no block held when allocated peaked, outside the private pools (whose free bytes
+ * a CUDA graph keeps by design): reserved_at_peak - peak_allocated - pools_free_at_peak. */
+uint64_t rs_summary_fragmentation(const rs_summary *s);
+
 /* Fills `out` from a decoded snapshot. Never fails on a valid snapshot (decoders guarantee every
  * index is in range); without memory for the walk it keeps the totals. */
 void rs_summary_of(const rs_snap *s, rs_summary *out);
@@ -104,6 +110,8 @@ typedef struct rs_summary_sites {
     rs_site *sites;        /* every site at the peak (the OOM), as rs_site_list_at_peak lists them */
     rs_site_path *paths;   /* paths[i] is the path of sites[i] */
     rs_site_path oom_path; /* the path of the summary's oom_site, when it has an OOM */
+    int has_pool;          /* the snapshot has a private pool, named by `pool` (rs_pools_site) */
+    rs_site pool;
 } rs_summary_sites;
 
 /* rs_summary_of, and the sites in `sites` (freed with rs_summary_sites_free, made or not). */

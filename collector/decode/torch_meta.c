@@ -118,6 +118,7 @@ static ranksnap_status meta_identity(const meta_ctx *c, const rs_pickle_value *m
     RS_CHECK(meta_int(c, m, "clock_offset_us", INT64_MIN, INT64_MAX, &s->time.clock_offset_us, &absent));
     RS_CHECK(meta_int(c, m, "clock_uncertainty_us", 0, INT64_MAX, &s->time.clock_uncertainty_us, &absent));
     RS_CHECK(meta_int(c, m, "current_step", -1, INT64_MAX, &s->time.current_step, &absent));
+    RS_CHECK(meta_str(c, m, "steps_from", &s->time.steps_from));
     return RANKSNAP_OK;
 }
 

@@ -115,6 +115,8 @@ typedef struct rs_snap_segment {
     uint32_t stream;          /* index into streams                        */
     int device;               /* the device it is on (older files: the snapshot's device) */
     int is_small;             /* segment_type "small" (1) or "large" (0)   */
+    uint64_t pool_id[2];      /* PyTorch's segment_pool_id: (0, 0) its default pool, else a
+                                 private pool (a CUDA graph's, a MemPool's): pools.h */
     uint32_t stack;
     size_t n_blocks;
     rs_snap_block *blocks;        /* address order                             */

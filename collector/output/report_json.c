@@ -86,11 +86,11 @@ static void json_rate(FILE *f, double x)
 
 static void json_role(FILE *f, const char *label);
 
-/* `role`: its role's label in a grouped comparison, NULL otherwise */
-static void json_rank(FILE *f, const rs_summary *s, const char *role)
+/* `role`: its role's label in a grouped comparison, NULL otherwise; `pool`: its largest private
+ * pool, named (function "" when not) */
+static void json_rank(FILE *f, const rs_summary *s, const char *role, const rs_site *pool)
 {
-    uint64_t frag = s->reserved_at_peak > s->peak_allocated ? s->reserved_at_peak - s->peak_allocated
-                                                            : 0;
+    uint64_t frag = rs_summary_fragmentation(s);
     fprintf(f, "    {\"rank\": %" PRId32 ", ", s->rank);
     json_role(f, role);
     json_key(f, "host");
@@ -98,6 +98,15 @@ static void json_rank(FILE *f, const rs_summary *s, const char *role)
     fputs(", ", f);
     json_key(f, "job");
     rs_json_string(f, s->job, RS_JSON_PLAIN);
+    if (s->pools_at_peak) { /* only with private pools: other reports stay as they were */
+        fprintf(f, ", \"pools_at_peak\": %" PRIu64 ", \"pools_free_at_peak\": %" PRIu64,
+                s->pools_at_peak, s->pools_free_at_peak);
+        if (pool && pool->function[0]) {
+            fputs(", \"largest_pool\": {", f);
+            json_frame_fields(f, pool->function, pool->file, pool->line);
+            fprintf(f, ", \"bytes\": %" PRId64 "}", pool->bytes);
+        }
+    }
     if (s->steps_from[0]) { /* only where the file says it: older reports stay as they were */
         fputs(", ", f);
         json_key(f, "steps_from");
@@ -292,7 +301,8 @@ ranksnap_status rs_report_json(FILE *f, const rs_compare_result *r)
     fprintf(f, ",\n  \"divergence_threshold_bytes\": %" PRIu64 ",\n  \"ranks\": [", r->threshold);
     for (size_t i = 0; i < r->n_ranks; i++) {
         fputs(i ? ",\n" : "\n", f);
-        json_rank(f, &r->ranks[i], r->rank_roles ? role_label(r, r->rank_roles[i]) : NULL);
+        json_rank(f, &r->ranks[i], r->rank_roles ? role_label(r, r->rank_roles[i]) : NULL,
+                  r->pools ? &r->pools[i] : NULL);
     }
     fputs(r->n_ranks ? "\n  ],\n  \"missing_ranks\": [" : "],\n  \"missing_ranks\": [", f);
     for (size_t i = 0; i < r->n_missing; i++)

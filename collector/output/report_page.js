@@ -597,6 +597,11 @@
       f: function (v) { return (v > 0 ? '+' : v < 0 ? '-' : '') + fmtPct(v); } },
     { key: 'verdict', label: 'verdict', l: true, v: function (s) { return OOM[s.rank] ? 'OOM' : DIV[s.rank] ? 'divergent' : s.rank === REF ? 'reference' : R.no_data_ranks.indexOf(s.rank) >= 0 ? 'no data' : s.recovered ? 'recovered' : s.complete ? '' : 'incomplete'; } }
   ];
+  /* private pools (CUDA graphs'): reserved by design, shown apart from fragmentation, where a rank has one */
+  if (R.ranks.some(function (s) { return s.pools_at_peak; })) {
+    columns.splice(5, 0, { key: 'pools_at_peak', label: 'private pools', v: function (s) { return s.pools_at_peak || 0; }, f: fmtBytes,
+      title: function (s) { return s.largest_pool ? s.largest_pool.function + ' (' + s.largest_pool.file + ':' + s.largest_pool.line + ')' : ''; } });
+  }
   /* ranks grouped into roles: a role column, and the table in role order (ranks of a role together) */
   if (R.roles) {
     var ROLE = {};
@@ -642,6 +647,7 @@
       var tr = el('tr', { 'data-rank': s.rank, class: cls + (s.rank === state.sel ? ' sel' : '') });
       columns.forEach(function (c) {
         var v = c.v(s), td = el('td', { class: c.l ? 'l' : '' }, c.f ? c.f(v) : String(v));
+        if (c.title && c.title(s)) td.setAttribute('title', c.title(s));
         if (c.key === 'verdict' && v) { td.textContent = ''; td.appendChild(el('span', { class: 'tag ' + (cls || (s.rank === REF ? 'reference' : '')) }, v)); }
         tr.appendChild(td);
       });

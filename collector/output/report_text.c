@@ -74,10 +74,7 @@ static void print_table(FILE *out, const rs_compare_result *r)
         char a[32], b[32], c[32], o[32], step[24], host[80];
         rs_text_format_bytes(s->peak_allocated, a, sizeof a);
         rs_text_format_bytes(s->peak_reserved, b, sizeof b);
-        rs_text_format_bytes(s->reserved_at_peak > s->peak_allocated
-                            ? s->reserved_at_peak - s->peak_allocated
-                            : 0,
-                        c, sizeof c);
+        rs_text_format_bytes(rs_summary_fragmentation(s), c, sizeof c);
         rs_text_format_bytes(s->outside_peak, o, sizeof o);
         if (s->peak_step >= 0)
             snprintf(step, sizeof step, "%" PRId64, s->peak_step);
@@ -174,6 +171,40 @@ static void print_outside_holders(FILE *out, const rs_compare_result *r)
     if (any) fputc('\n', out);
 }
 
+/* "rank R: BYTES WHAT", the start of a line about one rank's memory. */
+static void print_rank_bytes(FILE *out, int32_t rank, uint64_t bytes, const char *what)
+{
+    fprintf(out, "rank %" PRId32 ": ", rank);
+    print_bytes(out, bytes);
+    fputs(what, out);
+}
+
+/* "rank 0: 1.21 GiB of its reserved bytes at the peak in private pools (the largest: CUDA graph
+ * pool of main (infer.py:41)), 1.19 GiB of it in no block: ..." — what the table's fragmentation
+ * leaves out (pools.h). */
+static void print_pools(FILE *out, const rs_compare_result *r)
+{
+    int any = 0;
+    for (size_t i = 0; i < r->n_ranks; i++) {
+        const rs_summary *s = &r->ranks[i];
+        if (!s->pools_at_peak) continue;
+        print_rank_bytes(out, s->rank, s->pools_at_peak, " of its reserved bytes at the peak in private pools");
+        if (r->pools && r->pools[i].function[0]) {
+            char site[512];
+            rs_site_format(&r->pools[i], site, sizeof site);
+            fputs(" (the largest: ", out);
+            rs_text_put(out, site);
+            fputc(')', out);
+        }
+        fputs(", ", out);
+        print_bytes(out, s->pools_free_at_peak);
+        fputs(" of it in no block: a CUDA graph keeps its pool for its replays, by design; not "
+              "counted as fragmentation\n", out);
+        any = 1;
+    }
+    if (any) fputc('\n', out);
+}
+
 /* "rank 0: 1.20 GiB taken outside the allocator at its peak, recorded as allocated: 1.00 GiB at
  * ncclCommInitRank (init.cc:12), ..." — memory the CUDA driver, ncclMemAlloc or a pool gave. */
 static void print_recorded_outside(FILE *out, const rs_compare_result *r)
@@ -182,9 +213,7 @@ static void print_recorded_outside(FILE *out, const rs_compare_result *r)
     for (size_t i = 0; i < r->n_ranks; i++) {
         const rs_summary *s = &r->ranks[i];
         if (!s->recorded_outside_peak) continue;
-        fprintf(out, "rank %" PRId32 ": ", s->rank);
-        print_bytes(out, s->recorded_outside_peak);
-        fputs(" taken outside the allocator at its peak", out);
+        print_rank_bytes(out, s->rank, s->recorded_outside_peak, " taken outside the allocator at its peak");
         for (int k = 0; k < s->n_outside_sites && k < RS_SUMMARY_MAX_OUTSIDE_SITES; k++) {
             char site[512];
             rs_site_format(&s->outside_sites[k], site, sizeof site);
@@ -443,6 +472,7 @@ ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r)
         print_table(out, r);
         fputc('\n', out);
         print_steps_from(out, r);
+        print_pools(out, r);
         print_outside_holders(out, r);
         print_recorded_outside(out, r);
     }

@@ -33,6 +33,7 @@
 #include "log.h"
 #include "outside.h"
 #include "postmortem.h"
+#include "step_how.h"
 
 /* Step starts kept for the metadata: the last ones of the range when it is longer. */
 #define RS_EXT_STEPS 8192
@@ -217,8 +218,10 @@ static ranksnap_status rs_ext_meta_locked(rs_runtime *rt, const char *reason, ch
                     (long long)rt->ranges[i].end);
     }
     int64_t current = rt->step;
+    fprintf(f, "], \"steps_from\": ");
+    rs_json_string(f, rs_steps_how(rt), RS_JSON_PLAIN);
     rs_rt_unlock(rt);
-    fprintf(f, "], \"current_step\": %lld, \"steps\": [", (long long)current);
+    fprintf(f, ", \"current_step\": %lld, \"steps\": [", (long long)current);
     size_t first = rs_ext_n_steps > RS_EXT_STEPS ? rs_ext_n_steps - RS_EXT_STEPS : 0;
     for (size_t i = first; i < rs_ext_n_steps; i++) {
         const rs_ext_step *e = &rs_ext_steps[i % RS_EXT_STEPS];

@@ -411,12 +411,33 @@ ranksnap_status ranksnap_job(char *buf, size_t n)
     return RANKSNAP_OK;
 }
 
+/* What a program with no step can do, in its own language: a PyTorch script calls the glue
+ * (ranksnap.step), a C program ranksnap_step or names the collective that ends a step. Either
+ * can record a time range instead. */
+static const char *rs_steps_hint(void)
+{
+    return rs_external_mode()
+               ? "in Python, call ranksnap.step(n) at the start of iteration n (import ranksnap), "
+                 "or record a time range (--steps time:30:60, seconds from the start)"
+               : "ranksnap_step(n), or RANKSNAP_STEP_ON=NAME:COUNT";
+}
+
 /* Finalize on rank 0: the recorded ranges RANKSNAP_STEPS named that the run never reached, which
- * would otherwise end with nothing written and nothing said. */
+ * would otherwise end with nothing written and nothing said; and a PyTorch job recorded whole
+ * whose recorder never started, since it starts at the first step. */
 static void rs_warn_unreached(rs_runtime *rt)
 {
     const rs_schedule *sc = &rt->sched;
-    if (rt->rank != 0 || !rt->opts.record || sc->whole_run || rt->n_ranges >= RS_MAX_RANGES) return;
+    if (rt->rank != 0 || !rt->opts.record || rt->n_ranges >= RS_MAX_RANGES) return;
+    if (sc->whole_run) {
+        if (rs_external_mode() && rt->step < 0) {
+            const char *how = rs_steps_how(rt);
+            RS_WARN(RS_SUB_RECORD, "no step was ever marked or found%s%s%s, so PyTorch's recorder never "
+                    "started: the snapshots hold the memory at the end, not its history: %s",
+                    how[0] ? " (" : "", how, how[0] ? ")" : "", rs_steps_hint());
+        }
+        return;
+    }
     char list[512] = "";
     size_t len = 0, missed = 0;
     for (size_t i = 0; i < sc->n; i++) {
@@ -437,15 +458,15 @@ static void rs_warn_unreached(rs_runtime *rt)
         if (w > 0 && (size_t)w < sizeof list - len) len += (size_t)w;
     }
     if (!missed) return;
-    char when[320];
+    char when[512];
     const char *how = rs_steps_how(rt);
     if (sc->time_based)
         snprintf(when, sizeof when, "the run lasted %.0f s",
                  (double)((int64_t)rs_now_us() + rs_coord_clock_offset_us(rt->coord) - rt->epoch_us) / 1e6);
     else if (rt->step < 0)
         snprintf(when, sizeof when,
-                 "no step was ever marked or found%s%s%s: ranksnap_step(n), or RANKSNAP_STEP_ON=NAME:COUNT",
-                 how[0] ? " (" : "", how, how[0] ? ")" : "");
+                 "no step was ever marked or found%s%s%s: %s", how[0] ? " (" : "", how,
+                 how[0] ? ")" : "", rs_steps_hint());
     else {
         int found = rt->step_source == RS_STEPS_DETECTED || rt->step_source == RS_STEPS_TENTATIVE;
         snprintf(when, sizeof when, "the last step was %lld%s%s%s", (long long)rt->step,

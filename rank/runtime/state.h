@@ -101,6 +101,8 @@ typedef struct rs_runtime {
      * or found from the collectives (step_detect.c), which only the first two override */
     int step_source;             /* rs_step_source */
     char step_how[160];          /* said in the snapshot: "ncclAllReduce x3 per step" ... */
+    char app_how[160];           /* the program's own words for its steps (ranksnap_steps_from),
+                                  * "" = none; guarded by `lock` */
     int step_detect_off;         /* RANKSNAP_STEP_ON=none, or PyTorch's recorder */
     atomic_flag step_detect_busy; /* serialises the collectives' threads over `step_detect` */
     rs_step_detect step_detect;

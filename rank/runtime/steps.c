@@ -176,6 +176,16 @@ ranksnap_status ranksnap_step(int64_t step)
     return rs_steps_at(rt, step);
 }
 
+/* The program's words for its steps: kept under the lock the dump reads them with. */
+ranksnap_status ranksnap_steps_from(const char *how)
+{
+    RS_NEED_OR_PASS(rt);
+    rs_rt_lock(rt);
+    snprintf(rt->app_how, sizeof rt->app_how, "%s", how ? how : "");
+    rs_rt_unlock(rt);
+    return RANKSNAP_OK;
+}
+
 /* Steps found from the collectives (step_detect.c): the pattern found, and before it the tentative
  * step guessed from a short period, which the pattern confirms or not. A thread that finds another
  * feeding skips its call rather than wait, which only the rare job calling collectives from
