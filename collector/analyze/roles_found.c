@@ -11,9 +11,6 @@
 
 #include "errors.h"
 
-/* Families kept apart at most: a job has a handful of dimensions. */
-#define RS_FOUND_MAX_FAMILIES 16
-
 /* One rank's view of one communicator. */
 typedef struct entry {
     const rs_snap_comm *c;
@@ -35,9 +32,30 @@ typedef struct family {
     const rs_snap_comm *first;
     int32_t size;
     int32_t covered;
-    uint64_t allreduces;
+    size_t n_comms;
+    uint64_t allreduces;  /* over its communicators */
     unsigned char *taken; /* [world] */
 } family;
+
+ranksnap_status rs_rank_comms_of(const rs_snap *s, rs_rank_comms *out)
+{
+    memset(out, 0, sizeof *out);
+    out->rank = s->rank;
+    out->left_out = s->comms_left_out;
+    if (!s->n_comms) return RANKSNAP_OK;
+    out->v = malloc(s->n_comms * sizeof *out->v);
+    if (!out->v) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu communicators", s->n_comms);
+    memcpy(out->v, s->comms, s->n_comms * sizeof *out->v);
+    out->n = s->n_comms;
+    return RANKSNAP_OK;
+}
+
+void rs_rank_comms_free(rs_rank_comms *c)
+{
+    if (!c) return;
+    free(c->v);
+    memset(c, 0, sizeof *c);
+}
 
 static int by_id(const void *a, const void *b)
 {
@@ -214,19 +232,61 @@ static ranksnap_status make_roles(comm *cs, size_t n_c, const family *fs, int n_
     return RANKSNAP_OK;
 }
 
-ranksnap_status rs_roles_found(const rs_summary *sums, size_t n, int world, rs_roles *out)
+/* Each communicator into the first family of its shape that it does not overlap; the families
+ * grow as needed (a job has a handful of dimensions, several meshes a few more). */
+static ranksnap_status make_families(comm *cs, size_t n_c, int world, family **fs_out, int *n_out)
 {
-    if (!out || (!sums && n)) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_roles_found: NULL");
+    family *fs = NULL;
+    int n_f = 0, cap = 0;
+    for (size_t i = 0; i < n_c; i++) {
+        comm *c = &cs[i];
+        int f = 0;
+        for (; f < n_f; f++) {
+            if (fs[f].size != c->size || (fs[f].allreduces > 0) != (c->allreduces > 0) ||
+                strncmp(fs[f].first->kind, c->first->kind, 8) ||
+                strncmp(fs[f].first->name, c->first->name, 16))
+                continue;
+            int32_t k = 0;
+            while (k < c->size && !fs[f].taken[c->members[k]]) k++;
+            if (k == c->size) break;
+        }
+        if (f == n_f) {
+            if (n_f == cap) {
+                int grown = cap ? 2 * cap : 8;
+                family *more = realloc(fs, (size_t)grown * sizeof *fs);
+                if (!more) break;
+                fs = more;
+                cap = grown;
+            }
+            fs[f] = (family){c->first, c->size, 0, 0, 0, calloc((size_t)world, 1)};
+            if (!fs[f].taken) break;
+            n_f++;
+        }
+        for (int32_t k = 0; k < c->size; k++) fs[f].taken[c->members[k]] = 1;
+        fs[f].covered += c->size;
+        fs[f].allreduces += c->allreduces;
+        fs[f].n_comms++;
+        c->family = f;
+    }
+    *fs_out = fs;
+    *n_out = n_f;
+    int done = 1;
+    for (size_t i = 0; i < n_c; i++) done &= cs[i].family >= 0;
+    return done ? RANKSNAP_OK : rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for a family of communicators");
+}
+
+ranksnap_status rs_roles_found(const rs_rank_comms *ranks, size_t n, int world, rs_roles *out)
+{
+    if (!out || (!ranks && n)) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_roles_found: NULL");
     memset(out, 0, sizeof *out);
     /* two unnamed dimensions need at least 2 x 2 ranks; named ones say what they are at any size */
     if (world < 2) return RANKSNAP_OK;
     size_t n_e = 0;
-    for (size_t i = 0; i < n; i++) n_e += (size_t)sums[i].n_comms;
-    if (!n_e) return RANKSNAP_OK;
-    entry *e = malloc(n_e * sizeof *e);
-    comm *cs = malloc(n_e * sizeof *cs);
+    for (size_t i = 0; i < n; i++) n_e += ranks[i].n;
+    entry *e = malloc((n_e ? n_e : 1) * sizeof *e);
+    comm *cs = malloc((n_e ? n_e : 1) * sizeof *cs);
     unsigned char *scratch = malloc((size_t)world);
-    family fs[RS_FOUND_MAX_FAMILIES];
+    family *fs = NULL;
     int n_f = 0;
     size_t n_c = 0;
     ranksnap_status st = RANKSNAP_OK;
@@ -236,14 +296,14 @@ ranksnap_status rs_roles_found(const rs_summary *sums, size_t n, int world, rs_r
     }
     n_e = 0;
     for (size_t i = 0; i < n; i++) {
-        if (sums[i].rank < 0 || sums[i].rank >= world) continue;
-        for (int32_t k = 0; k < sums[i].n_comms && k < RS_SUMMARY_MAX_COMMS; k++) {
-            const rs_snap_comm *c = &sums[i].comms[k];
+        if (ranks[i].rank < 0 || ranks[i].rank >= world) continue;
+        for (size_t k = 0; k < ranks[i].n; k++) {
+            const rs_snap_comm *c = &ranks[i].v[k];
             /* the whole world and one rank alone are not a dimension, unless a framework named
              * them one (a mesh of pp=2 x dp=1: the dp groups are single ranks, pp the world) */
             int named = c->name[0] && c->size >= 1 && c->size <= world;
             if ((named || (c->size > 1 && c->size < world && world >= 4)) && world % c->size == 0)
-                e[n_e++] = (entry){c, sums[i].rank};
+                e[n_e++] = (entry){c, ranks[i].rank};
         }
     }
     qsort(e, n_e, sizeof *e, by_id);
@@ -267,38 +327,13 @@ ranksnap_status rs_roles_found(const rs_summary *sums, size_t n, int world, rs_r
     }
     n_c = kept;
     qsort(cs, n_c, sizeof *cs, by_shape);
-    /* each communicator into the first family of its shape that it does not overlap */
-    for (size_t i = 0; i < n_c; i++) {
-        comm *c = &cs[i];
-        int f = 0;
-        for (; f < n_f; f++) {
-            if (fs[f].size != c->size || (fs[f].allreduces > 0) != (c->allreduces > 0) ||
-                strncmp(fs[f].first->kind, c->first->kind, 8) ||
-                strncmp(fs[f].first->name, c->first->name, 16))
-                continue;
-            int32_t k = 0;
-            while (k < c->size && !fs[f].taken[c->members[k]]) k++;
-            if (k == c->size) break;
-        }
-        if (f == n_f) {
-            if (n_f == RS_FOUND_MAX_FAMILIES) continue;
-            fs[f] = (family){c->first, c->size, 0, 0, calloc((size_t)world, 1)};
-            if (!fs[f].taken) {
-                st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for a family of communicators");
-                goto done;
-            }
-            n_f++;
-        }
-        for (int32_t k = 0; k < c->size; k++) fs[f].taken[c->members[k]] = 1;
-        fs[f].covered += c->size;
-        fs[f].allreduces += c->allreduces;
-        c->family = f;
-    }
+    if ((st = make_families(cs, n_c, world, &fs, &n_f)) != RANKSNAP_OK) goto done;
     int rep = replica_family(fs, n_f, world);
     if (rep >= 0) st = make_roles(cs, n_c, fs, n_f, rep, world, scratch, out);
     if (st != RANKSNAP_OK) rs_roles_free(out);
 done:
     for (int f = 0; f < n_f; f++) free(fs[f].taken);
+    free(fs);
     for (size_t i = 0; i < n_c; i++) free(cs[i].members);
     free(cs);
     free(e);

@@ -75,8 +75,7 @@ static void rs_report(rs_runtime *rt, const rs_gather_result *g)
                     g->world_size);
         else
             cfg.roles = &roles;
-    } else if (rs_roles_found(g->summaries, g->n, g->world_size, &roles) == RANKSNAP_OK &&
-               roles.n_roles) {
+    } else if (rs_roles_found(g->comms, g->n, g->world_size, &roles) == RANKSNAP_OK && roles.n_roles) {
         cfg.roles = &roles; /* none declared: from the ranks' communicators */
     }
     rs_compare_result *res = NULL;
