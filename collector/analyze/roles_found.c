@@ -171,6 +171,13 @@ static const char *kind_source(const char *kind)
     return "the job's communicators";
 }
 
+/* All-reduces per communicator: a family of many small groups does not outweigh one of a few
+ * large groups by its number. */
+static double per_comm(const family *f)
+{
+    return f->n_comms ? (double)f->allreduces / (double)f->n_comms : 0.0;
+}
+
 /* The replica family (roles_found.h); -1: none. An incomplete family counts against the others:
  * where the replicas' communicators are not all known, another family is not taken for them. */
 static int replica_family(const family *fs, int n_f, int world)
@@ -179,10 +186,10 @@ static int replica_family(const family *fs, int n_f, int world)
     for (int f = 0; f < n_f; f++)
         if (rs_roles_is_replicas(fs[f].first->name)) return fs[f].covered == world ? f : -1;
     for (int f = 0; f < n_f; f++) {
-        if (best < 0 || fs[f].allreduces > fs[best].allreduces) {
+        if (best < 0 || per_comm(&fs[f]) > per_comm(&fs[best])) {
             best = f;
             ties = 0;
-        } else if (fs[f].allreduces == fs[best].allreduces) {
+        } else if (per_comm(&fs[f]) == per_comm(&fs[best])) {
             ties++;
         }
     }

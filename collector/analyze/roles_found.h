@@ -6,8 +6,8 @@
  * ones, freed before it, are only counted). Communicators of one size that together hold every
  * rank once form a family (a dimension of the job: the pipeline stages' groups, the
  * data-parallel replicas' groups). The replica family is the one named dp (or another name of
- * the replicas, rs_roles_is_replicas), else the one that made the most all-reduce calls
- * (replicas all-reduce their gradients), else the only family; a rank's role is its
+ * the replicas, rs_roles_is_replicas), else the one whose communicators made the most all-reduce
+ * calls each (replicas all-reduce their gradients), else the only family; a rank's role is its
  * communicator in that family: the ranks it all-reduces with are its peers.
  */
 #ifndef RANKSNAP_ROLES_FOUND_H

@@ -1,8 +1,8 @@
 /*
  * test_roles_found.c — the roles found from the ranks' communicators (roles_found.c): families of
  * communicators that partition the ranks, the replica family by name, else by its all-reduce
- * calls, else the only one; the labels; any number of communicators a rank; and no grouping
- * where the communicators make none.
+ * calls on each communicator, else the only one; the labels; any number of communicators a rank;
+ * and no grouping where the communicators make none.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +172,21 @@ TEST(many_communicators_alive_keep_the_jobs_own)
     rs_roles_free(&r);
 }
 
+TEST(replicas_are_the_family_with_the_most_all_reduces_per_communicator)
+{
+    /* pp=2 x dp=8: two dp groups of 8 with 10 all-reduces each, eight pp pairs with 3 each (a
+     * loss or tied embeddings): more calls in all, fewer on each communicator */
+    reset();
+    for (int r = 0; r < W; r++) {
+        add(r, 100 + (uint64_t)(r / 8), 8, r % 8, "mpi", "", 10);
+        add(r, 200 + (uint64_t)(r % 8), 2, r / 8, "mpi", "", 3);
+    }
+    rs_roles r;
+    CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK);
+    CHECK(r.n_roles == 2 && rs_roles_of(&r, 7) == 0 && rs_roles_of(&r, 8) == 1);
+    rs_roles_free(&r);
+}
+
 int main(void)
 {
     RUN(unnamed_mpi_groups_the_replicas_that_all_reduce);
@@ -180,5 +195,6 @@ int main(void)
     RUN(a_single_family_is_the_replicas);
     RUN(no_grouping_where_the_communicators_make_none);
     RUN(many_communicators_alive_keep_the_jobs_own);
+    RUN(replicas_are_the_family_with_the_most_all_reduces_per_communicator);
     return check_summary();
 }
