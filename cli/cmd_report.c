@@ -592,8 +592,7 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
         code = RS_EXIT_USAGE;
         goto done;
     }
-    if (!cfg.roles && rs_roles_found(comms, n, world, &found) == RANKSNAP_OK && found.n_roles)
-        cfg.roles = &found;
+    if (!cfg.roles) rs_roles_found_apply(&cfg, comms, n, world, &found);
     ranksnap_status st = rs_compare(sums, NULL, n, world, &cfg, &r);
     for (size_t i = 0; st == RANKSNAP_OK && i < n; i++) {
         if (!needs_full(r, sums[i].rank)) {

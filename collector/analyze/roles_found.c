@@ -1,10 +1,12 @@
 /*
  * roles_found.c — owns finding the roles of a job's ranks from the communicators they belonged
  * to (roles_found.h): the members of each communicator put together from every rank's list, the
- * families of communicators that partition the ranks, the replica family, and the labels.
+ * families of communicators that partition the ranks, the replica family, the labels, and the
+ * sentence that says what the grouping was based on, or why there is none.
  */
 #include "roles_found.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,9 @@ typedef struct family {
     unsigned char *taken; /* [world] */
 } family;
 
+/* Why no family was taken for the replicas. */
+enum { RS_REP_OK, RS_REP_INCOMPLETE, RS_REP_UNDECIDED };
+
 ranksnap_status rs_rank_comms_of(const rs_snap *s, rs_rank_comms *out)
 {
     memset(out, 0, sizeof *out);
@@ -55,6 +60,22 @@ void rs_rank_comms_free(rs_rank_comms *c)
     if (!c) return;
     free(c->v);
     memset(c, 0, sizeof *c);
+}
+
+static void add(char *dst, size_t dn, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Appends to dst[dn], cut where it does not fit. */
+static void add(char *dst, size_t dn, const char *fmt, ...)
+{
+    size_t used = strlen(dst);
+    if (used + 1 >= dn) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst + used, dn - used, fmt, ap);
+    va_end(ap);
 }
 
 static int by_id(const void *a, const void *b)
@@ -178,13 +199,19 @@ static double per_comm(const family *f)
     return f->n_comms ? (double)f->allreduces / (double)f->n_comms : 0.0;
 }
 
-/* The replica family (roles_found.h); -1: none. An incomplete family counts against the others:
- * where the replicas' communicators are not all known, another family is not taken for them. */
-static int replica_family(const family *fs, int n_f, int world)
+/* The replica family (roles_found.h), or -1 and *why. An incomplete family counts against the
+ * others: where the replicas' communicators are not all known, another family is not taken for
+ * them. */
+static int replica_family(const family *fs, int n_f, int world, int *why)
 {
     int best = -1, ties = 0;
+    *why = RS_REP_OK;
     for (int f = 0; f < n_f; f++)
-        if (rs_roles_is_replicas(fs[f].first->name)) return fs[f].covered == world ? f : -1;
+        if (rs_roles_is_replicas(fs[f].first->name)) {
+            if (fs[f].covered == world) return f;
+            *why = RS_REP_INCOMPLETE;
+            return -1;
+        }
     for (int f = 0; f < n_f; f++) {
         if (best < 0 || per_comm(&fs[f]) > per_comm(&fs[best])) {
             best = f;
@@ -193,8 +220,84 @@ static int replica_family(const family *fs, int n_f, int world)
             ties++;
         }
     }
-    if (best < 0 || fs[best].covered != world) return -1;
-    return (fs[best].allreduces > 0 && !ties) || n_f == 1 ? best : -1;
+    if (best < 0 || fs[best].covered != world) {
+        *why = RS_REP_INCOMPLETE;
+        return -1;
+    }
+    if ((fs[best].allreduces > 0 && !ties) || n_f == 1) return best;
+    *why = RS_REP_UNDECIDED;
+    return -1;
+}
+
+/* "4 communicators of 4 ranks named pp (12 all-reduces each)"; the count left out for
+ * communicators whose all-reduces are not counted (a DeviceMesh's). */
+static void describe(char *dst, size_t dn, const family *f)
+{
+    add(dst, dn, "%zu communicator%s of %d rank%s", f->n_comms, f->n_comms == 1 ? "" : "s",
+        (int)f->size, f->size == 1 ? "" : "s");
+    if (f->first->name[0]) add(dst, dn, " named %.16s", f->first->name);
+    if (strncmp(f->first->kind, "torch", 8))
+        add(dst, dn, " (%.0f all-reduce%s each)", per_comm(f), per_comm(f) == 1.0 ? "" : "s");
+}
+
+/* The most communicators a rank's file counted and did not list, and the fewest (*least). */
+static uint64_t most_left_out(const rs_rank_comms *ranks, size_t n, uint64_t *least)
+{
+    uint64_t hi = 0, lo = UINT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+        if (ranks[i].left_out > hi) hi = ranks[i].left_out;
+        if (ranks[i].left_out < lo) lo = ranks[i].left_out;
+    }
+    if (least) *least = lo;
+    return hi;
+}
+
+/* "; left out: the communicators not alive while the range recorded (6 on each rank)" */
+static void describe_left_out(char *dst, size_t dn, const rs_rank_comms *ranks, size_t n)
+{
+    uint64_t lo = 0, hi = most_left_out(ranks, n, &lo);
+    if (!hi) return;
+    add(dst, dn, "; left out: the communicators not alive while the range recorded (%s%llu %s)",
+        lo == hi ? "" : "up to ", (unsigned long long)hi, lo == hi ? "on each rank" : "a rank");
+}
+
+static void describe_found(char *dst, size_t dn, const family *fs, int n_f, int rep, int world)
+{
+    if (rs_roles_is_replicas(fs[rep].first->name))
+        add(dst, dn, "the replicas by their name: ");
+    else if (n_f == 1)
+        add(dst, dn, "the replicas, the only communicators that divide the ranks: ");
+    else
+        add(dst, dn, "the replicas, the communicators with the most all-reduces: ");
+    describe(dst, dn, &fs[rep]);
+    const char *sep = "; beside them ";
+    for (int f = 0; f < n_f; f++) {
+        if (f == rep || fs[f].covered != world) continue;
+        add(dst, dn, "%s", sep);
+        describe(dst, dn, &fs[f]);
+        sep = ", ";
+    }
+}
+
+static void describe_none(char *dst, size_t dn, const family *fs, int n_f, int world, int why)
+{
+    if (why == RS_REP_INCOMPLETE) {
+        add(dst, dn, "the communicators alive while the range recorded do not hold every rank once "
+                     "(a rank's file is missing or says nothing of them, or they join some ranks only)");
+        return;
+    }
+    int k = 0;
+    for (int f = 0; f < n_f; f++) k += fs[f].covered == world;
+    add(dst, dn, "%d kinds of communicators divide the ranks (", k);
+    const char *sep = "";
+    for (int f = 0; f < n_f; f++) {
+        if (fs[f].covered != world) continue;
+        add(dst, dn, "%s", sep);
+        describe(dst, dn, &fs[f]);
+        sep = "; ";
+    }
+    add(dst, dn, ") and none made more all-reduces than the others: which holds the replicas is "
+                 "not known");
 }
 
 static ranksnap_status make_roles(comm *cs, size_t n_c, const family *fs, int n_f, int rep, int world,
@@ -335,8 +438,20 @@ ranksnap_status rs_roles_found(const rs_rank_comms *ranks, size_t n, int world, 
     n_c = kept;
     qsort(cs, n_c, sizeof *cs, by_shape);
     if ((st = make_families(cs, n_c, world, &fs, &n_f)) != RANKSNAP_OK) goto done;
-    int rep = replica_family(fs, n_f, world);
-    if (rep >= 0) st = make_roles(cs, n_c, fs, n_f, rep, world, scratch, out);
+    int why = RS_REP_OK;
+    int rep = replica_family(fs, n_f, world, &why);
+    if (rep >= 0) {
+        st = make_roles(cs, n_c, fs, n_f, rep, world, scratch, out);
+        describe_found(out->basis, sizeof out->basis, fs, n_f, rep, world);
+    } else if (n_e) {
+        describe_none(out->basis, sizeof out->basis, fs, n_f, world, why);
+    } else if (most_left_out(ranks, n, NULL)) {
+        /* with nothing at all to go by nothing is said: a plain data-parallel job has no roles
+         * to find */
+        add(out->basis, sizeof out->basis, "no communicator alive while the range recorded "
+                                           "divides the ranks");
+    }
+    describe_left_out(out->basis, sizeof out->basis, ranks, n);
     if (st != RANKSNAP_OK) rs_roles_free(out);
 done:
     for (int f = 0; f < n_f; f++) free(fs[f].taken);
@@ -346,4 +461,13 @@ done:
     free(e);
     free(scratch);
     return st;
+}
+
+void rs_roles_found_apply(rs_compare_config *cfg, const rs_rank_comms *ranks, size_t n, int world,
+                          rs_roles *found)
+{
+    /* without memory to find them the ranks are compared with all ranks, as with none found */
+    if (rs_roles_found(ranks, n, world, found) != RANKSNAP_OK) return;
+    if (found->n_roles) cfg->roles = found;
+    else cfg->ungrouped = found->basis;
 }

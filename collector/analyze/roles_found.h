@@ -8,7 +8,8 @@
  * data-parallel replicas' groups). The replica family is the one named dp (or another name of
  * the replicas, rs_roles_is_replicas), else the one whose communicators made the most all-reduce
  * calls each (replicas all-reduce their gradients), else the only family; a rank's role is its
- * communicator in that family: the ranks it all-reduces with are its peers.
+ * communicator in that family: the ranks it all-reduces with are its peers. What the grouping
+ * was based on, or why there is none, is said in rs_roles.basis.
  */
 #ifndef RANKSNAP_ROLES_FOUND_H
 #define RANKSNAP_ROLES_FOUND_H
@@ -16,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compare.h"
 #include "roles.h"
 #include "snapshot.h"
 
@@ -33,8 +35,15 @@ ranksnap_status rs_rank_comms_of(const rs_snap *s, rs_rank_comms *out);
 void rs_rank_comms_free(rs_rank_comms *c);
 
 /* Fills `out` (freed with rs_roles_free) from the communicators of `n` ranks of a job of `world`.
- * When the communicators make no grouping (none, or none that partitions the `world` ranks) it
- * returns RANKSNAP_OK with out->n_roles 0: the ranks are compared with all ranks. */
+ * When the communicators make no grouping it returns RANKSNAP_OK with out->n_roles 0 (the ranks
+ * are compared with all ranks) and out->basis saying why, or "" when the ranks had none to go
+ * by. */
 ranksnap_status rs_roles_found(const rs_rank_comms *ranks, size_t n, int world, rs_roles *out);
+
+/* With no grouping declared: the roles found (rs_roles_found, into *found, which the caller frees
+ * with rs_roles_free after the comparison) become cfg->roles, or, when there are none, why not
+ * becomes cfg->ungrouped, which the report says. */
+void rs_roles_found_apply(rs_compare_config *cfg, const rs_rank_comms *ranks, size_t n, int world,
+                          rs_roles *found);
 
 #endif

@@ -2,7 +2,7 @@
  * test_roles_found.c — the roles found from the ranks' communicators (roles_found.c): families of
  * communicators that partition the ranks, the replica family by name, else by its all-reduce
  * calls on each communicator, else the only one; the labels; any number of communicators a rank;
- * and no grouping where the communicators make none.
+ * what the grouping was based on; and no grouping, with why, where the communicators make none.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +99,8 @@ TEST(a_named_mesh_of_one_replica_gives_each_stage_its_role)
     CHECK(rs_roles_found(ranks, 2, 2, &r) == RANKSNAP_OK);
     CHECK(r.n_roles == 2 && rs_roles_of(&r, 0) == 0 && rs_roles_of(&r, 1) == 1);
     CHECK(strcmp(r.labels[0], "pp=0") == 0 && strcmp(r.labels[1], "pp=1") == 0);
+    CHECK_STR_EQ(r.basis, "the replicas by their name: 2 communicators of 1 rank named dp; beside "
+                          "them 1 communicator of 2 ranks named pp");
     rs_roles_free(&r);
 }
 
@@ -184,7 +186,82 @@ TEST(replicas_are_the_family_with_the_most_all_reduces_per_communicator)
     rs_roles r;
     CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK);
     CHECK(r.n_roles == 2 && rs_roles_of(&r, 7) == 0 && rs_roles_of(&r, 8) == 1);
+    CHECK_STR_CONTAINS(r.basis, "the communicators with the most all-reduces: 2 communicators of "
+                                "8 ranks (10 all-reduces each)");
     rs_roles_free(&r);
+}
+
+TEST(the_basis_says_what_the_roles_came_from)
+{
+    rs_roles r;
+    grid("mpi", "", "", 0, 8);
+    for (int k = 0; k < W; k++) ranks[k].left_out = 6;
+    CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK && r.n_roles == 4);
+    CHECK_STR_EQ(r.basis, "the replicas, the communicators with the most all-reduces: 4 "
+                          "communicators of 4 ranks (8 all-reduces each); beside them 4 "
+                          "communicators of 4 ranks (0 all-reduces each); left out: the "
+                          "communicators not alive while the range recorded (6 on each rank)");
+    rs_roles_free(&r);
+    ranks[3].left_out = 9;
+    CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK);
+    CHECK_STR_CONTAINS(r.basis, "not alive while the range recorded (up to 9 a rank)");
+    rs_roles_free(&r);
+    /* a DeviceMesh's all-reduces are not counted: none are said */
+    grid("torch", "pp", "dp", 0, 0);
+    CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK && r.n_roles == 4);
+    CHECK_STR_EQ(r.basis, "the replicas by their name: 4 communicators of 4 ranks named dp; beside "
+                          "them 4 communicators of 4 ranks named pp");
+    rs_roles_free(&r);
+    reset();
+    for (int k = 0; k < W; k++) add(k, 100 + (uint64_t)(k / 8), 8, k % 8, "mpi", "", 0);
+    CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK && r.n_roles == 2);
+    CHECK_STR_EQ(r.basis, "the replicas, the only communicators that divide the ranks: 2 "
+                          "communicators of 8 ranks (0 all-reduces each)");
+    rs_roles_free(&r);
+}
+
+TEST(no_grouping_says_why)
+{
+    rs_roles r;
+    /* nothing to go by: nothing to say */
+    reset();
+    CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK && r.n_roles == 0);
+    CHECK_STR_EQ(r.basis, "");
+    /* only communicators that were not alive while the range recorded */
+    for (int k = 0; k < W; k++) ranks[k].left_out = 6;
+    CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK && r.n_roles == 0);
+    CHECK_STR_EQ(r.basis, "no communicator alive while the range recorded divides the ranks; left "
+                          "out: the communicators not alive while the range recorded (6 on each "
+                          "rank)");
+    /* two families and no all-reduce to tell the replicas */
+    grid("mpi", "", "", 0, 0);
+    CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK && r.n_roles == 0);
+    CHECK_STR_EQ(r.basis, "2 kinds of communicators divide the ranks (4 communicators of 4 ranks "
+                          "(0 all-reduces each); 4 communicators of 4 ranks (0 all-reduces each)) "
+                          "and none made more all-reduces than the others: which holds the "
+                          "replicas is not known");
+    /* a rank that joined late or left early: its file says nothing of the groups it is in */
+    grid("mpi", "", "", 0, 8);
+    ranks[15].n = 0;
+    CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK && r.n_roles == 0);
+    CHECK_STR_CONTAINS(r.basis, "do not hold every rank once");
+}
+
+TEST(several_meshes_in_one_job)
+{
+    /* pp=4 x dp=4, and a second mesh of expert pairs that all-reduce less on each communicator */
+    rs_roles r;
+    grid("mpi", "", "", 0, 8);
+    for (int k = 0; k < W; k++) add(k, 700 + (uint64_t)(k / 2), 2, k % 2, "mpi", "", 2);
+    CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK && r.n_roles == 4);
+    CHECK(rs_roles_of(&r, 5) == 1 && rs_roles_of(&r, 6) == 1 && rs_roles_of(&r, 8) == 2);
+    CHECK_STR_CONTAINS(r.basis, "beside them 8 communicators of 2 ranks (2 all-reduces each), "
+                                "4 communicators of 4 ranks (0 all-reduces each)");
+    rs_roles_free(&r);
+    /* two meshes of groups of 4 that all-reduce alike: which holds the replicas is not known */
+    grid("mpi", "", "", 8, 8);
+    CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK && r.n_roles == 0);
+    CHECK_STR_CONTAINS(r.basis, "which holds the replicas is not known");
 }
 
 int main(void)
@@ -196,5 +273,8 @@ int main(void)
     RUN(no_grouping_where_the_communicators_make_none);
     RUN(many_communicators_alive_keep_the_jobs_own);
     RUN(replicas_are_the_family_with_the_most_all_reduces_per_communicator);
+    RUN(the_basis_says_what_the_roles_came_from);
+    RUN(no_grouping_says_why);
+    RUN(several_meshes_in_one_job);
     return check_summary();
 }
