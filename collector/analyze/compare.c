@@ -57,6 +57,7 @@ void rs_compare_config_default(rs_compare_config *c)
     c->mad_k = 3.0;
     c->max_sites = 10;
     c->roles = NULL;
+    c->ungrouped = NULL;
 }
 
 ranksnap_status rs_compare_add_note(rs_compare_result *r, const char *fmt, ...)
@@ -746,6 +747,7 @@ static ranksnap_status role_rows(rs_compare_result *r, const present *p, size_t 
 {
     const rs_roles *ro = cfg->roles;
     snprintf(r->grouping, sizeof r->grouping, "%s", ro->source);
+    snprintf(r->grouping_basis, sizeof r->grouping_basis, "%s", ro->basis);
     snprintf(r->replicas, sizeof r->replicas, "%s", ro->replicas);
     r->roles = calloc(ro->n_roles ? ro->n_roles : 1, sizeof *r->roles);
     if (!r->roles) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu roles", ro->n_roles);
@@ -926,6 +928,9 @@ ranksnap_status rs_compare_ex(const rs_summary *sums, const rs_snap *const *full
         r->n_ranks = m;
         st = compare_present(r, p, m, cfg);
     }
+    if (st == RANKSNAP_OK && !cfg->roles && cfg->ungrouped && cfg->ungrouped[0])
+        st = rs_compare_add_note(r, "ranks not grouped into roles: %s; --groups (RANKSNAP_GROUPS) "
+                                    "declares them", cfg->ungrouped);
     free(p);
     if (st != RANKSNAP_OK) {
         rs_compare_result_free(r);

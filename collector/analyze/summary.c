@@ -165,10 +165,6 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
     out->recovered = s->backend && strcmp(s->backend, "recovered ring") == 0;
     out->oom = s->has_oom;
     out->comms_unreadable = s->comms_error[0] != '\0';
-    for (size_t i = 0; i < s->n_comms && out->n_comms < RS_SUMMARY_MAX_COMMS; i++)
-        /* a framework's named dimension counts at any size (dp=1 in a pipeline of two) */
-        if (s->comms[i].name[0] || (s->comms[i].size > 1 && s->comms[i].size < s->world_size))
-            out->comms[out->n_comms++] = s->comms[i];
     rs_text_copy_head(out->host, sizeof out->host, s->host ? s->host : "");
     rs_text_copy_head(out->job, sizeof out->job, s->job ? s->job : "");
     copy_steps_from(out->steps_from, sizeof out->steps_from, s->time.steps_from ? s->time.steps_from : "");

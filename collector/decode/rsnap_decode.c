@@ -724,12 +724,15 @@ static ranksnap_status comm_str(const dec *d, size_t at, const where *w, char *d
     return RANKSNAP_OK;
 }
 
-/* communicators: optional, [id, size, rank, kind, name, allreduces] each */
+/* communicators: optional, [id, size, rank, kind, name, allreduces] each; and
+ * communicators_left_out, optional: how many others the rank recorded */
 static ranksnap_status read_comms_list(const mapv *top, rs_snap *s)
 {
     const dec *d = top->d;
     size_t at = 0, e = 0;
     uint64_t n = 0;
+    RS_CHECK(rs_rd_lookup(top, "communicators_left_out", 0, &at));
+    if (at) RS_CHECK(m_u64(top, "communicators_left_out", &s->comms_left_out));
     RS_CHECK(rs_rd_lookup(top, "communicators", 0, &at));
     if (!at) return RANKSNAP_OK;
     RS_CHECK(m_array(top, "communicators", &n, &at));
@@ -768,6 +771,7 @@ static ranksnap_status read_comms(const mapv *top, rs_snap *s)
     free(s->comms);
     s->comms = NULL;
     s->n_comms = 0;
+    s->comms_left_out = 0;
     rs_error_clear();
     return RANKSNAP_OK;
 }

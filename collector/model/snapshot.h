@@ -181,8 +181,10 @@ typedef struct rs_snap_comm {
     char kind[8];             /* "nccl", "mpi", "torch"                                        */
     char name[16];            /* the dimension's name where the framework gives one ("pp",
                                * "dp", "tp"); "" else                                           */
-    uint64_t allreduces;      /* all-reduce calls made on it (data-parallel replicas all-reduce
-                               * their gradients); 0 when not counted                           */
+    uint64_t allreduces;      /* all-reduce calls made on it while the range recorded (files
+                               * written before that was tracked: in the whole run); the
+                               * data-parallel replicas all-reduce their gradients; 0 when not
+                               * counted                                                        */
 } rs_snap_comm;
 
 typedef struct rs_snap {
@@ -217,7 +219,11 @@ typedef struct rs_snap {
     size_t n_modules;
     rs_snap_module *modules;
     size_t n_comms;
-    rs_snap_comm *comms;      /* optional: empty in files that say nothing of communicators */
+    rs_snap_comm *comms;      /* optional: empty in files that say nothing of communicators;
+                               * those alive while the range recorded (files written before
+                               * frees were tracked: every one made)                           */
+    uint64_t comms_left_out;  /* the others the rank recorded: freed before the range or made
+                               * after it; 0 when the file does not say                        */
     /* why the file's communicators could not be read ("" when they could, or there are none):
      * an optional field that is malformed costs the rank its roles, never the rank itself */
     char comms_error[256];

@@ -180,6 +180,10 @@ static void json_roles(FILE *f, const rs_compare_result *r)
 {
     fputs("  \"grouping\": ", f);
     rs_json_string(f, r->grouping, RS_JSON_PLAIN);
+    if (r->grouping_basis[0]) {
+        fputs(",\n  \"grouping_basis\": ", f);
+        rs_json_string(f, r->grouping_basis, RS_JSON_PLAIN);
+    }
     if (r->replicas[0]) {
         fputs(",\n  \"replicas\": ", f);
         rs_json_string(f, r->replicas, RS_JSON_PLAIN);

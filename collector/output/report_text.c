@@ -369,6 +369,11 @@ static void print_roles(FILE *out, const rs_compare_result *r)
         rs_text_put(out, r->replicas);
     }
     fputs("); each rank is compared with the median of its role\n", out);
+    if (r->grouping_basis[0]) {
+        fputs("  based on ", out);
+        rs_text_put(out, r->grouping_basis);
+        fputc('\n', out);
+    }
     int w = 16; /* the longest label's width: found roles are labelled with their ranks */
     for (size_t k = 0; k < r->n_roles; k++)
         if ((int)strlen(r->roles[k].label) > w) w = (int)strlen(r->roles[k].label);

@@ -4,8 +4,9 @@
  * MPI_Init, MPI_Init_thread and MPI_Finalize are wrapped: ranksnap starts on MPI_COMM_WORLD right
  * after the real init and gathers, reports and shuts down right before the real finalize, while
  * MPI still works. A few collectives are wrapped only to number steps (RANKSNAP_STEP_ON, or found from their
- * period: rank/runtime/step_detect.c), and the calls that make communicators to record them, with
- * the all-reduces made on each (rank/runtime/comms.c: the ranks' roles are found from them). The
+ * period: rank/runtime/step_detect.c), and the calls that make and free communicators to record
+ * them, with the all-reduces made on each (rank/runtime/comms.c: the ranks' roles are found from
+ * the communicators alive while a range records). The
  * wrappers are in the library, so they take effect when it is preloaded (ranksnap-run) or linked
  * ahead of libmpi. ranksnap's own MPI traffic uses PMPI_* and is never counted.
  *
@@ -138,6 +139,21 @@ RS_EXPORT int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *new
     int rc = PMPI_Cart_sub(comm, remain_dims, newcomm);
     rs_record_comm(rc, rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
     return rc;
+}
+
+/* A freed communicator is no longer a source of roles; its record goes before the real free,
+ * so that a handle MPI hands out again at once (Open MPI reuses them) is not taken for it. A
+ * failed free is an error MPI makes fatal unless the job chose otherwise. */
+RS_EXPORT int MPI_Comm_free(MPI_Comm *comm)
+{
+    if (comm && *comm != MPI_COMM_NULL) rs_comms_free((uint64_t)(uintptr_t)*comm);
+    return PMPI_Comm_free(comm);
+}
+
+RS_EXPORT int MPI_Comm_disconnect(MPI_Comm *comm)
+{
+    if (comm && *comm != MPI_COMM_NULL) rs_comms_free((uint64_t)(uintptr_t)*comm);
+    return PMPI_Comm_disconnect(comm);
 }
 
 /* Each call's name, count, datatype and root or op become a token of the step detector. */

@@ -15,9 +15,12 @@
  * rank ever waits for the trigger.
  *
  * Gather: phase 1, every rank sends a fixed-size summary (rs_summary) to rank 0, which waits at
- * most the timeout and names the ranks that did not arrive; phase 2, rank 0 asks the ranks it
- * wants (all, or the flagged ones and the reference) for their full snapshot, sent in chunks of
- * at most 1 GiB so that messages over 2 GiB work; again bounded by the timeout.
+ * most the timeout and names the ranks that did not arrive; phase 2, rank 0 answers each rank it
+ * heard from, which then sends its communicators (any number of them: the roles are found from
+ * them) and, if rank 0 wants it (all, or the flagged ones and the reference), its full snapshot,
+ * in chunks of at most 1 GiB so that messages over 2 GiB work; again bounded by the timeout.
+ * Nothing longer than the summary is sent before rank 0 has answered: a send past MPI's eager
+ * limit to a rank 0 that gave up could not be cancelled.
  */
 #ifndef RANKSNAP_COORD_H
 #define RANKSNAP_COORD_H

@@ -24,6 +24,9 @@
 #include "rsnap_decode.h"
 
 #define RS_TAG_GATHER0 16
+/* summary, answer, snapshot length and bytes, communicators' count and list: the highest tag
+ * stays under 32767, the least MPI_TAG_UB an MPI may have */
+#define RS_TAGS_PER_GATHER 6
 #define RS_CHUNK ((size_t)1 << 30) /* keeps every message's count within an int */
 
 void rs_gather_result_free(rs_gather_result *r)
@@ -31,7 +34,10 @@ void rs_gather_result_free(rs_gather_result *r)
     if (!r) return;
     if (r->full)
         for (size_t i = 0; i < r->n; i++) rs_snap_free(r->full[i]);
+    if (r->comms)
+        for (size_t i = 0; i < r->n; i++) rs_rank_comms_free(&r->comms[i]);
     free(r->full);
+    free(r->comms);
     free(r->summaries);
     memset(r, 0, sizeof *r);
 }
@@ -39,27 +45,58 @@ void rs_gather_result_free(rs_gather_result *r)
 static ranksnap_status rs_result_alloc(rs_gather_result *out, size_t cap)
 {
     out->summaries = calloc(cap ? cap : 1, sizeof *out->summaries);
+    out->comms = calloc(cap ? cap : 1, sizeof *out->comms);
     out->full = calloc(cap ? cap : 1, sizeof *out->full);
-    if (!out->summaries || !out->full) {
+    if (!out->summaries || !out->comms || !out->full) {
         rs_gather_result_free(out);
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "gather: out of host memory for %zu ranks", cap);
     }
     return RANKSNAP_OK;
 }
 
+/* This rank's communicators, from its own snapshot (none when it could not be decoded). */
+static void rs_gather_self_comms(const rs_snap *self, rs_rank_comms *out)
+{
+    memset(out, 0, sizeof *out);
+    if (self && rs_rank_comms_of(self, out) != RANKSNAP_OK)
+        RS_WARN(RS_SUB_MPI, "gather: %s: this rank's role is not known", ranksnap_last_error());
+}
+
 #if defined(RANKSNAP_HAVE_MPI)
 
-/* Non-root side. */
-static ranksnap_status rs_gather_send(rs_coord *c, int base, const char *snap, size_t len,
-                                      const rs_summary *mine, rs_snap *self, int timeout_s)
+/* This rank's communicators (roles_found.h), after rank 0 answered its summary: a count and
+ * then the list, of any length. *gone: rank 0 stopped receiving. */
+static ranksnap_status rs_gather_send_comms(MPI_Comm comm, int base, const rs_rank_comms *mine,
+                                            double deadline, int *gone)
 {
-    /* the summary was made from it; only the encoding travels */
-    rs_snap_free(self);
+    const size_t per = RS_CHUNK / sizeof *mine->v;
+    uint64_t head[2] = {mine->n, mine->left_out};
+    MPI_Request req = MPI_REQUEST_NULL;
+    *gone = 0;
+    RS_MPI(PMPI_Isend(head, 2, MPI_UINT64_T, 0, base + 4, comm, &req), "gather MPI_Isend");
+    for (size_t off = 0;; off += per) {
+        if (!rs_mpi_call_wait(&req, deadline)) {
+            rs_mpi_call_cancel(&req);
+            *gone = 1;
+            return RANKSNAP_OK;
+        }
+        if (off >= mine->n) return RANKSNAP_OK;
+        size_t part = mine->n - off < per ? mine->n - off : per;
+        RS_MPI(PMPI_Isend(mine->v + off, (int)(part * sizeof *mine->v), MPI_BYTE, 0, base + 5, comm, &req),
+               "gather MPI_Isend");
+    }
+}
+
+/* Non-root side, with this rank's communicators. */
+static ranksnap_status rs_gather_send_with(rs_coord *c, int base, const char *snap, size_t len,
+                                           const rs_summary *mine, const rs_rank_comms *comms,
+                                           int timeout_s)
+{
     MPI_Comm comm = *(const MPI_Comm *)rs_coord_comm(c);
     double deadline = rs_now_mono_s() + 2.0 * timeout_s + 5.0;
     MPI_Request req = MPI_REQUEST_NULL;
     RS_MPI(PMPI_Isend((void *)mine, (int)sizeof *mine, MPI_BYTE, 0, base + 0, comm, &req), "gather MPI_Isend");
-    int want = 0;
+    int want = 0, gone = 0;
     MPI_Request dreq = MPI_REQUEST_NULL;
     RS_MPI(PMPI_Irecv(&want, 1, MPI_INT, 0, base + 1, comm, &dreq), "gather MPI_Irecv");
     if (!rs_mpi_call_wait(&dreq, deadline)) {
@@ -69,7 +106,8 @@ static ranksnap_status rs_gather_send(rs_coord *c, int base, const char *snap, s
         return RANKSNAP_OK;
     }
     if (!rs_mpi_call_wait(&req, deadline)) rs_mpi_call_cancel(&req);
-    if (!want) return RANKSNAP_OK;
+    RS_CHECK(rs_gather_send_comms(comm, base, comms, deadline, &gone));
+    if (!want || gone) return RANKSNAP_OK;
     uint64_t n = len;
     RS_MPI(PMPI_Isend(&n, 1, MPI_UINT64_T, 0, base + 2, comm, &req), "gather MPI_Isend");
     if (!rs_mpi_call_wait(&req, deadline)) {
@@ -86,6 +124,58 @@ static ranksnap_status rs_gather_send(rs_coord *c, int base, const char *snap, s
         }
     }
     return RANKSNAP_OK;
+}
+
+/* Non-root side. */
+static ranksnap_status rs_gather_send(rs_coord *c, int base, const char *snap, size_t len,
+                                      const rs_summary *mine, rs_snap *self, int timeout_s)
+{
+    /* the summary was made from it; its communicators and the encoding travel */
+    rs_rank_comms comms;
+    rs_gather_self_comms(self, &comms);
+    rs_snap_free(self);
+    ranksnap_status st = rs_gather_send_with(c, base, snap, len, mine, &comms, timeout_s);
+    rs_rank_comms_free(&comms);
+    return st;
+}
+
+/* Rank 0: rank r's communicators into *out (left empty when they did not come in time). */
+static void rs_gather_recv_comms(MPI_Comm comm, int base, int r, double deadline, rs_rank_comms *out,
+                                 uint64_t *bytes)
+{
+    uint64_t head[2] = {0, 0};
+    MPI_Request req = MPI_REQUEST_NULL;
+    memset(out, 0, sizeof *out);
+    out->rank = r;
+    if (PMPI_Irecv(head, 2, MPI_UINT64_T, r, base + 4, comm, &req) != MPI_SUCCESS) return;
+    if (!rs_mpi_call_wait(&req, deadline)) {
+        rs_mpi_call_cancel(&req);
+        RS_WARN(RS_SUB_MPI, "gather: rank %d's communicators did not arrive in time: its role is not known", r);
+        return;
+    }
+    /* a list longer than the rank's address space could hold is not one this library sent */
+    if (head[0] > SIZE_MAX / 2 / sizeof *out->v ||
+        !(out->v = malloc((head[0] ? head[0] : 1) * sizeof *out->v))) {
+        RS_WARN(RS_SUB_MPI, "gather: no host memory for rank %d's %llu communicators: its role is not known",
+                r, (unsigned long long)head[0]);
+        return;
+    }
+    const size_t per = RS_CHUNK / sizeof *out->v;
+    for (size_t off = 0; off < head[0]; off += per) {
+        size_t part = head[0] - off < per ? head[0] - off : per;
+        if (PMPI_Irecv(out->v + off, (int)(part * sizeof *out->v), MPI_BYTE, r, base + 5, comm, &req) !=
+                MPI_SUCCESS ||
+            !rs_mpi_call_wait(&req, deadline)) {
+            rs_mpi_call_cancel(&req);
+            rs_rank_comms_free(out);
+            out->rank = r;
+            RS_WARN(RS_SUB_MPI, "gather: rank %d's communicators did not arrive in time: its role is not known", r);
+            return;
+        }
+    }
+    out->n = (size_t)head[0];
+    out->left_out = head[1];
+    *bytes += sizeof head + out->n * sizeof *out->v;
 }
 
 /* Rank 0: the full snapshot of rank r, or NULL when it did not come in time. */
@@ -228,8 +318,11 @@ static ranksnap_status rs_gather_root(rs_coord *c, rs_gather_decode_fn decode, i
         out->summaries[out->n] = sums[r];
         if (r == 0) {
             out->full[out->n] = self; /* decoded once, by the caller, for its summary */
-        } else if (want[r]) {
-            out->full[out->n] = rs_gather_recv_full(c, decode, base, r, deadline, &out->bytes_full);
+            rs_gather_self_comms(self, &out->comms[out->n]);
+        } else {
+            rs_gather_recv_comms(comm, base, r, deadline, &out->comms[out->n], &out->bytes_summaries);
+            if (want[r])
+                out->full[out->n] = rs_gather_recv_full(c, decode, base, r, deadline, &out->bytes_full);
         }
         out->n++;
     }
@@ -268,7 +361,7 @@ ranksnap_status rs_gather_run_with(rs_coord *c, rs_gather_decode_fn decode, cons
     unsigned seq = rs_coord_next_gather(c);
 #if defined(RANKSNAP_HAVE_MPI)
     if (rs_coord_comm(c) && rs_coord_size(c) > 1) {
-        int base = RS_TAG_GATHER0 + (int)(seq % 4000u) * 4;
+        int base = RS_TAG_GATHER0 + (int)(seq % 4000u) * RS_TAGS_PER_GATHER;
         if (rs_coord_rank(c) != 0) return rs_gather_send(c, base, snap, len, mine, self, timeout_s);
         return rs_gather_root(c, decode, base, mine, self, mode, timeout_s, divergence_pct, out);
     }
@@ -291,6 +384,7 @@ ranksnap_status rs_gather_run_with(rs_coord *c, rs_gather_decode_fn decode, cons
     out->summaries[0] = *mine;
     out->n = 1;
     out->full[0] = self;
+    rs_gather_self_comms(self, &out->comms[0]);
     out->seconds = rs_now_mono_s() - t0;
     return RANKSNAP_OK;
 }

@@ -559,6 +559,10 @@ static void write_oom(enc *e, const rs_snapshot_src *src, stream_table *t, const
 /* Only when the rank saw communicators created: a file without them reads as before. */
 static void write_comms(enc *e, const rs_snapshot_src *src)
 {
+    if (src->comms_left_out) {
+        key(e, "communicators_left_out");
+        put_u64(e, src->comms_left_out);
+    }
     if (!src->n_comms) return;
     key(e, "communicators");
     put_array(e, src->n_comms);
@@ -615,7 +619,7 @@ ranksnap_status rs_snapshot_encode(const rs_snapshot_src *src, char **buf, size_
     msgpack_packer_init(&e.pk, &e.sbuf, msgpack_sbuffer_write);
     e.failed = 0;
 
-    put_map(&e, RS_TOP_LEVEL_KEYS + (src->n_comms > 0));
+    put_map(&e, RS_TOP_LEVEL_KEYS + (src->n_comms > 0) + (src->comms_left_out > 0));
     write_identity(&e, src);
     write_devices(&e, src);
     write_settings(&e, src);

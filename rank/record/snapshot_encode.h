@@ -43,7 +43,7 @@ typedef struct rs_snapshot_comm {
     int32_t size, rank; /* its members, this rank's index among them */
     char kind[8];       /* "mpi", "nccl" */
     char name[16];      /* "" when unnamed */
-    uint64_t allreduces;
+    uint64_t allreduces; /* made while the range recorded */
 } rs_snapshot_comm;
 
 /* Everything the encoder needs; pointers are borrowed. */
@@ -81,8 +81,9 @@ typedef struct rs_snapshot_src {
     const rs_recorder *recorder;    /* may be NULL                                   */
     const rs_symbols *symbols;      /* may be NULL (no stacks)                        */
     uint64_t time_us;               /* when the snapshot was taken                   */
-    size_t n_comms;                 /* 0: the file says nothing of communicators     */
+    size_t n_comms;                 /* those alive while the range recorded (comms.h) */
     const rs_snapshot_comm *comms;
+    uint64_t comms_left_out;        /* the others the rank recorded                  */
 } rs_snapshot_src;
 
 /* Encodes into a malloc'ed buffer the caller frees. */

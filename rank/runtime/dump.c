@@ -456,7 +456,7 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
     uint64_t t0 = rs_now_us();
     rs_snapshot_src src;
     memset(&src, 0, sizeof src);
-    rs_snapshot_comm comms[RS_COMMS_MAX];
+    rs_snapshot_comm *comms = NULL;
     ranksnap_stats stats;
     rs_devices_stats(rt, &stats);
 
@@ -562,13 +562,15 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         src.recorder = rt->recorder;
         src.symbols = rt->stacks ? &sym : NULL;
         src.time_us = t0;
-        src.n_comms = rs_comms_copy(comms, RS_COMMS_MAX);
+        rs_comms_moment(); /* the communicators alive now are in a range dumped mid-way */
+        st = rs_comms_copy(&comms, &src.n_comms, &src.comms_left_out);
         src.comms = comms;
         src.clock_offset_us = rs_coord_clock_offset_us(rt->coord);
         src.clock_uncertainty_us = rs_coord_clock_uncertainty_us(rt->coord);
-        st = rs_snapshot_encode(&src, &buf, &len);
+        if (st == RANKSNAP_OK) st = rs_snapshot_encode(&src, &buf, &len);
     }
     rs_rt_unlock(rt);
+    free(comms);
     rs_symbols_free(&sym);
     rs_alloc_state_free(&state);
     if (st != RANKSNAP_OK) return st;

@@ -16,6 +16,7 @@
 
 #include "alloc_api.h"
 #include "clock.h"
+#include "comms.h"
 #include "coord.h"
 #include "devices.h"
 #include "dump.h"
@@ -189,6 +190,7 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
         rs_recorder_set_enabled(rt->recorder, 1);
         atomic_store(&rt->recording, 1);
         rt->in_range = 1;
+        rs_comms_range_begin();
         rt->ranges[0].begin = 0;
         rt->ranges[0].end = -1;
         rt->n_ranges = 1;
