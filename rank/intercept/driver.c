@@ -226,14 +226,18 @@ static int rs_drv_enabled(void)
 }
 
 /* 1 when this call is recorded: the library was preloaded, RANKSNAP_DRIVER is on, ranksnap runs
- * (started now if this is the first allocation it sees) outside torch mode, and the call is not
- * the backend's own. */
+ * (started now if this is the first allocation it sees) or is yet to start, outside torch mode,
+ * and the call is not the backend's own. Yet to start: another thread is starting it, this one
+ * is inside its start, or the program's MPI_Init is to come; the call is recorded all the same
+ * and counted against the cap, which the instance finds when it is up (a call that waited for
+ * the start could wait for itself, or for a thread that waits for it). */
 static int rs_drv_recorded(void)
 {
     if (rs_drv_busy || rs_backend_cuda_in_call() || !rs_launcher_preloaded()) return 0;
     if (!rs_drv_enabled()) return 0;
     if (rs_external_mode()) return 0; /* PyTorch's recorder sees its own allocations */
-    return rs_instance_ensure() == RANKSNAP_OK;
+    ranksnap_status st = rs_instance_ensure();
+    return st == RANKSNAP_OK || (st == RANKSNAP_ERR_NOT_INITIALIZED && rs_instance_starting());
 }
 
 static int rs_drv_device(void)

@@ -52,14 +52,18 @@ void rs_outside_set_pool_sampler(rs_outside_pool_fn fn);
 /* The label the calling thread's next driver allocations take instead of their owner's (NULL:
  * the owner's again); returns the previous one. */
 const char *rs_outside_driver_label(const char *label);
-/* 0 when `size` more bytes on `device` would take the rank past RANKSNAP_MEMORY_LIMIT, counting
+/* 0 when `size` more bytes on `device` would take the rank past RANKSNAP_MEMORY_LIMIT (before the
+ * instance is up, the options' cap for the launcher's rank), counting
  * what the driver's interposers recorded there and what the caching allocator reserved: the
  * interposer then answers out of memory, as the allocator does at its cap, so that a program
  * ranksnap sees only at the driver can be made to run out of memory on one rank. */
 int rs_outside_driver_admit(uint64_t size, int device);
 /* The driver refused `size` bytes on `device`: the rank's OOM, with the caller's stack, in the
- * history and in the snapshot's oom record when it is the last one. */
+ * history and in the snapshot's oom record when it is the last one. Before the instance is up
+ * (the driver's interposers record then: instance.h, rs_instance_starting), kept for it. */
 void rs_outside_driver_oom(uint64_t size, int device);
+/* After `rt` is published: the driver OOMs kept from before, into its oom record. */
+void rs_outside_adopt(rs_runtime *rt);
 /* At finalize, rank 0 of a preloaded run: says how to link when no allocation call reached
  * ranksnap while the device filled up (the program uses the static CUDA runtime). */
 void rs_outside_warn_if_nothing_intercepted(rs_runtime *rt);
