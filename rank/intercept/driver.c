@@ -23,7 +23,9 @@
  *
  * Each wrapper calls the real entry point, then records what it did as memory outside ranksnap's
  * allocators (outside.h): on the device it landed on, with the caller's stack, under the library
- * that asked (NCCL, cuBLAS, ...: the label), until its free. cuMemCreate counts physical memory on
+ * that asked (NCCL, cuBLAS, ...: the label), until its free. A free (a release, an unmap) ends the
+ * record before the real call, since the driver may give the address or handle to another
+ * thread's allocation before the call returns. cuMemCreate counts physical memory on
  * its location's device, held until cuMemRelease and the last cuMemUnmap of the handle; address
  * reservations are not memory, imported handles are a peer's. CUDA arrays count what the driver
  * says they need. A stream-ordered pool's allocations are recorded one by one, and what the pool
@@ -281,10 +283,11 @@ static rs_ptrmap rs_drv_arrays = RS_PTRMAP_INIT;  /* CUarray, CUmipmappedArray -
  * as its events' address. */
 #define RS_HKEY(h) ((uint64_t)(h) + 2)
 
-static void rs_drv_alloc(rs_ptrmap *m, uint64_t key, uint64_t bytes, int device)
+/* Records `key`'s `bytes` on `device` in `m`, under `label` (NULL: the library the stack shows). */
+static void rs_drv_alloc(rs_ptrmap *m, uint64_t key, uint64_t bytes, int device, const char *label)
 {
     rs_drv_busy = 1;
-    const char *label = rs_outside_driver_alloc(key, bytes, device, NULL);
+    label = rs_outside_driver_alloc(key, bytes, device, label);
     if (rs_ptrmap_put(m, (const void *)(uintptr_t)key, rs_pack(bytes, device, label)) != 0)
         rs_outside_driver_free(key, bytes, device, label); /* no room to remember its free */
     rs_drv_busy = 0;
@@ -296,7 +299,7 @@ static int rs_drv_take(rs_ptrmap *m, uint64_t key, uint64_t *v)
     return key && rs_ptrmap_take(m, (const void *)(uintptr_t)key, v);
 }
 
-/* A free that took place: its bytes leave the account. */
+/* A free: its bytes leave the account, its held entry goes, its event is recorded. */
 static void rs_drv_freed(uint64_t key, uint64_t v)
 {
     uint64_t bytes;
@@ -308,28 +311,36 @@ static void rs_drv_freed(uint64_t key, uint64_t v)
     rs_drv_busy = 0;
 }
 
-/* 1 if `key` was recorded (and is taken out now). */
-static int rs_drv_free(rs_ptrmap *m, uint64_t key)
+/* Ends `key`'s record before the real call that frees its memory: 1 (its packed value in *v) if
+ * there was one. Before, because the driver may give the address (or the handle's value) to
+ * another thread's call as soon as it has freed it, and that call's record must come after this
+ * one's end: its held entry, and its event in the history. */
+static int rs_drv_end(rs_ptrmap *m, uint64_t key, uint64_t *v)
 {
-    uint64_t v = 0;
-    if (!rs_drv_take(m, key, &v)) return 0;
-    rs_drv_freed(key, v);
+    if (!rs_drv_take(m, key, v)) return 0;
+    rs_drv_freed(key, *v);
     return 1;
 }
 
-/* A free of an address (cuMemFree, cuMemFreeAsync, an array's destroy) by the real call `real`:
- * the record is taken out before the call, while the address is still this allocation's, so
- * that another thread given the same address as soon as the driver frees it keeps its own
- * record; put back if the call fails. */
+/* The real call after rs_drv_end failed: the memory is still held, recorded again (under its
+ * label, with the stack of this call). */
+static void rs_drv_unend(rs_ptrmap *m, uint64_t key, uint64_t v)
+{
+    uint64_t bytes;
+    int device;
+    const char *label;
+    rs_unpack(v, &bytes, &device, &label);
+    rs_drv_alloc(m, key, bytes, device, label);
+}
+
+/* A free of an address (cuMemFree, cuMemFreeAsync, an array's destroy) by the real call `call`,
+ * its record ended before it (rs_drv_end). */
 #define RS_DRV_FREE_AROUND(map, key, call)                                                       \
     do {                                                                                         \
         uint64_t v_ = 0;                                                                         \
-        int took_ = !rs_backend_cuda_in_call() && rs_drv_take((map), (key), &v_);                \
+        int took_ = !rs_backend_cuda_in_call() && rs_drv_end((map), (key), &v_);                 \
         r = (call);                                                                              \
-        if (took_ && r == CUDA_SUCCESS)                                                          \
-            rs_drv_freed((key), v_);                                                             \
-        else if (took_)                                                                          \
-            rs_ptrmap_put((map), (const void *)(uintptr_t)(key), v_);                            \
+        if (took_ && r != CUDA_SUCCESS) rs_drv_unend((map), (key), v_);                          \
     } while (0)
 
 /* 1 when the call comes from inside a shared CUDA runtime (libcudart.so*): the instance
@@ -363,7 +374,7 @@ static CUresult rs_drv_allocated(CUresult r, const CUdeviceptr *dptr, uint64_t b
 {
     int device = rs_drv_device();
     if (r == CUDA_SUCCESS && dptr && *dptr && bytes)
-        rs_drv_alloc(&rs_drv_ptrs, (uint64_t)*dptr, bytes, device);
+        rs_drv_alloc(&rs_drv_ptrs, (uint64_t)*dptr, bytes, device, NULL);
     else if (r == CUDA_ERROR_OUT_OF_MEMORY)
         rs_drv_oom(bytes, device);
     return r;
@@ -547,7 +558,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     }
     CUresult r = real(handle, size, prop, flags);
     if (r == CUDA_SUCCESS && handle && *handle && size) {
-        rs_drv_alloc(&rs_drv_handles, RS_HKEY(*handle), size, prop->location.id);
+        rs_drv_alloc(&rs_drv_handles, RS_HKEY(*handle), size, prop->location.id, NULL);
         rs_ptrmap_put(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(*handle), 0);
     } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         rs_drv_oom(size, prop->location.id);
@@ -562,7 +573,7 @@ static void rs_drv_handle_maybe_gone(CUmemGenericAllocationHandle h)
     if (!rs_ptrmap_get(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(h), &v)) return;
     if (!(v & RS_RELEASED) || (v & ~RS_RELEASED)) return;
     rs_ptrmap_take(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(h), NULL);
-    rs_drv_free(&rs_drv_handles, RS_HKEY(h));
+    (void)rs_drv_end(&rs_drv_handles, RS_HKEY(h), &v);
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
@@ -645,7 +656,7 @@ static CUresult rs_drv_array_made(CUresult r, void *array, int req, uint64_t ext
 {
     if (r == CUDA_SUCCESS && array) {
         uint64_t bytes = rs_drv_array_bytes(req, array, extent);
-        if (bytes) rs_drv_alloc(&rs_drv_arrays, (uint64_t)(uintptr_t)array, bytes, rs_drv_device());
+        if (bytes) rs_drv_alloc(&rs_drv_arrays, (uint64_t)(uintptr_t)array, bytes, rs_drv_device(), NULL);
     } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         rs_drv_oom(extent, rs_drv_device());
     }
