@@ -40,6 +40,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda.h>
@@ -566,23 +567,45 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     return r;
 }
 
-/* The handle's memory goes once it is released and unmapped everywhere. */
-static void rs_drv_handle_maybe_gone(CUmemGenericAllocationHandle h)
+/* A change of a handle's word in rs_drv_maps (its mappings, RS_RELEASED once released) before
+ * the real call that makes it (cuMemRelease, cuMemUnmap): when the word says released and
+ * unmapped, the handle's memory is gone, and its record ends now, before the driver can give
+ * the handle's value to another thread's cuMemCreate (rs_drv_end). Of two threads whose calls
+ * end it (a release and the last unmap), the one whose change leaves the word so ends it. */
+typedef struct rs_drv_change {
+    uint64_t key, delta, v;
+    int counted, gone, had;
+} rs_drv_change;
+
+static void rs_drv_handle_change(rs_drv_change *c, uint64_t handle, uint64_t delta)
 {
-    uint64_t v = 0;
-    if (!rs_ptrmap_get(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(h), &v)) return;
-    if (!(v & RS_RELEASED) || (v & ~RS_RELEASED)) return;
-    rs_ptrmap_take(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(h), NULL);
-    (void)rs_drv_end(&rs_drv_handles, RS_HKEY(h), &v);
+    c->key = RS_HKEY(handle);
+    c->delta = delta;
+    /* only handles made here are counted: an imported one is a peer's memory */
+    int t = rs_ptrmap_add_take(&rs_drv_maps, (const void *)(uintptr_t)c->key, delta, RS_RELEASED);
+    c->counted = t >= 0;
+    c->gone = t == 1;
+    c->had = c->gone && rs_drv_end(&rs_drv_handles, c->key, &c->v);
+}
+
+/* The real call failed: the change is undone. */
+static void rs_drv_handle_undo(const rs_drv_change *c)
+{
+    if (c->gone) {
+        rs_ptrmap_put(&rs_drv_maps, (const void *)(uintptr_t)c->key, RS_RELEASED);
+        if (c->had) rs_drv_unend(&rs_drv_handles, c->key, c->v);
+    }
+    if (c->counted) rs_ptrmap_add(&rs_drv_maps, (const void *)(uintptr_t)c->key, (uint64_t)0 - c->delta);
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     RS_REAL(RS_D_RELEASE, rs_release_fn, real);
+    if (rs_backend_cuda_in_call()) return real(handle);
+    rs_drv_change c;
+    rs_drv_handle_change(&c, (uint64_t)handle, RS_RELEASED);
     CUresult r = real(handle);
-    if (r == CUDA_SUCCESS && !rs_backend_cuda_in_call() &&
-        rs_ptrmap_add(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(handle), RS_RELEASED))
-        rs_drv_handle_maybe_gone(handle);
+    if (r != CUDA_SUCCESS) rs_drv_handle_undo(&c);
     return r;
 }
 
@@ -591,7 +614,6 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 {
     RS_REAL(RS_D_MAP, rs_map_fn, real);
     CUresult r = real(ptr, size, offset, handle, flags);
-    /* only handles made here are counted: an imported one is a peer's memory */
     if (r == CUDA_SUCCESS && rs_ptrmap_add(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(handle), 1))
         rs_ptrmap_put(&rs_drv_mapped, (const void *)(uintptr_t)ptr, (uint64_t)handle);
     return r;
@@ -599,22 +621,53 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 
 /* One cuMemUnmap may end several mappings: every mapping that begins in its range (the driver
  * refuses a range that cuts one), as NVIDIA's vectorAddMMAP sample frees four handles mapped
- * side by side. */
+ * side by side. They leave the books before the call (rs_drv_handle_change) and come back if
+ * the driver refuses it. */
+#define RS_UNMAP_BATCH 16
+typedef struct rs_drv_unmapped {
+    uintptr_t addr;
+    uint64_t handle;
+    rs_drv_change c;
+} rs_drv_unmapped;
+
+/* Room for one more in *u (first: the caller's array of RS_UNMAP_BATCH, *cap entries, n used);
+ * 0 without host memory. */
+static int rs_drv_unmap_room(rs_drv_unmapped **u, rs_drv_unmapped *first, size_t *cap, size_t n)
+{
+    if (n < *cap) return 1;
+    rs_drv_unmapped *more = malloc(2 * *cap * sizeof *more);
+    if (!more) return 0;
+    memcpy(more, *u, n * sizeof *more);
+    if (*u != first) free(*u);
+    *u = more;
+    *cap *= 2;
+    return 1;
+}
+
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     RS_REAL(RS_D_UNMAP, rs_unmap_fn, real);
-    CUresult r = real(ptr, size);
-    if (r != CUDA_SUCCESS) return r;
     uintptr_t lo = (uintptr_t)ptr, hi = size > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + size;
-    uint64_t h[32];
-    size_t n;
+    rs_drv_unmapped first[RS_UNMAP_BATCH], *u = first;
+    size_t n = 0, cap = RS_UNMAP_BATCH, got;
     do {
-        n = rs_ptrmap_take_range(&rs_drv_mapped, lo, hi, h, sizeof h / sizeof *h);
-        for (size_t i = 0; i < n; i++) {
-            rs_ptrmap_add(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(h[i]), (uint64_t)-1);
-            rs_drv_handle_maybe_gone((CUmemGenericAllocationHandle)h[i]);
+        uintptr_t addr[RS_UNMAP_BATCH];
+        uint64_t h[RS_UNMAP_BATCH];
+        got = rs_ptrmap_take_range(&rs_drv_mapped, lo, hi, addr, h, RS_UNMAP_BATCH);
+        for (size_t i = 0; i < got; i++) {
+            rs_drv_change c;
+            rs_drv_handle_change(&c, h[i], (uint64_t)-1);
+            /* without host memory to keep it, ended for good: wrong only if the call is refused */
+            if (!rs_drv_unmap_room(&u, first, &cap, n)) continue;
+            u[n++] = (rs_drv_unmapped){addr[i], h[i], c};
         }
-    } while (n == sizeof h / sizeof *h);
+    } while (got == RS_UNMAP_BATCH);
+    CUresult r = real(ptr, size);
+    for (size_t i = 0; r != CUDA_SUCCESS && i < n; i++) {
+        rs_drv_handle_undo(&u[i].c);
+        rs_ptrmap_put(&rs_drv_mapped, (const void *)u[i].addr, u[i].handle);
+    }
+    if (u != first) free(u);
     return r;
 }
 
