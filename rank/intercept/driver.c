@@ -284,11 +284,13 @@ static rs_ptrmap rs_drv_arrays = RS_PTRMAP_INIT;  /* CUarray, CUmipmappedArray -
  * as its events' address. */
 #define RS_HKEY(h) ((uint64_t)(h) + 2)
 
-/* Records `key`'s `bytes` on `device` in `m`, under `label` (NULL: the library the stack shows). */
-static void rs_drv_alloc(rs_ptrmap *m, uint64_t key, uint64_t bytes, int device, const char *label)
+/* Records `key`'s `bytes` on `device` in `m`, under `label` (NULL: the library the stack shows),
+ * `admitted` of them counted already (rs_drv_admit). */
+static void rs_drv_alloc(rs_ptrmap *m, uint64_t key, uint64_t bytes, int device, const char *label,
+                         uint64_t admitted)
 {
     rs_drv_busy = 1;
-    label = rs_outside_driver_alloc(key, bytes, device, label);
+    label = rs_outside_driver_alloc(key, bytes, device, label, admitted);
     if (rs_ptrmap_put(m, (const void *)(uintptr_t)key, rs_pack(bytes, device, label)) != 0)
         rs_outside_driver_free(key, bytes, device, label); /* no room to remember its free */
     rs_drv_busy = 0;
@@ -331,7 +333,7 @@ static void rs_drv_unend(rs_ptrmap *m, uint64_t key, uint64_t v)
     int device;
     const char *label;
     rs_unpack(v, &bytes, &device, &label);
-    rs_drv_alloc(m, key, bytes, device, label);
+    rs_drv_alloc(m, key, bytes, device, label, 0);
 }
 
 /* A free of an address (cuMemFree, cuMemFreeAsync, an array's destroy) by the real call `call`,
@@ -370,18 +372,22 @@ static void rs_drv_oom(uint64_t bytes, int device)
     rs_drv_busy = 0;
 }
 
-/* The outcome of an allocation call that was to be recorded. */
-static CUresult rs_drv_allocated(CUresult r, const CUdeviceptr *dptr, uint64_t bytes)
+/* The outcome of an allocation call that was to be recorded, `admitted` bytes of it counted
+ * already (rs_drv_admit). */
+static CUresult rs_drv_allocated(CUresult r, const CUdeviceptr *dptr, uint64_t bytes, uint64_t admitted)
 {
     int device = rs_drv_device();
-    if (r == CUDA_SUCCESS && dptr && *dptr && bytes)
-        rs_drv_alloc(&rs_drv_ptrs, (uint64_t)*dptr, bytes, device, NULL);
-    else if (r == CUDA_ERROR_OUT_OF_MEMORY)
-        rs_drv_oom(bytes, device);
+    if (r == CUDA_SUCCESS && dptr && *dptr && bytes) {
+        rs_drv_alloc(&rs_drv_ptrs, (uint64_t)*dptr, bytes, device, NULL, admitted);
+        return r;
+    }
+    rs_outside_driver_unadmit(admitted, device);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) rs_drv_oom(bytes, device);
     return r;
 }
 
-/* RANKSNAP_MEMORY_LIMIT at the driver: `bytes` more on the current device within the cap. */
+/* RANKSNAP_MEMORY_LIMIT at the driver: `bytes` more on the current device within the cap,
+ * counted now (rs_outside_driver_admit), so that calls in flight together never pass it. */
 static int rs_drv_admit(uint64_t bytes)
 {
     return rs_outside_driver_admit(bytes, rs_drv_device());
@@ -456,7 +462,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     RS_REAL(RS_D_MEM_ALLOC, rs_alloc_fn, real);
     if (!rs_drv_recorded()) return real(dptr, bytes);
     if (!rs_drv_admit(bytes)) return rs_drv_refused(dptr, bytes);
-    return rs_drv_allocated(real(dptr, bytes), dptr, bytes);
+    return rs_drv_allocated(real(dptr, bytes), dptr, bytes, bytes);
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
@@ -467,7 +473,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size
     if (!rs_drv_admit((uint64_t)width * height)) return rs_drv_refused(dptr, (uint64_t)width * height);
     CUresult r = real(dptr, pitch, width, height, elem);
     uint64_t bytes = r == CUDA_SUCCESS && pitch ? (uint64_t)*pitch * height : (uint64_t)width * height;
-    return rs_drv_allocated(r, dptr, bytes);
+    return rs_drv_allocated(r, dptr, bytes, (uint64_t)width * height);
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
@@ -475,7 +481,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
     RS_REAL(RS_D_MEM_ALLOC_MANAGED, rs_managed_fn, real);
     if (!rs_drv_recorded()) return real(dptr, bytes, flags);
     const char *prev = rs_outside_driver_label("managed");
-    CUresult r = rs_drv_allocated(real(dptr, bytes, flags), dptr, bytes);
+    CUresult r = rs_drv_allocated(real(dptr, bytes, flags), dptr, bytes, 0);
     rs_outside_driver_label(prev);
     return r;
 }
@@ -494,7 +500,7 @@ static CUresult rs_alloc_async(int i, CUdeviceptr *dptr, size_t bytes, CUstream 
     if (!rs_drv_recorded() || rs_drv_capturing(s, ptsz)) return real(dptr, bytes, s);
     if (!rs_drv_admit(bytes)) return rs_drv_refused(dptr, bytes);
     rs_drv_pool_seen(NULL);
-    return rs_drv_allocated(real(dptr, bytes, s), dptr, bytes);
+    return rs_drv_allocated(real(dptr, bytes, s), dptr, bytes, bytes);
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s)
@@ -514,7 +520,7 @@ static CUresult rs_pool_async(int i, CUdeviceptr *dptr, size_t bytes, CUmemoryPo
     if (!rs_drv_recorded() || rs_drv_capturing(s, ptsz)) return real(dptr, bytes, pool, s);
     if (!rs_drv_admit(bytes)) return rs_drv_refused(dptr, bytes);
     rs_drv_pool_seen(pool);
-    return rs_drv_allocated(real(dptr, bytes, pool, s), dptr, bytes);
+    return rs_drv_allocated(real(dptr, bytes, pool, s), dptr, bytes, bytes);
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s)
@@ -559,11 +565,12 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     }
     CUresult r = real(handle, size, prop, flags);
     if (r == CUDA_SUCCESS && handle && *handle && size) {
-        rs_drv_alloc(&rs_drv_handles, RS_HKEY(*handle), size, prop->location.id, NULL);
+        rs_drv_alloc(&rs_drv_handles, RS_HKEY(*handle), size, prop->location.id, NULL, size);
         rs_ptrmap_put(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(*handle), 0);
-    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-        rs_drv_oom(size, prop->location.id);
+        return r;
     }
+    rs_outside_driver_unadmit(size, prop->location.id);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) rs_drv_oom(size, prop->location.id);
     return r;
 }
 
@@ -704,15 +711,16 @@ static uint64_t rs_drv_array_bytes(int i, void *array, uint64_t extent)
     return extent;
 }
 
-/* The outcome of an array creation that was to be recorded. */
+/* The outcome of an array creation that was to be recorded, its `extent` admitted. */
 static CUresult rs_drv_array_made(CUresult r, void *array, int req, uint64_t extent)
 {
-    if (r == CUDA_SUCCESS && array) {
-        uint64_t bytes = rs_drv_array_bytes(req, array, extent);
-        if (bytes) rs_drv_alloc(&rs_drv_arrays, (uint64_t)(uintptr_t)array, bytes, rs_drv_device(), NULL);
-    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-        rs_drv_oom(extent, rs_drv_device());
+    uint64_t bytes = r == CUDA_SUCCESS && array ? rs_drv_array_bytes(req, array, extent) : 0;
+    if (bytes) {
+        rs_drv_alloc(&rs_drv_arrays, (uint64_t)(uintptr_t)array, bytes, rs_drv_device(), NULL, extent);
+        return r;
     }
+    rs_outside_driver_unadmit(extent, rs_drv_device());
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) rs_drv_oom(extent, rs_drv_device());
     return r;
 }
 

@@ -313,13 +313,23 @@ static void rs_driver_allocator_bytes(rs_runtime *rt, int device, uint64_t *rese
 
 int rs_outside_driver_admit(uint64_t size, int device)
 {
+    if (device < 0 || device >= RS_MAX_DEVICES) return 1;
     rs_runtime *rt = rs_state_get();
     uint64_t limit = rs_outside_limit(rt);
-    if (!limit || device < 0 || device >= RS_MAX_DEVICES) return 1;
     uint64_t reserved = 0, allocated = 0;
-    if (rt) rs_driver_allocator_bytes(rt, device, &reserved, &allocated);
-    uint64_t held = atomic_load_explicit(&rs_driver_held[device], memory_order_relaxed) + reserved;
-    return held <= limit && size <= limit - held;
+    if (limit && rt) rs_driver_allocator_bytes(rt, device, &reserved, &allocated);
+    /* the check and the count in one step: of calls in flight together, those that fit */
+    unsigned long long held = atomic_load_explicit(&rs_driver_held[device], memory_order_relaxed);
+    do {
+        if (limit && (held + reserved > limit || size > limit - held - reserved)) return 0;
+    } while (!atomic_compare_exchange_weak_explicit(&rs_driver_held[device], &held, held + size,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    return 1;
+}
+
+void rs_outside_driver_unadmit(uint64_t size, int device)
+{
+    rs_driver_hold(device, size, 0);
 }
 
 int64_t rs_outside_driver_net(void)
@@ -339,7 +349,8 @@ const char *rs_outside_driver_label(const char *label)
     return prev;
 }
 
-const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, const char *label)
+const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, const char *label,
+                                    uint64_t admitted)
 {
     if (!label) label = rs_driver_label;
     int owned = !label;
@@ -353,7 +364,8 @@ const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, con
     rs_outside_add(label, (int64_t)size);
     rs_driver_net += (int64_t)size;
     atomic_fetch_add_explicit(&rs_driver_net_all, (int64_t)size, memory_order_relaxed);
-    rs_driver_hold(device, size, 1);
+    /* what rs_outside_driver_admit counted already is not counted again */
+    if (size != admitted) rs_driver_hold(device, size > admitted ? size - admitted : admitted - size, size > admitted);
     atomic_fetch_add_explicit(&rs_driver_seen, 1, memory_order_relaxed);
     if (nccl_thread && n > 0) n = rs_outside_nccl_caller(pcs, n);
     rs_runtime *rec = rs_held_outside_alloc(key, size, device, pcs, n);
