@@ -57,6 +57,29 @@ static struct {
 /* created_bytes: the memory of live handles, per device */
 static size_t n_maps, created_bytes[2], mapped_bytes;
 static size_t live_handles;
+/* The handle whose memory went last (+1; 0: none): its value is given again first, as the
+ * driver gives a freed address again at once. Under `mu`. */
+static size_t reuse_handle;
+
+/* Called once, by the next call that frees memory (cuMemFree_v2, cuMemFreeAsync, or the
+ * cuMemRelease or cuMemUnmap after which a handle's memory is gone), after the memory is freed
+ * and before the call returns: another thread's allocation in that moment, which may be given
+ * the same address or handle value (fake_driver_after_next_free, for the interposer's order of
+ * bookkeeping). */
+typedef void (*after_free_fn)(void);
+static _Atomic(after_free_fn) after_free;
+
+FAKE_EXPORT void fake_driver_after_next_free(void (*fn)(void))
+{
+    atomic_store(&after_free, fn);
+}
+
+/* The hook's turn, once `freed` says memory went (outside `mu`: the hook allocates). */
+static void freed_hook(int freed)
+{
+    after_free_fn fn = freed ? atomic_exchange(&after_free, (after_free_fn)NULL) : NULL;
+    if (fn) fn();
+}
 
 static size_t capacity(void)
 {
@@ -148,7 +171,9 @@ static CUresult fake_create(CUmemGenericAllocationHandle *h, size_t size,
     pthread_mutex_lock(&mu);
     CUresult e = CUDA_ERROR_OUT_OF_MEMORY;
     if (size <= capacity() - created_total() - live_bytes_total()) {
-        for (size_t i = 0; i < FAKE_MAX; i++) {
+        for (size_t k = 0; k < FAKE_MAX; k++) {
+            size_t i = reuse_handle && !handles[reuse_handle - 1].live ? reuse_handle - 1 : k;
+            reuse_handle = 0;
             if (handles[i].live) continue;
             int fd = memfd_create("fake-cuda-page", MFD_CLOEXEC);
             if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
@@ -172,26 +197,30 @@ static CUresult fake_create(CUmemGenericAllocationHandle *h, size_t size,
     return e;
 }
 
-/* mu held: the handle's memory goes once it is released and no longer mapped. */
-static void handle_maybe_gone(size_t i)
+/* mu held: the handle's memory goes once it is released and no longer mapped; 1 if it went. */
+static int handle_maybe_gone(size_t i)
 {
-    if (!handles[i].released || handles[i].mappings) return;
+    if (!handles[i].released || handles[i].mappings) return 0;
     close(handles[i].fd);
     handles[i].live = 0;
     created_bytes[handles[i].device] -= handles[i].size;
     live_handles--;
+    reuse_handle = i + 1;
+    return 1;
 }
 
 static CUresult fake_release(CUmemGenericAllocationHandle h)
 {
     pthread_mutex_lock(&mu);
     CUresult e = CUDA_ERROR_INVALID_VALUE;
+    int gone = 0;
     if (h >= 1 && h <= FAKE_MAX && handles[h - 1].live && !handles[h - 1].released) {
         handles[h - 1].released = 1;
-        handle_maybe_gone(h - 1);
+        gone = handle_maybe_gone(h - 1);
         e = CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&mu);
+    freed_hook(gone);
     return e;
 }
 
@@ -233,7 +262,7 @@ static CUresult fake_unmap(CUdeviceptr p, size_t size)
     uintptr_t lo = (uintptr_t)p, hi = lo + size;
     pthread_mutex_lock(&mu);
     CUresult e = CUDA_ERROR_INVALID_VALUE;
-    int cut = 0;
+    int cut = 0, gone = 0;
     for (size_t k = 0; k < n_maps; k++)
         if (maps[k].addr < hi && lo < maps[k].addr + maps[k].size &&
             (maps[k].addr < lo || maps[k].addr + maps[k].size > hi))
@@ -249,11 +278,12 @@ static CUresult fake_unmap(CUdeviceptr p, size_t size)
         mapped_bytes -= maps[k].size;
         size_t i = maps[k].handle;
         handles[i].mappings--;
-        handle_maybe_gone(i);
+        gone |= handle_maybe_gone(i);
         maps[k] = maps[--n_maps];
         e = CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&mu);
+    freed_hook(gone);
     return e;
 }
 
@@ -348,23 +378,12 @@ static CUresult fake_alloc(CUdeviceptr *dp, size_t n)
     return e;
 }
 
-/* Called once, by the next cuMemFree_v2 that succeeds, after the memory is freed and before the
- * call returns: another thread's allocation in that moment, which may be given the same address
- * (fake_driver_after_next_free, for the interposer's order of bookkeeping). */
-typedef void (*after_free_fn)(void);
-static _Atomic(after_free_fn) after_free;
 static CUresult fake_mem_free(CUdeviceptr dp);
-
-FAKE_EXPORT void fake_driver_after_next_free(void (*fn)(void))
-{
-    atomic_store(&after_free, fn);
-}
 
 FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dp)
 {
     CUresult e = fake_mem_free(dp);
-    after_free_fn fn = e == CUDA_SUCCESS ? atomic_exchange(&after_free, (after_free_fn)NULL) : NULL;
-    if (fn) fn();
+    freed_hook(e == CUDA_SUCCESS);
     return e;
 }
 
