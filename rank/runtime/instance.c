@@ -22,6 +22,7 @@
 #include "dump.h"
 #include "errors.h"
 #include "external.h"
+#include "held.h"
 #include "instance.h"
 #include "launcher.h"
 #include "live_report.h"
@@ -316,7 +317,8 @@ static ranksnap_status rs_init_locked(const void *mpi_comm)
     }
     ranksnap_status st = rs_runtime_create(mpi_comm, &rt);
     if (st != RANKSNAP_OK) return rs_pass_through(st);
-    rs_state_publish(rt);
+    rs_held_publish(rt);
+    rs_outside_adopt(rt);
     if (rt->sched.time_based && rt->opts.record) st = rs_steps_timer_start(rt);
     return st;
 }
@@ -578,6 +580,23 @@ ranksnap_status rs_instance_ensure(void)
 ranksnap_status rs_instance_ensure_wait(void)
 {
     return rs_ensure(1);
+}
+
+int rs_instance_starting(void)
+{
+    if (rs_state_get()) return 1;
+    if (atomic_load(&rs_finalized_once) || rs_state_forked() || rs_state_gave_up() != RANKSNAP_OK)
+        return 0;
+    /* RANKSNAP_DISABLE: the start on its way gives up at once, and must not find books kept */
+    static atomic_int disabled = -1;
+    int off = atomic_load_explicit(&disabled, memory_order_relaxed);
+    if (off < 0) {
+        rs_options o;
+        off = rs_options_load_one(&o, "RANKSNAP_DISABLE", NULL) == RANKSNAP_OK && o.disable;
+        rs_error_clear();
+        atomic_store_explicit(&disabled, off, memory_order_relaxed);
+    }
+    return !off;
 }
 
 int rs_instance_active(int *cuda)

@@ -30,8 +30,10 @@ void rs_outside_record(int is_alloc, const void *ptr, uint64_t size);
  * interposers, rank/intercept/driver.c): the bytes held under `label`, or when NULL under the
  * library the caller's stack shows (nccl, cublas, cudnn, torch, program), which is returned; an
  * outside_alloc event on `device`, keyed by `key` (the pointer, or cuMemCreate's handle), with the
- * stack. The free takes them out again under the label the allocation got. */
-const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, const char *label);
+ * stack; `admitted` of the bytes were counted by rs_outside_driver_admit already. The free takes
+ * them out again under the label the allocation got. */
+const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, const char *label,
+                                    uint64_t admitted);
 void rs_outside_driver_free(uint64_t key, uint64_t size, int device, const char *label);
 /* Net bytes the driver's interposers recorded on the calling thread so far: a caller that
  * measures or labels memory itself (NCCL's communicators, ncclMemAlloc, CUDA pools) takes out what
@@ -52,14 +54,22 @@ void rs_outside_set_pool_sampler(rs_outside_pool_fn fn);
 /* The label the calling thread's next driver allocations take instead of their owner's (NULL:
  * the owner's again); returns the previous one. */
 const char *rs_outside_driver_label(const char *label);
-/* 0 when `size` more bytes on `device` would take the rank past RANKSNAP_MEMORY_LIMIT, counting
- * what the driver's interposers recorded there and what the caching allocator reserved: the
- * interposer then answers out of memory, as the allocator does at its cap, so that a program
- * ranksnap sees only at the driver can be made to run out of memory on one rank. */
+/* 0 when `size` more bytes on `device` would take the rank past RANKSNAP_MEMORY_LIMIT (before the
+ * instance is up, the options' cap for the launcher's rank), counting what the driver's
+ * interposers hold there (with the requests admitted and not yet answered) and what the caching
+ * allocator reserved: the interposer then answers out of memory, as the allocator does at its
+ * cap, so that a program ranksnap sees only at the driver can be made to run out of memory on
+ * one rank. 1: the `size` bytes are counted from now, in the same step as the check, until
+ * rs_outside_driver_alloc takes them over or rs_outside_driver_unadmit gives them back (the
+ * call failed). */
 int rs_outside_driver_admit(uint64_t size, int device);
+void rs_outside_driver_unadmit(uint64_t size, int device);
 /* The driver refused `size` bytes on `device`: the rank's OOM, with the caller's stack, in the
- * history and in the snapshot's oom record when it is the last one. */
+ * history and in the snapshot's oom record when it is the last one. Before the instance is up
+ * (the driver's interposers record then: instance.h, rs_instance_starting), kept for it. */
 void rs_outside_driver_oom(uint64_t size, int device);
+/* After `rt` is published: the driver OOMs kept from before, into its oom record. */
+void rs_outside_adopt(rs_runtime *rt);
 /* At finalize, rank 0 of a preloaded run: says how to link when no allocation call reached
  * ranksnap while the device filled up (the program uses the static CUDA runtime). */
 void rs_outside_warn_if_nothing_intercepted(rs_runtime *rt);

@@ -35,8 +35,7 @@ static void rs_range_begin_locked(rs_runtime *rt, int64_t at)
 {
     rs_recorder_clear(rt->recorder);
     rs_recorder_set_enabled(rt->recorder, 1);
-    atomic_store(&rt->recording, 1);
-    rs_held_range_begin_locked(rt);
+    rs_held_range_begin_locked(rt); /* and the recording flag, with the held events */
     rt->in_range = 1;
     rs_comms_range_begin();
     rt->range_hi = at - 1;
