@@ -94,6 +94,7 @@ void rs_compare_result_free(rs_compare_result *r)
     free(r->notes);
     free(r->roles);
     free(r->role_gap_sites);
+    free(r->shared);
     free(r);
 }
 
@@ -908,6 +909,7 @@ ranksnap_status rs_compare_ex(const rs_summary *sums, const rs_snap *const *full
         r->n_ranks = m;
         st = compare_present(r, p, m, cfg);
     }
+    if (st == RANKSNAP_OK) st = rs_shared_devices_find(r->ranks, r->n_ranks, &r->shared, &r->n_shared);
     free(p);
     if (st != RANKSNAP_OK) {
         rs_compare_result_free(r);

@@ -88,6 +88,17 @@ typedef struct rs_summary {
     int32_t n_comms;
     rs_snap_comm comms[RS_SUMMARY_MAX_COMMS];
     int32_t comms_unreadable; /* the file's communicators were malformed (rs_snap.comms_error) */
+    /* What outside_peak and outside_end are measured against (rs_outside_of), and for the
+     * device's whole use why the process's own was not known (rs_outside_why). Then what NVML
+     * listed on the rank's device: the processes with a context there (this one included; 0: none
+     * listed), those of them it gave no figure for, and what the others held, in KiB: the fields
+     * are packed, the summary is at MPI's eager limit. */
+    int8_t outside_of;
+    uint8_t outside_why;
+    uint16_t device_processes;
+    uint16_t device_others_unknown;
+    uint8_t device_uuid[16];     /* the device's UUID, all 0 when not known or simulated */
+    uint32_t device_others_kib;
 } rs_summary;
 _Static_assert(sizeof(rs_summary) <= 4000, "the summary must stay under MPI's eager limit");
 
