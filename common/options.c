@@ -608,6 +608,13 @@ static const rs_opt rs_option_table[] = {
      "record the device memory the CUDA driver gives outside ranksnap's allocators (cuMemAlloc, "
      "cuMemCreate, ... by any route: NCCL's, a static runtime's); 0 leaves the driver's calls alone",
      RS_BOOL_EXPECTED, parse_word, RS_FIELD(driver), 0, 0, rs_bool_words, NULL, NULL},
+    {"RANKSNAP_NVML", "path | none", "libnvidia-ml.so.1",
+     "the NVIDIA management library (NVML), loaded when first needed, from which a rank takes its "
+     "own process's device memory (the outside column: what its process holds beyond the "
+     "allocator) and the other processes on its device; none: not asked, and outside is the "
+     "device's whole use, every process on it counted",
+     "a library path shorter than 512 bytes, or none", parse_string, RS_FIELD(nvml), 0,
+     sizeof(((rs_options *)0)->nvml), NULL, NULL, NULL},
     {"RANKSNAP_RING", NULL, "mmap",
      "where the event ring lives: a file-backed mapping in RANKSNAP_DIR that survives SIGKILL "
      "(mmap), or plain memory",

@@ -81,6 +81,8 @@ typedef struct rs_options {
     rs_ring_kind ring;            /* RANKSNAP_RING */
     int mpi;                      /* RANKSNAP_MPI: join the launcher's MPI world */
     int driver;                   /* RANKSNAP_DRIVER: record the CUDA driver's allocations */
+    char nvml[512];               /* RANKSNAP_NVML: the library that says what this process
+                                     uses of a device, "none" = not asked */
     rs_recorder_kind recorder;    /* RANKSNAP_RECORDER */
 } rs_options;
 

@@ -97,6 +97,7 @@ void rs_compare_result_free(rs_compare_result *r)
     free(r->notes);
     free(r->roles);
     free(r->role_gap_sites);
+    free(r->shared);
     free(r);
 }
 
@@ -931,6 +932,7 @@ ranksnap_status rs_compare_ex(const rs_summary *sums, const rs_snap *const *full
     if (st == RANKSNAP_OK && !cfg->roles && cfg->ungrouped && cfg->ungrouped[0])
         st = rs_compare_add_note(r, "ranks not grouped into roles: %s; --groups (RANKSNAP_GROUPS) "
                                     "declares them", cfg->ungrouped);
+    if (st == RANKSNAP_OK) st = rs_shared_devices_find(r->ranks, r->n_ranks, &r->shared, &r->n_shared);
     free(p);
     if (st != RANKSNAP_OK) {
         rs_compare_result_free(r);

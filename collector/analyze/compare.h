@@ -16,6 +16,7 @@
 
 #include "ranksnap.h"
 #include "roles.h"
+#include "shared_devices.h"
 #include "sites.h"
 #include "snapshot.h"
 #include "summary.h"
@@ -126,6 +127,8 @@ typedef struct rs_compare_result {
     int64_t role_gap;            /* heavy's median peak - light's */
     size_t n_role_gap_sites;
     rs_compare_site *role_gap_sites;
+    size_t n_shared;             /* devices more than one process used (shared_devices.h) */
+    rs_shared_device *shared;
 } rs_compare_result;
 
 /* `full[i]` is the decoded snapshot of sums[i]'s rank or NULL. world_size 0 = the largest

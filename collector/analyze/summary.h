@@ -84,6 +84,17 @@ typedef struct rs_summary {
     /* the file's communicators were malformed (rs_snap.comms_error); the communicators
      * themselves, any number of them, travel beside the summary (roles_found.h) */
     int32_t comms_unreadable;
+    /* What outside_peak and outside_end are measured against (rs_outside_of), and for the
+     * device's whole use why the process's own was not known (rs_outside_why). Then what NVML
+     * listed on the rank's device: the processes with a context there (this one included; 0: none
+     * listed), those of them it gave no figure for, and what the others held, in KiB: the fields
+     * are packed, the summary is at MPI's eager limit. */
+    int8_t outside_of;
+    uint8_t outside_why;
+    uint16_t device_processes;
+    uint16_t device_others_unknown;
+    uint8_t device_uuid[16];     /* the device's UUID, all 0 when not known or simulated */
+    uint32_t device_others_kib;
 } rs_summary;
 /* The summary is sent whole in the live gather: past MPI's eager limit (4 KiB on shared memory)
  * a send to a rank 0 that gave up on this rank could no longer be cancelled. */

@@ -19,8 +19,10 @@
 #include "alloc.h"
 #include "clock.h"
 #include "log.h"
+#include "device_share.h"
 #include "devices.h"
 #include "errors.h"
+#include "format.h"
 #include "held.h"
 #include "launcher.h"
 #include "options.h"
@@ -42,23 +44,73 @@ void rs_outside_set_pool_sampler(rs_outside_pool_fn fn)
     atomic_store_explicit(&rs_pool_sampler, fn, memory_order_release);
 }
 
-/* Device memory the allocator does not account for: CUDA context, NCCL buffers, other
- * libraries. Sampled at steps and dumps, since cudaMemGetInfo is too slow for every event. */
-uint64_t rs_outside_sample(rs_runtime *rt, uint64_t reserved)
+/* When NVML may be asked again (µs, rs_now_us), process-wide: paced by its answers' cost. */
+static _Atomic uint64_t rs_outside_next_us;
+
+/* One device's used bytes into u, and this process's own where it can be known. */
+static void rs_outside_use_add(rs_runtime *rt, rs_rt_device *d, int primary, rs_outside_use *u)
+{
+    uint64_t free_b = 0, total_b = 0, used = 0;
+    if (d->backend->ops->mem_info(d->backend, &free_b, &total_b) == RANKSNAP_OK)
+        used = total_b > free_b ? total_b - free_b : 0;
+    u->device_used += used;
+    /* the simulated device is this process's alone */
+    if (!rt->is_cuda) {
+        u->own += used;
+        return;
+    }
+    rs_device_share sh;
+    char detail[sizeof u->detail];
+    int why = rs_device_share_query(rt->opts.nvml, d->info.uuid, &sh, detail, sizeof detail);
+    if (primary) u->share = sh;
+    if (sh.own_known) {
+        u->own += sh.own_bytes;
+    } else if (u->of == RS_OUTSIDE_PROCESS) {
+        u->of = RS_OUTSIDE_DEVICE;
+        u->why = why;
+        snprintf(u->detail, sizeof u->detail, "%s", detail);
+    }
+}
+
+int rs_outside_use_now(rs_runtime *rt, rs_rt_device *only, rs_rt_device *primary, int force,
+                       rs_outside_use *out)
+{
+    uint64_t t0 = rs_now_us();
+    /* the simulated device is read from memory: no pace */
+    if (!force && rt->is_cuda && t0 < atomic_load_explicit(&rs_outside_next_us, memory_order_relaxed))
+        return 0;
+    memset(out, 0, sizeof *out);
+    out->of = RS_OUTSIDE_PROCESS;
+    if (only) {
+        rs_outside_use_add(rt, only, 1, out);
+    } else {
+        size_t n = rs_devices_count(rt);
+        for (size_t i = 0; i < n; i++) {
+            rs_rt_device *d = rs_devices_at(rt, i);
+            rs_outside_use_add(rt, d, primary ? d == primary : i == 0, out);
+        }
+    }
+    uint64_t took = rs_now_us() - t0;
+    atomic_store_explicit(&rs_outside_next_us, t0 + 100 * took, memory_order_relaxed);
+    return 1;
+}
+
+uint64_t rs_outside_use_beyond(const rs_outside_use *u, uint64_t reserved)
+{
+    uint64_t used = u->of == RS_OUTSIDE_PROCESS ? u->own : u->device_used;
+    return used > reserved ? used - reserved : 0;
+}
+
+uint64_t rs_outside_sample(rs_runtime *rt, uint64_t reserved, rs_rt_device *primary, int force,
+                           rs_outside_use *use)
 {
     rs_outside_pool_fn pools = atomic_load_explicit(&rs_pool_sampler, memory_order_acquire);
     if (pools) rs_outside_set("cuda_pool_cached", pools());
-    /* the devices the rank allocated on: what is in use on them beyond what ranksnap reserved */
-    uint64_t used = 0;
-    size_t n = rs_devices_count(rt);
-    for (size_t i = 0; i < n; i++) {
-        rs_rt_device *d = rs_devices_at(rt, i);
-        uint64_t free_b = 0, total_b = 0;
-        if (d->backend->ops->mem_info(d->backend, &free_b, &total_b) != RANKSNAP_OK) continue;
-        used += total_b > free_b ? total_b - free_b : 0;
-    }
-    uint64_t outside = used > reserved ? used - reserved : 0;
-    if (outside > rt->outside_peak) rt->outside_peak = outside;
+    rs_outside_use u;
+    if (!rs_outside_use_now(rt, NULL, primary, force, &u)) return 0;
+    uint64_t outside = rs_outside_use_beyond(&u, reserved);
+    if (outside > rt->outside_peak[u.of]) rt->outside_peak[u.of] = outside;
+    if (use) *use = u;
     return outside;
 }
 
@@ -494,17 +546,20 @@ void rs_outside_warn_if_nothing_intercepted(rs_runtime *rt)
     }
     /* the device the program runs on now: opened here if nothing had reached ranksnap */
     uint64_t known = rs_outside_labelled_bytes();
-    if (rs_devices_count(rt) == 0) {
+    int opened = rs_devices_count(rt) == 0;
+    if (opened) {
         rs_rt_device *d;
         if (rs_devices_get_current(rt, &d) != RANKSNAP_OK) return;
-        known += RS_CONTEXT_ALLOWANCE;
-    } else {
-        known += rs_devices_at(rt, 0)->outside_at_init;
     }
+    rs_outside_use use;
     rs_rt_lock(rt);
-    rs_outside_sample(rt, s.reserved_bytes);
-    uint64_t peak = rt->outside_peak;
+    rs_outside_sample(rt, s.reserved_bytes, NULL, 1, &use);
+    uint64_t peak = rt->outside_peak[use.of];
     rs_rt_unlock(rt);
+    /* the process's own use holds its context and nothing of another process's: the allowance
+     * is its baseline; the device's use held what was there when ranksnap first used it */
+    known += opened || use.of == RS_OUTSIDE_PROCESS ? RS_CONTEXT_ALLOWANCE
+                                                    : rs_devices_at(rt, 0)->outside_at_init;
     if (peak <= known || peak - known < RS_UNSEEN_GROWTH) return;
     char grown[32];
     rs_text_format_bytes(peak - known, grown, sizeof grown);

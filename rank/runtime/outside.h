@@ -7,14 +7,38 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "devices.h"
 #include "ranksnap.h"
 #include "snapshot_encode.h"
 #include "state.h"
 
-/* Device memory the allocator does not account for (CUDA context, NCCL buffers, other
- * libraries) given the allocator's `reserved` bytes; raises rt->outside_peak. Sampled at steps and
- * dumps, since cudaMemGetInfo is too slow for every event. */
-uint64_t rs_outside_sample(rs_runtime *rt, uint64_t reserved);
+/* What the rank's devices hold now, and how much of it is this process's own. */
+typedef struct rs_outside_use {
+    int of;                /* RS_OUTSIDE_PROCESS: `own` is this process's use of its devices
+                            * (NVML's figure; on the sim backend the simulated device is the
+                            * process's alone); RS_OUTSIDE_DEVICE: it is not known, `why` says why */
+    uint64_t own;
+    uint64_t device_used;  /* the devices' used bytes (total - free): every process's together */
+    rs_device_share share; /* what NVML listed on the primary device (or `only`) */
+    int why;               /* RS_OUTSIDE_DEVICE: why (rs_outside_why), in NVML's words in `detail` */
+    char detail[200];
+} rs_outside_use;
+
+/* Measures the device `only`, or with NULL every device the rank used, keeping NVML's list of
+ * `primary` (NULL: of the first) in out->share. On the cuda backend NVML is asked again only after
+ * 100 times as long as its last answer took, so that asking costs a run at most 1%: with `force` 0
+ * a measurement that comes sooner is not made (0 returned, *out untouched); 1 when made. */
+int rs_outside_use_now(rs_runtime *rt, rs_rt_device *only, rs_rt_device *primary, int force,
+                       rs_outside_use *out);
+/* The bytes beyond the framework's or the allocator's `reserved`: of the process's own use, or
+ * when that is not known, of the devices' (every process on them counted). */
+uint64_t rs_outside_use_beyond(const rs_outside_use *u, uint64_t reserved);
+/* Device memory the allocator does not account for (CUDA context, NCCL buffers, other libraries)
+ * given the allocator's `reserved` bytes, when measured (rs_outside_use_now; else 0): raises
+ * rt->outside_peak[of], and fills *use when not NULL. Sampled at steps (force 0) and dumps
+ * (force 1), since neither cudaMemGetInfo nor NVML is fast enough for every event. */
+uint64_t rs_outside_sample(rs_runtime *rt, uint64_t reserved, rs_rt_device *primary, int force,
+                           rs_outside_use *use);
 /* Adds `bytes` (negative: subtracts) to the device memory held outside the allocator under
  * `label` ("nccl", "nccl_mem", "cuda_mempool"); process-wide, kept across init and finalize,
  * written to the snapshot as totals.outside_labels. Labels are [a-z0-9_], at most 23 bytes; past

@@ -115,7 +115,7 @@ static ranksnap_status rs_steps_at(rs_runtime *rt, int64_t step)
         }
     }
     if (step > rt->range_hi) rt->range_hi = step; /* after the range it ended, if it did */
-    rs_outside_sample(rt, s.reserved_bytes);
+    rs_outside_sample(rt, s.reserved_bytes, NULL, 0, NULL);
     rs_ring_file_step(rt->ring_file, step, s.allocated_bytes, s.allocated_bytes_peak, s.reserved_bytes_peak);
     rs_recorder_append_id(rt->recorder, RS_ACT_STEP, 0, (uint64_t)step, NULL, 0);
     rs_rt_unlock(rt);
