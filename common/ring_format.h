@@ -21,6 +21,7 @@
 #define RS_RING_MAX_SEGMENTS 8192u
 #define RS_RING_ENDIAN 0x01020304u
 #define RS_RING_ALLOC_CONF_MAX 1024u
+#define RS_RING_STEPS_FROM_MAX 160u
 
 typedef struct rs_ring_segment {
     uint64_t addr;  /* 0 = free slot */
@@ -77,6 +78,9 @@ typedef struct rs_ring_header {
      * that a recovered ring replays under them; "" = PyTorch's defaults, and in a ring written
      * before the field (the header's unused bytes are zero) */
     char alloc_conf[RS_RING_ALLOC_CONF_MAX];
+    /* how the steps are numbered (a snapshot's time.steps_from): "" before anything numbered
+     * them, and in a ring written before the field */
+    char steps_from[RS_RING_STEPS_FROM_MAX];
 } rs_ring_header;
 _Static_assert(sizeof(rs_ring_header) <= RS_RING_HEADER_SIZE, "the ring header fits its 4 KiB");
 

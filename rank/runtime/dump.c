@@ -649,6 +649,7 @@ void rs_dump_on_signal(int sig)
                 rt->ring_file ? "the ring file keeps the history" : "no snapshot written");
         return;
     }
+    if (rt->ring_file) rs_ring_file_steps_from(rt->ring_file, rs_steps_how(rt)); /* steps.c */
     rs_rt_unlock(rt);
     if (rs_dump_write(NULL, 0) == RANKSNAP_OK)
         RS_INFO(RS_SUB_DUMP, "signal %d: snapshot written", sig);

@@ -100,6 +100,7 @@ typedef struct rs_runtime {
     /* how this rank's steps are numbered (steps.c): none yet, ranksnap_step, RANKSNAP_STEP_ON,
      * or found from the collectives (step_detect.c), which only the first two override */
     int step_source;             /* rs_step_source */
+    int ring_step_source;        /* the step_source whose words the ring file has (steps.c) */
     char step_how[160];          /* said in the snapshot: "ncclAllReduce x3 per step" ... */
     char app_how[160];           /* the program's own words for its steps (ranksnap_steps_from),
                                   * "" = none; guarded by `lock` */

@@ -15,8 +15,9 @@ case_report_after_oom_abort_names_the_oom_rank() {
 }
 
 # DIR RANKSNAP PYTHON: the killed rank 1 is recovered from its ring, incomplete but with its
-# peak, beside the other three; the notes name rank 1 as the one recovered from its ring, and
-# the ranks that wrote from a crash path (mpirun's SIGTERM after rank 1 died) apart from it
+# peak and the way it numbered its steps, beside the other three; the notes name rank 1 as the
+# one recovered from its ring, and the ranks that wrote from a crash path (mpirun's SIGTERM
+# after rank 1 died) apart from it
 case_report_recovers_the_killed_rank_incomplete() {
     d=$1 ranksnap=$2 python=$3
     test -e "$d/rank-00001.ring" && "$ranksnap" report "$d" --json > "$d/post.json" && "$python" -c "
@@ -25,6 +26,7 @@ r = json.load(open('$d/post.json'))
 k = [x for x in r['ranks'] if x['rank'] == 1]
 assert k and k[0]['complete'] is False and k[0]['recovered'] is True, r['ranks']
 assert k[0]['peak_allocated'] > 0
+assert k[0].get('steps_from') == 'ranksnap_step', k[0]  # its ring says how, as a snapshot would
 assert len(r['ranks']) == 4, r['ranks']
 # under load mpirun may SIGKILL another rank before its dumper is done: it is recovered too
 def named(ranks, one, many):
