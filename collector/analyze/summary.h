@@ -90,6 +90,7 @@ typedef struct rs_summary {
     int32_t n_comms;
     rs_snap_comm comms[RS_SUMMARY_MAX_COMMS];
     int32_t comms_unreadable; /* the file's communicators were malformed (rs_snap.comms_error) */
+    rs_end end;               /* how the process ended, as far as its file says (format.h) */
 } rs_summary;
 _Static_assert(sizeof(rs_summary) <= 4000, "the summary must stay under MPI's eager limit");
 

@@ -145,6 +145,8 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
     s->time.clock_offset_us = h->clock_offset_us;
     s->time.current_step = h->step;
     if (h->steps_from[0]) s->time.steps_from = rs_dup_n(h->steps_from, sizeof h->steps_from);
+    s->end = h->end;
+    s->end.flags &= RS_END_KNOWN_;
     s->n_streams = h->n_streams ? (size_t)h->n_streams : 1;
     s->streams = calloc(s->n_streams, sizeof *s->streams);
     rs_snap_history *hi = &s->history;

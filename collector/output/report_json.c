@@ -14,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "endings.h"
 #include "errors.h"
 #include "json_write.h"
 #include "report_json.h"
@@ -111,6 +112,12 @@ static void json_rank(FILE *f, const rs_summary *s, const char *role, const rs_s
         fputs(", ", f);
         json_key(f, "steps_from");
         rs_json_string(f, s->steps_from, RS_JSON_PLAIN);
+    }
+    char words[1024];
+    if (rs_endings_words(&s->end, words, sizeof words)) { /* only where the file says it */
+        fputs(", ", f);
+        json_key(f, "ended");
+        rs_json_string(f, words, RS_JSON_PLAIN);
     }
     fprintf(f,
             ", \"peak_allocated\": %" PRIu64 ", \"peak_reserved\": %" PRIu64

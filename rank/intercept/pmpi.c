@@ -3,7 +3,8 @@
  *
  * MPI_Init, MPI_Init_thread and MPI_Finalize are wrapped: ranksnap starts on MPI_COMM_WORLD right
  * after the real init and gathers, reports and shuts down right before the real finalize, while
- * MPI still works. A few collectives are wrapped only to number steps (RANKSNAP_STEP_ON, or found from their
+ * MPI still works; MPI_Abort, so that the rank's end is noted and its range written first. A few
+ * collectives are wrapped only to number steps (RANKSNAP_STEP_ON, or found from their
  * period: rank/runtime/step_detect.c), and the calls that make communicators to record them, with
  * the all-reduces made on each (rank/runtime/comms.c: the ranks' roles are found from them). The
  * wrappers are in the library, so they take effect when it is preloaded (ranksnap-run) or linked
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "comms.h"
+#include "ending.h"
 #include "errors.h"
 #include "log.h"
 #include "steps.h"
@@ -60,6 +62,14 @@ RS_EXPORT int MPI_Finalize(void)
     if (st != RANKSNAP_OK) RS_WARN(RS_SUB_MPI, "finalize: %s", ranksnap_last_error());
     rs_world_disown();
     return PMPI_Finalize();
+}
+
+/* Open MPI's MPI_Abort ends the process without its exit handlers: the rank notes how it ends
+ * and writes its open range first (rank/runtime/ending.c), without MPI. */
+RS_EXPORT int MPI_Abort(MPI_Comm comm, int errorcode)
+{
+    rs_ending_mpi_abort(errorcode);
+    return PMPI_Abort(comm, errorcode);
 }
 
 /* A communicator the program made, recorded (rank/runtime/comms.c) with an id that every member

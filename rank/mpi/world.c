@@ -54,6 +54,20 @@ void rs_world_abort(int code)
     abort();
 }
 
+/* MPI_Initialized and MPI_Finalized may be called at any time, from any state of MPI. */
+int rs_world_up(void)
+{
+    int inited = 0, finalized = 0;
+    PMPI_Initialized(&inited);
+    PMPI_Finalized(&finalized);
+    return inited && !finalized;
+}
+
+int rs_world_left_open(void)
+{
+    return !rs_we_own_mpi && rs_world_up();
+}
+
 void rs_world_release(void)
 {
     if (!rs_we_own_mpi) return;
@@ -132,6 +146,16 @@ void rs_world_disown(void)
 
 void rs_world_release(void)
 {
+}
+
+int rs_world_up(void)
+{
+    return 0;
+}
+
+int rs_world_left_open(void)
+{
+    return 0;
 }
 
 void rs_world_abort(int code)

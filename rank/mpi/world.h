@@ -31,6 +31,11 @@ void rs_world_disown(void);
 /* Finalises MPI if ranksnap initialised it. */
 void rs_world_release(void);
 
+/* 1 while MPI is initialized and not finalized; rs_world_left_open: and not by ranksnap (the
+ * program's own MPI, which it did not finalize yet). Safe at any time, without communication. */
+int rs_world_up(void);
+int rs_world_left_open(void);
+
 /* MPI_Abort on MPI_COMM_WORLD when MPI is up, else abort(): RANKSNAP_ON_OOM=dump-and-abort. */
 void rs_world_abort(int code);
 

@@ -202,6 +202,14 @@ void rs_ring_file_steps_from(rs_ring_file *f, const char *how)
     snprintf(f->hdr->steps_from, sizeof f->hdr->steps_from, "%s", how);
 }
 
+void rs_ring_file_end(rs_ring_file *f, const rs_end *end)
+{
+    if (!f) return;
+    f->hdr->end.status = end->status;
+    f->hdr->end.abort_code = end->abort_code;
+    f->hdr->end.flags = end->flags; /* last: the flags say which of the values are there */
+}
+
 const char *rs_ring_file_path(const rs_ring_file *f)
 {
     return f->path;

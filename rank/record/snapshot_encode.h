@@ -13,6 +13,7 @@
 
 #include "alloc.h"
 #include "backend.h"
+#include "format.h"
 #include "options.h"
 #include "recorder.h"
 #include "stacks.h"
@@ -83,6 +84,7 @@ typedef struct rs_snapshot_src {
     uint64_t time_us;               /* when the snapshot was taken                   */
     size_t n_comms;                 /* 0: the file says nothing of communicators     */
     const rs_snapshot_comm *comms;
+    rs_end end;                     /* how the process is ending (format.h); 0: it is not */
 } rs_snapshot_src;
 
 /* Encodes into a malloc'ed buffer the caller frees. */

@@ -19,6 +19,7 @@
 #include "coord.h"
 #include "devices.h"
 #include "dump.h"
+#include "ending.h"
 #include "errors.h"
 #include "external.h"
 #include "instance.h"
@@ -213,40 +214,58 @@ fail:
 static int rs_runtime_should_retire(rs_runtime *rt);
 static void rs_runtime_retire(rs_runtime *rt);
 
-/* For processes whose MPI ranksnap started: gather and finalise MPI even if the program never
- * calls ranksnap_finalize. A program that leaves failing (exit(1), a non-zero return from main)
- * is abandoned first, as ranksnap_abandon says: its peers may wait for it in a collective of the
- * program's, and would leave the gather, and the MPI world ranksnap joined, waiting until
- * RANKSNAP_GATHER_TIMEOUT; it writes its own snapshot and leaves at once. The status is what
- * glibc's on_exit gives; elsewhere (atexit, which cannot see it) every exit is taken as ending
- * well. */
-static void rs_exit_finalize(int status)
+/* The exit path, registered at every start (glibc's on_exit gives the status; elsewhere atexit,
+ * which cannot see it, and every exit is taken as ending well). A process whose MPI ranksnap
+ * started, or that ranksnap started in from an intercepted call, does not call
+ * ranksnap_finalize: ending well (status 0), it is finalized here, its open range gathered and
+ * reported. Every other exit that finds ranksnap running goes to ending.c, which notes how the
+ * rank ended and writes its open range without a collective: a failing status (its peers may wait
+ * for it in a collective of the program's, and would leave the gather waiting until
+ * RANKSNAP_GATHER_TIMEOUT), the program's own MPI left unfinalized (the launcher ends the job),
+ * or a program that started ranksnap itself and never finalized it. A forked child's exit is
+ * not the rank's (finalize and ending.c do nothing there). */
+static atomic_int rs_finalize_at_exit;
+
+static void rs_exit_path(int status)
 {
-    if (status != 0) ranksnap_abandon();
-    ranksnap_finalize();
+    if (rs_state_forked()) return;
+    int mpi_open = rs_world_left_open(), finalize = atomic_load(&rs_finalize_at_exit);
+    if (!rs_state_get()) {
+        /* not running (a start that failed passes calls through): the MPI it started is still
+         * finalized on a good exit, left to die with the process on a failing one */
+        if (!finalize) return;
+        if (status != 0) ranksnap_abandon();
+        ranksnap_finalize();
+        return;
+    }
+    if (status == 0 && !mpi_open && finalize && !rs_state_abandoned())
+        ranksnap_finalize();
+    else
+        rs_ending_exit(status, mpi_open);
 }
 
 #if defined(__GLIBC__)
-static void rs_on_exit_finalize(int status, void *arg)
+static void rs_on_exit(int status, void *arg)
 {
     (void)arg;
-    rs_exit_finalize(status);
+    rs_exit_path(status);
 }
 #else
-static void rs_atexit_finalize(void)
+static void rs_atexit(void)
 {
-    rs_exit_finalize(0);
+    rs_exit_path(0);
 }
 #endif
 
-/* rs_init_lock held. */
-static void rs_atexit_finalize_once(void)
+/* rs_init_lock held. `finalize`: the program will not finalize ranksnap (see above). */
+static void rs_exit_path_once(int finalize)
 {
+    if (finalize) atomic_store(&rs_finalize_at_exit, 1);
     if (rs_atexit_registered) return;
 #if defined(__GLIBC__)
-    if (on_exit(rs_on_exit_finalize, NULL) == 0) rs_atexit_registered = 1;
+    if (on_exit(rs_on_exit, NULL) == 0) rs_atexit_registered = 1;
 #else
-    if (atexit(rs_atexit_finalize) == 0) rs_atexit_registered = 1;
+    if (atexit(rs_atexit) == 0) rs_atexit_registered = 1;
 #endif
 }
 
@@ -310,11 +329,12 @@ static ranksnap_status rs_init_locked(const void *mpi_comm)
             return rs_pass_through(rs_error(RANKSNAP_ERR_MPI, "ranksnap_init: launched as one of "
                                             "several ranks, but MPI_Init_thread failed "
                                             "(RANKSNAP_MPI=0 keeps ranksnap off MPI)"));
-        if (joined > 0) rs_atexit_finalize_once();
+        if (joined > 0) rs_exit_path_once(1);
     }
     ranksnap_status st = rs_runtime_create(mpi_comm, &rt);
     if (st != RANKSNAP_OK) return rs_pass_through(st);
     rs_state_publish(rt);
+    rs_exit_path_once(0);
     if (rt->sched.time_based && rt->opts.record) st = rs_steps_timer_start(rt);
     return st;
 }
@@ -561,7 +581,7 @@ static ranksnap_status rs_ensure(int wait)
             st = RANKSNAP_ERR_NOT_INITIALIZED;
         else if ((st = rs_init_locked(NULL)) == RANKSNAP_OK)
             /* the program will not call ranksnap_finalize: the range is written at exit */
-            rs_atexit_finalize_once();
+            rs_exit_path_once(1);
         /* else passing through, the reason said once (rs_pass_through) */
     }
     pthread_mutex_unlock(&rs_init_lock);
