@@ -3,8 +3,8 @@
  * from the median, since which step, growing or constant, and from which allocation sites.
  *
  * The rules, also in docs/FORMAT.md ("How the verdicts are reached"):
- * - ranks with no data: a rank that recorded nothing (no allocation, no OOM: killed at start-up)
- *   is listed as such and left out of everything below.
+ * - ranks with no data: a rank that recorded nothing (no allocation, no OOM; endings.h says why,
+ *   as far as its file does) is listed as such and left out of everything below.
  * - median: of peak_allocated (for a rank whose memory was seen only outside the allocator, at the
  *   CUDA driver: the peak of that) over the ranks with data that did not run out of memory (an OOM
  *   cuts a rank's history short, so its peak says little about the others'); over every rank
@@ -670,7 +670,7 @@ static ranksnap_status divergent_verdict(rs_compare_result *r, const present *p,
 }
 
 /* A rank that recorded nothing: no allocation, no reservation, no memory outside the allocator
- * recorded as it was taken, no OOM (killed at start-up, a ring recovered before its first event). */
+ * recorded as it was taken, no OOM (what its file says of why: endings.h). */
 static int no_data(const rs_summary *s)
 {
     return !s->oom && s->peak_allocated == 0 && s->peak_reserved == 0 && s->recorded_outside_peak == 0;

@@ -1,8 +1,9 @@
 /*
- * endings.c — what a rank's file says of how its process ended, in the words of the reports.
+ * endings.c — what a rank's file says of how its process ended, and why a rank has no data, in
+ * the words of the reports.
  *
- * Every sentence rests on what the file recorded (format.h's rs_end, the file it left) and says
- * so; where the file recorded nothing, the sentence says that the
+ * Every sentence rests on what the file recorded (format.h's rs_end, the steps it marked, the
+ * settings it ran under) and says so; where the file recorded nothing, the sentence says that the
  * cause was not recorded and what would tell, never a guessed one.
  */
 #include <inttypes.h>
@@ -107,5 +108,37 @@ size_t rs_endings_note(const rs_summary *s, int many, char *buf, size_t n)
         put(buf, n, &used, "wrote %s snapshot%s from a crash path (a fatal signal; the file does not "
             "say which): %s state may be mid-update", its, sn, its);
     }
+    return used;
+}
+
+size_t rs_endings_no_data_why(const rs_summary *s, char *buf, size_t n)
+{
+    size_t used = 0;
+    if (!n) return 0;
+    buf[0] = '\0';
+    char how[256];
+    rs_endings_words(&s->end, how, sizeof how);
+    if (how[0])
+        put(buf, n, &used, "it %s%s", how, s->recovered ? " without writing its snapshot" : "");
+    else if (s->recovered)
+        put(buf, n, &used, "it ended before recording anything, and how it ended was not recorded");
+    if (s->n_steps > 0) {
+        put(buf, n, &used, "%sit marked steps ", used ? "; " : "");
+        if (s->step_stride == 1 && s->n_steps > 1)
+            put(buf, n, &used, "%" PRId64 " to %" PRId64, s->step_first, s->step_first + s->n_steps - 1);
+        else if (s->n_steps > 1)
+            put(buf, n, &used, "from %" PRId64, s->step_first);
+        else
+            put(buf, n, &used, "%" PRId64, s->step_first);
+        put(buf, n, &used, ", so it ran through its range");
+    }
+    if (s->driver == 0)
+        put(buf, n, &used, "%sRANKSNAP_DRIVER=0 was set for this run: device memory the CUDA driver "
+            "gave outside ranksnap's allocators (a statically linked CUDA runtime's, NCCL's, "
+            "cuMemAlloc's) was not recorded; unset it to record that memory", used ? "; " : "");
+    else if (!s->recovered && !how[0])
+        put(buf, n, &used, "%snone of its allocation calls reached ranksnap, or it allocated no "
+            "device memory (what ranksnap intercepts: docs/GPU.md, \"Interception\")",
+            used ? "; " : "");
     return used;
 }

@@ -1,6 +1,6 @@
 /*
- * endings.h — how a rank's process ended, in the reports' words, from what its file recorded
- * (endings.c).
+ * endings.h — how a rank's process ended and why a rank has no data, in the reports' words, from
+ * what its file recorded (endings.c).
  */
 #ifndef RANKSNAP_ENDINGS_H
 #define RANKSNAP_ENDINGS_H
@@ -20,5 +20,8 @@ size_t rs_endings_words(const rs_end *e, char *buf, size_t n);
  * for a rank whose file was written at a range's end, an OOM or ranksnap_dump. */
 size_t rs_endings_note(const rs_summary *s, int many, char *buf, size_t n);
 
+/* Why a rank with no data has none, as far as its file says: how it ended, the steps it marked
+ * (it ran through its range), RANKSNAP_DRIVER=0 (a setting, said as one). */
+size_t rs_endings_no_data_why(const rs_summary *s, char *buf, size_t n);
 
 #endif

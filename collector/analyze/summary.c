@@ -166,6 +166,7 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
     out->oom = s->has_oom;
     out->comms_unreadable = s->comms_error[0] != '\0';
     out->end = s->end;
+    out->driver = s->recorder.driver;
     for (size_t i = 0; i < s->n_comms && out->n_comms < RS_SUMMARY_MAX_COMMS; i++)
         /* a framework's named dimension counts at any size (dp=1 in a pipeline of two) */
         if (s->comms[i].name[0] || (s->comms[i].size > 1 && s->comms[i].size < s->world_size))

@@ -41,6 +41,7 @@ typedef struct rs_summary {
     int32_t complete;            /* 0: written from a crash path / recovered ring */
     int32_t recovered;           /* 1: rebuilt from the event ring a dead rank left (ring_decode.c) */
     int32_t oom;
+    int32_t driver;              /* RANKSNAP_DRIVER in force: 1, 0 (set off), -1 the file does not say */
     char host[64];
     char job[64];
     char steps_from[96];         /* how the rank numbered its steps, "" = not said */

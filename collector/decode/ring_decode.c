@@ -136,6 +136,7 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
     s->device.uuid = rs_dup_n("", 1);
     s->device.total_bytes = h->device_total;
     s->recorder.stacks = rs_dup_n("none", 8);
+    s->recorder.driver = -1;
     s->recorder.max_entries = h->capacity;
     s->allocator.memory_limit = h->memory_limit;
     s->allocator.conf = conf;

@@ -292,6 +292,7 @@ static ranksnap_status read_settings(const mapv *top, rs_snap *s)
     RS_CHECK(m_u64(&r, "max_entries", &s->recorder.max_entries));
     RS_CHECK(m_str(&r, "stacks", &s->recorder.stacks));
     RS_CHECK(m_int(&r, "stack_depth", 0, INT32_MAX, &s->recorder.stack_depth));
+    RS_CHECK(m_bool_opt(&r, "driver", -1, &s->recorder.driver));
     return RANKSNAP_OK;
 }
 

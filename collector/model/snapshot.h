@@ -58,6 +58,8 @@ typedef struct rs_snap_recorder {
     uint64_t max_entries;
     char *stacks;             /* "native", "fp", "none"                    */
     int stack_depth;
+    int driver;               /* RANKSNAP_DRIVER: 1 the driver's allocations were recorded, 0 the
+                                 setting turned it off, -1 the file does not say */
 } rs_snap_recorder;
 
 typedef struct rs_snap_range {

@@ -242,10 +242,13 @@ static void write_settings(enc *e, const rs_snapshot_src *src)
     kv_str(e, "alloc_conf_given", c->text);
 
     key(e, "recorder_settings");
-    put_map(e, 3);
+    put_map(e, 4);
     kv_u64(e, "max_entries", o->max_entries);
     kv_str(e, "stacks", stacks_mode_name(o->stacks));
     kv_i64(e, "stack_depth", o->stack_depth);
+    /* a rank that recorded nothing may owe it to this setting: the report says so */
+    key(e, "driver");
+    put_bool(e, o->driver);
 }
 
 static void write_time(enc *e, const rs_snapshot_src *src)

@@ -5,7 +5,7 @@
  * each way a program ends — exit() from main, from a thread, from a signal handler, exit(0)
  * without ranksnap_finalize, _exit, SIGKILL, SIGTERM, a forked helper's exit — and the files it
  * left are read back; then the words the reports build on them (collector/analyze/endings.h),
- * from summaries made to order.
+ * and why a rank with no data has none, from summaries made to order.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -239,6 +239,7 @@ static rs_summary summary_ended(uint32_t flags, int32_t status, int complete, in
     s.world_size = 4;
     s.complete = complete;
     s.recovered = recovered;
+    s.driver = -1;
     s.end = (rs_end){flags, status, status};
     return s;
 }
@@ -302,6 +303,34 @@ TEST(notes_say_which_file_the_end_left)
     CHECK_STR_CONTAINS(many, "their snapshots were written on that signal");
 }
 
+TEST(no_data_rests_on_what_the_file_shows)
+{
+    char why[1024];
+    /* it ran through its range with the driver's layer off by setting */
+    rs_summary s = summary_ended(0, 0, 1, 0);
+    s.n_steps = 4;
+    s.step_stride = 1;
+    s.step_first = 2;
+    s.driver = 0;
+    rs_endings_no_data_why(&s, why, sizeof why);
+    CHECK_STR_CONTAINS(why, "it marked steps 2 to 5, so it ran through its range");
+    CHECK_STR_CONTAINS(why, "RANKSNAP_DRIVER=0 was set for this run");
+    CHECK(!strstr(why, "killed") && !strstr(why, "start-up"));
+    /* the driver's layer on: the calls did not reach ranksnap, as far as it can tell */
+    s.driver = 1;
+    rs_endings_no_data_why(&s, why, sizeof why);
+    CHECK(!strstr(why, "RANKSNAP_DRIVER"));
+    CHECK_STR_CONTAINS(why, "none of its allocation calls reached ranksnap, or it allocated no device memory");
+    /* it exited before its range */
+    s = summary_ended(RS_END_EXIT | RS_END_MPI_OPEN, 1, 0, 1);
+    rs_endings_no_data_why(&s, why, sizeof why);
+    CHECK(!strcmp(why, "it exited with status 1 before MPI_Finalize without writing its snapshot"));
+    /* a ring with nothing in it and nothing of its end */
+    s = summary_ended(0, 0, 0, 1);
+    rs_endings_no_data_why(&s, why, sizeof why);
+    CHECK(!strcmp(why, "it ended before recording anything, and how it ended was not recorded"));
+}
+
 int main(void)
 {
     if (scratch_dir_make(tmpdir, sizeof tmpdir, "ranksnap-endings") != 0) return 1;
@@ -314,5 +343,6 @@ int main(void)
     RUN(forked_helper_exiting_writes_nothing_of_the_rank);
     RUN(words_say_each_part_of_the_end_in_order);
     RUN(notes_say_which_file_the_end_left);
+    RUN(no_data_rests_on_what_the_file_shows);
     return scratch_dir_done(tmpdir, check_summary());
 }
