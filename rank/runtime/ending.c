@@ -17,6 +17,7 @@
 #include "dump.h"
 #include "ending.h"
 #include "log.h"
+#include "ranksnap.h"
 #include "state.h"
 
 /* exit() called on a thread other than the process's first (Linux: its thread id is the pid). */
@@ -54,4 +55,9 @@ void rs_ending_mpi_abort(int code)
     char why[48];
     snprintf(why, sizeof why, "MPI_Abort(%d)", code);
     (void)rs_dump_on_the_way_out(rt, 1, 1, why);
+}
+
+void ranksnap_exiting(int status)
+{
+    rs_state_note_end(RS_END_EXIT | (rs_ending_off_main() ? RS_END_OFF_MAIN : 0), status);
 }
