@@ -27,6 +27,7 @@
 #include "launcher.h"
 #include "live_report.h"
 #include "log.h"
+#include "mpi_host.h"
 #include "outside.h"
 #include "passthrough.h"
 #include "postmortem.h"
@@ -117,6 +118,23 @@ static void rs_own_job(const rs_options *o, const char *host, char *buf, size_t 
         rs_launcher_job(host, buf, n);
 }
 
+/* An MPI world of one (a process that initialised MPI as a singleton: mpi4py imported, as
+ * Lightning does when it looks for an MPI launcher) numbers nothing: the rank is the framework's
+ * (ranksnap_set_identity), and the gather goes its way. Its coordinator becomes a world of one
+ * without MPI. */
+static ranksnap_status rs_leave_singleton_world(rs_runtime *rt)
+{
+    if (!rs_coord_comm(rt->coord)) return RANKSNAP_OK;
+    rs_coord *alone = NULL;
+    ranksnap_status st = rs_coord_create(NULL, &alone);
+    if (st == RANKSNAP_OK) {
+        rs_coord *singleton = rt->coord;
+        rt->coord = alone;
+        rs_coord_destroy(singleton);
+    }
+    return st;
+}
+
 /* rs_init_lock held. */
 static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
 {
@@ -137,7 +155,10 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
     rt->world_size = rs_launcher_size(1);
     if (rt->world_size <= rt->rank) rt->world_size = rt->rank + 1;
     if ((st = rs_coord_create(mpi_comm, &rt->coord)) != RANKSNAP_OK) goto fail;
-    if (mpi_comm) {
+    if (rs_ident.set && rs_coord_size(rt->coord) == 1 && (st = rs_leave_singleton_world(rt)) != RANKSNAP_OK)
+        goto fail;
+    /* a communicator given with no MPI plugin for it: a world of one, ranks as the launcher says */
+    if (rs_coord_comm(rt->coord)) {
         rt->rank = rs_coord_rank(rt->coord);
         rt->world_size = rs_coord_size(rt->coord);
     } else if (rs_ident.set) {
@@ -290,6 +311,8 @@ static ranksnap_status rs_init_locked(const void *mpi_comm)
     ranksnap_status gave_up = rs_state_gave_up();
     if (gave_up != RANKSNAP_OK) return gave_up;
     rs_runtime *rt = NULL;
+    /* the MPI plugin's wrappers record into this runtime once it is taken */
+    rs_mpi_host_install();
     /* A PyTorch job's process that its launcher started without a rank (Lightning's) learns it
      * from torch.distributed (ranksnap_set_identity): until then it writes nothing, rather than
      * files under a guessed rank 0 that another rank's would meet. Not a failure: a later call
@@ -361,15 +384,7 @@ ranksnap_status ranksnap_set_identity(int rank, int world_size, const char *job)
             st = rs_error(RANKSNAP_ERR_UNSUPPORTED, "ranksnap_set_identity: rank %d of %d in the MPI "
                           "world, not %d of %d", rt->rank, rt->world_size, rank, world_size);
         } else {
-            if (rs_coord_comm(rt->coord)) {
-                rs_coord *alone = NULL;
-                st = rs_coord_create(NULL, &alone);
-                if (st == RANKSNAP_OK) {
-                    rs_coord *singleton = rt->coord;
-                    rt->coord = alone;
-                    rs_coord_destroy(singleton);
-                }
-            }
+            st = rs_leave_singleton_world(rt);
             if (st == RANKSNAP_OK) st = rs_dump_reidentify(rt, rank, world_size, want);
         }
         if (st == RANKSNAP_OK) {
