@@ -127,9 +127,14 @@ static int rs_mp_open_mpi(const char *family, char *why, size_t n)
 
 static void rs_mp_take(const rs_mpi_ops *m, const char *have, const char *version, const char *what)
 {
-    if (!m || m->abi != RS_MPI_ABI) {
+    if (!m) {
+        rs_mp_say("%s found no MPI library in the process to bind to (an MPI loaded after the "
+                  "plugin cannot be used)", what);
+        return;
+    }
+    if (m->abi != RS_MPI_ABI) {
         rs_mp_say("%s is of another ranksnap build (plugin ABI %d, this library's %d): install "
-                  "both from one build", what, m ? m->abi : -1, RS_MPI_ABI);
+                  "both from one build", what, m->abi, RS_MPI_ABI);
         return;
     }
     if (have && *have && strcmp(have, m->family) != 0) {

@@ -19,6 +19,7 @@
 #include <mpi.h>
 
 #include "mpi_abi.h"
+#include "mpi_weak.h"
 #include "plugin.h"
 
 #if defined(OPEN_MPI)
@@ -48,6 +49,18 @@ void rs_mp_wrapper_init(int inside)
 void rs_mp_disown(void)
 {
     atomic_store(&rs_mp_we_own_mpi, 0);
+}
+
+/* MPI was in the process when the plugin was loaded, so its weak references are bound
+ * (mpi_weak.h). Loaded before it — preloaded into a process that opens an MPI later, a child of
+ * an MPI program — they stay unbound: the plugin then takes no part (no ranksnap start in its
+ * MPI_Init, no operations for the library), and its wrappers only pass calls on. */
+int rs_mp_armed(void)
+{
+#if defined(OPEN_MPI)
+    if (!&ompi_mpi_comm_world) return 0;
+#endif
+    return PMPI_Init_thread != NULL && PMPI_Comm_dup != NULL;
 }
 
 static void mp_attach(const rs_mpi_host *host)
@@ -261,5 +274,5 @@ __attribute__((visibility("default"))) const rs_mpi_ops *ranksnap_mpi_plugin(voi
 
 const rs_mpi_ops *ranksnap_mpi_plugin(void)
 {
-    return &rs_mp_ops;
+    return rs_mp_armed() ? &rs_mp_ops : NULL;
 }

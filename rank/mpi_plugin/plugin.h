@@ -10,6 +10,10 @@
  * in a process where ranksnap never started: the wrappers then only pass calls on. */
 const rs_mpi_host *rs_mp_host(void);
 
+/* 1 when the process's MPI was there when the plugin was loaded (plugin.c): else the wrappers
+ * start nothing and record nothing. */
+int rs_mp_armed(void);
+
 /* The MPI_Init wrappers bracket their ranksnap_init with 1 and 0, so that no join happens from
  * inside it. */
 void rs_mp_wrapper_init(int inside);

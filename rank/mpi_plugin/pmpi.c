@@ -25,6 +25,7 @@
 
 #include <mpi.h>
 
+#include "mpi_weak.h"
 #include "plugin.h"
 #include "ranksnap.h"
 
@@ -40,8 +41,8 @@
  * if ranksnap were not there: nothing to do here about it. */
 static void rs_start_on_world(void)
 {
+    if (!ranksnap_init || !rs_mp_armed()) return;
     MPI_Comm world = MPI_COMM_WORLD;
-    if (!ranksnap_init) return;
     rs_mp_wrapper_init(1);
     (void)ranksnap_init(&world);
     rs_mp_wrapper_init(0);

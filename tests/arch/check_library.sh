@@ -5,8 +5,9 @@
 # decoder, torch export, replay, ring decoder or step inference. The pickle reader a PyTorch job's
 # ranks load on demand (libranksnap_reader.so) exports ranksnap_reader_* only, and has the
 # decoder. Each MPI plugin (libranksnap-mpi-FAMILY.so) exports its MPI_* wrappers and
-# ranksnap_mpi_plugin only, and is linked with neither an MPI library nor libranksnap.so (its PMPI
-# calls bind to the process's MPI, its calls into ranksnap are weak).
+# ranksnap_mpi_plugin only, is linked with neither an MPI library nor libranksnap.so (its PMPI
+# calls bind to the process's MPI, its calls into ranksnap are weak), and loads in a process that
+# has no MPI.
 lib=$1 reader=${2:-}
 [ $# -ge 2 ] && shift 2 || shift $#
 exports=$(nm -D --defined-only "$lib" | awk '{print $3}')
@@ -46,5 +47,9 @@ for plugin in "$@"; do
         echo "$plugin is linked with an MPI library or libranksnap.so"
         exit 1
     fi
-    echo "ok: $plugin exports $(printf '%s\n' "$pexports" | wc -l) MPI wrappers and its entry, needs no MPI"
+    # preloaded into a process without MPI (ranksnap-run's preload reaches an MPI program's
+    # children), every reference bound at once: it loads, and does nothing
+    LD_BIND_NOW=1 LD_PRELOAD="$plugin" sh -c true 2>&1 | grep . &&
+        { echo "$plugin does not load in a process without MPI"; exit 1; }
+    echo "ok: $plugin exports $(printf '%s\n' "$pexports" | wc -l) MPI wrappers and its entry, needs no MPI, loads without it"
 done
