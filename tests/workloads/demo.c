@@ -378,8 +378,10 @@ static int train_step(const demo_cfg *c, model *m, uint64_t batch, int step)
 
 int main(int argc, char **argv)
 {
-    /* The rank is known from the launcher before MPI_Init, for the flags that must act early. */
+    /* The rank is known from the launcher before MPI_Init, for the flags that must act early:
+     * Open MPI's mpirun, or MPICH's Hydra, says it. */
     const char *er = getenv("OMPI_COMM_WORLD_RANK");
+    if (!er) er = getenv("PMI_RANK");
     if (er) rank_ = atoi(er);
     demo_cfg c;
     if (parse_args(argc, argv, &c)) return 2;
@@ -396,6 +398,7 @@ int main(int argc, char **argv)
         /* one GPU per rank, chosen before MPI_Init, where ranksnap's cuda backend takes the
          * current device */
         const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        if (!lr) lr = getenv("MPI_LOCALRANKID");
         int ndev = 0;
         if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
             fprintf(stderr, "ranksnap-demo: --comm nccl needs a GPU\n");
