@@ -1,12 +1,13 @@
 #!/bin/bash
 # The whole test suite, as CI runs it (.ci/run): the commit subjects' length, a warnings-as-errors
-# build with the unit and MPI tests, the MPI tests again under MPICH, report.html in a headless
-# browser, an ASan/UBSan build of the unit tests, the thread test under ThreadSanitizer, and short
-# libFuzzer runs of the three decoders. GPU tests (label gpu) skip with a reason where no GPU is.
-# Every other skipped test is listed with its reason at the end of its step; in CI (CI=true) it
-# fails the suite, as tests/setup-deps.sh fails on a missing prerequisite: CI must not go green
-# having left a part of the suite out. The one exception is said where it is: the MPI tests under
-# MPICH skip what only Open MPI's mpirun does, each saying what.
+# build with the unit and MPI tests, the MPI tests again under MPICH, the wheel (built, installed
+# into a fresh venv, run without MPI and with it), report.html in a headless browser, an ASan/UBSan
+# build of the unit tests, the thread test under ThreadSanitizer, and short libFuzzer runs of the
+# three decoders. GPU tests (label gpu) skip with a reason where no GPU is. Every other skipped
+# test is listed with its reason at the end of its step; in CI (CI=true) it fails the suite, as
+# tests/setup-deps.sh fails on a missing prerequisite: CI must not go green having left a part of
+# the suite out. The one exception is said where it is: the MPI tests under MPICH skip what only
+# Open MPI's mpirun does, each saying what.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -56,6 +57,9 @@ step "MPI tests under MPICH's mpiexec (Hydra): its plugin, the tests' programs b
 cmake -S . -B build-mpich -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRANKSNAP_WERROR=ON -DRANKSNAP_MPI=mpich >/dev/null
 cmake --build build-mpich -j "$jobs"
 SKIPS_SAID="under MPICH" tests build-mpich -L mpi --output-on-failure -j "$jobs"
+
+step "the wheel: built offline, installed into a fresh venv, a torchrun job without MPI, an mpirun job, uninstalled"
+tests build-ci -L wheel --output-on-failure
 
 step "report.html in headless chromium (label html; skipped with a reason where chromium is absent, an error in CI)"
 tests build-ci -L html --output-on-failure -j "$jobs"
