@@ -75,6 +75,7 @@ typedef struct report_file {
     int is_ring;      /* recovered from a ring file a dead rank left */
     rs_snap *snap;    /* the whole snapshot when the first pass kept it, else NULL */
     rs_summary_sites sites; /* its sites in full, made with the summary (a small job's, or read again) */
+    rs_rank_comms comms; /* its communicators, for the roles (roles_found.h) */
     rs_timeline *tl;  /* its timeline when a page is wanted (NULL: none could be made) */
     ranksnap_status tl_st;
 } report_file;
@@ -82,6 +83,7 @@ typedef struct report_file {
 static void report_file_release(report_file *f)
 {
     rs_summary_sites_free(&f->sites);
+    rs_rank_comms_free(&f->comms);
     rs_snap_free(f->snap);
     rs_timeline_free(f->tl);
     f->snap = NULL;
@@ -575,18 +577,21 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
     memset(&found, 0, sizeof found);
     int world = 0;
     rs_summary *sums = malloc(n * sizeof *sums);
+    rs_rank_comms *comms = malloc(n * sizeof *comms);
     rs_snap **full = calloc(n, sizeof *full);
     const rs_summary_sites **sites = calloc(n, sizeof *sites);
     size_t *which = malloc(n * sizeof *which), n_which = 0;
     rs_compare_result *r = NULL;
     char *txt = NULL, *json = NULL, *html = NULL;
     size_t txt_len = 0, json_len = 0, html_len = 0;
-    if (!sums || !full || !sites || !which) {
+    if (!sums || !comms || !full || !sites || !which) {
         fprintf(stderr, "ranksnap: out of memory for %zu summaries\n", n);
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
         sums[i] = f[i].sum;
+        comms[i] = f[i].comms; /* borrowed */
+        comms[i].rank = sums[i].rank;
         if (sums[i].world_size > world) world = sums[i].world_size;
     }
     if (cfg.roles && world && cfg.roles->world_size != world) {
@@ -596,8 +601,7 @@ static int report_emit(const report_opts *o, double pct, report_file *f, size_t 
         code = RS_EXIT_USAGE;
         goto done;
     }
-    if (!cfg.roles && rs_roles_found(sums, n, world, &found) == RANKSNAP_OK && found.n_roles)
-        cfg.roles = &found;
+    if (!cfg.roles) rs_roles_found_apply(&cfg, comms, n, world, &found);
     ranksnap_status st = rs_compare(sums, NULL, n, world, &cfg, &r);
     for (size_t i = 0; st == RANKSNAP_OK && i < n; i++) {
         if (!needs_full(r, sums[i].rank)) {
@@ -664,6 +668,7 @@ done:
     free(which);
     rs_roles_free(&found);
     free(sums);
+    free(comms);
     rs_compare_result_free(r);
     free(txt);
     free(json);
@@ -728,6 +733,11 @@ static void read_one(void *ctx, size_t i)
     f->time_us = snap->time_us;
     f->pid = snap->pid;
     f->is_ring = ring;
+    if ((sl->st = rs_rank_comms_of(snap, &f->comms)) != RANKSNAP_OK) {
+        sl->error = strdup(ranksnap_last_error());
+        rs_snap_free(snap);
+        return;
+    }
     if (rp->points) f->tl_st = rs_timeline_build(snap, rp->points, &f->tl);
     if (!rp->keep) {
         rs_summary_of(snap, &f->sum);

@@ -1,7 +1,7 @@
 /*
- * text.h — the small string helpers every layer shares: byte counts for people, file names,
- * fixed-size copies that never cut a UTF-8 character, UTF-8 validation, and the escaping of what
- * a terminal would obey.
+ * text.h — the small string helpers every layer shares: byte counts for people, GPU UUIDs, file
+ * names, fixed-size copies that never cut a UTF-8 character, UTF-8 validation, and the escaping
+ * of what a terminal would obey.
  */
 #ifndef RANKSNAP_TEXT_H
 #define RANKSNAP_TEXT_H
@@ -12,6 +12,11 @@
 
 /* Human-readable bytes, PyTorch style ("2.00 GiB", "512.00 KiB", "20 bytes"). */
 void rs_text_format_bytes(uint64_t bytes, char *buf, size_t n);
+
+/* A GPU's UUID as CUDA and NVML spell it: "GPU-" and its 16 bytes in hex, grouped 8-4-4-4-12. */
+void rs_text_uuid_format(const uint8_t uuid[16], char *buf, size_t n);
+/* The 16 bytes of "GPU-…" or "MIG-…" so spelled; 0 on success, -1 for anything else. */
+int rs_text_uuid_parse(const char *s, uint8_t uuid[16]);
 
 /* The part of `path` after its last '/'. */
 const char *rs_text_basename(const char *path);

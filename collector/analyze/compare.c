@@ -58,6 +58,7 @@ void rs_compare_config_default(rs_compare_config *c)
     c->mad_k = 3.0;
     c->max_sites = 10;
     c->roles = NULL;
+    c->ungrouped = NULL;
 }
 
 ranksnap_status rs_compare_add_note(rs_compare_result *r, const char *fmt, ...)
@@ -97,6 +98,7 @@ void rs_compare_result_free(rs_compare_result *r)
     free(r->notes);
     free(r->roles);
     free(r->role_gap_sites);
+    free(r->shared);
     free(r);
 }
 
@@ -768,6 +770,7 @@ static ranksnap_status role_rows(rs_compare_result *r, const present *p, size_t 
 {
     const rs_roles *ro = cfg->roles;
     snprintf(r->grouping, sizeof r->grouping, "%s", ro->source);
+    snprintf(r->grouping_basis, sizeof r->grouping_basis, "%s", ro->basis);
     snprintf(r->replicas, sizeof r->replicas, "%s", ro->replicas);
     r->roles = calloc(ro->n_roles ? ro->n_roles : 1, sizeof *r->roles);
     if (!r->roles) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu roles", ro->n_roles);
@@ -948,6 +951,10 @@ ranksnap_status rs_compare_ex(const rs_summary *sums, const rs_snap *const *full
         r->n_ranks = m;
         st = compare_present(r, p, m, cfg);
     }
+    if (st == RANKSNAP_OK && !cfg->roles && cfg->ungrouped && cfg->ungrouped[0])
+        st = rs_compare_add_note(r, "ranks not grouped into roles: %s; --groups (RANKSNAP_GROUPS) "
+                                    "declares them", cfg->ungrouped);
+    if (st == RANKSNAP_OK) st = rs_shared_devices_find(r->ranks, r->n_ranks, &r->shared, &r->n_shared);
     free(p);
     if (st != RANKSNAP_OK) {
         rs_compare_result_free(r);

@@ -156,9 +156,13 @@ int rs_pools_site(const rs_snap *s, const rs_site_picker *pk, rs_site *out)
             named = 1;
         }
     }
-    const char *what = graph ? "CUDA graph pool" : "private memory pool";
+    /* a pool no stack names, whose id does not show a capture: a graph given a shared pool
+     * handle and a MemPool have ids of one shape, so the report says it cannot tell them apart */
+    const char *what = graph ? "CUDA graph pool"
+                       : best->stack ? "private memory pool"
+                                     : "private memory pool (no stack: a graph's or a MemPool's)";
     if (named) {
-        char name[sizeof out->function + 32];
+        char name[sizeof out->function + 80];
         snprintf(name, sizeof name, "%s of %s", what, at.function);
         rs_text_copy_head(out->function, sizeof out->function, name);
     } else

@@ -17,11 +17,6 @@
 
 #define RS_SUMMARY_MAX_STEPS 64
 #define RS_SUMMARY_MAX_SITES 8
-/* communicators kept of a rank, those that can be a dimension (neither the world nor the rank
- * alone): one per dimension of a job of up to 6. No more: the summary is sent whole in the live
- * gather, and past MPI's eager limit (4 KiB on shared memory) a send to a rank 0 that gave up
- * on this rank could no longer be cancelled. */
-#define RS_SUMMARY_MAX_COMMS 6
 #define RS_SUMMARY_MAX_OUTSIDE_LABELS 8
 #define RS_SUMMARY_MAX_OUTSIDE_SITES 4
 #define RS_SUMMARY_LABEL_LEN 24
@@ -87,12 +82,24 @@ typedef struct rs_summary {
     rs_site outside_sites[RS_SUMMARY_MAX_OUTSIDE_SITES];
     /* the library each was taken through ("NCCL", ...; "" for the program's own calls) */
     char outside_site_owners[RS_SUMMARY_MAX_OUTSIDE_SITES][16];
-    /* the communicators the rank belonged to (snapshot.h), for finding roles (roles_found.h) */
-    int32_t n_comms;
-    rs_snap_comm comms[RS_SUMMARY_MAX_COMMS];
-    int32_t comms_unreadable; /* the file's communicators were malformed (rs_snap.comms_error) */
-    rs_end end;               /* how the process ended, as far as its file says (format.h) */
+    /* the file's communicators were malformed (rs_snap.comms_error); the communicators
+     * themselves, any number of them, travel beside the summary (roles_found.h) */
+    int32_t comms_unreadable;
+    /* What outside_peak and outside_end are measured against (rs_outside_of), and for the
+     * device's whole use why the process's own was not known (rs_outside_why). Then what NVML
+     * listed on the rank's device: the processes with a context there (this one included; 0: none
+     * listed), those of them it gave no figure for, and what the others held, in KiB: the fields
+     * are packed, the summary is at MPI's eager limit. */
+    int8_t outside_of;
+    uint8_t outside_why;
+    uint16_t device_processes;
+    uint16_t device_others_unknown;
+    uint8_t device_uuid[16];     /* the device's UUID, all 0 when not known or simulated */
+    uint32_t device_others_kib;
+    rs_end end;                  /* how the process ended, as far as its file says (format.h) */
 } rs_summary;
+/* The summary is sent whole in the live gather: past MPI's eager limit (4 KiB on shared memory)
+ * a send to a rank 0 that gave up on this rank could no longer be cancelled. */
 _Static_assert(sizeof(rs_summary) <= 4000, "the summary must stay under MPI's eager limit");
 
 /* Reserved bytes no block held when allocated peaked, outside the private pools (whose free bytes

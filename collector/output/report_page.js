@@ -590,7 +590,9 @@
     { key: 'peak_allocated', label: 'peak allocated', v: function (s) { return s.peak_allocated; }, f: fmtBytes },
     { key: 'peak_reserved', label: 'peak reserved', v: function (s) { return s.peak_reserved; }, f: fmtBytes },
     { key: 'fragmentation', label: 'fragmentation', v: function (s) { return s.fragmentation; }, f: fmtBytes },
-    { key: 'outside_peak', label: 'outside allocator', v: function (s) { return s.outside_peak; }, f: fmtBytes },
+    /* a device's whole use, when the rank's own was not known, is not the rank's: n/a (the text says why) */
+    { key: 'outside_peak', label: 'outside allocator', v: function (s) { return s.outside_of === 'device' ? -1 : s.outside_peak; },
+      f: function (v) { return v < 0 ? 'n/a' : fmtBytes(v); } },
     { key: 'peak_step', label: 'peak step', v: function (s) { return s.peak_step; }, f: function (v) { return v >= 0 ? String(v) : '-'; } },
     { key: 'oom', label: 'OOM', v: function (s) { return s.oom ? 1 : 0; }, f: function (v) { return v ? 'yes' : 'no'; } },
     { key: 'vs', label: 'vs median', v: function (s) { return R.median_peak_allocated ? (s.peak_allocated - R.median_peak_allocated) / R.median_peak_allocated * 100 : 0; },

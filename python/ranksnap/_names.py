@@ -80,7 +80,8 @@ _CAPS = {
     "before": ("naming the blocks allocated before the range by the tensors they hold",
                "they are named \"allocated before step N\" alone"),
     "graphs": ("naming CUDA graphs' pools by the line that captured them",
-               "their pools are named \"CUDA graph pool\" alone"),
+               "a pool with no stack is named \"CUDA graph pool\" where its id shows a capture, "
+               "else by what it cannot tell"),
     "generated": ("naming torch.compile's generated code by the source it was compiled from",
                   "its allocations are named by the generated file's lines"),
     "compiled": ("telling a torch.compile'd job",

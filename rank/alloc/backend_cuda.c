@@ -29,6 +29,7 @@
 #include "backend_cuda.h"
 #include "errors.h"
 #include "log.h"
+#include "text.h"
 
 typedef struct rs_cudart {
     void *handle;
@@ -343,10 +344,7 @@ static ranksnap_status rs_cuda_device_info(rs_backend *b, rs_device_info *out)
     memset(out, 0, sizeof *out);
     out->index = cb->device;
     snprintf(out->name, sizeof out->name, "%.95s", prop.name);
-    const unsigned char *u = (const unsigned char *)prop.uuid.bytes;
-    snprintf(out->uuid, sizeof out->uuid,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+    rs_text_uuid_format((const uint8_t *)prop.uuid.bytes, out->uuid, sizeof out->uuid);
     out->total_bytes = (uint64_t)prop.totalGlobalMem;
     return RANKSNAP_OK;
 }

@@ -15,6 +15,7 @@
 
 #include "backend_cuda.h"
 #include "backend_sim.h"
+#include "device_share.h"
 #include "devices.h"
 #include "errors.h"
 #include "log.h"
@@ -94,6 +95,13 @@ static ranksnap_status rs_device_make(rs_runtime *rt, int index, rs_rt_device **
         uint64_t free_b = 0, total_b = 0;
         if (d->backend->ops->mem_info(d->backend, &free_b, &total_b) == RANKSNAP_OK)
             d->outside_at_init = total_b > free_b ? total_b - free_b : 0;
+        /* NVML (outside.h) is loaded now, beside the new context, so that no dump is the first
+         * to load it: a fatal signal's has a bounded time */
+        if (rt->is_cuda) {
+            rs_device_share sh;
+            char why[200];
+            (void)rs_device_share_query(rt->opts.nvml, d->info.uuid, &sh, why, sizeof why);
+        }
         rs_alloc_config cfg = {
             .memory_limit = rt->memory_limit,
             .conf = &rt->opts.alloc_conf,

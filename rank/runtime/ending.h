@@ -10,7 +10,7 @@
  * also abandons (ranksnap_abandon): a finalize that comes later gathers nothing. */
 void rs_ending_exit(int status, int mpi_open);
 
-/* MPI_Abort(code) is about to end the job (rank/intercept/pmpi.c). */
+/* MPI_Abort(code) is about to end the job (rank/mpi_plugin/pmpi.c). */
 void rs_ending_mpi_abort(int code);
 
 #endif

@@ -16,16 +16,19 @@
 
 #include "alloc_api.h"
 #include "clock.h"
+#include "comms.h"
 #include "coord.h"
 #include "devices.h"
 #include "dump.h"
 #include "ending.h"
 #include "errors.h"
 #include "external.h"
+#include "held.h"
 #include "instance.h"
 #include "launcher.h"
 #include "live_report.h"
 #include "log.h"
+#include "mpi_host.h"
 #include "outside.h"
 #include "passthrough.h"
 #include "postmortem.h"
@@ -116,6 +119,23 @@ static void rs_own_job(const rs_options *o, const char *host, char *buf, size_t 
         rs_launcher_job(host, buf, n);
 }
 
+/* An MPI world of one (a process that initialised MPI as a singleton: mpi4py imported, as
+ * Lightning does when it looks for an MPI launcher) numbers nothing: the rank is the framework's
+ * (ranksnap_set_identity), and the gather goes its way. Its coordinator becomes a world of one
+ * without MPI. */
+static ranksnap_status rs_leave_singleton_world(rs_runtime *rt)
+{
+    if (!rs_coord_comm(rt->coord)) return RANKSNAP_OK;
+    rs_coord *alone = NULL;
+    ranksnap_status st = rs_coord_create(NULL, &alone);
+    if (st == RANKSNAP_OK) {
+        rs_coord *singleton = rt->coord;
+        rt->coord = alone;
+        rs_coord_destroy(singleton);
+    }
+    return st;
+}
+
 /* rs_init_lock held. */
 static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
 {
@@ -136,7 +156,10 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
     rt->world_size = rs_launcher_size(1);
     if (rt->world_size <= rt->rank) rt->world_size = rt->rank + 1;
     if ((st = rs_coord_create(mpi_comm, &rt->coord)) != RANKSNAP_OK) goto fail;
-    if (mpi_comm) {
+    if (rs_ident.set && rs_coord_size(rt->coord) == 1 && (st = rs_leave_singleton_world(rt)) != RANKSNAP_OK)
+        goto fail;
+    /* a communicator given with no MPI plugin for it: a world of one, ranks as the launcher says */
+    if (rs_coord_comm(rt->coord)) {
         rt->rank = rs_coord_rank(rt->coord);
         rt->world_size = rs_coord_size(rt->coord);
     } else if (rs_ident.set) {
@@ -190,6 +213,7 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
         rs_recorder_set_enabled(rt->recorder, 1);
         atomic_store(&rt->recording, 1);
         rt->in_range = 1;
+        rs_comms_range_begin();
         rt->ranges[0].begin = 0;
         rt->ranges[0].end = -1;
         rt->n_ranges = 1;
@@ -306,6 +330,8 @@ static ranksnap_status rs_init_locked(const void *mpi_comm)
     ranksnap_status gave_up = rs_state_gave_up();
     if (gave_up != RANKSNAP_OK) return gave_up;
     rs_runtime *rt = NULL;
+    /* the MPI plugin's wrappers record into this runtime once it is taken */
+    rs_mpi_host_install();
     /* A PyTorch job's process that its launcher started without a rank (Lightning's) learns it
      * from torch.distributed (ranksnap_set_identity): until then it writes nothing, rather than
      * files under a guessed rank 0 that another rank's would meet. Not a failure: a later call
@@ -333,7 +359,8 @@ static ranksnap_status rs_init_locked(const void *mpi_comm)
     }
     ranksnap_status st = rs_runtime_create(mpi_comm, &rt);
     if (st != RANKSNAP_OK) return rs_pass_through(st);
-    rs_state_publish(rt);
+    rs_held_publish(rt);
+    rs_outside_adopt(rt);
     rs_exit_path_once(0);
     if (rt->sched.time_based && rt->opts.record) st = rs_steps_timer_start(rt);
     return st;
@@ -377,15 +404,7 @@ ranksnap_status ranksnap_set_identity(int rank, int world_size, const char *job)
             st = rs_error(RANKSNAP_ERR_UNSUPPORTED, "ranksnap_set_identity: rank %d of %d in the MPI "
                           "world, not %d of %d", rt->rank, rt->world_size, rank, world_size);
         } else {
-            if (rs_coord_comm(rt->coord)) {
-                rs_coord *alone = NULL;
-                st = rs_coord_create(NULL, &alone);
-                if (st == RANKSNAP_OK) {
-                    rs_coord *singleton = rt->coord;
-                    rt->coord = alone;
-                    rs_coord_destroy(singleton);
-                }
-            }
+            st = rs_leave_singleton_world(rt);
             if (st == RANKSNAP_OK) st = rs_dump_reidentify(rt, rank, world_size, want);
         }
         if (st == RANKSNAP_OK) {
@@ -596,6 +615,23 @@ ranksnap_status rs_instance_ensure(void)
 ranksnap_status rs_instance_ensure_wait(void)
 {
     return rs_ensure(1);
+}
+
+int rs_instance_starting(void)
+{
+    if (rs_state_get()) return 1;
+    if (atomic_load(&rs_finalized_once) || rs_state_forked() || rs_state_gave_up() != RANKSNAP_OK)
+        return 0;
+    /* RANKSNAP_DISABLE: the start on its way gives up at once, and must not find books kept */
+    static atomic_int disabled = -1;
+    int off = atomic_load_explicit(&disabled, memory_order_relaxed);
+    if (off < 0) {
+        rs_options o;
+        off = rs_options_load_one(&o, "RANKSNAP_DISABLE", NULL) == RANKSNAP_OK && o.disable;
+        rs_error_clear();
+        atomic_store_explicit(&disabled, off, memory_order_relaxed);
+    }
+    return !off;
 }
 
 int rs_instance_active(int *cuda)

@@ -76,7 +76,9 @@ typedef struct rs_runtime {
     int64_t step;          /* guarded by `lock` */
     size_t n_ranges;       /* recorded step ranges, guarded by `lock` */
     rs_step_range ranges[RS_MAX_RANGES];
-    uint64_t outside_peak; /* device memory used outside the allocator, highest sample */
+    /* device memory used outside the allocator, highest sample of each kind (rs_outside_of):
+     * the process's own, or the device's when that was not known */
+    uint64_t outside_peak[3];
     rs_coord *coord;       /* the ranks, over MPI (a world of one without) */
     rs_schedule sched;     /* RANKSNAP_STEPS plus triggered ranges */
     int in_range;          /* a scheduled range is being recorded (guarded by `lock`) */

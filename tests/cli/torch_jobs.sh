@@ -263,14 +263,23 @@ case_torchrun_like_generate_steps_are_the_generate_calls() {
 }
 
 # torch.compile on the stand-in: the model runs as the wrapper Inductor wrote for it, whose lines
-# allocate. Rank 1 is flagged with the model's own lines (the generated code's line map leads back
-# to them), never the generated file, which stays in the pickles' stacks.
+# allocate. As with a transformers model, the model's code is an installed package's (a copy of
+# train_model_fake.py in a site-packages folder): each stack is then the model's lines (the
+# generated code's line map leads back to them), the generated file under them, then the script.
+# Rank 1 is flagged with the model's line and, above it, the script's, as in eager mode; the
+# generated file is in no site and no path, and stays in the pickles' stacks.
 case_torchrun_like_compiled_model_is_named_by_its_source_lines() {
-    inference_job "calls of Generator (compiled), the outermost module: no optimizer, gradients off" \
+    pkg=$dir.pkg
+    mkdir -p "$pkg/site-packages" && cp "$src/infer_fake.py" "$src/train_fake.py" "$pkg/" &&
+        cp "$src/train_model_fake.py" "$pkg/site-packages/" || exit 1
+    PYTHONPATH="$src/fake_torch:$pkg/site-packages" src=$pkg inference_job \
+        "calls of Generator (compiled), the outermost module: no optimizer, gradients off" \
         train_model_fake.py --compile
     check "$dir/report.json" \
-        "not [s for d in r['divergent_ranks'] for s in d['sites'] if 'torchinductor' in s['file']]" \
+        "not [f for d in r['divergent_ranks'] for s in d['sites'] for f in [s] + s['path'] if 'torchinductor' in f['file']]" \
         "r['divergent_ranks'][0]['sites'][0]['function'] == 'forward'" \
+        "'site-packages' in r['divergent_ranks'][0]['sites'][0]['file']" \
+        "r['divergent_ranks'][0]['sites'][0]['path'][0]['file'].endswith('infer_fake.py')" \
         "any('torchinductor_stand_in' in f['filename'] for e in snaps['rank-00001.pickle']['device_traces'][0] for f in e['frames'])"
 }
 

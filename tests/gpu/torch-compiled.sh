@@ -18,11 +18,17 @@
 # the summary is in $OUT/compiled/summary.txt. About 5 minutes. Without a GPU, torch or
 # transformers it says which and exits 77.
 #
+# CASES="compiled-longer reduce-overhead-2" runs only the jobs named (all six by default).
+#
 #   source .device-deps/setup.sh && bash tests/gpu/torch-compiled.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/ranksnap-out}
 R=$OUT/compiled
 BUDGET=${BUDGET:-420}
+ALL="compiled-longer reduce-overhead-1 reduce-overhead-2 eval-longer generate checkpointing-oom"
+for c in ${CASES:-}; do
+    case " $ALL " in *" $c "*) ;; *) echo "unknown case $c (the cases: $ALL)" >&2; exit 2 ;; esac
+done
 mkdir -p "$R"
 cd "$(dirname "$0")/../.."
 left() { echo $((BUDGET - SECONDS)); }
@@ -43,6 +49,7 @@ unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK
 # job CASE RANKS STEPS SCRIPT ARGS...: the job under torchrun, bounded; files in $R/CASE, checked
 job() {
     c=$1 n=$2 steps=$3; shift 3
+    case " ${CASES:-$ALL} " in *" $c "*) ;; *) return ;; esac
     d=$R/$c
     JOB_LIMIT=150 torchrun_job "$d" "$n" "$steps" "$@" || { echo "SKIP $c (no time left)" | tee -a "$summary"; return; }
     build/ranksnap report --out "$d.report" "$d" > /dev/null 2> "$d.report.err"

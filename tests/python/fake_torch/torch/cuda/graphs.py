@@ -17,19 +17,25 @@ class CUDAGraph:
     def __init__(self):
         self._pool = None
         self._before = None
+        self._captured = False
 
     def capture_begin(self, pool=None, capture_error_mode="global"):
         self._pool = tuple(pool) if pool is not None else (next(_ids), 0)
+        self._captured = False
         self._before = _allocator.ALLOCATOR.pool
         _allocator.ALLOCATOR.pool = self._pool
 
     def capture_end(self):
         _allocator.ALLOCATOR.pool = self._before
+        self._captured = True
 
     def replay(self):
         return None
 
     def pool(self):
+        # as PyTorch's CUDAGraph::pool(): valid only once a capture has ended
+        if not self._captured:
+            raise RuntimeError("Called CUDAGraph::pool() without a preceding successful capture.")
         return self._pool
 
 
