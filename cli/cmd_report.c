@@ -71,6 +71,7 @@ typedef struct report_file {
     char *path;
     rs_summary sum;
     uint64_t time_us; /* when the snapshot was taken, or the ring's last event */
+    int64_t pid;      /* the process that wrote it */
     int is_ring;      /* recovered from a ring file a dead rank left */
     rs_snap *snap;    /* the whole snapshot when the first pass kept it, else NULL */
     rs_summary_sites sites; /* its sites in full, made with the summary (a small job's, or read again) */
@@ -201,7 +202,9 @@ static size_t report_one_attempt(const report_opts *o, report_file *f, size_t n)
 /* A rank with both a snapshot and a ring keeps whichever is newer: a snapshot written at the end
  * of a range, then a SIGKILL later, leaves a ring that knows more; a crash-path dump is at least
  * as new as its ring; a snapshot written at an OOM is kept even if the ring saw the frees that
- * followed. Files are in rank order; returns the new count. */
+ * followed. A snapshot kept over the ring of the same process takes how the process ended from
+ * the ring, which alone saw it when it came after the snapshot (an exit after the range, the
+ * MPI_Abort after an OOM). Files are in rank order; returns the new count. */
 static size_t report_prefer_newest(report_file *f, size_t n)
 {
     size_t w = 0;
@@ -212,6 +215,12 @@ static size_t report_prefer_newest(report_file *f, size_t n)
             report_file *snap = f[i].is_ring ? &f[w - 1] : &f[i];
             /* an OOM dump is the moment that matters, whatever the ring saw after it */
             report_file *keep = ring->time_us > snap->time_us && !snap->sum.oom ? ring : snap;
+            /* the ring's header was written with every note, the snapshot's copy at its dump */
+            if (keep == snap && ring->pid == snap->pid && (ring->sum.end.flags & RS_END_HOW_)) {
+                int before = !(snap->sum.end.flags & RS_END_HOW_);
+                snap->sum.end = ring->sum.end;
+                if (before) snap->sum.end.flags |= RS_END_AFTER_SNAPSHOT;
+            }
             report_file_release(keep == ring ? snap : ring);
             f[w - 1] = *keep;
             continue;
@@ -722,6 +731,7 @@ static void read_one(void *ctx, size_t i)
     report_file *f = &sl->f;
     f->path = rp->paths[i];
     f->time_us = snap->time_us;
+    f->pid = snap->pid;
     f->is_ring = ring;
     if ((sl->st = rs_rank_comms_of(snap, &f->comms)) != RANKSNAP_OK) {
         sl->error = strdup(ranksnap_last_error());

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "cmd_summary.h"
 #include "decode.h"
+#include "endings.h"
 #include "errors.h"
 #include "options.h"
 #include "site_rules.h"
@@ -214,6 +215,8 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
     }
     fprintf(out, "  snapshot    %s\n",
             s->complete ? "complete" : "INCOMPLETE (written from a crash path)");
+    char ended[256];
+    if (rs_endings_words(&s->end, ended, sizeof ended)) fprintf(out, "  ended       %s\n", ended);
     if (s->time.steps_from) {
         /* only where the file says how its steps were numbered: older files print as before */
         fputs("  steps       ", out);

@@ -2,13 +2,15 @@
  * format.h — what the snapshot writer (rank/) and the readers (collector/) share.
  *
  * The only header both sides include: the format name and version, the event actions and block
- * states with their names (PyTorch's vocabulary wherever the concept is the same), and the map
- * keys. Nothing else crosses between rank/ and collector/. docs/FORMAT.md documents each field.
+ * states with their names (PyTorch's vocabulary wherever the concept is the same), how a rank's
+ * process ended, and the map keys. Nothing else crosses between rank/ and collector/.
+ * docs/FORMAT.md documents each field.
  */
 #ifndef RANKSNAP_FORMAT_H
 #define RANKSNAP_FORMAT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #define RSNAP_FORMAT_NAME "ranksnap"
@@ -58,6 +60,64 @@ static inline const char *rs_block_state_name(unsigned s)
     static const char *const names[RS_BLOCK_STATE_COUNT_] = {"inactive", "active_allocated",
                                                              "active_awaiting_free"};
     return s < RS_BLOCK_STATE_COUNT_ ? names[s] : "unknown";
+}
+
+/* How a rank's process ended, as far as ranksnap saw it (rank/runtime/ending.c): kept in the ring
+ * file's header as it happens, in a snapshot written on the way out (its `end` map), in a
+ * PyTorch job's "ranksnap" key. All zero while the process runs, and after a SIGKILL, _exit or
+ * exec, which nothing in the process sees. */
+#define RS_END_SIGNAL_MASK 0xffu     /* the first fatal signal ranksnap caught (flags' low byte) */
+#define RS_END_EXIT (1u << 8)        /* exit() ran (a return from main too): `status` */
+#define RS_END_MPI_ABORT (1u << 9)   /* MPI_Abort was called: `abort_code` */
+#define RS_END_MPI_OPEN (1u << 10)   /* the program's MPI was initialized and not finalized */
+#define RS_END_OFF_MAIN (1u << 11)   /* exit() was called on a thread other than the main one */
+#define RS_END_DUMP_BEGAN (1u << 12) /* a snapshot on the way out was begun ... */
+#define RS_END_DUMP_DONE (1u << 13)  /* ... and written */
+#define RS_END_DUMP_GAVE_UP (1u << 14) /* ... or given up: the allocator stayed locked */
+#define RS_END_KNOWN_ (RS_END_SIGNAL_MASK | ((RS_END_DUMP_GAVE_UP << 1) - RS_END_EXIT))
+/* Readers only: the snapshot kept of a rank was written before this end, which its ring saw. */
+#define RS_END_AFTER_SNAPSHOT (1u << 15)
+/* The parts that say how the process ended (the rest says how its dump went). */
+#define RS_END_HOW_ (RS_END_SIGNAL_MASK | RS_END_EXIT | RS_END_MPI_ABORT)
+
+typedef struct rs_end {
+    uint32_t flags;      /* RS_END_*, the signal number in the low byte */
+    int32_t status;      /* exit's status, with RS_END_EXIT */
+    int32_t abort_code;  /* MPI_Abort's error code, with RS_END_MPI_ABORT */
+} rs_end;
+
+/* The keys of the `end` map a snapshot (and a PyTorch job's "ranksnap" key) carries, for its
+ * writers: each part that was noted, once, in this order (docs/FORMAT.md); a boolean key is
+ * written only as the value below. Returns how many. */
+typedef struct rs_end_key {
+    const char *name;
+    int is_bool;
+    int64_t value;
+} rs_end_key;
+
+static inline int rs_end_keys(const rs_end *e, rs_end_key out[5])
+{
+    int n = 0;
+    uint32_t sig = e->flags & RS_END_SIGNAL_MASK;
+    if (e->flags & RS_END_EXIT) out[n++] = (rs_end_key){"exit_status", 0, e->status};
+    if (sig) out[n++] = (rs_end_key){"signal", 0, (int64_t)sig};
+    if (e->flags & RS_END_MPI_ABORT) out[n++] = (rs_end_key){"mpi_abort", 0, e->abort_code};
+    if (e->flags & RS_END_MPI_OPEN) out[n++] = (rs_end_key){"before_mpi_finalize", 1, 1};
+    if ((e->flags & RS_END_EXIT) && (e->flags & RS_END_OFF_MAIN))
+        out[n++] = (rs_end_key){"main_thread", 1, 0};
+    return n;
+}
+
+/* rs_end_keys' inverse, for the readers: what each key said (`has_*` 0 and `signal` 0 when the
+ * key is absent; the booleans their defaults, 0 and 1, then). */
+static inline rs_end rs_end_from_keys(int has_status, int32_t status, uint32_t signal, int has_code,
+                                      int32_t code, int before_mpi_finalize, int main_thread)
+{
+    rs_end e = {(signal & RS_END_SIGNAL_MASK) | (has_status ? RS_END_EXIT : 0) |
+                    (has_code ? RS_END_MPI_ABORT : 0) | (before_mpi_finalize ? RS_END_MPI_OPEN : 0) |
+                    (has_status && !main_thread ? RS_END_OFF_MAIN : 0),
+                has_status ? status : 0, has_code ? code : 0};
+    return e;
 }
 
 /* What a snapshot's outside bytes are measured against (totals.outside_of): this process's own

@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+#include "format.h"
+
 #define RS_RING_MAGIC "RSRING1"
 #define RS_RING_VERSION 1u
 #define RS_RING_HEADER_SIZE 4096u
@@ -21,6 +23,7 @@
 #define RS_RING_MAX_SEGMENTS 8192u
 #define RS_RING_ENDIAN 0x01020304u
 #define RS_RING_ALLOC_CONF_MAX 1024u
+#define RS_RING_STEPS_FROM_MAX 160u
 
 typedef struct rs_ring_segment {
     uint64_t addr;  /* 0 = free slot */
@@ -77,6 +80,12 @@ typedef struct rs_ring_header {
      * that a recovered ring replays under them; "" = PyTorch's defaults, and in a ring written
      * before the field (the header's unused bytes are zero) */
     char alloc_conf[RS_RING_ALLOC_CONF_MAX];
+    /* how the steps are numbered (a snapshot's time.steps_from): "" before anything numbered
+     * them, and in a ring written before the field */
+    char steps_from[RS_RING_STEPS_FROM_MAX];
+    /* how the process ended, as far as it saw (format.h): zero while it runs, after a SIGKILL,
+     * and in a ring written before the field */
+    rs_end end;
 } rs_ring_header;
 _Static_assert(sizeof(rs_ring_header) <= RS_RING_HEADER_SIZE, "the ring header fits its 4 KiB");
 

@@ -80,6 +80,13 @@ RANKSNAP_API ranksnap_status ranksnap_finalize(void);
  * already written stay. Safe to call at any time. */
 RANKSNAP_API void ranksnap_abandon(void);
 
+/* The process is about to exit with `status`, from a hook that runs before the C library's exit
+ * path (a framework's glue that finalizes ranksnap in its own exit hook: Python's atexit,
+ * os._exit): noted as how this rank ended, so that the snapshot written next and the report say
+ * it. The C library's exit path notes exit() by itself; a call here is only for what it would see
+ * too late. Safe at any time; does nothing in a forked child. */
+RANKSNAP_API void ranksnap_exiting(int status);
+
 /* Device memory from the caching allocator, ordered on `stream` (NULL = the default stream).
  * size 0 gives *ptr = NULL and RANKSNAP_OK, as cudaMalloc does. On OOM the message of
  * ranksnap_last_error() has PyTorch's parts: the request, the device capacity and free memory,

@@ -3,8 +3,8 @@
  * from the median, since which step, growing or constant, and from which allocation sites.
  *
  * The rules, also in docs/FORMAT.md ("How the verdicts are reached"):
- * - ranks with no data: a rank that recorded nothing (no allocation, no OOM: killed at start-up)
- *   is listed as such and left out of everything below.
+ * - ranks with no data: a rank that recorded nothing (no allocation, no OOM; endings.h says why,
+ *   as far as its file does) is listed as such and left out of everything below.
  * - median: of peak_allocated (for a rank whose memory was seen only outside the allocator, at the
  *   CUDA driver: the peak of that) over the ranks with data that did not run out of memory (an OOM
  *   cuts a rank's history short, so its peak says little about the others'); over every rank
@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "compare.h"
+#include "endings.h"
 #include "errors.h"
 #include "pools.h"
 #include "sat.h"
@@ -504,14 +505,13 @@ static ranksnap_status find_missing(rs_compare_result *r, const present *p, size
     return RANKSNAP_OK;
 }
 
-/* "0, 1, 3" into buf; the count is returned. */
-static size_t rank_list(const present *p, size_t n, int (*pick)(const rs_summary *), char *buf,
-                        size_t cap)
+/* "0, 1, 3" into buf: the ranks whose `mark` is set. */
+static void rank_list(const present *p, size_t n, const unsigned char *mark, char *buf, size_t cap)
 {
     size_t count = 0, used = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < n; i++) {
-        if (!pick(p[i].sum)) continue;
+        if (!mark[i]) continue;
         if (used + 16 < cap) {
             int w = snprintf(buf + used, cap - used, "%s%d", count ? ", " : "", (int)p[i].sum->rank);
             if (w > 0) used += (size_t)w;
@@ -520,39 +520,61 @@ static size_t rank_list(const present *p, size_t n, int (*pick)(const rs_summary
         }
         count++;
     }
-    return count;
 }
 
-static int is_recovered(const rs_summary *s)
+static uint64_t note_hash(const char *t)
 {
-    return s->recovered;
+    uint64_t h = 1469598103934665603ull;
+    for (; *t; t++) h = (h ^ (unsigned char)*t) * 1099511628211ull;
+    return h | 1; /* 0: no note */
 }
 
-static int is_crash_dump(const rs_summary *s)
+/* How ranks ended, as their files say (endings.h): one note per way, naming its ranks. After one
+ * rank dies the launcher ends the others, whose dumper threads then write on its signal: those
+ * ranks share one note. Ranks recovered from their rings first, then those that left otherwise,
+ * then those that wrote on a signal (no order is a claim of which came first). Each rank's words
+ * are hashed once; equal hashes are checked word by word. */
+static ranksnap_status add_end_notes(rs_compare_result *r, const present *p, size_t n)
 {
-    return !s->complete && !s->recovered;
+    uint64_t *h = calloc(n ? n : 1, sizeof *h);
+    unsigned char *mark = calloc(n ? n : 1, 1);
+    char note[1024], other[1024], list[512];
+    ranksnap_status st = RANKSNAP_OK;
+    if (!h || !mark) st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for the notes of %zu ranks", n);
+    for (size_t i = 0; i < n && st == RANKSNAP_OK; i++)
+        if (rs_endings_note(p[i].sum, 0, note, sizeof note)) h[i] = note_hash(note);
+    for (int pass = 0; pass < 3 && st == RANKSNAP_OK; pass++) {
+        for (size_t i = 0; i < n && st == RANKSNAP_OK; i++) {
+            const rs_summary *s = p[i].sum;
+            int order = s->recovered ? 0 : s->complete && !(s->end.flags & RS_END_SIGNAL_MASK) ? 1 : 2;
+            if (!h[i] || order != pass) continue;
+            rs_endings_note(p[i].sum, 0, note, sizeof note);
+            size_t k = 0;
+            memset(mark, 0, n);
+            for (size_t j = i; j < n; j++) {
+                if (h[j] != h[i]) continue;
+                if (j > i) {
+                    rs_endings_note(p[j].sum, 0, other, sizeof other);
+                    if (strcmp(note, other) != 0) continue;
+                }
+                mark[j] = 1;
+                k++;
+            }
+            for (size_t j = i; j < n; j++)
+                if (mark[j]) h[j] = 0; /* said */
+            rank_list(p, n, mark, list, sizeof list);
+            if (k > 1) rs_endings_note(p[i].sum, 1, note, sizeof note);
+            st = rs_compare_add_note(r, "rank%s %s %s", k == 1 ? "" : "s", list, note);
+        }
+    }
+    free(h);
+    free(mark);
+    return st;
 }
 
 static ranksnap_status add_notes(rs_compare_result *r, const present *p, size_t n, const rs_summary *ref)
 {
-    /* After one rank dies the launcher aborts the others, whose dumper threads then write from a
-     * crash path: one note for the ranks rebuilt from their rings, one for those. */
-    char list[512];
-    size_t k = rank_list(p, n, is_recovered, list, sizeof list);
-    if (k)
-        RS_CHECK(rs_compare_add_note(r, "rank%s %s %s recovered from %s event ring%s: %s without "
-                                        "writing a snapshot (SIGKILL, out of host memory); %s "
-                                        "state is rebuilt from the recorded events",
-                                     k == 1 ? "" : "s", list, k == 1 ? "was" : "were",
-                                     k == 1 ? "its" : "their", k == 1 ? "" : "s",
-                                     k == 1 ? "it died" : "they died", k == 1 ? "its" : "their"));
-    k = rank_list(p, n, is_crash_dump, list, sizeof list);
-    if (k)
-        RS_CHECK(rs_compare_add_note(r, "rank%s %s wrote %s snapshot%s from a crash path (a fatal "
-                                        "signal, as when a job is aborted after one rank dies): "
-                                        "%s state may be mid-update",
-                                     k == 1 ? "" : "s", list, k == 1 ? "its" : "their",
-                                     k == 1 ? "" : "s", k == 1 ? "its" : "their"));
+    RS_CHECK(add_end_notes(r, p, n));
     for (size_t i = 0; i < n; i++) {
         const rs_summary *s = p[i].sum;
         if (s->dropped)
@@ -650,7 +672,7 @@ static ranksnap_status divergent_verdict(rs_compare_result *r, const present *p,
 }
 
 /* A rank that recorded nothing: no allocation, no reservation, no memory outside the allocator
- * recorded as it was taken, no OOM (killed at start-up, a ring recovered before its first event). */
+ * recorded as it was taken, no OOM (what its file says of why: endings.h). */
 static int no_data(const rs_summary *s)
 {
     return !s->oom && s->peak_allocated == 0 && s->peak_reserved == 0 && s->recorded_outside_peak == 0;

@@ -183,6 +183,8 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
     out->recovered = s->backend && strcmp(s->backend, "recovered ring") == 0;
     out->oom = s->has_oom;
     out->comms_unreadable = s->comms_error[0] != '\0';
+    out->end = s->end;
+    out->driver = s->recorder.driver;
     rs_text_copy_head(out->host, sizeof out->host, s->host ? s->host : "");
     rs_text_copy_head(out->job, sizeof out->job, s->job ? s->job : "");
     copy_steps_from(out->steps_from, sizeof out->steps_from, s->time.steps_from ? s->time.steps_from : "");

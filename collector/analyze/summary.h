@@ -36,6 +36,7 @@ typedef struct rs_summary {
     int32_t complete;            /* 0: written from a crash path / recovered ring */
     int32_t recovered;           /* 1: rebuilt from the event ring a dead rank left (ring_decode.c) */
     int32_t oom;
+    int32_t driver;              /* RANKSNAP_DRIVER in force: 1, 0 (set off), -1 the file does not say */
     char host[64];
     char job[64];
     char steps_from[96];         /* how the rank numbered its steps, "" = not said */
@@ -95,6 +96,7 @@ typedef struct rs_summary {
     uint16_t device_others_unknown;
     uint8_t device_uuid[16];     /* the device's UUID, all 0 when not known or simulated */
     uint32_t device_others_kib;
+    rs_end end;                  /* how the process ended, as far as its file says (format.h) */
 } rs_summary;
 /* The summary is sent whole in the live gather: past MPI's eager limit (4 KiB on shared memory)
  * a send to a rank 0 that gave up on this rank could no longer be cancelled. */

@@ -136,6 +136,7 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
     s->device.uuid = rs_dup_n("", 1);
     s->device.total_bytes = h->device_total;
     s->recorder.stacks = rs_dup_n("none", 8);
+    s->recorder.driver = -1;
     s->recorder.max_entries = h->capacity;
     s->allocator.memory_limit = h->memory_limit;
     s->allocator.conf = conf;
@@ -144,6 +145,9 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
     s->allocator.min_block_size = 512;
     s->time.clock_offset_us = h->clock_offset_us;
     s->time.current_step = h->step;
+    if (h->steps_from[0]) s->time.steps_from = rs_dup_n(h->steps_from, sizeof h->steps_from);
+    s->end = h->end;
+    s->end.flags &= RS_END_KNOWN_;
     s->n_streams = h->n_streams ? (size_t)h->n_streams : 1;
     s->streams = calloc(s->n_streams, sizeof *s->streams);
     rs_snap_history *hi = &s->history;
@@ -158,6 +162,7 @@ static ranksnap_status rs_ring_model(const char *path, const unsigned char *img,
     hi->stream = calloc(n, sizeof *hi->stream);
     hi->stack = calloc(n, sizeof *hi->stack);
     if (!s->host || !s->job || !s->backend || !s->device.name || !s->device.uuid ||
+        (h->steps_from[0] && !s->time.steps_from) ||
         !s->recorder.stacks || !s->streams || !hi->time_us || !hi->action || !hi->addr ||
         !hi->size || !hi->stream || !hi->stack) {
         rs_snap_free(s);

@@ -126,6 +126,18 @@ static ranksnap_status m_int_opt(const mapv *mv, const char *key, int64_t lo, in
     return m_int(mv, key, lo, hi, v);
 }
 
+/* An optional boolean field: `dflt` when the file has no such key. */
+static ranksnap_status m_bool_opt(const mapv *mv, const char *key, int dflt, int *v)
+{
+    size_t at = 0;
+    RS_CHECK(rs_rd_lookup(mv, key, 0, &at));
+    if (!at) {
+        *v = dflt;
+        return RANKSNAP_OK;
+    }
+    return m_bool(mv, key, v);
+}
+
 /* An index into a table of n entries; stack ids are 1-based (0 = none), so their bound is n
  * inclusive. */
 static ranksnap_status check_index(const dec *d, const where *w, size_t at, uint64_t v, size_t n,
@@ -304,6 +316,7 @@ static ranksnap_status read_settings(const mapv *top, rs_snap *s)
     RS_CHECK(m_u64(&r, "max_entries", &s->recorder.max_entries));
     RS_CHECK(m_str(&r, "stacks", &s->recorder.stacks));
     RS_CHECK(m_int(&r, "stack_depth", 0, INT32_MAX, &s->recorder.stack_depth));
+    RS_CHECK(m_bool_opt(&r, "driver", -1, &s->recorder.driver));
     return RANKSNAP_OK;
 }
 
@@ -763,6 +776,30 @@ static ranksnap_status read_oom(const mapv *top, rs_snap *s)
     return RANKSNAP_OK;
 }
 
+/* end: optional, and so is each of its keys (docs/FORMAT.md): only a snapshot written on the
+ * process's way out has it. */
+static ranksnap_status read_end(const mapv *top, rs_snap *s)
+{
+    size_t at = 0;
+    mapv m;
+    RS_CHECK(rs_rd_lookup(top, "end", 0, &at));
+    if (!at) return RANKSNAP_OK;
+    where w = {"end", -1, NULL, -1};
+    RS_CHECK(rs_rd_as_map(top->d, at, &w, &m));
+    int sig = 0, open = 0, main_thread = 1, status = 0, code = 0;
+    size_t has_status = 0, has_code = 0;
+    RS_CHECK(rs_rd_lookup(&m, "exit_status", 0, &has_status));
+    RS_CHECK(rs_rd_lookup(&m, "mpi_abort", 0, &has_code));
+    if (has_status) RS_CHECK(m_int(&m, "exit_status", INT32_MIN, INT32_MAX, &status));
+    if (has_code) RS_CHECK(m_int(&m, "mpi_abort", INT32_MIN, INT32_MAX, &code));
+    RS_CHECK(m_int_opt(&m, "signal", 1, RS_END_SIGNAL_MASK, 0, &sig));
+    RS_CHECK(m_bool_opt(&m, "before_mpi_finalize", 0, &open));
+    RS_CHECK(m_bool_opt(&m, "main_thread", 1, &main_thread));
+    s->end = rs_end_from_keys(has_status != 0, status, (uint32_t)sig, has_code != 0, code, open,
+                              main_thread);
+    return RANKSNAP_OK;
+}
+
 /* A string of a communicator's tuple into a fixed field, cut to fit. */
 static ranksnap_status comm_str(const dec *d, size_t at, const where *w, char *dst, size_t dn)
 {
@@ -845,6 +882,7 @@ static ranksnap_status read_top(const dec *d, rs_snap *s)
     RS_CHECK(read_segments(&top, s));
     RS_CHECK(read_history(&top, s));
     RS_CHECK(read_oom(&top, s));
+    RS_CHECK(read_end(&top, s));
     RS_CHECK(read_comms(&top, s));
     return RANKSNAP_OK;
 }

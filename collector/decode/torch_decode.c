@@ -77,6 +77,7 @@ static ranksnap_status set_identity(mapper *m, const rs_torch_opts *o, int64_t d
     s->device.name = rs_tm_copy_str(NULL, "unknown (PyTorch snapshot)");
     s->device.uuid = rs_tm_copy_str(NULL, "");
     s->recorder.stacks = rs_tm_copy_str(NULL, "torch");
+    s->recorder.driver = -1;
     if (!s->host || !s->job || !s->backend || !s->device.name || !s->device.uuid ||
         !s->recorder.stacks)
         return rs_tm_no_memory(m, "the snapshot's names");

@@ -273,6 +273,39 @@ static ranksnap_status meta_recorder(const meta_ctx *c, const rs_pickle_value *m
     return meta_str(c, r, "stacks", &s->recorder.stacks);
 }
 
+/* A bool field: `dflt` when absent. */
+static ranksnap_status meta_bool(const meta_ctx *c, const rs_pickle_value *dict, const char *key,
+                                 int dflt, int *out)
+{
+    const rs_pickle_value *v = rs_pickle_dict_get(dict, key);
+    *out = dflt;
+    if (!v || v->kind == RS_PICKLE_NONE) return RANKSNAP_OK;
+    if (v->kind != RS_PICKLE_BOOL)
+        return meta_bad(c, v, key, "expected a bool, found %s", rs_pickle_kind_name(v->kind));
+    *out = v->v.b != 0;
+    return RANKSNAP_OK;
+}
+
+/* How the process ended (the .rsnap's `end`, docs/FORMAT.md): only a pickle written on the way
+ * out has it, and each of its keys is optional. */
+static ranksnap_status meta_end(const meta_ctx *c, const rs_pickle_value *m, rs_snap *s)
+{
+    const rs_pickle_value *e = rs_pickle_dict_get(m, "end");
+    if (!e) return RANKSNAP_OK;
+    if (e->kind != RS_PICKLE_DICT)
+        return meta_bad(c, e, "end", "expected a dict, found %s", rs_pickle_kind_name(e->kind));
+    int64_t status = 0, sig = 0, code = 0;
+    int no_status, no_sig, no_code, open, main_thread;
+    RS_CHECK(meta_int(c, e, "exit_status", INT32_MIN, INT32_MAX, &status, &no_status));
+    RS_CHECK(meta_int(c, e, "signal", 1, RS_END_SIGNAL_MASK, &sig, &no_sig));
+    RS_CHECK(meta_int(c, e, "mpi_abort", INT32_MIN, INT32_MAX, &code, &no_code));
+    RS_CHECK(meta_bool(c, e, "before_mpi_finalize", 0, &open));
+    RS_CHECK(meta_bool(c, e, "main_thread", 1, &main_thread));
+    s->end = rs_end_from_keys(!no_status, (int32_t)status, no_sig ? 0 : (uint32_t)sig, !no_code,
+                              (int32_t)code, open, main_thread);
+    return RANKSNAP_OK;
+}
+
 /* Copies the str field `key` of `dict` into dst[cap], cut to cap - 1 bytes (a name longer than
  * the model keeps still groups its ranks alike: every member's file cuts it the same way). */
 static ranksnap_status meta_name(const meta_ctx *c, const rs_pickle_value *dict, const char *key,
@@ -356,6 +389,7 @@ ranksnap_status rs_torch_meta_apply(const rs_pickle_value *meta, const char *nam
     RS_CHECK(meta_labels(&c, meta, s));
     RS_CHECK(meta_ranges(&c, meta, s));
     RS_CHECK(meta_recorder(&c, meta, s));
+    RS_CHECK(meta_end(&c, meta, s));
     RS_CHECK(meta_comms(&c, meta, s));
     return meta_steps(&c, meta, s);
 }

@@ -64,6 +64,8 @@ typedef struct rs_snap_recorder {
     uint64_t max_entries;
     char *stacks;             /* "native", "fp", "none"                    */
     int stack_depth;
+    int driver;               /* RANKSNAP_DRIVER: 1 the driver's allocations were recorded, 0 the
+                                 setting turned it off, -1 the file does not say */
 } rs_snap_recorder;
 
 typedef struct rs_snap_range {
@@ -241,6 +243,9 @@ typedef struct rs_snap {
 
     int has_oom;
     rs_snap_oom oom;
+    /* how the process ended, as far as it saw (format.h): all zero when the file was not written
+     * on its way out, and in files before the field */
+    rs_end end;
 
     /* The walk the decoder made of the finished snapshot, at its start (walk.h: rs_walk_keep),
      * which rs_walk_init copies instead of building the same table again; NULL: none. */

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "endings.h"
 #include "errors.h"
 #include "json_write.h"
 #include "report_json.h"
@@ -124,8 +125,8 @@ static void json_shared(FILE *f, const rs_compare_result *r)
 }
 
 /* `role`: its role's label in a grouped comparison, NULL otherwise; `pool`: its largest private
- * pool, named (function "" when not) */
-static void json_rank(FILE *f, const rs_summary *s, const char *role, const rs_site *pool)
+ * pool, named (function "" when not); `no_data`: one of the ranks with no data */
+static void json_rank(FILE *f, const rs_summary *s, const char *role, const rs_site *pool, int no_data)
 {
     uint64_t frag = rs_summary_fragmentation(s);
     fprintf(f, "    {\"rank\": %" PRId32 ", ", s->rank);
@@ -148,6 +149,17 @@ static void json_rank(FILE *f, const rs_summary *s, const char *role, const rs_s
         fputs(", ", f);
         json_key(f, "steps_from");
         rs_json_string(f, s->steps_from, RS_JSON_PLAIN);
+    }
+    char words[1024];
+    if (rs_endings_words(&s->end, words, sizeof words)) { /* only where the file says it */
+        fputs(", ", f);
+        json_key(f, "ended");
+        rs_json_string(f, words, RS_JSON_PLAIN);
+    }
+    if (no_data && rs_endings_no_data_why(s, words, sizeof words)) {
+        fputs(", ", f);
+        json_key(f, "no_data_why");
+        rs_json_string(f, words, RS_JSON_PLAIN);
     }
     fprintf(f,
             ", \"peak_allocated\": %" PRIu64 ", \"peak_reserved\": %" PRIu64
@@ -343,8 +355,10 @@ ranksnap_status rs_report_json(FILE *f, const rs_compare_result *r)
     fprintf(f, ",\n  \"divergence_threshold_bytes\": %" PRIu64 ",\n  \"ranks\": [", r->threshold);
     for (size_t i = 0; i < r->n_ranks; i++) {
         fputs(i ? ",\n" : "\n", f);
+        int no_data = 0;
+        for (size_t k = 0; k < r->n_no_data && !no_data; k++) no_data = r->no_data[k] == r->ranks[i].rank;
         json_rank(f, &r->ranks[i], r->rank_roles ? role_label(r, r->rank_roles[i]) : NULL,
-                  r->pools ? &r->pools[i] : NULL);
+                  r->pools ? &r->pools[i] : NULL, no_data);
     }
     fputs(r->n_ranks ? "\n  ],\n  \"missing_ranks\": [" : "],\n  \"missing_ranks\": [", f);
     for (size_t i = 0; i < r->n_missing; i++)

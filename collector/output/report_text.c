@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "endings.h"
 #include "errors.h"
 #include "options.h"
 #include "report_text.h"
@@ -535,28 +536,24 @@ static void print_missing(FILE *out, const rs_compare_result *r)
     fputs(" (no data: no snapshot, or none within the gather timeout)\n", out);
 }
 
-/* What a rank with no data is said to be rests on what its snapshot shows: no allocation in its
- * range, none held when the range began, no OOM, nothing taken outside the allocator. Only when
- * the device showed nothing of its own either is it a rank that may have died at start-up. */
+/* What a rank with no data is said to be rests on what its file shows: no allocation in its
+ * range, none held when the range began, no OOM, nothing taken outside the allocator; then, rank
+ * by rank, what its file says of why (endings.h) and the device memory no call accounts for. */
 static void print_no_data(FILE *out, const rs_compare_result *r)
 {
     fprintf(out, "no data: rank%s ", r->n_no_data == 1 ? "" : "s");
-    int device_used = 0;
-    for (size_t i = 0; i < r->n_no_data; i++) {
-        fprintf(out, "%s%" PRId32, i ? ", " : "", r->no_data[i]);
-        for (size_t k = 0; k < r->n_ranks; k++)
-            if (r->ranks[k].rank == r->no_data[i] && r->ranks[k].outside_end) device_used = 1;
-    }
-    fprintf(out, " recorded nothing: no allocation in the range, none held when it began, no OOM, "
-                 "no memory taken outside the allocator%s; left out of the median and the "
-                 "verdicts\n",
-            device_used ? "" : " (killed at start-up?)");
-    for (size_t k = 0; device_used && k < r->n_ranks; k++) {
+    for (size_t i = 0; i < r->n_no_data; i++) fprintf(out, "%s%" PRId32, i ? ", " : "", r->no_data[i]);
+    fputs(" recorded nothing: no allocation in the range, none held when it began, no OOM, no "
+          "memory taken outside the allocator; left out of the median and the verdicts\n", out);
+    for (size_t k = 0; k < r->n_ranks; k++) {
         const rs_summary *s = &r->ranks[k];
-        if (!is_no_data(r, s->rank) || !s->outside_end) continue;
+        if (!is_no_data(r, s->rank)) continue;
+        char why[1024];
+        if (rs_endings_no_data_why(s, why, sizeof why)) fprintf(out, "  rank %" PRId32 ": %s\n", s->rank, why);
+        if (!s->outside_end) continue;
         int own = s->outside_of == RS_OUTSIDE_PROCESS;
-        fprintf(out, own ? "  rank %" PRId32 ": yet its process held "
-                         : "  rank %" PRId32 ": yet its device showed ", s->rank);
+        fprintf(out, own ? "  rank %" PRId32 ": its process held "
+                         : "  rank %" PRId32 ": its device showed ", s->rank);
         print_bytes(out, s->outside_end);
         fputs(own ? " on its device" : " in use (every process on it counted)", out);
         fputs(" that no call ranksnap saw accounts for (taken before ranksnap started, or "

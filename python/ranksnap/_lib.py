@@ -57,6 +57,7 @@ def lib():
         "ranksnap_init": (ctypes.c_int, [ctypes.c_void_p]),
         "ranksnap_finalize": (ctypes.c_int, []),
         "ranksnap_abandon": (None, []),
+        "ranksnap_exiting": (None, [ctypes.c_int]),
         "ranksnap_step": (ctypes.c_int, [ctypes.c_int64]),
         "ranksnap_steps_from": (ctypes.c_int, [ctypes.c_char_p]),
         "ranksnap_dump": (ctypes.c_int, [ctypes.c_char_p]),

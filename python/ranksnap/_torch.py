@@ -139,7 +139,7 @@ class Glue:
         def leave(status):
             # leaving this way skips every cleanup, the peers' included: never a collective
             try:
-                self._leave(failing=True)
+                self._leave(failing=True, status=status)
             except BaseException:
                 pass
 
@@ -420,31 +420,42 @@ class Glue:
 
     # ---- the end ----------------------------------------------------------------------------
 
-    def _failing(self):
-        """Whether the program ends failing: an exception the main script did not catch (the
-        interpreter keeps it in sys.last_exc / sys.last_value before it calls any
-        sys.excepthook, the script's own included), or a SystemExit with a status other than 0."""
+    def _exit_status(self):
+        """The status the interpreter exits with, as it will compute it: 1 for an exception the
+        main script did not catch (the interpreter keeps it in sys.last_exc / sys.last_value
+        before it calls any sys.excepthook, the script's own included), else the SystemExit's
+        code (None is 0, an int itself, anything else is printed and gives 1)."""
         if getattr(sys, "last_exc", None) is not None or getattr(sys, "last_value", None) is not None:
-            return True
+            return 1
         code = self.exit_code
-        return code is not None and not (isinstance(code, int) and code == 0)
+        if code is None:
+            return 0
+        return code if isinstance(code, int) else 1
+
+    def _failing(self):
+        """Whether the program ends failing: an uncaught exception, or a SystemExit with a status
+        other than 0."""
+        return self._exit_status() != 0
 
     def _at_exit(self):
-        self._leave(self._failing())
+        status = self._exit_status()
+        self._leave(status != 0, status)
 
-    def _leave(self, failing):
+    def _leave(self, failing, status=1):
         """Before the interpreter goes: an open range is gathered now (its ops need Python), and
         the ops are taken back so that nothing calls them later. A program that ends failing (the
         OutOfMemoryError of a script that does not catch it, sys.exit(1), os._exit) abandons the
         gather and the MPI world ranksnap joined: its peers wait elsewhere (in the training
         collective it left), so it writes its own snapshot and leaves at once, and the launcher
-        sees it end as without ranksnap."""
+        sees it end as without ranksnap. Its status is noted first, for the snapshot it writes
+        and the report: the C library's exit path would see it after ranksnap is finalized."""
         if self.left:
             return
         self.left = True
         try:
             self.steps.why_none()
             if failing:
+                self.lib.ranksnap_exiting(status if -2**31 <= status < 2**31 else 1)
                 self.lib.ranksnap_abandon()
             self.lib.ranksnap_finalize()
         finally:

@@ -194,6 +194,22 @@ void rs_ring_file_snapshot_written(rs_ring_file *f, uint64_t time_us)
     if (f) f->hdr->snapshot_time_us = time_us;
 }
 
+void rs_ring_file_steps_from(rs_ring_file *f, const char *how)
+{
+    /* a reader of a live ring may meet the words half rewritten: they change only when the way
+     * the steps are numbered does (or its counts), so most steps write nothing */
+    if (!f || !how || !strncmp(f->hdr->steps_from, how, sizeof f->hdr->steps_from - 1)) return;
+    snprintf(f->hdr->steps_from, sizeof f->hdr->steps_from, "%s", how);
+}
+
+void rs_ring_file_end(rs_ring_file *f, const rs_end *end)
+{
+    if (!f) return;
+    f->hdr->end.status = end->status;
+    f->hdr->end.abort_code = end->abort_code;
+    f->hdr->end.flags = end->flags; /* last: the flags say which of the values are there */
+}
+
 const char *rs_ring_file_path(const rs_ring_file *f)
 {
     return f->path;

@@ -37,6 +37,10 @@ void rs_ring_file_segment(rs_ring_file *f, int alloc, uint64_t addr, uint64_t si
 void rs_ring_file_step(rs_ring_file *f, int64_t step, uint64_t allocated, uint64_t allocated_peak,
                        uint64_t reserved_peak);
 void rs_ring_file_snapshot_written(rs_ring_file *f, uint64_t time_us);
+/* How the rank's steps are numbered, for a ring recovered without a snapshot; at a step. */
+void rs_ring_file_steps_from(rs_ring_file *f, const char *how);
+/* How the process is ending (format.h), written as each part of it is known. */
+void rs_ring_file_end(rs_ring_file *f, const rs_end *end);
 /* The device the rank first allocated on, which the file opened at init could not know yet. */
 void rs_ring_file_set_device(rs_ring_file *f, const char *name, uint64_t total);
 /* Unmaps; with `remove` (a clean finalize) marks it closed and deletes the file, if its name

@@ -251,10 +251,13 @@ static void write_settings(enc *e, const rs_snapshot_src *src)
     kv_str(e, "alloc_conf_given", c->text);
 
     key(e, "recorder_settings");
-    put_map(e, 3);
+    put_map(e, 4);
     kv_u64(e, "max_entries", o->max_entries);
     kv_str(e, "stacks", stacks_mode_name(o->stacks));
     kv_i64(e, "stack_depth", o->stack_depth);
+    /* a rank that recorded nothing may owe it to this setting: the report says so */
+    key(e, "driver");
+    put_bool(e, o->driver);
 }
 
 static void write_time(enc *e, const rs_snapshot_src *src)
@@ -593,6 +596,24 @@ static void write_comms(enc *e, const rs_snapshot_src *src)
     }
 }
 
+/* Only in a snapshot written on the process's way out (format.h's rs_end): each key only when
+ * it is known. */
+static void write_end(enc *e, const rs_snapshot_src *src)
+{
+    rs_end_key k[5];
+    int n = rs_end_keys(&src->end, k);
+    if (!n) return;
+    key(e, "end");
+    put_map(e, (uint32_t)n);
+    for (int i = 0; i < n; i++) {
+        key(e, k[i].name);
+        if (k[i].is_bool)
+            put_bool(e, k[i].value != 0);
+        else
+            put_i64(e, k[i].value);
+    }
+}
+
 /* Top-level keys: format version rank world_size host pid job complete time_us device backend
  * devices (12), allocator_settings recorder_settings (2), time totals streams segments history
  * strings (6), stacks frames modules (3), oom (1). */
@@ -634,7 +655,9 @@ ranksnap_status rs_snapshot_encode(const rs_snapshot_src *src, char **buf, size_
     msgpack_packer_init(&e.pk, &e.sbuf, msgpack_sbuffer_write);
     e.failed = 0;
 
-    put_map(&e, RS_TOP_LEVEL_KEYS + (src->n_comms > 0) + (src->comms_left_out > 0));
+    rs_end_key end_keys[5];
+    put_map(&e, RS_TOP_LEVEL_KEYS + (src->n_comms > 0) + (src->comms_left_out > 0) +
+                    (rs_end_keys(&src->end, end_keys) > 0));
     write_identity(&e, src);
     write_devices(&e, src);
     write_settings(&e, src);
@@ -647,6 +670,7 @@ ranksnap_status rs_snapshot_encode(const rs_snapshot_src *src, char **buf, size_
     write_stack_tables(&e, &sv);
     write_oom(&e, src, &t, &sv);
     write_comms(&e, src);
+    write_end(&e, src);
     free(t.v);
 
     if (e.failed) {

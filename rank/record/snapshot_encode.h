@@ -13,6 +13,7 @@
 
 #include "alloc.h"
 #include "backend.h"
+#include "format.h"
 #include "options.h"
 #include "recorder.h"
 #include "stacks.h"
@@ -101,6 +102,7 @@ typedef struct rs_snapshot_src {
     size_t n_comms;                 /* those alive while the range recorded (comms.h) */
     const rs_snapshot_comm *comms;
     uint64_t comms_left_out;        /* the others the rank recorded                  */
+    rs_end end;                     /* how the process is ending (format.h); 0: it is not */
 } rs_snapshot_src;
 
 /* Encodes into a malloc'ed buffer the caller frees. */

@@ -571,6 +571,7 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         src.comms = comms;
         src.clock_offset_us = rs_coord_clock_offset_us(rt->coord);
         src.clock_uncertainty_us = rs_coord_clock_uncertainty_us(rt->coord);
+        rs_state_end(&src.end);
         if (st == RANKSNAP_OK) st = rs_snapshot_encode(&src, &buf, &len);
     }
     rs_rt_unlock(rt);
@@ -629,18 +630,20 @@ void rs_dump_after_oom(rs_runtime *rt)
     if (rt->opts.on_oom == RS_ON_OOM_DUMP_AND_ABORT) {
         fprintf(stderr, "ranksnap: rank %d: %s\nranksnap: RANKSNAP_ON_OOM=dump-and-abort: aborting the job\n",
                 rt->rank, msg);
+        ranksnap_abandon();
+        if (rs_world_up()) rs_state_note_end(RS_END_MPI_ABORT, 3); /* else abort(): a signal */
         rs_world_abort(3);
     }
     rs_error(RANKSNAP_ERR_OUT_OF_MEMORY, "%s", msg);
 }
 
-/* The dumper thread, on a fatal signal. The allocator lock may be held by the very thread the
- * signal stopped (it would never be released): probe it for half the timeout and give up if it
- * stays taken — the ring file (RANKSNAP_RING=mmap) still holds the history then. */
-void rs_dump_on_signal(int sig)
+/* On the process's way out (a fatal signal, exit, MPI_Abort): this rank's snapshot, noted in the
+ * end record as begun, then written or given up. The allocator lock may be held by the very
+ * thread the signal stopped, or that exit() runs on top of (it would never be released): probe
+ * it for half the timeout and give up if it stays taken — the ring file (RANKSNAP_RING=mmap)
+ * still holds the history then. */
+int rs_dump_on_the_way_out(rs_runtime *rt, int complete, int only_open_range, const char *why)
 {
-    rs_runtime *rt = rs_state_get();
-    if (!rt) return;
     int budget_ms = rt->opts.dump_timeout_ms / 2, got = 0;
     for (int waited = 0; waited <= budget_ms; waited++) {
         if (rs_rt_trylock(rt)) {
@@ -651,14 +654,32 @@ void rs_dump_on_signal(int sig)
         nanosleep(&ts, NULL);
     }
     if (!got) {
-        RS_WARN(RS_SUB_DUMP, "signal %d: the allocator is locked by the stopped thread; %s", sig,
+        rs_state_note_end(RS_END_DUMP_BEGAN | RS_END_DUMP_GAVE_UP, 0);
+        RS_WARN(RS_SUB_DUMP, "%s: the allocator is locked by a stopped thread; %s", why,
                 rt->ring_file ? "the ring file keeps the history" : "no snapshot written");
-        return;
+        return 0;
     }
+    /* a range whose snapshot is on disk already (an OOM's, a signal's) is not written again */
+    int wanted = !only_open_range || (rt->in_range && !atomic_load(&rt->range_dumped));
+    if (rt->ring_file) rs_ring_file_steps_from(rt->ring_file, rs_steps_how(rt)); /* steps.c */
     rs_rt_unlock(rt);
-    if (rs_dump_write(NULL, 0) == RANKSNAP_OK)
-        RS_INFO(RS_SUB_DUMP, "signal %d: snapshot written", sig);
-    else
-        RS_WARN(RS_SUB_DUMP, "signal %d: dump failed: %s", sig, ranksnap_last_error());
+    if (!wanted) return 0;
+    rs_state_note_end(RS_END_DUMP_BEGAN, 0);
+    if (rs_dump_write(NULL, complete) != RANKSNAP_OK) {
+        RS_WARN(RS_SUB_DUMP, "%s: dump failed: %s", why, ranksnap_last_error());
+        return 0;
+    }
+    rs_state_note_end(RS_END_DUMP_DONE, 0);
+    RS_INFO(RS_SUB_DUMP, "%s: snapshot written", why);
+    return 1;
 }
 
+/* The dumper thread, on a fatal signal (which its handler noted as how the process ends). */
+void rs_dump_on_signal(int sig)
+{
+    rs_runtime *rt = rs_state_get();
+    if (!rt) return;
+    char why[32];
+    snprintf(why, sizeof why, "signal %d", sig);
+    (void)rs_dump_on_the_way_out(rt, 0, 0, why);
+}

@@ -51,7 +51,14 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
 ranksnap_status rs_dump_write(const char *path, int complete);
 /* Before an OOM error goes back to the program: RANKSNAP_ON_OOM's dump (and abort). */
 void rs_dump_after_oom(rs_runtime *rt);
-/* The post-mortem dumper thread's work on a fatal signal (rank/runtime/postmortem.h). */
+/* On the process's way out: the snapshot written once the allocator's lock is free, waiting at
+ * most half of RANKSNAP_DUMP_TIMEOUT_MS for it (a thread stopped inside the allocator never frees
+ * it); with `only_open_range`, only when a range is being recorded and its snapshot is not on
+ * disk yet. The end record notes the dump begun, then written or given up. 1 when written; `why`
+ * names the occasion in the log. `complete` as for rs_dump_write. */
+int rs_dump_on_the_way_out(rs_runtime *rt, int complete, int only_open_range, const char *why);
+/* The post-mortem dumper thread's work on a fatal signal (rank/runtime/postmortem.h):
+ * rs_dump_on_the_way_out. */
 void rs_dump_on_signal(int sig);
 
 #endif

@@ -211,6 +211,18 @@ static ranksnap_status rs_ext_meta_locked(rs_runtime *rt, const char *reason, ch
     rs_json_string(f, rt->host, RS_JSON_PLAIN);
     fprintf(f, ", \"pid\": %ld, \"job\": ", (long)getpid());
     rs_json_string(f, rt->job, RS_JSON_PLAIN);
+    /* how the process is ending, when it is (the .rsnap's `end`, with its keys) */
+    rs_end end;
+    rs_end_key k[5];
+    rs_state_end(&end);
+    for (int i = 0, nk = rs_end_keys(&end, k); i < nk; i++) {
+        fprintf(f, "%s\"%s\": ", i ? ", " : ", \"end\": {", k[i].name);
+        if (k[i].is_bool)
+            fputs(k[i].value ? "true" : "false", f);
+        else
+            fprintf(f, "%lld", (long long)k[i].value);
+        if (i == nk - 1) fputc('}', f);
+    }
     fprintf(f, ", \"complete\": true, \"time_us\": %llu, \"clock_offset_us\": %lld, "
                "\"clock_uncertainty_us\": %lld, \"ranges\": [",
             (unsigned long long)rs_now_us(), (long long)rs_coord_clock_offset_us(rt->coord),

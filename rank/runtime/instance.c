@@ -20,6 +20,7 @@
 #include "coord.h"
 #include "devices.h"
 #include "dump.h"
+#include "ending.h"
 #include "errors.h"
 #include "external.h"
 #include "held.h"
@@ -27,6 +28,7 @@
 #include "launcher.h"
 #include "live_report.h"
 #include "log.h"
+#include "mpi_host.h"
 #include "outside.h"
 #include "passthrough.h"
 #include "postmortem.h"
@@ -117,6 +119,23 @@ static void rs_own_job(const rs_options *o, const char *host, char *buf, size_t 
         rs_launcher_job(host, buf, n);
 }
 
+/* An MPI world of one (a process that initialised MPI as a singleton: mpi4py imported, as
+ * Lightning does when it looks for an MPI launcher) numbers nothing: the rank is the framework's
+ * (ranksnap_set_identity), and the gather goes its way. Its coordinator becomes a world of one
+ * without MPI. */
+static ranksnap_status rs_leave_singleton_world(rs_runtime *rt)
+{
+    if (!rs_coord_comm(rt->coord)) return RANKSNAP_OK;
+    rs_coord *alone = NULL;
+    ranksnap_status st = rs_coord_create(NULL, &alone);
+    if (st == RANKSNAP_OK) {
+        rs_coord *singleton = rt->coord;
+        rt->coord = alone;
+        rs_coord_destroy(singleton);
+    }
+    return st;
+}
+
 /* rs_init_lock held. */
 static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
 {
@@ -137,7 +156,10 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
     rt->world_size = rs_launcher_size(1);
     if (rt->world_size <= rt->rank) rt->world_size = rt->rank + 1;
     if ((st = rs_coord_create(mpi_comm, &rt->coord)) != RANKSNAP_OK) goto fail;
-    if (mpi_comm) {
+    if (rs_ident.set && rs_coord_size(rt->coord) == 1 && (st = rs_leave_singleton_world(rt)) != RANKSNAP_OK)
+        goto fail;
+    /* a communicator given with no MPI plugin for it: a world of one, ranks as the launcher says */
+    if (rs_coord_comm(rt->coord)) {
         rt->rank = rs_coord_rank(rt->coord);
         rt->world_size = rs_coord_size(rt->coord);
     } else if (rs_ident.set) {
@@ -216,40 +238,58 @@ fail:
 static int rs_runtime_should_retire(rs_runtime *rt);
 static void rs_runtime_retire(rs_runtime *rt);
 
-/* For processes whose MPI ranksnap started: gather and finalise MPI even if the program never
- * calls ranksnap_finalize. A program that leaves failing (exit(1), a non-zero return from main)
- * is abandoned first, as ranksnap_abandon says: its peers may wait for it in a collective of the
- * program's, and would leave the gather, and the MPI world ranksnap joined, waiting until
- * RANKSNAP_GATHER_TIMEOUT; it writes its own snapshot and leaves at once. The status is what
- * glibc's on_exit gives; elsewhere (atexit, which cannot see it) every exit is taken as ending
- * well. */
-static void rs_exit_finalize(int status)
+/* The exit path, registered at every start (glibc's on_exit gives the status; elsewhere atexit,
+ * which cannot see it, and every exit is taken as ending well). A process whose MPI ranksnap
+ * started, or that ranksnap started in from an intercepted call, does not call
+ * ranksnap_finalize: ending well (status 0), it is finalized here, its open range gathered and
+ * reported. Every other exit that finds ranksnap running goes to ending.c, which notes how the
+ * rank ended and writes its open range without a collective: a failing status (its peers may wait
+ * for it in a collective of the program's, and would leave the gather waiting until
+ * RANKSNAP_GATHER_TIMEOUT), the program's own MPI left unfinalized (the launcher ends the job),
+ * or a program that started ranksnap itself and never finalized it. A forked child's exit is
+ * not the rank's (finalize and ending.c do nothing there). */
+static atomic_int rs_finalize_at_exit;
+
+static void rs_exit_path(int status)
 {
-    if (status != 0) ranksnap_abandon();
-    ranksnap_finalize();
+    if (rs_state_forked()) return;
+    int mpi_open = rs_world_left_open(), finalize = atomic_load(&rs_finalize_at_exit);
+    if (!rs_state_get()) {
+        /* not running (a start that failed passes calls through): the MPI it started is still
+         * finalized on a good exit, left to die with the process on a failing one */
+        if (!finalize) return;
+        if (status != 0) ranksnap_abandon();
+        ranksnap_finalize();
+        return;
+    }
+    if (status == 0 && !mpi_open && finalize && !rs_state_abandoned())
+        ranksnap_finalize();
+    else
+        rs_ending_exit(status, mpi_open);
 }
 
 #if defined(__GLIBC__)
-static void rs_on_exit_finalize(int status, void *arg)
+static void rs_on_exit(int status, void *arg)
 {
     (void)arg;
-    rs_exit_finalize(status);
+    rs_exit_path(status);
 }
 #else
-static void rs_atexit_finalize(void)
+static void rs_atexit(void)
 {
-    rs_exit_finalize(0);
+    rs_exit_path(0);
 }
 #endif
 
-/* rs_init_lock held. */
-static void rs_atexit_finalize_once(void)
+/* rs_init_lock held. `finalize`: the program will not finalize ranksnap (see above). */
+static void rs_exit_path_once(int finalize)
 {
+    if (finalize) atomic_store(&rs_finalize_at_exit, 1);
     if (rs_atexit_registered) return;
 #if defined(__GLIBC__)
-    if (on_exit(rs_on_exit_finalize, NULL) == 0) rs_atexit_registered = 1;
+    if (on_exit(rs_on_exit, NULL) == 0) rs_atexit_registered = 1;
 #else
-    if (atexit(rs_atexit_finalize) == 0) rs_atexit_registered = 1;
+    if (atexit(rs_atexit) == 0) rs_atexit_registered = 1;
 #endif
 }
 
@@ -290,6 +330,8 @@ static ranksnap_status rs_init_locked(const void *mpi_comm)
     ranksnap_status gave_up = rs_state_gave_up();
     if (gave_up != RANKSNAP_OK) return gave_up;
     rs_runtime *rt = NULL;
+    /* the MPI plugin's wrappers record into this runtime once it is taken */
+    rs_mpi_host_install();
     /* A PyTorch job's process that its launcher started without a rank (Lightning's) learns it
      * from torch.distributed (ranksnap_set_identity): until then it writes nothing, rather than
      * files under a guessed rank 0 that another rank's would meet. Not a failure: a later call
@@ -313,12 +355,13 @@ static ranksnap_status rs_init_locked(const void *mpi_comm)
             return rs_pass_through(rs_error(RANKSNAP_ERR_MPI, "ranksnap_init: launched as one of "
                                             "several ranks, but MPI_Init_thread failed "
                                             "(RANKSNAP_MPI=0 keeps ranksnap off MPI)"));
-        if (joined > 0) rs_atexit_finalize_once();
+        if (joined > 0) rs_exit_path_once(1);
     }
     ranksnap_status st = rs_runtime_create(mpi_comm, &rt);
     if (st != RANKSNAP_OK) return rs_pass_through(st);
     rs_held_publish(rt);
     rs_outside_adopt(rt);
+    rs_exit_path_once(0);
     if (rt->sched.time_based && rt->opts.record) st = rs_steps_timer_start(rt);
     return st;
 }
@@ -361,15 +404,7 @@ ranksnap_status ranksnap_set_identity(int rank, int world_size, const char *job)
             st = rs_error(RANKSNAP_ERR_UNSUPPORTED, "ranksnap_set_identity: rank %d of %d in the MPI "
                           "world, not %d of %d", rt->rank, rt->world_size, rank, world_size);
         } else {
-            if (rs_coord_comm(rt->coord)) {
-                rs_coord *alone = NULL;
-                st = rs_coord_create(NULL, &alone);
-                if (st == RANKSNAP_OK) {
-                    rs_coord *singleton = rt->coord;
-                    rt->coord = alone;
-                    rs_coord_destroy(singleton);
-                }
-            }
+            st = rs_leave_singleton_world(rt);
             if (st == RANKSNAP_OK) st = rs_dump_reidentify(rt, rank, world_size, want);
         }
         if (st == RANKSNAP_OK) {
@@ -565,7 +600,7 @@ static ranksnap_status rs_ensure(int wait)
             st = RANKSNAP_ERR_NOT_INITIALIZED;
         else if ((st = rs_init_locked(NULL)) == RANKSNAP_OK)
             /* the program will not call ranksnap_finalize: the range is written at exit */
-            rs_atexit_finalize_once();
+            rs_exit_path_once(1);
         /* else passing through, the reason said once (rs_pass_through) */
     }
     pthread_mutex_unlock(&rs_init_lock);

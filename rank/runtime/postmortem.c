@@ -27,6 +27,7 @@
 #include "log.h"
 #include "postmortem.h"
 #include "stacks.h"
+#include "state.h"
 #include "symbols.h"
 
 static const int rs_pm_signals[] = {SIGTERM, SIGINT, SIGABRT, SIGSEGV, SIGBUS};
@@ -55,6 +56,9 @@ static void rs_pm_handler(int sig, siginfo_t *info, void *uc)
 {
     int saved = errno;
     int i = rs_pm_index(sig);
+    /* noted here, at once (async-signal-safe): on a busy node mpirun's SIGKILL may come before
+     * the dumper thread runs, and the ring file still says what ended the rank */
+    if (i >= 0) rs_state_note_end((uint32_t)sig & RS_END_SIGNAL_MASK, 0);
     rs_pm_gate_fn gate = atomic_load(&rs_pm_gate);
     if (i >= 0 && (!gate || gate()) && atomic_exchange(&rs_pm_fired, 1) == 0 && rs_pm_wake[1] >= 0 &&
         !pthread_equal(pthread_self(), rs_pm_thread)) {

@@ -95,6 +95,38 @@ ranksnap_status rs_state_gave_up(void)
     return (ranksnap_status)atomic_load_explicit(&rs_gave_up_why, memory_order_acquire);
 }
 
+/* How the process is ending (format.h): noted by the exit path (ending.c), the dump on a fatal
+ * signal and MPI_Abort, and copied into the ring file's header at once, which is what a SIGKILL
+ * that follows leaves. Atomics, not a lock: the exit path may run inside a signal handler. */
+static atomic_uint rs_end_flags;
+static atomic_int rs_end_status, rs_end_abort_code;
+
+void rs_state_note_end(uint32_t flags, int32_t value)
+{
+    if (rs_state_forked()) return; /* a fork's end is not the rank's */
+    if (flags & RS_END_EXIT) atomic_store(&rs_end_status, value);
+    if (flags & RS_END_MPI_ABORT) atomic_store(&rs_end_abort_code, value);
+    uint32_t old = atomic_load(&rs_end_flags), sig = flags & RS_END_SIGNAL_MASK;
+    flags &= ~RS_END_SIGNAL_MASK;
+    /* the first fatal signal is the one that ended it; a later one is its echo */
+    while (!atomic_compare_exchange_weak(&rs_end_flags, &old,
+                                         old | flags | ((old & RS_END_SIGNAL_MASK) ? 0 : sig))) {
+    }
+    rs_runtime *rt = rs_state_get();
+    if (rt && rt->ring_file) {
+        rs_end e;
+        rs_state_end(&e);
+        rs_ring_file_end(rt->ring_file, &e);
+    }
+}
+
+void rs_state_end(rs_end *out)
+{
+    out->status = atomic_load(&rs_end_status);
+    out->abort_code = atomic_load(&rs_end_abort_code);
+    out->flags = atomic_load(&rs_end_flags);
+}
+
 void ranksnap_abandon(void)
 {
     atomic_store(&rs_abandoned, 1);

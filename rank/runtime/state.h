@@ -102,6 +102,7 @@ typedef struct rs_runtime {
     /* how this rank's steps are numbered (steps.c): none yet, ranksnap_step, RANKSNAP_STEP_ON,
      * or found from the collectives (step_detect.c), which only the first two override */
     int step_source;             /* rs_step_source */
+    int ring_step_source;        /* the step_source whose words the ring file has (steps.c) */
     char step_how[160];          /* said in the snapshot: "ncclAllReduce x3 per step" ... */
     char app_how[160];           /* the program's own words for its steps (ranksnap_steps_from),
                                   * "" = none; guarded by `lock` */
@@ -184,5 +185,12 @@ ranksnap_status rs_state_gave_up(void);
 int rs_state_forked(void);
 /* 1 after ranksnap_abandon: finalize gathers nothing and leaves MPI to die with the process. */
 int rs_state_abandoned(void);
+/* Notes a part of how the process is ending (format.h's RS_END_* flags; `value` is the exit
+ * status with RS_END_EXIT, the error code with RS_END_MPI_ABORT; a signal number in the low byte
+ * counts only if none came before): kept for the snapshot and written into the ring file's header
+ * at once. Nothing in a forked child. Async-signal-safe. */
+void rs_state_note_end(uint32_t flags, int32_t value);
+/* What was noted so far; all zero while the process is not ending. */
+void rs_state_end(rs_end *out);
 
 #endif

@@ -63,4 +63,20 @@ grep -q "rank 3 ran out of memory at step 7:" "$dir/oom/report.txt" ||
   fail "rank 3's OOM is not named at step 7, the step of its request (not the range end's)"
 grep -q "64.00 MiB  main (test_held_job.c:$acts), held since before step 5" "$dir/oom/report.txt" ||
   fail "the OOM's live memory does not name the activations held since before step 5"
+# RANKSNAP_DRIVER=0: the driver's allocations are the user's to leave unrecorded, so every rank
+# has no data, and the report says why from the files (the setting they ran under, the steps
+# they marked), never that they were killed at start-up
+sub=driver-off
+rm -rf "$dir/$sub" && mkdir -p "$dir/$sub" || exit 1
+out=$(RANKSNAP_DIR="$dir/$sub" RANKSNAP_STEPS=5:10 RANKSNAP_DRIVER=0 RANKSNAP_STEP_ON=MPI_Allreduce:1 \
+      "$mpiexec" -np 4 --oversubscribe --allow-run-as-root --mca btl self,vader -x RANKSNAP_DIR \
+      -x RANKSNAP_STEPS -x RANKSNAP_DRIVER -x RANKSNAP_STEP_ON -x LD_PRELOAD="$preload" \
+      -x LD_LIBRARY_PATH="$fake" "$program" driver 2>&1); rc=$?
+test $rc -eq 0 || { echo "$out"; fail "mpirun exited $rc (driver off)"; }
+r="$dir/$sub/report.txt"
+cat "$r"
+grep -q "^no data: ranks 0, 1, 2, 3 recorded nothing" "$r" || fail "the ranks are not no data (driver off)"
+test "$(grep -c "^  rank [0-3]: it marked steps 5 to 9, so it ran through its range; RANKSNAP_DRIVER=0 was set for this run" "$r")" -eq 4 ||
+  fail "the setting is not said as why there is no data (driver off)"
+! grep -q "start-up" "$r" || fail "a rank that ran through its range is said to have died at start-up"
 echo "held_job: ok"

@@ -140,8 +140,13 @@ failing_rank_leaves_at_once() {
     ! echo "$out" | grep -q "^mpirun exit code 124$" ||
         { echo "the job ran until timeout ended it: rank 1 waited in ranksnap's gather"; tail -20 "$dir.stderr"; exit 1; }
     test -f "$dir/rank-00001.pickle" || { echo "rank 1 left no pickle"; ls -la "$dir"; tail -20 "$dir.stderr"; exit 1; }
-    echo '{}' > "$dir.none.json"
-    check "$dir.none.json" "snaps['rank-00001.pickle']['ranksnap']['reason'] == 'dump'"
+    # the report from the pickles says how rank 1 ended: the status the glue saw it leave with
+    "$ranksnap" report "$dir" --json > "$dir.report.json" 2> "$dir.report.stderr" ||
+        { cat "$dir.report.stderr"; exit 1; }
+    check "$dir.report.json" "snaps['rank-00001.pickle']['ranksnap']['reason'] == 'dump'" \
+        "snaps['rank-00001.pickle']['ranksnap'].get('end') == {'exit_status': 1}" \
+        "[k.get('ended') for k in r['ranks'] if k['rank'] == 1] == ['exited with status 1']" \
+        "'rank 1 exited with status 1; its snapshot was written as it left' in r['notes']"
 }
 
 case_mpi_torch_failing_rank_leaves_at_once_with_sys_exit() {

@@ -426,6 +426,25 @@ TEST(communicators_and_steps_from_name_the_field_and_the_expectation)
     add_key(&e, get(e.root, "time"), "steps_from", how);
     expect_error(&e, "field 'time.steps_from' must be a string, not an integer");
     edit_end(&e);
+
+    /* how the process ended: each key optional, each checked */
+    edit_begin(&e);
+    msgpack_object_kv kv[2];
+    set_str(&kv[0].key, "exit_status");
+    set_uint(&kv[0].val, 2);
+    set_str(&kv[1].key, "signal");
+    set_uint(&kv[1].val, 15);
+    msgpack_object end = {.type = MSGPACK_OBJECT_MAP, .via.map = {2, kv}};
+    add_key(&e, e.root, "end", end);
+    CHECK(edit_decode(&e, &s) == RANKSNAP_OK);
+    CHECK(s && s->end.flags == (15 | RS_END_EXIT) && s->end.status == 2);
+    rs_snap_free(s);
+    set_uint(&kv[1].val, 300);
+    expect_error(&e, "field 'end.signal'");
+    set_uint(&kv[1].val, 15);
+    set_str(&kv[0].val, "1");
+    expect_error(&e, "field 'end.exit_status' must be an integer");
+    edit_end(&e);
 }
 
 TEST(missing_and_duplicate_fields_are_rejected)

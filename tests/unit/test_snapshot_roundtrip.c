@@ -370,6 +370,35 @@ TEST(snapshot_keeps_the_allocator_settings_and_a_crash_flag)
     fixture_free(&f);
 }
 
+/* How the process ended (format.h) and RANKSNAP_DRIVER, which the report's words rest on: each
+ * part of the end back as written, the dump's progress (the ring's alone) not in the file, and a
+ * snapshot not written on the way out without an `end`. */
+TEST(snapshot_keeps_how_the_process_ended_and_the_driver_setting)
+{
+    fixture f;
+    CHECK(fixture_init(&f, 1) == 0);
+    f.opt.driver = 0;
+    f.src.end = (rs_end){15 | RS_END_EXIT | RS_END_MPI_OPEN | RS_END_OFF_MAIN | RS_END_DUMP_BEGAN, 3, 0};
+    rs_snap *s = roundtrip(&f.src);
+    CHECK(s != NULL);
+    if (s) {
+        CHECK_EQ_U64(s->end.flags, 15 | RS_END_EXIT | RS_END_MPI_OPEN | RS_END_OFF_MAIN);
+        CHECK_EQ_U64(s->end.status, 3);
+        CHECK_EQ_U64(s->recorder.driver, 0);
+    }
+    rs_snap_free(s);
+    f.opt.driver = 1;
+    f.src.end = (rs_end){RS_END_MPI_ABORT, 0, -7};
+    s = roundtrip(&f.src);
+    CHECK(s && s->end.flags == RS_END_MPI_ABORT && s->end.abort_code == -7 && s->recorder.driver == 1);
+    rs_snap_free(s);
+    f.src.end = (rs_end){0, 0, 0};
+    s = roundtrip(&f.src);
+    CHECK(s && s->end.flags == 0 && s->end.status == 0 && s->end.abort_code == 0);
+    rs_snap_free(s);
+    fixture_free(&f);
+}
+
 TEST(snapshot_of_a_wrapped_ring_reports_dropped_events)
 {
     fixture f;
@@ -560,6 +589,7 @@ int main(void)
     RUN(snapshot_with_recorder_roundtrips_history_stacks_and_symbols);
     RUN(snapshot_keeps_what_nvml_listed_and_reads_a_file_without_it);
     RUN(snapshot_keeps_the_allocator_settings_and_a_crash_flag);
+    RUN(snapshot_keeps_how_the_process_ended_and_the_driver_setting);
     RUN(snapshot_of_a_wrapped_ring_reports_dropped_events);
     RUN(delta_columns_survive_wraparound_and_large_jumps);
     RUN(snapshot_file_written_atomically_reads_back);

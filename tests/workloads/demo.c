@@ -13,6 +13,11 @@
  *   --on-oom abort|continue   what a rank does on OOM (MPI_Abort, or skip the step and go on)
  *   --hang R:STEP:S   rank R sleeps S seconds before step STEP (a straggler)
  *   --kill R:STEP     rank R sends itself SIGKILL at step STEP (what the kernel's OOM killer does)
+ *   --end R:STEP:HOW  rank R ends at step STEP before MPI_Finalize, HOW being: exit (exit(1)), exit0
+ *                     (exit(0)), thread (exit(1) on another thread), handler (exit(1) in its
+ *                     SIGUSR1 handler), _exit (_exit(1)), abort, mpi-abort (MPI_Abort, code 5),
+ *                     exec (the process becomes /bin/true); or fork: it forks a child that
+ *                     allocates through ranksnap and exit(1)s, waits for it and goes on
  *   --comm mpi|nccl   the gradient all-reduce: MPI on host buffers (any backend), or NCCL on the
  *                     device buffers (RANKSNAP_BACKEND=cuda, one GPU per rank: local rank % GPUs)
  *   --alloc ranksnap|cudaMalloc|cudaMallocAsync   who serves the tensors (the last two bypass
@@ -42,9 +47,11 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ranksnap.h"
@@ -69,6 +76,8 @@ typedef struct demo_cfg {
     int oom_abort;
     int hang_rank, hang_step, hang_seconds;
     int kill_rank, kill_step;
+    int end_rank, end_step;
+    char end_how[16];
     int nccl;
     int pp;
     int timing;
@@ -143,7 +152,7 @@ static int parse_args(int argc, char **argv, demo_cfg *c)
 {
     *c = (demo_cfg){.iters = 8, .layers = 8, .hidden = 1024, .batch = 2048, .diverge_rank = -1,
                     .diverge_factor = 1.0, .leak_rank = -1, .oom_rank = -1, .oom_abort = 1,
-                    .hang_rank = -1, .kill_rank = -1, .app_steps_from = -1};
+                    .hang_rank = -1, .kill_rank = -1, .end_rank = -1, .app_steps_from = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t x, y;
@@ -246,6 +255,20 @@ static int parse_args(int argc, char **argv, demo_cfg *c)
             if (sscanf(v, "%llu:%llu%c", &r, &st, &tail) != 2) return bad(a, v, "RANK:STEP");
             c->kill_rank = (int)r;
             c->kill_step = (int)st;
+        } else if (!strcmp(a, "--end")) {
+            static const char *const hows[] = {"exit", "exit0", "thread", "handler", "_exit", "abort",
+                                               "mpi-abort", "exec", "fork", NULL};
+            unsigned long long r, st;
+            int at = 0;
+            if (sscanf(v, "%llu:%llu:%n", &r, &st, &at) != 2 || !at) return bad(a, v, "RANK:STEP:HOW");
+            int known = 0;
+            for (int k = 0; hows[k]; k++) known |= !strcmp(v + at, hows[k]);
+            if (!known)
+                return bad(a, v, "RANK:STEP:HOW, HOW one of exit, exit0, thread, handler, _exit, "
+                                 "abort, mpi-abort, exec, fork");
+            c->end_rank = (int)r;
+            c->end_step = (int)st;
+            snprintf(c->end_how, sizeof c->end_how, "%s", v + at);
         } else {
             if (rank_ == 0) fprintf(stderr, "ranksnap-demo: unknown flag \"%s\"\n", a);
             usage();
@@ -273,6 +296,58 @@ __attribute__((noinline)) static ranksnap_status attention_scores(void **p, uint
 __attribute__((noinline)) static ranksnap_status matmul_workspace(void **p, uint64_t n) { return DEMO_ALLOC(p, n); }
 __attribute__((noinline)) static ranksnap_status allreduce_bucket(void **p, uint64_t n) { return DEMO_ALLOC(p, n); }
 __attribute__((noinline)) static ranksnap_status leaky_cache(void **p, uint64_t n) { return DEMO_ALLOC(p, n); }
+
+/* --end: the ways a rank's process ends before MPI_Finalize that ranksnap must tell apart. */
+static void *exit_on_a_thread(void *arg)
+{
+    (void)arg;
+    exit(1);
+}
+
+static void exit_in_a_handler(int sig)
+{
+    (void)sig;
+    exit(1);
+}
+
+static void end_rank(const char *how)
+{
+    fprintf(stderr, "ranksnap-demo: rank %d ends: %s\n", rank_, how);
+    fflush(stderr);
+    if (!strcmp(how, "exit")) exit(1);
+    if (!strcmp(how, "exit0")) exit(0);
+    if (!strcmp(how, "_exit")) _exit(1);
+    if (!strcmp(how, "abort")) abort();
+    if (!strcmp(how, "mpi-abort")) MPI_Abort(MPI_COMM_WORLD, 5);
+    if (!strcmp(how, "exec")) {
+        execl("/bin/true", "true", (char *)NULL);
+        _exit(127);
+    }
+    if (!strcmp(how, "handler")) {
+        signal(SIGUSR1, exit_in_a_handler);
+        raise(SIGUSR1);
+    }
+    if (!strcmp(how, "thread")) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, exit_on_a_thread, NULL) == 0) pthread_join(t, NULL);
+    }
+    if (!strcmp(how, "fork")) {
+        /* a helper process: it allocates and fails; the rank waits for it and goes on */
+        pid_t pid = fork();
+        if (pid == 0) {
+            void *p = NULL;
+            (void)ranksnap_malloc(&p, 1 << 20, NULL);
+            exit(1);
+        }
+        int status = 0;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 1) {
+            fprintf(stderr, "ranksnap-demo: rank %d: the forked child did not exit(1)\n", rank_);
+            exit(3);
+        }
+        return;
+    }
+    for (;;) pause(); /* not reached: each way above ends the process */
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -378,8 +453,10 @@ static int train_step(const demo_cfg *c, model *m, uint64_t batch, int step)
 
 int main(int argc, char **argv)
 {
-    /* The rank is known from the launcher before MPI_Init, for the flags that must act early. */
+    /* The rank is known from the launcher before MPI_Init, for the flags that must act early:
+     * Open MPI's mpirun, or MPICH's Hydra, says it. */
     const char *er = getenv("OMPI_COMM_WORLD_RANK");
+    if (!er) er = getenv("PMI_RANK");
     if (er) rank_ = atoi(er);
     demo_cfg c;
     if (parse_args(argc, argv, &c)) return 2;
@@ -396,6 +473,7 @@ int main(int argc, char **argv)
         /* one GPU per rank, chosen before MPI_Init, where ranksnap's cuda backend takes the
          * current device */
         const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        if (!lr) lr = getenv("MPI_LOCALRANKID");
         int ndev = 0;
         if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
             fprintf(stderr, "ranksnap-demo: --comm nccl needs a GPU\n");
@@ -476,6 +554,7 @@ int main(int argc, char **argv)
         double t0 = MPI_Wtime();
         if (rank_ == c.hang_rank && s == c.hang_step) sleep((unsigned)c.hang_seconds);
         if (rank_ == c.kill_rank && s == c.kill_step) raise(SIGKILL);
+        if (rank_ == c.end_rank && s == c.end_step) end_rank(c.end_how);
         if (!c.no_steps) ranksnap_step(s);
         else if (c.app_steps_from >= 0 && s >= c.app_steps_from) ranksnap_step(s - c.app_steps_from);
         uint64_t batch = c.batch;
