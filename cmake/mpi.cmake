@@ -121,6 +121,10 @@ function(rs_mpi_plugins)
     add_library(ranksnap_mpi INTERFACE)
     set_target_properties(ranksnap_mpi PROPERTIES EXPORT_NAME mpi)
     target_link_libraries(ranksnap_mpi INTERFACE ranksnap_mpi_${RS_TEST_MPI_FAMILY} ranksnap)
+    # The plugin defines MPI_Init and MPI_Finalize and needs MPI's PMPI_* only weakly, so under
+    # --as-needed (the default of Debian's and Ubuntu's compilers) a program whose other MPI calls
+    # are few or none would lose its MPI library at link time and call a null PMPI_Init at run time.
+    target_link_options(ranksnap_mpi INTERFACE LINKER:--no-as-needed)
     add_library(ranksnap::mpi ALIAS ranksnap_mpi)
   endif()
 endfunction()
