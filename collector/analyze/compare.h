@@ -16,6 +16,7 @@
 
 #include "ranksnap.h"
 #include "roles.h"
+#include "site_delta.h"
 #include "sites.h"
 #include "snapshot.h"
 #include "summary.h"
@@ -29,13 +30,6 @@ typedef struct rs_compare_config {
 } rs_compare_config;
 
 void rs_compare_config_default(rs_compare_config *c);
-
-/* A site of a verdict: its name and where it sits (sites.h); the path is the site alone when
- * only a summary was at hand. */
-typedef struct rs_compare_site {
-    rs_site site;
-    rs_site_path path;
-} rs_compare_site;
 
 typedef struct rs_compare_divergent {
     int32_t rank;

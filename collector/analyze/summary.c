@@ -73,6 +73,16 @@ static void step_series(rs_walk *w, rs_summary *out)
     if (w->peak_reserved > out->peak_reserved) out->peak_reserved = w->peak_reserved;
 }
 
+int rs_summary_outside_only(const rs_summary *s)
+{
+    return s->peak_allocated == 0 && s->peak_reserved == 0 && s->recorded_outside_peak > 0;
+}
+
+uint64_t rs_summary_peak(const rs_summary *s)
+{
+    return rs_summary_outside_only(s) ? s->recorded_outside_peak : s->peak_allocated;
+}
+
 const char *rs_summary_outside_label_name(const char *label)
 {
     static const char *const names[][2] = {{"nccl", "NCCL"},

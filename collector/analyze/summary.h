@@ -110,6 +110,13 @@ typedef struct rs_summary_sites {
 void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *sites);
 void rs_summary_sites_free(rs_summary_sites *sites);
 
+/* 1 for a rank whose memory ranksnap saw only as it was taken outside the allocator (at the CUDA
+ * driver: a program on a static runtime that was not relinked). */
+int rs_summary_outside_only(const rs_summary *s);
+/* What a rank is compared by: its allocator's peak, or for an outside-only rank the peak of what
+ * was taken outside. */
+uint64_t rs_summary_peak(const rs_summary *s);
+
 /* How the reports name a holder of outside memory: "NCCL" for "nccl", "ncclMemAlloc" for
  * "nccl_mem", "cudaMallocFromPoolAsync" for "cuda_mempool"; other labels as they are. */
 const char *rs_summary_outside_label_name(const char *label);
