@@ -6,12 +6,19 @@
 #ifndef RANKSNAP_TEXT_H
 #define RANKSNAP_TEXT_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ranksnap.h"
+
 /* Human-readable bytes, PyTorch style ("2.00 GiB", "512.00 KiB", "20 bytes"). */
 void rs_text_format_bytes(uint64_t bytes, char *buf, size_t n);
+
+/* Appends a malloc'ed string formatted from `fmt` and `ap` to the list (*list)[*n] (a report's
+ * notes): RANKSNAP_ERR_HOST_MEMORY, the list unchanged, without memory. */
+ranksnap_status rs_text_list_vadd(char ***list, size_t *n, const char *fmt, va_list ap);
 
 /* The part of `path` after its last '/'. */
 const char *rs_text_basename(const char *path);

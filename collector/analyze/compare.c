@@ -34,6 +34,7 @@
 #include "sat.h"
 #include "site_delta.h"
 #include "step_trend.h"
+#include "text.h"
 
 /* More missing ranks than this are counted in a note rather than listed one by one. */
 #define MAX_MISSING_LISTED 1000000
@@ -50,21 +51,9 @@ ranksnap_status rs_compare_add_note(rs_compare_result *r, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int len = vsnprintf(NULL, 0, fmt, ap);
+    ranksnap_status st = rs_text_list_vadd(&r->notes, &r->n_notes, fmt, ap);
     va_end(ap);
-    if (len < 0) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_compare_add_note: bad format");
-    char *text = malloc((size_t)len + 1);
-    char **notes = text ? realloc(r->notes, (r->n_notes + 1) * sizeof *notes) : NULL;
-    if (!notes) {
-        free(text);
-        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for a report note");
-    }
-    va_start(ap, fmt);
-    vsnprintf(text, (size_t)len + 1, fmt, ap);
-    va_end(ap);
-    r->notes = notes;
-    r->notes[r->n_notes++] = text;
-    return RANKSNAP_OK;
+    return st;
 }
 
 void rs_compare_result_free(rs_compare_result *r)
@@ -324,11 +313,10 @@ static ranksnap_status divergent_verdict(rs_compare_result *r, const present *p,
     return st;
 }
 
-/* A rank that recorded nothing: no allocation, no reservation, no memory outside the allocator
- * recorded as it was taken, no OOM (killed at start-up, a ring recovered before its first event). */
+/* A rank that recorded nothing (summary.h). */
 static int no_data(const rs_summary *s)
 {
-    return !s->oom && s->peak_allocated == 0 && s->peak_reserved == 0 && s->recorded_outside_peak == 0;
+    return !rs_summary_has_data(s);
 }
 
 /* The median, MAD, reference and threshold of one group of ranks: all of them, or one role's. */
@@ -445,9 +433,7 @@ static ranksnap_status role_rows(rs_compare_result *r, const present *p, size_t 
         if (x->max_rank < 0 || rs_summary_peak(s) > x->max_peak) {
             x->max_rank = s->rank;
             x->max_peak = rs_summary_peak(s);
-            x->capacity = s->memory_limit ? s->memory_limit : s->device_total;
-            if (s->oom && !x->capacity)
-                x->capacity = s->oom_memory_limit ? s->oom_memory_limit : s->oom_device_total;
+            x->capacity = rs_summary_capacity(s);
         }
     }
     int any_capacity = 0;

@@ -83,6 +83,18 @@ uint64_t rs_summary_peak(const rs_summary *s)
     return rs_summary_outside_only(s) ? s->recorded_outside_peak : s->peak_allocated;
 }
 
+int rs_summary_has_data(const rs_summary *s)
+{
+    return s->oom || s->peak_allocated != 0 || s->peak_reserved != 0 || s->recorded_outside_peak != 0;
+}
+
+uint64_t rs_summary_capacity(const rs_summary *s)
+{
+    uint64_t c = s->memory_limit ? s->memory_limit : s->device_total;
+    if (s->oom && !c) c = s->oom_memory_limit ? s->oom_memory_limit : s->oom_device_total;
+    return c;
+}
+
 const char *rs_summary_outside_label_name(const char *label)
 {
     static const char *const names[][2] = {{"nccl", "NCCL"},

@@ -117,6 +117,14 @@ int rs_summary_outside_only(const rs_summary *s);
  * was taken outside. */
 uint64_t rs_summary_peak(const rs_summary *s);
 
+/* 0 for a rank that recorded nothing: no allocation, no reservation, no memory outside the
+ * allocator recorded as it was taken, no OOM (killed at start-up, a ring recovered before its
+ * first event). */
+int rs_summary_has_data(const rs_summary *s);
+/* What the rank could fill: its memory limit, else its device's capacity (for a rank that ran out
+ * of memory and says neither, those in force at the OOM); 0 when unknown. */
+uint64_t rs_summary_capacity(const rs_summary *s);
+
 /* How the reports name a holder of outside memory: "NCCL" for "nccl", "ncclMemAlloc" for
  * "nccl_mem", "cudaMallocFromPoolAsync" for "cuda_mempool"; other labels as they are. */
 const char *rs_summary_outside_label_name(const char *label);
