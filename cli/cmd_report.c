@@ -426,7 +426,9 @@ const rs_cli_verb rs_cmd_report = {
      "                [--all-frames] [--attempt K] [--[no-]progress] [--jobs N]",
      "compare the ranks: peaks, OOMs, ranks diverging from the median, and the sites why",
      "  DIR                 every rank-*.rsnap and rank-*.pickle (PyTorch jobs) in it, and\n"
-     "                      the rank-*.ring files of ranks that died (recovered, incomplete)\n"
+     "                      the rank-*.ring files of ranks that died (recovered, incomplete);\n"
+     "                      where there are none, its pickles named with their rank\n"
+     "                      (snapshot_rank3.pickle), each one's rank from its name\n"
      "  --attempt K         a restarted torchrun job: compare attempt K (rank-*.aK.*; by\n"
      "                      default the newest attempt with a file for each of its ranks)\n"
      "  --json              print report.json (schema: docs/FORMAT.md) instead of the text\n"

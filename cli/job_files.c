@@ -159,23 +159,43 @@ static size_t prefer_newest(rs_job_file *f, size_t n)
     return w;
 }
 
-/* Adds the rank files of `dir` in name order; -1 (and a message) when there are none. */
-static int add_dir(rs_job_paths *l, const char *dir)
+/* A PyTorch pickle named as users name their dumps: "snapshot_rank3.pickle", "oom_rank-3_x.pickle". */
+static int is_named_pickle(const char *name)
 {
-    DIR *d = opendir(dir);
-    if (!d) {
-        fprintf(stderr, "ranksnap: %s: cannot open the directory: %s\n", dir, strerror(errno));
-        return -1;
-    }
+    size_t n = strlen(name);
+    int rank;
+    return n > 7 && !strcmp(name + n - 7, ".pickle") && rs_decode_rank_from_name(name, &rank) == 0;
+}
+
+/* Adds the rank files of `dir` in name order; where it has none, its PyTorch pickles named with
+ * their rank (*by_name set: their rank is read from the name, and a line says so). -1 (and a
+ * message) when there are neither. */
+static int add_dir(rs_job_paths *l, const char *dir, int *by_name)
+{
     size_t first = l->n;
-    struct dirent *e;
-    int oom = 0;
-    while ((e = readdir(d)) != NULL)
-        if (rs_attempt_is_rank_file(e->d_name) && rs_job_paths_push(l, dir, e->d_name) != 0) oom = 1;
-    closedir(d);
-    if (oom) {
-        fprintf(stderr, "ranksnap: %s: out of memory listing the directory\n", dir);
-        return -1;
+    for (int pass = 0; pass < 2 && l->n == first; pass++) {
+        DIR *d = opendir(dir);
+        if (!d) {
+            fprintf(stderr, "ranksnap: %s: cannot open the directory: %s\n", dir, strerror(errno));
+            return -1;
+        }
+        struct dirent *e;
+        int oom = 0;
+        while ((e = readdir(d)) != NULL)
+            if ((pass ? is_named_pickle(e->d_name) : rs_attempt_is_rank_file(e->d_name)) &&
+                rs_job_paths_push(l, dir, e->d_name) != 0)
+                oom = 1;
+        closedir(d);
+        if (oom) {
+            fprintf(stderr, "ranksnap: %s: out of memory listing the directory\n", dir);
+            return -1;
+        }
+        if (pass && l->n > first) {
+            *by_name = 1;
+            fprintf(stderr, "ranksnap: %s: no rank-* files; reading its %zu PyTorch pickle%s, each "
+                            "one's rank from the number in its name (as --rank-from-name)\n",
+                    dir, l->n - first, l->n - first == 1 ? "" : "s");
+        }
     }
     if (l->n == first) {
         fprintf(stderr, "ranksnap: %s: no rank-*.rsnap files in this directory\n", dir);
@@ -372,7 +392,7 @@ int rs_job_list(rs_job *j, const rs_job_opts *o, char *const *operands, size_t n
         struct stat sb;
         int bad = 0;
         if (stat(operands[i], &sb) == 0 && S_ISDIR(sb.st_mode))
-            bad = add_dir(&j->paths, operands[i]);
+            bad = add_dir(&j->paths, operands[i], &j->o.rank_from_name);
         else
             bad = rs_job_paths_push(&j->paths, NULL, operands[i]);
         if (bad && rs_job_paths_push(&j->failed, NULL, operands[i]) != 0) return -1;
@@ -389,7 +409,7 @@ int rs_job_list(rs_job *j, const rs_job_opts *o, char *const *operands, size_t n
         const char *p = j->paths.v[i];
         slots[i].bytes = stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
         j->bytes += slots[i].bytes;
-        if (pickle_opts(o, p, &n_pickles, &slots[i].po, &pickle, &slots[i].error) == 0)
+        if (pickle_opts(&j->o, p, &n_pickles, &slots[i].po, &pickle, &slots[i].error) == 0)
             j->expected++;
         else if (!slots[i].error)
             slots[i].st = RANKSNAP_ERR_HOST_MEMORY;
