@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "options.h"
 #include "text.h"
 
 void rs_cli_usage(FILE *out, const rs_cli_verb *verb)
@@ -114,4 +115,27 @@ int rs_cli_file_operands(const rs_cli_verb *verb, int argc, char **argv, int *co
         return -1;
     }
     return n;
+}
+
+int rs_cli_groups(const char *who, const char *flag, const char *value, rs_roles *out)
+{
+    rs_options opts;
+    memset(out, 0, sizeof *out);
+    if (rs_options_load_one(&opts, "RANKSNAP_GROUPS", value) != RANKSNAP_OK) {
+        /* the option table names the variable: a value given as the flag is named as the flag */
+        const char *e = ranksnap_last_error(), *why = value ? strstr(e, ": ") : NULL;
+        if (why)
+            fprintf(stderr, "%s: %s %s%s\n", who, flag, value, why);
+        else
+            fprintf(stderr, "ranksnap: %s\n", e);
+        return -1;
+    }
+    if (!opts.groups[0]) return 0;
+    char source[320];
+    snprintf(source, sizeof source, "%s %s", value ? flag : "RANKSNAP_GROUPS", opts.groups);
+    if (rs_roles_parse(opts.groups, source, out) != RANKSNAP_OK) {
+        fprintf(stderr, "%s: %s\n", who, ranksnap_last_error());
+        return -1;
+    }
+    return 0;
 }

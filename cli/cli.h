@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "ranksnap.h"
+#include "roles.h"
 
 enum { RS_EXIT_OK = 0, RS_EXIT_FAILED = 1, RS_EXIT_USAGE = 2 };
 
@@ -64,5 +65,9 @@ void rs_cli_failure(const char *who, const char *path, ranksnap_status st);
  * "--help" print the verb's usage, any other "-x" is a usage error. Returns -1 when the caller
  * should exit with *code. Operands are compacted to the front of argv; their count is returned. */
 int rs_cli_file_operands(const rs_cli_verb *verb, int argc, char **argv, int *code);
+
+/* The grouping of ranks into roles (roles.h) that `flag` gave as `value`, else RANKSNAP_GROUPS;
+ * out->n_roles 0 when neither says one. -1 after saying why on stderr ("WHO: --groups ..."). */
+int rs_cli_groups(const char *who, const char *flag, const char *value, rs_roles *out);
 
 #endif

@@ -72,24 +72,7 @@ static int report_divergence(const report_opts *o, double *pct)
 /* The flag, else RANKSNAP_GROUPS: the roles each rank is compared within (roles.h). */
 static int report_groups(report_opts *o)
 {
-    rs_options opts;
-    if (rs_options_load_one(&opts, "RANKSNAP_GROUPS", o->groups) != RANKSNAP_OK) {
-        /* the option table names the variable: a value given as the flag is named as the flag */
-        const char *e = ranksnap_last_error(), *why = o->groups ? strstr(e, ": ") : NULL;
-        if (why)
-            fprintf(stderr, "ranksnap report: --groups %s%s\n", o->groups, why);
-        else
-            fprintf(stderr, "ranksnap: %s\n", e);
-        return -1;
-    }
-    if (!opts.groups[0]) return 0;
-    char source[320];
-    snprintf(source, sizeof source, "%s %s", o->groups ? "--groups" : "RANKSNAP_GROUPS", opts.groups);
-    if (rs_roles_parse(opts.groups, source, &o->roles) != RANKSNAP_OK) {
-        fprintf(stderr, "ranksnap report: %s\n", ranksnap_last_error());
-        return -1;
-    }
-    return 0;
+    return rs_cli_groups("ranksnap report", "--groups", o->groups, &o->roles);
 }
 
 static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_opts *o,
