@@ -214,7 +214,8 @@ static int read_run(const diff_opts *o, int side, diff_run *r, int keep, FILE *p
         return -1;
     }
     r->is_dir = S_ISDIR(sb.st_mode);
-    if (rs_job_read(&r->job, &(rs_job_read_opts){keep, 0, o->progress}, progress) != 0 ||
+    /* a job too large to keep: its files' totals first, the ranks explained read again whole */
+    if (rs_job_read(&r->job, &(rs_job_read_opts){keep, !keep, 0, o->progress}, progress) != 0 ||
         r->job.failed.n) {
         if (r->job.failed.n)
             fprintf(stderr, "ranksnap diff: %s: %zu file%s of %s could not be read or %s left out "
@@ -291,7 +292,11 @@ static void reread_wanted(const diff_opts *o, diff_run *run, const rs_diff_resul
                 if (!j->f[i].sites.ok && rs_diff_wants_sites(res, side, j->f[i].sum.rank)) which[n++] = i;
             /* a file that changed since cannot be read again: its top sites stand in (a note) */
             rs_job_reread_sites(j->f, full, which, n, o->jobs);
-            for (size_t k = 0; k < n; k++) rs_snap_free(full[which[k]]);
+            for (size_t k = 0; k < n; k++) {
+                rs_snap_free(full[which[k]]);
+                /* the whole summary where the first read had the totals alone */
+                run[side].sums[which[k]] = j->f[which[k]].sum;
+            }
         }
         free(which);
         free(full);

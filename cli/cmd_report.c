@@ -390,7 +390,7 @@ static int run_report(const rs_cli_verb *verb, int argc, char **argv)
     code = RS_EXIT_FAILED;
     rs_job_opts jo = {"ranksnap report", o.jobs, o.rank_from_name, o.allow_mixed_jobs, o.attempt};
     if (rs_job_list(&job, &jo, operands.v, operands.n) != 0) goto done;
-    rs_job_read_opts ro = {job.decoded <= RS_JOB_KEEP_BYTES, 0, o.progress};
+    rs_job_read_opts ro = {job.decoded <= RS_JOB_KEEP_BYTES, 0, 0, o.progress};
     if (o.html || o.out_dir) ro.points = rs_timeline_points_for(job.expected);
     if (rs_job_progress_wanted(&job, o.progress)) progress = stderr;
     if (rs_job_read(&job, &ro, progress) != 0) goto done;

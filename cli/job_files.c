@@ -291,9 +291,12 @@ static void reread_one(void *ctx, size_t k)
     size_t i = rp->which[k];
     rp->full[i] = rs_job_reread(&rp->f[i]);
     /* its sites made here, in parallel, rather than by the comparison; the summary is the
-     * first pass's */
+     * first pass's, unless that pass read the file's totals alone */
     rs_summary again;
-    if (rp->full[i] && !rp->f[i].sites.ok) rs_summary_of_sites(rp->full[i], &again, &rp->f[i].sites);
+    if (rp->full[i] && !rp->f[i].sites.ok) {
+        rs_summary_of_sites(rp->full[i], &again, &rp->f[i].sites);
+        if (rp->f[i].sum.totals_only) rp->f[i].sum = again;
+    }
 }
 
 void rs_job_reread_sites(rs_job_file *f, rs_snap **full, const size_t *which, size_t n_which,
@@ -342,7 +345,8 @@ static void read_one(void *ctx, size_t i)
     if (sl->error || sl->st != RANKSNAP_OK) return; /* --rank-from-name found no rank */
     rs_snap *snap = NULL;
     int ring = 0, closed = 0;
-    sl->st = rs_decode_file_ex(rp->paths[i], &sl->po, &snap, &ring, &closed);
+    sl->st = rs_decode_file_how(rp->paths[i], &sl->po, rp->ro->totals && !rp->ro->keep, &snap, &ring,
+                                &closed);
     if (sl->st != RANKSNAP_OK) {
         const char *d = ranksnap_last_error();
         sl->error = strdup(d[0] ? d : ranksnap_strerror(sl->st));

@@ -60,6 +60,8 @@ typedef struct rs_job_file {
 /* What the first pass was asked to do with each file. */
 typedef struct rs_job_read_opts {
     int keep;        /* make each rank's sites in full, keep OOM snapshots within RS_JOB_KEEP_BYTES */
+    int totals;      /* without keep: a .rsnap's totals alone (rs_decode_file_how), its summary
+                        then without steps (summary.h: totals_only) until it is read again */
     uint32_t points; /* timeline buckets, 0: no timeline */
     int progress;    /* --progress 1, --no-progress 0, -1: when stderr is a terminal (progress.h) */
 } rs_job_read_opts;
@@ -100,7 +102,8 @@ void rs_job_free(rs_job *j);
 rs_snap *rs_job_reread(const rs_job_file *f);
 
 /* Reads the files f[which[k]] again on `jobs` threads, each into full[which[k]] (NULL when it
- * cannot be), and makes its sites in full where the first pass did not. */
+ * cannot be), and makes its sites in full where the first pass did not (and its whole summary,
+ * where the first pass read its totals alone). */
 void rs_job_reread_sites(rs_job_file *f, rs_snap **full, const size_t *which, size_t n_which,
                          int jobs);
 

@@ -93,6 +93,7 @@ static void level_of(const rs_summary *s, rs_diff_level *l)
     l->reserved = s->peak_reserved;
     l->outside = s->outside_peak;
     l->fragmentation = rs_sat_sub_u64(s->reserved_at_peak, s->peak_allocated);
+    l->fragmentation_known = !s->totals_only;
     l->capacity = rs_summary_capacity(s);
     if (l->capacity) l->headroom = rs_sat_sub_i64(rs_sat_i64(l->capacity), rs_sat_i64(l->peak));
     l->oom = s->oom;
@@ -115,6 +116,7 @@ static void level_fold(rs_diff_level *g, const rs_diff_level *l, int *any)
     if (l->reserved > g->reserved) g->reserved = l->reserved;
     if (l->outside > g->outside) g->outside = l->outside;
     if (l->fragmentation > g->fragmentation) g->fragmentation = l->fragmentation;
+    g->fragmentation_known &= l->fragmentation_known;
     if (l->capacity && (!g->capacity || l->headroom < g->headroom)) {
         g->capacity = l->capacity;
         g->headroom = l->headroom;

@@ -59,6 +59,8 @@ typedef struct rs_diff_level {
     uint64_t reserved;      /* peak reserved */
     uint64_t outside;       /* outside the allocator at the peak */
     uint64_t fragmentation; /* reserved at the allocated peak minus the peak */
+    int fragmentation_known; /* 0: a summary of the totals alone (summary.h), the moment of the
+                                peak not known; a role's when every rank's is */
     uint64_t capacity;      /* memory limit, else the device's capacity; 0 unknown */
     int64_t headroom;       /* capacity - peak (the smallest of a role's), when capacity != 0 */
     int oom;                /* it (one of its ranks) ran out of memory */

@@ -172,6 +172,7 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
     out->recovered = s->backend && strcmp(s->backend, "recovered ring") == 0;
     out->oom = s->has_oom;
     out->comms_unreadable = s->comms_error[0] != '\0';
+    out->totals_only = s->totals_only;
     for (size_t i = 0; i < s->n_comms && out->n_comms < RS_SUMMARY_MAX_COMMS; i++)
         /* a framework's named dimension counts at any size (dp=1 in a pipeline of two) */
         if (s->comms[i].name[0] || (s->comms[i].size > 1 && s->comms[i].size < s->world_size))
@@ -206,6 +207,7 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
         out->oom_step = s->oom.step;
     }
 
+    if (s->totals_only) return; /* no history, no frames: the totals are all there is */
     /* one classification of the frames for the OOM's site and the sites at the peak */
     rs_site_picker pk;
     rs_site_picker_init(&pk, s);

@@ -88,6 +88,8 @@ typedef struct rs_summary {
     int32_t n_comms;
     rs_snap_comm comms[RS_SUMMARY_MAX_COMMS];
     int32_t comms_unreadable; /* the file's communicators were malformed (rs_snap.comms_error) */
+    int32_t totals_only;      /* made from the file's totals alone (rs_snap.totals_only): no step
+                                 series, no sites, and reserved_at_peak is the reserved peak */
 } rs_summary;
 _Static_assert(sizeof(rs_summary) <= 4000, "the summary must stay under MPI's eager limit");
 

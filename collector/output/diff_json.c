@@ -31,10 +31,10 @@ static void json_level(FILE *f, const rs_diff_level *l)
 {
     fprintf(f,
             "{\"rank\": %" PRId32 ", \"has_data\": %s, \"peak_allocated\": %" PRIu64
-            ", \"peak_reserved\": %" PRIu64 ", \"outside\": %" PRIu64 ", \"fragmentation\": %" PRIu64
-            ", \"capacity\": ",
-            l->rank, l->has_data ? "true" : "false", l->peak, l->reserved, l->outside,
-            l->fragmentation);
+            ", \"peak_reserved\": %" PRIu64 ", \"outside\": %" PRIu64 ", \"fragmentation\": ",
+            l->rank, l->has_data ? "true" : "false", l->peak, l->reserved, l->outside);
+    json_int_or_null(f, l->fragmentation_known, rs_sat_i64(l->fragmentation));
+    fputs(", \"capacity\": ", f);
     json_int_or_null(f, l->capacity != 0, rs_sat_i64(l->capacity));
     fputs(", \"headroom\": ", f);
     json_int_or_null(f, l->capacity != 0, l->headroom);
@@ -55,7 +55,9 @@ static void json_change(FILE *f, const rs_diff_level *b, const rs_diff_level *a)
     json_change_of(f, "peak_reserved", b->reserved, a->reserved);
     fputs(", ", f);
     json_change_of(f, "outside", b->outside, a->outside);
-    fprintf(f, ", \"fragmentation\": %" PRId64, rs_diff_delta(b->fragmentation, a->fragmentation));
+    fputs(", \"fragmentation\": ", f);
+    json_int_or_null(f, b->fragmentation_known && a->fragmentation_known,
+                     rs_diff_delta(b->fragmentation, a->fragmentation));
     fputs(", \"headroom\": ", f);
     json_int_or_null(f, b->capacity && a->capacity, a->headroom - b->headroom);
     fputc('}', f);

@@ -110,7 +110,10 @@ static void print_pair_row(FILE *out, const rs_diff_result *r, const rs_diff_pai
     cell(c[0], sizeof c[0], b->peak, a->peak);
     cell(c[1], sizeof c[1], b->reserved, a->reserved);
     cell(c[2], sizeof c[2], b->outside, a->outside);
-    cell(c[3], sizeof c[3], b->fragmentation, a->fragmentation);
+    if (b->fragmentation_known && a->fragmentation_known)
+        cell(c[3], sizeof c[3], b->fragmentation, a->fragmentation);
+    else
+        snprintf(c[3], sizeof c[3], "-");
     headroom_cell(c[4], sizeof c[4], b, a);
     char line[512];
     int len = snprintf(line, sizeof line, "%c %9s  %-*s  %-24s  %-24s  %-22s  %-22s  %s",

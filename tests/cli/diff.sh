@@ -226,5 +226,40 @@ case_refuses_bad_input_with_exit_2() {
     echo "refused: PASS"
 }
 
+# two jobs too large to keep in memory (3 ranks of 300,000 events each: 6 files, 3 times their
+# bytes expected, above 64 MiB): their totals are read first, the rank that changed is read
+# again whole, and its sites and step are those of a small job's diff; the same with one thread
+# or two. DIR: a scratch folder; RANK_PROG (the 5th argument): report_bench_rank.
+case_jobs_too_large_to_keep_read_their_totals_first() {
+    rank_prog=$5
+    rm -rf "$dir" && mkdir -p "$dir/before" "$dir/after" || exit 1
+    for r in 0 1 2; do
+        RANKSNAP_DIR="$dir/before" "$rank_prog" --rank $r --size 3 --events 300000 --diverge-rank 3 || exit 1
+        RANKSNAP_DIR="$dir/after" "$rank_prog" --rank $r --size 3 --events 300000 --diverge-rank 1 || exit 1
+    done
+    total=$(cat "$dir"/before/rank-*.rsnap "$dir"/after/rank-*.rsnap | wc -c)
+    echo "six ranks, $total bytes"
+    test "$total" -gt $((64 * 1024 * 1024 / 3)) || { echo "the files are too small to be read in two passes"; exit 1; }
+    for j in 1 2; do
+        "$ranksnap" diff --jobs $j --fail-on 'peak>5%' "$dir/before" "$dir/after" > "$dir/jobs-$j.txt"
+        test $? -eq 1 || { echo "FAILED: --jobs $j: not exit 1"; exit 1; }
+    done
+    cat "$dir/jobs-1.txt"
+    cmp "$dir/jobs-1.txt" "$dir/jobs-2.txt" || exit 1
+    expect "$(cat "$dir/jobs-1.txt")" "rank 1 peaks higher: +16.00 MiB" "from step 0, a constant offset"         "+16.00 MiB at site_divergent_buffer (bench_sites.h:" "(added)" "peak>5%: exceeded by rank 1"
+    "$ranksnap" diff --json "$dir/before" "$dir/after" | "$py" -c '
+import json, sys
+d = json.load(sys.stdin)
+p = {x["after_rank"]: x for x in d["pairs"]}
+assert [r for r in p if p[r]["changed"]] == [1], d["pairs"]
+w = p[1]["why"]
+assert w["sites_in_full"] and w["pattern"] == "offset" and w["first_step"] == 0, w
+# the rank read again has its whole summary; the others, their totals alone
+assert p[1]["after"]["fragmentation"] is not None and p[0]["after"]["fragmentation"] is None, p
+assert d["runs"]["after"][1]["step_peaks"] and not d["runs"]["after"][0]["step_peaks"]'
+    test $? -eq 0 || exit 1
+    echo "large jobs: PASS"
+}
+
 command -v "case_$name" >/dev/null || { echo "diff.sh: no case '$name'" >&2; exit 2; }
 "case_$name" "$@"
