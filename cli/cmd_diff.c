@@ -26,23 +26,17 @@
 #include "diff_html.h"
 #include "diff_json.h"
 #include "diff_text.h"
-#include "heap.h"
 #include "job_files.h"
 #include "options.h"
-#include "pool.h"
 #include "roles_found.h"
-#include "site_rules.h"
 #include "text.h"
-
-/* --jobs above this is refused: threads beyond the cores only add memory. */
-#define RS_DIFF_MAX_JOBS 1024
 
 static const char *const run_name[2] = {"before", "after"};
 
 typedef struct diff_opts {
     const char *operand[2];
     int n_operands;
-    int jobs;
+    rs_job_flags rf;           /* how the files are read (job_files.h) */
     int json;
     const char *out_dir;
     const char *html;
@@ -50,11 +44,6 @@ typedef struct diff_opts {
     const char *groups;        /* --groups: both runs (NULL: RANKSNAP_GROUPS) */
     const char *run_groups[2]; /* --before-groups, --after-groups */
     int allow_missing;
-    int allow_mixed_jobs;
-    int rank_from_name;
-    int all_frames;
-    const char *site_skip;
-    int progress;
     rs_diff_gate gate;
 } diff_opts;
 
@@ -67,8 +56,7 @@ static int valued_flag(diff_opts *o, int argc, char **argv, int *i, const char *
         const char **dst;
     } flags[] = {{"--out", &o->out_dir},          {"--html", &o->html},
                  {"--threshold", &o->threshold},  {"--groups", &o->groups},
-                 {"--before-groups", &o->run_groups[0]}, {"--after-groups", &o->run_groups[1]},
-                 {"--site-skip", &o->site_skip}};
+                 {"--before-groups", &o->run_groups[0]}, {"--after-groups", &o->run_groups[1]}};
     for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
         int got = rs_cli_flag_value(flags[k].name, argc, argv, i, flags[k].dst);
         if (got == 0) continue;
@@ -102,14 +90,8 @@ static int diff_parse(const rs_cli_verb *verb, int argc, char **argv, diff_opts 
             o->json = 1;
         } else if (strcmp(a, "--allow-missing") == 0) {
             o->allow_missing = 1;
-        } else if (strcmp(a, "--allow-mixed-jobs") == 0) {
-            o->allow_mixed_jobs = 1;
-        } else if (strcmp(a, "--rank-from-name") == 0) {
-            o->rank_from_name = 1;
-        } else if (strcmp(a, "--all-frames") == 0) {
-            o->all_frames = 1;
-        } else if (strcmp(a, "--progress") == 0 || strcmp(a, "--no-progress") == 0) {
-            o->progress = a[2] == 'p';
+        } else if ((got = rs_job_flag(verb, argc, argv, &it.i, &o->rf, code)) != 0) {
+            if (got < 0) return -1;
         } else if ((got = rs_cli_flag_value("--fail-on", argc, argv, &it.i, &v)) != 0) {
             if (got < 0) {
                 *code = rs_cli_usage_error(verb, "--fail-on expects a condition such as 'peak>5%%'");
@@ -119,14 +101,6 @@ static int diff_parse(const rs_cli_verb *verb, int argc, char **argv, diff_opts 
                 *code = rs_cli_usage_error(verb, "%s", ranksnap_last_error());
                 return -1;
             }
-        } else if ((got = rs_cli_flag_value("--jobs", argc, argv, &it.i, &v)) != 0) {
-            long n = 0;
-            if (got < 0 || rs_cli_number(v, 1, RS_DIFF_MAX_JOBS, &n) != 0) {
-                *code = rs_cli_usage_error(verb, "--jobs expects a number of threads, 1 to %d",
-                                           RS_DIFF_MAX_JOBS);
-                return -1;
-            }
-            o->jobs = (int)n;
         } else if ((got = valued_flag(o, argc, argv, &it.i, &v)) != 0) {
             if (got < 0) {
                 *code = rs_cli_usage_error(verb, "%s expects a value", v);
@@ -215,7 +189,7 @@ static int read_run(const diff_opts *o, int side, diff_run *r, int keep, FILE *p
     }
     r->is_dir = S_ISDIR(sb.st_mode);
     /* a job too large to keep: its files' totals first, the ranks explained read again whole */
-    if (rs_job_read(&r->job, &(rs_job_read_opts){keep, !keep, 0, o->progress}, progress) != 0 ||
+    if (rs_job_read(&r->job, &(rs_job_read_opts){keep, !keep, 0, o->rf.progress}, progress) != 0 ||
         r->job.failed.n) {
         if (r->job.failed.n)
             fprintf(stderr, "ranksnap diff: %s: %zu file%s of %s could not be read or %s left out "
@@ -291,7 +265,7 @@ static void reread_wanted(const diff_opts *o, diff_run *run, const rs_diff_resul
             for (size_t i = 0; i < j->n; i++)
                 if (!j->f[i].sites.ok && rs_diff_wants_sites(res, side, j->f[i].sum.rank)) which[n++] = i;
             /* a file that changed since cannot be read again: its top sites stand in (a note) */
-            rs_job_reread_sites(j->f, full, which, n, o->jobs);
+            rs_job_reread_sites(j->f, full, which, n, o->rf.jobs);
             for (size_t k = 0; k < n; k++) {
                 rs_snap_free(full[which[k]]);
                 /* the whole summary where the first read had the totals alone */
@@ -303,35 +277,10 @@ static void reread_wanted(const diff_opts *o, diff_run *run, const rs_diff_resul
     }
 }
 
-/* --out DIR: diff.txt, diff.json, diff.html. */
-static int write_out(const char *dir, char *const bufs[3], const size_t lens[3])
-{
-    static const char *const names[3] = {"diff.txt", "diff.json", "diff.html"};
-    struct stat sb;
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "ranksnap diff: --out %s: cannot create the directory: %s\n", dir, strerror(errno));
-        return -1;
-    }
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "ranksnap diff: --out %s: not a directory\n", dir);
-        return -1;
-    }
-    for (int i = 0; i < 3; i++) {
-        size_t n = strlen(dir) + strlen(names[i]) + 2;
-        char *path = malloc(n);
-        if (!path) return -1;
-        snprintf(path, n, "%s/%s", dir, names[i]);
-        ranksnap_status st = rs_atomic_file_write(path, bufs[i], lens[i]);
-        if (st != RANKSNAP_OK) rs_cli_failure("ranksnap diff", path, st);
-        free(path);
-        if (st != RANKSNAP_OK) return -1;
-    }
-    return 0;
-}
-
 /* Renders what was asked for, prints the text or JSON, writes the files. */
 static int emit(const diff_opts *o, const rs_diff_result *res)
 {
+    static const char *const names[3] = {"diff.txt", "diff.json", "diff.html"};
     char *buf[3] = {NULL, NULL, NULL};
     size_t len[3] = {0, 0, 0};
     const rs_diff_gate *g = o->gate.n ? &o->gate : NULL;
@@ -346,7 +295,7 @@ static int emit(const diff_opts *o, const rs_diff_result *res)
         fwrite(o->json ? buf[1] : buf[0], 1, o->json ? len[1] : len[0], stdout);
         if (fflush(stdout) != 0)
             fprintf(stderr, "ranksnap diff: writing to stdout failed: %s\n", strerror(errno));
-        else if (o->out_dir && write_out(o->out_dir, buf, len) != 0)
+        else if (o->out_dir && rs_cli_write_files(o->out_dir, names, buf, len, 3) != 0)
             ;
         else if (o->html && (st = rs_atomic_file_write(o->html, buf[2], len[2])) != RANKSNAP_OK)
             rs_cli_failure("ranksnap diff", o->html, st);
@@ -361,7 +310,7 @@ static int run_diff(const rs_cli_verb *verb, int argc, char **argv)
 {
     diff_opts o;
     memset(&o, 0, sizeof o);
-    o.progress = -1;
+    rs_job_flags_init(&o.rf);
     diff_run run[2];
     memset(run, 0, sizeof run);
     rs_diff_result *res = NULL;
@@ -369,14 +318,8 @@ static int run_diff(const rs_cli_verb *verb, int argc, char **argv)
     double pct = 5.0;
     if (diff_parse(verb, argc, argv, &o, &code) != 0 || diff_threshold(verb, &o, &pct, &code) != 0)
         goto done;
-    if (rs_site_rules_set(o.site_skip, o.all_frames) != RANKSNAP_OK) {
-        code = rs_cli_usage_error(verb, "--site-skip %s", ranksnap_last_error());
-        goto done;
-    }
-    if (o.jobs == 0) o.jobs = rs_pool_cores();
-    rs_heap_keep_freed_memory();
-    rs_site_rules_remember(1); /* the ranks of both runs name the same frames */
-    rs_job_opts jo = {"ranksnap diff", o.jobs, o.rank_from_name, o.allow_mixed_jobs, -1};
+    if (rs_job_flags_apply(verb, &o.rf, &code) != 0) goto done;
+    rs_job_opts jo = {"ranksnap diff", o.rf.jobs, o.rf.rank_from_name, o.rf.allow_mixed_jobs, -1};
     uint64_t decoded = 0;
     for (int side = 0; side < 2; side++) {
         char *operand = (char *)o.operand[side];
@@ -389,7 +332,7 @@ static int run_diff(const rs_cli_verb *verb, int argc, char **argv)
     /* both runs read once when all their snapshots fit (job_files.h) */
     int keep = decoded <= RS_JOB_KEEP_BYTES;
     for (int side = 0; side < 2; side++) {
-        FILE *progress = rs_job_progress_wanted(&run[side].job, o.progress) ? stderr : NULL;
+        FILE *progress = rs_job_progress_wanted(&run[side].job, o.rf.progress) ? stderr : NULL;
         if (read_run(&o, side, &run[side], keep, progress) != 0 || run_roles(&o, side, &run[side]) != 0)
             goto done;
     }

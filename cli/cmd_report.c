@@ -19,34 +19,23 @@
 #include "cli.h"
 #include "cmd_report.h"
 #include "errors.h"
-#include "heap.h"
 #include "job_files.h"
 #include "options.h"
-#include "pool.h"
 #include "progress.h"
 #include "report_html.h"
 #include "report_json.h"
 #include "report_text.h"
 #include "roles.h"
 #include "roles_found.h"
-#include "site_rules.h"
 #include "suggest.h"
 #include "timeline.h"
 
-/* --jobs above this is refused: threads beyond the cores only add memory. */
-#define RS_REPORT_MAX_JOBS 1024
-
 typedef struct report_opts {
-    int jobs;               /* --jobs, 0: the machine's cores */
+    rs_job_flags rf;        /* how the files are read (job_files.h) */
     int json;
-    int allow_mixed_jobs;
     const char *out_dir;
     const char *divergence; /* NULL: RANKSNAP_DIVERGENCE or its default */
-    int rank_from_name;     /* PyTorch pickles: rank = the number in the file name */
-    int all_frames;         /* sites are the innermost frame that is not ranksnap's (site_rules.h) */
-    const char *site_skip;  /* --site-skip PATTERNS, NULL: RANKSNAP_SITE_SKIP */
     const char *html;       /* --html OUT.html */
-    int progress;           /* --progress 1, --no-progress 0, -1: stderr is a terminal (progress.h) */
     int attempt;            /* --attempt K, -1: the newest complete one (attempt.h) */
     const char *groups;     /* --groups DIMS, NULL: RANKSNAP_GROUPS */
     rs_roles roles;         /* parsed from groups; n_roles 0: ranks not grouped */
@@ -80,7 +69,7 @@ static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_o
 {
     rs_cli_args it;
     rs_cli_args_init(&it, argc, argv);
-    const char *a, *jobs = NULL;
+    const char *a;
     int kind;
     while ((kind = rs_cli_next(verb, &it, &a)) != RS_CLI_END) {
         if (kind == RS_CLI_HELP) {
@@ -98,14 +87,8 @@ static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_o
         int got;
         if (strcmp(a, "--json") == 0) {
             o->json = 1;
-        } else if (strcmp(a, "--allow-mixed-jobs") == 0) {
-            o->allow_mixed_jobs = 1;
-        } else if (strcmp(a, "--rank-from-name") == 0) {
-            o->rank_from_name = 1;
-        } else if (strcmp(a, "--all-frames") == 0) {
-            o->all_frames = 1;
-        } else if (strcmp(a, "--progress") == 0 || strcmp(a, "--no-progress") == 0) {
-            o->progress = a[2] == 'p';
+        } else if ((got = rs_job_flag(verb, argc, argv, &it.i, &o->rf, code)) != 0) {
+            if (got < 0) return -1;
         } else if ((got = rs_cli_flag_value("--attempt", argc, argv, &it.i, &a)) != 0) {
             long k = 0;
             if (got < 0 || rs_cli_number(a, 0, 1000000, &k) != 0) {
@@ -113,19 +96,10 @@ static int report_parse(const rs_cli_verb *verb, int argc, char **argv, report_o
                 return -1;
             }
             o->attempt = (int)k;
-        } else if ((got = rs_cli_flag_value("--jobs", argc, argv, &it.i, &jobs)) != 0) {
-            long v = 0;
-            if (got < 0 || rs_cli_number(jobs, 1, RS_REPORT_MAX_JOBS, &v) != 0) {
-                *code = rs_cli_usage_error(verb, "--jobs expects a number of threads, 1 to %d",
-                                           RS_REPORT_MAX_JOBS);
-                return -1;
-            }
-            o->jobs = (int)v;
         } else if ((got = rs_cli_flag_value("--out", argc, argv, &it.i, &o->out_dir)) != 0 ||
                    (got = rs_cli_flag_value("--divergence", argc, argv, &it.i, &o->divergence)) != 0 ||
                    (got = rs_cli_flag_value("--html", argc, argv, &it.i, &o->html)) != 0 ||
-                   (got = rs_cli_flag_value("--groups", argc, argv, &it.i, &o->groups)) != 0 ||
-                   (got = rs_cli_flag_value("--site-skip", argc, argv, &it.i, &o->site_skip)) != 0) {
+                   (got = rs_cli_flag_value("--groups", argc, argv, &it.i, &o->groups)) != 0) {
             if (got < 0 || (o->out_dir && !*o->out_dir) || (o->divergence && !*o->divergence) ||
                 (o->html && !*o->html) || (o->groups && !*o->groups)) {
                 *code = rs_cli_usage_error(verb, "%s expects a value", a);
@@ -221,38 +195,6 @@ static ranksnap_status render_html(const report_opts *o, const rs_compare_result
     return st;
 }
 
-static int write_reports(const char *dir, const char *txt, size_t txt_len, const char *json,
-                         size_t json_len, const char *html, size_t html_len)
-{
-    struct stat sb;
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "ranksnap: --out %s: cannot create the directory: %s\n", dir,
-                strerror(errno));
-        return -1;
-    }
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "ranksnap: --out %s: not a directory\n", dir);
-        return -1;
-    }
-    const char *names[3] = {"report.txt", "report.json", "report.html"};
-    const char *bufs[3] = {txt, json, html};
-    size_t lens[3] = {txt_len, json_len, html_len};
-    for (int i = 0; i < 3; i++) {
-        size_t n = strlen(dir) + strlen(names[i]) + 2;
-        char *path = malloc(n);
-        if (!path) {
-            fprintf(stderr, "ranksnap: out of memory\n");
-            return -1;
-        }
-        snprintf(path, n, "%s/%s", dir, names[i]);
-        ranksnap_status st = rs_atomic_file_write(path, bufs[i], lens[i]);
-        if (st != RANKSNAP_OK) rs_cli_failure("ranksnap", path, st);
-        free(path);
-        if (st != RANKSNAP_OK) return -1;
-    }
-    return 0;
-}
-
 /* Compares the summaries, gets the flagged and reference ranks' sites (kept from the first pass,
  * or made from their files read again) and the OOM ranks' whole snapshots, and prints or writes
  * the report. `failed` are the operands that could not be read. */
@@ -305,7 +247,7 @@ static int report_emit(const report_opts *o, double pct, rs_job_file *f, size_t 
         }
     }
     if (st == RANKSNAP_OK && n_which) {
-        rs_job_reread_sites(f, full, which, n_which, o->jobs);
+        rs_job_reread_sites(f, full, which, n_which, o->rf.jobs);
         for (size_t k = 0; k < n_which; k++) f[which[k]].snap = full[which[k]];
     }
     if (st == RANKSNAP_OK) {
@@ -340,8 +282,10 @@ static int report_emit(const report_opts *o, double pct, rs_job_file *f, size_t 
         fprintf(stderr, "ranksnap: writing the report to stdout failed: %s\n", strerror(errno));
         goto done;
     }
-    if (o->out_dir && write_reports(o->out_dir, txt, txt_len, json, json_len, html, html_len) != 0)
-        goto done;
+    static const char *const names[3] = {"report.txt", "report.json", "report.html"};
+    char *const bufs[3] = {txt, json, html};
+    const size_t lens[3] = {txt_len, json_len, html_len};
+    if (o->out_dir && rs_cli_write_files(o->out_dir, names, bufs, lens, 3) != 0) goto done;
     if (o->html) {
         ranksnap_status hst = rs_atomic_file_write(o->html, html, html_len);
         if (hst != RANKSNAP_OK) {
@@ -367,7 +311,7 @@ static int run_report(const rs_cli_verb *verb, int argc, char **argv)
 {
     report_opts o;
     memset(&o, 0, sizeof o);
-    o.progress = -1;
+    rs_job_flags_init(&o.rf);
     o.attempt = -1;
     rs_job_paths operands = {0, 0, NULL};
     rs_job job;
@@ -380,19 +324,14 @@ static int run_report(const rs_cli_verb *verb, int argc, char **argv)
         code = RS_EXIT_USAGE;
         goto done;
     }
-    if (rs_site_rules_set(o.site_skip, o.all_frames) != RANKSNAP_OK) {
-        code = rs_cli_usage_error(verb, "--site-skip %s", ranksnap_last_error());
-        goto done;
-    }
-    if (o.jobs == 0) o.jobs = rs_pool_cores();
-    rs_heap_keep_freed_memory();
-    rs_site_rules_remember(1); /* the ranks of a job name the same frames */
+    if (rs_job_flags_apply(verb, &o.rf, &code) != 0) goto done;
     code = RS_EXIT_FAILED;
-    rs_job_opts jo = {"ranksnap report", o.jobs, o.rank_from_name, o.allow_mixed_jobs, o.attempt};
+    rs_job_opts jo = {"ranksnap report", o.rf.jobs, o.rf.rank_from_name, o.rf.allow_mixed_jobs,
+                      o.attempt};
     if (rs_job_list(&job, &jo, operands.v, operands.n) != 0) goto done;
-    rs_job_read_opts ro = {job.decoded <= RS_JOB_KEEP_BYTES, 0, 0, o.progress};
+    rs_job_read_opts ro = {job.decoded <= RS_JOB_KEEP_BYTES, 0, 0, o.rf.progress};
     if (o.html || o.out_dir) ro.points = rs_timeline_points_for(job.expected);
-    if (rs_job_progress_wanted(&job, o.progress)) progress = stderr;
+    if (rs_job_progress_wanted(&job, o.rf.progress)) progress = stderr;
     if (rs_job_read(&job, &ro, progress) != 0) goto done;
     code = report_emit(&o, pct, job.f, job.n, &job.failed, ro.points, progress);
 done:

@@ -19,10 +19,49 @@
 #include "cli.h"
 #include "decode.h"
 #include "errors.h"
+#include "heap.h"
 #include "job_files.h"
 #include "pool.h"
+#include "site_rules.h"
 #include "text.h"
 #include "walk.h"
+
+void rs_job_flags_init(rs_job_flags *f)
+{
+    memset(f, 0, sizeof *f);
+    f->progress = -1;
+}
+
+int rs_job_flag(const rs_cli_verb *verb, int argc, char **argv, int *i, rs_job_flags *f, int *code)
+{
+    const rs_cli_switch sw[] = {{"--rank-from-name", &f->rank_from_name, 1},
+                                {"--allow-mixed-jobs", &f->allow_mixed_jobs, 1},
+                                {"--all-frames", &f->all_frames, 1},
+                                {"--progress", &f->progress, 1},
+                                {"--no-progress", &f->progress, 0}};
+    if (rs_cli_switch_of(argv[*i], sw, sizeof sw / sizeof sw[0])) return 1;
+    int got = rs_cli_jobs_flag(verb, argc, argv, i, RS_JOB_MAX_JOBS, &f->jobs, code);
+    if (got) return got;
+    const char *flag = argv[*i];
+    got = rs_cli_flag_value("--site-skip", argc, argv, i, &f->site_skip);
+    if (got < 0) {
+        *code = rs_cli_usage_error(verb, "%s expects a value", flag);
+        return -1;
+    }
+    return got;
+}
+
+int rs_job_flags_apply(const rs_cli_verb *verb, rs_job_flags *f, int *code)
+{
+    if (rs_site_rules_set(f->site_skip, f->all_frames) != RANKSNAP_OK) {
+        *code = rs_cli_usage_error(verb, "--site-skip %s", ranksnap_last_error());
+        return -1;
+    }
+    if (f->jobs == 0) f->jobs = rs_pool_cores();
+    rs_heap_keep_freed_memory();
+    rs_site_rules_remember(1); /* the ranks of a job name the same frames */
+    return 0;
+}
 
 int rs_job_paths_push(rs_job_paths *l, const char *dir, const char *name)
 {

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cli.h"
 #include "progress.h"
 #include "snapshot.h"
 #include "summary.h"
@@ -37,6 +38,32 @@ typedef struct rs_job_paths {
 /* Appends DIR/NAME (NAME alone when dir is NULL); -1 without memory. */
 int rs_job_paths_push(rs_job_paths *l, const char *dir, const char *name);
 void rs_job_paths_free(rs_job_paths *l);
+
+/* --jobs above this is refused: threads beyond the cores only add memory. */
+#define RS_JOB_MAX_JOBS 1024
+
+/* The flags of how a job's files are read and their sites named, which every verb that reads
+ * jobs takes alike. */
+typedef struct rs_job_flags {
+    int jobs;              /* --jobs N, 0: the machine's cores */
+    int rank_from_name;    /* --rank-from-name: a pickle's rank is the number in its name */
+    int allow_mixed_jobs;  /* --allow-mixed-jobs: keep files of other jobs than most */
+    int all_frames;        /* --all-frames: a site is the innermost frame not ranksnap's */
+    const char *site_skip; /* --site-skip PATTERNS, NULL: RANKSNAP_SITE_SKIP */
+    int progress;          /* --progress 1, --no-progress 0, -1: stderr is a terminal */
+} rs_job_flags;
+
+/* The defaults: the machine's cores, progress when stderr is a terminal. */
+void rs_job_flags_init(rs_job_flags *f);
+
+/* One of those flags at argv[*i] (advanced over its value): 1 taken, 0 not one of them, -1 after
+ * a usage error (*code set). */
+int rs_job_flag(const rs_cli_verb *verb, int argc, char **argv, int *i, rs_job_flags *f, int *code);
+
+/* What the flags set for the whole command: the site rules (--site-skip, --all-frames; a bad
+ * pattern is a usage error, *code set, -1), the threads (0: the machine's cores); and the heap
+ * kept and frames remembered across files, as for every read of a job. */
+int rs_job_flags_apply(const rs_cli_verb *verb, rs_job_flags *f, int *code);
 
 typedef struct rs_job_opts {
     const char *who;      /* "ranksnap report": starts the messages that are the verb's */
