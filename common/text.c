@@ -44,6 +44,15 @@ void rs_text_format_bytes(uint64_t bytes, char *buf, size_t n)
         snprintf(buf, n, "%.2f GiB", (double)bytes / 1073741824.0);
 }
 
+ranksnap_status rs_text_list_add(char ***list, size_t *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ranksnap_status st = rs_text_list_vadd(list, n, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
 const char *rs_text_basename(const char *path)
 {
     const char *slash = strrchr(path, '/');

@@ -19,6 +19,11 @@ void rs_text_format_bytes(uint64_t bytes, char *buf, size_t n);
 /* Appends a malloc'ed string formatted from `fmt` and `ap` to the list (*list)[*n] (a report's
  * notes): RANKSNAP_ERR_HOST_MEMORY, the list unchanged, without memory. */
 ranksnap_status rs_text_list_vadd(char ***list, size_t *n, const char *fmt, va_list ap);
+ranksnap_status rs_text_list_add(char ***list, size_t *n, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 /* The part of `path` after its last '/'. */
 const char *rs_text_basename(const char *path);

@@ -24,7 +24,6 @@
  *   the peak difference is reported as unattributed.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,15 +44,6 @@ void rs_compare_config_default(rs_compare_config *c)
     c->mad_k = 3.0;
     c->max_sites = 10;
     c->roles = NULL;
-}
-
-ranksnap_status rs_compare_add_note(rs_compare_result *r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    ranksnap_status st = rs_text_list_vadd(&r->notes, &r->n_notes, fmt, ap);
-    va_end(ap);
-    return st;
 }
 
 void rs_compare_result_free(rs_compare_result *r)

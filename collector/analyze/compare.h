@@ -20,6 +20,7 @@
 #include "sites.h"
 #include "snapshot.h"
 #include "summary.h"
+#include "text.h"
 
 typedef struct rs_compare_config {
     double divergence_pct; /* RANKSNAP_DIVERGENCE, e.g. 5.0 */
@@ -130,10 +131,6 @@ void rs_compare_result_free(rs_compare_result *r);
 
 /* Appends a note (printf format) for things the caller knows and the comparison does not, e.g. a
  * file that could not be read. */
-ranksnap_status rs_compare_add_note(rs_compare_result *r, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+#define rs_compare_add_note(r, ...) rs_text_list_add(&(r)->notes, &(r)->n_notes, __VA_ARGS__)
 
 #endif

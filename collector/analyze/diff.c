@@ -21,7 +21,6 @@
  *   the start of a per-step growth of the difference (a leak), over the steps both recorded.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,15 +44,6 @@ double rs_diff_pct(uint64_t before, uint64_t after)
 {
     if (before == 0) return after == 0 ? 0.0 : (double)INFINITY;
     return 100.0 * ((double)after - (double)before) / (double)before;
-}
-
-ranksnap_status rs_diff_add_note(rs_diff_result *r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    ranksnap_status st = rs_text_list_vadd(&r->notes, &r->n_notes, fmt, ap);
-    va_end(ap);
-    return st;
 }
 
 static void why_free(rs_diff_why *w)
@@ -162,18 +152,17 @@ static int list_has(const rs_site_delta_list *l, const rs_site *s)
     return 0;
 }
 
+static int cmp_rank_key(const void *key, const void *elem)
+{
+    int32_t r = *(const int32_t *)key, e = ((const rs_summary *)elem)->rank;
+    return (r > e) - (r < e);
+}
+
 /* Index of `rank` in a run's summaries (rank order), or run->n. */
 static size_t index_of(const rs_diff_run *run, int32_t rank)
 {
-    size_t lo = 0, hi = run->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (run->sums[mid].rank < rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < run->n && run->sums[lo].rank == rank ? lo : run->n;
+    const rs_summary *s = run->n ? bsearch(&rank, run->sums, run->n, sizeof *run->sums, cmp_rank_key) : NULL;
+    return s ? (size_t)(s - run->sums) : run->n;
 }
 
 static const rs_summary_sites *sites_at(const rs_diff_run *run, size_t i)
@@ -320,7 +309,7 @@ static ranksnap_status explain_pairs(const rs_diff_run *const run[2], const rs_d
         st = explain(run, pg->at[order[k].i], cfg, &p->why);
     }
     if (st == RANKSNAP_OK && m > cfg->max_explained)
-        st = rs_diff_add_note(r, "%zu more ranks changed than the %zu explained site by site (the "
+        st = rs_text_list_add(&r->notes, &r->n_notes, "%zu more ranks changed than the %zu explained site by site (the "
                                  "largest changes); the JSON report lists every rank's measures",
                               m - cfg->max_explained, cfg->max_explained);
     free(order);
@@ -341,14 +330,14 @@ static ranksnap_status notes_of(rs_diff_result *r)
         const rs_diff_pair *p = &r->pairs[i];
         for (int side = 0; side < 2; side++)
             if (!p->side[side].has_data)
-                RS_CHECK(rs_diff_add_note(r, "rank %d recorded nothing %s (no allocation, no OOM): "
+                RS_CHECK(rs_text_list_add(&r->notes, &r->n_notes, "rank %d recorded nothing %s (no allocation, no OOM): "
                                              "its pair is not compared",
                                           (int)p->side[side].rank, name[side]));
         top += p->explained && !p->why.sites_full;
     }
     for (size_t k = 0; k < r->n_groups; k++) top += r->groups[k].explained && !r->groups[k].why.sites_full;
     if (top)
-        RS_CHECK(rs_diff_add_note(r, "%zu explanation%s set%s the two runs' top %d sites against "
+        RS_CHECK(rs_text_list_add(&r->notes, &r->n_notes, "%zu explanation%s set%s the two runs' top %d sites against "
                                      "each other (no sites in full of both ranks): a site may be "
                                      "missing from either",
                                   top, top == 1 ? "" : "s", top == 1 ? "s" : "", RS_SUMMARY_MAX_SITES));

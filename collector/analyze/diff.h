@@ -148,13 +148,6 @@ void rs_diff_result_free(rs_diff_result *r);
  * of the changed pairs explained and the median ranks of the changed roles. */
 int rs_diff_wants_sites(const rs_diff_result *r, int side, int32_t rank);
 
-/* Appends a note (printf format). */
-ranksnap_status rs_diff_add_note(rs_diff_result *r, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
 /* after's change from before in percent of before: +inf when before is 0 and after is not, 0
  * when both are. */
 double rs_diff_pct(uint64_t before, uint64_t after);

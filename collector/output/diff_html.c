@@ -16,7 +16,6 @@
 #include "diff_json.h"
 #include "diff_text.h"
 #include "errors.h"
-#include "json_write.h"
 #include "report_html.h"
 
 ranksnap_status rs_diff_render(rs_diff_render_fn fn, const rs_diff_result *r,
@@ -56,10 +55,7 @@ ranksnap_status rs_diff_html(FILE *f, const rs_diff_result *r, const rs_diff_gat
           "<section><h2>Text</h2><details><summary>as printed by <code>ranksnap diff</code>"
           "</summary><pre class=\"text\" id=\"text\"></pre></details></section>\n",
           f);
-    fputs("<script type=\"application/json\" id=\"ranksnap-data\">{\"diff\":", f);
-    rs_json_script_bytes(f, json, json_len);
-    fputs(",\"text\":", f);
-    rs_json_string(f, text, RS_JSON_SCRIPT);
+    rs_report_html_data(f, "diff", json, json_len, text);
     free(json);
     free(text);
     fprintf(f, "}</script>\n<footer>ranksnap %s &middot; one self-contained file: nothing is "

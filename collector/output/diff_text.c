@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "diff_text.h"
@@ -98,6 +99,25 @@ static void print_ranges(FILE *out, const int32_t *v, size_t n)
     }
 }
 
+/* A table's row, formatted, without the spaces its last column leaves (no newline). */
+static void put_row(FILE *out, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void put_row(FILE *out, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (len < 0) len = 0;
+    if ((size_t)len >= sizeof line) len = (int)sizeof line - 1;
+    while (len > 0 && line[len - 1] == ' ') line[--len] = '\0';
+    fputs(line, out);
+}
+
 static void print_pair_row(FILE *out, const rs_diff_result *r, const rs_diff_pair *p, int w)
 {
     const rs_diff_level *b = &p->side[0], *a = &p->side[1];
@@ -115,13 +135,8 @@ static void print_pair_row(FILE *out, const rs_diff_result *r, const rs_diff_pai
     else
         snprintf(c[3], sizeof c[3], "-");
     headroom_cell(c[4], sizeof c[4], b, a);
-    char line[512];
-    int len = snprintf(line, sizeof line, "%c %9s  %-*s  %-24s  %-24s  %-22s  %-22s  %s",
-                       p->changed ? '*' : ' ', rank, w, role, c[0], c[1], c[2], c[3], c[4]);
-    if (len < 0) len = 0;
-    if ((size_t)len >= sizeof line) len = (int)sizeof line - 1;
-    while (len > 0 && line[len - 1] == ' ') line[--len] = '\0';
-    fputs(line, out);
+    put_row(out, "%c %9s  %-*s  %-24s  %-24s  %-22s  %-22s  %s", p->changed ? '*' : ' ', rank, w,
+            role, c[0], c[1], c[2], c[3], c[4]);
     if (!b->has_data || !a->has_data) fprintf(out, "  no data %s", run_name[!a->has_data]);
     if (a->oom) fputs(b->oom ? "  OOM both" : "  OOM after", out);
     else if (b->oom) fputs("  OOM before", out);
@@ -159,13 +174,8 @@ static void print_group_row(FILE *out, const rs_diff_group *g, int w)
     cell(med, sizeof med, g->median_peak[0], g->median_peak[1]);
     cell(max, sizeof max, g->side[0].peak, g->side[1].peak);
     headroom_cell(head, sizeof head, &g->side[0], &g->side[1]);
-    char line[400];
-    int len = snprintf(line, sizeof line, "%c %-*s  %-8s  %-24s  %-24s  %s", g->changed ? '*' : ' ',
-                       w, label, ranks, med, max, head);
-    if (len < 0) len = 0;
-    if ((size_t)len >= sizeof line) len = (int)sizeof line - 1;
-    while (len > 0 && line[len - 1] == ' ') line[--len] = '\0';
-    fputs(line, out);
+    put_row(out, "%c %-*s  %-8s  %-24s  %-24s  %s", g->changed ? '*' : ' ', w, label, ranks, med, max,
+            head);
     fputc('\n', out);
 }
 

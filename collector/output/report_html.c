@@ -238,6 +238,15 @@ void rs_report_html_head(FILE *f, const char *title)
           f);
 }
 
+void rs_report_html_data(FILE *f, const char *key, const char *json, size_t json_len,
+                         const char *text)
+{
+    fprintf(f, "<script type=\"application/json\" id=\"ranksnap-data\">{\"%s\":", key);
+    rs_json_script_bytes(f, json, json_len);
+    fputs(",\"text\":", f);
+    rs_json_string(f, text, RS_JSON_SCRIPT);
+}
+
 static void page_head(FILE *f)
 {
     rs_report_html_head(f, "ranksnap report");
@@ -274,10 +283,7 @@ static ranksnap_status page(FILE *f, const rs_compare_result *r, const rs_timeli
         return st;
     }
     page_head(f);
-    fputs("<script type=\"application/json\" id=\"ranksnap-data\">{\"report\":", f);
-    rs_json_script_bytes(f, json, json_len);
-    fputs(",\"text\":", f);
-    rs_json_string(f, text, RS_JSON_SCRIPT);
+    rs_report_html_data(f, "report", json, json_len, text);
     free(json);
     free(text);
     fputs(",\"timelines\":[", f);
