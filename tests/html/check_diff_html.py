@@ -21,8 +21,8 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_html import (SKIP, attrs, fail, find_chromium, first_tag, has_color, png_pixels,  # noqa: E402
-                        run_chromium, static_check)
+from check_html import (SKIP, attrs, browser, fail, first_tag, interact, run_chromium,  # noqa: E402
+                        screenshot, static_check)
 
 INTERACT = """<script>
 (function () {
@@ -59,12 +59,10 @@ def main():
     a = ap.parse_args()
     text = open(a.page, encoding="utf-8").read()
     static_check(text)
-    chromium = find_chromium()
-    if not chromium:
-        print("SKIPPED: chromium not found (tests/setup-deps.sh installs Debian's chromium)")
+    b = browser(a.page, a.out, a.window)
+    if not b:
         return SKIP
-    out = a.out or os.path.splitext(a.page)[0]
-    w, h = (int(x) for x in a.window.split(","))
+    chromium, out, w, h = b
     changed = sorted(int(x) for x in a.changed.split(",") if x)
 
     dom, wall = run_chromium(chromium, ["--window-size=%d,%d" % (w, h), "--dump-dom"], a.page)
@@ -106,38 +104,14 @@ def main():
     print("dom: rendered, gate %s, changed %s, %s bars" % (a.gate, changed, ov["data-bars-drawn"]))
 
     if a.interact:
-        session = out + ".interact.html"
-        with open(session, "w", encoding="utf-8") as f:
-            f.write(text.replace("</body>", INTERACT + "</body>"))
-        idom, _ = run_chromium(chromium, ["--window-size=%d,%d" % (w, h), "--dump-dom"], session)
-        open(out + ".interact.dom.html", "w").write(idom)
-        ih, ib = first_tag(idom, "html") or {}, first_tag(idom, "body") or {}
-        ierr = ih.get("data-errors") or ib.get("data-errors")
-        if ierr:
-            fail("script errors while interacting: " + ierr)
-        seen = dict(kv.split("=", 1) for kv in ib.get("data-interactions", "").split())
-        if not seen:
-            fail("the interaction script did not finish")
+        seen = interact(chromium, text, INTERACT, out, w, h)
         if a.selected is not None and seen.get("sorted-first") != str(a.selected):
             fail("sorted by change, rank %s comes first, expected %d" % (seen.get("sorted-first"), a.selected))
         if seen.get("tip") != "1":
             fail("hovering the overview showed no tooltip with both runs: %s" % seen)
         print("interaction: %s" % " ".join("%s=%s" % kv for kv in sorted(seen.items())))
 
-    png = out + ".png"
-    if os.path.exists(png):
-        os.unlink(png)
-    run_chromium(chromium, ["--window-size=%d,%d" % (w, h), "--screenshot=" + png], a.page)
-    if not os.path.exists(png):
-        fail("chromium wrote no screenshot")
-    pw, ph, pix = png_pixels(png)
-    if (pw, ph) != (w, h):
-        fail("the screenshot is %dx%d, expected %dx%d" % (pw, ph, w, h))
-    if os.path.getsize(png) < 20000:
-        fail("the screenshot is %d bytes: blank?" % os.path.getsize(png))
-    if pix is not None and changed and not has_color(pix, (0xd9, 0x82, 0x00)):
-        fail("no changed orange in the screenshot")
-    print("screenshot: %s, %dx%d" % (png, pw, ph))
+    screenshot(chromium, a.page, out, w, h, [("changed orange", (0xd9, 0x82, 0x00))] if changed else [])
     return 0
 
 

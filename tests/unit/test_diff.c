@@ -77,6 +77,13 @@ static void grow(run *r, int i, uint64_t extra, int from, int per_step)
     r->sites[i].n = 3;
 }
 
+/* Before and after: nb ranks of world wb and na of wa, all at `peak` MiB, with their groupings. */
+static void make_runs(run *b, run *a, int nb, int na, uint64_t peak, const char *gb, const char *ga)
+{
+    make_run(b, nb, nb, peak, gb);
+    make_run(a, na, na, peak, ga);
+}
+
 static rs_diff_result *diff_of(run *b, run *a)
 {
     rs_diff_config cfg;
@@ -86,8 +93,10 @@ static rs_diff_result *diff_of(run *b, run *a)
     return r;
 }
 
-static void free_runs(run *b, run *a)
+/* Frees the result and the runs' groupings. */
+static void done(rs_diff_result *r, run *b, run *a)
 {
+    rs_diff_result_free(r);
     rs_roles_free(&b->roles);
     rs_roles_free(&a->roles);
 }
@@ -96,21 +105,18 @@ static run B, A; /* large: not on the stack */
 
 TEST(the_same_ranks_pair_by_rank_and_nothing_changed)
 {
-    make_run(&B, 4, 4, 200, NULL);
-    make_run(&A, 4, 4, 200, NULL);
+    make_runs(&B, &A, 4, 4, 200, NULL, NULL);
     rs_diff_result *r = diff_of(&B, &A);
     if (!r) return;
     CHECK(r->paired_by == RS_DIFF_BY_RANK && r->n_pairs == 4 && r->n_changed == 0);
     CHECK_STR_CONTAINS(r->pairing, "both runs have 4 ranks and neither has roles");
     CHECK(!r->job.changed && r->parting_step == -1);
-    rs_diff_result_free(r);
-    free_runs(&B, &A);
+    done(r, &B, &A);
 }
 
 TEST(a_rank_that_grew_is_explained_by_the_site_added_and_its_step)
 {
-    make_run(&B, 4, 4, 200, NULL);
-    make_run(&A, 4, 4, 200, NULL);
+    make_runs(&B, &A, 4, 4, 200, NULL, NULL);
     grow(&A, 2, 30, 3, 0);
     rs_diff_result *r = diff_of(&B, &A);
     if (!r) return;
@@ -125,15 +131,13 @@ TEST(a_rank_that_grew_is_explained_by_the_site_added_and_its_step)
     CHECK(w->has_trend && !w->trend.growth && w->trend.first_step == 3);
     CHECK(r->parting_step == 3);
     CHECK(!r->pairs[0].changed && !r->pairs[0].explained);
-    rs_diff_result_free(r);
-    free_runs(&B, &A);
+    done(r, &B, &A);
 }
 
 /* 6 MiB on 200 MiB (3%): no change at the default 5%, one at 2% */
 TEST(a_change_below_the_threshold_is_none)
 {
-    make_run(&B, 4, 4, 200, NULL);
-    make_run(&A, 4, 4, 200, NULL);
+    make_runs(&B, &A, 4, 4, 200, NULL, NULL);
     grow(&A, 1, 6, 0, 0);
     rs_diff_result *r = diff_of(&B, &A);
     if (!r) return;
@@ -145,14 +149,12 @@ TEST(a_change_below_the_threshold_is_none)
     r = NULL;
     CHECK(rs_diff(&B.dr, &A.dr, &cfg, &r) == RANKSNAP_OK);
     if (r) CHECK(r->n_changed == 1 && r->pairs[1].changed);
-    rs_diff_result_free(r);
-    free_runs(&B, &A);
+    done(r, &B, &A);
 }
 
 TEST(a_leak_is_growth_from_the_step_it_starts)
 {
-    make_run(&B, 4, 4, 200, NULL);
-    make_run(&A, 4, 4, 200, NULL);
+    make_runs(&B, &A, 4, 4, 200, NULL, NULL);
     grow(&A, 1, 16, 2, 1);
     rs_diff_result *r = diff_of(&B, &A);
     if (!r) return;
@@ -160,14 +162,12 @@ TEST(a_leak_is_growth_from_the_step_it_starts)
     CHECK(r->pairs[1].explained && w->has_trend && w->trend.growth);
     CHECK(w->trend.first_step == 2);
     CHECK(fabs(w->trend.growth_per_step - 16.0 * MIB) < 1.0 * MIB);
-    rs_diff_result_free(r);
-    free_runs(&B, &A);
+    done(r, &B, &A);
 }
 
 TEST(sixteen_ranks_pair_with_eight_by_role_and_replica_index)
 {
-    make_run(&B, 8, 8, 200, "pp=4,dp=2");
-    make_run(&A, 16, 16, 200, "pp=4,dp=4");
+    make_runs(&B, &A, 8, 16, 200, "pp=4,dp=2", "pp=4,dp=4");
     rs_diff_result *r = diff_of(&B, &A);
     if (!r) return;
     CHECK(r->paired_by == RS_DIFF_BY_ROLE && r->n_pairs == 8 && r->n_groups == 4);
@@ -178,14 +178,12 @@ TEST(sixteen_ranks_pair_with_eight_by_role_and_replica_index)
           r->groups[1].n_ranks[1] == 4);
     CHECK_STR_CONTAINS(r->pairing, "ranks paired by role and replica index: 8 ranks before, 16 after");
     CHECK_STR_CONTAINS(r->pairing, "8 ranks of after have no counterpart: replicas 2-3 of their roles");
-    rs_diff_result_free(r);
-    free_runs(&B, &A);
+    done(r, &B, &A);
 }
 
 TEST(a_role_whose_median_moved_explains_its_ranks)
 {
-    make_run(&B, 8, 8, 200, "pp=2,dp=4");
-    make_run(&A, 8, 8, 200, "pp=2,dp=4");
+    make_runs(&B, &A, 8, 8, 200, "pp=2,dp=4", "pp=2,dp=4");
     for (int i = 4; i < 8; i++) grow(&A, i, 40, 0, 0);
     rs_diff_result *r = diff_of(&B, &A);
     if (!r) return;
@@ -193,20 +191,17 @@ TEST(a_role_whose_median_moved_explains_its_ranks)
     CHECK(r->groups[1].changed && r->groups[1].explained && !r->groups[0].changed);
     CHECK(r->n_changed == 4);
     for (int i = 4; i < 8; i++) CHECK(r->pairs[i].as_its_role && !r->pairs[i].explained);
-    rs_diff_result_free(r);
-    free_runs(&B, &A);
+    done(r, &B, &A);
 }
 
 TEST(roles_that_differ_pair_by_number_and_say_so)
 {
-    make_run(&B, 16, 16, 200, "pp=4,dp=4");
-    make_run(&A, 16, 16, 200, "pp=2,dp=8");
+    make_runs(&B, &A, 16, 16, 200, "pp=4,dp=4", "pp=2,dp=8");
     rs_diff_result *r = diff_of(&B, &A);
     if (!r) return;
     CHECK(r->paired_by == RS_DIFF_BY_NUMBER && r->n_pairs == 16 && r->n_groups == 0);
     CHECK_STR_CONTAINS(r->pairing, "the roles differ (before: 4 roles from --groups; after: 2 roles");
-    rs_diff_result_free(r);
-    free_runs(&B, &A);
+    done(r, &B, &A);
 }
 
 TEST(sizes_and_roles_that_differ_are_not_paired)
@@ -220,21 +215,18 @@ TEST(sizes_and_roles_that_differ_are_not_paired)
     CHECK_STR_CONTAINS(r->pairing, "ranks not paired: 8 ranks before and 16 after");
     /* the jobs as a whole still are */
     CHECK(r->job.changed && r->job.side[1].peak == 240 * MIB);
-    rs_diff_result_free(r);
-    free_runs(&B, &A);
+    done(r, &B, &A);
 }
 
 TEST(no_roles_and_other_sizes_pair_by_number_and_say_what_was_assumed)
 {
-    make_run(&B, 4, 4, 200, NULL);
-    make_run(&A, 8, 8, 200, NULL);
+    make_runs(&B, &A, 4, 8, 200, NULL, NULL);
     rs_diff_result *r = diff_of(&B, &A);
     if (!r) return;
     CHECK(r->paired_by == RS_DIFF_BY_NUMBER && r->n_pairs == 4 && r->n_unpaired[1] == 4);
     CHECK_STR_CONTAINS(r->pairing, "every rank is taken as a replica of the others");
     CHECK_STR_CONTAINS(r->pairing, "--before-groups");
-    rs_diff_result_free(r);
-    free_runs(&B, &A);
+    done(r, &B, &A);
 }
 
 TEST(one_file_each_pairs_them_as_given)
@@ -246,8 +238,7 @@ TEST(one_file_each_pairs_them_as_given)
     if (!r) return;
     CHECK(r->n_pairs == 1 && r->pairs[0].side[1].rank == 3);
     CHECK_STR_CONTAINS(r->pairing, "paired as given: rank 0 before against rank 3 after");
-    rs_diff_result_free(r);
-    free_runs(&B, &A);
+    done(r, &B, &A);
 }
 
 TEST(gate_conditions_parse_and_bad_ones_are_refused_by_name)
@@ -274,8 +265,7 @@ TEST(gate_conditions_parse_and_bad_ones_are_refused_by_name)
 
 TEST(gate_fails_past_its_limit_and_passes_below_it)
 {
-    make_run(&B, 4, 4, 200, NULL);
-    make_run(&A, 4, 4, 200, NULL);
+    make_runs(&B, &A, 4, 4, 200, NULL, NULL);
     grow(&A, 2, 40, 0, 0); /* +20% */
     rs_diff_result *r = diff_of(&B, &A);
     if (!r) return;
@@ -296,14 +286,12 @@ TEST(gate_fails_past_its_limit_and_passes_below_it)
         if (i == 1) CHECK(g.c[0].has_worst && fabs(g.c[0].worst_value - 20.0) < 0.01);
         rs_diff_gate_free(&g);
     }
-    rs_diff_result_free(r);
-    free_runs(&B, &A);
+    done(r, &B, &A);
 }
 
 TEST(gate_on_headroom_without_a_known_capacity_cannot_be_checked)
 {
-    make_run(&B, 4, 4, 200, NULL);
-    make_run(&A, 4, 4, 200, NULL);
+    make_runs(&B, &A, 4, 4, 200, NULL, NULL);
     for (int i = 0; i < 4; i++) A.sums[i].device_total = 0; /* as PyTorch's pickles */
     rs_diff_result *r = diff_of(&B, &A);
     if (!r) return;
@@ -314,14 +302,12 @@ TEST(gate_on_headroom_without_a_known_capacity_cannot_be_checked)
     CHECK_STR_CONTAINS(ranksnap_last_error(), "cannot be checked");
     CHECK(!rs_diff_gate_failed(&g));
     rs_diff_gate_free(&g);
-    rs_diff_result_free(r);
-    free_runs(&B, &A);
+    done(r, &B, &A);
 }
 
 TEST(gate_on_oom_fails_when_a_rank_of_after_ran_out)
 {
-    make_run(&B, 4, 4, 200, NULL);
-    make_run(&A, 4, 4, 200, NULL);
+    make_runs(&B, &A, 4, 4, 200, NULL, NULL);
     A.sums[3].oom = 1;
     rs_diff_result *r = diff_of(&B, &A);
     if (!r) return;
@@ -331,8 +317,7 @@ TEST(gate_on_oom_fails_when_a_rank_of_after_ran_out)
     CHECK(rs_diff_gate_check(&g, r) == RANKSNAP_OK && rs_diff_gate_failed(&g));
     CHECK(g.n_hits >= 1 && g.hits[0].on == RS_GATE_ON_RANK && g.hits[0].index == 3);
     rs_diff_gate_free(&g);
-    rs_diff_result_free(r);
-    free_runs(&B, &A);
+    done(r, &B, &A);
 }
 
 int main(void)
