@@ -227,10 +227,15 @@ static int run_roles(const diff_opts *o, int side, diff_run *r)
         return -1;
     }
     if (r->roles.n_roles) return 0;
-    r->sums = malloc((r->job.n ? r->job.n : 1) * sizeof *r->sums);
-    if (!r->sums) return -1;
-    for (size_t i = 0; i < r->job.n; i++) r->sums[i] = r->job.f[i].sum;
-    if (rs_roles_found(r->sums, r->job.n, r->world, &r->roles) != RANKSNAP_OK) {
+    rs_rank_comms *comms = malloc((r->job.n ? r->job.n : 1) * sizeof *comms);
+    if (!comms) return -1;
+    for (size_t i = 0; i < r->job.n; i++) {
+        comms[i] = r->job.f[i].comms; /* borrowed */
+        comms[i].rank = r->job.f[i].sum.rank;
+    }
+    ranksnap_status st = rs_roles_found(comms, r->job.n, r->world, &r->roles);
+    free(comms);
+    if (st != RANKSNAP_OK) {
         fprintf(stderr, "ranksnap diff: %s: %s\n", run_name[side], ranksnap_last_error());
         return -1;
     }

@@ -210,18 +210,21 @@ static int report_emit(const report_opts *o, double pct, rs_job_file *f, size_t 
     memset(&found, 0, sizeof found);
     int world = 0;
     rs_summary *sums = malloc(n * sizeof *sums);
+    rs_rank_comms *comms = malloc(n * sizeof *comms);
     rs_snap **full = calloc(n, sizeof *full);
     const rs_summary_sites **sites = calloc(n, sizeof *sites);
     size_t *which = malloc(n * sizeof *which), n_which = 0;
     rs_compare_result *r = NULL;
     char *txt = NULL, *json = NULL, *html = NULL;
     size_t txt_len = 0, json_len = 0, html_len = 0;
-    if (!sums || !full || !sites || !which) {
+    if (!sums || !comms || !full || !sites || !which) {
         fprintf(stderr, "ranksnap: out of memory for %zu summaries\n", n);
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
         sums[i] = f[i].sum;
+        comms[i] = f[i].comms; /* borrowed */
+        comms[i].rank = sums[i].rank;
         if (sums[i].world_size > world) world = sums[i].world_size;
     }
     if (cfg.roles && world && cfg.roles->world_size != world) {
@@ -231,8 +234,7 @@ static int report_emit(const report_opts *o, double pct, rs_job_file *f, size_t 
         code = RS_EXIT_USAGE;
         goto done;
     }
-    if (!cfg.roles && rs_roles_found(sums, n, world, &found) == RANKSNAP_OK && found.n_roles)
-        cfg.roles = &found;
+    if (!cfg.roles) rs_roles_found_apply(&cfg, comms, n, world, &found);
     ranksnap_status st = rs_compare(sums, NULL, n, world, &cfg, &r);
     for (size_t i = 0; st == RANKSNAP_OK && i < n; i++) {
         if (!needs_full(r, sums[i].rank)) {
@@ -300,6 +302,7 @@ done:
     free(which);
     rs_roles_free(&found);
     free(sums);
+    free(comms);
     rs_compare_result_free(r);
     free(txt);
     free(json);

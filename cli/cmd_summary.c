@@ -244,8 +244,38 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
     }
     rs_text_format_bytes(t->outside_bytes_peak, a, sizeof a);
     rs_text_format_bytes(t->outside_bytes_end, b, sizeof b);
-    fprintf(out, "  outside     peak %s, at end %s (device memory not from the allocator)\n", a,
-            b);
+    const char *of = t->outside_of == RS_OUTSIDE_PROCESS
+                         ? "this process's device memory not from the allocator"
+                     : t->outside_of == RS_OUTSIDE_DEVICE
+                         ? "the device's use beyond the allocator, every process's"
+                         : "device memory not from the allocator";
+    fprintf(out, "  outside     peak %s, at end %s (%s)\n", a, b, of);
+    if (t->outside_of == RS_OUTSIDE_DEVICE) {
+        fprintf(out, "  not own     this process's own use was not known (%s",
+                rs_outside_why_name((unsigned)t->outside_why));
+        if (t->outside_why_detail) {
+            fputs(": ", out);
+            rs_text_put(out, t->outside_why_detail);
+        }
+        fputs(")\n", out);
+    }
+    if (s->device.processes) {
+        /* what NVML listed on the device: the other processes there, and this one's own */
+        fprintf(out, "  sharing     %" PRIu32 " process%s on the device (NVML)", s->device.processes,
+                s->device.processes == 1 ? "" : "es");
+        /* not found among them, this process cannot tell which of them are the others */
+        if (t->outside_why != RS_OUTSIDE_WHY_PID_NOT_LISTED) {
+            rs_text_format_bytes(s->device.others_bytes, a, sizeof a);
+            fprintf(out, "; the others hold %s", a);
+        }
+        if (s->device.others_unknown)
+            fprintf(out, " (%" PRIu32 " with no figure)", s->device.others_unknown);
+        if (s->device.own_bytes) {
+            rs_text_format_bytes(s->device.own_bytes, b, sizeof b);
+            fprintf(out, ", this one %s", b);
+        }
+        fputc('\n', out);
+    }
     int held = 0;
     for (size_t i = 0; i < t->n_outside_labels; i++) {
         if (!t->outside_labels[i].bytes) continue;

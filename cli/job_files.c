@@ -98,6 +98,7 @@ static int cmp_str(const void *a, const void *b)
 void rs_job_file_release(rs_job_file *f)
 {
     rs_summary_sites_free(&f->sites);
+    rs_rank_comms_free(&f->comms);
     rs_snap_free(f->snap);
     rs_timeline_free(f->tl);
     f->snap = NULL;
@@ -401,6 +402,11 @@ static void read_one(void *ctx, size_t i)
     f->path = rp->paths[i];
     f->time_us = snap->time_us;
     f->is_ring = ring;
+    if ((sl->st = rs_rank_comms_of(snap, &f->comms)) != RANKSNAP_OK) {
+        sl->error = strdup(ranksnap_last_error());
+        rs_snap_free(snap);
+        return;
+    }
     if (rp->ro->points) f->tl_st = rs_timeline_build(snap, rp->ro->points, &f->tl);
     if (!rp->ro->keep) {
         rs_summary_of(snap, &f->sum);

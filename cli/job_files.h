@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "progress.h"
+#include "roles_found.h"
 #include "snapshot.h"
 #include "summary.h"
 #include "timeline.h"
@@ -80,6 +81,7 @@ typedef struct rs_job_file {
     int is_ring;      /* recovered from a ring file a dead rank left */
     rs_snap *snap;    /* the whole snapshot when the first pass kept it, else NULL */
     rs_summary_sites sites; /* its sites in full, made with the summary (a small job's, or read again) */
+    rs_rank_comms comms; /* its communicators, for the roles (roles_found.h) */
     rs_timeline *tl;  /* its timeline when one was asked for (NULL: none could be made) */
     ranksnap_status tl_st;
 } rs_job_file;
@@ -120,7 +122,7 @@ int rs_job_read(rs_job *j, const rs_job_read_opts *ro, FILE *progress);
 /* Whether the progress line is wanted for this job's files (rs_progress_wanted). */
 int rs_job_progress_wanted(const rs_job *j, int forced);
 
-/* Frees what the first pass kept of one file (sites, snapshot, timeline). */
+/* Frees what the first pass kept of one file (sites, communicators, snapshot, timeline). */
 void rs_job_file_release(rs_job_file *f);
 void rs_job_free(rs_job *j);
 

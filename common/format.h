@@ -8,6 +8,9 @@
 #ifndef RANKSNAP_FORMAT_H
 #define RANKSNAP_FORMAT_H
 
+#include <stddef.h>
+#include <string.h>
+
 #define RSNAP_FORMAT_NAME "ranksnap"
 #define RSNAP_FORMAT_VERSION 1
 
@@ -55,6 +58,61 @@ static inline const char *rs_block_state_name(unsigned s)
     static const char *const names[RS_BLOCK_STATE_COUNT_] = {"inactive", "active_allocated",
                                                              "active_awaiting_free"};
     return s < RS_BLOCK_STATE_COUNT_ ? names[s] : "unknown";
+}
+
+/* What a snapshot's outside bytes are measured against (totals.outside_of): this process's own
+ * use of its devices, or the devices' whole use, every process on them counted, when the
+ * process's own was not known. Files written before the field say nothing (UNSAID): their figure
+ * is the device's. */
+typedef enum rs_outside_of {
+    RS_OUTSIDE_UNSAID = 0,
+    RS_OUTSIDE_PROCESS = 1,
+    RS_OUTSIDE_DEVICE = 2
+} rs_outside_of;
+
+/* "process", "device"; NULL for UNSAID (the key is left out). */
+static inline const char *rs_outside_of_name(int of)
+{
+    return of == RS_OUTSIDE_PROCESS ? "process" : of == RS_OUTSIDE_DEVICE ? "device" : NULL;
+}
+
+/* Why a process's own figure was not known (totals.outside_why), as words a reader can act on;
+ * the file's outside_why_detail says the rest (NVML's own message). A word this reader does not
+ * know reads as OTHER. */
+typedef enum rs_outside_why {
+    RS_OUTSIDE_WHY_UNSAID = 0,
+    RS_OUTSIDE_WHY_NVML_OFF,       /* RANKSNAP_NVML=none */
+    RS_OUTSIDE_WHY_NVML_UNUSABLE,  /* NVML not loaded, too old, or its init failed */
+    RS_OUTSIDE_WHY_DEVICE_UNKNOWN, /* NVML does not find the device's UUID */
+    RS_OUTSIDE_WHY_NOT_LISTED,     /* NVML would not list the device's processes */
+    RS_OUTSIDE_WHY_PID_NOT_LISTED, /* the process's pid is not among them (a pid namespace) */
+    RS_OUTSIDE_WHY_NO_FIGURE,      /* listed, with no figure (MIG without the privilege) */
+    RS_OUTSIDE_WHY_OTHER,
+    RS_OUTSIDE_WHY_COUNT_
+} rs_outside_why;
+
+static inline const char *rs_outside_why_name(unsigned w)
+{
+    static const char *const names[RS_OUTSIDE_WHY_COUNT_] = {
+        "", "nvml_off", "nvml_unusable", "device_unknown", "not_listed", "pid_not_listed",
+        "no_figure", "other"};
+    return w < RS_OUTSIDE_WHY_COUNT_ ? names[w] : "other";
+}
+
+/* The rs_outside_of the n bytes at p name, UNSAID when neither word. */
+static inline int rs_outside_of_parse(const void *p, size_t n)
+{
+    for (int k = RS_OUTSIDE_PROCESS; k <= RS_OUTSIDE_DEVICE; k++)
+        if (n == strlen(rs_outside_of_name(k)) && !memcmp(p, rs_outside_of_name(k), n)) return k;
+    return RS_OUTSIDE_UNSAID;
+}
+
+/* The rs_outside_why the n bytes at p name; OTHER for a word this reader does not know. */
+static inline int rs_outside_why_parse(const void *p, size_t n)
+{
+    for (unsigned k = RS_OUTSIDE_WHY_UNSAID + 1; k < RS_OUTSIDE_WHY_OTHER; k++)
+        if (n == strlen(rs_outside_why_name(k)) && !memcmp(p, rs_outside_why_name(k), n)) return (int)k;
+    return RS_OUTSIDE_WHY_OTHER;
 }
 
 #endif

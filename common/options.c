@@ -412,6 +412,16 @@ static int parse_string(const rs_opt *opt, const char *value, void *field, char 
     return 0;
 }
 
+/* RANKSNAP_MPI_PLUGIN: a family's name, auto or none, or the path of a plugin (a '/' in it). */
+static int parse_mpi_plugin(const rs_opt *opt, const char *value, void *field, char *why,
+                            size_t why_n)
+{
+    static const char *const words[] = {"auto", "openmpi", "mpich", "none", NULL};
+    int ok = strchr(value, '/') != NULL;
+    for (const char *const *w = words; !ok && *w; w++) ok = !strcmp(value, *w);
+    return ok ? parse_string(opt, value, field, why, why_n) : -1;
+}
+
 /* "pp=4,dp=8": NAME=SIZE pairs, a name of letters, digits, '_' and '-', a size of at least 1. Checked
  * here so that a bad value is named at start-up; roles.c makes the grouping of it. */
 static int parse_groups(const rs_opt *opt, const char *value, void *field, char *why,
@@ -604,10 +614,24 @@ static const rs_opt rs_option_table[] = {
      "under mpirun or srun, join a program that never calls MPI_Init to the job's MPI world (to "
      "agree on steps and gather at rank 0); 0 leaves MPI alone and every rank reports on its own",
      RS_BOOL_EXPECTED, parse_word, RS_FIELD(mpi), 0, 0, rs_bool_words, NULL, NULL},
+    {"RANKSNAP_MPI_PLUGIN", "auto | openmpi | mpich | none | path", "auto",
+     "the MPI plugin (PMPI wrappers, joining, the gather over MPI), one per MPI family: auto "
+     "takes the one ranksnap-run preloaded, else the family of the MPI library the process "
+     "loaded or of its launcher (mpirun: Open MPI's, PMI: MPICH's), from libranksnap.so's folder; "
+     "none keeps ranksnap off MPI",
+     "auto, openmpi, mpich, none, or the path of a libranksnap-mpi-*.so", parse_mpi_plugin,
+     RS_FIELD(mpi_plugin), 0, RS_PATH_MAX, NULL, NULL, NULL},
     {"RANKSNAP_DRIVER", "bool", "1",
      "record the device memory the CUDA driver gives outside ranksnap's allocators (cuMemAlloc, "
      "cuMemCreate, ... by any route: NCCL's, a static runtime's); 0 leaves the driver's calls alone",
      RS_BOOL_EXPECTED, parse_word, RS_FIELD(driver), 0, 0, rs_bool_words, NULL, NULL},
+    {"RANKSNAP_NVML", "path | none", "libnvidia-ml.so.1",
+     "the NVIDIA management library (NVML), loaded when first needed, from which a rank takes its "
+     "own process's device memory (the outside column: what its process holds beyond the "
+     "allocator) and the other processes on its device; none: not asked, and outside is the "
+     "device's whole use, every process on it counted",
+     "a library path shorter than 512 bytes, or none", parse_string, RS_FIELD(nvml), 0,
+     sizeof(((rs_options *)0)->nvml), NULL, NULL, NULL},
     {"RANKSNAP_RING", NULL, "mmap",
      "where the event ring lives: a file-backed mapping in RANKSNAP_DIR that survives SIGKILL "
      "(mmap), or plain memory",

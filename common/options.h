@@ -80,7 +80,10 @@ typedef struct rs_options {
     int dump_timeout_ms;          /* RANKSNAP_DUMP_TIMEOUT_MS */
     rs_ring_kind ring;            /* RANKSNAP_RING */
     int mpi;                      /* RANKSNAP_MPI: join the launcher's MPI world */
+    char mpi_plugin[RS_PATH_MAX]; /* RANKSNAP_MPI_PLUGIN: auto, openmpi, mpich, none or a path */
     int driver;                   /* RANKSNAP_DRIVER: record the CUDA driver's allocations */
+    char nvml[512];               /* RANKSNAP_NVML: the library that says what this process
+                                     uses of a device, "none" = not asked */
     rs_recorder_kind recorder;    /* RANKSNAP_RECORDER */
 } rs_options;
 

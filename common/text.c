@@ -53,6 +53,42 @@ ranksnap_status rs_text_list_add(char ***list, size_t *n, const char *fmt, ...)
     return st;
 }
 
+void rs_text_uuid_format(const uint8_t u[16], char *buf, size_t n)
+{
+    snprintf(buf, n, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+             u[14], u[15]);
+}
+
+static int rs_text_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+int rs_text_uuid_parse(const char *s, uint8_t uuid[16])
+{
+    if (!s || (strncmp(s, "GPU-", 4) != 0 && strncmp(s, "MIG-", 4) != 0)) return -1;
+    /* the hex digits each group of 8-4-4-4-12 ends at */
+    static const int group_end[] = {8, 12, 16, 20, 32};
+    const char *p = s + 4;
+    int digit = 0;
+    for (size_t g = 0; g < sizeof group_end / sizeof group_end[0]; g++) {
+        if (g && *p++ != '-') return -1;
+        for (; digit < group_end[g]; digit++, p++) {
+            int v = rs_text_hex_digit(*p);
+            if (v < 0) return -1;
+            if (digit % 2 == 0)
+                uuid[digit / 2] = (uint8_t)(v << 4);
+            else
+                uuid[digit / 2] |= (uint8_t)v;
+        }
+    }
+    return *p ? -1 : 0;
+}
+
 const char *rs_text_basename(const char *path)
 {
     const char *slash = strrchr(path, '/');

@@ -1,7 +1,7 @@
 /*
- * text.h — the small string helpers every layer shares: byte counts for people, file names,
- * fixed-size copies that never cut a UTF-8 character, UTF-8 validation, and the escaping of what
- * a terminal would obey.
+ * text.h — the small string helpers every layer shares: byte counts for people, GPU UUIDs, file
+ * names, fixed-size copies that never cut a UTF-8 character, UTF-8 validation, and the escaping
+ * of what a terminal would obey.
  */
 #ifndef RANKSNAP_TEXT_H
 #define RANKSNAP_TEXT_H
@@ -24,6 +24,10 @@ ranksnap_status rs_text_list_add(char ***list, size_t *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* A GPU's UUID as CUDA and NVML spell it: "GPU-" and its 16 bytes in hex, grouped 8-4-4-4-12. */
+void rs_text_uuid_format(const uint8_t uuid[16], char *buf, size_t n);
+/* The 16 bytes of "GPU-…" or "MIG-…" so spelled; 0 on success, -1 for anything else. */
+int rs_text_uuid_parse(const char *s, uint8_t uuid[16]);
 
 /* The part of `path` after its last '/'. */
 const char *rs_text_basename(const char *path);

@@ -99,6 +99,12 @@ RANKSNAP_API ranksnap_status ranksnap_empty_cache(void);
 /* Marks the start of training step `step` (monotonic, chosen by the application). */
 RANKSNAP_API ranksnap_status ranksnap_step(int64_t step);
 
+/* What the application's steps are, in its own words, for the snapshot (time.steps_from), the
+ * report and the warning about a range never reached: what its ranksnap_step calls count
+ * ("optimizer steps (AdamW)"), or, while it has marked none, why ("none: ..."). PyTorch's glue
+ * says it; NULL or "" gives the words back to ranksnap. At most 159 bytes are kept. */
+RANKSNAP_API ranksnap_status ranksnap_steps_from(const char *how);
+
 /* Named ranges in the history ("forward", "optimizer"); begin and end must nest. */
 RANKSNAP_API ranksnap_status ranksnap_annotate_begin(const char *name);
 RANKSNAP_API ranksnap_status ranksnap_annotate_end(const char *name);

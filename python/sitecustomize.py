@@ -63,13 +63,15 @@ class _TorchImportHook:
         spec = importlib.util.find_spec(name)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        run = spec.loader.exec_module
-
-        def exec_module(module):
-            run(module)
-            _on_torch(module)
-
-        spec.loader.exec_module = exec_module
+        try:
+            # a wrapper that leaves no frame of its own in the traceback of an import of torch
+            # that fails (ranksnap/_wrap.py)
+            from ranksnap._wrap import around
+        except Exception as e:
+            sys.stderr.write(f"ranksnap: not recording this PyTorch process: {type(e).__name__}: {e}\n")
+            return spec
+        spec.loader.exec_module = around(spec.loader.exec_module,
+                                         after=lambda out, module: _on_torch(module))
         return spec
 
 

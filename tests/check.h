@@ -2,7 +2,7 @@
  * check.h — the tests' tiny check macros (mimalloc style: no framework).
  *
  * CHECK(cond) reports file:line and the expression and counts a failure, without stopping, so
- * one run shows every broken expectation; CHECK_EQ_U64 also prints both values. TEST(name)
+ * one run shows every broken expectation; CHECK_EQ_U64 and CHECK_STR_EQ also print both values. TEST(name)
  * declares a test function; RUN(name) runs it and prints its name. main returns check_summary(),
  * which prints "N passed, M failed" and gives the exit code: 1 when any CHECK failed, inside a
  * RUN() or not (a check in main or in a mode's function must be able to fail the program too).
@@ -48,6 +48,17 @@ static int check_failures_in_runs_;
             check_failures_++;                                                                     \
             fprintf(stderr, "%s:%d: CHECK failed: \"%s\" does not contain \"%s\"\n", __FILE__,     \
                     __LINE__, check_h_ ? check_h_ : "(null)", (needle));                           \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_STR_EQ(got, want)                                                                    \
+    do {                                                                                           \
+        const char *check_g_ = (got);                                                              \
+        check_count_++;                                                                            \
+        if (!check_g_ || strcmp(check_g_, (want)) != 0) {                                          \
+            check_failures_++;                                                                     \
+            fprintf(stderr, "%s:%d: CHECK failed: \"%s\" is not \"%s\"\n", __FILE__, __LINE__,     \
+                    check_g_ ? check_g_ : "(null)", (want));                                       \
         }                                                                                          \
     } while (0)
 

@@ -1,10 +1,13 @@
 #!/bin/bash
 # The whole test suite, as CI runs it (.ci/run): the commit subjects' length, a warnings-as-errors
-# build with the unit and MPI tests, report.html in a headless browser, an ASan/UBSan build of the unit tests, the thread test
-# under ThreadSanitizer, and short libFuzzer runs of the three decoders. GPU tests (label gpu)
-# skip with a reason where no GPU is. Every other skipped test is listed with its reason at the
-# end of its step; in CI (CI=true) it fails the suite, as tests/setup-deps.sh fails on a missing
-# prerequisite: CI must not go green having left a part of the suite out.
+# build with the unit and MPI tests, the MPI tests again under MPICH, the wheel (built, installed
+# into a fresh venv, run without MPI and with it), report.html in a headless browser, an ASan/UBSan
+# build of the unit tests, the thread test under ThreadSanitizer, and short libFuzzer runs of the
+# three decoders. GPU tests (label gpu) skip with a reason where no GPU is. Every other skipped
+# test is listed with its reason at the end of its step; in CI (CI=true) it fails the suite, as
+# tests/setup-deps.sh fails on a missing prerequisite: CI must not go green having left a part of
+# the suite out. The one exception is said where it is: the MPI tests under MPICH skip what only
+# Open MPI's mpirun does, each saying what.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -14,7 +17,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 step() { printf '\n=== %s\n' "$*"; }
 
 # ctest over BUILD with ARGS, then the tests it skipped, each with its SKIPPED/ERROR line; a
-# skipped test outside label gpu fails the suite under CI=true
+# skipped test outside label gpu fails the suite under CI=true, unless SKIPS_SAID names why the
+# step skips some (the MPI tests under MPICH: what only Open MPI's mpirun does)
 tests() {
   build=$1; shift
   log=$build/suite-ctest.log
@@ -27,6 +31,8 @@ tests() {
       /^<end of output>/ {on = 0}' "$build/Testing/Temporary/LastTest.log")
     if printf '%s\n' "$gpu" | grep -qx "$t"; then
       echo "skipped (no GPU here): $t: ${why:-no reason printed}"
+    elif [ -n "${SKIPS_SAID:-}" ]; then
+      echo "skipped ($SKIPS_SAID): $t: ${why:-no reason printed}"
     else
       echo "skipped: $t: ${why:-no reason printed}"
       bad=1
@@ -46,6 +52,14 @@ cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRANKSNAP_WERROR=ON >/
 cmake --build build-ci -j "$jobs"
 step "unit, mpi and gpu tests"
 tests build-ci -L 'unit|mpi|gpu' --output-on-failure -j "$jobs"
+
+step "MPI tests under MPICH's mpiexec (Hydra): its plugin, the tests' programs built with MPICH"
+cmake -S . -B build-mpich -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRANKSNAP_WERROR=ON -DRANKSNAP_MPI=mpich >/dev/null
+cmake --build build-mpich -j "$jobs"
+SKIPS_SAID="under MPICH" tests build-mpich -L mpi --output-on-failure -j "$jobs"
+
+step "the wheel: built offline, installed into a fresh venv, a torchrun job without MPI, an mpirun job, uninstalled"
+tests build-ci -L wheel --output-on-failure
 
 step "report.html in headless chromium (label html; skipped with a reason where chromium is absent, an error in CI)"
 tests build-ci -L html --output-on-failure -j "$jobs"

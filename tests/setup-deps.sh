@@ -8,7 +8,11 @@
 set -eu
 # chromium: the browser tests of report.html (label html; tests/html), headless
 # nodejs, node-css-tree: the checks of the page's script (node --check) and style sheet (CSSTree)
-pkgs="cmake make gcc g++ clang pkg-config libopenmpi-dev openmpi-bin libmsgpack-dev libunwind-dev python3 python3-msgpack chromium nodejs node-css-tree"
+# mpich, libmpich-dev: MPICH's plugin and the MPI tests run once under MPICH's mpiexec; Open MPI
+#   stays the system's default MPI (mpicc, mpirun: Debian's alternatives rank it first)
+# python3-build, python3-venv, patchelf: the wheel, built offline and installed in a fresh venv
+#   (tests/package/wheel.sh); patchelf gives the libraries it bundles RUNPATH $ORIGIN
+pkgs="cmake make gcc g++ clang pkg-config libopenmpi-dev openmpi-bin mpich libmpich-dev libmsgpack-dev libunwind-dev python3 python3-msgpack python3-build python3-venv patchelf chromium nodejs node-css-tree"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 missing=""

@@ -30,6 +30,7 @@
 
 #include "compare.h"
 #include "errors.h"
+#include "pools.h"
 #include "sat.h"
 #include "site_delta.h"
 #include "step_trend.h"
@@ -44,12 +45,14 @@ void rs_compare_config_default(rs_compare_config *c)
     c->mad_k = 3.0;
     c->max_sites = 10;
     c->roles = NULL;
+    c->ungrouped = NULL;
 }
 
 void rs_compare_result_free(rs_compare_result *r)
 {
     if (!r) return;
     free(r->ranks);
+    free(r->pools);
     free(r->rank_roles);
     free(r->missing);
     free(r->no_data);
@@ -61,6 +64,7 @@ void rs_compare_result_free(rs_compare_result *r)
     free(r->notes);
     free(r->roles);
     free(r->role_gap_sites);
+    free(r->shared);
     free(r);
 }
 
@@ -108,6 +112,20 @@ typedef struct present {
     detail d;
     size_t input;
 } present;
+
+/* The rank's largest private pool, named, when its sites or its snapshot are at hand. */
+static void pool_of(const present *p, rs_site *out)
+{
+    if (!p->sum->pools_at_peak) return;
+    if (p->d.sites) {
+        if (p->d.sites->has_pool) *out = p->d.sites->pool;
+    } else if (p->d.full) {
+        rs_site_picker pk;
+        rs_site_picker_init(&pk, p->d.full);
+        (void)rs_pools_site(p->d.full, &pk, out);
+        rs_site_picker_free(&pk);
+    }
+}
 
 static int cmp_present(const void *pa, const void *pb)
 {
@@ -401,6 +419,7 @@ static ranksnap_status role_rows(rs_compare_result *r, const present *p, size_t 
 {
     const rs_roles *ro = cfg->roles;
     snprintf(r->grouping, sizeof r->grouping, "%s", ro->source);
+    snprintf(r->grouping_basis, sizeof r->grouping_basis, "%s", ro->basis);
     snprintf(r->replicas, sizeof r->replicas, "%s", ro->replicas);
     r->roles = calloc(ro->n_roles ? ro->n_roles : 1, sizeof *r->roles);
     if (!r->roles) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu roles", ro->n_roles);
@@ -567,16 +586,22 @@ ranksnap_status rs_compare_ex(const rs_summary *sums, const rs_snap *const *full
     }
     if (st == RANKSNAP_OK) {
         r->ranks = malloc((m ? m : 1) * sizeof *r->ranks);
+        r->pools = calloc(m ? m : 1, sizeof *r->pools);
         if (cfg->roles) r->rank_roles = malloc((m ? m : 1) * sizeof *r->rank_roles);
-        if (!r->ranks || (cfg->roles && !r->rank_roles))
+        if (!r->ranks || !r->pools || (cfg->roles && !r->rank_roles))
             st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu summaries", m);
     }
     if (st == RANKSNAP_OK) {
         for (size_t i = 0; i < m; i++) r->ranks[i] = *p[i].sum;
+        for (size_t i = 0; i < m; i++) pool_of(&p[i], &r->pools[i]);
         for (size_t i = 0; r->rank_roles && i < m; i++) r->rank_roles[i] = role_of(cfg, &p[i]);
         r->n_ranks = m;
         st = compare_present(r, p, m, cfg);
     }
+    if (st == RANKSNAP_OK && !cfg->roles && cfg->ungrouped && cfg->ungrouped[0])
+        st = rs_compare_add_note(r, "ranks not grouped into roles: %s; --groups (RANKSNAP_GROUPS) "
+                                    "declares them", cfg->ungrouped);
+    if (st == RANKSNAP_OK) st = rs_shared_devices_find(r->ranks, r->n_ranks, &r->shared, &r->n_shared);
     free(p);
     if (st != RANKSNAP_OK) {
         rs_compare_result_free(r);

@@ -16,6 +16,7 @@
 
 #include "ranksnap.h"
 #include "roles.h"
+#include "shared_devices.h"
 #include "site_delta.h"
 #include "sites.h"
 #include "snapshot.h"
@@ -28,6 +29,8 @@ typedef struct rs_compare_config {
     size_t max_sites;      /* sites listed per divergent rank, default 10 */
     const rs_roles *roles; /* NULL: every rank is compared with the median of all; else with the
                               median of the ranks of its own role (roles.h) */
+    const char *ungrouped; /* without roles: why the ranks' communicators gave none (rs_roles.basis),
+                              said in a note; NULL or "": nothing to say */
 } rs_compare_config;
 
 void rs_compare_config_default(rs_compare_config *c);
@@ -84,6 +87,8 @@ typedef struct rs_compare_result {
     int world_size;
     size_t n_ranks;              /* present */
     rs_summary *ranks;          /* copies, in rank order */
+    rs_site *pools;              /* [n_ranks]: the largest private pool of each (pools.h), its
+                                    function "" when it has none or only its summary was at hand */
     int32_t *rank_roles;         /* [n_ranks]: each one's role, NULL when ranks were not grouped */
     size_t n_missing;
     int32_t *missing;            /* ranks of [0, world_size) with no file or summary */
@@ -103,6 +108,8 @@ typedef struct rs_compare_result {
     double divergence_pct;       /* the configuration the verdicts used */
     uint64_t threshold;          /* bytes from the median beyond which a rank diverges */
     char grouping[320];          /* where the roles came from, "" when ranks were not grouped */
+    char grouping_basis[512];    /* found roles: the communicators they came from and those left
+                                    out (rs_roles.basis); "" for a declared grouping */
     char replicas[96];           /* the declared dimensions taken as the replicas ("dp"), or "" */
     size_t n_roles;              /* 0 when ranks were not grouped */
     rs_compare_role *roles;      /* in role order */
@@ -115,6 +122,8 @@ typedef struct rs_compare_result {
     int64_t role_gap;            /* heavy's median peak - light's */
     size_t n_role_gap_sites;
     rs_compare_site *role_gap_sites;
+    size_t n_shared;             /* devices more than one process used (shared_devices.h) */
+    rs_shared_device *shared;
 } rs_compare_result;
 
 /* `full[i]` is the decoded snapshot of sums[i]'s rank or NULL. world_size 0 = the largest

@@ -82,7 +82,7 @@ static void level_of(const rs_summary *s, rs_diff_level *l)
     l->peak = rs_summary_peak(s);
     l->reserved = s->peak_reserved;
     l->outside = s->outside_peak;
-    l->fragmentation = rs_sat_sub_u64(s->reserved_at_peak, s->peak_allocated);
+    l->fragmentation = rs_summary_fragmentation(s);
     l->fragmentation_known = !s->totals_only;
     l->capacity = rs_summary_capacity(s);
     if (l->capacity) l->headroom = rs_sat_sub_i64(rs_sat_i64(l->capacity), rs_sat_i64(l->peak));

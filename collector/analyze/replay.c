@@ -22,6 +22,7 @@
 #include "backend.h"
 #include "backend_sim.h"
 #include "errors.h"
+#include "pools.h"
 #include "replay.h"
 #include "sat.h"
 #include "walk.h"
@@ -382,6 +383,12 @@ ranksnap_status rs_replay_run(rs_replay_session *ss, const rs_replay_opts *o, rs
         out->ranksnap.device_frees = stats.num_segment_frees;
         out->ranksnap_peak_allocated_blocks = stats.allocated_bytes_peak;
         out->original_ooms = out->original.ooms;
+        rs_pools_use pools;
+        if (rs_pools_any(s) && rs_pools_at(&ss->w, ss->w.peak_event, &pools) == RANKSNAP_OK) {
+            out->pools_at_peak = pools.reserved;
+            out->pools_free_at_peak = pools.reserved - pools.allocated;
+            out->original.fragmentation = rs_sat_sub_u64(out->original.fragmentation, out->pools_free_at_peak);
+        }
         out->ranksnap_ooms = out->ranksnap.ooms;
     }
     rs_alloc_destroy(rp.alloc);

@@ -70,6 +70,10 @@ typedef struct rs_replay_result {
     uint64_t dropped;       /* events the ring lost before the history's first            */
     int incomplete;         /* dropped > 0: the history is a suffix of what happened      */
     uint64_t original_ooms; /* oom events in the history (= original.ooms)                */
+    /* The original's private pools (CUDA graphs', pools.h) when allocated first peaked, and
+     * their bytes in no block, which its fragmentation leaves out as the report's does; the
+     * replay has no private pool and serves their requests from its default pool. */
+    uint64_t pools_at_peak, pools_free_at_peak;
     uint64_t ranksnap_ooms; /* replayed requests ranksnap could not serve (= ranksnap.ooms) */
     rs_alloc_conf conf;     /* the settings replayed                                      */
     rs_replay_device device;

@@ -24,6 +24,8 @@ typedef struct rs_roles {
     char names[RS_ROLES_MAX_DIMS][16];
     int sizes[RS_ROLES_MAX_DIMS];
     char source[320];          /* where the grouping came from, e.g. "--groups" */
+    char basis[512];           /* found ones (roles_found.h): which communicators they were
+                                  found from and which were left out; with no roles, why none */
     char replicas[96];         /* the dimensions taken as the replicas, e.g. "dp"; "" when found */
     int32_t *role_of;          /* [world_size]: the role of each rank */
     int32_t *replica_of;       /* [world_size]: each rank's index among the ranks of its role (its

@@ -1,18 +1,17 @@
 /*
  * roles_found.c — owns finding the roles of a job's ranks from the communicators they belonged
  * to (roles_found.h): the members of each communicator put together from every rank's list, the
- * families of communicators that partition the ranks, the replica family, and the labels.
+ * families of communicators that partition the ranks, the replica family, the labels, and the
+ * sentence that says what the grouping was based on, or why there is none.
  */
 #include "roles_found.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "errors.h"
-
-/* Families kept apart at most: a job has a handful of dimensions. */
-#define RS_FOUND_MAX_FAMILIES 16
 
 /* One rank's view of one communicator. */
 typedef struct entry {
@@ -35,9 +34,49 @@ typedef struct family {
     const rs_snap_comm *first;
     int32_t size;
     int32_t covered;
-    uint64_t allreduces;
+    size_t n_comms;
+    uint64_t allreduces;  /* over its communicators */
     unsigned char *taken; /* [world] */
 } family;
+
+/* Why no family was taken for the replicas. */
+enum { RS_REP_OK, RS_REP_INCOMPLETE, RS_REP_UNDECIDED };
+
+ranksnap_status rs_rank_comms_of(const rs_snap *s, rs_rank_comms *out)
+{
+    memset(out, 0, sizeof *out);
+    out->rank = s->rank;
+    out->left_out = s->comms_left_out;
+    if (!s->n_comms) return RANKSNAP_OK;
+    out->v = malloc(s->n_comms * sizeof *out->v);
+    if (!out->v) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu communicators", s->n_comms);
+    memcpy(out->v, s->comms, s->n_comms * sizeof *out->v);
+    out->n = s->n_comms;
+    return RANKSNAP_OK;
+}
+
+void rs_rank_comms_free(rs_rank_comms *c)
+{
+    if (!c) return;
+    free(c->v);
+    memset(c, 0, sizeof *c);
+}
+
+static void add(char *dst, size_t dn, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Appends to dst[dn], cut where it does not fit. */
+static void add(char *dst, size_t dn, const char *fmt, ...)
+{
+    size_t used = strlen(dst);
+    if (used + 1 >= dn) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst + used, dn - used, fmt, ap);
+    va_end(ap);
+}
 
 static int by_id(const void *a, const void *b)
 {
@@ -153,23 +192,112 @@ static const char *kind_source(const char *kind)
     return "the job's communicators";
 }
 
-/* The replica family (roles_found.h); -1: none. An incomplete family counts against the others:
- * where the replicas' communicators are not all known, another family is not taken for them. */
-static int replica_family(const family *fs, int n_f, int world)
+/* All-reduces per communicator: a family of many small groups does not outweigh one of a few
+ * large groups by its number. */
+static double per_comm(const family *f)
+{
+    return f->n_comms ? (double)f->allreduces / (double)f->n_comms : 0.0;
+}
+
+/* The replica family (roles_found.h), or -1 and *why. An incomplete family counts against the
+ * others: where the replicas' communicators are not all known, another family is not taken for
+ * them. */
+static int replica_family(const family *fs, int n_f, int world, int *why)
 {
     int best = -1, ties = 0;
+    *why = RS_REP_OK;
     for (int f = 0; f < n_f; f++)
-        if (rs_roles_is_replicas(fs[f].first->name)) return fs[f].covered == world ? f : -1;
+        if (rs_roles_is_replicas(fs[f].first->name)) {
+            if (fs[f].covered == world) return f;
+            *why = RS_REP_INCOMPLETE;
+            return -1;
+        }
     for (int f = 0; f < n_f; f++) {
-        if (best < 0 || fs[f].allreduces > fs[best].allreduces) {
+        if (best < 0 || per_comm(&fs[f]) > per_comm(&fs[best])) {
             best = f;
             ties = 0;
-        } else if (fs[f].allreduces == fs[best].allreduces) {
+        } else if (per_comm(&fs[f]) == per_comm(&fs[best])) {
             ties++;
         }
     }
-    if (best < 0 || fs[best].covered != world) return -1;
-    return (fs[best].allreduces > 0 && !ties) || n_f == 1 ? best : -1;
+    if (best < 0 || fs[best].covered != world) {
+        *why = RS_REP_INCOMPLETE;
+        return -1;
+    }
+    if ((fs[best].allreduces > 0 && !ties) || n_f == 1) return best;
+    *why = RS_REP_UNDECIDED;
+    return -1;
+}
+
+/* "4 communicators of 4 ranks named pp (12 all-reduces each)"; the count left out for
+ * communicators whose all-reduces are not counted (a DeviceMesh's). */
+static void describe(char *dst, size_t dn, const family *f)
+{
+    add(dst, dn, "%zu communicator%s of %d rank%s", f->n_comms, f->n_comms == 1 ? "" : "s",
+        (int)f->size, f->size == 1 ? "" : "s");
+    if (f->first->name[0]) add(dst, dn, " named %.16s", f->first->name);
+    if (strncmp(f->first->kind, "torch", 8))
+        add(dst, dn, " (%.0f all-reduce%s each)", per_comm(f), per_comm(f) == 1.0 ? "" : "s");
+}
+
+/* The most communicators a rank's file counted and did not list, and the fewest (*least). */
+static uint64_t most_left_out(const rs_rank_comms *ranks, size_t n, uint64_t *least)
+{
+    uint64_t hi = 0, lo = UINT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+        if (ranks[i].left_out > hi) hi = ranks[i].left_out;
+        if (ranks[i].left_out < lo) lo = ranks[i].left_out;
+    }
+    if (least) *least = lo;
+    return hi;
+}
+
+/* "; left out: the communicators not alive while the range recorded (6 on each rank)" */
+static void describe_left_out(char *dst, size_t dn, const rs_rank_comms *ranks, size_t n)
+{
+    uint64_t lo = 0, hi = most_left_out(ranks, n, &lo);
+    if (!hi) return;
+    add(dst, dn, "; left out: the communicators not alive while the range recorded (%s%llu %s)",
+        lo == hi ? "" : "up to ", (unsigned long long)hi, lo == hi ? "on each rank" : "a rank");
+}
+
+static void describe_found(char *dst, size_t dn, const family *fs, int n_f, int rep, int world)
+{
+    if (rs_roles_is_replicas(fs[rep].first->name))
+        add(dst, dn, "the replicas by their name: ");
+    else if (n_f == 1)
+        add(dst, dn, "the replicas, the only communicators that divide the ranks: ");
+    else
+        add(dst, dn, "the replicas, the communicators with the most all-reduces: ");
+    describe(dst, dn, &fs[rep]);
+    const char *sep = "; beside them ";
+    for (int f = 0; f < n_f; f++) {
+        if (f == rep || fs[f].covered != world) continue;
+        add(dst, dn, "%s", sep);
+        describe(dst, dn, &fs[f]);
+        sep = ", ";
+    }
+}
+
+static void describe_none(char *dst, size_t dn, const family *fs, int n_f, int world, int why)
+{
+    if (why == RS_REP_INCOMPLETE) {
+        add(dst, dn, "the communicators alive while the range recorded do not hold every rank once "
+                     "(a rank's file is missing or says nothing of them, or they join some ranks only)");
+        return;
+    }
+    int k = 0;
+    for (int f = 0; f < n_f; f++) k += fs[f].covered == world;
+    add(dst, dn, "%d kinds of communicators divide the ranks (", k);
+    const char *sep = "";
+    for (int f = 0; f < n_f; f++) {
+        if (fs[f].covered != world) continue;
+        add(dst, dn, "%s", sep);
+        describe(dst, dn, &fs[f]);
+        sep = "; ";
+    }
+    add(dst, dn, ") and none made more all-reduces than the others: which holds the replicas is "
+                 "not known");
 }
 
 static ranksnap_status make_roles(comm *cs, size_t n_c, const family *fs, int n_f, int rep, int world,
@@ -224,19 +352,61 @@ static ranksnap_status make_roles(comm *cs, size_t n_c, const family *fs, int n_
     return RANKSNAP_OK;
 }
 
-ranksnap_status rs_roles_found(const rs_summary *sums, size_t n, int world, rs_roles *out)
+/* Each communicator into the first family of its shape that it does not overlap; the families
+ * grow as needed (a job has a handful of dimensions, several meshes a few more). */
+static ranksnap_status make_families(comm *cs, size_t n_c, int world, family **fs_out, int *n_out)
 {
-    if (!out || (!sums && n)) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_roles_found: NULL");
+    family *fs = NULL;
+    int n_f = 0, cap = 0;
+    for (size_t i = 0; i < n_c; i++) {
+        comm *c = &cs[i];
+        int f = 0;
+        for (; f < n_f; f++) {
+            if (fs[f].size != c->size || (fs[f].allreduces > 0) != (c->allreduces > 0) ||
+                strncmp(fs[f].first->kind, c->first->kind, 8) ||
+                strncmp(fs[f].first->name, c->first->name, 16))
+                continue;
+            int32_t k = 0;
+            while (k < c->size && !fs[f].taken[c->members[k]]) k++;
+            if (k == c->size) break;
+        }
+        if (f == n_f) {
+            if (n_f == cap) {
+                int grown = cap ? 2 * cap : 8;
+                family *more = realloc(fs, (size_t)grown * sizeof *fs);
+                if (!more) break;
+                fs = more;
+                cap = grown;
+            }
+            fs[f] = (family){c->first, c->size, 0, 0, 0, calloc((size_t)world, 1)};
+            if (!fs[f].taken) break;
+            n_f++;
+        }
+        for (int32_t k = 0; k < c->size; k++) fs[f].taken[c->members[k]] = 1;
+        fs[f].covered += c->size;
+        fs[f].allreduces += c->allreduces;
+        fs[f].n_comms++;
+        c->family = f;
+    }
+    *fs_out = fs;
+    *n_out = n_f;
+    int done = 1;
+    for (size_t i = 0; i < n_c; i++) done &= cs[i].family >= 0;
+    return done ? RANKSNAP_OK : rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for a family of communicators");
+}
+
+ranksnap_status rs_roles_found(const rs_rank_comms *ranks, size_t n, int world, rs_roles *out)
+{
+    if (!out || (!ranks && n)) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_roles_found: NULL");
     memset(out, 0, sizeof *out);
     /* two unnamed dimensions need at least 2 x 2 ranks; named ones say what they are at any size */
     if (world < 2) return RANKSNAP_OK;
     size_t n_e = 0;
-    for (size_t i = 0; i < n; i++) n_e += (size_t)sums[i].n_comms;
-    if (!n_e) return RANKSNAP_OK;
-    entry *e = malloc(n_e * sizeof *e);
-    comm *cs = malloc(n_e * sizeof *cs);
+    for (size_t i = 0; i < n; i++) n_e += ranks[i].n;
+    entry *e = malloc((n_e ? n_e : 1) * sizeof *e);
+    comm *cs = malloc((n_e ? n_e : 1) * sizeof *cs);
     unsigned char *scratch = malloc((size_t)world);
-    family fs[RS_FOUND_MAX_FAMILIES];
+    family *fs = NULL;
     int n_f = 0;
     size_t n_c = 0;
     ranksnap_status st = RANKSNAP_OK;
@@ -246,14 +416,14 @@ ranksnap_status rs_roles_found(const rs_summary *sums, size_t n, int world, rs_r
     }
     n_e = 0;
     for (size_t i = 0; i < n; i++) {
-        if (sums[i].rank < 0 || sums[i].rank >= world) continue;
-        for (int32_t k = 0; k < sums[i].n_comms && k < RS_SUMMARY_MAX_COMMS; k++) {
-            const rs_snap_comm *c = &sums[i].comms[k];
+        if (ranks[i].rank < 0 || ranks[i].rank >= world) continue;
+        for (size_t k = 0; k < ranks[i].n; k++) {
+            const rs_snap_comm *c = &ranks[i].v[k];
             /* the whole world and one rank alone are not a dimension, unless a framework named
              * them one (a mesh of pp=2 x dp=1: the dp groups are single ranks, pp the world) */
             int named = c->name[0] && c->size >= 1 && c->size <= world;
             if ((named || (c->size > 1 && c->size < world && world >= 4)) && world % c->size == 0)
-                e[n_e++] = (entry){c, sums[i].rank};
+                e[n_e++] = (entry){c, ranks[i].rank};
         }
     }
     qsort(e, n_e, sizeof *e, by_id);
@@ -277,41 +447,37 @@ ranksnap_status rs_roles_found(const rs_summary *sums, size_t n, int world, rs_r
     }
     n_c = kept;
     qsort(cs, n_c, sizeof *cs, by_shape);
-    /* each communicator into the first family of its shape that it does not overlap */
-    for (size_t i = 0; i < n_c; i++) {
-        comm *c = &cs[i];
-        int f = 0;
-        for (; f < n_f; f++) {
-            if (fs[f].size != c->size || (fs[f].allreduces > 0) != (c->allreduces > 0) ||
-                strncmp(fs[f].first->kind, c->first->kind, 8) ||
-                strncmp(fs[f].first->name, c->first->name, 16))
-                continue;
-            int32_t k = 0;
-            while (k < c->size && !fs[f].taken[c->members[k]]) k++;
-            if (k == c->size) break;
-        }
-        if (f == n_f) {
-            if (n_f == RS_FOUND_MAX_FAMILIES) continue;
-            fs[f] = (family){c->first, c->size, 0, 0, calloc((size_t)world, 1)};
-            if (!fs[f].taken) {
-                st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for a family of communicators");
-                goto done;
-            }
-            n_f++;
-        }
-        for (int32_t k = 0; k < c->size; k++) fs[f].taken[c->members[k]] = 1;
-        fs[f].covered += c->size;
-        fs[f].allreduces += c->allreduces;
-        c->family = f;
+    if ((st = make_families(cs, n_c, world, &fs, &n_f)) != RANKSNAP_OK) goto done;
+    int why = RS_REP_OK;
+    int rep = replica_family(fs, n_f, world, &why);
+    if (rep >= 0) {
+        st = make_roles(cs, n_c, fs, n_f, rep, world, scratch, out);
+        describe_found(out->basis, sizeof out->basis, fs, n_f, rep, world);
+    } else if (n_e) {
+        describe_none(out->basis, sizeof out->basis, fs, n_f, world, why);
+    } else if (most_left_out(ranks, n, NULL)) {
+        /* with nothing at all to go by nothing is said: a plain data-parallel job has no roles
+         * to find */
+        add(out->basis, sizeof out->basis, "no communicator alive while the range recorded "
+                                           "divides the ranks");
     }
-    int rep = replica_family(fs, n_f, world);
-    if (rep >= 0) st = make_roles(cs, n_c, fs, n_f, rep, world, scratch, out);
+    describe_left_out(out->basis, sizeof out->basis, ranks, n);
     if (st != RANKSNAP_OK) rs_roles_free(out);
 done:
     for (int f = 0; f < n_f; f++) free(fs[f].taken);
+    free(fs);
     for (size_t i = 0; i < n_c; i++) free(cs[i].members);
     free(cs);
     free(e);
     free(scratch);
     return st;
+}
+
+void rs_roles_found_apply(rs_compare_config *cfg, const rs_rank_comms *ranks, size_t n, int world,
+                          rs_roles *found)
+{
+    /* without memory to find them the ranks are compared with all ranks, as with none found */
+    if (rs_roles_found(ranks, n, world, found) != RANKSNAP_OK) return;
+    if (found->n_roles) cfg->roles = found;
+    else cfg->ungrouped = found->basis;
 }

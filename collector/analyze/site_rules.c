@@ -229,6 +229,29 @@ static int framework_python(const char *file)
     return 0;
 }
 
+/* The last part of a path (a path ending in a separator: from that separator's part on). */
+static const char *base_name(const char *file)
+{
+    const char *base = file;
+    for (const char *p = file; *p; p++)
+        if ((*p == '/' || *p == '\\') && p[1]) base = p + 1;
+    return base;
+}
+
+/* A wrapper torch.compile generated (Inductor's cache, TORCHINDUCTOR_CACHE_DIR or
+ * /tmp/torchinductor_USER/xx/): its file is named by a code hash, "c" and 51 characters of
+ * lower-case base32, and matched by that name, wherever the cache is. The glue puts the model's
+ * lines it was compiled from in front of it (docs/PYTORCH.md, "Compiled models"); as a candidate
+ * it would stand for the user's line above a model's in an installed package. */
+static int inductor_generated(const char *file)
+{
+    const char *base = base_name(file);
+    if (strlen(base) != 52 + 3 || strcmp(base + 52, ".py") != 0 || base[0] != 'c') return 0;
+    for (int i = 1; i < 52; i++)
+        if (!((base[i] >= 'a' && base[i] <= 'z') || (base[i] >= '2' && base[i] <= '7'))) return 0;
+    return 1;
+}
+
 /* The standard library: lib/python3.X/ (Windows: Lib\) outside its site-packages. */
 static int python_library(const char *file)
 {
@@ -241,10 +264,7 @@ const char *rs_site_rules_display_file(const char *file)
 {
     const char *in = inside_packages(file);
     if (in && *in) return in;
-    const char *base = file;
-    for (const char *p = file; *p; p++)
-        if ((*p == '/' || *p == '\\') && p[1]) base = p + 1;
-    return base;
+    return base_name(file);
 }
 
 /* ---- labels: the autograd node or the operator a framework frame stands for ------------------ */
@@ -337,7 +357,7 @@ static void classify(const rs_snap *s, const rs_snap_frame *f, const char *modul
     }
     if (out->python) {
         int skip = framework_python(f->file) || python_library(f->file) ||
-                   user_skips(f->function, NULL, f->file, NULL);
+                   inductor_generated(f->file) || user_skips(f->function, NULL, f->file, NULL);
         out->kind = skip ? RS_SITE_FRAME_SKIPPED : RS_SITE_FRAME_PYTHON;
         return;
     }

@@ -14,6 +14,7 @@
 #include "sat.h"
 #include "sites.h"
 #include "outside_sites.h"
+#include "pools.h"
 #include "summary.h"
 #include "text.h"
 #include "walk.h"
@@ -95,6 +96,20 @@ uint64_t rs_summary_capacity(const rs_summary *s)
     return c;
 }
 
+uint64_t rs_summary_fragmentation(const rs_summary *s)
+{
+    return rs_sat_sub_u64(rs_sat_sub_u64(s->reserved_at_peak, s->peak_allocated), s->pools_free_at_peak);
+}
+
+/* What the private pools held when allocated peaked (pools.h); nothing to walk without them. */
+static void pools_at_peak(rs_walk *w, rs_summary *out)
+{
+    rs_pools_use use;
+    if (!rs_pools_any(w->s) || rs_pools_at(w, w->peak_event, &use) != RANKSNAP_OK) return;
+    out->pools_at_peak = use.reserved;
+    out->pools_free_at_peak = use.reserved - use.allocated;
+}
+
 const char *rs_summary_outside_label_name(const char *label)
 {
     static const char *const names[][2] = {{"nccl", "NCCL"},
@@ -160,6 +175,24 @@ void rs_summary_sites_free(rs_summary_sites *sites)
     memset(sites, 0, sizeof *sites);
 }
 
+/* What the outside bytes are measured against, and the rank's device as NVML listed it. */
+static void summarize_device_share(const rs_snap *s, rs_summary *out)
+{
+    const rs_snap_totals *t = &s->totals;
+    out->outside_of = (int8_t)t->outside_of;
+    out->outside_why = (uint8_t)(t->outside_of == RS_OUTSIDE_DEVICE ? t->outside_why : 0);
+    /* a simulated device is each process's own, whatever its name */
+    if (!(s->backend && !strcmp(s->backend, "sim")) &&
+        rs_text_uuid_parse(s->device.uuid, out->device_uuid) != 0)
+        memset(out->device_uuid, 0, sizeof out->device_uuid);
+    const rs_snap_device *d = &s->device;
+    out->device_processes = (uint16_t)(d->processes < UINT16_MAX ? d->processes : UINT16_MAX);
+    out->device_others_unknown =
+        (uint16_t)(d->others_unknown < UINT16_MAX ? d->others_unknown : UINT16_MAX);
+    uint64_t kib = (d->others_bytes + 512) / 1024;
+    out->device_others_kib = (uint32_t)(kib < UINT32_MAX ? kib : UINT32_MAX);
+}
+
 void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *sites)
 {
     memset(out, 0, sizeof *out);
@@ -173,10 +206,6 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
     out->oom = s->has_oom;
     out->comms_unreadable = s->comms_error[0] != '\0';
     out->totals_only = s->totals_only;
-    for (size_t i = 0; i < s->n_comms && out->n_comms < RS_SUMMARY_MAX_COMMS; i++)
-        /* a framework's named dimension counts at any size (dp=1 in a pipeline of two) */
-        if (s->comms[i].name[0] || (s->comms[i].size > 1 && s->comms[i].size < s->world_size))
-            out->comms[out->n_comms++] = s->comms[i];
     rs_text_copy_head(out->host, sizeof out->host, s->host ? s->host : "");
     rs_text_copy_head(out->job, sizeof out->job, s->job ? s->job : "");
     copy_steps_from(out->steps_from, sizeof out->steps_from, s->time.steps_from ? s->time.steps_from : "");
@@ -186,6 +215,7 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
     out->outside_peak = t->outside_bytes_peak;
     out->outside_end = t->outside_bytes_end;
     summarize_outside_labels(t, out);
+    summarize_device_share(s, out);
     out->peak_step = t->peak_step;
     out->clock_offset_us = s->time.clock_offset_us;
     out->device_total = t->device_total_bytes ? t->device_total_bytes : s->device.total_bytes;
@@ -213,6 +243,7 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
     rs_site_picker_init(&pk, s);
     if (s->has_oom)
         rs_site_pick_path(&pk, s->oom.stack, &out->oom_site, sites ? &sites->oom_path : NULL);
+    if (sites) sites->has_pool = rs_pools_site(s, &pk, &sites->pool);
     rs_outside_sites_at_peak(s, &pk, &out->recorded_outside_peak, out->outside_sites,
                              out->outside_site_owners, RS_SUMMARY_MAX_OUTSIDE_SITES,
                              &out->n_outside_sites);
@@ -220,6 +251,7 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
     rs_walk w;
     if (rs_walk_init(&w, s) == RANKSNAP_OK) {
         step_series(&w, out);
+        pools_at_peak(&w, out);
         rs_site *list = NULL;
         rs_site_path *paths = NULL;
         size_t n = 0;

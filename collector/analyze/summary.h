@@ -17,11 +17,6 @@
 
 #define RS_SUMMARY_MAX_STEPS 64
 #define RS_SUMMARY_MAX_SITES 8
-/* communicators kept of a rank, those that can be a dimension (neither the world nor the rank
- * alone): one per dimension of a job of up to 6. No more: the summary is sent whole in the live
- * gather, and past MPI's eager limit (4 KiB on shared memory) a send to a rank 0 that gave up
- * on this rank could no longer be cancelled. */
-#define RS_SUMMARY_MAX_COMMS 6
 #define RS_SUMMARY_MAX_OUTSIDE_LABELS 8
 #define RS_SUMMARY_MAX_OUTSIDE_SITES 4
 #define RS_SUMMARY_LABEL_LEN 24
@@ -46,7 +41,9 @@ typedef struct rs_summary {
     char steps_from[96];         /* how the rank numbered its steps, "" = not said */
     uint64_t peak_allocated;
     uint64_t peak_reserved;
-    uint64_t reserved_at_peak;   /* reserved bytes when allocated peaked (fragmentation = this - peak_allocated) */
+    uint64_t reserved_at_peak;   /* reserved bytes when allocated peaked */
+    uint64_t pools_at_peak;      /* of those, private pools' (CUDA graphs', pools.h) ...      */
+    uint64_t pools_free_at_peak; /* ... and of theirs, what no block held: reserved by design */
     uint64_t outside_peak;       /* device memory not from the allocator */
     uint64_t outside_end;
     int64_t peak_step;
@@ -84,14 +81,30 @@ typedef struct rs_summary {
     rs_site outside_sites[RS_SUMMARY_MAX_OUTSIDE_SITES];
     /* the library each was taken through ("NCCL", ...; "" for the program's own calls) */
     char outside_site_owners[RS_SUMMARY_MAX_OUTSIDE_SITES][16];
-    /* the communicators the rank belonged to (snapshot.h), for finding roles (roles_found.h) */
-    int32_t n_comms;
-    rs_snap_comm comms[RS_SUMMARY_MAX_COMMS];
-    int32_t comms_unreadable; /* the file's communicators were malformed (rs_snap.comms_error) */
+    /* the file's communicators were malformed (rs_snap.comms_error); the communicators
+     * themselves, any number of them, travel beside the summary (roles_found.h) */
+    int32_t comms_unreadable;
+    /* What outside_peak and outside_end are measured against (rs_outside_of), and for the
+     * device's whole use why the process's own was not known (rs_outside_why). Then what NVML
+     * listed on the rank's device: the processes with a context there (this one included; 0: none
+     * listed), those of them it gave no figure for, and what the others held, in KiB: the fields
+     * are packed, the summary is at MPI's eager limit. */
+    int8_t outside_of;
+    uint8_t outside_why;
+    uint16_t device_processes;
+    uint16_t device_others_unknown;
+    uint8_t device_uuid[16];     /* the device's UUID, all 0 when not known or simulated */
+    uint32_t device_others_kib;
     int32_t totals_only;      /* made from the file's totals alone (rs_snap.totals_only): no step
                                  series, no sites, and reserved_at_peak is the reserved peak */
 } rs_summary;
+/* The summary is sent whole in the live gather: past MPI's eager limit (4 KiB on shared memory)
+ * a send to a rank 0 that gave up on this rank could no longer be cancelled. */
 _Static_assert(sizeof(rs_summary) <= 4000, "the summary must stay under MPI's eager limit");
+
+/* Reserved bytes no block held when allocated peaked, outside the private pools (whose free bytes
+ * a CUDA graph keeps by design): reserved_at_peak - peak_allocated - pools_free_at_peak. */
+uint64_t rs_summary_fragmentation(const rs_summary *s);
 
 /* Fills `out` from a decoded snapshot. Never fails on a valid snapshot (decoders guarantee every
  * index is in range); without memory for the walk it keeps the totals. */
@@ -106,6 +119,8 @@ typedef struct rs_summary_sites {
     rs_site *sites;        /* every site at the peak (the OOM), as rs_site_list_at_peak lists them */
     rs_site_path *paths;   /* paths[i] is the path of sites[i] */
     rs_site_path oom_path; /* the path of the summary's oom_site, when it has an OOM */
+    int has_pool;          /* the snapshot has a private pool, named by `pool` (rs_pools_site) */
+    rs_site pool;
 } rs_summary_sites;
 
 /* rs_summary_of, and the sites in `sites` (freed with rs_summary_sites_free, made or not). */

@@ -101,6 +101,18 @@ static ranksnap_status m_bool(const mapv *mv, const char *key, int *v)
     return RANKSNAP_OK;
 }
 
+/* An optional uint field: 0 when the file has no such key (written before it existed). */
+static ranksnap_status m_u64_opt(const mapv *mv, const char *key, uint64_t *v)
+{
+    size_t at = 0;
+    RS_CHECK(rs_rd_lookup(mv, key, 0, &at));
+    if (!at) {
+        *v = 0;
+        return RANKSNAP_OK;
+    }
+    return m_u64(mv, key, v);
+}
+
 /* An optional integer field: `dflt` when the file has no such key (written before it existed). */
 static ranksnap_status m_int_opt(const mapv *mv, const char *key, int64_t lo, int64_t hi, int dflt,
                                  int *v)
@@ -185,6 +197,18 @@ static ranksnap_status read_identity(const mapv *top, rs_snap *s)
     RS_CHECK(m_str(&dev, "name", &s->device.name));
     RS_CHECK(m_str(&dev, "uuid", &s->device.uuid));
     RS_CHECK(m_u64(&dev, "total_bytes", &s->device.total_bytes));
+    /* what NVML listed on it: optional (older files, and where it listed nothing) */
+    uint64_t processes = 0, unknown = 0;
+    RS_CHECK(m_u64_opt(&dev, "processes", &processes));
+    RS_CHECK(m_u64_opt(&dev, "others_unknown", &unknown));
+    if (processes > UINT32_MAX || unknown > processes)
+        return rs_rd_fail(top->d, "field 'device.others_unknown' is %" PRIu64 ", but "
+                          "'device.processes' is %" PRIu64 " (expected others_unknown <= processes "
+                          "<= 4294967295)", unknown, processes);
+    s->device.processes = (uint32_t)processes;
+    s->device.others_unknown = (uint32_t)unknown;
+    RS_CHECK(m_u64_opt(&dev, "others_bytes", &s->device.others_bytes));
+    RS_CHECK(m_u64_opt(&dev, "own_bytes", &s->device.own_bytes));
     return RANKSNAP_OK;
 }
 
@@ -343,6 +367,33 @@ static ranksnap_status read_outside_labels(const mapv *m, rs_snap_totals *t)
     return RANKSNAP_OK;
 }
 
+/* totals.outside_of, outside_why and outside_why_detail: optional (older files lack them: what
+ * they measured is not said). A reason this reader does not know is "other". */
+static ranksnap_status read_outside_of(const mapv *m, rs_snap_totals *t)
+{
+    const dec *d = m->d;
+    size_t at = 0;
+    const unsigned char *p;
+    size_t n;
+    RS_CHECK(rs_rd_lookup(m, "outside_of", 0, &at));
+    if (at) {
+        where w = rs_rd_field_of(m, "outside_of");
+        if (rs_rd_str_at(d, at, &p, &n) != 0 || !(t->outside_of = rs_outside_of_parse(p, n)))
+            return rs_rd_bad_value(d, &w, at, "must be \"process\" or \"device\"");
+    }
+    RS_CHECK(rs_rd_lookup(m, "outside_why", 0, &at));
+    if (at) {
+        where w = rs_rd_field_of(m, "outside_why");
+        if (rs_rd_str_at(d, at, &p, &n) != 0)
+            return rs_rd_bad_value(d, &w, at, "must be a string, not %s", rs_rd_type_name(d->buf[at]));
+        t->outside_why = rs_outside_why_parse(p, n);
+    }
+    RS_CHECK(rs_rd_lookup(m, "outside_why_detail", 0, &at));
+    if (!at) return RANKSNAP_OK;
+    where w = rs_rd_field_of(m, "outside_why_detail");
+    return rs_rd_as_str(d, at, &w, &t->outside_why_detail);
+}
+
 static ranksnap_status read_totals(const mapv *top, rs_snap_totals *t)
 {
     mapv m;
@@ -372,6 +423,7 @@ static ranksnap_status read_totals(const mapv *top, rs_snap_totals *t)
     RS_CHECK(m_u64(&m, "memory_limit_bytes", &t->memory_limit_bytes));
     RS_CHECK(m_u64(&m, "outside_bytes_peak", &t->outside_bytes_peak));
     RS_CHECK(m_u64(&m, "outside_bytes_end", &t->outside_bytes_end));
+    RS_CHECK(read_outside_of(&m, t));
     RS_CHECK(read_outside_labels(&m, t));
     return RANKSNAP_OK;
 }
@@ -730,12 +782,15 @@ static ranksnap_status comm_str(const dec *d, size_t at, const where *w, char *d
     return RANKSNAP_OK;
 }
 
-/* communicators: optional, [id, size, rank, kind, name, allreduces] each */
+/* communicators: optional, [id, size, rank, kind, name, allreduces] each; and
+ * communicators_left_out, optional: how many others the rank recorded */
 static ranksnap_status read_comms_list(const mapv *top, rs_snap *s)
 {
     const dec *d = top->d;
     size_t at = 0, e = 0;
     uint64_t n = 0;
+    RS_CHECK(rs_rd_lookup(top, "communicators_left_out", 0, &at));
+    if (at) RS_CHECK(m_u64(top, "communicators_left_out", &s->comms_left_out));
     RS_CHECK(rs_rd_lookup(top, "communicators", 0, &at));
     if (!at) return RANKSNAP_OK;
     RS_CHECK(m_array(top, "communicators", &n, &at));
@@ -774,6 +829,7 @@ static ranksnap_status read_comms(const mapv *top, rs_snap *s)
     free(s->comms);
     s->comms = NULL;
     s->n_comms = 0;
+    s->comms_left_out = 0;
     rs_error_clear();
     return RANKSNAP_OK;
 }

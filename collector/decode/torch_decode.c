@@ -5,7 +5,7 @@
  * The pickle is decoded by pickle.c into a value tree; this file walks the fixed shape PyTorch
  * writes (docs/PYTORCH.md has the field by field mapping) and checks the type of every field it
  * reads, naming the field and the byte offset of the value when one is wrong. Fields it does not
- * use (segment_pool_id, is_expandable, compile_context, user_metadata, external_annotations,
+ * use (is_expandable, compile_context, user_metadata, external_annotations,
  * most of allocator_settings) are not looked at, so newer PyTorch versions that add fields still
  * read. Trace actions it does not know are skipped rather than refused, for the same reason.
  *

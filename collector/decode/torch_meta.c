@@ -5,8 +5,10 @@
  * PyTorch records neither the rank nor the steps; ranksnap knew both when it asked for the
  * snapshot, so they travel in the file. The rank and job make `ranksnap report DIR` work without
  * --rank-from-name; the step times replace the inference of steps_infer.c, which a history of a
- * few steps may not allow; the outside bytes are what the rank's device held beyond PyTorch's
- * reserved bytes (NCCL, the CUDA context), which the pickle alone cannot tell; the
+ * few steps may not allow; the outside bytes are what the rank's process held on its device
+ * beyond PyTorch's reserved bytes (NCCL, the CUDA context; the device's whole use where the
+ * process's own was not known, said so), with the other processes NVML listed there, which the
+ * pickle alone cannot tell; the
  * communicators (the DeviceMesh dimensions and process groups the rank was in) let the report
  * group the ranks into roles with no --groups.
  *
@@ -118,6 +120,7 @@ static ranksnap_status meta_identity(const meta_ctx *c, const rs_pickle_value *m
     RS_CHECK(meta_int(c, m, "clock_offset_us", INT64_MIN, INT64_MAX, &s->time.clock_offset_us, &absent));
     RS_CHECK(meta_int(c, m, "clock_uncertainty_us", 0, INT64_MAX, &s->time.clock_uncertainty_us, &absent));
     RS_CHECK(meta_int(c, m, "current_step", -1, INT64_MAX, &s->time.current_step, &absent));
+    RS_CHECK(meta_str(c, m, "steps_from", &s->time.steps_from));
     return RANKSNAP_OK;
 }
 
@@ -134,12 +137,32 @@ static ranksnap_status meta_device(const meta_ctx *c, const rs_pickle_value *m, 
         RS_CHECK(meta_str(c, d, "name", &s->device.name));
         RS_CHECK(meta_str(c, d, "uuid", &s->device.uuid));
         RS_CHECK(meta_u64(c, d, "total_bytes", &s->device.total_bytes));
+        /* what NVML listed on it (absent where it listed nothing, and in older files) */
+        RS_CHECK(meta_int(c, d, "processes", 0, UINT32_MAX, &v, &absent));
+        if (!absent) s->device.processes = (uint32_t)v;
+        RS_CHECK(meta_int(c, d, "others_unknown", 0, s->device.processes, &v, &absent));
+        if (!absent) s->device.others_unknown = (uint32_t)v;
+        RS_CHECK(meta_u64(c, d, "others_bytes", &s->device.others_bytes));
+        RS_CHECK(meta_u64(c, d, "own_bytes", &s->device.own_bytes));
     }
     rs_snap_totals *t = &s->totals;
     t->device_total_bytes = s->device.total_bytes;
     RS_CHECK(meta_u64(c, m, "device_used_bytes", &t->device_used_bytes));
     RS_CHECK(meta_u64(c, m, "outside_bytes_peak", &t->outside_bytes_peak));
     RS_CHECK(meta_u64(c, m, "outside_bytes_end", &t->outside_bytes_end));
+    /* what they are measured against (absent in older files: unsaid) */
+    const rs_pickle_value *of = rs_pickle_dict_get(m, "outside_of");
+    if (of && of->kind != RS_PICKLE_NONE) {
+        if (of->kind != RS_PICKLE_STR || !(t->outside_of = rs_outside_of_parse(of->v.str.p, of->v.str.n)))
+            return meta_bad(c, of, "outside_of", "expected \"process\" or \"device\"");
+    }
+    const rs_pickle_value *why = rs_pickle_dict_get(m, "outside_why");
+    if (why && why->kind != RS_PICKLE_NONE) {
+        if (why->kind != RS_PICKLE_STR)
+            return meta_bad(c, why, "outside_why", "expected a str, found %s", rs_pickle_kind_name(why->kind));
+        t->outside_why = rs_outside_why_parse(why->v.str.p, why->v.str.n);
+    }
+    RS_CHECK(meta_str(c, m, "outside_why_detail", &t->outside_why_detail));
     RS_CHECK(meta_u64(c, m, "memory_limit_bytes", &t->memory_limit_bytes));
     s->allocator.memory_limit = t->memory_limit_bytes;
     /* the OOM record's device, for the sentence "with X free of Y" (the trace has the rest) */

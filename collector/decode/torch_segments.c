@@ -71,6 +71,19 @@ static ranksnap_status block_state(const mapper *m, const fields *f, const loc *
                "inactive");
 }
 
+/* segment_pool_id: a pair of non-negative ints (PyTorch's MempoolId_t), (0, 0) when absent
+ * (PyTorch before private pools were listed). */
+static ranksnap_status pool_id(const mapper *m, const fields *f, const loc *l, uint64_t id[2])
+{
+    const rs_pickle_value *v = field_of(f, F_SEGMENT_POOL_ID);
+    id[0] = id[1] = 0;
+    if (!v || v->kind == RS_PICKLE_NONE) return RANKSNAP_OK;
+    if ((v->kind != RS_PICKLE_TUPLE && v->kind != RS_PICKLE_LIST) || rs_pickle_len(v) != 2 ||
+        rs_pickle_get_u64(rs_pickle_item(v, 0), &id[0]) != 0 || rs_pickle_get_u64(rs_pickle_item(v, 1), &id[1]) != 0)
+        return rs_tm_bad(m, v, l, "segment_pool_id", "expected a pair of non-negative ints");
+    return RANKSNAP_OK;
+}
+
 static ranksnap_status map_segment(mapper *m, const rs_pickle_value *seg, const loc *l, rs_snap_segment *g)
 {
     fields f;
@@ -83,6 +96,7 @@ static ranksnap_status map_segment(mapper *m, const rs_pickle_value *seg, const 
     const rs_pickle_value *type, *blocks;
     RS_CHECK(rs_tm_f_str(m, &f, F_SEGMENT_TYPE, l, &type));
     g->is_small = type ? rs_pickle_str_is(type, "small") : g->total_size <= TORCH_SMALL_BUFFER;
+    RS_CHECK(pool_id(m, &f, l, g->pool_id));
     RS_CHECK(rs_tm_f_list(m, &f, F_BLOCKS, l, &blocks));
     size_t n = rs_pickle_len(blocks);
     g->blocks = calloc(n ? n : 1, sizeof *g->blocks);

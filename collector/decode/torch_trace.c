@@ -13,7 +13,7 @@
 static const char *const field_names[F_COUNT_] = {
     "", "action", "addr", "size", "stream", "time_us", "frames", "device_free", "name",
     "filename", "line", "address", "total_size", "allocated_size", "active_size",
-    "requested_size", "segment_type", "blocks", "state", "device"};
+    "requested_size", "segment_type", "blocks", "state", "device", "segment_pool_id"};
 
 int rs_torch_field(const char *p, size_t n)
 {

@@ -25,6 +25,12 @@ typedef struct rs_snap_device {
     char *name;
     char *uuid;
     uint64_t total_bytes;
+    /* what NVML listed on it when the snapshot was taken; all 0 where it listed nothing (older
+     * files, the sim backend, no NVML) */
+    uint32_t processes;       /* with a context there, this one included */
+    uint64_t others_bytes;    /* what the other processes held */
+    uint32_t others_unknown;  /* other processes NVML gave no figure for */
+    uint64_t own_bytes;       /* this process's, 0 when not given */
 } rs_snap_device;
 
 /* A device the rank allocated on (the file's devices[]; absent in files before the field, which
@@ -94,6 +100,11 @@ typedef struct rs_snap_totals {
     uint64_t events_recorded, events_dropped;
     uint64_t device_total_bytes, device_used_bytes, memory_limit_bytes;
     uint64_t outside_bytes_peak, outside_bytes_end;
+    int outside_of;           /* rs_outside_of (format.h): what the outside bytes are measured
+                                 against; RS_OUTSIDE_UNSAID in files before the field */
+    int outside_why;          /* of RS_OUTSIDE_DEVICE: why the process's own figure was not known
+                                 (rs_outside_why; UNSAID when the file does not say) */
+    char *outside_why_detail; /* the same in NVML's words, NULL when not said */
     size_t n_outside_labels;  /* 0 for files written before the field existed */
     rs_snap_outside_label *outside_labels;
 } rs_snap_totals;
@@ -115,6 +126,8 @@ typedef struct rs_snap_segment {
     uint32_t stream;          /* index into streams                        */
     int device;               /* the device it is on (older files: the snapshot's device) */
     int is_small;             /* segment_type "small" (1) or "large" (0)   */
+    uint64_t pool_id[2];      /* PyTorch's segment_pool_id: (0, 0) its default pool, else a
+                                 private pool (a CUDA graph's, a MemPool's): pools.h */
     uint32_t stack;
     size_t n_blocks;
     rs_snap_block *blocks;        /* address order                             */
@@ -179,8 +192,10 @@ typedef struct rs_snap_comm {
     char kind[8];             /* "nccl", "mpi", "torch"                                        */
     char name[16];            /* the dimension's name where the framework gives one ("pp",
                                * "dp", "tp"); "" else                                           */
-    uint64_t allreduces;      /* all-reduce calls made on it (data-parallel replicas all-reduce
-                               * their gradients); 0 when not counted                           */
+    uint64_t allreduces;      /* all-reduce calls made on it while the range recorded (files
+                               * written before that was tracked: in the whole run); the
+                               * data-parallel replicas all-reduce their gradients; 0 when not
+                               * counted                                                        */
 } rs_snap_comm;
 
 typedef struct rs_snap {
@@ -215,7 +230,11 @@ typedef struct rs_snap {
     size_t n_modules;
     rs_snap_module *modules;
     size_t n_comms;
-    rs_snap_comm *comms;      /* optional: empty in files that say nothing of communicators */
+    rs_snap_comm *comms;      /* optional: empty in files that say nothing of communicators;
+                               * those alive while the range recorded (files written before
+                               * frees were tracked: every one made)                           */
+    uint64_t comms_left_out;  /* the others the rank recorded: freed before the range or made
+                               * after it; 0 when the file does not say                        */
     /* why the file's communicators could not be read ("" when they could, or there are none):
      * an optional field that is malformed costs the rank its roles, never the rank itself */
     char comms_error[256];

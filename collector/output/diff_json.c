@@ -231,7 +231,7 @@ ranksnap_status rs_diff_json(FILE *f, const rs_diff_result *r, const rs_diff_gat
         for (size_t i = 0; i < r->n_ranks[side]; i++) {
             int32_t k = r->rank_role[side][i];
             fputs(i ? ",\n" : "\n", f);
-            rs_report_json_rank(f, &r->ranks[side][i], k >= 0 ? r->role_labels[side][k] : NULL);
+            rs_report_json_rank(f, &r->ranks[side][i], k >= 0 ? r->role_labels[side][k] : NULL, NULL);
         }
         fputs("]", f);
     }

@@ -357,8 +357,8 @@ static void write_segment(exporter *x, const rs_snap_segment *sg)
     key(x, &d, "segment_type");
     rs_pickler_str_shared(w, sg->is_small ? "small" : "large");
     key(x, &d, "segment_pool_id");
-    rs_pickler_int(w, 0);
-    rs_pickler_int(w, 0);
+    rs_pickler_uint(w, sg->pool_id[0]);
+    rs_pickler_uint(w, sg->pool_id[1]);
     rs_pickler_tuple2(w);
     key(x, &d, "is_expandable");
     rs_pickler_bool(w, 0);

@@ -137,6 +137,15 @@ static void same_oom(FILE *out, const char *who, const rs_replay_side *o, const 
 
 static void notes(FILE *out, const rs_replay_result *r)
 {
+    if (r->pools_at_peak) {
+        char a[32], b[32];
+        rs_text_format_bytes(r->pools_at_peak, a, sizeof a);
+        rs_text_format_bytes(r->pools_free_at_peak, b, sizeof b);
+        fprintf(out, "private pools (CUDA graphs'): %s of the original's reserved bytes at its peak, "
+                     "%s of it in no block, reserved by design and left out of its fragmentation; "
+                     "the replay has no private pool and serves their requests from its default pool\n",
+                a, b);
+    }
     if (r->incomplete)
         fprintf(out, "incomplete: the ring dropped %" PRIu64 " older events; replayed what is "
                      "there, from the blocks alive at its start\n", r->dropped);
@@ -314,6 +323,9 @@ static void json_body(FILE *out, const char *name, const rs_replay_result *r)
     rs_json_string(out, name, RS_JSON_PLAIN);
     fprintf(out, ",\n  \"original\": ");
     json_side(out, &r->original);
+    if (r->pools_at_peak)
+        fprintf(out, ", \"pools_at_peak\": %" PRIu64 ", \"pools_free_at_peak\": %" PRIu64,
+                r->pools_at_peak, r->pools_free_at_peak);
     fprintf(out, "},\n  \"ranksnap\": ");
     json_side(out, &r->ranksnap);
     fprintf(out, ", \"peak_allocated_blocks\": %" PRIu64 "},\n  \"settings\": ",

@@ -21,10 +21,46 @@
 
 static void json_role(FILE *f, const char *label);
 
-void rs_report_json_rank(FILE *f, const rs_summary *s, const char *role)
+/* What the rank's outside bytes are measured against and its device as NVML listed it; only
+ * where the file says (older reports stay as they were). */
+static void json_device_use(FILE *f, const rs_summary *s)
 {
-    uint64_t frag = s->reserved_at_peak > s->peak_allocated ? s->reserved_at_peak - s->peak_allocated
-                                                            : 0;
+    const char *of = rs_outside_of_name(s->outside_of);
+    if (of) fprintf(f, ", \"outside_of\": \"%s\"", of);
+    if (s->outside_of == RS_OUTSIDE_DEVICE)
+        fprintf(f, ", \"outside_why\": \"%s\"", rs_outside_why_name(s->outside_why));
+    uint8_t zero[sizeof s->device_uuid] = {0};
+    if (memcmp(s->device_uuid, zero, sizeof zero) != 0) {
+        char uuid[48];
+        rs_text_uuid_format(s->device_uuid, uuid, sizeof uuid);
+        fprintf(f, ", \"device_uuid\": \"%s\"", uuid);
+    }
+    if (s->device_processes) fprintf(f, ", \"device_processes\": %" PRIu16, s->device_processes);
+    /* a rank NVML did not find among them cannot tell which of them are the others */
+    if (s->device_processes && s->outside_why != RS_OUTSIDE_WHY_PID_NOT_LISTED)
+        fprintf(f, ", \"device_others_bytes\": %" PRIu64 ", \"device_others_unknown\": %" PRIu16,
+                (uint64_t)s->device_others_kib * 1024, s->device_others_unknown);
+}
+
+/* "shared_devices": the devices more than one process used (shared_devices.h). */
+static void json_shared(FILE *f, const rs_compare_result *r)
+{
+    fputs("  \"shared_devices\": [", f);
+    for (size_t k = 0; k < r->n_shared; k++) {
+        const rs_shared_device *d = &r->shared[k];
+        char uuid[48];
+        rs_text_uuid_format(d->uuid, uuid, sizeof uuid);
+        fprintf(f, "%s{\"uuid\": \"%s\", \"ranks\": [", k ? ",\n    " : "\n    ", uuid);
+        size_t shown = d->n_ranks < RS_SHARED_MAX_RANKS ? d->n_ranks : RS_SHARED_MAX_RANKS;
+        for (size_t j = 0; j < shown; j++) fprintf(f, "%s%" PRId32, j ? ", " : "", d->ranks[j]);
+        fprintf(f, "], \"n_ranks\": %zu, \"processes\": %" PRIu32 "}", d->n_ranks, d->processes);
+    }
+    fputs(r->n_shared ? "\n  ],\n" : "],\n", f);
+}
+
+void rs_report_json_rank(FILE *f, const rs_summary *s, const char *role, const rs_site *pool)
+{
+    uint64_t frag = rs_summary_fragmentation(s);
     fprintf(f, "    {\"rank\": %" PRId32 ", ", s->rank);
     json_role(f, role);
     rs_json_key(f, "host");
@@ -32,6 +68,15 @@ void rs_report_json_rank(FILE *f, const rs_summary *s, const char *role)
     fputs(", ", f);
     rs_json_key(f, "job");
     rs_json_string(f, s->job, RS_JSON_PLAIN);
+    if (s->pools_at_peak) { /* only with private pools: other reports stay as they were */
+        fprintf(f, ", \"pools_at_peak\": %" PRIu64 ", \"pools_free_at_peak\": %" PRIu64,
+                s->pools_at_peak, s->pools_free_at_peak);
+        if (pool && pool->function[0]) {
+            fputs(", \"largest_pool\": {", f);
+            rs_json_frame_fields(f, pool->function, pool->file, pool->line);
+            fprintf(f, ", \"bytes\": %" PRId64 "}", pool->bytes);
+        }
+    }
     if (s->steps_from[0]) { /* only where the file says it: older reports stay as they were */
         fputs(", ", f);
         rs_json_key(f, "steps_from");
@@ -65,6 +110,7 @@ void rs_report_json_rank(FILE *f, const rs_summary *s, const char *role)
         fprintf(f, "%" PRIu64, s->outside_labels[k].bytes);
     }
     fputc('}', f);
+    json_device_use(f, s);
     /* only where memory outside the allocator was recorded as it was taken (the driver's) */
     if (s->recorded_outside_peak) {
         fprintf(f, ", \"recorded_outside_peak\": %" PRIu64 ", \"outside_sites\": [",
@@ -105,6 +151,10 @@ static void json_roles(FILE *f, const rs_compare_result *r)
 {
     fputs("  \"grouping\": ", f);
     rs_json_string(f, r->grouping, RS_JSON_PLAIN);
+    if (r->grouping_basis[0]) {
+        fputs(",\n  \"grouping_basis\": ", f);
+        rs_json_string(f, r->grouping_basis, RS_JSON_PLAIN);
+    }
     if (r->replicas[0]) {
         fputs(",\n  \"replicas\": ", f);
         rs_json_string(f, r->replicas, RS_JSON_PLAIN);
@@ -226,7 +276,8 @@ ranksnap_status rs_report_json(FILE *f, const rs_compare_result *r)
     fprintf(f, ",\n  \"divergence_threshold_bytes\": %" PRIu64 ",\n  \"ranks\": [", r->threshold);
     for (size_t i = 0; i < r->n_ranks; i++) {
         fputs(i ? ",\n" : "\n", f);
-        rs_report_json_rank(f, &r->ranks[i], r->rank_roles ? role_label(r, r->rank_roles[i]) : NULL);
+        rs_report_json_rank(f, &r->ranks[i], r->rank_roles ? role_label(r, r->rank_roles[i]) : NULL,
+                            r->pools ? &r->pools[i] : NULL);
     }
     fputs(r->n_ranks ? "\n  ],\n  \"missing_ranks\": [" : "],\n  \"missing_ranks\": [", f);
     for (size_t i = 0; i < r->n_missing; i++)
@@ -246,6 +297,7 @@ ranksnap_status rs_report_json(FILE *f, const rs_compare_result *r)
     }
     fputs(r->n_divergent ? "\n  ],\n" : "],\n", f);
     if (r->n_roles) json_roles(f, r);
+    json_shared(f, r);
     fputs("  \"notes\": [", f);
     for (size_t i = 0; i < r->n_notes; i++) {
         fputs(i ? ",\n    " : "\n    ", f);

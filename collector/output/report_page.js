@@ -555,13 +555,20 @@
     { key: 'peak_allocated', label: 'peak allocated', v: function (s) { return s.peak_allocated; }, f: fmtBytes },
     { key: 'peak_reserved', label: 'peak reserved', v: function (s) { return s.peak_reserved; }, f: fmtBytes },
     { key: 'fragmentation', label: 'fragmentation', v: function (s) { return s.fragmentation; }, f: fmtBytes },
-    { key: 'outside_peak', label: 'outside allocator', v: function (s) { return s.outside_peak; }, f: fmtBytes },
+    /* a device's whole use, when the rank's own was not known, is not the rank's: n/a (the text says why) */
+    { key: 'outside_peak', label: 'outside allocator', v: function (s) { return s.outside_of === 'device' ? -1 : s.outside_peak; },
+      f: function (v) { return v < 0 ? 'n/a' : fmtBytes(v); } },
     { key: 'peak_step', label: 'peak step', v: function (s) { return s.peak_step; }, f: function (v) { return v >= 0 ? String(v) : '-'; } },
     { key: 'oom', label: 'OOM', v: function (s) { return s.oom ? 1 : 0; }, f: function (v) { return v ? 'yes' : 'no'; } },
     { key: 'vs', label: 'vs median', v: function (s) { return R.median_peak_allocated ? (s.peak_allocated - R.median_peak_allocated) / R.median_peak_allocated * 100 : 0; },
       f: function (v) { return (v > 0 ? '+' : v < 0 ? '-' : '') + fmtPct(v); } },
     { key: 'verdict', label: 'verdict', l: true, v: function (s) { return OOM[s.rank] ? 'OOM' : DIV[s.rank] ? 'divergent' : s.rank === REF ? 'reference' : R.no_data_ranks.indexOf(s.rank) >= 0 ? 'no data' : s.recovered ? 'recovered' : s.complete ? '' : 'incomplete'; } }
   ];
+  /* private pools (CUDA graphs'): reserved by design, shown apart from fragmentation, where a rank has one */
+  if (R.ranks.some(function (s) { return s.pools_at_peak; })) {
+    columns.splice(5, 0, { key: 'pools_at_peak', label: 'private pools', v: function (s) { return s.pools_at_peak || 0; }, f: fmtBytes,
+      title: function (s) { return s.largest_pool ? s.largest_pool.function + ' (' + s.largest_pool.file + ':' + s.largest_pool.line + ')' : ''; } });
+  }
   /* ranks grouped into roles: a role column, and the table in role order (ranks of a role together) */
   if (R.roles) {
     var ROLE = {};
@@ -607,6 +614,7 @@
       var tr = el('tr', { 'data-rank': s.rank, class: cls + (s.rank === state.sel ? ' sel' : '') });
       columns.forEach(function (c) {
         var v = c.v(s), td = el('td', { class: c.l ? 'l' : '' }, c.f ? c.f(v) : String(v));
+        if (c.title && c.title(s)) td.setAttribute('title', c.title(s));
         if (c.key === 'verdict' && v) { td.textContent = ''; td.appendChild(el('span', { class: 'tag ' + (cls || (s.rank === REF ? 'reference' : '')) }, v)); }
         tr.appendChild(td);
       });

@@ -73,11 +73,12 @@ static void print_table(FILE *out, const rs_compare_result *r)
         char a[32], b[32], c[32], o[32], step[24], host[80];
         rs_text_format_bytes(s->peak_allocated, a, sizeof a);
         rs_text_format_bytes(s->peak_reserved, b, sizeof b);
-        rs_text_format_bytes(s->reserved_at_peak > s->peak_allocated
-                            ? s->reserved_at_peak - s->peak_allocated
-                            : 0,
-                        c, sizeof c);
-        rs_text_format_bytes(s->outside_peak, o, sizeof o);
+        rs_text_format_bytes(rs_summary_fragmentation(s), c, sizeof c);
+        /* a device's whole use is not the rank's: said under the table, not in its column */
+        if (s->outside_of == RS_OUTSIDE_DEVICE)
+            snprintf(o, sizeof o, "n/a");
+        else
+            rs_text_format_bytes(s->outside_peak, o, sizeof o);
         if (s->peak_step >= 0)
             snprintf(step, sizeof step, "%" PRId64, s->peak_step);
         else
@@ -160,14 +161,143 @@ static void print_outside_holders(FILE *out, const rs_compare_result *r)
             rs_report_text_bytes(out, s->outside_labels[k].bytes);
             held += s->outside_labels[k].bytes;
         }
-        fputs(" (outside the allocator at the end: ", out);
+        int device = s->outside_of == RS_OUTSIDE_DEVICE;
+        fputs(device ? " (its device's use beyond the allocator at the end, every process's: "
+                     : " (outside the allocator at the end: ", out);
         rs_report_text_bytes(out, s->outside_end);
         if (s->outside_end > held) {
             fputs(", ", out);
             rs_report_text_bytes(out, s->outside_end - held);
-            fputs(" of it by no holder ranksnap saw: the CUDA context and what no call shows", out);
+            fputs(device ? " of it by no holder ranksnap saw: the CUDA context, what no call shows "
+                           "and the other processes"
+                         : " of it by no holder ranksnap saw: the CUDA context and what no call shows",
+                  out);
         }
         fputs(")\n", out);
+        any = 1;
+    }
+    if (any) fputc('\n', out);
+}
+
+/* "rank R: BYTES WHAT", the start of a line about one rank's memory. */
+static void print_rank_bytes(FILE *out, int32_t rank, uint64_t bytes, const char *what)
+{
+    fprintf(out, "rank %" PRId32 ": ", rank);
+    rs_report_text_bytes(out, bytes);
+    fputs(what, out);
+}
+
+/* "rank 0: 1.21 GiB of its reserved bytes at the peak in private pools (the largest: CUDA graph
+ * pool of main (infer.py:41)), 1.19 GiB of it in no block: ..." — what the table's fragmentation
+ * leaves out (pools.h). */
+static void print_pools(FILE *out, const rs_compare_result *r)
+{
+    int any = 0;
+    for (size_t i = 0; i < r->n_ranks; i++) {
+        const rs_summary *s = &r->ranks[i];
+        if (!s->pools_at_peak) continue;
+        print_rank_bytes(out, s->rank, s->pools_at_peak, " of its reserved bytes at the peak in private pools");
+        if (r->pools && r->pools[i].function[0]) {
+            char site[512];
+            rs_site_format(&r->pools[i], site, sizeof site);
+            fputs(" (the largest: ", out);
+            rs_text_put(out, site);
+            fputc(')', out);
+        }
+        fputs(", ", out);
+        rs_report_text_bytes(out, s->pools_free_at_peak);
+        fputs(" of it in no block: a CUDA graph keeps its pool for its replays, by design; not "
+              "counted as fragmentation\n", out);
+        any = 1;
+    }
+    if (any) fputc('\n', out);
+}
+
+/* Why a rank's own device memory was not known (rs_outside_why), and what the user can do. */
+static const char *outside_why_sentence(int why)
+{
+    switch (why) {
+    case RS_OUTSIDE_WHY_NVML_OFF: return "RANKSNAP_NVML=none";
+    case RS_OUTSIDE_WHY_NVML_UNUSABLE:
+        return "NVML could not be loaded or started where it ran: RANKSNAP_NVML names the library, "
+               "and `ranksnap summary` of its file says what failed";
+    case RS_OUTSIDE_WHY_DEVICE_UNKNOWN: return "NVML does not know its device";
+    case RS_OUTSIDE_WHY_NOT_LISTED: return "NVML would not list its device's processes (no permission?)";
+    case RS_OUTSIDE_WHY_PID_NOT_LISTED:
+        return "its pid is not among the processes NVML lists on its device: a container with its "
+               "own pid namespace? Run it with the host's (docker --pid=host, Kubernetes hostPID)";
+    case RS_OUTSIDE_WHY_NO_FIGURE:
+        return "NVML gives no figure for its process (MIG without the privilege to see it?)";
+    default: return "`ranksnap summary` of its file says why";
+    }
+}
+
+static const rs_summary *summary_of_rank(const rs_compare_result *r, int32_t rank)
+{
+    for (size_t i = 0; i < r->n_ranks; i++)
+        if (r->ranks[i].rank == rank) return &r->ranks[i];
+    return NULL;
+}
+
+/* "ranks 0 and 1", "ranks 0, 1 and 2", "rank 3"; `total` past the `shown` ones are counted. */
+static void print_rank_list(FILE *out, const int32_t *ranks, size_t shown, size_t total)
+{
+    fputs(total == 1 ? "rank " : "ranks ", out);
+    for (size_t i = 0; i < shown; i++)
+        fprintf(out, "%s%" PRId32, !i ? "" : i + 1 == total ? " and " : ", ", ranks[i]);
+    if (total > shown) fprintf(out, " and %zu more", total - shown);
+}
+
+/* The ranks whose own device memory was not known, and the devices several processes used:
+ * "rank 1: its own device memory is not known (...); outside counts its device's whole use ...",
+ * "GPU-… is shared by ranks 0 and 1 (NVML listed 2 there); the others held 7.52 GiB as rank 0
+ * saw them, ...". */
+static void print_device_use(FILE *out, const rs_compare_result *r)
+{
+    int any = 0;
+    for (size_t i = 0; i < r->n_ranks; i++) {
+        const rs_summary *s = &r->ranks[i];
+        if (s->outside_of != RS_OUTSIDE_DEVICE) continue;
+        fprintf(out, "rank %" PRId32 ": its own device memory is not known (", s->rank);
+        fputs(outside_why_sentence(s->outside_why), out);
+        fputs("); outside counts its device's whole use beyond its allocator, every process on it: ",
+              out);
+        rs_report_text_bytes(out, s->outside_peak);
+        fputs(" at the peak\n", out);
+        any = 1;
+    }
+    for (size_t k = 0; k < r->n_shared; k++) {
+        const rs_shared_device *d = &r->shared[k];
+        size_t shown = d->n_ranks < RS_SHARED_MAX_RANKS ? d->n_ranks : RS_SHARED_MAX_RANKS;
+        char uuid[48];
+        rs_text_uuid_format(d->uuid, uuid, sizeof uuid);
+        fprintf(out, "%s is shared by ", uuid);
+        print_rank_list(out, d->ranks, shown, d->n_ranks);
+        if (d->processes > d->n_ranks)
+            fprintf(out, " and %zu more process%s", (size_t)d->processes - d->n_ranks,
+                    d->processes - d->n_ranks == 1 ? "" : "es");
+        if (d->processes) fprintf(out, " (NVML listed %" PRIu32 " there)", d->processes);
+        int own = 1, sep = 0;
+        for (size_t j = 0; j < shown; j++) {
+            const rs_summary *s = summary_of_rank(r, d->ranks[j]);
+            if (!s) continue;
+            own &= s->outside_of == RS_OUTSIDE_PROCESS;
+            /* a rank NVML did not find among them cannot tell which of them are the others */
+            if (!s->device_processes || s->outside_why == RS_OUTSIDE_WHY_PID_NOT_LISTED) continue;
+            fputs(sep++ ? ", " : "; the others held ", out);
+            rs_report_text_bytes(out, (uint64_t)s->device_others_kib * 1024);
+            fprintf(out, " as rank %" PRId32 " saw them", s->rank);
+            if (s->device_others_unknown)
+                fprintf(out, " (%" PRIu16 " with no figure)", s->device_others_unknown);
+        }
+        fputs(own ? "; each rank's outside is its own process's\n" : "\n", out);
+        for (size_t j = 0; j < shown; j++) {
+            const rs_summary *s = summary_of_rank(r, d->ranks[j]);
+            if (s && s->outside_of == RS_OUTSIDE_UNSAID)
+                fprintf(out, "  rank %" PRId32 "'s file does not say whose memory its outside counts "
+                             "(written before ranksnap measured each process's own): it may count "
+                             "the whole device\n", s->rank);
+        }
         any = 1;
     }
     if (any) fputc('\n', out);
@@ -181,9 +311,7 @@ static void print_recorded_outside(FILE *out, const rs_compare_result *r)
     for (size_t i = 0; i < r->n_ranks; i++) {
         const rs_summary *s = &r->ranks[i];
         if (!s->recorded_outside_peak) continue;
-        fprintf(out, "rank %" PRId32 ": ", s->rank);
-        rs_report_text_bytes(out, s->recorded_outside_peak);
-        fputs(" taken outside the allocator at its peak", out);
+        print_rank_bytes(out, s->rank, s->recorded_outside_peak, " taken outside the allocator at its peak");
         for (int k = 0; k < s->n_outside_sites && k < RS_SUMMARY_MAX_OUTSIDE_SITES; k++) {
             char site[512];
             rs_site_format(&s->outside_sites[k], site, sizeof site);
@@ -339,6 +467,11 @@ static void print_roles(FILE *out, const rs_compare_result *r)
         rs_text_put(out, r->replicas);
     }
     fputs("); each rank is compared with the median of its role\n", out);
+    if (r->grouping_basis[0]) {
+        fputs("  based on ", out);
+        rs_text_put(out, r->grouping_basis);
+        fputc('\n', out);
+    }
     int w = 16; /* the longest label's width: found roles are labelled with their ranks */
     for (size_t k = 0; k < r->n_roles; k++)
         if ((int)strlen(r->roles[k].label) > w) w = (int)strlen(r->roles[k].label);
@@ -420,9 +553,12 @@ static void print_no_data(FILE *out, const rs_compare_result *r)
     for (size_t k = 0; device_used && k < r->n_ranks; k++) {
         const rs_summary *s = &r->ranks[k];
         if (!is_no_data(r, s->rank) || !s->outside_end) continue;
-        fprintf(out, "  rank %" PRId32 ": yet its device showed ", s->rank);
+        int own = s->outside_of == RS_OUTSIDE_PROCESS;
+        fprintf(out, own ? "  rank %" PRId32 ": yet its process held "
+                         : "  rank %" PRId32 ": yet its device showed ", s->rank);
         rs_report_text_bytes(out, s->outside_end);
-        fputs(" in use that no call ranksnap saw accounts for (taken before ranksnap started, or "
+        fputs(own ? " on its device" : " in use (every process on it counted)", out);
+        fputs(" that no call ranksnap saw accounts for (taken before ranksnap started, or "
               "through calls it does not intercept: docs/GPU.md, \"Interception\")\n", out);
     }
 }
@@ -442,6 +578,8 @@ ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r)
         print_table(out, r);
         fputc('\n', out);
         print_steps_from(out, r);
+        print_pools(out, r);
+        print_device_use(out, r);
         print_outside_holders(out, r);
         print_recorded_outside(out, r);
     }

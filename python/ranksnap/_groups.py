@@ -17,9 +17,10 @@ one in its own process; its rank is this rank's index among the sorted members, 
 rank. The work is done once per mesh or group made (0.1 ms for a 4x4x4 mesh, in calls that make
 process groups, which take milliseconds); the dump only copies the list.
 """
-import functools
 import hashlib
 import importlib
+
+from . import _wrap
 
 
 def comm_id(name, members):
@@ -76,28 +77,19 @@ class Groups:
         cls = getattr(dm, "DeviceMesh", None)
         init = getattr(cls, "__init__", None) if isinstance(cls, type) else None
         if init is not None and init is not object.__init__:
-            on_mesh = self._on_mesh
-
-            @functools.wraps(init)
-            def __init__(mesh, *args, **kwargs):
-                init(mesh, *args, **kwargs)
+            def made(out, mesh, *args, **kwargs):
                 # one that makes its groups (init_device_mesh's, a flattened one) or is given its
                 # ranks (DeviceMesh(...), from_group); a slice has its root's groups
                 if kwargs.get("_init_backend", True) or len(args) > 1 or kwargs.get("mesh") is not None:
-                    on_mesh(mesh)
+                    self._on_mesh(mesh)
 
-            cls.__init__ = __init__
+            cls.__init__ = _wrap.around(init, after=made)
         new_group = getattr(dist, "new_group", None)
         if new_group is not None:
-            on_new_group = self._on_new_group
+            def grouped(group, *args, **kwargs):
+                self._on_new_group(kwargs["ranks"] if "ranks" in kwargs else (args[0] if args else None))
 
-            @functools.wraps(new_group)
-            def wrapped_new_group(*args, **kwargs):
-                group = new_group(*args, **kwargs)
-                on_new_group(kwargs["ranks"] if "ranks" in kwargs else (args[0] if args else None))
-                return group
-
-            dist.new_group = wrapped_new_group
+            dist.new_group = _wrap.around(new_group, after=grouped)
 
     def _world(self):
         dist = self.torch.distributed

@@ -58,6 +58,7 @@ def lib():
         "ranksnap_finalize": (ctypes.c_int, []),
         "ranksnap_abandon": (None, []),
         "ranksnap_step": (ctypes.c_int, [ctypes.c_int64]),
+        "ranksnap_steps_from": (ctypes.c_int, [ctypes.c_char_p]),
         "ranksnap_dump": (ctypes.c_int, [ctypes.c_char_p]),
         "ranksnap_annotate_begin": (ctypes.c_int, [ctypes.c_char_p]),
         "ranksnap_annotate_end": (ctypes.c_int, [ctypes.c_char_p]),

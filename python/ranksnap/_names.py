@@ -43,6 +43,8 @@ import os
 import sys
 import weakref
 
+from . import _wrap
+
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # A named module call costs the host some tens of us (registering the pre-hook on its node alone
@@ -77,6 +79,11 @@ _CAPS = {
             "the request is named by its Python frames alone"),
     "before": ("naming the blocks allocated before the range by the tensors they hold",
                "they are named \"allocated before step N\" alone"),
+    "graphs": ("naming CUDA graphs' pools by the line that captured them",
+               "a pool with no stack is named \"CUDA graph pool\" where its id shows a capture, "
+               "else by what it cannot tell"),
+    "generated": ("naming torch.compile's generated code by the source it was compiled from",
+                  "its allocations are named by the generated file's lines"),
     "compiled": ("telling a torch.compile'd job",
                  "a compiled model may recompile at each range's start and end"),
 }
@@ -87,8 +94,9 @@ def _why(e):
 
 
 class Names:
-    def __init__(self, torch, say=None):
+    def __init__(self, torch, say=None, compiled=None):
         self.torch = torch
+        self.compile_called = compiled or (lambda: False)  # torch.compile was called (_steps.py)
         self.say = say or (lambda msg: (sys.stderr.write(f"ranksnap: {msg}\n"), sys.stderr.flush()))
         self.said_off = set()
         self._bind()
@@ -149,26 +157,16 @@ class Names:
                 self.finding = mod.register_module_forward_pre_hook(self._on_call)
             autograd = self.torch.autograd
             self.real_backward = autograd.backward
-            real = self.real_backward
-
-            @functools.wraps(real)
-            def backward(tensors, *args, **kwargs):
-                self._on_backward(tensors)
-                return real(tensors, *args, **kwargs)
-
-            autograd.backward = backward
+            autograd.backward = _wrap.around(self.real_backward,
+                                             before=lambda tensors, *a, **k: self._on_backward(tensors))
         except Exception as e:
             self.off("backward", e)
             self.end()
 
     def stepped(self):
         """At every step: the range's first step has called its models, so the search ends."""
-        if self.finding is not None:
-            try:
-                self.finding.remove()
-            except Exception:
-                pass
-            self.finding = None
+        _wrap.drop(self.finding)
+        self.finding = None
 
     def end(self):
         """After the dump: hooks out, this thread's metadata cleared (the autograd threads' is
@@ -176,10 +174,7 @@ class Names:
         anew before any of its backward allocations)."""
         self.stepped()
         for h in self.handles:
-            try:
-                h.remove()
-            except Exception:
-                pass
+            _wrap.drop(h)
         self.handles = []
         self.found = set()
         if self.real_backward is not None:
@@ -224,6 +219,9 @@ class Names:
         hooks, so adding them at a range's start and removing them at its end would recompile
         every compiled module twice a range. Such a job gets the labels of the loss's node, of
         the OOM and of what came before the range, not the modules' names."""
+        if self.compile_called():
+            # a compiled model that has not run yet: it will compile, and warns of a global hook
+            return True
         dynamo = sys.modules.get("torch._dynamo.utils")
         try:
             return dynamo is not None and dynamo.counters["stats"]["unique_graphs"] > 0
@@ -283,7 +281,7 @@ class Names:
             node = getattr(t, "grad_fn", None)
             if node is None:
                 return
-            u = _user_frame(sys._getframe(2), self.torch_dir) or _frame("backward", "", 0)
+            u = _user_frame(sys._getframe(1), self.torch_dir) or _frame("backward", "", 0)
             ck = ("backward", u["filename"], u["line"], node.name())
             key = self.keys.get(ck)
             if key is None:
@@ -488,7 +486,10 @@ def _mark(node):
 
 
 def _set(set_md, key, grad_outputs):
-    set_md(key)
+    try:
+        set_md(key)
+    except Exception:  # the backward pass goes on, its allocations unnamed
+        pass
     return None
 
 

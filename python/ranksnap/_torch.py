@@ -10,10 +10,9 @@ Installed when `torch` is imported (sitecustomize.py), with no change to the tra
   "ranksnap", pickled as PyTorch's _dump_snapshot does), and stop after the dump (PyTorch clears
   its history on stop). Settings come from the C library's one options table, never from the
   environment here.
-- steps: a post-hook on every optimizer's step() (torch.optim.optimizer.
-  register_optimizer_step_post_hook) counts the steps of the first optimizer seen (a job with a
-  generator and a discriminator counts one of them, the one that stepped first) and calls
-  ranksnap_step(n) after the n-th; ranksnap.step(n) replaces the count for who prefers to say.
+- steps (_steps.py): the first optimizer's steps, else the calls of the outermost module (or of
+  its generate) when the evidence says no optimizer follows; ranksnap.step(n) replaces both for
+  who prefers to say. What they were based on goes to ranksnap_steps_from.
 - out of memory: PyTorch's OOM observer (torch._C._cuda_attach_out_of_memory_observer, attached
   through torch.cuda._lazy_call so that only processes that initialise CUDA do it, never a
   DataLoader worker) writes this rank's file at once, with the failing request: PyTorch's own
@@ -42,7 +41,6 @@ answered with 0, which would read as success.
 import atexit
 import builtins
 import ctypes
-import functools
 import gc
 import importlib
 import json
@@ -52,9 +50,8 @@ import sys
 import threading
 import time
 import traceback
-import weakref
 
-from . import _dist, _groups, _lib, _names
+from . import _dist, _generated, _graphs, _groups, _lib, _names, _steps, _wrap
 
 _glue = None
 
@@ -77,9 +74,7 @@ class Glue:
         self.torch = torch
         self.lib = _lib.lib()
         self.mode = None            # "torch" or "ranksnap" once installed
-        self.count = 0              # optimizer steps of the first optimizer
-        self.first = None           # weakref to it
-        self.manual = False         # ranksnap.step(n) was called: the hook counts no more
+        self.how = None             # what the steps are based on, not yet told to the library
         self.initialised = False
         self.init_failed = False
         self.said = set()
@@ -91,7 +86,13 @@ class Glue:
         self.exit_code = None       # what sys.exit was given last
         self.left = False           # _leave ran
         self.at_step = None         # the step given to ranksnap_step last
-        self.names = _names.Names(torch, self._say)  # names for what has no Python frame (_names.py)
+        self.steps = _steps.Steps(torch, give=self.step, say_how=self._steps_from)
+        # names for what has no Python frame (_names.py)
+        self.names = _names.Names(torch, self._say, compiled=lambda: self.steps.compiled)
+        # the line that captured each CUDA graph, for its pool's name (_graphs.py)
+        self.graphs = _graphs.Graphs(torch, off=lambda why: self.names.off("graphs", why))
+        # compiled code's frames named by its source (_generated.py)
+        self.generated = _generated.Generated(off=lambda why: self.names.off("generated", why))
         # the DeviceMeshes and process groups the script makes (_groups.py); a mesh made before
         # any init_process_group call (init_device_mesh makes the group) gives the identity too
         self.groups = _groups.Groups(torch, on_group=self.identify, say=self._say)
@@ -113,44 +114,36 @@ class Glue:
             if status != _lib.ERR_OPTION:
                 self._say("not recording this process: " + _lib.error(status))
             return
-        # torch/optim/__init__.py deletes its submodules' names: the module is reached by import
-        importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(
-            self._on_optimizer_step)
+        self.steps.install()
         atexit.register(self._at_exit)
         self._watch_exits()
         self._watch_process_group()
         if self.mode == "torch":
             self.groups.install()
+            self.graphs.install()
 
     def _watch_exits(self):
         """The ways out that tell how the program ends, which _at_exit cannot see by itself: the
         status of the SystemExit that ends the program, and os._exit, which runs no atexit hook
         at all."""
-        real_exit, real_os_exit = sys.exit, os._exit
 
-        def record(status):
+        def record(status=None):
             # elsewhere it ends a thread, not the program
             if threading.current_thread() is threading.main_thread():
                 self.exit_code = status
 
-        def exit(status=None):
-            record(status)
-            real_exit(status)
-
         if not _watch_system_exit(record):
-            sys.exit = exit
+            sys.exit = _wrap.around(sys.exit, before=record)
             _watch_quitters(record)
 
-        def os_exit(status):
+        def leave(status):
             # leaving this way skips every cleanup, the peers' included: never a collective
             try:
                 self._leave(failing=True)
             except BaseException:
                 pass
-            real_os_exit(status)
 
-        exit.__doc__, os_exit.__doc__ = real_exit.__doc__, real_os_exit.__doc__
-        os._exit = os_exit
+        os._exit = _wrap.around(os._exit, before=leave)
 
     def _watch_process_group(self):
         """torch.distributed.init_process_group gives this rank its identity at once (identify),
@@ -160,15 +153,7 @@ class Glue:
         init = getattr(dist, "init_process_group", None)
         if init is None:
             return
-        identify = self.identify
-
-        @functools.wraps(init)
-        def init_process_group(*args, **kwargs):
-            group = init(*args, **kwargs)
-            identify()
-            return group
-
-        dist.init_process_group = init_process_group
+        dist.init_process_group = _wrap.around(init, after=lambda group, *a, **k: self.identify())
 
     def _make_ops(self):
         ops = _lib.RecorderOps()
@@ -264,6 +249,7 @@ class Glue:
         self.identify()
         if not self._ensure_init():
             return
+        self._tell_how()
         self.at_step = int(n)
         self.names.stepped()
         status = self.lib.ranksnap_step(int(n))
@@ -271,21 +257,16 @@ class Glue:
             self._say(f"step {n}: " + _lib.error(status))
 
     def manual_step(self, n):
-        self.manual = True
-        self.step(n)
+        self.steps.manual_step(n)
 
-    def _on_optimizer_step(self, optimizer, args, kwargs):
-        if self.manual:
-            return
-        first = self.first() if self.first is not None else None
-        if first is None:
-            # the first optimizer, or a new one after it was dropped (a new run in the process)
-            self.first = weakref.ref(optimizer)
-            first = optimizer
-        if optimizer is not first:
-            return
-        self.count += 1
-        self.step(self.count)
+    def _steps_from(self, how):
+        self.how = how
+        self._tell_how()
+
+    def _tell_how(self):
+        """What the steps are based on, to the library once it runs (the first step starts it)."""
+        if self.how is not None and self.lib.ranksnap_steps_from(self.how.encode()) == _lib.OK:
+            self.how = None
 
     # ---- the recorder's ops (called by libranksnap) ------------------------------------------
 
@@ -309,7 +290,7 @@ class Glue:
                 kw["stacks"] = "python"
                 memory._record_memory_history(**kw)
             if stacks >= 0:
-                self.names.begin(self.at_step, self.first)
+                self.names.begin(self.at_step, self.steps.first)
             return 0
         except Exception as e:
             self._say(f"torch.cuda.memory._record_memory_history failed: {e}")
@@ -342,7 +323,9 @@ class Glue:
             m = json.loads(meta.decode("utf-8"))
             if self.pending_oom is not None:
                 self._add_oom(snap, m, self.pending_oom)
+            self.graphs.name_pools(snap)
             self.names.name_snapshot(snap)
+            self.generated.name_snapshot(snap)
             comms = self.groups.communicators()
             if comms:
                 m["communicators"] = comms
@@ -394,7 +377,7 @@ class Glue:
         """PyTorch's OOM observer: (device, bytes it tried to reserve, the per-process cap or the
         device's capacity, the device's free bytes)."""
         try:
-            key = (self.count, int(device))
+            key = (self.steps.count, int(device))
             if key == self.last_oom:
                 return
             self.last_oom = key
@@ -460,6 +443,7 @@ class Glue:
             return
         self.left = True
         try:
+            self.steps.why_none()
             if failing:
                 self.lib.ranksnap_abandon()
             self.lib.ranksnap_finalize()
@@ -503,9 +487,4 @@ def _watch_quitters(record):
     if quitter.__module__ != "_sitebuiltins" or call is None:
         return
 
-    @functools.wraps(call)
-    def __call__(self, code=None):
-        record(code)
-        return call(self, code)
-
-    quitter.__call__ = __call__
+    quitter.__call__ = _wrap.around(call, before=lambda self, code=None: record(code))

@@ -97,7 +97,7 @@ static ranksnap_status alloc_block(rs_alloc *a, rs_pool *pool, size_t rounded, s
         *in_pool = 1;
         return rs_al_expandable_alloc(a, pool, rounded, out);
     }
-    RS_CHECK(rs_al_spare_reserve(a, 1));
+    RS_CHECK(spare_reserve(a, 1));
     rs_segment *s = calloc(1, sizeof *s);
     if (!s) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "allocator: out of host memory for "
                                                       "segment bookkeeping");
@@ -195,7 +195,7 @@ static ranksnap_status malloc_slow(rs_alloc *a, size_t size, size_t rounded, int
     }
     if (!b) return oom_error(a, size, rounded, alloc_size, stream);
     /* the split after this needs one block struct */
-    ranksnap_status st = rs_al_spare_reserve(a, 1);
+    ranksnap_status st = spare_reserve(a, 1);
     if (st != RANKSNAP_OK) {
         if (!*in_pool) pool_insert(a, b);
         return st;
@@ -208,7 +208,7 @@ static ranksnap_status malloc_locked(rs_alloc *a, size_t size, void *stream, voi
 {
     if (a->n_pending) RS_CHECK(rs_al_process_events(a));
     RS_CHECK(map_reserve_one(a));
-    RS_CHECK(rs_al_spare_reserve(a, 1));
+    RS_CHECK(spare_reserve(a, 1));
 
     size_t rounded = (size_t)rs_alloc_conf_round(&a->conf, size);
     int small = rounded <= RS_SMALL_SIZE;
@@ -300,10 +300,13 @@ ranksnap_status rs_alloc_create(rs_backend *backend, const rs_alloc_config *cfg,
     a->rng = 0x9e3779b9u;
     a->step = -1;
     a->st.peak_step = -1;
-    ranksnap_status st = rs_al_map_resize(a, 1024);
-    if (st != RANKSNAP_OK) {
-        free(a);
-        return st;
+    a->map = cfg && cfg->block_map ? cfg->block_map : &a->own_map;
+    if (!a->map->slots) {
+        ranksnap_status st = rs_al_map_resize(a->map, 1024);
+        if (st != RANKSNAP_OK) {
+            free(a);
+            return st;
+        }
     }
     *out = a;
     return RANKSNAP_OK;
@@ -347,6 +350,11 @@ void rs_alloc_destroy(rs_alloc *a)
         rs_block *b = s->head;
         while (b) {
             rs_block *bn = b->next;
+            if (b->state == RS_BLOCK_ACTIVE_ALLOCATED && a->map != &a->own_map) {
+                /* a shared map outlives this allocator: its blocks must not stay in it */
+                map_slot *slot = map_find(a, b->addr);
+                if (slot) map_erase(a, slot);
+            }
             rs_al_block_free_struct(b);
             b = bn;
         }
@@ -368,7 +376,7 @@ void rs_alloc_destroy(rs_alloc *a)
         }
     }
     free(a->pending);
-    free(a->map);
+    free(a->own_map.slots);
     rs_mutex_unlock(a->lock);
     free(a);
 }
@@ -444,22 +452,23 @@ ranksnap_status rs_alloc_free(rs_alloc *a, void *ptr)
                         ptr);
     }
     rs_block *b = slot->block;
+    rs_alloc *o = b->pool->alloc; /* `a`, or the device's allocator that handed it out */
     if (b->n_uses) {
-        ranksnap_status st = record_events(a, b);
+        ranksnap_status st = record_events(o, b);
         if (st != RANKSNAP_OK) {
             rs_mutex_unlock(a->lock);
             return st;
         }
     }
-    map_erase(a, slot);
-    a->st.allocated_bytes -= b->size;
-    a->st.num_frees++;
-    observe(a, RS_ACT_FREE_REQUESTED, b->addr, b->requested, b->pool->stream);
+    map_erase(o, slot);
+    o->st.allocated_bytes -= b->size;
+    o->st.num_frees++;
+    observe(o, RS_ACT_FREE_REQUESTED, b->addr, b->requested, b->pool->stream);
     if (b->event_count) {
         b->state = RS_BLOCK_ACTIVE_AWAITING_FREE;
         b->n_uses = 0;
     } else {
-        block_to_pool(a, b);
+        block_to_pool(o, b);
     }
     rs_mutex_unlock(a->lock);
     return RANKSNAP_OK;
@@ -510,13 +519,43 @@ ranksnap_status rs_alloc_empty_cache(rs_alloc *a)
     return st;
 }
 
+rs_alloc *rs_alloc_owner(rs_alloc *a, const void *ptr)
+{
+    if (!a || !ptr) return NULL;
+    rs_mutex_lock(a->lock);
+    map_slot *slot = map_find(a, (uintptr_t)ptr);
+    rs_alloc *o = slot ? slot->block->pool->alloc : NULL;
+    rs_mutex_unlock(a->lock);
+    return o;
+}
+
 int rs_alloc_owns(rs_alloc *a, const void *ptr)
 {
-    if (!a || !ptr) return 0;
-    rs_mutex_lock(a->lock);
-    int owns = map_find(a, (uintptr_t)ptr) != NULL;
-    rs_mutex_unlock(a->lock);
-    return owns;
+    return a && rs_alloc_owner(a, ptr) == a;
+}
+
+void *rs_alloc_observer_ctx(const rs_alloc *a)
+{
+    return a->observer_ctx;
+}
+
+ranksnap_status rs_block_map_create(rs_block_map **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "allocator: out of host memory for a block map");
+    ranksnap_status st = rs_al_map_resize(*out, 1024);
+    if (st != RANKSNAP_OK) {
+        free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+void rs_block_map_destroy(rs_block_map *m)
+{
+    if (!m) return;
+    free(m->slots);
+    free(m);
 }
 
 void rs_alloc_get_stats(rs_alloc *a, ranksnap_stats *out)

@@ -42,6 +42,8 @@
 #define RS_ROUND_LARGE ((size_t)RS_CONF_ROUND_LARGE)        /* above, round up to 2 MiB       */
 
 typedef struct rs_alloc rs_alloc;
+/* The map from an allocated block's address to its block; see rs_alloc_config.block_map. */
+typedef struct rs_block_map rs_block_map;
 
 /* Called (allocator lock held) for every alloc, free_requested, free_completed, segment_alloc,
  * segment_free and oom (expandable segments: segment_alloc/segment_free for each map/unmap, as
@@ -61,9 +63,17 @@ typedef struct rs_alloc_config {
     /* the lock to take, shared with the allocators of the rank's other devices and with the
      * runtime's recorder writes; NULL = the allocator's own */
     rs_mutex *lock;
+    /* the block map to share with the allocators of the rank's other devices (which must share
+     * `lock` too): a free given to any of them is served by the one that handed the block out,
+     * found in one probe; NULL = the allocator's own */
+    rs_block_map *block_map;
     rs_alloc_observer observer;
     void *observer_ctx;
 } rs_alloc_config;
+
+/* A block map for rs_alloc_config.block_map; destroyed after every allocator that shares it. */
+ranksnap_status rs_block_map_create(rs_block_map **out);
+void rs_block_map_destroy(rs_block_map *m);
 
 /* The moment of the last OOM, as PyTorch's OOM message and trace entry describe it. */
 typedef struct rs_oom_info {
@@ -91,11 +101,18 @@ ranksnap_status rs_alloc_malloc(rs_alloc *a, size_t size, void *stream, void **p
  * recorded (rs_alloc_each_active_locked). */
 ranksnap_status rs_alloc_malloc_from(rs_alloc *a, size_t size, void *stream, void **ptr,
                                      uintptr_t caller);
+/* Frees `ptr`, handed out by `a` or by an allocator sharing its block map (which then serves
+ * the free: its statistics, pools and observer). */
 ranksnap_status rs_alloc_free(rs_alloc *a, void *ptr);
 ranksnap_status rs_alloc_record_stream(rs_alloc *a, void *ptr, void *stream);
 ranksnap_status rs_alloc_empty_cache(rs_alloc *a);
 /* 1 if `ptr` is the start of a block this allocator handed out and has not taken back. */
 int rs_alloc_owns(rs_alloc *a, const void *ptr);
+/* The allocator, `a` or one sharing its block map, that handed out `ptr` (the start of a block)
+ * and has not taken it back; NULL if none. */
+rs_alloc *rs_alloc_owner(rs_alloc *a, const void *ptr);
+/* The observer context of `a`'s configuration. */
+void *rs_alloc_observer_ctx(const rs_alloc *a);
 
 /* Fills the allocator's fields of `out` (sizes, counts, peaks); leaves the others as they are. */
 void rs_alloc_get_stats(rs_alloc *a, ranksnap_stats *out);

@@ -129,6 +129,7 @@ ranksnap_status rs_al_pool_get(rs_alloc *a, int small, void *stream, rs_pool **o
                             "allocator: out of host memory for the pool of stream %p", stream);
         p->stream = stream;
         p->is_small = small;
+        p->alloc = a;
         p->next = a->pools[small];
         a->pools[small] = p;
     }
@@ -141,7 +142,7 @@ size_t rs_al_expandable_size(const rs_block *b)
     return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
 }
 
-ranksnap_status rs_al_map_resize(rs_alloc *a, size_t cap)
+ranksnap_status rs_al_map_resize(rs_block_map *m, size_t cap)
 {
     map_slot *slots = calloc(cap, sizeof *slots);
     if (!slots)
@@ -150,13 +151,13 @@ ranksnap_status rs_al_map_resize(rs_alloc *a, size_t cap)
     unsigned bits = 0;
     while (((size_t)1 << bits) < cap) bits++;
     unsigned shift = 64 - bits;
-    if (a->map)
-        for (size_t i = 0; i <= a->map_mask; i++)
-            if (a->map[i].key) map_put(slots, cap - 1, shift, a->map[i].key, a->map[i].block);
-    free(a->map);
-    a->map = slots;
-    a->map_mask = cap - 1;
-    a->map_shift = shift;
+    if (m->slots)
+        for (size_t i = 0; i <= m->mask; i++)
+            if (m->slots[i].key) map_put(slots, cap - 1, shift, m->slots[i].key, m->slots[i].block);
+    free(m->slots);
+    m->slots = slots;
+    m->mask = cap - 1;
+    m->shift = shift;
     return RANKSNAP_OK;
 }
 

@@ -31,7 +31,7 @@ ranksnap_status rs_al_pool_get(rs_alloc *a, int small, void *stream, rs_pool **o
 /* The size an expandable block could grow to by mapping the address space after it. */
 size_t rs_al_expandable_size(const rs_block *b);
 
-ranksnap_status rs_al_map_resize(rs_alloc *a, size_t cap);
+ranksnap_status rs_al_map_resize(rs_block_map *m, size_t cap);
 
 ranksnap_status rs_al_spare_reserve(rs_alloc *a, size_t n);
 
@@ -202,19 +202,20 @@ RS_HOT rs_block *pool_best_fit(rs_alloc *a, int small, void *stream, size_t roun
     return b;
 }
 
-RS_HOT size_t map_home(const rs_alloc *a, uintptr_t key)
+RS_HOT size_t map_home(const rs_block_map *m, uintptr_t key)
 {
-    return (size_t)(((uint64_t)key * UINT64_C(0x9E3779B97F4A7C15)) >> a->map_shift);
+    return (size_t)(((uint64_t)key * UINT64_C(0x9E3779B97F4A7C15)) >> m->shift);
 }
 
 RS_HOT map_slot *map_find(rs_alloc *a, uintptr_t key)
 {
-    size_t i = map_home(a, key);
+    const rs_block_map *m = a->map;
+    size_t i = map_home(m, key);
     for (;;) {
-        map_slot *s = &a->map[i];
+        map_slot *s = &m->slots[i];
         if (s->key == key) return s;
         if (s->key == 0) return NULL;
-        i = (i + 1) & a->map_mask;
+        i = (i + 1) & m->mask;
     }
 }
 
@@ -229,34 +230,46 @@ RS_HOT void map_put(map_slot *slots, size_t mask, unsigned shift, uintptr_t key,
 /* Keeps the load at most 1/2 after one more insert; called before any state changes. */
 RS_HOT ranksnap_status map_reserve_one(rs_alloc *a)
 {
-    if ((a->map_count + 1) * 2 <= a->map_mask + 1) return RANKSNAP_OK;
-    return rs_al_map_resize(a, (a->map_mask + 1) * 2);
+    if ((a->map->count + 1) * 2 <= a->map->mask + 1) return RANKSNAP_OK;
+    return rs_al_map_resize(a->map, (a->map->mask + 1) * 2);
 }
 
 RS_HOT void map_insert(rs_alloc *a, rs_block *b)
 {
-    map_put(a->map, a->map_mask, a->map_shift, b->addr, b);
-    a->map_count++;
+    rs_block_map *m = a->map;
+    map_put(m->slots, m->mask, m->shift, b->addr, b);
+    m->count++;
+    a->n_allocated++;
 }
 
-/* Backward-shift deletion: keeps every probe chain unbroken without tombstones. */
+/* Backward-shift deletion: keeps every probe chain unbroken without tombstones. `a` is the
+ * allocator of the slot's block. */
 RS_HOT void map_erase(rs_alloc *a, map_slot *s)
 {
-    size_t i = (size_t)(s - a->map), j = i;
+    rs_block_map *m = a->map;
+    size_t i = (size_t)(s - m->slots), j = i;
     for (;;) {
-        j = (j + 1) & a->map_mask;
-        if (a->map[j].key == 0) break;
-        size_t k = map_home(a, a->map[j].key);
+        j = (j + 1) & m->mask;
+        if (m->slots[j].key == 0) break;
+        size_t k = map_home(m, m->slots[j].key);
         /* Move j back into the hole at i unless its home lies cyclically in (i, j]. */
         int stays = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
         if (!stays) {
-            a->map[i] = a->map[j];
+            m->slots[i] = m->slots[j];
             i = j;
         }
     }
-    a->map[i].key = 0;
-    a->map[i].block = NULL;
-    a->map_count--;
+    m->slots[i].key = 0;
+    m->slots[i].block = NULL;
+    m->count--;
+    a->n_allocated--;
+}
+
+/* rs_al_spare_reserve's warm case, inline: every malloc asks, and the spares almost always
+ * suffice. */
+RS_HOT ranksnap_status spare_reserve(rs_alloc *a, size_t n)
+{
+    return __builtin_expect(a->n_spare >= n, 1) ? RANKSNAP_OK : rs_al_spare_reserve(a, n);
 }
 
 /* Only after spare_reserve guaranteed one. */

@@ -137,7 +137,7 @@ static int validate(rs_alloc *a)
             a->st.reserved_bytes, reserved);
     FAIL_IF(whole != a->whole_free, "whole free bytes %" PRIu64 ", blocks %" PRIu64,
             a->whole_free, whole);
-    FAIL_IF(n_allocated != a->map_count, "map holds %zu blocks, %zu allocated", a->map_count,
+    FAIL_IF(n_allocated != a->n_allocated, "map holds %zu blocks, %zu allocated", a->n_allocated,
             n_allocated);
     FAIL_IF(n_events != a->n_pending, "%zu pending events, blocks await %zu", a->n_pending,
             n_events);

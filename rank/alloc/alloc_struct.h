@@ -62,6 +62,7 @@ struct rs_segment {
 struct rs_pool {
     void *stream;
     int is_small;
+    rs_alloc *alloc; /* its allocator: a free found in a shared map is served by the block's own */
     rs_pool *next;
     rs_block *unmapped;           /* expandable: unmapped blocks, address order */
     uint64_t summary;             /* bit w: bitmap[w] != 0    */
@@ -80,6 +81,15 @@ typedef struct map_slot {
     rs_block *block;
 } map_slot;
 
+/* The open-addressing map from an allocated block's address to the block. The allocators of a
+ * rank's devices share one (they share one lock too), so that a free finds its block, and through
+ * the block's pool its allocator, in one probe whichever device handed it out. */
+struct rs_block_map {
+    map_slot *slots;
+    size_t mask, count;
+    unsigned shift;
+};
+
 struct rs_alloc {
     rs_mutex *lock; /* &own_lock, or the one the config shares among allocators */
     rs_mutex own_lock;
@@ -97,10 +107,10 @@ struct rs_alloc {
     int device_index;
     uint64_t device_total;
 
-    rs_pool *pools[2]; /* [is_small], most recently used first */
-    map_slot *map;
-    size_t map_mask, map_count;
-    unsigned map_shift;
+    rs_pool *pools[2];  /* [is_small], most recently used first */
+    rs_block_map *map;  /* &own_map, or the one the config shares among allocators */
+    rs_block_map own_map;
+    size_t n_allocated; /* this allocator's blocks in the map */
     rs_block *spare; /* recycled block structs, linked through ->next */
     size_t n_spare;
     rs_segment *segments;

@@ -29,6 +29,7 @@
 #include "backend_cuda.h"
 #include "errors.h"
 #include "log.h"
+#include "text.h"
 
 typedef struct rs_cudart {
     void *handle;
@@ -62,6 +63,8 @@ typedef struct rs_cudrv {
     CUresult (*unmap)(CUdeviceptr, size_t);
     CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
     CUresult (*get_error_string)(CUresult, const char **);
+    /* optional (the current-device fast path): the device of the thread's current context */
+    CUresult (*ctx_get_device)(CUdevice *);
 } rs_cudrv;
 
 /* An address range of an expandable segment and the handle of each of its mapped pages. */
@@ -183,6 +186,23 @@ static void rs_cudrv_load(void)
     RS_DRV(get_error_string, "cuGetErrorString");
 #undef RS_DRV
     rs_drv_state_ = ok ? 1 : -1;
+    /* CUdevice values are the ordinals the runtime numbers devices by (both enumerate what
+     * CUDA_VISIBLE_DEVICES leaves, in one order); checked rather than assumed, since the fast path
+     * stands in for cudaGetDevice */
+    CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    CUresult (*count)(int *) = NULL;
+    int n = 0, same = ok;
+    if (same && (get("cuDeviceGetCount", (void **)&count, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS ||
+                 !count || count(&n) != CUDA_SUCCESS))
+        same = 0;
+    for (int i = 0; same && i < n; i++) {
+        CUdevice dev = -1;
+        same = d->device_get(&dev, i) == CUDA_SUCCESS && dev == i;
+    }
+    /* the one-argument form (CUDA 2.0's); asked at CUDA_VERSION, a CUDA 13 driver hands out
+     * cuCtxGetDevice_v2, which takes the context as a second argument */
+    if (same && get("cuCtxGetDevice", (void **)&d->ctx_get_device, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS)
+        d->ctx_get_device = NULL;
 }
 
 static ranksnap_status rs_cudart_get(rs_cudart **out)
@@ -324,10 +344,7 @@ static ranksnap_status rs_cuda_device_info(rs_backend *b, rs_device_info *out)
     memset(out, 0, sizeof *out);
     out->index = cb->device;
     snprintf(out->name, sizeof out->name, "%.95s", prop.name);
-    const unsigned char *u = (const unsigned char *)prop.uuid.bytes;
-    snprintf(out->uuid, sizeof out->uuid,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+    rs_text_uuid_format((const uint8_t *)prop.uuid.bytes, out->uuid, sizeof out->uuid);
     out->total_bytes = (uint64_t)prop.totalGlobalMem;
     return RANKSNAP_OK;
 }
@@ -570,8 +587,38 @@ int rs_backend_cuda_available(void)
     return ok;
 }
 
+int rs_backend_cuda_device_count(void)
+{
+    rs_cudart *r;
+    int n = 0;
+    if (rs_cudart_get(&r) != RANKSNAP_OK) {
+        rs_error_clear();
+        return 0;
+    }
+    if (r->get_device_count(&n) != cudaSuccess) {
+        r->get_last_error();
+        return 0;
+    }
+    return n;
+}
+
+int rs_backend_cuda_context_device(int *device)
+{
+    /* Every allocation asks. The driver answers from the thread's current context, which is
+     * what cudaGetDevice reports too (cudaSetDevice makes the device's primary context current),
+     * in a third of the runtime's cost. */
+    pthread_once(&rs_drv_once_, rs_cudrv_load);
+    CUdevice dev;
+    if (!rs_drv_.ctx_get_device || rs_drv_.ctx_get_device(&dev) != CUDA_SUCCESS) return 0;
+    *device = dev;
+    return 1;
+}
+
 ranksnap_status rs_backend_cuda_current_device(int *device)
 {
+    /* a thread with no context yet: the runtime's answer (device 0, or the one set) is the one
+     * its first call will use */
+    if (rs_backend_cuda_context_device(device)) return RANKSNAP_OK;
     rs_cudart *r;
     RS_CHECK(rs_cudart_get(&r));
     cudaError_t e = r->get_device(device);

@@ -23,7 +23,13 @@ int rs_backend_cuda_in_call(void);
  * then 0): counted as a backend call, so that the driver's interposers do not take it for the
  * program's. */
 void rs_backend_cuda_own_call(int entering);
-/* The calling thread's current device, as the CUDA runtime the backend loaded says. */
+/* The devices CUDA shows the process (CUDA_VISIBLE_DEVICES applied); 0 when it shows none. */
+int rs_backend_cuda_device_count(void);
+/* 1 and the device of the calling thread's current context, as the driver says; 0 when no
+ * context is current or the driver cannot say. */
+int rs_backend_cuda_context_device(int *device);
+/* The calling thread's current device: the device of the driver's current context, else (no
+ * context current yet) what the CUDA runtime the backend loaded says. */
 ranksnap_status rs_backend_cuda_current_device(int *device);
 
 #endif

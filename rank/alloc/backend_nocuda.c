@@ -23,6 +23,17 @@ int rs_backend_cuda_available(void)
     return 0;
 }
 
+int rs_backend_cuda_device_count(void)
+{
+    return 0;
+}
+
+int rs_backend_cuda_context_device(int *device)
+{
+    (void)device;
+    return 0;
+}
+
 ranksnap_status rs_backend_cuda_current_device(int *device)
 {
     *device = 0;

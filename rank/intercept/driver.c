@@ -23,7 +23,9 @@
  *
  * Each wrapper calls the real entry point, then records what it did as memory outside ranksnap's
  * allocators (outside.h): on the device it landed on, with the caller's stack, under the library
- * that asked (NCCL, cuBLAS, ...: the label), until its free. cuMemCreate counts physical memory on
+ * that asked (NCCL, cuBLAS, ...: the label), until its free. A free (a release, an unmap) ends the
+ * record before the real call, since the driver may give the address or handle to another
+ * thread's allocation before the call returns. cuMemCreate counts physical memory on
  * its location's device, held until cuMemRelease and the last cuMemUnmap of the handle; address
  * reservations are not memory, imported handles are a peer's. CUDA arrays count what the driver
  * says they need. A stream-ordered pool's allocations are recorded one by one, and what the pool
@@ -38,6 +40,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda.h>
@@ -226,14 +229,18 @@ static int rs_drv_enabled(void)
 }
 
 /* 1 when this call is recorded: the library was preloaded, RANKSNAP_DRIVER is on, ranksnap runs
- * (started now if this is the first allocation it sees) outside torch mode, and the call is not
- * the backend's own. */
+ * (started now if this is the first allocation it sees) or is yet to start, outside torch mode,
+ * and the call is not the backend's own. Yet to start: another thread is starting it, this one
+ * is inside its start, or the program's MPI_Init is to come; the call is recorded all the same
+ * and counted against the cap, which the instance finds when it is up (a call that waited for
+ * the start could wait for itself, or for a thread that waits for it). */
 static int rs_drv_recorded(void)
 {
     if (rs_drv_busy || rs_backend_cuda_in_call() || !rs_launcher_preloaded()) return 0;
     if (!rs_drv_enabled()) return 0;
     if (rs_external_mode()) return 0; /* PyTorch's recorder sees its own allocations */
-    return rs_instance_ensure() == RANKSNAP_OK;
+    ranksnap_status st = rs_instance_ensure();
+    return st == RANKSNAP_OK || (st == RANKSNAP_ERR_NOT_INITIALIZED && rs_instance_starting());
 }
 
 static int rs_drv_device(void)
@@ -277,10 +284,13 @@ static rs_ptrmap rs_drv_arrays = RS_PTRMAP_INIT;  /* CUarray, CUmipmappedArray -
  * as its events' address. */
 #define RS_HKEY(h) ((uint64_t)(h) + 2)
 
-static void rs_drv_alloc(rs_ptrmap *m, uint64_t key, uint64_t bytes, int device)
+/* Records `key`'s `bytes` on `device` in `m`, under `label` (NULL: the library the stack shows),
+ * `admitted` of them counted already (rs_drv_admit). */
+static void rs_drv_alloc(rs_ptrmap *m, uint64_t key, uint64_t bytes, int device, const char *label,
+                         uint64_t admitted)
 {
     rs_drv_busy = 1;
-    const char *label = rs_outside_driver_alloc(key, bytes, device, NULL);
+    label = rs_outside_driver_alloc(key, bytes, device, label, admitted);
     if (rs_ptrmap_put(m, (const void *)(uintptr_t)key, rs_pack(bytes, device, label)) != 0)
         rs_outside_driver_free(key, bytes, device, label); /* no room to remember its free */
     rs_drv_busy = 0;
@@ -292,7 +302,7 @@ static int rs_drv_take(rs_ptrmap *m, uint64_t key, uint64_t *v)
     return key && rs_ptrmap_take(m, (const void *)(uintptr_t)key, v);
 }
 
-/* A free that took place: its bytes leave the account. */
+/* A free: its bytes leave the account, its held entry goes, its event is recorded. */
 static void rs_drv_freed(uint64_t key, uint64_t v)
 {
     uint64_t bytes;
@@ -304,28 +314,36 @@ static void rs_drv_freed(uint64_t key, uint64_t v)
     rs_drv_busy = 0;
 }
 
-/* 1 if `key` was recorded (and is taken out now). */
-static int rs_drv_free(rs_ptrmap *m, uint64_t key)
+/* Ends `key`'s record before the real call that frees its memory: 1 (its packed value in *v) if
+ * there was one. Before, because the driver may give the address (or the handle's value) to
+ * another thread's call as soon as it has freed it, and that call's record must come after this
+ * one's end: its held entry, and its event in the history. */
+static int rs_drv_end(rs_ptrmap *m, uint64_t key, uint64_t *v)
 {
-    uint64_t v = 0;
-    if (!rs_drv_take(m, key, &v)) return 0;
-    rs_drv_freed(key, v);
+    if (!rs_drv_take(m, key, v)) return 0;
+    rs_drv_freed(key, *v);
     return 1;
 }
 
-/* A free of an address (cuMemFree, cuMemFreeAsync, an array's destroy) by the real call `real`:
- * the record is taken out before the call, while the address is still this allocation's, so
- * that another thread given the same address as soon as the driver frees it keeps its own
- * record; put back if the call fails. */
+/* The real call after rs_drv_end failed: the memory is still held, recorded again (under its
+ * label, with the stack of this call). */
+static void rs_drv_unend(rs_ptrmap *m, uint64_t key, uint64_t v)
+{
+    uint64_t bytes;
+    int device;
+    const char *label;
+    rs_unpack(v, &bytes, &device, &label);
+    rs_drv_alloc(m, key, bytes, device, label, 0);
+}
+
+/* A free of an address (cuMemFree, cuMemFreeAsync, an array's destroy) by the real call `call`,
+ * its record ended before it (rs_drv_end). */
 #define RS_DRV_FREE_AROUND(map, key, call)                                                       \
     do {                                                                                         \
         uint64_t v_ = 0;                                                                         \
-        int took_ = !rs_backend_cuda_in_call() && rs_drv_take((map), (key), &v_);                \
+        int took_ = !rs_backend_cuda_in_call() && rs_drv_end((map), (key), &v_);                 \
         r = (call);                                                                              \
-        if (took_ && r == CUDA_SUCCESS)                                                          \
-            rs_drv_freed((key), v_);                                                             \
-        else if (took_)                                                                          \
-            rs_ptrmap_put((map), (const void *)(uintptr_t)(key), v_);                            \
+        if (took_ && r != CUDA_SUCCESS) rs_drv_unend((map), (key), v_);                          \
     } while (0)
 
 /* 1 when the call comes from inside a shared CUDA runtime (libcudart.so*): the instance
@@ -354,18 +372,22 @@ static void rs_drv_oom(uint64_t bytes, int device)
     rs_drv_busy = 0;
 }
 
-/* The outcome of an allocation call that was to be recorded. */
-static CUresult rs_drv_allocated(CUresult r, const CUdeviceptr *dptr, uint64_t bytes)
+/* The outcome of an allocation call that was to be recorded, `admitted` bytes of it counted
+ * already (rs_drv_admit). */
+static CUresult rs_drv_allocated(CUresult r, const CUdeviceptr *dptr, uint64_t bytes, uint64_t admitted)
 {
     int device = rs_drv_device();
-    if (r == CUDA_SUCCESS && dptr && *dptr && bytes)
-        rs_drv_alloc(&rs_drv_ptrs, (uint64_t)*dptr, bytes, device);
-    else if (r == CUDA_ERROR_OUT_OF_MEMORY)
-        rs_drv_oom(bytes, device);
+    if (r == CUDA_SUCCESS && dptr && *dptr && bytes) {
+        rs_drv_alloc(&rs_drv_ptrs, (uint64_t)*dptr, bytes, device, NULL, admitted);
+        return r;
+    }
+    rs_outside_driver_unadmit(admitted, device);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) rs_drv_oom(bytes, device);
     return r;
 }
 
-/* RANKSNAP_MEMORY_LIMIT at the driver: `bytes` more on the current device within the cap. */
+/* RANKSNAP_MEMORY_LIMIT at the driver: `bytes` more on the current device within the cap,
+ * counted now (rs_outside_driver_admit), so that calls in flight together never pass it. */
 static int rs_drv_admit(uint64_t bytes)
 {
     return rs_outside_driver_admit(bytes, rs_drv_device());
@@ -440,7 +462,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     RS_REAL(RS_D_MEM_ALLOC, rs_alloc_fn, real);
     if (!rs_drv_recorded()) return real(dptr, bytes);
     if (!rs_drv_admit(bytes)) return rs_drv_refused(dptr, bytes);
-    return rs_drv_allocated(real(dptr, bytes), dptr, bytes);
+    return rs_drv_allocated(real(dptr, bytes), dptr, bytes, bytes);
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
@@ -451,7 +473,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size
     if (!rs_drv_admit((uint64_t)width * height)) return rs_drv_refused(dptr, (uint64_t)width * height);
     CUresult r = real(dptr, pitch, width, height, elem);
     uint64_t bytes = r == CUDA_SUCCESS && pitch ? (uint64_t)*pitch * height : (uint64_t)width * height;
-    return rs_drv_allocated(r, dptr, bytes);
+    return rs_drv_allocated(r, dptr, bytes, (uint64_t)width * height);
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
@@ -459,7 +481,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
     RS_REAL(RS_D_MEM_ALLOC_MANAGED, rs_managed_fn, real);
     if (!rs_drv_recorded()) return real(dptr, bytes, flags);
     const char *prev = rs_outside_driver_label("managed");
-    CUresult r = rs_drv_allocated(real(dptr, bytes, flags), dptr, bytes);
+    CUresult r = rs_drv_allocated(real(dptr, bytes, flags), dptr, bytes, 0);
     rs_outside_driver_label(prev);
     return r;
 }
@@ -478,7 +500,7 @@ static CUresult rs_alloc_async(int i, CUdeviceptr *dptr, size_t bytes, CUstream 
     if (!rs_drv_recorded() || rs_drv_capturing(s, ptsz)) return real(dptr, bytes, s);
     if (!rs_drv_admit(bytes)) return rs_drv_refused(dptr, bytes);
     rs_drv_pool_seen(NULL);
-    return rs_drv_allocated(real(dptr, bytes, s), dptr, bytes);
+    return rs_drv_allocated(real(dptr, bytes, s), dptr, bytes, bytes);
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s)
@@ -498,7 +520,7 @@ static CUresult rs_pool_async(int i, CUdeviceptr *dptr, size_t bytes, CUmemoryPo
     if (!rs_drv_recorded() || rs_drv_capturing(s, ptsz)) return real(dptr, bytes, pool, s);
     if (!rs_drv_admit(bytes)) return rs_drv_refused(dptr, bytes);
     rs_drv_pool_seen(pool);
-    return rs_drv_allocated(real(dptr, bytes, pool, s), dptr, bytes);
+    return rs_drv_allocated(real(dptr, bytes, pool, s), dptr, bytes, bytes);
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s)
@@ -543,31 +565,54 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     }
     CUresult r = real(handle, size, prop, flags);
     if (r == CUDA_SUCCESS && handle && *handle && size) {
-        rs_drv_alloc(&rs_drv_handles, RS_HKEY(*handle), size, prop->location.id);
+        rs_drv_alloc(&rs_drv_handles, RS_HKEY(*handle), size, prop->location.id, NULL, size);
         rs_ptrmap_put(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(*handle), 0);
-    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-        rs_drv_oom(size, prop->location.id);
+        return r;
     }
+    rs_outside_driver_unadmit(size, prop->location.id);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) rs_drv_oom(size, prop->location.id);
     return r;
 }
 
-/* The handle's memory goes once it is released and unmapped everywhere. */
-static void rs_drv_handle_maybe_gone(CUmemGenericAllocationHandle h)
+/* A change of a handle's word in rs_drv_maps (its mappings, RS_RELEASED once released) before
+ * the real call that makes it (cuMemRelease, cuMemUnmap): when the word says released and
+ * unmapped, the handle's memory is gone, and its record ends now, before the driver can give
+ * the handle's value to another thread's cuMemCreate (rs_drv_end). Of two threads whose calls
+ * end it (a release and the last unmap), the one whose change leaves the word so ends it. */
+typedef struct rs_drv_change {
+    uint64_t key, delta, v;
+    int counted, gone, had;
+} rs_drv_change;
+
+static void rs_drv_handle_change(rs_drv_change *c, uint64_t handle, uint64_t delta)
 {
-    uint64_t v = 0;
-    if (!rs_ptrmap_get(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(h), &v)) return;
-    if (!(v & RS_RELEASED) || (v & ~RS_RELEASED)) return;
-    rs_ptrmap_take(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(h), NULL);
-    rs_drv_free(&rs_drv_handles, RS_HKEY(h));
+    c->key = RS_HKEY(handle);
+    c->delta = delta;
+    /* only handles made here are counted: an imported one is a peer's memory */
+    int t = rs_ptrmap_add_take(&rs_drv_maps, (const void *)(uintptr_t)c->key, delta, RS_RELEASED);
+    c->counted = t >= 0;
+    c->gone = t == 1;
+    c->had = c->gone && rs_drv_end(&rs_drv_handles, c->key, &c->v);
+}
+
+/* The real call failed: the change is undone. */
+static void rs_drv_handle_undo(const rs_drv_change *c)
+{
+    if (c->gone) {
+        rs_ptrmap_put(&rs_drv_maps, (const void *)(uintptr_t)c->key, RS_RELEASED);
+        if (c->had) rs_drv_unend(&rs_drv_handles, c->key, c->v);
+    }
+    if (c->counted) rs_ptrmap_add(&rs_drv_maps, (const void *)(uintptr_t)c->key, (uint64_t)0 - c->delta);
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     RS_REAL(RS_D_RELEASE, rs_release_fn, real);
+    if (rs_backend_cuda_in_call()) return real(handle);
+    rs_drv_change c;
+    rs_drv_handle_change(&c, (uint64_t)handle, RS_RELEASED);
     CUresult r = real(handle);
-    if (r == CUDA_SUCCESS && !rs_backend_cuda_in_call() &&
-        rs_ptrmap_add(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(handle), RS_RELEASED))
-        rs_drv_handle_maybe_gone(handle);
+    if (r != CUDA_SUCCESS) rs_drv_handle_undo(&c);
     return r;
 }
 
@@ -576,7 +621,6 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 {
     RS_REAL(RS_D_MAP, rs_map_fn, real);
     CUresult r = real(ptr, size, offset, handle, flags);
-    /* only handles made here are counted: an imported one is a peer's memory */
     if (r == CUDA_SUCCESS && rs_ptrmap_add(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(handle), 1))
         rs_ptrmap_put(&rs_drv_mapped, (const void *)(uintptr_t)ptr, (uint64_t)handle);
     return r;
@@ -584,22 +628,53 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 
 /* One cuMemUnmap may end several mappings: every mapping that begins in its range (the driver
  * refuses a range that cuts one), as NVIDIA's vectorAddMMAP sample frees four handles mapped
- * side by side. */
+ * side by side. They leave the books before the call (rs_drv_handle_change) and come back if
+ * the driver refuses it. */
+#define RS_UNMAP_BATCH 16
+typedef struct rs_drv_unmapped {
+    uintptr_t addr;
+    uint64_t handle;
+    rs_drv_change c;
+} rs_drv_unmapped;
+
+/* Room for one more in *u (first: the caller's array of RS_UNMAP_BATCH, *cap entries, n used);
+ * 0 without host memory. */
+static int rs_drv_unmap_room(rs_drv_unmapped **u, rs_drv_unmapped *first, size_t *cap, size_t n)
+{
+    if (n < *cap) return 1;
+    rs_drv_unmapped *more = malloc(2 * *cap * sizeof *more);
+    if (!more) return 0;
+    memcpy(more, *u, n * sizeof *more);
+    if (*u != first) free(*u);
+    *u = more;
+    *cap *= 2;
+    return 1;
+}
+
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     RS_REAL(RS_D_UNMAP, rs_unmap_fn, real);
-    CUresult r = real(ptr, size);
-    if (r != CUDA_SUCCESS) return r;
     uintptr_t lo = (uintptr_t)ptr, hi = size > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + size;
-    uint64_t h[32];
-    size_t n;
+    rs_drv_unmapped first[RS_UNMAP_BATCH], *u = first;
+    size_t n = 0, cap = RS_UNMAP_BATCH, got;
     do {
-        n = rs_ptrmap_take_range(&rs_drv_mapped, lo, hi, h, sizeof h / sizeof *h);
-        for (size_t i = 0; i < n; i++) {
-            rs_ptrmap_add(&rs_drv_maps, (const void *)(uintptr_t)RS_HKEY(h[i]), (uint64_t)-1);
-            rs_drv_handle_maybe_gone((CUmemGenericAllocationHandle)h[i]);
+        uintptr_t addr[RS_UNMAP_BATCH];
+        uint64_t h[RS_UNMAP_BATCH];
+        got = rs_ptrmap_take_range(&rs_drv_mapped, lo, hi, addr, h, RS_UNMAP_BATCH);
+        for (size_t i = 0; i < got; i++) {
+            rs_drv_change c;
+            rs_drv_handle_change(&c, h[i], (uint64_t)-1);
+            /* without host memory to keep it, ended for good: wrong only if the call is refused */
+            if (!rs_drv_unmap_room(&u, first, &cap, n)) continue;
+            u[n++] = (rs_drv_unmapped){addr[i], h[i], c};
         }
-    } while (n == sizeof h / sizeof *h);
+    } while (got == RS_UNMAP_BATCH);
+    CUresult r = real(ptr, size);
+    for (size_t i = 0; r != CUDA_SUCCESS && i < n; i++) {
+        rs_drv_handle_undo(&u[i].c);
+        rs_ptrmap_put(&rs_drv_mapped, (const void *)u[i].addr, u[i].handle);
+    }
+    if (u != first) free(u);
     return r;
 }
 
@@ -636,15 +711,16 @@ static uint64_t rs_drv_array_bytes(int i, void *array, uint64_t extent)
     return extent;
 }
 
-/* The outcome of an array creation that was to be recorded. */
+/* The outcome of an array creation that was to be recorded, its `extent` admitted. */
 static CUresult rs_drv_array_made(CUresult r, void *array, int req, uint64_t extent)
 {
-    if (r == CUDA_SUCCESS && array) {
-        uint64_t bytes = rs_drv_array_bytes(req, array, extent);
-        if (bytes) rs_drv_alloc(&rs_drv_arrays, (uint64_t)(uintptr_t)array, bytes, rs_drv_device());
-    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-        rs_drv_oom(extent, rs_drv_device());
+    uint64_t bytes = r == CUDA_SUCCESS && array ? rs_drv_array_bytes(req, array, extent) : 0;
+    if (bytes) {
+        rs_drv_alloc(&rs_drv_arrays, (uint64_t)(uintptr_t)array, bytes, rs_drv_device(), NULL, extent);
+        return r;
     }
+    rs_outside_driver_unadmit(extent, rs_drv_device());
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) rs_drv_oom(extent, rs_drv_device());
     return r;
 }
 

@@ -250,7 +250,6 @@ static int ranksnap_icp_running(void)
  * thread's current device. */
 static int ranksnap_icp_serving(const rs_cuda_real *r)
 {
-    int cur = -1;
     /* ranksnap torch mode: PyTorch's allocator serves; ranksnap never stands in front of it.
      * Its first cudaMalloc starts ranksnap all the same. */
     if (rs_external_mode()) {
@@ -258,6 +257,10 @@ static int ranksnap_icp_serving(const rs_cuda_real *r)
         return -1;
     }
     if (rs_instance_ensure() != RANKSNAP_OK || !ranksnap_icp_running()) return -1;
+    /* the devices layer knows it without the runtime where it can (devices.h): the program's
+     * cudaGetDevice answers the same from the thread's current context, at three times the cost */
+    int cur = -1;
+    if (rs_instance_current_device_known(&cur)) return cur;
     return r->get_device(&cur) == cudaSuccess && cur >= 0 ? cur : -1;
 }
 

@@ -23,8 +23,9 @@
  * replays, which are about ranksnap's cache.
  *
  * Each communicator made is recorded too (rank/runtime/comms.c), with an id its members share (a
- * hash of the ncclUniqueId; of the parent's id and the color for a split) and the ncclAllReduce
- * calls made on it: the ranks' roles are found from them.
+ * hash of the ncclUniqueId; of the parent's id and the color for a split), the ncclAllReduce
+ * calls made on it and its destroy or abort: the ranks' roles are found from those alive while a
+ * range records.
  *
  * Every successful ncclAllReduce, ncclReduceScatter, ncclAllGather, ncclBroadcast and ncclReduce
  * is reported to the step counting (rank/runtime/steps.c): a sharded job's steps are found from
@@ -266,6 +267,8 @@ RS_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
     const rs_nccl *n = rs_nccl_get();
     if (!n->destroy) return rs_nccl_missing("ncclCommDestroy");
+    /* before the real call: NCCL may hand out its handle again at once */
+    rs_comms_free((uint64_t)(uintptr_t)comm);
     ncclResult_t res = n->destroy(comm);
     if (res == ncclSuccess || res == ncclInProgress) rs_comm_release(comm);
     return res;
@@ -275,6 +278,7 @@ RS_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
     const rs_nccl *n = rs_nccl_get();
     if (!n->abort_) return rs_nccl_missing("ncclCommAbort");
+    rs_comms_free((uint64_t)(uintptr_t)comm);
     ncclResult_t res = n->abort_(comm);
     /* an abort frees the communicator's resources even when it reports an error */
     rs_comm_release(comm);

@@ -74,6 +74,23 @@ int rs_ptrmap_add(rs_ptrmap *m, const void *key, uint64_t delta)
     return s != NULL;
 }
 
+int rs_ptrmap_add_take(rs_ptrmap *m, const void *key, uint64_t delta, uint64_t take_at)
+{
+    pthread_mutex_lock(&m->mu);
+    rs_ptrmap_slot *s = rs_pm_find(m, (uintptr_t)key);
+    int r = -1;
+    if (s) {
+        s->value += delta;
+        r = s->value == take_at;
+        if (r) {
+            s->key = 1;
+            m->live--;
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
 int rs_ptrmap_get(rs_ptrmap *m, const void *key, uint64_t *value)
 {
     pthread_mutex_lock(&m->mu);
@@ -96,13 +113,15 @@ int rs_ptrmap_take(rs_ptrmap *m, const void *key, uint64_t *value)
     return s != NULL;
 }
 
-size_t rs_ptrmap_take_range(rs_ptrmap *m, uintptr_t lo, uintptr_t hi, uint64_t *values, size_t max)
+size_t rs_ptrmap_take_range(rs_ptrmap *m, uintptr_t lo, uintptr_t hi, uintptr_t *keys, uint64_t *values,
+                            size_t max)
 {
     size_t n = 0;
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < m->cap && n < max; i++) {
         rs_ptrmap_slot *s = &m->slots[i];
         if (s->key <= 1 || s->key < lo || s->key >= hi) continue;
+        if (keys) keys[n] = s->key;
         values[n++] = s->value;
         s->key = 1;
         m->live--;

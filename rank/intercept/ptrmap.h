@@ -34,14 +34,19 @@ typedef struct rs_ptrmap {
 int rs_ptrmap_put(rs_ptrmap *m, const void *key, uint64_t value);
 /* Adds `delta` to the value of an existing key; 1 if the key was there, 0 if not. */
 int rs_ptrmap_add(rs_ptrmap *m, const void *key, uint64_t delta);
+/* Adds `delta` to the value of an existing key and, when the sum is `take_at`, removes the key,
+ * both under the map's lock: 1 removed, 0 added only, -1 absent. So that of several threads
+ * changing one key, exactly one sees it reach `take_at`. */
+int rs_ptrmap_add_take(rs_ptrmap *m, const void *key, uint64_t delta, uint64_t take_at);
 /* 1 and *value if present (value may be NULL). */
 int rs_ptrmap_get(rs_ptrmap *m, const void *key, uint64_t *value);
 /* Removes the key; 1 and its value in *value (may be NULL) if it was there. */
 int rs_ptrmap_take(rs_ptrmap *m, const void *key, uint64_t *value);
-/* Removes up to `max` keys in [lo, hi), their values in values[]; returns how many. A scan of the
- * whole table: for the rare call that ends several entries at once (one cuMemUnmap over several
- * mappings). */
-size_t rs_ptrmap_take_range(rs_ptrmap *m, uintptr_t lo, uintptr_t hi, uint64_t *values, size_t max);
+/* Removes up to `max` keys in [lo, hi), the keys in keys[] (may be NULL) and their values in
+ * values[]; returns how many. A scan of the whole table: for the rare call that ends several
+ * entries at once (one cuMemUnmap over several mappings). */
+size_t rs_ptrmap_take_range(rs_ptrmap *m, uintptr_t lo, uintptr_t hi, uintptr_t *keys, uint64_t *values,
+                            size_t max);
 size_t rs_ptrmap_count(rs_ptrmap *m);
 /* Frees the table; the map is empty and usable again afterwards. */
 void rs_ptrmap_clear(rs_ptrmap *m);

@@ -9,16 +9,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(RANKSNAP_HAVE_MPI)
-#include <mpi.h>
-#endif
-
 #include "clock.h"
 #include "coord.h"
 #include "errors.h"
 #include "launcher.h"
 #include "log.h"
 #include "mpi_call.h"
+#include "mpi_plugin.h"
 #include "trigger_file.h"
 
 #define RS_TAG_CLOCK 1
@@ -33,12 +30,10 @@ struct rs_coord {
     unsigned gather_seq;
     int64_t trig_seen; /* without MPI: the last start read from trigger_file.c */
     uint64_t trig_looked_us; /* when a trigger file was last looked for, 0 = never */
-#if defined(RANKSNAP_HAVE_MPI)
-    int has_mpi;
-    MPI_Comm comm;
-    MPI_Request trig_req;
+    const rs_mpi_ops *mpi;   /* the MPI plugin; NULL in a world of one */
+    void *comm;              /* the plugin's duplicate of the job's communicator */
+    rs_mpi_req trig_req;
     int64_t trig_buf;
-#endif
 };
 
 static volatile sig_atomic_t rs_sigusr1_seen;
@@ -86,27 +81,33 @@ static void rs_install_sigusr1(void)
     sigaction(SIGUSR1, &sa, NULL);
 }
 
-#if defined(RANKSNAP_HAVE_MPI)
+/* MPI can be used: a communicator, and MPI not finalised yet (a program whose MPI_Finalize was
+ * not wrapped, the plugin not preloaded, may have finalised it before ranksnap's finalize). */
+static int rs_coord_mpi_up(const rs_coord *c)
+{
+    return c->mpi && !(c->mpi->state() & RS_MPI_FINALIZED);
+}
 
 /* Each rank's offset to rank 0, one rank at a time; the ping-pong with the least round trip
  * wins because its midpoint is the best estimate of when rank 0 read its clock. */
 static ranksnap_status rs_clock_sync(rs_coord *c)
 {
+    const rs_mpi_ops *m = c->mpi;
     int64_t t = 0;
     if (c->rank == 0) {
         for (int r = 1; r < c->size; r++)
             for (int k = 0; k < RS_CLOCK_PINGS; k++) {
-                RS_MPI(PMPI_Recv(&t, 1, MPI_INT64_T, r, RS_TAG_CLOCK, c->comm, MPI_STATUS_IGNORE), "clock MPI_Recv");
+                RS_MPI(m, m->recv(c->comm, &t, sizeof t, r, RS_TAG_CLOCK), "clock MPI_Recv");
                 t = (int64_t)rs_now_ns();
-                RS_MPI(PMPI_Send(&t, 1, MPI_INT64_T, r, RS_TAG_CLOCK, c->comm), "clock MPI_Send");
+                RS_MPI(m, m->send(c->comm, &t, sizeof t, r, RS_TAG_CLOCK), "clock MPI_Send");
             }
         return RANKSNAP_OK;
     }
     int64_t best_rtt = INT64_MAX, best_off = 0;
     for (int k = 0; k < RS_CLOCK_PINGS; k++) {
         int64_t t0 = (int64_t)rs_now_ns();
-        RS_MPI(PMPI_Send(&t0, 1, MPI_INT64_T, 0, RS_TAG_CLOCK, c->comm), "clock MPI_Send");
-        RS_MPI(PMPI_Recv(&t, 1, MPI_INT64_T, 0, RS_TAG_CLOCK, c->comm, MPI_STATUS_IGNORE), "clock MPI_Recv");
+        RS_MPI(m, m->send(c->comm, &t0, sizeof t0, 0, RS_TAG_CLOCK), "clock MPI_Send");
+        RS_MPI(m, m->recv(c->comm, &t, sizeof t, 0, RS_TAG_CLOCK), "clock MPI_Recv");
         int64_t t1 = (int64_t)rs_now_ns();
         if (t1 - t0 < best_rtt) {
             best_rtt = t1 - t0;
@@ -122,36 +123,33 @@ static ranksnap_status rs_post_trigger_recv(rs_coord *c)
 {
     if (c->rank == 0) return RANKSNAP_OK;
     int parent = (c->rank - 1) / 2;
-    RS_MPI(PMPI_Irecv(&c->trig_buf, 1, MPI_INT64_T, parent, RS_TAG_TRIGGER, c->comm, &c->trig_req),
+    RS_MPI(c->mpi, c->mpi->irecv(c->comm, &c->trig_buf, sizeof c->trig_buf, parent, RS_TAG_TRIGGER,
+                                 &c->trig_req),
            "trigger MPI_Irecv");
     return RANKSNAP_OK;
 }
-
-#endif /* RANKSNAP_HAVE_MPI */
 
 ranksnap_status rs_coord_create(const void *mpi_comm, rs_coord **out)
 {
     *out = NULL;
     rs_coord *c = calloc(1, sizeof *c);
-    if (!c) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "ranksnap: out of host memory (coordinator)");
+    if (!c) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "ranksnap_init: out of host memory (coordinator)");
     c->size = 1;
     c->trig_seen = -1;
-#if defined(RANKSNAP_HAVE_MPI)
-    c->trig_req = MPI_REQUEST_NULL;
-    c->comm = MPI_COMM_NULL;
-    if (mpi_comm) {
-        int inited = 0, rc;
-        if (PMPI_Initialized(&inited) != MPI_SUCCESS || !inited) {
+    /* without a plugin for the process's MPI (said once, mpi_plugin.c) a world of one: the job
+     * goes on, each rank on its own */
+    const rs_mpi_ops *m = mpi_comm ? rs_mpi_plugin() : NULL;
+    if (m) {
+        int rc;
+        if (!(m->state() & RS_MPI_INITIALIZED)) {
             free(c);
             return rs_error(RANKSNAP_ERR_MPI, "ranksnap_init: a communicator was given but MPI is not initialized");
         }
-        if ((rc = PMPI_Comm_dup(*(const MPI_Comm *)mpi_comm, &c->comm)) != MPI_SUCCESS) {
+        if ((rc = m->comm_dup(mpi_comm, &c->comm, &c->rank, &c->size)) != 0) {
             free(c);
-            return rs_mpi_call_fail("MPI_Comm_dup", rc);
+            return rs_mpi_call_fail(m, "MPI_Comm_dup", rc);
         }
-        c->has_mpi = 1;
-        PMPI_Comm_rank(c->comm, &c->rank);
-        PMPI_Comm_size(c->comm, &c->size);
+        c->mpi = m;
         ranksnap_status st = rs_clock_sync(c);
         if (st == RANKSNAP_OK) st = rs_post_trigger_recv(c);
         if (st != RANKSNAP_OK) {
@@ -159,12 +157,6 @@ ranksnap_status rs_coord_create(const void *mpi_comm, rs_coord **out)
             return st;
         }
     }
-#else
-    if (mpi_comm) {
-        free(c);
-        return rs_error(RANKSNAP_ERR_UNSUPPORTED, "ranksnap_init: this ranksnap was built without MPI; pass NULL");
-    }
-#endif
     if (c->rank == 0) rs_install_sigusr1();
     *out = c;
     return RANKSNAP_OK;
@@ -173,16 +165,10 @@ ranksnap_status rs_coord_create(const void *mpi_comm, rs_coord **out)
 void rs_coord_destroy(rs_coord *c)
 {
     if (!c) return;
-#if defined(RANKSNAP_HAVE_MPI)
-    if (c->has_mpi) {
-        int finalized = 0;
-        PMPI_Finalized(&finalized);
-        if (!finalized) {
-            rs_mpi_call_cancel(&c->trig_req);
-            PMPI_Comm_free(&c->comm);
-        }
+    if (rs_coord_mpi_up(c)) {
+        c->mpi->cancel(&c->trig_req);
+        c->mpi->comm_free(c->comm);
     }
-#endif
     free(c);
 }
 
@@ -222,40 +208,32 @@ int rs_coord_poll_trigger(rs_coord *c, int64_t step, const char *dir, int lag, i
         if (!fired) return 0;
         *start = step + lag;
         if (no_mpi) rs_trigger_file_publish(dir, *start);
-#if defined(RANKSNAP_HAVE_MPI)
-        if (c->has_mpi)
+        if (rs_coord_mpi_up(c))
             for (int ch = 1; ch <= 2 && ch < c->size; ch++)
-                PMPI_Send(start, 1, MPI_INT64_T, ch, RS_TAG_TRIGGER, c->comm);
-#endif
+                c->mpi->send(c->comm, start, sizeof *start, ch, RS_TAG_TRIGGER);
         RS_INFO(RS_SUB_MPI, "trigger at step %lld: recording from step %lld", (long long)step, (long long)*start);
         return 1;
     }
-#if defined(RANKSNAP_HAVE_MPI)
-    if (!c->has_mpi || c->trig_req == MPI_REQUEST_NULL) return 0;
+    if (!c->trig_req || !rs_coord_mpi_up(c)) return 0;
     int done = 0;
-    if (PMPI_Test(&c->trig_req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) return 0;
+    if (c->mpi->test(&c->trig_req, &done) != 0 || !done) return 0;
     *start = c->trig_buf;
     for (int ch = 2 * c->rank + 1; ch <= 2 * c->rank + 2 && ch < c->size; ch++)
-        PMPI_Send(start, 1, MPI_INT64_T, ch, RS_TAG_TRIGGER, c->comm);
+        c->mpi->send(c->comm, start, sizeof *start, ch, RS_TAG_TRIGGER);
     rs_post_trigger_recv(c);
     return 1;
-#else
-    (void)step;
-    (void)lag;
-    return 0;
-#endif
 }
 
 /* ---- for the gather (gather.c) -------------------------------------------------------------- */
 
-const void *rs_coord_comm(const rs_coord *c)
+void *rs_coord_comm(const rs_coord *c)
 {
-#if defined(RANKSNAP_HAVE_MPI)
-    if (c->has_mpi) return &c->comm;
-#else
-    (void)c;
-#endif
-    return NULL;
+    return rs_coord_mpi_up(c) ? c->comm : NULL;
+}
+
+const rs_mpi_ops *rs_coord_mpi(const rs_coord *c)
+{
+    return c->mpi;
 }
 
 unsigned rs_coord_next_gather(rs_coord *c)

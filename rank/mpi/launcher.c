@@ -84,6 +84,16 @@ int rs_launcher_has_peers(void)
     return !torchrun_worker() && env_int(vars, 1) > 1;
 }
 
+const char *rs_launcher_mpi_family(void)
+{
+    static const char *const ompi[] = {"OMPI_COMM_WORLD_SIZE", NULL};
+    static const char *const pmi[] = {"PMI_SIZE", NULL};
+    if (!rs_launcher_has_peers()) return NULL;
+    if (env_int(ompi, 0) > 1) return "openmpi";
+    if (env_int(pmi, 0) > 1) return "mpich";
+    return NULL;
+}
+
 void rs_launcher_job(const char *host, char *buf, size_t n)
 {
     /* torchrun's rendezvous id names the job on every node; "none" is its default when the user

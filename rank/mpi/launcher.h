@@ -42,6 +42,13 @@ int rs_launcher_attempt(void);
  * MPI world. */
 int rs_launcher_has_peers(void);
 
+/* The MPI family of the launcher that started this process among several MPI ranks, for a
+ * process that has no MPI library of its own yet (Python under mpirun): "openmpi" under Open
+ * MPI's mpirun (OMPI_COMM_WORLD_SIZE), "mpich" under a PMI launcher (PMI_SIZE: MPICH's Hydra
+ * mpiexec, srun --mpi=pmi2); NULL when rs_launcher_has_peers() is 0, or when only PMIx says so
+ * (srun --mpi=pmix starts either family's programs). */
+const char *rs_launcher_mpi_family(void);
+
 /* The batch system's job id (SLURM_JOB_ID, PBS_JOBID, LSB_JOBID, PMIX_NAMESPACE,
  * OMPI_MCA_ess_base_jobid, torchrun's TORCHELASTIC_RUN_ID unless "none") into buf; else
  * "local-HOST-PPID" (the ranks of one mpirun, or of one torchrun agent, share their parent, so

@@ -1,5 +1,5 @@
 /*
- * world.c — world.h: joining, owning and leaving the launcher's MPI world.
+ * world.c — world.h: joining, owning and leaving the launcher's MPI world, through the MPI plugin.
  */
 #include <link.h>
 #include <stdatomic.h>
@@ -7,62 +7,32 @@
 #include <string.h>
 
 #include "launcher.h"
+#include "mpi_plugin.h"
 #include "world.h"
-
-#if defined(RANKSNAP_HAVE_MPI)
-#include <mpi.h>
-
-static int rs_we_own_mpi;
-static int rs_in_wrapper_init;
-
-void rs_world_wrapper_init(int inside)
-{
-    rs_in_wrapper_init = inside;
-}
-
-void rs_world_disown(void)
-{
-    rs_we_own_mpi = 0;
-}
 
 int rs_world_join(const void **comm_out)
 {
-    static MPI_Comm world;
     *comm_out = NULL;
-    if (rs_in_wrapper_init) return 0;
-    int inited = 0, finalized = 0;
-    PMPI_Initialized(&inited);
-    PMPI_Finalized(&finalized);
-    if (finalized) return 0;
-    if (!inited) {
-        if (!rs_launcher_has_peers()) return 0;
-        int provided = 0;
-        if (PMPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) return -1;
-        rs_we_own_mpi = 1;
-    }
-    world = MPI_COMM_WORLD;
-    *comm_out = &world;
-    return 1;
+    /* a process with neither an MPI library nor an MPI launcher (torchrun, a program on its own)
+     * looks for no plugin */
+    int peers = rs_launcher_has_peers();
+    if (!peers && !rs_mpi_plugin_process_has_mpi()) return 0;
+    const rs_mpi_ops *m = rs_mpi_plugin();
+    return m ? m->join(peers, comm_out) : 0;
 }
 
 void rs_world_abort(int code)
 {
-    int inited = 0, finalized = 0;
-    PMPI_Initialized(&inited);
-    PMPI_Finalized(&finalized);
-    if (inited && !finalized) PMPI_Abort(MPI_COMM_WORLD, code);
+    const rs_mpi_ops *m = rs_mpi_plugin_peek();
+    if (m) m->abort(code);
     abort();
 }
 
 void rs_world_release(void)
 {
-    if (!rs_we_own_mpi) return;
-    rs_we_own_mpi = 0;
-    int finalized = 0;
-    PMPI_Finalized(&finalized);
-    if (!finalized) PMPI_Finalize();
+    const rs_mpi_ops *m = rs_mpi_plugin_peek();
+    if (m) m->release();
 }
-
 
 /* 1 in *data when a loaded object other than ranksnap itself is linked with an MPI library (a
  * DT_NEEDED entry libmpi*): the program, or a library of it, calls MPI_Init. Python (mpi4py
@@ -90,7 +60,8 @@ static int links_mpi_cb(struct dl_phdr_info *info, size_t size, void *data)
 }
 
 /* Only under a launcher: a program started on its own gets no MPI from ranksnap, so its MPI_Init
- * works whenever it comes. */
+ * works whenever it comes. Without a plugin for its MPI, ranksnap starts without MPI and leaves
+ * the program's MPI_Init alone. */
 int rs_world_program_will_init(void)
 {
     if (!rs_launcher_has_peers()) return 0;
@@ -103,41 +74,6 @@ int rs_world_program_will_init(void)
         l = found;
     }
     if (!l) return 0;
-    int inited = 0;
-    PMPI_Initialized(&inited);
-    return !inited;
+    const rs_mpi_ops *m = rs_mpi_plugin();
+    return m && !(m->state() & RS_MPI_INITIALIZED);
 }
-
-#else /* !RANKSNAP_HAVE_MPI */
-
-int rs_world_join(const void **comm_out)
-{
-    *comm_out = NULL;
-    return 0;
-}
-
-int rs_world_program_will_init(void)
-{
-    return 0;
-}
-
-void rs_world_wrapper_init(int inside)
-{
-    (void)inside;
-}
-
-void rs_world_disown(void)
-{
-}
-
-void rs_world_release(void)
-{
-}
-
-void rs_world_abort(int code)
-{
-    (void)code;
-    abort();
-}
-
-#endif

@@ -5,6 +5,7 @@
  * program that only uses NCCL) are joined to the launcher's MPI world by ranksnap, which then owns
  * MPI and finalises it when it finalizes. A program that does call MPI_Init must get there first:
  * starting MPI earlier, from inside one of its cudaMalloc calls, would make its own MPI_Init fail.
+ * MPI itself is the MPI plugin's (mpi_plugin.h): without one, ranksnap leaves MPI alone.
  */
 #ifndef RANKSNAP_WORLD_H
 #define RANKSNAP_WORLD_H
@@ -20,13 +21,6 @@ int rs_world_join(const void **comm_out);
  * called MPI_Init yet: ranksnap must wait for that MPI_Init (the wrapper in
  * rank/intercept/pmpi.c then starts it on MPI_COMM_WORLD). */
 int rs_world_program_will_init(void);
-
-/* The MPI_Init wrappers bracket their ranksnap_init with 1 and 0, so that no join happens from
- * inside it. */
-void rs_world_wrapper_init(int inside);
-
-/* The program finalises MPI itself (the MPI_Finalize wrapper): ranksnap no longer owns it. */
-void rs_world_disown(void);
 
 /* Finalises MPI if ranksnap initialised it. */
 void rs_world_release(void);

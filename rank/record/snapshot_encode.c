@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "format.h"
 #include "snapshot_encode.h"
 #include "symbols.h"
 
@@ -190,9 +191,17 @@ static void write_identity(enc *e, const rs_snapshot_src *src)
     put_bool(e, src->complete);
     kv_u64(e, "time_us", src->time_us);
 
+    /* what NVML listed on it, where it did (docs/FORMAT.md, "device") */
+    const rs_device_share *sh = &src->share;
     key(e, "device");
-    put_map(e, 4);
+    put_map(e, 4 + (sh->listed ? 2 + (sh->others_unknown > 0) + sh->own_known : 0));
     put_device_identity(e, &src->device);
+    if (sh->listed) {
+        kv_u64(e, "processes", sh->processes);
+        kv_u64(e, "others_bytes", sh->others_bytes);
+        if (sh->others_unknown) kv_u64(e, "others_unknown", sh->others_unknown);
+        if (sh->own_known) kv_u64(e, "own_bytes", sh->own_bytes);
+    }
 
     kv_str(e, "backend", src->backend);
 }
@@ -274,8 +283,11 @@ static void write_time(enc *e, const rs_snapshot_src *src)
 static void write_totals(enc *e, const rs_snapshot_src *src)
 {
     const ranksnap_stats *s = &src->stats;
+    const char *of = rs_outside_of_name(src->outside_of);
+    int why = src->outside_of == RS_OUTSIDE_DEVICE && src->outside_why != RS_OUTSIDE_WHY_UNSAID;
+    int detail = why && src->outside_why_detail && src->outside_why_detail[0];
     key(e, "totals");
-    put_map(e, 26);
+    put_map(e, 26 + (of != NULL) + why + detail);
     kv_u64(e, "allocated_bytes_current", s->allocated_bytes);
     kv_u64(e, "allocated_bytes_peak", s->allocated_bytes_peak);
     kv_u64(e, "reserved_bytes_current", s->reserved_bytes);
@@ -301,6 +313,9 @@ static void write_totals(enc *e, const rs_snapshot_src *src)
     kv_u64(e, "memory_limit_bytes", s->memory_limit_bytes);
     kv_u64(e, "outside_bytes_peak", src->outside_bytes_peak);
     kv_u64(e, "outside_bytes_end", src->outside_bytes_end);
+    if (of) kv_str(e, "outside_of", of);
+    if (why) kv_str(e, "outside_why", rs_outside_why_name((unsigned)src->outside_why));
+    if (detail) kv_str(e, "outside_why_detail", src->outside_why_detail);
     key(e, "outside_labels");
     put_map(e, src->n_outside_labels);
     for (size_t i = 0; i < src->n_outside_labels; i++)
@@ -559,6 +574,10 @@ static void write_oom(enc *e, const rs_snapshot_src *src, stream_table *t, const
 /* Only when the rank saw communicators created: a file without them reads as before. */
 static void write_comms(enc *e, const rs_snapshot_src *src)
 {
+    if (src->comms_left_out) {
+        key(e, "communicators_left_out");
+        put_u64(e, src->comms_left_out);
+    }
     if (!src->n_comms) return;
     key(e, "communicators");
     put_array(e, src->n_comms);
@@ -615,7 +634,7 @@ ranksnap_status rs_snapshot_encode(const rs_snapshot_src *src, char **buf, size_
     msgpack_packer_init(&e.pk, &e.sbuf, msgpack_sbuffer_write);
     e.failed = 0;
 
-    put_map(&e, RS_TOP_LEVEL_KEYS + (src->n_comms > 0));
+    put_map(&e, RS_TOP_LEVEL_KEYS + (src->n_comms > 0) + (src->comms_left_out > 0));
     write_identity(&e, src);
     write_devices(&e, src);
     write_settings(&e, src);

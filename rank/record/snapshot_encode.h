@@ -30,6 +30,19 @@ typedef struct rs_outside_label {
     uint64_t bytes;  /* held when the snapshot was taken              */
 } rs_outside_label;
 
+/* What NVML listed on a device (rank/runtime/device_share.h): the processes with a context there
+ * and what they hold, this process among them. */
+typedef struct rs_device_share {
+    int listed;              /* 0: NVML did not list the device's processes (the rest is 0) */
+    uint32_t processes;      /* listed, this one included when it was found */
+    int own_known;           /* this process was found, with a figure: own_bytes */
+    uint64_t own_bytes;
+    uint64_t others_bytes;   /* what the other processes hold, those NVML gives a figure for
+                              * (0 when this one was not found among them: none is known to be
+                              * another's) */
+    uint32_t others_unknown; /* other processes NVML gives no figure for */
+} rs_device_share;
+
 /* One device the rank allocated on: what it is, its cap and its allocator's statistics. */
 typedef struct rs_snapshot_device {
     rs_device_info info;
@@ -43,7 +56,7 @@ typedef struct rs_snapshot_comm {
     int32_t size, rank; /* its members, this rank's index among them */
     char kind[8];       /* "mpi", "nccl" */
     char name[16];      /* "" when unnamed */
-    uint64_t allreduces;
+    uint64_t allreduces; /* made while the range recorded */
 } rs_snapshot_comm;
 
 /* Everything the encoder needs; pointers are borrowed. */
@@ -70,6 +83,10 @@ typedef struct rs_snapshot_src {
     uint64_t device_used_bytes;     /* device total - free, now                       */
     uint64_t outside_bytes_peak;    /* device memory used outside the allocator        */
     uint64_t outside_bytes_end;
+    int outside_of;                 /* rs_outside_of (format.h): what they are measured against */
+    int outside_why;                /* RS_OUTSIDE_DEVICE: why not the process's own (rs_outside_why) */
+    const char *outside_why_detail; /* ... in NVML's words, or NULL                    */
+    rs_device_share share;          /* what NVML listed on the primary device          */
     size_t n_outside_labels;        /* the part of the outside bytes whose holder is known */
     const rs_outside_label *outside_labels;
     int has_oom;
@@ -81,8 +98,9 @@ typedef struct rs_snapshot_src {
     const rs_recorder *recorder;    /* may be NULL                                   */
     const rs_symbols *symbols;      /* may be NULL (no stacks)                        */
     uint64_t time_us;               /* when the snapshot was taken                   */
-    size_t n_comms;                 /* 0: the file says nothing of communicators     */
+    size_t n_comms;                 /* those alive while the range recorded (comms.h) */
     const rs_snapshot_comm *comms;
+    uint64_t comms_left_out;        /* the others the rank recorded                  */
 } rs_snapshot_src;
 
 /* Encodes into a malloc'ed buffer the caller frees. */

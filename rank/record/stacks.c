@@ -68,6 +68,17 @@ struct rs_stacks {
 
 /* ---- creation ------------------------------------------------------------------------------- */
 
+#if defined(RANKSNAP_HAVE_LIBUNWIND)
+/* per-thread frame caches: the global one takes a lock on every walk. Set once per process,
+ * before the first walk: a table made while other threads walk (the driver's interposers unwind
+ * while ranksnap starts) must not change the policy under them. */
+static void rs_unwind_policy(void)
+{
+    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+}
+static pthread_once_t rs_unwind_policy_once = PTHREAD_ONCE_INIT;
+#endif
+
 ranksnap_status rs_stacks_create(rs_stacks_mode mode, int depth, rs_stacks **out)
 {
     if (!out) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_stacks_create: out is NULL");
@@ -87,8 +98,7 @@ ranksnap_status rs_stacks_create(rs_stacks_mode mode, int depth, rs_stacks **out
     s->depth = depth;
     s->grow_budget = UINT64_MAX;
 #if defined(RANKSNAP_HAVE_LIBUNWIND)
-    /* per-thread frame caches: the global one takes a lock on every walk */
-    if (mode == RS_STACKS_NATIVE) unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    if (mode == RS_STACKS_NATIVE) pthread_once(&rs_unwind_policy_once, rs_unwind_policy);
 #endif
     *out = s;
     return RANKSNAP_OK;

@@ -67,6 +67,22 @@ uint32_t rs_alloc_api_observe(void *ctx, rs_action act, uint64_t addr, uint64_t 
 
 /* ---- allocation ----------------------------------------------------------------------------- */
 
+/* The device an allocation on `device` (< 0: the calling thread's current one) is served on:
+ * rs_devices_get, with its warm case (a device used before) inline, since every allocation asks. */
+static inline __attribute__((always_inline)) ranksnap_status rs_serving_device(rs_runtime *rt, int device,
+                                                                               rs_rt_device **out)
+{
+    if (device < 0) device = rt->one_device ? 0 : rs_devices_current(rt);
+    rs_rt_device *d = (unsigned)device < RS_MAX_DEVICES
+                          ? atomic_load_explicit(&rt->devs[device], memory_order_acquire)
+                          : NULL;
+    if (__builtin_expect(d != NULL, 1)) {
+        *out = d;
+        return RANKSNAP_OK;
+    }
+    return rs_devices_get(rt, device, out);
+}
+
 /* Device `device` (< 0: the calling thread's current one) allocates. Always inlined: the stack
  * unwound here skips one frame, its caller's (ranksnap_malloc or rs_alloc_api_malloc_on).
  * `caller`, the return address of the program's call, stays with the block: one store, so that a
@@ -82,7 +98,7 @@ static inline __attribute__((always_inline)) ranksnap_status rs_malloc_on(int de
         return rs_state_not_running("ranksnap_malloc", 0);
     }
     rs_rt_device *d;
-    RS_CHECK(rs_devices_get(rt, device < 0 ? rs_devices_current(rt) : device, &d));
+    RS_CHECK(rs_serving_device(rt, device, &d));
     /* Without stacks to capture the thread-local buffer is not touched (its address is a call
      * to __tls_get_addr in a shared library): it holds n == 0 between calls, so the observer
      * finds no stack. */
@@ -114,14 +130,6 @@ ranksnap_status rs_alloc_api_malloc_on(int device, void **ptr, size_t size, void
     return rs_malloc_on(device, ptr, size, stream, caller);
 }
 
-/* The device that handed out `ptr`; when only one device was used, that one, whose allocator
- * then says whether the pointer is its own (one lookup instead of two on the common path). */
-static rs_rt_device *rs_owner(rs_runtime *rt, const void *ptr)
-{
-    if (rs_devices_count(rt) == 1) return rs_devices_at(rt, 0);
-    return rs_devices_owner(rt, ptr);
-}
-
 static ranksnap_status rs_unknown(const char *fn, const void *ptr)
 {
     return rs_error(RANKSNAP_ERR_UNKNOWN_POINTER, "%s: %p was not allocated by ranksnap", fn, ptr);
@@ -135,16 +143,17 @@ ranksnap_status ranksnap_free(void *ptr)
         if (rs_passthrough_on()) return rs_passthrough_free(ptr);
         return rs_state_not_running("ranksnap_free", 0);
     }
-    rs_rt_device *d = rs_owner(rt, ptr);
-    return d ? rs_alloc_free(d->alloc, ptr) : rs_unknown("ranksnap_free", ptr);
+    /* the devices' allocators share one block map: any of them hands the free to the owner */
+    rs_alloc *a = atomic_load_explicit(&rt->any_alloc, memory_order_acquire);
+    return a ? rs_alloc_free(a, ptr) : rs_unknown("ranksnap_free", ptr);
 }
 
 ranksnap_status ranksnap_record_stream(void *ptr, void *stream)
 {
     if (!ptr) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_record_stream: ptr is NULL");
     RS_NEED_OR_PASS(rt);
-    rs_rt_device *d = rs_owner(rt, ptr);
-    return d ? rs_alloc_record_stream(d->alloc, ptr, stream) : rs_unknown("ranksnap_record_stream", ptr);
+    rs_alloc *a = atomic_load_explicit(&rt->any_alloc, memory_order_acquire);
+    return a ? rs_alloc_record_stream(a, ptr, stream) : rs_unknown("ranksnap_record_stream", ptr);
 }
 
 ranksnap_status ranksnap_empty_cache(void)

@@ -15,6 +15,7 @@
 
 #include "backend_cuda.h"
 #include "backend_sim.h"
+#include "device_share.h"
 #include "devices.h"
 #include "errors.h"
 #include "log.h"
@@ -29,12 +30,26 @@ ranksnap_status rs_devices_init(rs_runtime *rt, rs_alloc_observer observer)
     if (kind == RS_BACKEND_CUDA) RS_CHECK(rs_backend_cuda_check());
     rt->backend_kind = kind;
     rt->is_cuda = kind == RS_BACKEND_CUDA;
+    /* Every allocation asks for the current device: asked of CUDA only where the answer can
+     * change. The sim device stands in for whatever device a CUDA runtime in the process (a
+     * test's stand-in) has current; looked up by name once, here, since dlsym walks every loaded
+     * object's symbols under the loader's lock, several times the cost of an allocation. */
+    int n_visible = 0;
+    if (rt->is_cuda) {
+        n_visible = rs_backend_cuda_device_count();
+    } else {
+        int (*count)(int *);
+        *(void **)(&count) = dlsym(RTLD_DEFAULT, "cudaGetDeviceCount");
+        *(void **)(&rt->sim_get_device) = dlsym(RTLD_DEFAULT, "cudaGetDevice");
+        if (!count || count(&n_visible) != 0) n_visible = 0;
+    }
+    rt->one_device = n_visible <= 1 || (!rt->is_cuda && !rt->sim_get_device);
     int rc = pthread_mutex_init(&rt->devs_mu, NULL);
     if (rc != 0)
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "ranksnap_init: pthread_mutex_init failed (%s)",
                         strerror(rc));
     rt->devs_mu_ok = 1;
-    return RANKSNAP_OK;
+    return rs_block_map_create(&rt->block_map);
 }
 
 void rs_devices_destroy(rs_runtime *rt)
@@ -47,6 +62,9 @@ void rs_devices_destroy(rs_runtime *rt)
         free(d);
     }
     atomic_store(&rt->n_devs, 0);
+    atomic_store(&rt->any_alloc, NULL);
+    rs_block_map_destroy(rt->block_map);
+    rt->block_map = NULL;
     if (rt->devs_mu_ok) pthread_mutex_destroy(&rt->devs_mu);
     rt->devs_mu_ok = 0;
 }
@@ -77,11 +95,19 @@ static ranksnap_status rs_device_make(rs_runtime *rt, int index, rs_rt_device **
         uint64_t free_b = 0, total_b = 0;
         if (d->backend->ops->mem_info(d->backend, &free_b, &total_b) == RANKSNAP_OK)
             d->outside_at_init = total_b > free_b ? total_b - free_b : 0;
+        /* NVML (outside.h) is loaded now, beside the new context, so that no dump is the first
+         * to load it: a fatal signal's has a bounded time */
+        if (rt->is_cuda) {
+            rs_device_share sh;
+            char why[200];
+            (void)rs_device_share_query(rt->opts.nvml, d->info.uuid, &sh, why, sizeof why);
+        }
         rs_alloc_config cfg = {
             .memory_limit = rt->memory_limit,
             .conf = &rt->opts.alloc_conf,
             .device_index = index,
             .lock = &rt->lock,
+            .block_map = rt->block_map,
             .observer = rt->observer,
             .observer_ctx = d,
         };
@@ -123,6 +149,7 @@ ranksnap_status rs_devices_get(rs_runtime *rt, int index, rs_rt_device **out)
         int n = atomic_load_explicit(&rt->n_devs, memory_order_relaxed);
         rt->dev_order[n] = index;
         atomic_store_explicit(&rt->devs[index], d, memory_order_release);
+        if (n == 0) atomic_store_explicit(&rt->any_alloc, d->alloc, memory_order_release);
         atomic_store_explicit(&rt->n_devs, n + 1, memory_order_release);
     }
     pthread_mutex_unlock(&rt->devs_mu);
@@ -130,15 +157,22 @@ ranksnap_status rs_devices_get(rs_runtime *rt, int index, rs_rt_device **out)
     return st;
 }
 
+int rs_devices_current_known(const rs_runtime *rt, int *device)
+{
+    if (!rt->is_cuda) return 0;
+    if (rt->one_device) {
+        *device = 0;
+        return 1;
+    }
+    return rs_backend_cuda_context_device(device);
+}
+
 int rs_devices_current(rs_runtime *rt)
 {
     int dev = 0;
+    if (rt->one_device || rs_devices_current_known(rt, &dev)) return dev;
     if (rt->is_cuda) return rs_backend_cuda_current_device(&dev) == RANKSNAP_OK ? dev : 0;
-    /* the sim device stands in for whatever device a CUDA runtime in the process (a test's
-     * stand-in) has current */
-    int (*get)(int *);
-    *(void **)(&get) = dlsym(RTLD_DEFAULT, "cudaGetDevice");
-    if (get && get(&dev) != 0) dev = 0;
+    if (rt->sim_get_device(&dev) != 0) dev = 0;
     return dev;
 }
 
@@ -149,12 +183,10 @@ ranksnap_status rs_devices_get_current(rs_runtime *rt, rs_rt_device **out)
 
 rs_rt_device *rs_devices_owner(const rs_runtime *rt, const void *ptr)
 {
-    size_t n = rs_devices_count(rt);
-    for (size_t i = 0; i < n; i++) {
-        rs_rt_device *d = rs_devices_at(rt, i);
-        if (rs_alloc_owns(d->alloc, ptr)) return d;
-    }
-    return NULL;
+    /* one shared block map: any device's allocator finds the one that handed `ptr` out */
+    if (rs_devices_count(rt) == 0) return NULL;
+    rs_alloc *o = rs_alloc_owner(rs_devices_at(rt, 0)->alloc, ptr);
+    return o ? rs_alloc_observer_ctx(o) : NULL;
 }
 
 rs_rt_device *rs_devices_primary(const rs_runtime *rt)

@@ -42,16 +42,21 @@ void rs_devices_destroy(struct rs_runtime *rt);
 /* Device `index`, made on first use; an error when the index is out of range or the backend
  * cannot open that device (*out NULL). */
 ranksnap_status rs_devices_get(struct rs_runtime *rt, int index, rs_rt_device **out);
-/* The calling thread's current device: the CUDA runtime's on the cuda backend; on the sim backend
- * the one a CUDA runtime loaded in the process says (a test's stand-in), else 0. */
+/* The calling thread's current device: the device of the driver's current context on the cuda
+ * backend (the CUDA runtime's when no context is current); on the sim backend the one a CUDA
+ * runtime loaded in the process by the first call says (a test's stand-in), else 0. */
 int rs_devices_current(struct rs_runtime *rt);
+/* 1 and the calling thread's current device where the cuda backend knows it without asking the
+ * CUDA runtime (one device visible, or a context current); else 0. */
+int rs_devices_current_known(const struct rs_runtime *rt, int *device);
 /* rs_devices_get(rt, rs_devices_current(rt), out). */
 ranksnap_status rs_devices_get_current(struct rs_runtime *rt, rs_rt_device **out);
 
 /* The devices used so far, in the order of their first use: i < rs_devices_count(). */
 size_t rs_devices_count(const struct rs_runtime *rt);
 rs_rt_device *rs_devices_at(const struct rs_runtime *rt, size_t i);
-/* The device whose allocator handed out `ptr` and has not taken it back, or NULL. */
+/* The device whose allocator handed out `ptr` and has not taken it back, or NULL; one probe of
+ * the block map the devices share, however many there are. */
 rs_rt_device *rs_devices_owner(const struct rs_runtime *rt, const void *ptr);
 /* The device the rank's snapshot names first: the highest peak reserved, the first used on ties;
  * NULL when no device was used. */

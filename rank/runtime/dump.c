@@ -23,6 +23,7 @@
 #include "errors.h"
 #include "external.h"
 #include "file_read.h"
+#include "format.h"
 #include "log.h"
 #include "outside.h"
 #include "recorder.h"
@@ -456,7 +457,7 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
     uint64_t t0 = rs_now_us();
     rs_snapshot_src src;
     memset(&src, 0, sizeof src);
-    rs_snapshot_comm comms[RS_COMMS_MAX];
+    rs_snapshot_comm *comms = NULL;
     ranksnap_stats stats;
     rs_devices_stats(rt, &stats);
 
@@ -466,7 +467,6 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
     rs_oom_info oom;
     memset(&oom, 0, sizeof oom);
     int has_oom = 0, oom_device = -1;
-    uint64_t device_used = 0;
     for (size_t i = 0; i < n_dev; i++) {
         rs_rt_device *d = rs_devices_at(rt, i);
         memset(&devs[i], 0, sizeof devs[i]);
@@ -479,9 +479,6 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
             has_oom = 1;
             oom_device = d->index;
         }
-        uint64_t free_b = 0, total_b = 0;
-        if (d->backend->ops->mem_info(d->backend, &free_b, &total_b) == RANKSNAP_OK)
-            device_used += total_b > free_b ? total_b - free_b : 0;
     }
     rs_rt_device *primary = rs_devices_primary(rt);
 
@@ -499,7 +496,9 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
     ranksnap_status st = rs_dump_take_state(rt, &state);
     if (st == RANKSNAP_OK && rt->stacks) st = rs_symbols_resolve(rt->stacks, &sym);
     if (st == RANKSNAP_OK) {
-        uint64_t outside = rs_outside_sample(rt, stats.reserved_bytes);
+        rs_outside_use use;
+        memset(&use, 0, sizeof use);
+        uint64_t outside = rs_outside_sample(rt, stats.reserved_bytes, primary, 1, &use);
         stats.events_recorded = rs_recorder_total(rt->recorder);
         stats.events_dropped = rs_recorder_dropped(rt->recorder);
         src.rank = rt->rank;
@@ -524,9 +523,14 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         src.ranges = rt->ranges;
         src.current_step = rt->step;
         src.stats = stats;
-        src.device_used_bytes = device_used;
-        src.outside_bytes_peak = rt->outside_peak;
+        src.device_used_bytes = use.device_used;
+        /* the highest sample of the kind the end is: the process's own, or the device's */
+        src.outside_bytes_peak = rt->outside_peak[use.of] > outside ? rt->outside_peak[use.of] : outside;
         src.outside_bytes_end = outside;
+        src.outside_of = use.of;
+        src.outside_why = use.why;
+        src.outside_why_detail = use.detail;
+        src.share = use.share;
         src.n_outside_labels = rs_outside_labels_copy(labels);
         src.outside_labels = labels;
         /* the driver's OOM (a request no allocator of ranksnap's served) when it is the last */
@@ -562,13 +566,15 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         src.recorder = rt->recorder;
         src.symbols = rt->stacks ? &sym : NULL;
         src.time_us = t0;
-        src.n_comms = rs_comms_copy(comms, RS_COMMS_MAX);
+        rs_comms_moment(); /* the communicators alive now are in a range dumped mid-way */
+        st = rs_comms_copy(&comms, &src.n_comms, &src.comms_left_out);
         src.comms = comms;
         src.clock_offset_us = rs_coord_clock_offset_us(rt->coord);
         src.clock_uncertainty_us = rs_coord_clock_uncertainty_us(rt->coord);
-        st = rs_snapshot_encode(&src, &buf, &len);
+        if (st == RANKSNAP_OK) st = rs_snapshot_encode(&src, &buf, &len);
     }
     rs_rt_unlock(rt);
+    free(comms);
     rs_symbols_free(&sym);
     rs_alloc_state_free(&state);
     if (st != RANKSNAP_OK) return st;

@@ -12,8 +12,10 @@
  * The metadata (the "ranksnap" key of the pickle, docs/PYTORCH.md) carries what PyTorch's
  * snapshot lacks: the rank and job, the recorded ranges and when each recorded step began (so
  * that the reader need not infer steps), and the device memory used outside PyTorch's
- * allocator: the device's used bytes minus the framework's reserved bytes, sampled at every
- * recorded step, with the part whose holder is known (NCCL, measured by nccl.c).
+ * allocator: the process's own use of its device (NVML's figure; the device's used bytes when
+ * that is not known, said so) minus the framework's reserved bytes, sampled at recorded steps
+ * (outside.h says how often), with the part whose holder is known (NCCL, measured by nccl.c), and
+ * the other processes NVML lists on the device.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -28,11 +30,13 @@
 #include "coord.h"
 #include "errors.h"
 #include "external.h"
+#include "format.h"
 #include "json_write.h"
 #include "launcher.h"
 #include "log.h"
 #include "outside.h"
 #include "postmortem.h"
+#include "step_how.h"
 
 /* Step starts kept for the metadata: the last ones of the range when it is longer. */
 #define RS_EXT_STEPS 8192
@@ -50,7 +54,8 @@ static int rs_ext_recording;                      /* start() succeeded, no stop(
 static int rs_ext_start_failed;                   /* said once */
 static rs_ext_step rs_ext_steps[RS_EXT_STEPS];
 static size_t rs_ext_n_steps;                     /* steps logged in this range */
-static uint64_t rs_ext_outside_peak;
+/* the highest sample of each kind (rs_outside_of): the process's own, or the device's */
+static uint64_t rs_ext_outside_peak[3];
 
 /* ---- the mode ------------------------------------------------------------------------------ */
 
@@ -129,18 +134,19 @@ static rs_rt_device *rs_ext_device(rs_runtime *rt)
     return rs_devices_get_current(rt, &d) == RANKSNAP_OK ? d : NULL;
 }
 
-/* Device memory outside the framework's allocator now; rs_ext_mu held. */
-static uint64_t rs_ext_outside_locked(rs_runtime *rt, uint64_t *used_out, uint64_t *reserved_out)
+/* Device memory outside the framework's allocator now, when measured (rs_outside_use_now: at a
+ * step, not sooner than its pace allows; always with `force`); rs_ext_mu held. */
+static uint64_t rs_ext_outside_locked(rs_runtime *rt, int force, rs_outside_use *use,
+                                      uint64_t *reserved_out)
 {
-    uint64_t free_b = 0, total_b = 0, used = 0;
     rs_rt_device *d = rs_ext_device(rt);
-    if (d && d->backend->ops->mem_info(d->backend, &free_b, &total_b) == RANKSNAP_OK)
-        used = total_b > free_b ? total_b - free_b : 0;
+    rs_outside_use u;
+    if (!rs_outside_use_now(rt, d, d, force, &u)) return 0;
     uint64_t reserved = rs_ext_have_ops ? rs_ext_ops.reserved(rs_ext_ops.ctx) : 0;
-    if (used_out) *used_out = used;
+    if (use) *use = u;
     if (reserved_out) *reserved_out = reserved;
-    uint64_t outside = used > reserved ? used - reserved : 0;
-    if (outside > rs_ext_outside_peak) rs_ext_outside_peak = outside;
+    uint64_t outside = rs_outside_use_beyond(&u, reserved);
+    if (outside > rs_ext_outside_peak[u.of]) rs_ext_outside_peak[u.of] = outside;
     return outside;
 }
 
@@ -151,7 +157,7 @@ void rs_external_step(rs_runtime *rt, int64_t step)
     if (rs_ext_have_ops && !rs_ext_recording) {
         int stacks = rt->opts.stacks == RS_STACKS_ALL ? 1 : rt->opts.stacks == RS_STACKS_NONE ? -1 : 0;
         rs_ext_n_steps = 0;
-        rs_ext_outside_peak = 0;
+        memset(rs_ext_outside_peak, 0, sizeof rs_ext_outside_peak);
         rs_ext_recording = rs_ext_ops.start(rs_ext_ops.ctx, rt->opts.max_entries, stacks) == 0;
         if (!rs_ext_recording && !rs_ext_start_failed) {
             rs_ext_start_failed = 1;
@@ -165,7 +171,7 @@ void rs_external_step(rs_runtime *rt, int64_t step)
     e->step = step;
     e->time_us = rs_now_us();
     rs_ext_n_steps++;
-    rs_ext_outside_locked(rt, NULL, NULL);
+    rs_ext_outside_locked(rt, 0, NULL, NULL);
     pthread_mutex_unlock(&rs_ext_mu);
 }
 
@@ -193,8 +199,11 @@ static ranksnap_status rs_ext_meta_locked(rs_runtime *rt, const char *reason, ch
     size_t n = 0;
     FILE *f = open_memstream(&text, &n);
     if (!f) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "ranksnap: no memory for the snapshot's metadata");
-    uint64_t used = 0, reserved = 0;
-    uint64_t outside = rs_ext_outside_locked(rt, &used, &reserved);
+    uint64_t reserved = 0;
+    rs_outside_use use;
+    memset(&use, 0, sizeof use);
+    uint64_t outside = rs_ext_outside_locked(rt, 1, &use, &reserved);
+    uint64_t peak = rs_ext_outside_peak[use.of] > outside ? rs_ext_outside_peak[use.of] : outside;
     fprintf(f, "{\"format\": \"ranksnap-torch\", \"version\": 1, \"reason\": ");
     rs_json_string(f, reason, RS_JSON_PLAIN);
     fprintf(f, ", \"rank\": %d, \"world_size\": %d, \"local_rank\": %d, \"attempt\": %d, \"host\": ",
@@ -217,8 +226,10 @@ static ranksnap_status rs_ext_meta_locked(rs_runtime *rt, const char *reason, ch
                     (long long)rt->ranges[i].end);
     }
     int64_t current = rt->step;
+    fprintf(f, "], \"steps_from\": ");
+    rs_json_string(f, rs_steps_how(rt), RS_JSON_PLAIN);
     rs_rt_unlock(rt);
-    fprintf(f, "], \"current_step\": %lld, \"steps\": [", (long long)current);
+    fprintf(f, ", \"current_step\": %lld, \"steps\": [", (long long)current);
     size_t first = rs_ext_n_steps > RS_EXT_STEPS ? rs_ext_n_steps - RS_EXT_STEPS : 0;
     for (size_t i = first; i < rs_ext_n_steps; i++) {
         const rs_ext_step *e = &rs_ext_steps[i % RS_EXT_STEPS];
@@ -232,12 +243,24 @@ static ranksnap_status rs_ext_meta_locked(rs_runtime *rt, const char *reason, ch
     rs_json_string(f, info->name, RS_JSON_PLAIN);
     fprintf(f, ", \"uuid\": ");
     rs_json_string(f, info->uuid, RS_JSON_PLAIN);
-    fprintf(f, ", \"total_bytes\": %llu}, \"device_used_bytes\": %llu, "
-               "\"framework_reserved_bytes\": %llu, \"outside_bytes_peak\": %llu, "
-               "\"outside_bytes_end\": %llu, \"outside_labels\": {",
-            (unsigned long long)info->total_bytes, (unsigned long long)used,
-            (unsigned long long)reserved, (unsigned long long)rs_ext_outside_peak,
-            (unsigned long long)outside);
+    fprintf(f, ", \"total_bytes\": %llu", (unsigned long long)info->total_bytes);
+    const rs_device_share *sh = &use.share;
+    if (sh->listed) {
+        fprintf(f, ", \"processes\": %u, \"others_bytes\": %llu", sh->processes,
+                (unsigned long long)sh->others_bytes);
+        if (sh->others_unknown) fprintf(f, ", \"others_unknown\": %u", sh->others_unknown);
+        if (sh->own_known) fprintf(f, ", \"own_bytes\": %llu", (unsigned long long)sh->own_bytes);
+    }
+    fprintf(f, "}, \"device_used_bytes\": %llu, \"framework_reserved_bytes\": %llu, "
+               "\"outside_bytes_peak\": %llu, \"outside_bytes_end\": %llu, \"outside_of\": \"%s\"",
+            (unsigned long long)use.device_used, (unsigned long long)reserved,
+            (unsigned long long)peak, (unsigned long long)outside, rs_outside_of_name(use.of));
+    if (use.of == RS_OUTSIDE_DEVICE) {
+        fprintf(f, ", \"outside_why\": \"%s\", \"outside_why_detail\": ",
+                rs_outside_why_name((unsigned)use.why));
+        rs_json_string(f, use.detail, RS_JSON_PLAIN);
+    }
+    fprintf(f, ", \"outside_labels\": {");
     rs_outside_label labels[RS_MAX_OUTSIDE_LABELS];
     size_t nl = rs_outside_labels_copy(labels);
     for (size_t i = 0; i < nl; i++) {

@@ -7,8 +7,9 @@
  *   decoder for the bytes of phase 2.
  * - torchrun with a torch.distributed process group: the glue's gather and bcast ops, on a
  *   gloo group of their own (CPU tensors: gathering through an NCCL group would allocate on the
- *   very GPU being measured). Phase 1 gathers the fixed-size summaries, rank 0 chooses, the
- *   choice is broadcast, phase 2 gathers the chosen ranks' pickles.
+ *   very GPU being measured). Phase 1 gathers the summaries, each with its rank's communicators
+ *   (for the roles), rank 0 chooses, the choice is broadcast, phase 2 gathers the chosen ranks'
+ *   pickles.
  * - torchrun without a group (or one whose collective failed): the files. Every rank has just
  *   written its pickle into RANKSNAP_DIR; rank 0 waits, at most RANKSNAP_GATHER_TIMEOUT, for
  *   each other rank's file of this attempt (by name: the plain one or this job's qualified
@@ -33,6 +34,7 @@
 #include "file_read.h"
 #include "log.h"
 #include "reader_lib.h"
+#include "roles_found.h"
 #include "rsnap_decode.h"
 #include "summary.h"
 
@@ -40,31 +42,43 @@
 typedef struct rs_xg {
     int size;
     rs_summary *sums;
+    rs_rank_comms *comms;
     int *present;
     rs_snap **full;
     uint64_t bytes_summaries, bytes_full;
 } rs_xg;
+
+static void rs_xg_free(rs_xg *x)
+{
+    for (int r = 0; x->full && r < x->size; r++) rs_snap_free(x->full[r]);
+    for (int r = 0; x->comms && r < x->size; r++) rs_rank_comms_free(&x->comms[r]);
+    free(x->sums);
+    free(x->comms);
+    free(x->present);
+    free(x->full);
+}
 
 static ranksnap_status rs_xg_init(rs_xg *x, int size)
 {
     memset(x, 0, sizeof *x);
     x->size = size;
     x->sums = calloc((size_t)size, sizeof *x->sums);
+    x->comms = calloc((size_t)size, sizeof *x->comms);
     x->present = calloc((size_t)size, sizeof *x->present);
     x->full = calloc((size_t)size, sizeof *x->full);
-    if (x->sums && x->present && x->full) return RANKSNAP_OK;
-    free(x->sums);
-    free(x->present);
-    free(x->full);
+    if (x->sums && x->comms && x->present && x->full) return RANKSNAP_OK;
+    rs_xg_free(x);
     return rs_error(RANKSNAP_ERR_HOST_MEMORY, "gather: out of host memory for %d ranks", size);
 }
 
-static void rs_xg_free(rs_xg *x)
+/* Rank r's summary and communicators, from its decoded snapshot. */
+static void rs_xg_take_snap(rs_xg *x, int r, const rs_snap *s)
 {
-    for (int r = 0; x->full && r < x->size; r++) rs_snap_free(x->full[r]);
-    free(x->sums);
-    free(x->present);
-    free(x->full);
+    rs_summary_of(s, &x->sums[r]);
+    if (rs_rank_comms_of(s, &x->comms[r]) != RANKSNAP_OK)
+        RS_WARN(RS_SUB_MPI, "gather: %s: rank %d's role is not known", ranksnap_last_error(), r);
+    x->comms[r].rank = r;
+    x->present[r] = 1;
 }
 
 /* Hands what was collected to *g (the ranks present, in rank order); x keeps nothing. */
@@ -72,9 +86,11 @@ static ranksnap_status rs_xg_result(rs_xg *x, double t0, rs_gather_result *g)
 {
     memset(g, 0, sizeof *g);
     g->summaries = calloc((size_t)x->size, sizeof *g->summaries);
+    g->comms = calloc((size_t)x->size, sizeof *g->comms);
     g->full = calloc((size_t)x->size, sizeof *g->full);
-    if (!g->summaries || !g->full) {
+    if (!g->summaries || !g->comms || !g->full) {
         free(g->summaries);
+        free(g->comms);
         free(g->full);
         memset(g, 0, sizeof *g);
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "gather: out of host memory for %d ranks", x->size);
@@ -87,6 +103,9 @@ static ranksnap_status rs_xg_result(rs_xg *x, double t0, rs_gather_result *g)
         }
         if (x->sums[r].rank != r) x->sums[r].rank = r;
         g->summaries[g->n] = x->sums[r];
+        g->comms[g->n] = x->comms[r];
+        g->comms[g->n].rank = r;
+        memset(&x->comms[r], 0, sizeof x->comms[r]);
         g->full[g->n++] = x->full[r];
         x->full[r] = NULL;
     }
@@ -98,11 +117,42 @@ static ranksnap_status rs_xg_result(rs_xg *x, double t0, rs_gather_result *g)
 
 /* ---- over the framework's process group ---------------------------------------------------- */
 
+/* What each rank sends in the group's first gather: its summary, then its communicators (a
+ * count, the count left out, the list), any number of them. */
+static ranksnap_status rs_xg_pack(const rs_summary *mine, const rs_rank_comms *comms, char **out,
+                                  size_t *len)
+{
+    uint64_t head[2] = {comms->n, comms->left_out};
+    size_t n = sizeof *mine + sizeof head + comms->n * sizeof *comms->v;
+    char *b = malloc(n);
+    if (!b) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "gather: no memory for %zu bytes of summary", n);
+    memcpy(b, mine, sizeof *mine);
+    memcpy(b + sizeof *mine, head, sizeof head);
+    if (comms->n) memcpy(b + sizeof *mine + sizeof head, comms->v, comms->n * sizeof *comms->v);
+    *out = b;
+    *len = n;
+    return RANKSNAP_OK;
+}
+
 static void rs_xg_take_summary(void *arg, int rank, const void *buf, size_t len)
 {
     rs_xg *x = arg;
-    if (rank < 0 || rank >= x->size || len != sizeof(rs_summary) || !buf) return;
-    memcpy(&x->sums[rank], buf, len);
+    uint64_t head[2];
+    const char *b = buf;
+    if (rank < 0 || rank >= x->size || len < sizeof(rs_summary) + sizeof head || !buf) return;
+    memcpy(&x->sums[rank], b, sizeof(rs_summary));
+    memcpy(head, b + sizeof(rs_summary), sizeof head);
+    size_t room = (len - sizeof(rs_summary) - sizeof head) / sizeof(rs_snap_comm);
+    rs_rank_comms *c = &x->comms[rank];
+    rs_rank_comms_free(c);
+    c->rank = rank;
+    /* a list that does not fit what came is not this library's: the rank's role stays unknown */
+    if (head[0] == room && room) c->v = malloc(room * sizeof *c->v);
+    if (c->v) {
+        memcpy(c->v, b + sizeof(rs_summary) + sizeof head, room * sizeof *c->v);
+        c->n = room;
+    }
+    c->left_out = head[1];
     x->present[rank] = 1;
     x->bytes_summaries += len;
 }
@@ -120,10 +170,22 @@ static void rs_xg_take_full(void *arg, int rank, const void *buf, size_t len)
 }
 
 /* 0: gathered (rank 0's *x filled); -1: no group; -2: a collective failed on the way. */
-static int rs_xg_group(rs_runtime *rt, const char *buf, size_t len, const rs_summary *mine, rs_xg *x)
+static int rs_xg_group(rs_runtime *rt, const char *buf, size_t len, const rs_summary *mine,
+                       const rs_rank_comms *comms, rs_xg *x)
 {
     int t = rt->opts.gather_timeout, size = rt->world_size;
-    if (rs_external_group_gather(mine, sizeof *mine, t, x, rs_xg_take_summary) != 0) return -1;
+    char *packed = NULL;
+    size_t packed_len = 0;
+    if (rs_xg_pack(mine, comms, &packed, &packed_len) != RANKSNAP_OK) {
+        /* the same summary without the communicators, which then stay unknown */
+        RS_WARN(RS_SUB_MPI, "%s", ranksnap_last_error());
+        rs_rank_comms none;
+        memset(&none, 0, sizeof none);
+        if (rs_xg_pack(mine, &none, &packed, &packed_len) != RANKSNAP_OK) return -1;
+    }
+    int got = rs_external_group_gather(packed, packed_len, t, x, rs_xg_take_summary);
+    free(packed);
+    if (got != 0) return -1;
     unsigned char *want = calloc((size_t)size, 1);
     int *w = calloc((size_t)size, sizeof *w);
     int rc = -2;
@@ -200,8 +262,7 @@ static void rs_xg_files(rs_runtime *rt, int64_t begin, rs_xg *x)
             uint64_t bytes = 0;
             rs_snap *s = rs_xg_read_file(rt, r, begin, &bytes);
             if (!s) continue;
-            rs_summary_of(s, &x->sums[r]);
-            x->present[r] = 1;
+            rs_xg_take_snap(x, r, s);
             x->bytes_summaries += bytes;
             missing--;
             if (keep_all) x->full[r] = s;
@@ -270,6 +331,10 @@ ranksnap_status rs_external_end_of_range(rs_runtime *rt, rs_gather_result *g, in
         self = NULL;
     } else {
         rs_xg x;
+        rs_rank_comms comms;
+        memset(&comms, 0, sizeof comms);
+        if (self && rs_rank_comms_of(self, &comms) != RANKSNAP_OK)
+            RS_WARN(RS_SUB_MPI, "gather: %s: this rank's role is not known", ranksnap_last_error());
         if ((gst = rs_xg_init(&x, rt->world_size)) == RANKSNAP_OK) {
             if (rt->rank == 0) {
                 x.sums[0] = mine;
@@ -277,7 +342,12 @@ ranksnap_status rs_external_end_of_range(rs_runtime *rt, rs_gather_result *g, in
                 x.full[0] = self;
                 self = NULL;
             }
-            int rc = rs_xg_group(rt, buf, len, &mine, &x);
+            int rc = rs_xg_group(rt, buf, len, &mine, &comms, &x);
+            if (rt->rank == 0) { /* its own, whether the group's gather brought them or not */
+                rs_rank_comms_free(&x.comms[0]);
+                x.comms[0] = comms;
+                memset(&comms, 0, sizeof comms);
+            }
             if (rc != 0 && rt->rank == 0) {
                 int64_t begin = 0;
                 rs_rt_lock(rt);
@@ -291,6 +361,7 @@ ranksnap_status rs_external_end_of_range(rs_runtime *rt, rs_gather_result *g, in
             if (rt->rank == 0) gst = rs_xg_result(&x, t0, g);
             rs_xg_free(&x);
         }
+        rs_rank_comms_free(&comms);
         rs_snap_free(self);
     }
     free(buf);

@@ -11,8 +11,14 @@
  * was allocated in an earlier range; else, for a block, the return address of the program's
  * allocating call, which the allocator keeps in the block (one store per allocation); for an
  * outside allocation, the stack unwound when it was made (they are few: this table keeps it).
+ *
+ * The same holds for the range that begins with the instance (the whole run): the driver's
+ * interposers record before the instance is up, and the instance is published under this table's
+ * lock, after its held events, so that an outside allocation made meanwhile on another thread is
+ * either one of them or recorded by its own event, never both or neither (rs_held_publish).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,14 +84,23 @@ static int held_room(void)
     return 1;
 }
 
-void rs_held_outside_alloc(uint64_t key, uint64_t size, int device, const uintptr_t *pcs, int n)
+/* rs_held_mu held: the instance an outside event goes to now, NULL when none records. Read under
+ * the mutex that the injection of a range's held allocations and the publication of the instance
+ * hold too, so that an allocation is either among those or recorded by its own event. */
+static rs_runtime *held_recording_locked(void)
 {
-    if (key >= HELD_DELETED - 1) return; /* key + 1 must be neither empty nor deleted */
+    rs_runtime *rt = rs_state_get();
+    return rt && atomic_load_explicit(&rt->recording, memory_order_relaxed) ? rt : NULL;
+}
+
+rs_runtime *rs_held_outside_alloc(uint64_t key, uint64_t size, int device, const uintptr_t *pcs, int n)
+{
     uintptr_t *copy = n > 0 ? malloc((size_t)n * sizeof *copy) : NULL;
     if (copy) memcpy(copy, pcs, (size_t)n * sizeof *copy);
     pthread_mutex_lock(&rs_held_mu);
-    held_slot *sl = held_find(key);
-    if (!sl && held_room()) {
+    /* key + 1 must be neither empty nor deleted */
+    held_slot *sl = key < HELD_DELETED - 1 ? held_find(key) : NULL;
+    if (!sl && key < HELD_DELETED - 1 && held_room()) {
         size_t i = held_hash(key + 1) & (rs_held_cap - 1);
         while (rs_held[i].key && rs_held[i].key != HELD_DELETED) i = (i + 1) & (rs_held_cap - 1);
         sl = &rs_held[i];
@@ -98,11 +113,13 @@ void rs_held_outside_alloc(uint64_t key, uint64_t size, int device, const uintpt
         *sl = (held_slot){key + 1, size, device, copy ? n : 0, copy};
         copy = NULL;
     }
+    rs_runtime *rt = held_recording_locked();
     pthread_mutex_unlock(&rs_held_mu);
     free(copy);
+    return rt;
 }
 
-void rs_held_outside_free(uint64_t key)
+rs_runtime *rs_held_outside_free(uint64_t key)
 {
     pthread_mutex_lock(&rs_held_mu);
     held_slot *sl = held_find(key);
@@ -111,7 +128,9 @@ void rs_held_outside_free(uint64_t key)
         sl->pcs = NULL;
         sl->key = HELD_DELETED;
     }
+    rs_runtime *rt = held_recording_locked();
     pthread_mutex_unlock(&rs_held_mu);
+    return rt;
 }
 
 typedef struct held_ctx {
@@ -128,23 +147,44 @@ static uint32_t held_block(void *ctx, uint64_t addr, uint64_t requested, void *s
     return stack_id;
 }
 
-void rs_held_range_begin_locked(rs_runtime *rt)
+/* The held events of a range that begins now (`range`), and then, under the same mutex, what makes
+ * the outside allocations that come after record their own events: the recording flag, or the
+ * instance itself when it is published (held_recording_locked). Allocator lock held. */
+static void held_begin(rs_runtime *rt, int range, int publish)
 {
     held_ctx ctx = {rt};
-    size_t nd = rs_devices_count(rt);
+    size_t nd = range ? rs_devices_count(rt) : 0;
     for (size_t i = 0; i < nd; i++) {
         rs_rt_device *d = rs_devices_at(rt, i);
         rs_recorder_set_device(rt->recorder, d->index);
         rs_alloc_each_active_locked(d->alloc, held_block, &ctx);
     }
     pthread_mutex_lock(&rs_held_mu);
-    for (size_t i = 0; i < rs_held_cap; i++) {
+    for (size_t i = 0; range && i < rs_held_cap; i++) {
         const held_slot *sl = &rs_held[i];
         if (sl->key == 0 || sl->key == HELD_DELETED) continue;
         uint32_t id = sl->n > 0 && rt->stacks ? rs_stacks_intern(rt->stacks, sl->pcs, sl->n) : 0;
         rs_recorder_set_device(rt->recorder, sl->device);
         rs_recorder_append_id(rt->recorder, RS_ACT_OUTSIDE_ALLOC, sl->key - 1, sl->size, NULL, id);
     }
+    if (publish)
+        rs_state_publish(rt);
+    else
+        atomic_store(&rt->recording, 1);
     pthread_mutex_unlock(&rs_held_mu);
-    rs_recorder_mark_held(rt->recorder);
+    if (range) rs_recorder_mark_held(rt->recorder);
+}
+
+void rs_held_range_begin_locked(rs_runtime *rt)
+{
+    held_begin(rt, 1, 0);
+}
+
+void rs_held_publish(rs_runtime *rt)
+{
+    rs_rt_lock(rt);
+    /* the whole run is a range that began at init: what the driver's interposers recorded before
+     * (threads racing the start, allocations before MPI_Init) is held in it */
+    held_begin(rt, atomic_load(&rt->recording) != 0, 1);
+    rs_rt_unlock(rt);
 }

@@ -16,15 +16,18 @@
 
 #include "alloc_api.h"
 #include "clock.h"
+#include "comms.h"
 #include "coord.h"
 #include "devices.h"
 #include "dump.h"
 #include "errors.h"
 #include "external.h"
+#include "held.h"
 #include "instance.h"
 #include "launcher.h"
 #include "live_report.h"
 #include "log.h"
+#include "mpi_host.h"
 #include "outside.h"
 #include "passthrough.h"
 #include "postmortem.h"
@@ -115,6 +118,23 @@ static void rs_own_job(const rs_options *o, const char *host, char *buf, size_t 
         rs_launcher_job(host, buf, n);
 }
 
+/* An MPI world of one (a process that initialised MPI as a singleton: mpi4py imported, as
+ * Lightning does when it looks for an MPI launcher) numbers nothing: the rank is the framework's
+ * (ranksnap_set_identity), and the gather goes its way. Its coordinator becomes a world of one
+ * without MPI. */
+static ranksnap_status rs_leave_singleton_world(rs_runtime *rt)
+{
+    if (!rs_coord_comm(rt->coord)) return RANKSNAP_OK;
+    rs_coord *alone = NULL;
+    ranksnap_status st = rs_coord_create(NULL, &alone);
+    if (st == RANKSNAP_OK) {
+        rs_coord *singleton = rt->coord;
+        rt->coord = alone;
+        rs_coord_destroy(singleton);
+    }
+    return st;
+}
+
 /* rs_init_lock held. */
 static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
 {
@@ -135,7 +155,10 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
     rt->world_size = rs_launcher_size(1);
     if (rt->world_size <= rt->rank) rt->world_size = rt->rank + 1;
     if ((st = rs_coord_create(mpi_comm, &rt->coord)) != RANKSNAP_OK) goto fail;
-    if (mpi_comm) {
+    if (rs_ident.set && rs_coord_size(rt->coord) == 1 && (st = rs_leave_singleton_world(rt)) != RANKSNAP_OK)
+        goto fail;
+    /* a communicator given with no MPI plugin for it: a world of one, ranks as the launcher says */
+    if (rs_coord_comm(rt->coord)) {
         rt->rank = rs_coord_rank(rt->coord);
         rt->world_size = rs_coord_size(rt->coord);
     } else if (rs_ident.set) {
@@ -189,6 +212,7 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
         rs_recorder_set_enabled(rt->recorder, 1);
         atomic_store(&rt->recording, 1);
         rt->in_range = 1;
+        rs_comms_range_begin();
         rt->ranges[0].begin = 0;
         rt->ranges[0].end = -1;
         rt->n_ranges = 1;
@@ -287,6 +311,8 @@ static ranksnap_status rs_init_locked(const void *mpi_comm)
     ranksnap_status gave_up = rs_state_gave_up();
     if (gave_up != RANKSNAP_OK) return gave_up;
     rs_runtime *rt = NULL;
+    /* the MPI plugin's wrappers record into this runtime once it is taken */
+    rs_mpi_host_install();
     /* A PyTorch job's process that its launcher started without a rank (Lightning's) learns it
      * from torch.distributed (ranksnap_set_identity): until then it writes nothing, rather than
      * files under a guessed rank 0 that another rank's would meet. Not a failure: a later call
@@ -314,7 +340,8 @@ static ranksnap_status rs_init_locked(const void *mpi_comm)
     }
     ranksnap_status st = rs_runtime_create(mpi_comm, &rt);
     if (st != RANKSNAP_OK) return rs_pass_through(st);
-    rs_state_publish(rt);
+    rs_held_publish(rt);
+    rs_outside_adopt(rt);
     if (rt->sched.time_based && rt->opts.record) st = rs_steps_timer_start(rt);
     return st;
 }
@@ -357,15 +384,7 @@ ranksnap_status ranksnap_set_identity(int rank, int world_size, const char *job)
             st = rs_error(RANKSNAP_ERR_UNSUPPORTED, "ranksnap_set_identity: rank %d of %d in the MPI "
                           "world, not %d of %d", rt->rank, rt->world_size, rank, world_size);
         } else {
-            if (rs_coord_comm(rt->coord)) {
-                rs_coord *alone = NULL;
-                st = rs_coord_create(NULL, &alone);
-                if (st == RANKSNAP_OK) {
-                    rs_coord *singleton = rt->coord;
-                    rt->coord = alone;
-                    rs_coord_destroy(singleton);
-                }
-            }
+            st = rs_leave_singleton_world(rt);
             if (st == RANKSNAP_OK) st = rs_dump_reidentify(rt, rank, world_size, want);
         }
         if (st == RANKSNAP_OK) {
@@ -411,12 +430,33 @@ ranksnap_status ranksnap_job(char *buf, size_t n)
     return RANKSNAP_OK;
 }
 
+/* What a program with no step can do, in its own language: a PyTorch script calls the glue
+ * (ranksnap.step), a C program ranksnap_step or names the collective that ends a step. Either
+ * can record a time range instead. */
+static const char *rs_steps_hint(void)
+{
+    return rs_external_mode()
+               ? "in Python, call ranksnap.step(n) at the start of iteration n (import ranksnap), "
+                 "or record a time range (--steps time:30:60, seconds from the start)"
+               : "ranksnap_step(n), or RANKSNAP_STEP_ON=NAME:COUNT";
+}
+
 /* Finalize on rank 0: the recorded ranges RANKSNAP_STEPS named that the run never reached, which
- * would otherwise end with nothing written and nothing said. */
+ * would otherwise end with nothing written and nothing said; and a PyTorch job recorded whole
+ * whose recorder never started, since it starts at the first step. */
 static void rs_warn_unreached(rs_runtime *rt)
 {
     const rs_schedule *sc = &rt->sched;
-    if (rt->rank != 0 || !rt->opts.record || sc->whole_run || rt->n_ranges >= RS_MAX_RANGES) return;
+    if (rt->rank != 0 || !rt->opts.record || rt->n_ranges >= RS_MAX_RANGES) return;
+    if (sc->whole_run) {
+        if (rs_external_mode() && rt->step < 0) {
+            const char *how = rs_steps_how(rt);
+            RS_WARN(RS_SUB_RECORD, "no step was ever marked or found%s%s%s, so PyTorch's recorder never "
+                    "started: the snapshots hold the memory at the end, not its history: %s",
+                    how[0] ? " (" : "", how, how[0] ? ")" : "", rs_steps_hint());
+        }
+        return;
+    }
     char list[512] = "";
     size_t len = 0, missed = 0;
     for (size_t i = 0; i < sc->n; i++) {
@@ -437,15 +477,15 @@ static void rs_warn_unreached(rs_runtime *rt)
         if (w > 0 && (size_t)w < sizeof list - len) len += (size_t)w;
     }
     if (!missed) return;
-    char when[320];
+    char when[512];
     const char *how = rs_steps_how(rt);
     if (sc->time_based)
         snprintf(when, sizeof when, "the run lasted %.0f s",
                  (double)((int64_t)rs_now_us() + rs_coord_clock_offset_us(rt->coord) - rt->epoch_us) / 1e6);
     else if (rt->step < 0)
         snprintf(when, sizeof when,
-                 "no step was ever marked or found%s%s%s: ranksnap_step(n), or RANKSNAP_STEP_ON=NAME:COUNT",
-                 how[0] ? " (" : "", how, how[0] ? ")" : "");
+                 "no step was ever marked or found%s%s%s: %s", how[0] ? " (" : "", how,
+                 how[0] ? ")" : "", rs_steps_hint());
     else {
         int found = rt->step_source == RS_STEPS_DETECTED || rt->step_source == RS_STEPS_TENTATIVE;
         snprintf(when, sizeof when, "the last step was %lld%s%s%s", (long long)rt->step,
@@ -557,6 +597,23 @@ ranksnap_status rs_instance_ensure_wait(void)
     return rs_ensure(1);
 }
 
+int rs_instance_starting(void)
+{
+    if (rs_state_get()) return 1;
+    if (atomic_load(&rs_finalized_once) || rs_state_forked() || rs_state_gave_up() != RANKSNAP_OK)
+        return 0;
+    /* RANKSNAP_DISABLE: the start on its way gives up at once, and must not find books kept */
+    static atomic_int disabled = -1;
+    int off = atomic_load_explicit(&disabled, memory_order_relaxed);
+    if (off < 0) {
+        rs_options o;
+        off = rs_options_load_one(&o, "RANKSNAP_DISABLE", NULL) == RANKSNAP_OK && o.disable;
+        rs_error_clear();
+        atomic_store_explicit(&disabled, off, memory_order_relaxed);
+    }
+    return !off;
+}
+
 int rs_instance_active(int *cuda)
 {
     rs_runtime *rt = rs_state_get();
@@ -578,6 +635,12 @@ int rs_instance_current_device(void)
 {
     rs_runtime *rt = rs_state_get();
     return rt ? rs_devices_current(rt) : -1;
+}
+
+int rs_instance_current_device_known(int *device)
+{
+    rs_runtime *rt = rs_state_get();
+    return rt && rs_devices_current_known(rt, device);
 }
 
 /* Device `device` of the running instance, made now if the program had not allocated there. */

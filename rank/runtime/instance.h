@@ -22,6 +22,14 @@
  * MPI_COMM_WORLD; starting before it would make that MPI_Init fail). Never blocks. When it starts
  * ranksnap it also registers ranksnap_finalize to run at exit. */
 ranksnap_status rs_instance_ensure(void);
+/* For the driver's interposers, which call rs_instance_ensure and, when it says "not now", keep
+ * their books all the same (rs_outside_driver_*), so that no allocation a thread makes while
+ * another one starts ranksnap — or while ranksnap's own start allocates, or before the program's
+ * MPI_Init — goes unrecorded or escapes the cap: 1 when ranksnap runs or has yet to start in
+ * this process, 0 when it never will (RANKSNAP_DISABLE, a start that gave up, a finalize, a
+ * fork's child). Never blocks. The instance, once published, begins with what they recorded
+ * (held.h, rs_held_publish). */
+int rs_instance_starting(void);
 /* The same for callers that may wait for an init in progress (PyTorch's pluggable allocator,
  * never called from inside ranksnap's own init), and that join MPI under mpirun whatever the
  * program is. */
@@ -35,6 +43,8 @@ int rs_instance_active(int *cuda);
 void rs_instance_driver_oom_dump(uint64_t size, int device);
 /* The calling thread's current device as ranksnap's backend sees it, -1 when not running. */
 int rs_instance_current_device(void);
+/* rs_devices_current_known of the running instance: 0 when there is none. */
+int rs_instance_current_device_known(int *device);
 /* Device `device`'s allocator's view for cudaMemGetInfo: bytes reserved, allocated and the memory
  * limit (0 = none). RANKSNAP_ERR_NOT_INITIALIZED when ranksnap is not running. */
 ranksnap_status rs_instance_cache_bytes(int device, uint64_t *reserved, uint64_t *allocated,

@@ -75,9 +75,8 @@ static void rs_report(rs_runtime *rt, const rs_gather_result *g)
                     g->world_size);
         else
             cfg.roles = &roles;
-    } else if (rs_roles_found(g->summaries, g->n, g->world_size, &roles) == RANKSNAP_OK &&
-               roles.n_roles) {
-        cfg.roles = &roles; /* none declared: from the ranks' communicators */
+    } else {
+        rs_roles_found_apply(&cfg, g->comms, g->n, g->world_size, &roles); /* none declared */
     }
     rs_compare_result *res = NULL;
     ranksnap_status cst = rs_compare(g->summaries, (const rs_snap *const *)g->full, g->n,

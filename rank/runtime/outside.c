@@ -19,8 +19,10 @@
 #include "alloc.h"
 #include "clock.h"
 #include "log.h"
+#include "device_share.h"
 #include "devices.h"
 #include "errors.h"
+#include "format.h"
 #include "held.h"
 #include "launcher.h"
 #include "options.h"
@@ -42,23 +44,73 @@ void rs_outside_set_pool_sampler(rs_outside_pool_fn fn)
     atomic_store_explicit(&rs_pool_sampler, fn, memory_order_release);
 }
 
-/* Device memory the allocator does not account for: CUDA context, NCCL buffers, other
- * libraries. Sampled at steps and dumps, since cudaMemGetInfo is too slow for every event. */
-uint64_t rs_outside_sample(rs_runtime *rt, uint64_t reserved)
+/* When NVML may be asked again (µs, rs_now_us), process-wide: paced by its answers' cost. */
+static _Atomic uint64_t rs_outside_next_us;
+
+/* One device's used bytes into u, and this process's own where it can be known. */
+static void rs_outside_use_add(rs_runtime *rt, rs_rt_device *d, int primary, rs_outside_use *u)
+{
+    uint64_t free_b = 0, total_b = 0, used = 0;
+    if (d->backend->ops->mem_info(d->backend, &free_b, &total_b) == RANKSNAP_OK)
+        used = total_b > free_b ? total_b - free_b : 0;
+    u->device_used += used;
+    /* the simulated device is this process's alone */
+    if (!rt->is_cuda) {
+        u->own += used;
+        return;
+    }
+    rs_device_share sh;
+    char detail[sizeof u->detail];
+    int why = rs_device_share_query(rt->opts.nvml, d->info.uuid, &sh, detail, sizeof detail);
+    if (primary) u->share = sh;
+    if (sh.own_known) {
+        u->own += sh.own_bytes;
+    } else if (u->of == RS_OUTSIDE_PROCESS) {
+        u->of = RS_OUTSIDE_DEVICE;
+        u->why = why;
+        snprintf(u->detail, sizeof u->detail, "%s", detail);
+    }
+}
+
+int rs_outside_use_now(rs_runtime *rt, rs_rt_device *only, rs_rt_device *primary, int force,
+                       rs_outside_use *out)
+{
+    uint64_t t0 = rs_now_us();
+    /* the simulated device is read from memory: no pace */
+    if (!force && rt->is_cuda && t0 < atomic_load_explicit(&rs_outside_next_us, memory_order_relaxed))
+        return 0;
+    memset(out, 0, sizeof *out);
+    out->of = RS_OUTSIDE_PROCESS;
+    if (only) {
+        rs_outside_use_add(rt, only, 1, out);
+    } else {
+        size_t n = rs_devices_count(rt);
+        for (size_t i = 0; i < n; i++) {
+            rs_rt_device *d = rs_devices_at(rt, i);
+            rs_outside_use_add(rt, d, primary ? d == primary : i == 0, out);
+        }
+    }
+    uint64_t took = rs_now_us() - t0;
+    atomic_store_explicit(&rs_outside_next_us, t0 + 100 * took, memory_order_relaxed);
+    return 1;
+}
+
+uint64_t rs_outside_use_beyond(const rs_outside_use *u, uint64_t reserved)
+{
+    uint64_t used = u->of == RS_OUTSIDE_PROCESS ? u->own : u->device_used;
+    return used > reserved ? used - reserved : 0;
+}
+
+uint64_t rs_outside_sample(rs_runtime *rt, uint64_t reserved, rs_rt_device *primary, int force,
+                           rs_outside_use *use)
 {
     rs_outside_pool_fn pools = atomic_load_explicit(&rs_pool_sampler, memory_order_acquire);
     if (pools) rs_outside_set("cuda_pool_cached", pools());
-    /* the devices the rank allocated on: what is in use on them beyond what ranksnap reserved */
-    uint64_t used = 0;
-    size_t n = rs_devices_count(rt);
-    for (size_t i = 0; i < n; i++) {
-        rs_rt_device *d = rs_devices_at(rt, i);
-        uint64_t free_b = 0, total_b = 0;
-        if (d->backend->ops->mem_info(d->backend, &free_b, &total_b) != RANKSNAP_OK) continue;
-        used += total_b > free_b ? total_b - free_b : 0;
-    }
-    uint64_t outside = used > reserved ? used - reserved : 0;
-    if (outside > rt->outside_peak) rt->outside_peak = outside;
+    rs_outside_use u;
+    if (!rs_outside_use_now(rt, NULL, primary, force, &u)) return 0;
+    uint64_t outside = rs_outside_use_beyond(&u, reserved);
+    if (outside > rt->outside_peak[u.of]) rt->outside_peak[u.of] = outside;
+    if (use) *use = u;
     return outside;
 }
 
@@ -142,13 +194,6 @@ static void rs_outside_event(rs_runtime *rt, int is_alloc, uint64_t key, uint64_
     rs_rt_unlock(rt);
 }
 
-/* The running instance when it records now, else NULL. */
-static rs_runtime *rs_outside_recording(void)
-{
-    rs_runtime *rt = rs_state_get();
-    return rt && atomic_load_explicit(&rt->recording, memory_order_relaxed) ? rt : NULL;
-}
-
 void rs_outside_record(int is_alloc, const void *ptr, uint64_t size)
 {
     rs_runtime *rt = rs_state_get();
@@ -160,12 +205,8 @@ void rs_outside_record(int is_alloc, const void *ptr, uint64_t size)
     int n = is_alloc && rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
     uint64_t key = (uint64_t)(uintptr_t)ptr;
     int device = rs_devices_current(rt);
-    if (is_alloc)
-        rs_held_outside_alloc(key, size, device, pcs, n);
-    else
-        rs_held_outside_free(key);
-    if (!atomic_load_explicit(&rt->recording, memory_order_relaxed)) return;
-    rs_outside_event(rt, is_alloc, key, size, device, pcs, n);
+    rs_runtime *rec = is_alloc ? rs_held_outside_alloc(key, size, device, pcs, n) : rs_held_outside_free(key);
+    if (rec) rs_outside_event(rec, is_alloc, key, size, device, pcs, n);
 }
 
 /* ---- allocations the driver made outside ranksnap's allocators -------------------------------- */
@@ -257,6 +298,54 @@ static void rs_driver_hold(int device, uint64_t size, int take)
         atomic_fetch_sub_explicit(&rs_driver_held[device], size, memory_order_relaxed);
 }
 
+/* ---- before the instance is up ----------------------------------------------------------------
+ * The driver's interposers keep their books while ranksnap starts on another thread, while its
+ * own start allocates (MPI_Init_thread inside it), and before the program's MPI_Init that will
+ * start it (instance.h, rs_instance_starting): what the instance would give them then — the
+ * cap, how to take a stack — comes from the options, read once, as the instance reads them
+ * (the rank the launcher says; a value that does not parse: no cap, no stacks, and the start
+ * that follows reports it). An OOM then is kept until the instance can take it. */
+static struct {
+    uint64_t limit;
+    rs_stacks *stacks;
+} rs_early;
+static pthread_once_t rs_early_once = PTHREAD_ONCE_INIT;
+
+static void rs_early_load(void)
+{
+    /* one by one: the instance's own reading warns of what is amiss, once */
+    rs_options cap, mode, depth;
+    if (rs_options_load_one(&cap, "RANKSNAP_MEMORY_LIMIT", NULL) == RANKSNAP_OK)
+        rs_early.limit = rs_options_memory_limit_for_rank(&cap.memory_limit, rs_launcher_rank(0));
+    if (rs_options_load_one(&mode, "RANKSNAP_STACKS", NULL) == RANKSNAP_OK &&
+        rs_options_load_one(&depth, "RANKSNAP_STACK_DEPTH", NULL) == RANKSNAP_OK && mode.stacks != RS_STACKS_NONE)
+        (void)rs_stacks_create(mode.stacks, depth.stack_depth, &rs_early.stacks);
+    rs_error_clear();
+}
+
+/* The stacks to capture with (the instance's, else those of the options) and the cap. */
+static const rs_stacks *rs_outside_stacks(const rs_runtime *rt)
+{
+    if (rt) return rt->stacks;
+    pthread_once(&rs_early_once, rs_early_load);
+    return rs_early.stacks;
+}
+
+static uint64_t rs_outside_limit(const rs_runtime *rt)
+{
+    if (rt) return rt->memory_limit;
+    pthread_once(&rs_early_once, rs_early_load);
+    return rs_early.limit;
+}
+
+/* The last driver OOM before the instance was up, and how many there were (rs_outside_mu). */
+typedef struct rs_outside_early_oom {
+    uint64_t count, size, held, time_us;
+    int device, n;
+    uintptr_t pcs[RS_MAX_STACK_DEPTH];
+} rs_outside_early_oom;
+static rs_outside_early_oom rs_early_oom;
+
 /* What the rank holds on `device` besides the driver's: the caching allocator's reserved and
  * allocated bytes there (0 when it never allocated there). */
 static void rs_driver_allocator_bytes(rs_runtime *rt, int device, uint64_t *reserved,
@@ -276,12 +365,23 @@ static void rs_driver_allocator_bytes(rs_runtime *rt, int device, uint64_t *rese
 
 int rs_outside_driver_admit(uint64_t size, int device)
 {
+    if (device < 0 || device >= RS_MAX_DEVICES) return 1;
     rs_runtime *rt = rs_state_get();
-    if (!rt || !rt->memory_limit || device < 0 || device >= RS_MAX_DEVICES) return 1;
-    uint64_t reserved, allocated;
-    rs_driver_allocator_bytes(rt, device, &reserved, &allocated);
-    uint64_t held = atomic_load_explicit(&rs_driver_held[device], memory_order_relaxed) + reserved;
-    return held <= rt->memory_limit && size <= rt->memory_limit - held;
+    uint64_t limit = rs_outside_limit(rt);
+    uint64_t reserved = 0, allocated = 0;
+    if (limit && rt) rs_driver_allocator_bytes(rt, device, &reserved, &allocated);
+    /* the check and the count in one step: of calls in flight together, those that fit */
+    unsigned long long held = atomic_load_explicit(&rs_driver_held[device], memory_order_relaxed);
+    do {
+        if (limit && (held + reserved > limit || size > limit - held - reserved)) return 0;
+    } while (!atomic_compare_exchange_weak_explicit(&rs_driver_held[device], &held, held + size,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    return 1;
+}
+
+void rs_outside_driver_unadmit(uint64_t size, int device)
+{
+    rs_driver_hold(device, size, 0);
 }
 
 int64_t rs_outside_driver_net(void)
@@ -301,27 +401,27 @@ const char *rs_outside_driver_label(const char *label)
     return prev;
 }
 
-const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, const char *label)
+const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, const char *label,
+                                    uint64_t admitted)
 {
     if (!label) label = rs_driver_label;
     int owned = !label;
     /* the stack whether or not a range records: a range that begins while the allocation is
      * live shows it held, by its site (held.c) */
-    rs_runtime *rt = rs_state_get();
     uintptr_t pcs[RS_MAX_STACK_DEPTH];
-    int n = rt && rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
+    int n = rs_stacks_capture_pcs(rs_outside_stacks(rs_state_get()), 1, pcs);
     if (!label) label = rs_outside_owner(pcs, n);
     /* NCCL's memory on a thread that is not in a call of the user's: one of NCCL's own */
     int nccl_thread = owned && !rs_nccl_call_depth && !strcmp(label, "nccl");
     rs_outside_add(label, (int64_t)size);
     rs_driver_net += (int64_t)size;
     atomic_fetch_add_explicit(&rs_driver_net_all, (int64_t)size, memory_order_relaxed);
-    rs_driver_hold(device, size, 1);
+    /* what rs_outside_driver_admit counted already is not counted again */
+    if (size != admitted) rs_driver_hold(device, size > admitted ? size - admitted : admitted - size, size > admitted);
     atomic_fetch_add_explicit(&rs_driver_seen, 1, memory_order_relaxed);
     if (nccl_thread && n > 0) n = rs_outside_nccl_caller(pcs, n);
-    rs_held_outside_alloc(key, size, device, pcs, n);
-    if (rt && atomic_load_explicit(&rt->recording, memory_order_relaxed))
-        rs_outside_event(rt, 1, key, size, device, pcs, n);
+    rs_runtime *rec = rs_held_outside_alloc(key, size, device, pcs, n);
+    if (rec) rs_outside_event(rec, 1, key, size, device, pcs, n);
     return label;
 }
 
@@ -331,33 +431,19 @@ void rs_outside_driver_free(uint64_t key, uint64_t size, int device, const char 
     rs_driver_net -= (int64_t)size;
     atomic_fetch_sub_explicit(&rs_driver_net_all, (int64_t)size, memory_order_relaxed);
     rs_driver_hold(device, size, 0);
-    rs_held_outside_free(key);
-    rs_runtime *rt = rs_outside_recording();
-    if (rt) rs_outside_event(rt, 0, key, size, device, NULL, 0);
+    rs_runtime *rec = rs_held_outside_free(key);
+    if (rec) rs_outside_event(rec, 0, key, size, device, NULL, 0);
 }
 
-void rs_outside_driver_oom(uint64_t size, int device)
+/* rt->drv_oom for an OOM of `size` on `device`, the rank then holding `held` bytes at the driver
+ * and the allocator's `reserved` and `allocated`. Allocator lock held. */
+static void rs_outside_oom_locked(rs_runtime *rt, uint64_t size, int device, uint32_t stack_id,
+                                  uint64_t held, uint64_t reserved, uint64_t allocated, uint64_t time_us)
 {
-    rs_runtime *rt = rs_state_get();
-    if (!rt) return;
-    uintptr_t pcs[RS_MAX_STACK_DEPTH];
-    int n = rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
-    uint64_t reserved = 0, allocated = 0, held = 0;
-    if (device >= 0 && device < RS_MAX_DEVICES) {
-        rs_driver_allocator_bytes(rt, device, &reserved, &allocated);
-        held = atomic_load_explicit(&rs_driver_held[device], memory_order_relaxed);
-    }
-    rs_rt_lock(rt);
-    uint32_t id = n > 0 ? rs_stacks_intern(rt->stacks, pcs, n) : 0;
-    if (rs_recorder_enabled(rt->recorder)) {
-        rs_recorder_set_device(rt->recorder, device);
-        /* the driver does not say how much was free: 0 */
-        rs_recorder_append_id(rt->recorder, RS_ACT_OOM, 0, size, NULL, id);
-    }
     rt->drv_oom.has = 1;
     rt->drv_oom.count++;
     rt->drv_oom.device = device;
-    rt->drv_oom.stack_id = id;
+    rt->drv_oom.stack_id = stack_id;
     rt->drv_oom.step = rt->step;
     memset(&rt->drv_oom.info, 0, sizeof rt->drv_oom.info);
     rt->drv_oom.info.requested = size;
@@ -368,10 +454,63 @@ void rs_outside_driver_oom(uint64_t size, int device)
     rt->drv_oom.info.allocated = held + allocated;
     rt->drv_oom.info.reserved = held + reserved;
     rt->drv_oom.info.memory_limit = rt->memory_limit;
-    rt->drv_oom.info.time_us = rs_now_us();
+    rt->drv_oom.info.time_us = time_us;
+}
+
+void rs_outside_driver_oom(uint64_t size, int device)
+{
+    uint64_t held = device >= 0 && device < RS_MAX_DEVICES
+                        ? atomic_load_explicit(&rs_driver_held[device], memory_order_relaxed)
+                        : 0;
+    uintptr_t pcs[RS_MAX_STACK_DEPTH];
+    int n = rs_stacks_capture_pcs(rs_outside_stacks(rs_state_get()), 1, pcs);
+    /* before the instance is up, kept for it: decided under the mutex rs_outside_adopt takes after
+     * the instance is published, so that the OOM is either kept and adopted or the instance's */
+    pthread_mutex_lock(&rs_outside_mu);
+    rs_runtime *rt = rs_state_get();
+    if (!rt) {
+        rs_early_oom.count++;
+        rs_early_oom.size = size;
+        rs_early_oom.device = device;
+        rs_early_oom.held = held;
+        rs_early_oom.time_us = rs_now_us();
+        rs_early_oom.n = n;
+        memcpy(rs_early_oom.pcs, pcs, (size_t)n * sizeof pcs[0]);
+    }
+    pthread_mutex_unlock(&rs_outside_mu);
+    if (!rt) return;
+    uint64_t reserved = 0, allocated = 0;
+    rs_driver_allocator_bytes(rt, device, &reserved, &allocated);
+    rs_rt_lock(rt);
+    uint32_t id = n > 0 && rt->stacks ? rs_stacks_intern(rt->stacks, pcs, n) : 0;
+    if (rs_recorder_enabled(rt->recorder)) {
+        rs_recorder_set_device(rt->recorder, device);
+        /* the driver does not say how much was free: 0 */
+        rs_recorder_append_id(rt->recorder, RS_ACT_OOM, 0, size, NULL, id);
+    }
+    rs_outside_oom_locked(rt, size, device, id, held, reserved, allocated, rs_now_us());
     rs_rt_unlock(rt);
     RS_INFO(RS_SUB_ALLOC, "the driver refused %llu bytes on device %d: out of memory",
             (unsigned long long)size, device);
+}
+
+void rs_outside_adopt(rs_runtime *rt)
+{
+    pthread_mutex_lock(&rs_outside_mu);
+    rs_outside_early_oom oom = rs_early_oom;
+    rs_early_oom.count = 0;
+    pthread_mutex_unlock(&rs_outside_mu);
+    if (!oom.count) return;
+    rs_rt_lock(rt);
+    if (rt->drv_oom.has) {
+        rt->drv_oom.count += oom.count; /* one since the instance is up is the last */
+    } else {
+        /* before the instance, the allocator held nothing */
+        uint32_t id = oom.n > 0 && rt->stacks ? rs_stacks_intern(rt->stacks, oom.pcs, oom.n) : 0;
+        rs_outside_oom_locked(rt, oom.size, oom.device, id, oom.held, 0, 0, oom.time_us);
+        rt->drv_oom.count = oom.count;
+    }
+    rs_rt_unlock(rt);
 }
 
 /* Device memory beyond what labels explain that finalize calls unexplained when a preloaded run
@@ -407,17 +546,20 @@ void rs_outside_warn_if_nothing_intercepted(rs_runtime *rt)
     }
     /* the device the program runs on now: opened here if nothing had reached ranksnap */
     uint64_t known = rs_outside_labelled_bytes();
-    if (rs_devices_count(rt) == 0) {
+    int opened = rs_devices_count(rt) == 0;
+    if (opened) {
         rs_rt_device *d;
         if (rs_devices_get_current(rt, &d) != RANKSNAP_OK) return;
-        known += RS_CONTEXT_ALLOWANCE;
-    } else {
-        known += rs_devices_at(rt, 0)->outside_at_init;
     }
+    rs_outside_use use;
     rs_rt_lock(rt);
-    rs_outside_sample(rt, s.reserved_bytes);
-    uint64_t peak = rt->outside_peak;
+    rs_outside_sample(rt, s.reserved_bytes, NULL, 1, &use);
+    uint64_t peak = rt->outside_peak[use.of];
     rs_rt_unlock(rt);
+    /* the process's own use holds its context and nothing of another process's: the allowance
+     * is its baseline; the device's use held what was there when ranksnap first used it */
+    known += opened || use.of == RS_OUTSIDE_PROCESS ? RS_CONTEXT_ALLOWANCE
+                                                    : rs_devices_at(rt, 0)->outside_at_init;
     if (peak <= known || peak - known < RS_UNSEEN_GROWTH) return;
     char grown[32];
     rs_text_format_bytes(peak - known, grown, sizeof grown);

@@ -7,14 +7,38 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "devices.h"
 #include "ranksnap.h"
 #include "snapshot_encode.h"
 #include "state.h"
 
-/* Device memory the allocator does not account for (CUDA context, NCCL buffers, other
- * libraries) given the allocator's `reserved` bytes; raises rt->outside_peak. Sampled at steps and
- * dumps, since cudaMemGetInfo is too slow for every event. */
-uint64_t rs_outside_sample(rs_runtime *rt, uint64_t reserved);
+/* What the rank's devices hold now, and how much of it is this process's own. */
+typedef struct rs_outside_use {
+    int of;                /* RS_OUTSIDE_PROCESS: `own` is this process's use of its devices
+                            * (NVML's figure; on the sim backend the simulated device is the
+                            * process's alone); RS_OUTSIDE_DEVICE: it is not known, `why` says why */
+    uint64_t own;
+    uint64_t device_used;  /* the devices' used bytes (total - free): every process's together */
+    rs_device_share share; /* what NVML listed on the primary device (or `only`) */
+    int why;               /* RS_OUTSIDE_DEVICE: why (rs_outside_why), in NVML's words in `detail` */
+    char detail[200];
+} rs_outside_use;
+
+/* Measures the device `only`, or with NULL every device the rank used, keeping NVML's list of
+ * `primary` (NULL: of the first) in out->share. On the cuda backend NVML is asked again only after
+ * 100 times as long as its last answer took, so that asking costs a run at most 1%: with `force` 0
+ * a measurement that comes sooner is not made (0 returned, *out untouched); 1 when made. */
+int rs_outside_use_now(rs_runtime *rt, rs_rt_device *only, rs_rt_device *primary, int force,
+                       rs_outside_use *out);
+/* The bytes beyond the framework's or the allocator's `reserved`: of the process's own use, or
+ * when that is not known, of the devices' (every process on them counted). */
+uint64_t rs_outside_use_beyond(const rs_outside_use *u, uint64_t reserved);
+/* Device memory the allocator does not account for (CUDA context, NCCL buffers, other libraries)
+ * given the allocator's `reserved` bytes, when measured (rs_outside_use_now; else 0): raises
+ * rt->outside_peak[of], and fills *use when not NULL. Sampled at steps (force 0) and dumps
+ * (force 1), since neither cudaMemGetInfo nor NVML is fast enough for every event. */
+uint64_t rs_outside_sample(rs_runtime *rt, uint64_t reserved, rs_rt_device *primary, int force,
+                           rs_outside_use *use);
 /* Adds `bytes` (negative: subtracts) to the device memory held outside the allocator under
  * `label` ("nccl", "nccl_mem", "cuda_mempool"); process-wide, kept across init and finalize,
  * written to the snapshot as totals.outside_labels. Labels are [a-z0-9_], at most 23 bytes; past
@@ -30,8 +54,10 @@ void rs_outside_record(int is_alloc, const void *ptr, uint64_t size);
  * interposers, rank/intercept/driver.c): the bytes held under `label`, or when NULL under the
  * library the caller's stack shows (nccl, cublas, cudnn, torch, program), which is returned; an
  * outside_alloc event on `device`, keyed by `key` (the pointer, or cuMemCreate's handle), with the
- * stack. The free takes them out again under the label the allocation got. */
-const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, const char *label);
+ * stack; `admitted` of the bytes were counted by rs_outside_driver_admit already. The free takes
+ * them out again under the label the allocation got. */
+const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, const char *label,
+                                    uint64_t admitted);
 void rs_outside_driver_free(uint64_t key, uint64_t size, int device, const char *label);
 /* Net bytes the driver's interposers recorded on the calling thread so far: a caller that
  * measures or labels memory itself (NCCL's communicators, ncclMemAlloc, CUDA pools) takes out what
@@ -52,14 +78,22 @@ void rs_outside_set_pool_sampler(rs_outside_pool_fn fn);
 /* The label the calling thread's next driver allocations take instead of their owner's (NULL:
  * the owner's again); returns the previous one. */
 const char *rs_outside_driver_label(const char *label);
-/* 0 when `size` more bytes on `device` would take the rank past RANKSNAP_MEMORY_LIMIT, counting
- * what the driver's interposers recorded there and what the caching allocator reserved: the
- * interposer then answers out of memory, as the allocator does at its cap, so that a program
- * ranksnap sees only at the driver can be made to run out of memory on one rank. */
+/* 0 when `size` more bytes on `device` would take the rank past RANKSNAP_MEMORY_LIMIT (before the
+ * instance is up, the options' cap for the launcher's rank), counting what the driver's
+ * interposers hold there (with the requests admitted and not yet answered) and what the caching
+ * allocator reserved: the interposer then answers out of memory, as the allocator does at its
+ * cap, so that a program ranksnap sees only at the driver can be made to run out of memory on
+ * one rank. 1: the `size` bytes are counted from now, in the same step as the check, until
+ * rs_outside_driver_alloc takes them over or rs_outside_driver_unadmit gives them back (the
+ * call failed). */
 int rs_outside_driver_admit(uint64_t size, int device);
+void rs_outside_driver_unadmit(uint64_t size, int device);
 /* The driver refused `size` bytes on `device`: the rank's OOM, with the caller's stack, in the
- * history and in the snapshot's oom record when it is the last one. */
+ * history and in the snapshot's oom record when it is the last one. Before the instance is up
+ * (the driver's interposers record then: instance.h, rs_instance_starting), kept for it. */
 void rs_outside_driver_oom(uint64_t size, int device);
+/* After `rt` is published: the driver OOMs kept from before, into its oom record. */
+void rs_outside_adopt(rs_runtime *rt);
 /* At finalize, rank 0 of a preloaded run: says how to link when no allocation call reached
  * ranksnap while the device filled up (the program uses the static CUDA runtime). */
 void rs_outside_warn_if_nothing_intercepted(rs_runtime *rt);

@@ -52,6 +52,15 @@ typedef struct rs_runtime {
     atomic_int n_devs;
     pthread_mutex_t devs_mu; /* serialises the making of a device */
     int devs_mu_ok;
+    rs_block_map *block_map; /* shared by the devices' allocators: a free finds its device in O(1) */
+    /* the first device's allocator, once made: any of them serves a free (they share the map) */
+    rs_alloc *_Atomic any_alloc;
+    /* One device is all the process can see (CUDA_VISIBLE_DEVICES, a one-GPU machine, the sim
+     * backend with no CUDA runtime in the process): the current device is 0, never asked. */
+    int one_device;
+    /* sim backend: the cudaGetDevice of a CUDA runtime in the process (a test's stand-in), looked
+     * up once at init; NULL when there is none */
+    int (*sim_get_device)(int *);
     rs_backend_kind backend_kind; /* cuda or sim, resolved at init */
     rs_alloc_observer observer;   /* every device's allocator reports to it (alloc_api.c) */
     rs_stacks *stacks;     /* NULL with RANKSNAP_STACKS=none */
@@ -67,7 +76,9 @@ typedef struct rs_runtime {
     int64_t step;          /* guarded by `lock` */
     size_t n_ranges;       /* recorded step ranges, guarded by `lock` */
     rs_step_range ranges[RS_MAX_RANGES];
-    uint64_t outside_peak; /* device memory used outside the allocator, highest sample */
+    /* device memory used outside the allocator, highest sample of each kind (rs_outside_of):
+     * the process's own, or the device's when that was not known */
+    uint64_t outside_peak[3];
     rs_coord *coord;       /* the ranks, over MPI (a world of one without) */
     rs_schedule sched;     /* RANKSNAP_STEPS plus triggered ranges */
     int in_range;          /* a scheduled range is being recorded (guarded by `lock`) */
@@ -92,6 +103,8 @@ typedef struct rs_runtime {
      * or found from the collectives (step_detect.c), which only the first two override */
     int step_source;             /* rs_step_source */
     char step_how[160];          /* said in the snapshot: "ncclAllReduce x3 per step" ... */
+    char app_how[160];           /* the program's own words for its steps (ranksnap_steps_from),
+                                  * "" = none; guarded by `lock` */
     int step_detect_off;         /* RANKSNAP_STEP_ON=none, or PyTorch's recorder */
     atomic_flag step_detect_busy; /* serialises the collectives' threads over `step_detect` */
     rs_step_detect step_detect;

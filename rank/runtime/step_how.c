@@ -1,7 +1,8 @@
 /*
  * step_how.c — the words a snapshot (time.steps_from) and the never-reached warning say about how
- * a rank's steps were numbered: "ranksnap_step", "RANKSNAP_STEP_ON=...", the pattern found from
- * the collectives with its counts, or why none was found and what to set instead. Kept apart from
+ * a rank's steps were numbered: the program's own (ranksnap_steps_from: PyTorch's glue says what
+ * its steps count), "ranksnap_step", "RANKSNAP_STEP_ON=...", the pattern found from the
+ * collectives with its counts, or why none was found and what to set instead. Kept apart from
  * steps.c, which ends ranges and so calls the dump that reads these words.
  */
 #include <stdatomic.h>
@@ -15,6 +16,9 @@
  * keeping the last words, while a collective's thread feeds the detector. */
 const char *rs_steps_how(rs_runtime *rt)
 {
+    /* the program's own words (ranksnap_steps_from) say what its steps count, or why it has none */
+    if (rt->app_how[0] && (rt->step_source == RS_STEPS_APP || rt->step_source == RS_STEPS_NONE))
+        return rt->app_how;
     int detected = rt->step_source == RS_STEPS_DETECTED || rt->step_source == RS_STEPS_TENTATIVE;
     int looking = rt->step_source == RS_STEPS_NONE && !rt->step_on_every && !rt->step_detect_off;
     if ((detected || looking) && !atomic_flag_test_and_set_explicit(&rt->step_detect_busy, memory_order_acquire)) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "comms.h"
 #include "coord.h"
 #include "errors.h"
 #include "external.h"
@@ -34,9 +35,9 @@ static void rs_range_begin_locked(rs_runtime *rt, int64_t at)
 {
     rs_recorder_clear(rt->recorder);
     rs_recorder_set_enabled(rt->recorder, 1);
-    atomic_store(&rt->recording, 1);
-    rs_held_range_begin_locked(rt);
+    rs_held_range_begin_locked(rt); /* and the recording flag, with the held events */
     rt->in_range = 1;
+    rs_comms_range_begin();
     rt->range_hi = at - 1;
     rt->reported = 0;
     atomic_store(&rt->range_dumped, 0);
@@ -55,6 +56,7 @@ static void rs_range_end_locked(rs_runtime *rt, int64_t at)
     rs_recorder_set_enabled(rt->recorder, 0);
     atomic_store(&rt->recording, 0);
     rt->in_range = 0;
+    rs_comms_range_end();
     if (rt->n_ranges > 0) rt->ranges[rt->n_ranges - 1].end = rs_steps_range_end(rt, at);
 }
 
@@ -90,6 +92,9 @@ static ranksnap_status rs_steps_at(rs_runtime *rt, int64_t step)
         want = 0;
     }
     int ended = 0;
+    /* the communicators alive at a step are the job's (comms.h); a step guessed from a short
+     * period may be a library's set-up calls on its own communicators, not the job's step */
+    if (rt->step_source != RS_STEPS_TENTATIVE) rs_comms_moment();
     rs_devices_set_step(rt, step);
     if (want && !rt->in_range) rs_devices_reset_peak_stats(rt);
     ranksnap_stats s;
@@ -110,7 +115,7 @@ static ranksnap_status rs_steps_at(rs_runtime *rt, int64_t step)
         }
     }
     if (step > rt->range_hi) rt->range_hi = step; /* after the range it ended, if it did */
-    rs_outside_sample(rt, s.reserved_bytes);
+    rs_outside_sample(rt, s.reserved_bytes, NULL, 0, NULL);
     rs_ring_file_step(rt->ring_file, step, s.allocated_bytes, s.allocated_bytes_peak, s.reserved_bytes_peak);
     rs_recorder_append_id(rt->recorder, RS_ACT_STEP, 0, (uint64_t)step, NULL, 0);
     rs_rt_unlock(rt);
@@ -174,6 +179,16 @@ ranksnap_status ranksnap_step(int64_t step)
         rt->step_source = RS_STEPS_APP;
     }
     return rs_steps_at(rt, step);
+}
+
+/* The program's words for its steps: kept under the lock the dump reads them with. */
+ranksnap_status ranksnap_steps_from(const char *how)
+{
+    RS_NEED_OR_PASS(rt);
+    rs_rt_lock(rt);
+    snprintf(rt->app_how, sizeof rt->app_how, "%s", how ? how : "");
+    rs_rt_unlock(rt);
+    return RANKSNAP_OK;
 }
 
 /* Steps found from the collectives (step_detect.c): the pattern found, and before it the tentative
@@ -357,6 +372,8 @@ ranksnap_status ranksnap_record(int on)
     RS_NEED_OR_PASS(rt);
     rs_rt_lock(rt);
     int was = rs_recorder_enabled(rt->recorder);
+    if (on && !was) rs_comms_range_begin();
+    if (!on && was) rs_comms_range_end();
     if (on && !was && rt->n_ranges < RS_MAX_RANGES) {
         rt->ranges[rt->n_ranges].begin = rt->step < 0 ? 0 : rt->step;
         rt->ranges[rt->n_ranges].end = -1;

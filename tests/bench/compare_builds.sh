@@ -7,7 +7,10 @@
 #
 # BASE and HEAD are commits of this repository (HEAD defaults to the working tree) or folders that
 # hold a source tree (what `git archive` of a commit gives, where no repository is at hand).
-#   usage: [ROUNDS=3] [MODES=glibc,off,on] [ITERS=N] [RANKSNAP_BACKEND=sim] \
+# With INSTR=1 (valgrind installed), each build's instructions per pair too, per mode: counted
+# under callgrind at two iteration counts and differenced, so start-up drops out. Unlike the
+# times, the count does not move with the machine's load: the measure to trust on a shared machine.
+#   usage: [ROUNDS=3] [MODES=glibc,off,on] [ITERS=N] [INSTR=1] [RANKSNAP_BACKEND=sim] \
 #          tests/bench/compare_builds.sh BASE [HEAD]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -15,6 +18,10 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 rounds=${ROUNDS:-3} modes=${MODES:-glibc,off,on}
 case $rounds in ''|*[!0-9]*|0) echo "compare_builds: ROUNDS=$rounds: expected a positive integer" >&2; exit 2;; esac
 case ${ITERS:-64} in ''|*[!0-9]*) echo "compare_builds: ITERS=$ITERS: expected an integer >= 64" >&2; exit 2;; esac
+case ${INSTR:-0} in 0|1) ;; *) echo "compare_builds: INSTR=$INSTR: expected 0 or 1" >&2; exit 2;; esac
+if [ "${INSTR:-0}" = 1 ] && ! command -v valgrind > /dev/null; then
+  echo "compare_builds: INSTR=1 needs valgrind (apt-get install valgrind)" >&2; exit 2
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -74,3 +81,19 @@ for key in b:
     mb, mh = statistics.median(b[key]), statistics.median(h[key])
     print(f"{key[0]:<10} {key[1]:>10} {key[2]:>5} {mb:>9.1f} {mh:>9.1f} {mh / mb:>10.2f}")
 EOF
+[ "${INSTR:-0}" = 1 ] || exit 0
+# instructions per pair: Ir at 2N pairs minus Ir at N, over N pairs and the 8 rows of a mode
+n=2000
+instr() { # instr BENCH MODE ITERS: callgrind's total
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$1" --modes "$2" --iters "$3" --reps 1 \
+    2>&1 >/dev/null | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+}
+echo
+echo "instructions per malloc+free pair (callgrind, mean of the 8 rows of a mode)"
+printf '%-10s %9s %9s %10s\n' mode base head head/base
+for m in ${modes//,/ }; do
+  [ "$m" = glibc ] && continue
+  b=$(( ($(instr "$base" "$m" $((2 * n))) - $(instr "$base" "$m" $n)) / (8 * n) ))
+  h=$(( ($(instr "$head" "$m" $((2 * n))) - $(instr "$head" "$m" $n)) / (8 * n) ))
+  awk -v m="$m" -v b="$b" -v h="$h" 'BEGIN { printf "%-10s %9d %9d %10.2f\n", m, b, h, h / b }'
+done

@@ -64,6 +64,20 @@ case_glue_sigterm_while_holding_the_gil_dies_without_waiting() {
     test ! -f "$dir/rank-00000.pickle" || { echo "a dump was written while the GIL was held?"; exit 1; }
 }
 
+# A model trained by hand, no torch.optim, --steps 2:4: no step can be told. Rank 0 says so as
+# the job ends, with what it saw and what a Python user can do, not a C function or a setting of
+# collectives.
+case_glue_no_step_found_says_what_to_do_in_python() {
+    glue glue_train_without_an_optimizer > "$work/$name.out" 2>&1; rc=$?
+    cat "$work/$name.out"
+    test $rc -eq 0 || exit 1
+    for want in "never reached" "in Python, call ranksnap.step(n) at the start of iteration n" \
+        "no optimizer stepped, and Net was followed by a backward pass at each call"; do
+        grep -qF "$want" "$work/$name.out" || { echo "not said: $want"; exit 1; }
+    done
+    ! grep -q "RANKSNAP_STEP_ON\|ranksnap_step(" "$work/$name.out" || { echo "a hint for C programs"; exit 1; }
+}
+
 case_glue_oom_observer_never_raises_in_place_of_the_error() {
     # RANKSNAP_DIR a plain file: the dump fails inside the observer
     : > "$dir"

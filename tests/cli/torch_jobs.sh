@@ -237,6 +237,60 @@ case_torchrun_like_ranks_meet_in_their_files() {
         "r['divergent_ranks'][0]['sites'][0]['file'].endswith('train_fake.py')" "len(r['ranks']) == 3"
 }
 
+# Inference with no optimizer (tests/python/infer_fake.py), two ranks, rank 1 with 1.5 times the
+# batch, --steps 2:5: the steps are the model's calls (or generate's), found with no flag, the
+# range is recorded on both ranks, and rank 1 is flagged with the model's line.
+inference_job() {
+    how=$1 site=$2; shift 2
+    export RANKSNAP_GATHER_TIMEOUT=30
+    torchrun_like 2 --steps 2:5 "$py" "$src/infer_fake.py" --diverge 1:1.5 "$@"
+    live
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
+        "r['divergent_ranks'][0]['sites'][0]['file'].endswith('$site')" \
+        "[x['steps_from'] for x in r['ranks']] == ['$how'] * 2" \
+        "len(snaps) == 2" "all(s['ranksnap']['ranges'] == [[2, 5]] for s in snaps.values())"
+}
+case_torchrun_like_inference_steps_are_the_models_calls() {
+    inference_job "calls of Generator, the outermost module: no optimizer, gradients off" train_model_fake.py
+}
+case_torchrun_like_generate_steps_are_the_generate_calls() {
+    inference_job "generate calls of Generator: no optimizer" train_model_fake.py --generate 3
+}
+
+# torch.compile on the stand-in: the model runs as the wrapper Inductor wrote for it, whose lines
+# allocate. As with a transformers model, the model's code is an installed package's (a copy of
+# train_model_fake.py in a site-packages folder): each stack is then the model's lines (the
+# generated code's line map leads back to them), the generated file under them, then the script.
+# Rank 1 is flagged with the model's line and, above it, the script's, as in eager mode; the
+# generated file is in no site and no path, and stays in the pickles' stacks.
+case_torchrun_like_compiled_model_is_named_by_its_source_lines() {
+    pkg=$dir.pkg
+    mkdir -p "$pkg/site-packages" && cp "$src/infer_fake.py" "$src/train_fake.py" "$pkg/" &&
+        cp "$src/train_model_fake.py" "$pkg/site-packages/" || exit 1
+    PYTHONPATH="$src/fake_torch:$pkg/site-packages" src=$pkg inference_job \
+        "calls of Generator (compiled), the outermost module: no optimizer, gradients off" \
+        train_model_fake.py --compile
+    check "$dir/report.json" \
+        "not [f for d in r['divergent_ranks'] for s in d['sites'] for f in [s] + s['path'] if 'torchinductor' in f['file']]" \
+        "r['divergent_ranks'][0]['sites'][0]['function'] == 'forward'" \
+        "'site-packages' in r['divergent_ranks'][0]['sites'][0]['file']" \
+        "r['divergent_ranks'][0]['sites'][0]['path'][0]['file'].endswith('infer_fake.py')" \
+        "any('torchinductor_stand_in' in f['filename'] for e in snaps['rank-00001.pickle']['device_traces'][0] for f in e['frames'])"
+}
+
+# torch.compile(mode="reduce-overhead") on the stand-in: the model is recorded into a CUDA graph at
+# its second call, before the range, in a private pool. Each rank's pool is named by the line that
+# called the compiled model, and left out of its fragmentation; rank 1's larger graph outputs,
+# made then, are the graph's, named by that line too.
+case_torchrun_like_reduce_overhead_pool_is_named_by_the_line_that_captured_it() {
+    inference_job "calls of Generator (compiled), the outermost module: no optimizer, gradients off" \
+        infer_fake.py --reduce-overhead
+    check "$dir/report.json" "all(x['pools_at_peak'] > 0 for x in r['ranks'])" \
+        "all(x['largest_pool']['function'] == 'CUDA graph pool of main' and x['largest_pool']['file'].endswith('infer_fake.py') for x in r['ranks'])" \
+        "all(x['fragmentation'] == x['reserved_at_peak'] - x['peak_allocated'] - x['pools_free_at_peak'] for x in r['ranks'])"
+    grep -q "not counted as fragmentation" "$dir/report.txt" || { cat "$dir/report.txt"; exit 1; }
+}
+
 case_torchrun_like_rank_that_never_writes_is_named_missing() {
     export RANKSNAP_GATHER_TIMEOUT=3
     # rank 2 is killed at step 3, in the middle of the range 2:6

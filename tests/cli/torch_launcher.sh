@@ -79,4 +79,17 @@ import torch, ranksnap._torch as t; print(t.current().mode)')
     expect "$(echo $out)" "yes torch"
 }
 
+# a torch that fails to import: the script's traceback is the import's, with no frame of the
+# glue's import hook in it
+case_sitecustomize_leaves_no_frame_when_the_import_of_torch_fails() {
+    mkdir -p "$dir/broken/torch"
+    printf 'raise ImportError("libtorch_cuda.so: cannot open shared object file")\n' > "$dir/broken/torch/__init__.py"
+    out=$(PYTHONPATH="$dir/broken" RANKSNAP_BACKEND=sim RANKSNAP_DIR="$dir/out" \
+        "$run" --lib "$lib" "$py" -c 'import torch' 2>&1); rc=$?
+    echo "$out"
+    test $rc -eq 1 || { echo "exit status $rc, expected 1"; exit 1; }
+    case "$out" in *"ImportError: libtorch_cuda.so"*) ;; *) echo "not the import's error"; exit 1 ;; esac
+    case "$out" in *"$pydir"*) echo "a frame of the glue in the traceback"; exit 1 ;; esac
+}
+
 "case_$name"

@@ -57,4 +57,36 @@ case_report_refuses_a_ranksnap_key_of_the_wrong_shape() {
     has "$out" "ranksnap: expected a dict, found a list"
 }
 
+# A CUDA graph's private pool (tests/python/pool_pickle.py): rank 0 made it before its peak, rank
+# 1 after. Rank 0's 40 MiB of it in no block are reserved by design, named by the line that
+# captured the graph, and left out of its fragmentation; rank 1 had no pool at its peak.
+pools() {
+    "$py" "$src/pool_pickle.py" "$dir/rank-00000.pickle" 0 before || exit 1
+    "$py" "$src/pool_pickle.py" "$dir/rank-00001.pickle" 1 after || exit 1
+}
+case_report_keeps_a_cuda_graph_pool_apart_from_fragmentation() {
+    pools
+    out=$("$ranksnap" report "$dir") || exit 1
+    echo "$out"
+    has "$out" "rank 0: 40.00 MiB of its reserved bytes at the peak in private pools (the largest: CUDA graph pool of main (capture.py:7)), 40.00 MiB of it in no block"
+    test "$(echo "$out" | grep -c 'in private pools')" -eq 1 || { echo "rank 1 had no pool at its peak"; exit 1; }
+    test "$(echo "$out" | grep -c '60.00 MiB        4.00 MiB')" -eq 2 || { echo "fragmentation"; exit 1; }
+    "$ranksnap" report --json "$dir" > "$dir/report.json" || exit 1
+    "$py" - "$dir/report.json" <<'PY' || exit 1
+import json, sys
+r = {x["rank"]: x for x in json.load(open(sys.argv[1]))["ranks"]}
+assert r[0]["pools_at_peak"] == r[0]["pools_free_at_peak"] == 40 << 20, r[0]
+assert r[0]["largest_pool"]["function"] == "CUDA graph pool of main", r[0]
+assert r[0]["fragmentation"] == r[1]["fragmentation"] == 4 << 20, r
+assert "pools_at_peak" not in r[1], r[1]
+PY
+}
+case_replay_keeps_a_cuda_graph_pool_apart_from_fragmentation() {
+    pools
+    out=$("$ranksnap" replay "$dir/rank-00000.pickle") || exit 1
+    echo "$out"
+    has "$out" "private pools (CUDA graphs'): 40.00 MiB of the original's reserved bytes at its peak, 40.00 MiB of it in no block"
+    has "$out" "fragmentation at peak                4.00 MiB"
+}
+
 "case_$name"

@@ -89,6 +89,8 @@ case_compare_builds_usage_errors() {
     case "$out" in *"no-such-commit is neither a folder nor a commit"*) ;; *) echo "$out"; exit 1;; esac
     out=$(ROUNDS=x bash "$ranksnap" HEAD 2>&1); test $? -eq 2 || exit 1
     case "$out" in *"ROUNDS=x: expected a positive integer"*) ;; *) echo "$out"; exit 1;; esac
+    out=$(INSTR=yes bash "$ranksnap" HEAD 2>&1); test $? -eq 2 || exit 1
+    case "$out" in *"INSTR=yes: expected 0 or 1"*) ;; *) echo "$out"; exit 1;; esac
 }
 
 shift 2

@@ -6,16 +6,19 @@
  * It plays the API with the host's own virtual memory: cuMemAddressReserve reserves address space
  * (mmap PROT_NONE, no memory), cuMemCreate makes a memfd of the page's size (the handle), cuMemMap
  * maps that file at the address, cuMemSetAccess makes it read-write, cuMemUnmap puts the
- * reservation back, cuMemRelease closes the file. So the pages the backend maps can really be
+ * reservation back, cuMemRelease gives the handle up. So the pages the backend maps can really be
  * written, and a page unmapped too early faults. It checks what the real driver checks (a map
- * inside a reserved range, of a whole handle, not over another) and counts what is alive, which
- * the test reads back through fake_driver_* (dlsym on the loaded library). The device has
+ * inside a reserved range, of at most the handle's size from its start, not over another; an
+ * unmap of whole mappings only) and counts what is alive as the driver does: a handle's memory
+ * until it is released and unmapped everywhere (its value is not given again before), which the
+ * tests read back through fake_driver_* (dlsym on the loaded library), thread-safe. The device has
  * FAKE_CUDA_DRIVER_CAPACITY bytes (default 16 GiB, the fake runtime's); FAKE_CUDA_DRIVER_NO_VMM=1
  * makes it report no virtual memory management. The first calls a process makes (cuInit, the
  * device count, the primary context) are exported by name, below.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,14 +41,45 @@ typedef struct range {
 
 static range reserved[64];
 static size_t n_reserved;
+/* A handle's memory lives while it is not released or still mapped somewhere. */
 static struct {
     int fd;
     size_t size;
-    int live;
+    int device;
+    int live, released;
+    size_t mappings;
 } handles[FAKE_MAX];
-static range maps[FAKE_MAX];
-static size_t n_maps, created_bytes, mapped_bytes;
+static struct {
+    uintptr_t addr;
+    size_t size;
+    size_t handle; /* index into handles */
+} maps[FAKE_MAX];
+/* created_bytes: the memory of live handles, per device */
+static size_t n_maps, created_bytes[2], mapped_bytes;
 static size_t live_handles;
+/* The handle whose memory went last (+1; 0: none): its value is given again first, as the
+ * driver gives a freed address again at once. Under `mu`. */
+static size_t reuse_handle;
+
+/* Called once, by the next call that frees memory (cuMemFree_v2, cuMemFreeAsync, or the
+ * cuMemRelease or cuMemUnmap after which a handle's memory is gone), after the memory is freed
+ * and before the call returns: another thread's allocation in that moment, which may be given
+ * the same address or handle value (fake_driver_after_next_free, for the interposer's order of
+ * bookkeeping). */
+typedef void (*after_free_fn)(void);
+static _Atomic(after_free_fn) after_free;
+
+FAKE_EXPORT void fake_driver_after_next_free(void (*fn)(void))
+{
+    atomic_store(&after_free, fn);
+}
+
+/* The hook's turn, once `freed` says memory went (outside `mu`: the hook allocates). */
+static void freed_hook(int freed)
+{
+    after_free_fn fn = freed ? atomic_exchange(&after_free, (after_free_fn)NULL) : NULL;
+    if (fn) fn();
+}
 
 static size_t capacity(void)
 {
@@ -120,6 +154,13 @@ static CUresult fake_address_free(CUdeviceptr p, size_t size)
     return e;
 }
 
+static size_t created_total(void)
+{
+    return created_bytes[0] + created_bytes[1];
+}
+
+static size_t live_bytes_total(void);
+
 static CUresult fake_create(CUmemGenericAllocationHandle *h, size_t size,
                             const CUmemAllocationProp *prop, unsigned long long flags)
 {
@@ -129,8 +170,10 @@ static CUresult fake_create(CUmemGenericAllocationHandle *h, size_t size,
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&mu);
     CUresult e = CUDA_ERROR_OUT_OF_MEMORY;
-    if (size <= capacity() - created_bytes) {
-        for (size_t i = 0; i < FAKE_MAX; i++) {
+    if (size <= capacity() - created_total() - live_bytes_total()) {
+        for (size_t k = 0; k < FAKE_MAX; k++) {
+            size_t i = reuse_handle && !handles[reuse_handle - 1].live ? reuse_handle - 1 : k;
+            reuse_handle = 0;
             if (handles[i].live) continue;
             int fd = memfd_create("fake-cuda-page", MFD_CLOEXEC);
             if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
@@ -139,8 +182,11 @@ static CUresult fake_create(CUmemGenericAllocationHandle *h, size_t size,
             }
             handles[i].fd = fd;
             handles[i].size = size;
+            handles[i].device = prop->location.id;
             handles[i].live = 1;
-            created_bytes += size;
+            handles[i].released = 0;
+            handles[i].mappings = 0;
+            created_bytes[handles[i].device] += size;
             live_handles++;
             *h = (CUmemGenericAllocationHandle)(i + 1);
             e = CUDA_SUCCESS;
@@ -151,18 +197,30 @@ static CUresult fake_create(CUmemGenericAllocationHandle *h, size_t size,
     return e;
 }
 
+/* mu held: the handle's memory goes once it is released and no longer mapped; 1 if it went. */
+static int handle_maybe_gone(size_t i)
+{
+    if (!handles[i].released || handles[i].mappings) return 0;
+    close(handles[i].fd);
+    handles[i].live = 0;
+    created_bytes[handles[i].device] -= handles[i].size;
+    live_handles--;
+    reuse_handle = i + 1;
+    return 1;
+}
+
 static CUresult fake_release(CUmemGenericAllocationHandle h)
 {
     pthread_mutex_lock(&mu);
     CUresult e = CUDA_ERROR_INVALID_VALUE;
-    if (h >= 1 && h <= FAKE_MAX && handles[h - 1].live) {
-        close(handles[h - 1].fd);
-        handles[h - 1].live = 0;
-        created_bytes -= handles[h - 1].size;
-        live_handles--;
+    int gone = 0;
+    if (h >= 1 && h <= FAKE_MAX && handles[h - 1].live && !handles[h - 1].released) {
+        handles[h - 1].released = 1;
+        gone = handle_maybe_gone(h - 1);
         e = CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&mu);
+    freed_hook(gone);
     return e;
 }
 
@@ -172,8 +230,9 @@ static CUresult fake_map(CUdeviceptr p, size_t size, size_t offset, CUmemGeneric
     pthread_mutex_lock(&mu);
     CUresult e = CUDA_SUCCESS;
     uintptr_t a = (uintptr_t)p;
-    if (offset || flags || h < 1 || h > FAKE_MAX || !handles[h - 1].live ||
-        handles[h - 1].size != size || !inside_reserved(a, size) || n_maps == FAKE_MAX) {
+    if (offset || flags || !size || size % ((size_t)2 << 20) || h < 1 || h > FAKE_MAX ||
+        !handles[h - 1].live || handles[h - 1].released || size > handles[h - 1].size ||
+        !inside_reserved(a, size) || n_maps == FAKE_MAX) {
         e = CUDA_ERROR_INVALID_VALUE;
     } else {
         for (size_t k = 0; k < n_maps; k++)
@@ -184,7 +243,11 @@ static CUresult fake_map(CUdeviceptr p, size_t size, size_t offset, CUmemGeneric
         if (m == MAP_FAILED) {
             e = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
-            maps[n_maps++] = (range){a, size};
+            maps[n_maps].addr = a;
+            maps[n_maps].size = size;
+            maps[n_maps].handle = h - 1;
+            n_maps++;
+            handles[h - 1].mappings++;
             mapped_bytes += size;
         }
     }
@@ -199,7 +262,7 @@ static CUresult fake_unmap(CUdeviceptr p, size_t size)
     uintptr_t lo = (uintptr_t)p, hi = lo + size;
     pthread_mutex_lock(&mu);
     CUresult e = CUDA_ERROR_INVALID_VALUE;
-    int cut = 0;
+    int cut = 0, gone = 0;
     for (size_t k = 0; k < n_maps; k++)
         if (maps[k].addr < hi && lo < maps[k].addr + maps[k].size &&
             (maps[k].addr < lo || maps[k].addr + maps[k].size > hi))
@@ -213,10 +276,14 @@ static CUresult fake_unmap(CUdeviceptr p, size_t size)
         mmap((void *)maps[k].addr, maps[k].size, PROT_NONE,
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
         mapped_bytes -= maps[k].size;
+        size_t i = maps[k].handle;
+        handles[i].mappings--;
+        gone |= handle_maybe_gone(i);
         maps[k] = maps[--n_maps];
         e = CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&mu);
+    freed_hook(gone);
     return e;
 }
 
@@ -255,8 +322,14 @@ static _Thread_local int cur_device;
 static struct {
     void *p;
     size_t n;
+    int device;
 } live[FAKE_MAX];
-static size_t live_bytes;
+static size_t live_bytes[2]; /* per device */
+
+static size_t live_bytes_total(void)
+{
+    return live_bytes[0] + live_bytes[1];
+}
 
 FAKE_EXPORT void fake_driver_set_device(int d)
 {
@@ -282,7 +355,7 @@ static CUresult fake_alloc(CUdeviceptr *dp, size_t n)
     pthread_mutex_lock(&mu);
     CUresult e = CUDA_ERROR_OUT_OF_MEMORY;
     void *p = NULL;
-    if (n <= capacity() - created_bytes - live_bytes) {
+    if (n <= capacity() - created_total() - live_bytes_total()) {
         if (reuse_p && reuse_n == n) {
             p = reuse_p;
             reuse_p = NULL;
@@ -294,7 +367,8 @@ static CUresult fake_alloc(CUdeviceptr *dp, size_t n)
         if (!live[i].p) {
             live[i].p = p;
             live[i].n = n;
-            live_bytes += n;
+            live[i].device = cur_device & 1;
+            live_bytes[live[i].device] += n;
             *dp = (CUdeviceptr)(uintptr_t)p;
             e = CUDA_SUCCESS;
             break;
@@ -304,25 +378,12 @@ static CUresult fake_alloc(CUdeviceptr *dp, size_t n)
     return e;
 }
 
-/* Called once, by the next cuMemFree_v2 that succeeds, after the memory is freed and before the
- * call returns: another thread's allocation in that moment, which may be given the same address
- * (fake_driver_after_next_free, for the interposer's order of bookkeeping). */
-static void (*after_free)(void);
 static CUresult fake_mem_free(CUdeviceptr dp);
-
-FAKE_EXPORT void fake_driver_after_next_free(void (*fn)(void))
-{
-    after_free = fn;
-}
 
 FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dp)
 {
     CUresult e = fake_mem_free(dp);
-    void (*fn)(void) = after_free;
-    if (e == CUDA_SUCCESS && fn) {
-        after_free = NULL;
-        fn();
-    }
+    freed_hook(e == CUDA_SUCCESS);
     return e;
 }
 
@@ -335,7 +396,7 @@ static CUresult fake_mem_free(CUdeviceptr dp)
             free(reuse_p);
             reuse_p = live[i].p;
             reuse_n = live[i].n;
-            live_bytes -= live[i].n;
+            live_bytes[live[i].device] -= live[i].n;
             live[i].p = NULL;
             e = CUDA_SUCCESS;
             break;
@@ -726,7 +787,17 @@ FAKE_EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx)
     return CUDA_SUCCESS;
 }
 
-/* For the test: what is alive now. */
+/* For the tests: what is alive now. fake_driver_held_bytes: the device memory the process holds
+ * on `device` (-1: on both), cuMemAlloc's & co. and the handles' not yet gone. */
+FAKE_EXPORT size_t fake_driver_held_bytes(int device)
+{
+    pthread_mutex_lock(&mu);
+    size_t n = device < 0 ? live_bytes_total() + created_total()
+                          : live_bytes[device & 1] + created_bytes[device & 1];
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
 FAKE_EXPORT size_t fake_driver_mapped_bytes(void)
 {
     pthread_mutex_lock(&mu);

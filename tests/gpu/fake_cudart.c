@@ -13,6 +13,11 @@
  * memory behind the interposers' back, as NCCL does through its own runtime; fake_device_used
  * tells a test what each device holds.
  *
+ * With FAKE_CUDA_SHARED=FILE the devices are shared by every process that names the same file
+ * (fake_share.h), as one GPU is by two ranks of a small job: each process's bytes on each device,
+ * a context of FAKE_SHARE_CONTEXT included once it used the device, are kept there, and
+ * cudaMemGetInfo answers for all of them together; fake_nvml.c lists them as NVML does.
+ *
  * With FAKE_CUDART_VIA_DRIVER=1 (and the fake driver loaded) every cudaMalloc first asks the
  * driver's cuMemAlloc_v2, found by name as a static runtime finds it, for the same size, and fails
  * as the driver does: so a runtime call ranksnap makes on its own behalf reaches the driver's
@@ -26,6 +31,8 @@
 #include <string.h>
 
 #include <cuda_runtime_api.h>
+
+#include "fake_share.h"
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
 #define FAKE_MAX_LIVE 65536
@@ -51,6 +58,30 @@ static int fake_devices(void)
 }
 static int fake_pool;
 
+/* The shared mode: this process's slot in the table, claimed at its first use of a device. */
+static int fake_slot = -1;
+
+/* fake_mu held: this process's bytes on `dev`, its context included, into the shared table. */
+static void fake_share_publish(int dev)
+{
+    fake_share *t = fake_share_map();
+    if (!t || dev < 0 || dev >= FAKE_SHARE_DEVICES) return;
+    for (int i = 0; fake_slot < 0 && i < FAKE_SHARE_PROCESSES; i++) {
+        uint32_t free_slot = 0;
+        if (atomic_compare_exchange_strong(&t->pid[i], &free_slot, (uint32_t)getpid())) fake_slot = i;
+    }
+    if (fake_slot >= 0) atomic_store(&t->bytes[fake_slot][dev], fake_used[dev] + FAKE_SHARE_CONTEXT);
+}
+
+/* A process that exits lets go of its slot, as its contexts go with it. */
+__attribute__((destructor)) static void fake_share_leave(void)
+{
+    fake_share *t = fake_share_map();
+    if (!t || fake_slot < 0 || atomic_load(&t->pid[fake_slot]) != (uint32_t)getpid()) return;
+    for (int d = 0; d < FAKE_SHARE_DEVICES; d++) atomic_store(&t->bytes[fake_slot][d], 0);
+    atomic_store(&t->pid[fake_slot], 0);
+}
+
 static cudaError_t fake_err(cudaError_t e)
 {
     if (e != cudaSuccess) fake_last = e;
@@ -72,6 +103,7 @@ static cudaError_t fake_take(size_t n, void **out)
             fake_live[i].n = n;
             fake_live[i].dev = fake_dev;
             fake_used[fake_dev] += n;
+            fake_share_publish(fake_dev);
             *out = p;
             e = cudaSuccess;
             break;
@@ -89,6 +121,7 @@ static cudaError_t fake_give(void *p)
     for (int i = 0; i < FAKE_MAX_LIVE; i++)
         if (fake_live[i].p == p) {
             fake_used[fake_live[i].dev] -= fake_live[i].n;
+            fake_share_publish(fake_live[i].dev);
             fake_live[i].p = NULL;
             free(p);
             e = cudaSuccess;
@@ -211,7 +244,10 @@ FAKE_EXPORT cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t w, size_
 FAKE_EXPORT cudaError_t cudaMemGetInfo(size_t *f, size_t *t)
 {
     pthread_mutex_lock(&fake_mu);
-    *f = fake_capacity - fake_used[fake_dev];
+    fake_share *shared = fake_share_map();
+    fake_share_publish(fake_dev);
+    uint64_t used = shared ? fake_share_device_used(shared, fake_dev) : fake_used[fake_dev];
+    *f = used < fake_capacity ? fake_capacity - used : 0;
     *t = fake_capacity;
     pthread_mutex_unlock(&fake_mu);
     return cudaSuccess;

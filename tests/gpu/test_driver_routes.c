@@ -87,7 +87,8 @@ static void allocate_between(void)
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : ".";
-    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    const char *r = getenv("OMPI_COMM_WORLD_RANK"); /* Open MPI's mpirun, else MPICH's Hydra */
+    if (!r) r = getenv("PMI_RANK");
     rank_ = r ? atoi(r) : 0;
     int dev = rank_ % 2;
     void *drv = dlopen("libcuda.so.1", RTLD_NOW);

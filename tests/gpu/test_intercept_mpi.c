@@ -32,7 +32,8 @@ int main(int argc, char **argv)
     (void)argc;
     (void)argv;
     cudaError_t e0 = cudaSuccess;
-    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    const char *r = getenv("OMPI_COMM_WORLD_RANK"); /* Open MPI's mpirun, else MPICH's Hydra */
+    if (!r) r = getenv("PMI_RANK");
     int rank = r ? atoi(r) : 0;
 #endif
     cudaError_t e1 = cudaMalloc(&p, (size_t)(rank + 1) * 16 * MiB);

@@ -25,7 +25,8 @@ def seq_of(a, rank):
     return int(a.seq * a.longer[1]) if a.longer and a.longer[0] == rank else a.seq
 
 
-def model(a):
+def model(a, extra=0):
+    """`extra` positions past the longest sequence: the tokens a generate call adds."""
     longest = int(a.seq * max(1.0, a.longer[1])) if a.longer else a.seq
     return GPT2LMHeadModel(GPT2Config(n_layer=a.layers, n_head=8, n_embd=a.width, vocab_size=VOCAB,
-                                      n_positions=longest))
+                                      n_positions=longest + extra))

@@ -37,14 +37,7 @@ unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK
 job() {
     c=$1 steps=$2; shift 2
     d=$R/$c
-    rm -rf "$d" && mkdir -p "$d"
-    limit=$(left); [ "$limit" -gt 120 ] && limit=120
-    if [ "$limit" -lt 30 ]; then echo "SKIP $c (no time left)" | tee -a "$summary"; return; fi
-    echo "+ torchrun --standalone --nproc-per-node 2 --no-python launch/ranksnap-run --steps $steps --dir $d python3 $*" | tee "$d.cmd"
-    start=$SECONDS
-    timeout -k 5 "$limit" torchrun --standalone --nproc-per-node 2 --no-python \
-        launch/ranksnap-run --steps "$steps" --dir "$d" python3 "$@" > "$d.stdout" 2> "$d.stderr"
-    echo "exit status $? after $((SECONDS - start)) s" | tee -a "$d.cmd"
+    torchrun_job "$d" 2 "$steps" "$@" || { echo "SKIP $c (no time left)" | tee -a "$summary"; return; }
     build/ranksnap report "$d" > "$d.report.txt" 2> "$d.report.err"
     build/ranksnap report --json "$d" > "$d.report.json" 2>> "$d.report.err"
     if python3 tests/python/check_named_report.py "$c" "$d.report.json" "$d.report.txt" "$d"/rank-*.pickle > "$d.checks" 2>&1; then

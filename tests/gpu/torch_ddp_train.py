@@ -9,6 +9,8 @@ GPUs, else every rank on GPU 0 with gloo (gloo all-reduces CUDA tensors too).
 
   --fsdp2          FSDP2 in place of DDP: fully_shard on each GPT-2 block, then on the model
                    (tests/gpu/torch-names.sh)
+  --compile        the DDP model torch.compile'd (tests/gpu/torch-compiled.sh)
+  --checkpointing  transformers' gradient checkpointing on (tests/gpu/torch-compiled.sh)
 
 The knobs make one rank differ:
   --bigger R:F     rank R's batch is F times larger                         (case a)
@@ -52,6 +54,8 @@ def main():
     p.add_argument("--hang", type=pair)
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     p.add_argument("--fsdp2", action="store_true")
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--checkpointing", action="store_true")
     a = p.parse_args()
 
     rank = env_int("RANK", "OMPI_COMM_WORLD_RANK")
@@ -65,14 +69,19 @@ def main():
 
     torch.manual_seed(0)
     seq = seq_of(a, rank)
+    gpt = tiny_gpt(a)
+    if a.checkpointing:
+        gpt.gradient_checkpointing_enable()
     if a.fsdp2:
         from torch.distributed.fsdp import fully_shard
-        model = tiny_gpt(a).to(device)
+        model = gpt.to(device)
         for block in model.transformer.h:
             fully_shard(block)
         fully_shard(model)
     else:
-        model = DDP(tiny_gpt(a).to(device), device_ids=[device.index])
+        model = DDP(gpt.to(device), device_ids=[device.index])
+    if a.compile:
+        model = torch.compile(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator(device=device)
     gen.manual_seed(1 + rank)

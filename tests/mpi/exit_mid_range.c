@@ -22,7 +22,8 @@ int main(int argc, char **argv)
         return 2;
     }
     int steps = atoi(argv[1]), who = atoi(argv[2]), at = atoi(argv[3]), code = atoi(argv[4]);
-    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    const char *r = getenv("OMPI_COMM_WORLD_RANK"); /* Open MPI's mpirun, else MPICH's Hydra */
+    if (!r) r = getenv("PMI_RANK");
     int rank = r ? atoi(r) : 0;
     ranksnap_status st = ranksnap_init(NULL);
     if (st != RANKSNAP_OK) {

@@ -1,11 +1,12 @@
 #!/bin/sh
-# check.sh SOURCE_DIR BUILD_DIR WORK — installs ranksnap into WORK/prefix and moves the tree to
+# check.sh SOURCE_DIR BUILD_DIR WORK [MPI_C_COMPILER] — installs ranksnap into WORK/prefix and moves the tree to
 # WORK/moved (an install must not depend on where it was made); then, from the moved tree, builds
 # the consumer with find_package(ranksnap) against the shared and the static target, and with
-# pkg-config (`--libs`, and `--static --libs` with the archive), and runs each on the sim backend;
+# pkg-config (`--libs`, and `--static --libs` with the archive), and, given the MPI it was built
+# with, an MPI program with ranksnap::mpi, and runs each on the sim backend;
 # then a PyTorch job (the stand-in torch) through the installed ranksnap-run.
 set -eu
-src=$1 build=$2 work=$3
+src=$1 build=$2 work=$3 mpi_c_compiler=${4:-}
 rm -rf "$work" && mkdir -p "$work"
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 mv "$work/prefix" "$work/moved"
@@ -29,6 +30,17 @@ for kind in shared static; do
   cmake --build "$work/cmake-$kind" >/dev/null
   run "cmake-$kind" "$work/cmake-$kind/consumer"
 done
+# an MPI program linking ranksnap::mpi (the MPI plugin of the MPI ranksnap was built with): its
+# MPI_Init starts ranksnap, alone (MPI's singleton) since no launcher started it
+if [ -n "$mpi_c_compiler" ]; then
+  cmake -S "$src/tests/package" -B "$work/cmake-mpi" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DRANKSNAP_CONSUMER_MPI=ON -DMPI_C_COMPILER="$mpi_c_compiler" >/dev/null
+  cmake --build "$work/cmake-mpi" >/dev/null
+  RANKSNAP_DIR="$work/out-mpi" RANKSNAP_REPORT=0 "$work/cmake-mpi/consumer" > "$work/mpi.out" 2>&1 ||
+    { cat "$work/mpi.out"; exit 1; }
+  grep -q "^consumer: success after MPI_Init" "$work/mpi.out" || { cat "$work/mpi.out"; exit 1; }
+  echo "package: cmake-mpi ok"
+fi
 c++ "$src/tests/package/consumer.cpp" -o "$work/pc-shared" $(pkg-config --cflags --libs ranksnap)
 run pc-shared "$work/pc-shared"
 # the archive by name (-l:libranksnap.a), the rest as Libs.private and its Requires.private say

@@ -39,6 +39,11 @@ def main():
                     "allocated before step" in json.dumps(div))]
     if case == "trainer-longer":
         checks += [("rank 1 diverges", [d.get("rank") for d in r.get("divergent_ranks", [])] == [1])]
+    return print_checks(checks)
+
+
+def print_checks(checks):
+    """One line per (what, ok): "ok WHAT" or "FAILED WHAT"; 1 when one failed, else 0."""
     bad = 0
     for what, ok in checks:
         print(("ok " if ok else "FAILED ") + what)

@@ -64,7 +64,7 @@ def case_glue_starts_and_stops_the_recorder_on_the_range_steps():
     """--steps 2:4: PyTorch's recorder runs from the 2nd optimizer step to the 4th, no longer."""
     seen = steps_recording(6)
     check(seen == [False, True, True, False, False, False], f"recording after each step: {seen}")
-    check(glue().count == 6, f"steps counted: {glue().count}")
+    check(glue().steps.count == 6, f"steps counted: {glue().steps.count}")
 
 
 def case_glue_records_every_range_of_the_schedule():
@@ -82,7 +82,7 @@ def case_glue_counts_the_first_optimizer_only():
         gen.step()
         disc.step()
         disc.step()
-    check(glue().count == 3, f"steps counted: {glue().count}, expected 3 (the first optimizer's)")
+    check(glue().steps.count == 3, f"steps counted: {glue().steps.count}, expected 3 (the first optimizer's)")
 
 
 def case_glue_manual_steps_replace_the_optimizer_count():
@@ -95,6 +95,163 @@ def case_glue_manual_steps_replace_the_optimizer_count():
     check(recording(), "optimizer steps still count after ranksnap.step")
     ranksnap.step(4)
     check(not recording(), "ranksnap.step(4) did not end the range")
+
+
+def _model():
+    """A model of two layers whose calls allocate, with a generate that calls it per token."""
+    from torch import nn
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(MIB)
+
+        def forward(self, x):
+            return torch.stand_in_op("Addmm", 2 * MIB, (x, self.weight))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l0, self.l1 = Layer(), Layer()
+
+        def forward(self, x):
+            return self.l1(self.l0(x))
+
+        @torch.no_grad()
+        def generate(self, tokens):
+            for _ in range(tokens):
+                self(torch.empty(MIB))
+
+    return Net()
+
+
+def _steps_from():
+    return load(os.path.join(DIR, "rank-00000.pickle"))["ranksnap"]
+
+
+def _each_recording(n, call):
+    seen = []
+    for _ in range(n):
+        call()
+        seen.append(recording())
+    return seen
+
+
+RANGE_2_4 = [False, False, True, True, False, False]
+
+
+def case_glue_steps_are_the_models_calls_when_no_optimizer_steps():
+    """Inference under no_grad, no optimizer, --steps 2:4: the third and fourth calls of the model
+    are recorded, and the pickle says what the steps were. A function compiled first (a library's
+    helper, as some compile theirs on import) does not stop the search for the model."""
+    torch.compile(lambda x: x)
+    model = _model()
+    with torch.no_grad():
+        seen = _each_recording(6, lambda: model(torch.empty(MIB)))
+    check(seen == RANGE_2_4, f"recording after each call: {seen}")
+    m = _steps_from()
+    check(m["ranges"] == [[2, 4]], f"ranges {m['ranges']}")
+    check(m["steps_from"] == "calls of Net, the outermost module: no optimizer, gradients off", m["steps_from"])
+
+
+def case_glue_a_model_called_again_with_no_backward_pass_is_inference():
+    """Gradients on, but no backward pass between two calls: inference, numbered from the call
+    that showed it (the second)."""
+    model = _model()
+    seen = _each_recording(6, lambda: model(torch.empty(MIB)))
+    check(seen == RANGE_2_4, f"recording after each call: {seen}")
+    check(_steps_from()["steps_from"] == "calls of Net, the outermost module: no optimizer, no backward pass",
+          _steps_from()["steps_from"])
+
+
+def case_glue_a_generate_call_is_one_step():
+    """model.generate(3) calls the model three times: each generate is one step."""
+    model = _model()
+    seen = _each_recording(6, lambda: model.generate(3))
+    check(seen == RANGE_2_4, f"recording after each generate: {seen}")
+    check(glue().steps.calls == 6, f"step units counted: {glue().steps.calls}")
+    check(_steps_from()["steps_from"] == "generate calls of Net: no optimizer", _steps_from()["steps_from"])
+
+
+def case_glue_training_with_gradient_accumulation_keeps_the_optimizers_steps():
+    """Four micro-batches (a call and its backward each) per optimizer step: the model's calls
+    are never steps, the optimizer's are."""
+    model = _model()
+    opt = torch.optim.SGD(list(model.parameters()))
+
+    def iteration():
+        for _ in range(4):
+            model(torch.empty(MIB)).backward()
+        opt.step()
+
+    seen = _each_recording(6, iteration)
+    check(seen == [False, True, True, False, False, False], f"recording after each optimizer step: {seen}")
+    check(glue().steps.given == -1, f"a call of the model was taken for a step: {glue().steps.given}")
+    check(_steps_from()["steps_from"] == "optimizer steps (SGD)", _steps_from()["steps_from"])
+
+
+def case_glue_evaluation_before_training_continues_its_step_numbers():
+    """Two calls under no_grad (steps 0 and 1), then training: the optimizer's steps go on from
+    step 2, and the pickle says both."""
+    model = _model()
+    opt = torch.optim.SGD(list(model.parameters()))
+    with torch.no_grad():
+        model(torch.empty(MIB))
+        model(torch.empty(MIB))
+    at = []
+    for _ in range(4):
+        model(torch.empty(MIB)).backward()
+        opt.step()
+        at.append(glue().at_step)
+    check(at == [2, 3, 4, 5], f"steps after each optimizer step: {at}")
+    m = _steps_from()
+    check(m["ranges"] == [[2, 4]], f"ranges {m['ranges']}")
+    check(m["steps_from"] == "optimizer steps (SGD) from step 2; steps 0-1 were calls of the outermost module",
+          m["steps_from"])
+
+
+def case_glue_compiled_models_calls_are_steps_and_compile_gives_no_warning():
+    """torch.compile(model) before its first call: the compiled model's calls are the steps, and
+    no global module hook of ranksnap's is left for OptimizedModule to warn about."""
+    import warnings
+    model = torch.compile(_model())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            seen = _each_recording(6, lambda: model(torch.empty(MIB)))
+    check(seen == RANGE_2_4, f"recording after each call: {seen}")
+    check(not [w for w in caught if "global hooks" in str(w.message)], [str(w.message) for w in caught])
+    check(_steps_from()["steps_from"] == "calls of Net (compiled), the outermost module: no optimizer, "
+          "gradients off", _steps_from()["steps_from"])
+
+
+def case_glue_compiled_frames_are_named_by_their_source_in_both_passes():
+    """A generated wrapper's line, in the forward and under torch/_functorch's compiled backward:
+    the model's frames come first (the backward's innermost named "backward of ..."), the
+    generated frame stays after them; other stacks are left as they were."""
+    from torch._inductor.codecache import PyCodeCache
+    gen = "/tmp/torchinductor_u/c2/c2abc.py"
+    trace = ('  File "/job/model.py", line 80, in forward\n    x = self.mlp(x)\n'
+             '  File "/job/model.py", line 44, in forward\n    return self.fc(x)\n')
+    PyCodeCache.linemaps[gen] = ([10], [trace])
+    call = {"name": "call", "filename": gen, "line": 12}
+    aot = {"name": "backward", "filename": "/site/torch/_functorch/_aot_autograd/runtime_wrappers.py", "line": 2}
+    user = {"name": "main", "filename": "/job/train.py", "line": 9}
+    snap = {"segments": [], "device_traces": [[{"action": "alloc", "frames": [call, user]},
+                                                {"action": "alloc", "frames": [call, aot]},
+                                                {"action": "alloc", "frames": [user]}]]}
+    glue().generated.name_snapshot(snap)
+    fw, bw, plain = (e["frames"] for e in snap["device_traces"][0])
+    check([(f["name"], f["line"]) for f in fw] == [("forward", 44), ("forward", 80), ("call", 12), ("main", 9)], fw)
+    check([f["name"] for f in bw][:3] == ["backward of forward", "forward", "call"], bw)
+    check(plain == [user], plain)
+
+
+def case_glue_train_without_an_optimizer():
+    """For torch_glue.sh: a model trained by hand (no torch.optim): no step can be told."""
+    model = _model()
+    for _ in range(5):
+        model(torch.empty(MIB)).backward()
 
 
 def case_glue_range_end_writes_a_pytorch_pickle_with_the_ranksnap_key():
@@ -323,6 +480,57 @@ def case_glue_sys_exit_in_a_thread_is_not_the_programs_end():
     else:
         check(g._failing(), "the main thread's sys.exit(3) not seen")
     g.exit_code = None  # this program ends well
+
+
+def _traceback_files(fn):
+    """The files of the traceback that the exception fn() raises prints."""
+    import traceback
+    try:
+        fn()
+    except BaseException as e:  # noqa: BLE001 — SystemExit too
+        return [f.filename for f in traceback.extract_tb(e.__traceback__)]
+    fail(f"{fn} raised nothing")
+
+
+def case_glue_leaves_no_frame_in_the_scripts_tracebacks():
+    """The calls the glue wraps (the backward pass in a range, init_process_group, new_group,
+    DeviceMesh, sys.exit) raise into the script with a traceback of the script's and torch's
+    frames only: ranksnap is never read as part of the failure."""
+    import ranksnap
+    from torch import nn
+    from torch.distributed import device_mesh
+    glue_dir = os.path.dirname(os.path.dirname(os.path.abspath(ranksnap.__file__)))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(MIB)
+
+        def forward(self, x):
+            return torch.stand_in_op("Addmm", x.nbytes, (x, self.weight))
+
+    model = Net()
+    opt = torch.optim.SGD(list(model.parameters()))
+    for _ in range(2):
+        torch.stand_in_op("NllLoss", 512, (model(torch.empty(MIB)),)).backward()
+        opt.step()
+    check(recording() and glue().names.real_backward is not None, "the backward is not named in the range")
+    loss = torch.stand_in_op("NllLoss", 512, (model(torch.empty(MIB)),), grad_nbytes=512 * MIB)
+    torch.cuda.set_per_process_memory_fraction(0.001)
+    calls = {
+        "an out-of-memory in the backward pass": loss.backward,
+        "new_group before any process group": lambda: torch.distributed.new_group(ranks=[0]),
+        "init_process_group with a bad init_method":
+            lambda: torch.distributed.init_process_group("gloo", init_method="tcp://nowhere"),
+        "a DeviceMesh whose process group cannot be made":
+            lambda: device_mesh.DeviceMesh("cuda", [0], mesh_dim_names=("dp",)),
+        "sys.exit": lambda: sys.exit(5),
+    }
+    for what, fn in calls.items():
+        files = _traceback_files(fn)
+        check(files and files[0] == HERE, f"{what}: the traceback does not start in the script: {files}")
+        ours = [f for f in files if f.startswith(glue_dir + os.sep)]
+        check(not ours, f"{what}: ranksnap's frames in the script's traceback: {ours}")
 
 
 def case_sigterm_child():

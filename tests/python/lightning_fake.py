@@ -19,7 +19,8 @@ step, and a barrier per step as DDP's all-reduce would.
 knows it will be rank 0 of 2 (ranksnap starts there as a process of its own, rank 0 of 1).
 --mpi4py: each process initialises MPI as a singleton, as `import mpi4py.MPI` does (Lightning
 looks for it when it chooses its cluster environment): through the global MPI_Init_thread, which
-the preloaded ranksnap wraps, so ranksnap starts on a world of one.
+no MPI plugin wraps here (ranksnap-run preloads one only for a program linked with MPI), so
+ranksnap finds MPI up, a world of one, when it starts.
 --oom R: rank R runs out of memory in its first forward pass, before any optimizer step; the
 OutOfMemoryError ends its script, and the other rank's collective times out (5 s).
 """

@@ -13,6 +13,7 @@
 #include "alloc_fixture.h"
 #include "backend_sim.h"
 #include "clock.h"
+#include "mutex.h"
 
 /* ---- rounding, pools, segment sizes ---------------------------------------------------------- */
 
@@ -554,6 +555,62 @@ TEST(double_free_is_an_error_and_leaves_state_intact)
     fx_done(&f);
 }
 
+/* A rank's devices: allocators sharing one lock and one block map. A free handed to either is
+ * served by the one that allocated the block (its stats, its observer), found in one probe; an
+ * allocator destroyed first leaves none of its blocks behind in the map. */
+TEST(allocators_sharing_a_block_map_serve_each_others_frees)
+{
+    fixture f0, f1;
+    memset(&f0, 0, sizeof f0);
+    memset(&f1, 0, sizeof f1);
+    f0.rec.next_id = f1.rec.next_id = 100;
+    rs_mutex lock;
+    atomic_init(&lock.v, 0);
+    rs_block_map *map = NULL;
+    CHECK(rs_block_map_create(&map) == RANKSNAP_OK);
+    CHECK(rs_backend_sim_create_on(0, GiB, &f0.b) == RANKSNAP_OK);
+    CHECK(rs_backend_sim_create_on(1, GiB, &f1.b) == RANKSNAP_OK);
+    rs_alloc_config c0 = {.device_index = 0, .lock = &lock, .block_map = map,
+                          .observer = record_cb, .observer_ctx = &f0.rec};
+    rs_alloc_config c1 = c0;
+    c1.device_index = 1;
+    c1.observer_ctx = &f1.rec;
+    CHECK(rs_alloc_create(f0.b, &c0, &f0.a) == RANKSNAP_OK);
+    CHECK(rs_alloc_create(f1.b, &c1, &f1.a) == RANKSNAP_OK);
+
+    void *p0 = must_alloc(f0.a, 4096, NULL);
+    void *p1 = must_alloc(f1.a, 4096, NULL);
+    void *keep = must_alloc(f1.a, 8192, NULL);
+    CHECK(rs_alloc_owner(f0.a, p1) == f1.a);
+    CHECK(rs_alloc_owner(f1.a, p0) == f0.a);
+    CHECK(rs_alloc_owns(f0.a, p1) == 0);
+    /* device 1's block freed through device 0's allocator: device 1's books change */
+    int n1 = f1.rec.n, n0 = f0.rec.n;
+    CHECK(rs_alloc_free(f0.a, p1) == RANKSNAP_OK);
+    CHECK_EQ_U64(stats_of(f1.a).num_frees, 1);
+    CHECK_EQ_U64(stats_of(f1.a).allocated_bytes, 8192);
+    CHECK_EQ_U64(stats_of(f0.a).num_frees, 0);
+    CHECK(f1.rec.n > n1 && f1.rec.ev[n1].act == RS_ACT_FREE_REQUESTED);
+    CHECK(f0.rec.n == n0);
+    CHECK(rs_alloc_owner(f0.a, p1) == NULL);
+    /* and reused by device 1, not device 0 */
+    CHECK(must_alloc(f1.a, 4096, NULL) == p1);
+    CHECK(rs_alloc_free(f1.a, p0) == RANKSNAP_OK);
+    CHECK_EQ_U64(stats_of(f0.a).num_frees, 1);
+    CHECK(rs_alloc_check(f0.a));
+    CHECK(rs_alloc_check(f1.a));
+    /* device 1 goes with two blocks allocated: the map forgets them */
+    rs_alloc_destroy(f1.a);
+    CHECK(rs_alloc_owner(f0.a, keep) == NULL);
+    CHECK(rs_alloc_owner(f0.a, p1) == NULL);
+    CHECK(rs_alloc_free(f0.a, keep) == RANKSNAP_ERR_UNKNOWN_POINTER);
+    CHECK(rs_alloc_check(f0.a));
+    rs_alloc_destroy(f0.a);
+    rs_block_map_destroy(map);
+    f0.b->ops->destroy(f0.b);
+    f1.b->ops->destroy(f1.b);
+}
+
 /* ---- stats, observer, state ------------------------------------------------------------------ */
 
 TEST(stats_track_current_values_and_peaks)
@@ -913,6 +970,7 @@ int main(void)
     RUN(injected_failure_is_absorbed_by_the_retry);
     RUN(free_of_an_unknown_pointer_is_an_error_naming_it);
     RUN(double_free_is_an_error_and_leaves_state_intact);
+    RUN(allocators_sharing_a_block_map_serve_each_others_frees);
     RUN(stats_track_current_values_and_peaks);
     RUN(observer_sees_segment_alloc_alloc_free_requested_free_completed_segment_free);
     RUN(allocator_works_without_an_observer_and_without_a_config);

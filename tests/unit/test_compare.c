@@ -921,6 +921,26 @@ TEST(notes_name_incomplete_snapshots_dropped_events_and_other_jobs)
     rs_compare_result_free(r);
 }
 
+TEST(a_note_says_why_the_communicators_gave_no_roles)
+{
+    rs_summary s[2] = {summary_with_peak(0, 100), summary_with_peak(1, 100)};
+    rs_compare_config cfg;
+    rs_compare_config_default(&cfg);
+    cfg.ungrouped = "2 kinds of communicators divide the ranks (...)";
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(s, NULL, 2, 2, &cfg, &r) == RANKSNAP_OK);
+    CHECK(r && r->n_notes == 1);
+    if (r && r->n_notes == 1)
+        CHECK_STR_EQ(r->notes[0], "ranks not grouped into roles: 2 kinds of communicators divide "
+                                  "the ranks (...); --groups (RANKSNAP_GROUPS) declares them");
+    rs_compare_result_free(r);
+    /* nothing to say, nothing said */
+    cfg.ungrouped = "";
+    CHECK(rs_compare(s, NULL, 2, 2, &cfg, &r) == RANKSNAP_OK);
+    CHECK(r && r->n_notes == 0);
+    rs_compare_result_free(r);
+}
+
 TEST(notes_tell_the_rank_recovered_from_its_ring_from_those_dumped_on_a_crash_path)
 {
     /* rank 2 was SIGKILLed (its ring recovered); mpirun then aborted the others, whose dumper
@@ -1002,6 +1022,7 @@ int main(void)
     RUN(without_full_snapshots_sites_come_from_the_summaries);
     RUN(sites_with_a_stack_come_first_and_a_site_that_did_not_change_is_not_listed);
     RUN(notes_name_incomplete_snapshots_dropped_events_and_other_jobs);
+    RUN(a_note_says_why_the_communicators_gave_no_roles);
     RUN(notes_tell_the_rank_recovered_from_its_ring_from_those_dumped_on_a_crash_path);
     RUN(a_rank_given_twice_is_noted_and_counted_once);
     RUN(no_ranks_gives_every_rank_missing_and_no_reference);

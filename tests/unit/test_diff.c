@@ -55,7 +55,7 @@ static void make_run(run *r, int n, int world, uint64_t peak, const char *groups
         for (int k = 0; k < 8; k++) s->step_peak[k] = peak * MIB;
         site(&r->lists[i][0], "weights", 10, (peak - 40) * MIB);
         site(&r->lists[i][1], "activations", 20, 40 * MIB);
-        r->sites[i] = (rs_summary_sites){1, 2, r->lists[i], NULL, {0}};
+        r->sites[i] = (rs_summary_sites){.ok = 1, .n = 2, .sites = r->lists[i]};
         r->site_ptrs[i] = &r->sites[i];
         s->n_sites = 2;
         memcpy(s->sites, r->lists[i], 2 * sizeof *s->sites);

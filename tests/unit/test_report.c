@@ -195,6 +195,63 @@ TEST(json_report_of_an_oom_has_request_stack_and_live_sites)
     rs_compare_result_free(r);
 }
 
+/* Ranks 0, 1 and 3 on one GPU (their files name its UUID), rank 2 on another with a process of
+ * another job, ranks 4 and 5 on a third that NVML said nothing of: each device is named shared,
+ * with its ranks, what NVML listed and what the others held as each rank saw them; rank 3, whose
+ * own use NVML could not give, says so and why (its column n/a); rank 1's older file, which does
+ * not say, is said to maybe count the whole device. */
+TEST(text_report_names_shared_devices_and_a_rank_whose_own_use_is_not_known)
+{
+    rs_snap *full[6];
+    rs_summary sums[6];
+    train_cfg c = train_default();
+    static const uint8_t gpu_a[16] = {0xaa, 1}, gpu_b[16] = {0xbb, 2}, gpu_c[16] = {0xcc, 3};
+    for (int i = 0; i < 6; i++) {
+        full[i] = synth_train(i, 6, "job-1", &c);
+        rs_summary_of(full[i], &sums[i]);
+        rs_snap_free(full[i]);
+        memcpy(sums[i].device_uuid, i == 2 ? gpu_b : i >= 4 ? gpu_c : gpu_a, 16);
+        sums[i].outside_of = RS_OUTSIDE_PROCESS;
+        sums[i].outside_peak = 96 * MIB;
+    }
+    sums[0].device_processes = 3;
+    sums[0].device_others_kib = 1536 * 1024;
+    sums[1].outside_of = RS_OUTSIDE_UNSAID;
+    sums[2].device_processes = 2;
+    sums[2].device_others_kib = 3072 * 1024;
+    sums[3].outside_of = RS_OUTSIDE_DEVICE;
+    sums[3].outside_why = RS_OUTSIDE_WHY_PID_NOT_LISTED;
+    sums[3].device_processes = 3;
+    rs_compare_result *r = NULL;
+    CHECK(rs_compare(sums, NULL, 6, 0, NULL, &r) == RANKSNAP_OK);
+    char *t = r ? render_text(r) : NULL;
+    CHECK_STR_CONTAINS(t, "GPU-aa010000-0000-0000-0000-000000000000 is shared by ranks 0, 1 and 3 "
+                          "(NVML listed 3 there); the others held 1.50 GiB as rank 0 saw them\n"
+                          "  rank 1's file does not say whose memory its outside counts");
+    CHECK_STR_CONTAINS(t, "GPU-bb020000-0000-0000-0000-000000000000 is shared by rank 2 and 1 more "
+                          "process (NVML listed 2 there); the others held 3.00 GiB as rank 2 saw "
+                          "them; each rank's outside is its own process's\n");
+    CHECK_STR_CONTAINS(t, "GPU-cc030000-0000-0000-0000-000000000000 is shared by ranks 4 and 5; "
+                          "each rank's outside is its own process's\n");
+    CHECK_STR_CONTAINS(t, "rank 3: its own device memory is not known (its pid is not among the "
+                          "processes NVML lists on its device");
+    CHECK_STR_CONTAINS(t, "      3  node03  ");
+    CHECK(t && strstr(strstr(t, "      3  node03  "), "n/a") != NULL);
+    char *j = r ? render_json(r) : NULL;
+    CHECK_STR_CONTAINS(j, "\"shared_devices\": [\n    {\"uuid\": \"GPU-aa010000-0000-0000-0000-000000000000\", "
+                          "\"ranks\": [0, 1, 3], \"n_ranks\": 3, \"processes\": 3},\n    "
+                          "{\"uuid\": \"GPU-bb020000-0000-0000-0000-000000000000\", \"ranks\": [2], "
+                          "\"n_ranks\": 1, \"processes\": 2},\n    {\"uuid\": "
+                          "\"GPU-cc030000-0000-0000-0000-000000000000\", \"ranks\": [4, 5], "
+                          "\"n_ranks\": 2, \"processes\": 0}\n  ]");
+    CHECK_STR_CONTAINS(j, "\"outside_of\": \"device\", \"outside_why\": \"pid_not_listed\", "
+                          "\"device_uuid\": \"GPU-aa010000-0000-0000-0000-000000000000\", "
+                          "\"device_processes\": 3}");
+    free(t);
+    free(j);
+    rs_compare_result_free(r);
+}
+
 TEST(json_strings_escape_quotes_controls_and_bytes_that_are_not_utf8)
 {
     rs_compare_result r;
@@ -401,6 +458,7 @@ int main(int argc, char **argv)
     RUN(text_report_lists_missing_ranks_as_ranges);
     RUN(json_report_has_the_schema_fields_with_integer_bytes);
     RUN(json_report_of_an_oom_has_request_stack_and_live_sites);
+    RUN(text_report_names_shared_devices_and_a_rank_whose_own_use_is_not_known);
     RUN(json_strings_escape_quotes_controls_and_bytes_that_are_not_utf8);
     RUN(four_processes_through_the_public_api_flag_the_rank_with_larger_activations);
     return check_summary();

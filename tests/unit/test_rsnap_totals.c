@@ -55,7 +55,7 @@ TEST(totals_only_reads_what_the_whole_decode_reads_of_the_peaks)
         CHECK_EQ_U64(st.peak_allocated, sa.peak_allocated);
         CHECK_EQ_U64(st.peak_reserved, sa.peak_reserved);
         CHECK_EQ_U64(st.outside_peak, sa.outside_peak);
-        CHECK(st.rank == sa.rank && st.oom == sa.oom && st.n_comms == sa.n_comms);
+        CHECK(st.rank == sa.rank && st.oom == sa.oom && t->n_comms == a->n_comms);
         CHECK(st.n_steps == 0 && st.n_sites == 0 && sa.n_steps > 0);
     }
     rs_snap_free(a);

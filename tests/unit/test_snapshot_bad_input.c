@@ -405,6 +405,16 @@ TEST(communicators_and_steps_from_name_the_field_and_the_expectation)
     tuple.via.array.size = 5;
     expect_comms_left_out(&e, "field 'communicators[0]' must be an array of 6 elements");
     tuple.via.array.size = 6;
+    /* the count of those the rank did not list */
+    msgpack_object left;
+    set_uint(&left, 6);
+    add_key(&e, e.root, "communicators_left_out", left);
+    CHECK(edit_decode(&e, &s) == RANKSNAP_OK);
+    CHECK(s && s->n_comms == 1 && s->comms_left_out == 6);
+    rs_snap_free(s);
+    set_str(get(e.root, "communicators_left_out"), "six");
+    expect_comms_left_out(&e, "field 'communicators_left_out' must be an unsigned integer");
+    set_uint(get(e.root, "communicators_left_out"), 6);
     set_uint(get(e.root, "communicators"), 3);
     expect_comms_left_out(&e, "field 'communicators' must be an array");
 

@@ -282,6 +282,65 @@ TEST(snapshot_with_recorder_roundtrips_history_stacks_and_symbols)
     fixture_free(&f);
 }
 
+/* What NVML listed on the device and what the outside bytes are measured against travel in the
+ * file; a file without them (written before they existed, or where NVML listed nothing) reads
+ * with nothing listed and the measure unsaid. */
+TEST(snapshot_keeps_what_nvml_listed_and_reads_a_file_without_it)
+{
+    fixture f;
+    CHECK(fixture_init(&f, 0) == 0);
+    /* the older file: none of the keys is written */
+    char *buf = NULL;
+    size_t len = 0;
+    CHECK(rs_snapshot_encode(&f.src, &buf, &len) == RANKSNAP_OK);
+    CHECK(buf && !memmem(buf, len, "outside_of", 10) && !memmem(buf, len, "processes", 9));
+    rs_snap *s = NULL;
+    CHECK(buf && rs_rsnap_decode(buf, len, "older", &s) == RANKSNAP_OK);
+    free(buf);
+    if (s) {
+        CHECK_EQ_U64(s->totals.outside_of, RS_OUTSIDE_UNSAID);
+        CHECK_EQ_U64(s->totals.outside_why, RS_OUTSIDE_WHY_UNSAID);
+        CHECK(s->totals.outside_why_detail == NULL);
+        CHECK_EQ_U64(s->device.processes, 0);
+        CHECK_EQ_U64(s->device.others_bytes, 0);
+        CHECK_EQ_U64(s->device.own_bytes, 0);
+    }
+    rs_snap_free(s);
+
+    /* this process's own, found among two */
+    f.src.outside_of = RS_OUTSIDE_PROCESS;
+    f.src.share = (rs_device_share){.listed = 1, .processes = 2, .own_known = 1,
+                                    .own_bytes = 352 * FX_MIB, .others_bytes = 608 * FX_MIB,
+                                    .others_unknown = 1};
+    s = roundtrip(&f.src);
+    CHECK(s != NULL);
+    if (s) {
+        CHECK_EQ_U64(s->totals.outside_of, RS_OUTSIDE_PROCESS);
+        CHECK_EQ_U64(s->device.processes, 2);
+        CHECK_EQ_U64(s->device.own_bytes, 352 * FX_MIB);
+        CHECK_EQ_U64(s->device.others_bytes, 608 * FX_MIB);
+        CHECK_EQ_U64(s->device.others_unknown, 1);
+    }
+    rs_snap_free(s);
+
+    /* the device's whole use, and why: the words and NVML's own */
+    f.src.outside_of = RS_OUTSIDE_DEVICE;
+    f.src.outside_why = RS_OUTSIDE_WHY_PID_NOT_LISTED;
+    f.src.outside_why_detail = "this process (pid 7) is not among the 2 processes";
+    f.src.share = (rs_device_share){.listed = 1, .processes = 2};
+    s = roundtrip(&f.src);
+    CHECK(s != NULL);
+    if (s) {
+        CHECK_EQ_U64(s->totals.outside_of, RS_OUTSIDE_DEVICE);
+        CHECK_EQ_U64(s->totals.outside_why, RS_OUTSIDE_WHY_PID_NOT_LISTED);
+        CHECK(s->totals.outside_why_detail &&
+              !strcmp(s->totals.outside_why_detail, "this process (pid 7) is not among the 2 processes"));
+        CHECK_EQ_U64(s->device.own_bytes, 0);
+    }
+    rs_snap_free(s);
+    fixture_free(&f);
+}
+
 TEST(snapshot_keeps_the_allocator_settings_and_a_crash_flag)
 {
     fixture f;
@@ -499,6 +558,7 @@ int main(void)
 {
     RUN(snapshot_without_recorder_roundtrips_every_field);
     RUN(snapshot_with_recorder_roundtrips_history_stacks_and_symbols);
+    RUN(snapshot_keeps_what_nvml_listed_and_reads_a_file_without_it);
     RUN(snapshot_keeps_the_allocator_settings_and_a_crash_flag);
     RUN(snapshot_of_a_wrapped_ring_reports_dropped_events);
     RUN(delta_columns_survive_wraparound_and_large_jumps);

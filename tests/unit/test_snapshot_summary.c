@@ -117,7 +117,7 @@ TEST(summary_merges_pcs_of_one_line_and_shows_the_top_ten)
         blocks[i] = (rs_snap_block){0x10000000ull * (uint64_t)(i + 1), mib << 20, 0, (uint32_t)i + 1,
                                 RS_BLOCK_ACTIVE_ALLOCATED};
     }
-    seg = (rs_snap_segment){0, 1ull << 30, 0, 0, 0, 0, 0, 0, 0, 13, blocks};
+    seg = (rs_snap_segment){0, 1ull << 30, 0, 0, 0, 0, 0, 0, {0, 0}, 0, 13, blocks};
     s.world_size = 1;
     s.host = unknown;
     s.job = unknown;

@@ -28,10 +28,14 @@
  *   --pp N            N pipeline stages, ranks in stage-major order (stage = rank / (size / N)):
  *                     stage s keeps N - s microbatches of activations in flight, as under 1F1B, so
  *                     stage 0 is the heaviest by design; the gradient all-reduce runs over the
- *                     stage's data-parallel communicator (MPI_Comm_split)
+ *                     stage's data-parallel communicator (MPI_Comm_split), and each replica's
+ *                     pipeline has its own communicator too, kept until the end as a real job's
  *   --stage-activations S:F  every rank of stage S (of --pp; without it every rank is stage 0)
  *                     keeps F times the block activations (a model change that makes one stage
  *                     heavier, as `ranksnap diff` shows against a run without it)
+ *   --lib-comms N     before the job makes its communicators, a library makes N temporary pair
+ *                     communicators (rank r with rank size-1-r: MPI_Comm_split), all-reduces once
+ *                     on each and frees them (MPI_Comm_free)
  *   --iters N  --layers L  --hidden H  --batch B  --quiet
  *
  * MPI_Init starts ranksnap (the library's PMPI wrapper) and MPI_Finalize gathers and reports, so
@@ -76,12 +80,14 @@ typedef struct demo_cfg {
     int no_steps;
     int app_steps_from;
     int setup_bcasts;
+    int lib_comms;
     int layer_allreduces, layers_varied;
     int quiet;
 } demo_cfg;
 
 static int rank_ = 0;
 static MPI_Comm dp_comm_ = MPI_COMM_WORLD; /* the replicas of this rank's stage (--pp) */
+static MPI_Comm pp_comm_ = MPI_COMM_NULL;  /* the stages of this rank's replica (--pp) */
 
 /* --alloc: 0 ranksnap, 1 cudaMalloc/cudaFree, 2 cudaMallocAsync/cudaFreeAsync on stream 0 */
 static int alloc_mode_;
@@ -120,7 +126,7 @@ static void usage(void)
     fprintf(stderr, "usage: ranksnap-demo [--iters N] [--layers L] [--hidden H] [--batch B] "
                     "[--diverge R:F] [--leak R:BYTES] [--oom R] [--on-oom abort|continue] "
                     "[--hang R:STEP:SECONDS] [--no-steps] [--pp N] [--stage-activations S:F] "
-                    "[--quiet]\n");
+                    "[--lib-comms N] [--quiet]\n");
 }
 
 static int bad(const char *flag, const char *v, const char *expected)
@@ -168,6 +174,9 @@ static int parse_args(int argc, char **argv, demo_cfg *c)
         } else if (!strcmp(a, "--app-steps-from")) {
             if (parse_u64(v, &x) || x > 1000000) return bad(a, v, "an iteration from 0 to 1000000");
             c->app_steps_from = (int)x;
+        } else if (!strcmp(a, "--lib-comms")) {
+            if (parse_u64(v, &x) || x > 1000) return bad(a, v, "a count from 0 to 1000");
+            c->lib_comms = (int)x;
         } else if (!strcmp(a, "--setup-bcasts")) {
             if (parse_u64(v, &x) || x > 1000) return bad(a, v, "a count from 0 to 1000");
             c->setup_bcasts = (int)x;
@@ -385,8 +394,10 @@ static int train_step(const demo_cfg *c, model *m, uint64_t batch, double act_fa
 
 int main(int argc, char **argv)
 {
-    /* The rank is known from the launcher before MPI_Init, for the flags that must act early. */
+    /* The rank is known from the launcher before MPI_Init, for the flags that must act early:
+     * Open MPI's mpirun, or MPICH's Hydra, says it. */
     const char *er = getenv("OMPI_COMM_WORLD_RANK");
+    if (!er) er = getenv("PMI_RANK");
     if (er) rank_ = atoi(er);
     demo_cfg c;
     if (parse_args(argc, argv, &c)) return 2;
@@ -403,6 +414,7 @@ int main(int argc, char **argv)
         /* one GPU per rank, chosen before MPI_Init, where ranksnap's cuda backend takes the
          * current device */
         const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        if (!lr) lr = getenv("MPI_LOCALRANKID");
         int ndev = 0;
         if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
             fprintf(stderr, "ranksnap-demo: --comm nccl needs a GPU\n");
@@ -415,6 +427,18 @@ int main(int argc, char **argv)
     int size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    /* what a library does to check its links: short-lived, all alive at once (distinct handles)
+     * and gone before the job's own */
+    MPI_Comm *pairs = calloc((size_t)c.lib_comms + 1, sizeof *pairs);
+    if (!pairs) return fail("calloc", RANKSNAP_ERR_HOST_MEMORY);
+    for (int k = 0; k < c.lib_comms; k++)
+        MPI_Comm_split(MPI_COMM_WORLD, rank_ < size - 1 - rank_ ? rank_ : size - 1 - rank_, rank_, &pairs[k]);
+    for (int k = 0; k < c.lib_comms; k++) {
+        int one = 1;
+        MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT, MPI_SUM, pairs[k]);
+    }
+    for (int k = 0; k < c.lib_comms; k++) MPI_Comm_free(&pairs[k]);
+    free(pairs);
     int stage = 0;
     if (c.pp > 1) {
         if (size % c.pp) {
@@ -423,12 +447,10 @@ int main(int argc, char **argv)
         }
         int dp = size / c.pp;
         stage = rank_ / dp;
-        /* the stage's replicas, and the pipeline of each replica (unused here, as a real job has
+        /* the stage's replicas, and the pipeline of each replica (unused here; a real job has
          * it for its point-to-point sends) */
-        MPI_Comm pp_comm;
         MPI_Comm_split(MPI_COMM_WORLD, stage, rank_, &dp_comm_);
-        MPI_Comm_split(MPI_COMM_WORLD, rank_ % dp, rank_, &pp_comm);
-        MPI_Comm_free(&pp_comm);
+        MPI_Comm_split(MPI_COMM_WORLD, rank_ % dp, rank_, &pp_comm_);
     }
 #if defined(DEMO_WITH_NCCL)
     if (c.nccl) {
@@ -538,6 +560,7 @@ int main(int argc, char **argv)
     if (c.nccl) ncclCommDestroy(nccl_);
 #endif
     if (dp_comm_ != MPI_COMM_WORLD) MPI_Comm_free(&dp_comm_);
+    if (pp_comm_ != MPI_COMM_NULL) MPI_Comm_free(&pp_comm_);
     MPI_Finalize();
     return rc == 1 ? 1 : 0;
 }

@@ -9,8 +9,13 @@ torch.optim.optimizer.register_optimizer_step_post_hook, torch.distributed's few
 "tensors" of device memory that the allocator of torch/cuda/_allocator.py serves and records;
 the backward pass as PyTorch runs it (torch.autograd: nodes on an autograd thread, pre-hooks,
 torch._C._cuda_setMemoryMetadata and _current_autograd_node), torch.nn.Module with its global
-forward hooks, and stand_in_op, the stand-in's operator that makes autograd nodes.
+forward hooks, and stand_in_op, the stand-in's operator that makes autograd nodes (none while
+gradients are off: torch.no_grad, is_grad_enabled); torch.compile (torch/_dynamo).
 """
+import contextlib
+import functools
+import threading
+
 from . import _C, cuda, distributed, optim, profiler  # noqa: F401
 from .cuda._allocator import OutOfMemoryError
 
@@ -64,10 +69,45 @@ def empty(nbytes, device="cuda"):
     return Tensor(nbytes)
 
 
+_grad = threading.local()
+
+
+def is_grad_enabled():
+    return getattr(_grad, "on", True)
+
+
+class no_grad(contextlib.ContextDecorator):
+    """As PyTorch's: a context manager and a decorator (transformers' generate is one)."""
+
+    def __enter__(self):
+        self.prev = is_grad_enabled()
+        _grad.on = False
+
+    def __exit__(self, *exc):
+        _grad.on = self.prev
+        return False
+
+
+inference_mode = no_grad
+
+
+def compile(model=None, **kwargs):
+    """torch.compile: a module becomes an OptimizedModule (torch/_dynamo/eval_frame.py), a
+    function is returned as it is; without a model, the decorator."""
+    if model is None:
+        return functools.partial(compile, **kwargs)
+    from ._dynamo import eval_frame
+    if isinstance(model, nn.Module):
+        return eval_frame.OptimizedModule(model, kwargs.get("mode"))
+    return model
+
+
 def stand_in_op(name, nbytes, inputs=(), grad_nbytes=None):
     """The stand-in's operator: an output of nbytes whose autograd node (NAME + "Backward0")
     allocates grad_nbytes (default nbytes) and leads to the inputs' nodes, or to an
     AccumulateGrad node for an input that is a parameter."""
+    if not is_grad_enabled():
+        return Tensor(nbytes)
     nexts = []
     for t in inputs:
         if t.grad_fn is not None:

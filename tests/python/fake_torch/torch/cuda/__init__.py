@@ -9,6 +9,7 @@ import os
 import threading
 
 from . import _allocator, memory  # noqa: F401
+from .graphs import CUDAGraph, graph, graph_pool_handle  # noqa: F401
 from ._allocator import OutOfMemoryError  # noqa: F401
 
 _initialized = False

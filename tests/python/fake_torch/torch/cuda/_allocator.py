@@ -61,6 +61,10 @@ class Allocator:
         self.trace = []
         self.observers = []
         self.annotations = []
+        # the pool new segments go to: (0, 0) the default one, a CUDA graph's while it captures
+        # (cuda/graphs.py); a private pool's segments are reused only by its own requests and
+        # stay reserved, as PyTorch keeps a live graph's pool
+        self.pool = (0, 0)
         # PyTorch reserves segments with cudaMalloc, which a preloaded libranksnap.so sees (in
         # torch mode it passes every call through, and the first one starts ranksnap); the
         # stand-in calls it the same way and frees at once what a machine with a GPU gives.
@@ -122,16 +126,23 @@ class Allocator:
         return sum(s["allocated_size"] for s in self.segments.values())
 
     def _release_cached(self):
-        for addr in self.cached:
+        for addr in [a for a in self.cached if self.segments[a]["segment_pool_id"] == (0, 0)]:
             seg = self.segments.pop(addr)
+            self.cached.remove(addr)
             self._record("segment_free", addr=addr, size=seg["total_size"], frames=[])
-        self.cached = []
 
     def malloc(self, nbytes):
+        tracer = getattr(TLS, "tracer", None)
+        if tracer is not None:
+            # torch.compile tracing a model (the stand-in's _inductor/compile_fx.py): PyTorch
+            # traces with fake tensors, which take no device memory
+            tracer(nbytes, traceback.extract_stack()[:-1])
+            return 0
         size = _round(nbytes)
         seg_size = _segment_size(size)
         frames = self._frames()
-        addr = next((a for a in self.cached if self.segments[a]["total_size"] == seg_size), None)
+        addr = next((a for a in self.cached if self.segments[a]["total_size"] == seg_size and
+                     self.segments[a]["segment_pool_id"] == self.pool), None)
         if addr is None:
             if self.reserved() + seg_size > self.limit:
                 self._release_cached()
@@ -156,7 +167,7 @@ class Allocator:
                 "device": 0, "address": addr, "total_size": seg_size, "allocated_size": 0,
                 "active_size": 0, "requested_size": 0, "stream": 0,
                 "segment_type": "small" if seg_size == 2 * MIB else "large",
-                "segment_pool_id": (0, 0), "is_expandable": False,
+                "segment_pool_id": self.pool, "is_expandable": False,
                 "frames": frames if self.context else [], "blocks": []}
             self._record("segment_alloc", addr=addr, size=seg_size,
                          frames=frames if self.context else [])

@@ -11,6 +11,10 @@ _global_forward_hooks = {}
 _global_forward_pre_hooks = {}
 
 
+def _has_any_global_hook():
+    return bool(_global_forward_hooks or _global_forward_pre_hooks)
+
+
 def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
     return register(_global_forward_hooks, hook)
 

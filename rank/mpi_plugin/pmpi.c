@@ -4,10 +4,16 @@
  * MPI_Init, MPI_Init_thread and MPI_Finalize are wrapped: ranksnap starts on MPI_COMM_WORLD right
  * after the real init and gathers, reports and shuts down right before the real finalize, while
  * MPI still works. A few collectives are wrapped only to number steps (RANKSNAP_STEP_ON, or found from their
- * period: rank/runtime/step_detect.c), and the calls that make communicators to record them, with
- * the all-reduces made on each (rank/runtime/comms.c: the ranks' roles are found from them). The
- * wrappers are in the library, so they take effect when it is preloaded (ranksnap-run) or linked
- * ahead of libmpi. ranksnap's own MPI traffic uses PMPI_* and is never counted.
+ * period: rank/runtime/step_detect.c), and the calls that make and free communicators to record
+ * them, with the all-reduces made on each (rank/runtime/comms.c: the ranks' roles are found from
+ * the communicators alive while a range records). The wrappers are in the MPI plugin
+ * (plugin.c), so they take effect when it is preloaded (ranksnap-run, for a program linked with
+ * MPI) or linked ahead of libmpi (ranksnap::mpi). ranksnap's own MPI traffic uses PMPI_* and is
+ * never counted.
+ *
+ * They reach libranksnap.so through its public API (ranksnap_init, ranksnap_finalize; weak, so
+ * that the plugin loads, and passes calls on, where the library is not there) and the runtime's
+ * table (rs_mp_host): until the library took the plugin they record nothing.
  *
  * Programs that never call MPI but run under mpirun (PyTorch with NCCL) get MPI from
  * rank/mpi/world.c instead.
@@ -17,14 +23,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comms.h"
-#include "errors.h"
-#include "log.h"
-#include "steps.h"
-#include "world.h"
-
-#if defined(RANKSNAP_HAVE_MPI)
 #include <mpi.h>
+
+#include "mpi_weak.h"
+#include "plugin.h"
+#include "ranksnap.h"
+
+#pragma weak ranksnap_init
+#pragma weak ranksnap_finalize
+#pragma weak ranksnap_last_error
 
 #define RS_EXPORT __attribute__((visibility("default")))
 
@@ -34,10 +41,11 @@
  * if ranksnap were not there: nothing to do here about it. */
 static void rs_start_on_world(void)
 {
+    if (!ranksnap_init || !rs_mp_armed()) return;
     MPI_Comm world = MPI_COMM_WORLD;
-    rs_world_wrapper_init(1);
+    rs_mp_wrapper_init(1);
     (void)ranksnap_init(&world);
-    rs_world_wrapper_init(0);
+    rs_mp_wrapper_init(0);
 }
 
 RS_EXPORT int MPI_Init(int *argc, char ***argv)
@@ -56,9 +64,13 @@ RS_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provid
 
 RS_EXPORT int MPI_Finalize(void)
 {
-    ranksnap_status st = ranksnap_finalize();
-    if (st != RANKSNAP_OK) RS_WARN(RS_SUB_MPI, "finalize: %s", ranksnap_last_error());
-    rs_world_disown();
+    const rs_mpi_host *host = rs_mp_host();
+    if (ranksnap_finalize && ranksnap_finalize() != RANKSNAP_OK && host && ranksnap_last_error) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "finalize: %s", ranksnap_last_error());
+        host->warn(msg);
+    }
+    rs_mp_disown();
     return PMPI_Finalize();
 }
 
@@ -67,7 +79,8 @@ RS_EXPORT int MPI_Finalize(void)
  * MPI_UNDEFINED color) is not one. */
 static void rs_record_comm(int rc, MPI_Comm c)
 {
-    if (rc != MPI_SUCCESS || c == MPI_COMM_NULL) return;
+    const rs_mpi_host *host = rs_mp_host();
+    if (!host || rc != MPI_SUCCESS || c == MPI_COMM_NULL) return;
     int size = 0, rank = 0;
     MPI_Group g, wg;
     if (PMPI_Comm_size(c, &size) != MPI_SUCCESS || PMPI_Comm_rank(c, &rank) != MPI_SUCCESS ||
@@ -85,8 +98,8 @@ static void rs_record_comm(int rc, MPI_Comm c)
     if (got) PMPI_Group_free(&g);
     /* the world ranks of its members in their order in it: alike on every member */
     uint64_t id = 0;
-    for (int i = 0; ok && i < size; i++) id = rs_comms_hash(id, &out[i], sizeof out[i]);
-    if (ok) rs_comms_add((uint64_t)(uintptr_t)c, id, size, rank, "mpi");
+    for (int i = 0; ok && i < size; i++) id = host->hash(id, &out[i], sizeof out[i]);
+    if (ok) host->comm_created((uint64_t)(uintptr_t)c, id, size, rank);
     free(in);
 }
 
@@ -140,18 +153,41 @@ RS_EXPORT int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *new
     return rc;
 }
 
+/* A freed communicator is no longer a source of roles; its record goes before the real free,
+ * so that a handle MPI hands out again at once (Open MPI reuses them) is not taken for it. A
+ * failed free is an error MPI makes fatal unless the job chose otherwise. */
+static void rs_forget_comm(const MPI_Comm *comm)
+{
+    const rs_mpi_host *host = rs_mp_host();
+    if (host && comm && *comm != MPI_COMM_NULL) host->comm_freed((uint64_t)(uintptr_t)*comm);
+}
+
+RS_EXPORT int MPI_Comm_free(MPI_Comm *comm)
+{
+    rs_forget_comm(comm);
+    return PMPI_Comm_free(comm);
+}
+
+RS_EXPORT int MPI_Comm_disconnect(MPI_Comm *comm)
+{
+    rs_forget_comm(comm);
+    return PMPI_Comm_disconnect(comm);
+}
+
 /* Each call's name, count, datatype and root or op become a token of the step detector. */
 #define RS_COUNTED(name, n, t, extra, call)                                                        \
     do {                                                                                           \
         int rc_ = (call);                                                                          \
-        if (rc_ == MPI_SUCCESS)                                                                    \
-            rs_steps_collective_done(name, (uint64_t)(n), (uint64_t)(uintptr_t)(t), (uint64_t)(extra)); \
+        const rs_mpi_host *host_ = rs_mp_host();                                                   \
+        if (rc_ == MPI_SUCCESS && host_)                                                           \
+            host_->collective_done(name, (uint64_t)(n), (uint64_t)(uintptr_t)(t), (uint64_t)(extra)); \
         return rc_;                                                                                \
     } while (0)
 
 RS_EXPORT int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c)
 {
-    rs_comms_allreduce((uint64_t)(uintptr_t)c);
+    const rs_mpi_host *host = rs_mp_host();
+    if (host) host->allreduce_on((uint64_t)(uintptr_t)c);
     RS_COUNTED("MPI_Allreduce", n, t, (uintptr_t)op, PMPI_Allreduce(s, r, n, t, op, c));
 }
 
@@ -187,5 +223,3 @@ RS_EXPORT int MPI_Reduce_scatter(const void *s, void *r, const int rc[], MPI_Dat
 {
     RS_COUNTED("MPI_Reduce_scatter", rc ? rc[0] : 0, t, (uintptr_t)op, PMPI_Reduce_scatter(s, r, rc, t, op, c));
 }
-
-#endif

@@ -1,0 +1,58 @@
+"""pool_pickle.py — a PyTorch 2.11-shaped snapshot with a CUDA graph's private pool, for the
+tests of how the reader keeps a pool's reserved bytes apart from fragmentation
+(tests/cli/torch_meta.sh).
+
+    pool_pickle.py OUT.pickle RANK before|after
+A default-pool segment of 20 MiB holds the peak's 16 MiB block; a 40 MiB segment of the private
+pool (1, 0), made by the graph captured at capture.py:7 (PyTorch's capture code under it), holds
+a 4 MiB block freed at once. With `before` the pool is made before the peak, with `after` after
+it: at the peak its 40 MiB are reserved, in no block, or not reserved yet.
+"""
+import pickle
+import sys
+
+MIB = 1 << 20
+T0 = 10 ** 15
+DEFAULT, POOL = 0x7F0000000000, 0x7F1000000000
+
+
+def entry(action, addr, size, t, frames=()):
+    return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t,
+            "compile_context": "N/A", "user_metadata": "", "frames": list(frames)}
+
+
+def main():
+    out, rank, when = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    model = [{"name": "forward", "filename": "/job/model.py", "line": 12},
+             {"name": "main", "filename": "/job/infer.py", "line": 30}]
+    capture = [{"name": "forward", "filename": "/job/model.py", "line": 12},
+               {"name": "record", "filename": "/usr/lib/python3/site-packages/torch/_inductor/cudagraph_trees.py", "line": 900},
+               {"name": "main", "filename": "/job/capture.py", "line": 7}]
+    peak = [entry("segment_alloc", DEFAULT, 20 * MIB, 0, model),
+            entry("alloc", DEFAULT, 16 * MIB, 0, model),
+            entry("free_requested", DEFAULT, 16 * MIB, 0),
+            entry("free_completed", DEFAULT, 16 * MIB, 0)]
+    pool = [entry("segment_alloc", POOL, 40 * MIB, 0, capture),
+            entry("alloc", POOL, 4 * MIB, 0, capture),
+            entry("free_requested", POOL, 4 * MIB, 0),
+            entry("free_completed", POOL, 4 * MIB, 0)]
+    trace = pool + peak if when == "before" else peak + pool
+    for i, e in enumerate(trace):
+        e["time_us"] = T0 + 1000 * i
+
+    def segment(addr, size, pool_id, frames):
+        return {"device": 0, "address": addr, "total_size": size, "allocated_size": 0,
+                "active_size": 0, "requested_size": 0, "stream": 0, "segment_type": "large",
+                "segment_pool_id": pool_id, "is_expandable": False, "frames": frames,
+                "blocks": [{"address": addr, "size": size, "requested_size": 0, "state": "inactive",
+                            "frames": []}]}
+
+    snap = {"segments": [segment(DEFAULT, 20 * MIB, (0, 0), model), segment(POOL, 40 * MIB, (1, 0), capture)],
+            "device_traces": [trace], "allocator_settings": {"max_split_size": -1},
+            "external_annotations": [], "ranksnap": {"rank": rank, "world_size": 2, "job": "pools"}}
+    with open(out, "wb") as f:
+        pickle.dump(snap, f, protocol=4)
+
+
+if __name__ == "__main__":
+    main()
