@@ -2,34 +2,9 @@
  * text.c — text.h's helpers.
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
 #include "text.h"
-
-ranksnap_status rs_text_list_vadd(char ***list, size_t *n, const char *fmt, va_list ap)
-{
-    va_list again;
-    va_copy(again, ap);
-    int len = vsnprintf(NULL, 0, fmt, ap);
-    if (len < 0) {
-        va_end(again);
-        return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "a note with a bad format");
-    }
-    char *text = malloc((size_t)len + 1);
-    char **grown = text ? realloc(*list, (*n + 1) * sizeof *grown) : NULL;
-    if (!grown) {
-        va_end(again);
-        free(text);
-        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for a report note");
-    }
-    vsnprintf(text, (size_t)len + 1, fmt, again);
-    va_end(again);
-    *list = grown;
-    (*list)[(*n)++] = text;
-    return RANKSNAP_OK;
-}
 
 void rs_text_format_bytes(uint64_t bytes, char *buf, size_t n)
 {
@@ -42,15 +17,6 @@ void rs_text_format_bytes(uint64_t bytes, char *buf, size_t n)
         snprintf(buf, n, "%.2f MiB", (double)bytes / 1048576.0);
     else
         snprintf(buf, n, "%.2f GiB", (double)bytes / 1073741824.0);
-}
-
-ranksnap_status rs_text_list_add(char ***list, size_t *n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    ranksnap_status st = rs_text_list_vadd(list, n, fmt, ap);
-    va_end(ap);
-    return st;
 }
 
 void rs_text_uuid_format(const uint8_t u[16], char *buf, size_t n)

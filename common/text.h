@@ -6,24 +6,13 @@
 #ifndef RANKSNAP_TEXT_H
 #define RANKSNAP_TEXT_H
 
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ranksnap.h"
-
 /* Human-readable bytes, PyTorch style ("2.00 GiB", "512.00 KiB", "20 bytes"). */
 void rs_text_format_bytes(uint64_t bytes, char *buf, size_t n);
 
-/* Appends a malloc'ed string formatted from `fmt` and `ap` to the list (*list)[*n] (a report's
- * notes): RANKSNAP_ERR_HOST_MEMORY, the list unchanged, without memory. */
-ranksnap_status rs_text_list_vadd(char ***list, size_t *n, const char *fmt, va_list ap);
-ranksnap_status rs_text_list_add(char ***list, size_t *n, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
 /* A GPU's UUID as CUDA and NVML spell it: "GPU-" and its 16 bytes in hex, grouped 8-4-4-4-12. */
 void rs_text_uuid_format(const uint8_t uuid[16], char *buf, size_t n);
 /* The 16 bytes of "GPU-…" or "MIG-…" so spelled; 0 on success, -1 for anything else. */

@@ -34,7 +34,6 @@
 #include "sat.h"
 #include "site_delta.h"
 #include "step_trend.h"
-#include "text.h"
 
 /* More missing ranks than this are counted in a note rather than listed one by one. */
 #define MAX_MISSING_LISTED 1000000

@@ -21,7 +21,7 @@
 #include "sites.h"
 #include "snapshot.h"
 #include "summary.h"
-#include "text.h"
+#include "notes.h"
 
 typedef struct rs_compare_config {
     double divergence_pct; /* RANKSNAP_DIVERGENCE, e.g. 5.0 */
@@ -140,6 +140,6 @@ void rs_compare_result_free(rs_compare_result *r);
 
 /* Appends a note (printf format) for things the caller knows and the comparison does not, e.g. a
  * file that could not be read. */
-#define rs_compare_add_note(r, ...) rs_text_list_add(&(r)->notes, &(r)->n_notes, __VA_ARGS__)
+#define rs_compare_add_note(r, ...) rs_notes_add(&(r)->notes, &(r)->n_notes, __VA_ARGS__)
 
 #endif

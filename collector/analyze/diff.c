@@ -21,6 +21,7 @@
  *   the start of a per-step growth of the difference (a leak), over the steps both recorded.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,8 +29,8 @@
 #include "diff.h"
 #include "diff_pair.h"
 #include "errors.h"
+#include "notes.h"
 #include "sat.h"
-#include "text.h"
 
 #define MIB ((uint64_t)1 << 20)
 
@@ -309,7 +310,7 @@ static ranksnap_status explain_pairs(const rs_diff_run *const run[2], const rs_d
         st = explain(run, pg->at[order[k].i], cfg, &p->why);
     }
     if (st == RANKSNAP_OK && m > cfg->max_explained)
-        st = rs_text_list_add(&r->notes, &r->n_notes, "%zu more ranks changed than the %zu explained site by site (the "
+        st = rs_notes_add(&r->notes, &r->n_notes, "%zu more ranks changed than the %zu explained site by site (the "
                                  "largest changes); the JSON report lists every rank's measures",
                               m - cfg->max_explained, cfg->max_explained);
     free(order);
@@ -330,14 +331,14 @@ static ranksnap_status notes_of(rs_diff_result *r)
         const rs_diff_pair *p = &r->pairs[i];
         for (int side = 0; side < 2; side++)
             if (!p->side[side].has_data)
-                RS_CHECK(rs_text_list_add(&r->notes, &r->n_notes, "rank %d recorded nothing %s (no allocation, no OOM): "
+                RS_CHECK(rs_notes_add(&r->notes, &r->n_notes, "rank %d recorded nothing %s (no allocation, no OOM): "
                                              "its pair is not compared",
                                           (int)p->side[side].rank, name[side]));
         top += p->explained && !p->why.sites_full;
     }
     for (size_t k = 0; k < r->n_groups; k++) top += r->groups[k].explained && !r->groups[k].why.sites_full;
     if (top)
-        RS_CHECK(rs_text_list_add(&r->notes, &r->n_notes, "%zu explanation%s set%s the two runs' top %d sites against "
+        RS_CHECK(rs_notes_add(&r->notes, &r->n_notes, "%zu explanation%s set%s the two runs' top %d sites against "
                                      "each other (no sites in full of both ranks): a site may be "
                                      "missing from either",
                                   top, top == 1 ? "" : "s", top == 1 ? "s" : "", RS_SUMMARY_MAX_SITES));
