@@ -5,8 +5,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "atomic_file.h"
 #include "cli.h"
+#include "options.h"
 #include "text.h"
 
 void rs_cli_usage(FILE *out, const rs_cli_verb *verb)
@@ -114,4 +117,81 @@ int rs_cli_file_operands(const rs_cli_verb *verb, int argc, char **argv, int *co
         return -1;
     }
     return n;
+}
+
+int rs_cli_groups(const char *who, const char *flag, const char *value, rs_roles *out)
+{
+    rs_options opts;
+    memset(out, 0, sizeof *out);
+    if (rs_options_load_one(&opts, "RANKSNAP_GROUPS", value) != RANKSNAP_OK) {
+        /* the option table names the variable: a value given as the flag is named as the flag */
+        const char *e = ranksnap_last_error(), *why = value ? strstr(e, ": ") : NULL;
+        if (why)
+            fprintf(stderr, "%s: %s %s%s\n", who, flag, value, why);
+        else
+            fprintf(stderr, "ranksnap: %s\n", e);
+        return -1;
+    }
+    if (!opts.groups[0]) return 0;
+    char source[320];
+    snprintf(source, sizeof source, "%s %s", value ? flag : "RANKSNAP_GROUPS", opts.groups);
+    if (rs_roles_parse(opts.groups, source, out) != RANKSNAP_OK) {
+        fprintf(stderr, "%s: %s\n", who, ranksnap_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+int rs_cli_switch_of(const char *arg, const rs_cli_switch *sw, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (strcmp(arg, sw[k].name) != 0) continue;
+        *sw[k].dst = sw[k].value;
+        return 1;
+    }
+    return 0;
+}
+
+int rs_cli_jobs_flag(const rs_cli_verb *verb, int argc, char **argv, int *i, int max, int *jobs,
+                     int *code)
+{
+    const char *v = NULL;
+    long n = 0;
+    int got = rs_cli_flag_value("--jobs", argc, argv, i, &v);
+    if (got == 0) return 0;
+    if (got < 0 || rs_cli_number(v, 1, max, &n) != 0) {
+        *code = rs_cli_usage_error(verb, "--jobs expects a number of threads, 1 to %d", max);
+        return -1;
+    }
+    *jobs = (int)n;
+    return 1;
+}
+
+int rs_cli_write_files(const char *dir, const char *const *names, char *const *bufs,
+                       const size_t *lens, int n)
+{
+    struct stat sb;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ranksnap: --out %s: cannot create the directory: %s\n", dir,
+                strerror(errno));
+        return -1;
+    }
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "ranksnap: --out %s: not a directory\n", dir);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(dir) + strlen(names[i]) + 2;
+        char *path = malloc(len);
+        if (!path) {
+            fprintf(stderr, "ranksnap: out of memory\n");
+            return -1;
+        }
+        snprintf(path, len, "%s/%s", dir, names[i]);
+        ranksnap_status st = rs_atomic_file_write(path, bufs[i], lens[i]);
+        if (st != RANKSNAP_OK) rs_cli_failure("ranksnap", path, st);
+        free(path);
+        if (st != RANKSNAP_OK) return -1;
+    }
+    return 0;
 }

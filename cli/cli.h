@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "ranksnap.h"
+#include "roles.h"
 
 enum { RS_EXIT_OK = 0, RS_EXIT_FAILED = 1, RS_EXIT_USAGE = 2 };
 
@@ -64,5 +65,29 @@ void rs_cli_failure(const char *who, const char *path, ranksnap_status st);
  * "--help" print the verb's usage, any other "-x" is a usage error. Returns -1 when the caller
  * should exit with *code. Operands are compacted to the front of argv; their count is returned. */
 int rs_cli_file_operands(const rs_cli_verb *verb, int argc, char **argv, int *code);
+
+/* A flag without a value that sets *dst to `value` ("--json" 1, "--no-progress" 0). */
+typedef struct rs_cli_switch {
+    const char *name;
+    int *dst;
+    int value;
+} rs_cli_switch;
+/* 1 when `arg` is one of the n switches (its field set), 0 otherwise. */
+int rs_cli_switch_of(const char *arg, const rs_cli_switch *sw, size_t n);
+
+/* `--jobs N` at argv[*i] (1 to max threads): 1 matched (*jobs set), 0 not this flag, -1 after a
+ * usage error (*code set). */
+int rs_cli_jobs_flag(const rs_cli_verb *verb, int argc, char **argv, int *i, int max, int *jobs,
+                     int *code);
+
+/* --out DIR: creates DIR (0700) when it does not exist and writes the n files NAMES[k] there
+ * atomically from bufs[k]; -1 after saying why on stderr, naming the flag, the folder or the
+ * file. */
+int rs_cli_write_files(const char *dir, const char *const *names, char *const *bufs,
+                       const size_t *lens, int n);
+
+/* The grouping of ranks into roles (roles.h) that `flag` gave as `value`, else RANKSNAP_GROUPS;
+ * out->n_roles 0 when neither says one. -1 after saying why on stderr ("WHO: --groups ..."). */
+int rs_cli_groups(const char *who, const char *flag, const char *value, rs_roles *out);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "cmd_collect.h"
+#include "cmd_diff.h"
 #include "cmd_export.h"
 #include "cmd_replay.h"
 #include "cmd_report.h"
@@ -20,8 +21,9 @@
 #include "options.h"
 #include "ranksnap.h"
 
-static const rs_cli_verb *const rs_verbs[] = {&rs_cmd_summary, &rs_cmd_report, &rs_cmd_trigger,
-                                              &rs_cmd_collect, &rs_cmd_export, &rs_cmd_replay};
+static const rs_cli_verb *const rs_verbs[] = {&rs_cmd_summary, &rs_cmd_report, &rs_cmd_diff,
+                                              &rs_cmd_trigger, &rs_cmd_collect, &rs_cmd_export,
+                                              &rs_cmd_replay};
 
 #define RS_N_VERBS (sizeof rs_verbs / sizeof rs_verbs[0])
 

@@ -33,6 +33,14 @@ static inline int64_t rs_sat_i64(uint64_t u)
     return u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
 }
 
+/* a - b, saturating at the int64 range. */
+static inline int64_t rs_sat_sub_i64(int64_t a, int64_t b)
+{
+    if (b < 0 && a > INT64_MAX + b) return INT64_MAX;
+    if (b > 0 && a < INT64_MIN + b) return INT64_MIN;
+    return a - b;
+}
+
 static inline int64_t rs_sat_neg_i64(int64_t v)
 {
     return v == INT64_MIN ? INT64_MAX : -v;

@@ -14,18 +14,8 @@
  *   being the (lower-middle) median of |peak - median| over the same set. The percentage decides
  *   when most ranks agree (the MAD is then ~0); the MAD guard keeps a job whose ranks are all
  *   spread out from being flagged rank by rank. An OOM rank is flagged only above the median.
- * - the per-step difference d[k] = the rank's step peak minus the reference's at the same step,
- *   in the direction of the divergence, over the steps both recorded.
- * - growth or offset: growth when d follows a line whose slope is significant against the
- *   step-to-step noise: the best of the lines that start at some step j (flat before, rising
- *   after, at least three points on the rising part) has a positive slope b with a t statistic
- *   of at least GROWTH_T, and fits d better than the best single step change does (a one-time
- *   jump fits a step better than any line). Growth is dated from j and reported as b bytes per
- *   step; with a known capacity (the rank's memory limit, else its device's) the step at which
- *   the rank's own peak would reach it at its own rate over the same steps is projected.
- *   Otherwise the difference is an offset, dated from the first step where d exceeds
- *   divergence_pct% of the reference's step peak and a noise floor of min(1 MiB, half the rank's
- *   divergence in bytes).
+ * - the per-step difference against the reference, the first divergent step and growth or
+ *   offset: step_trend.c.
  * - sites: live bytes per site (function, file, line) of the rank minus those of the reference,
  *   in full when both ranks' are at hand (made with the summary, rs_summary_of_sites, or else
  *   from the snapshot, rs_site_list_at_peak), from the summaries' top sites otherwise; ordered
@@ -34,7 +24,6 @@
  *   the peak difference is reported as unattributed.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,11 +33,9 @@
 #include "errors.h"
 #include "pools.h"
 #include "sat.h"
+#include "site_delta.h"
+#include "step_trend.h"
 
-#define MIB ((uint64_t)1 << 20)
-/* A per-step slope this many standard errors above zero is growth (about a 1% chance for noise
- * with the few degrees of freedom of a short series). */
-#define GROWTH_T 4.0
 /* More missing ranks than this are counted in a note rather than listed one by one. */
 #define MAX_MISSING_LISTED 1000000
 
@@ -59,27 +46,6 @@ void rs_compare_config_default(rs_compare_config *c)
     c->max_sites = 10;
     c->roles = NULL;
     c->ungrouped = NULL;
-}
-
-ranksnap_status rs_compare_add_note(rs_compare_result *r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int len = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (len < 0) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_compare_add_note: bad format");
-    char *text = malloc((size_t)len + 1);
-    char **notes = text ? realloc(r->notes, (r->n_notes + 1) * sizeof *notes) : NULL;
-    if (!notes) {
-        free(text);
-        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for a report note");
-    }
-    va_start(ap, fmt);
-    vsnprintf(text, (size_t)len + 1, fmt, ap);
-    va_end(ap);
-    r->notes = notes;
-    r->notes[r->n_notes++] = text;
-    return RANKSNAP_OK;
 }
 
 void rs_compare_result_free(rs_compare_result *r)
@@ -122,216 +88,7 @@ static uint64_t abs_diff(uint64_t a, uint64_t b)
     return a > b ? a - b : b - a;
 }
 
-/* ---- steps --------------------------------------------------------------------------------- */
-
-/* The step peak of `s` in the bucket that holds step number `step`, or RS_SUMMARY_NO_DATA. */
-static uint64_t peak_at_step(const rs_summary *s, int64_t step)
-{
-    if (s->n_steps <= 0 || s->n_steps > RS_SUMMARY_MAX_STEPS || s->step_stride <= 0 ||
-        step < s->step_first)
-        return RS_SUMMARY_NO_DATA;
-    uint64_t k = ((uint64_t)step - (uint64_t)s->step_first) / (uint64_t)s->step_stride;
-    return k < (uint64_t)s->n_steps ? s->step_peak[k] : RS_SUMMARY_NO_DATA;
-}
-
-/* Least squares of y on x over [from, m): slope, intercept and residual sum of squares; *ok 0
- * when x does not vary. */
-static void fit_line(const double *x, const double *y, int from, int m, double *slope,
-                     double *icept, double *rss, double *sxx, int *ok)
-{
-    int n = m - from;
-    double mx = 0, my = 0;
-    for (int k = from; k < m; k++) mx += x[k], my += y[k];
-    mx /= n;
-    my /= n;
-    double xx = 0, xy = 0;
-    for (int k = from; k < m; k++) {
-        xx += (x[k] - mx) * (x[k] - mx);
-        xy += (x[k] - mx) * (y[k] - my);
-    }
-    *ok = xx > 0;
-    *slope = *ok ? xy / xx : 0;
-    *icept = my - *slope * mx;
-    *sxx = xx;
-    double r = 0;
-    for (int k = from; k < m; k++) {
-        double e = y[k] - (*icept + *slope * x[k]);
-        r += e * e;
-    }
-    *rss = r;
-}
-
-/* The residual sum of squares of d around the mean of each side of a split at j (j = 0: no
- * split). */
-static double step_rss(const double *d, int m, int j)
-{
-    double rss = 0;
-    for (int side = 0; side < 2; side++) {
-        int a = side ? j : 0, b = side ? m : j;
-        if (b <= a) continue;
-        double mean = 0;
-        for (int k = a; k < b; k++) mean += d[k];
-        mean /= b - a;
-        for (int k = a; k < b; k++) rss += (d[k] - mean) * (d[k] - mean);
-    }
-    return rss;
-}
-
-/* The best line that is flat up to step index j and rises after it (a hinge at x[j]): its j, flat
- * level, slope, t statistic and residual sum of squares. 0 when no j leaves three points on the
- * line. */
-static int best_hinge(const double *x, const double *d, int m, int *at, double *flat, double *slope,
-                      double *t, double *rss)
-{
-    double z[RS_SUMMARY_MAX_STEPS];
-    int found = 0;
-    for (int j = 0; j + 3 <= m; j++) {
-        for (int k = 0; k < m; k++) z[k] = x[k] > x[j] ? x[k] - x[j] : 0;
-        double b, c, r, sxx;
-        int ok;
-        fit_line(z, d, 0, m, &b, &c, &r, &sxx, &ok);
-        if (!ok) continue;
-        if (!found || r < *rss) {
-            found = 1;
-            *at = j;
-            *flat = c;
-            *slope = b;
-            *rss = r;
-            /* the slope's standard error from the residual variance (m - 2 degrees of freedom);
-             * no residual at all is an exact line */
-            double se = m > 2 ? sqrt(r / (m - 2) / sxx) : 0;
-            *t = se > 0 ? b / se : (b > 0 ? INFINITY : 0);
-        }
-    }
-    return found;
-}
-
-/* First divergent step, growth and projection of `r` against `ref` (rules at the top of the
- * file). `sign` is +1 for a rank above the median, -1 below; `dev` its distance from the median
- * in bytes. */
-static void classify_steps(const rs_summary *r, const rs_summary *ref, int sign, uint64_t dev,
-                           double pct, rs_compare_divergent *out)
-{
-    int n = r->n_steps > RS_SUMMARY_MAX_STEPS ? RS_SUMMARY_MAX_STEPS : r->n_steps;
-    double d[RS_SUMMARY_MAX_STEPS], x[RS_SUMMARY_MAX_STEPS], own[RS_SUMMARY_MAX_STEPS];
-    int64_t step[RS_SUMMARY_MAX_STEPS];
-    int m = 0;
-    /* The per-step differences where both ranks have data, in step order. */
-    for (int k = 0; k < n && r->step_stride > 0; k++) {
-        int64_t st = (int64_t)((uint64_t)r->step_first + (uint64_t)k * (uint64_t)r->step_stride);
-        uint64_t a = r->step_peak[k], b = peak_at_step(ref, st);
-        if (a == RS_SUMMARY_NO_DATA || b == RS_SUMMARY_NO_DATA) continue;
-        d[m] = sign * ((double)a - (double)b);
-        x[m] = (double)st;
-        own[m] = (double)a;
-        step[m] = st;
-        m++;
-    }
-    out->first_divergent_step = -1;
-    out->growth = 0;
-    out->exhaust_step = -1;
-    out->last_step = m ? step[m - 1] : -1;
-    out->capacity = r->memory_limit ? r->memory_limit : r->device_total;
-    out->capacity_is_limit = r->memory_limit != 0;
-    double floor_bytes = (double)(dev / 2 < MIB ? dev / 2 : MIB);
-    for (int k = 0; k < m; k++) {
-        uint64_t b = peak_at_step(ref, step[k]);
-        double thr = pct / 100.0 * (double)b;
-        if (thr < floor_bytes) thr = floor_bytes;
-        if (d[k] > thr) {
-            out->first_divergent_step = step[k];
-            break;
-        }
-    }
-
-    int j = 0;
-    double flat = 0, slope = 0, tstat = 0, line_rss = 0;
-    if (m < 3 || !best_hinge(x, d, m, &j, &flat, &slope, &tstat, &line_rss)) return;
-    double jump_rss = step_rss(d, m, 0);
-    for (int k = 1; k < m; k++) {
-        double rss = step_rss(d, m, k);
-        if (rss < jump_rss) jump_rss = rss;
-    }
-    if (!(slope > 0) || tstat < GROWTH_T || !(line_rss < jump_rss)) return;
-    out->growth = 1;
-    out->growth_per_step = slope;
-    out->growth_t = tstat;
-    /* Dated from the first step that rises above the flat part by half a step's growth; with no
-     * flat part seen (j = 0), above no difference at all: a leak of every step is "since step 0". */
-    double base = j > 0 ? flat : 0;
-    int start = j;
-    while (start < m - 1 && !(d[start] - base > slope / 2)) start++;
-    out->first_divergent_step = step[start];
-    /* the rate over the rising part alone: the flat part before it bends the hinge's line */
-    double rate_d, icept_d, rss_d, sxx_d;
-    int ok_d;
-    fit_line(x, d, start, m, &rate_d, &icept_d, &rss_d, &sxx_d, &ok_d);
-    if (ok_d && rate_d > 0) out->growth_per_step = rate_d;
-    if (!out->capacity) return;
-    /* The rank's own rate over the same steps (the reference may move too); the difference's
-     * when its own does not rise. */
-    double own_slope, own_icept, own_rss, own_sxx;
-    int ok;
-    fit_line(x, own, j, m, &own_slope, &own_icept, &own_rss, &own_sxx, &ok);
-    double rate = ok && own_slope > 0 ? own_slope : slope * sign;
-    if (!(rate > 0)) return;
-    double left = (double)out->capacity - own[m - 1];
-    double steps = left <= 0 ? 0 : ceil(left / rate);
-    out->exhaust_step = steps > 1e15 ? -1 : step[m - 1] + (int64_t)steps;
-}
-
-/* ---- sites --------------------------------------------------------------------------------- */
-
-static int64_t abs_bytes(int64_t b)
-{
-    return b < 0 ? (b == INT64_MIN ? INT64_MAX : -b) : b;
-}
-
-static int cmp_site_desc(const void *pa, const void *pb)
-{
-    const rs_compare_site *a = pa, *b = pb;
-    /* the sites listed (those in the direction of the divergence) first, a no-stack one too */
-    if ((a->site.bytes > 0) != (b->site.bytes > 0)) return a->site.bytes > 0 ? -1 : 1;
-    return rs_site_cmp_listing(&a->site, a->site.bytes, &b->site, b->site.bytes);
-}
-
-static int cmp_site_abs(const void *pa, const void *pb)
-{
-    const rs_compare_site *a = pa, *b = pb;
-    if ((a->site.bytes != 0) != (b->site.bytes != 0)) return a->site.bytes != 0 ? -1 : 1;
-    return rs_site_cmp_listing(&a->site, abs_bytes(a->site.bytes), &b->site, abs_bytes(b->site.bytes));
-}
-
-static int cmp_site_key_q(const void *pa, const void *pb)
-{
-    const rs_compare_site *a = pa, *b = pb;
-    int c = rs_site_cmp(&a->site, &b->site);
-    /* the rank's own entry (blocks > 0 or bytes >= 0) first, so that its path is kept */
-    if (c) return c;
-    return (a->site.bytes < 0) - (b->site.bytes < 0);
-}
-
-static int64_t sat_sub(int64_t a, int64_t b)
-{
-    if (b < 0 && a > INT64_MAX + b) return INT64_MAX;
-    if (b > 0 && a < INT64_MIN + b) return INT64_MIN;
-    return a - b;
-}
-
-/* One rank's sites: the sites and their paths (NULL: each site is its own path). */
-typedef struct site_list {
-    rs_site *own;            /* malloc'ed when they came from a full snapshot */
-    rs_site_path *own_paths; /* the same */
-    const rs_site *v;
-    const rs_site_path *paths;
-    size_t n;
-} site_list;
-
-static void site_list_free(site_list *l)
-{
-    free(l->own);
-    free(l->own_paths);
-}
+/* ---- the comparison ------------------------------------------------------------------------ */
 
 /* A rank's details beyond its summary: its sites made with the summary, else its snapshot. */
 typedef struct detail {
@@ -344,106 +101,11 @@ static int detailed(const detail *d)
     return d->full || d->sites;
 }
 
-/* The sites of a rank: in full at its peak (or OOM) when its details are at hand, else its
- * summary's. */
-/* What a rank is compared by: its allocator's peak, or for a rank whose memory ranksnap saw only
- * as it was taken outside the allocator (at the CUDA driver: a program on a static runtime that
- * was not relinked), the peak of that. */
-static int outside_only(const rs_summary *s)
+/* The sites of a rank (site_delta.h): in full when its details are at hand, else its summary's. */
+static ranksnap_status sites_of(const rs_summary *s, const detail *d, rs_site_delta_list *l)
 {
-    return s->peak_allocated == 0 && s->peak_reserved == 0 && s->recorded_outside_peak > 0;
+    return rs_site_delta_list_of(s, d ? d->full : NULL, d ? d->sites : NULL, l);
 }
-
-static uint64_t peak_of(const rs_summary *s)
-{
-    return outside_only(s) ? s->recorded_outside_peak : s->peak_allocated;
-}
-
-static ranksnap_status sites_of(const rs_summary *s, const detail *d, site_list *l)
-{
-    memset(l, 0, sizeof *l);
-    if (outside_only(s)) {
-        l->v = s->outside_sites;
-        l->n = (size_t)(s->n_outside_sites < 0 ? 0 : s->n_outside_sites > RS_SUMMARY_MAX_OUTSIDE_SITES
-                                                         ? RS_SUMMARY_MAX_OUTSIDE_SITES
-                                                         : s->n_outside_sites);
-        return RANKSNAP_OK;
-    }
-    if (d && d->sites) {
-        l->v = d->sites->sites;
-        l->paths = d->sites->paths;
-        l->n = d->sites->n;
-        return RANKSNAP_OK;
-    }
-    if (d && d->full) {
-        RS_CHECK(rs_site_list_at_peak(d->full, &l->own, &l->own_paths, &l->n));
-        l->v = l->own;
-        l->paths = l->own_paths;
-        return RANKSNAP_OK;
-    }
-    l->v = s->sites;
-    l->n = (size_t)(s->n_sites < 0 ? 0 : s->n_sites > RS_SUMMARY_MAX_SITES ? RS_SUMMARY_MAX_SITES : s->n_sites);
-    return RANKSNAP_OK;
-}
-
-static void compare_site_of(const site_list *l, size_t i, rs_compare_site *out)
-{
-    out->site = l->v[i];
-    if (l->paths)
-        out->path = l->paths[i];
-    else
-        rs_site_path_of_site(&l->v[i], &out->path);
-}
-
-/* rank's sites minus ref's, matched by function + file + line; *out malloc'ed (may be NULL with
- * *n 0). *sum_all is the sum of every site's delta, listed or not. */
-static ranksnap_status site_deltas(const site_list *a, const site_list *b, int sign, size_t max,
-                                   rs_compare_site **out, size_t *n)
-{
-    *out = NULL;
-    *n = 0;
-    size_t total = a->n + b->n;
-    rs_compare_site *v = malloc((total + 1) * sizeof *v);
-    if (!v) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu site deltas", total);
-    for (size_t i = 0; i < a->n; i++) compare_site_of(a, i, &v[i]);
-    for (size_t i = 0; i < b->n; i++) {
-        compare_site_of(b, i, &v[a->n + i]);
-        v[a->n + i].site.bytes = sat_sub(0, b->v[i].bytes);
-        v[a->n + i].site.blocks = 0;
-    }
-    size_t m = 0;
-    qsort(v, total, sizeof *v, cmp_site_key_q);
-    for (size_t i = 0; i < total; i++) {
-        if (m > 0 && rs_site_same(&v[m - 1].site, &v[i].site)) {
-            /* a - (-b) saturates where a + b would overflow */
-            v[m - 1].site.bytes = sat_sub(v[m - 1].site.bytes, sat_sub(0, v[i].site.bytes));
-            v[m - 1].site.blocks += v[i].site.blocks;
-        } else {
-            v[m++] = v[i];
-        }
-    }
-    size_t keep = 0;
-    for (size_t i = 0; i < m; i++)
-        if (sign * v[i].site.bytes > 0) keep++;
-    if (keep) {
-        /* Sorted by the difference in the direction of the divergence: a rank below the
-         * median is explained by the sites where it holds less. */
-        if (sign < 0)
-            for (size_t i = 0; i < m; i++) v[i].site.bytes = sat_sub(0, v[i].site.bytes);
-        qsort(v, m, sizeof *v, cmp_site_desc);
-        if (sign < 0)
-            for (size_t i = 0; i < m; i++) v[i].site.bytes = sat_sub(0, v[i].site.bytes);
-    } else {
-        qsort(v, m, sizeof *v, cmp_site_abs);
-        for (size_t i = 0; i < m; i++)
-            if (v[i].site.bytes != 0) keep++;
-    }
-    *n = keep < max ? keep : max;
-    *out = v;
-    return RANKSNAP_OK;
-}
-
-/* ---- the comparison ------------------------------------------------------------------------ */
 
 typedef struct present {
     const rs_summary *sum;
@@ -622,18 +284,18 @@ static ranksnap_status oom_verdict(rs_compare_result *r, const present *p, const
     } else {
         rs_site_path_of_site(&s->oom_site, &v->site.path);
     }
-    site_list l;
+    rs_site_delta_list l;
     RS_CHECK(sites_of(s, &p->d, &l));
     size_t n = l.n > cfg->max_sites ? cfg->max_sites : l.n;
     v->live = malloc((n ? n : 1) * sizeof *v->live);
     if (!v->live) {
-        site_list_free(&l);
+        rs_site_delta_list_free(&l);
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for the OOM sites of rank %d",
                         s->rank);
     }
-    for (size_t i = 0; i < n; i++) compare_site_of(&l, i, &v->live[i]);
+    for (size_t i = 0; i < n; i++) rs_site_delta_entry(&l, i, &v->live[i]);
     v->n_live = n;
-    site_list_free(&l);
+    rs_site_delta_list_free(&l);
     (void)r;
     return RANKSNAP_OK;
 }
@@ -644,26 +306,35 @@ static ranksnap_status divergent_verdict(rs_compare_result *r, const present *p,
 {
     const rs_summary *s = p->sum;
     memset(v, 0, sizeof *v);
-    int sign = peak_of(s) >= median ? 1 : -1;
-    uint64_t dev = abs_diff(peak_of(s), median);
+    int sign = rs_summary_peak(s) >= median ? 1 : -1;
+    uint64_t dev = abs_diff(rs_summary_peak(s), median);
     v->rank = s->rank;
-    v->peak_allocated = peak_of(s);
-    v->reference_peak = peak_of(ref->sum);
+    v->peak_allocated = rs_summary_peak(s);
+    v->reference_peak = rs_summary_peak(ref->sum);
     v->divergence_pct = sign * 100.0 * (double)dev / (double)(median ? median : 1);
-    classify_steps(s, ref->sum, sign, dev, cfg->divergence_pct, v);
-    v->delta = sat_sub(rs_sat_i64(peak_of(s)), rs_sat_i64(peak_of(ref->sum)));
+    rs_step_trend t;
+    rs_step_trend_of(s, ref->sum, sign, dev, cfg->divergence_pct, &t);
+    v->first_divergent_step = t.first_step;
+    v->growth = t.growth;
+    v->growth_per_step = t.growth_per_step;
+    v->growth_t = t.growth_t;
+    v->last_step = t.last_step;
+    v->capacity = t.capacity;
+    v->capacity_is_limit = t.capacity_is_limit;
+    v->exhaust_step = t.exhaust_step;
+    v->delta = rs_sat_sub_i64(rs_sat_i64(rs_summary_peak(s)), rs_sat_i64(rs_summary_peak(ref->sum)));
 
     int both_full = detailed(&p->d) && detailed(&ref->d);
-    site_list a, b;
+    rs_site_delta_list a, b;
     memset(&b, 0, sizeof b);
     ranksnap_status st = sites_of(s, both_full ? &p->d : NULL, &a);
     if (st == RANKSNAP_OK) st = sites_of(ref->sum, both_full ? &ref->d : NULL, &b);
-    if (st == RANKSNAP_OK) st = site_deltas(&a, &b, sign, cfg->max_sites, &v->sites, &v->n_sites);
-    site_list_free(&a);
-    site_list_free(&b);
+    if (st == RANKSNAP_OK) st = rs_site_deltas(&a, &b, sign, cfg->max_sites, &v->sites, &v->n_sites);
+    rs_site_delta_list_free(&a);
+    rs_site_delta_list_free(&b);
     int64_t listed = 0;
     for (size_t i = 0; i < v->n_sites; i++) listed = rs_sat_add_i64(listed, v->sites[i].site.bytes);
-    v->unattributed = sat_sub(v->delta, listed);
+    v->unattributed = rs_sat_sub_i64(v->delta, listed);
     if (st == RANKSNAP_OK && !both_full)
         st = rs_compare_add_note(r, "the sites of rank %d are the difference of the top %d sites "
                                     "of rank %d and of rank %d (no full snapshot of both)",
@@ -671,11 +342,10 @@ static ranksnap_status divergent_verdict(rs_compare_result *r, const present *p,
     return st;
 }
 
-/* A rank that recorded nothing: no allocation, no reservation, no memory outside the allocator
- * recorded as it was taken, no OOM (what its file says of why: endings.h). */
+/* A rank that recorded nothing (summary.h; what its file says of why: endings.h). */
 static int no_data(const rs_summary *s)
 {
-    return !s->oom && s->peak_allocated == 0 && s->peak_reserved == 0 && s->recorded_outside_peak == 0;
+    return !rs_summary_has_data(s);
 }
 
 /* The median, MAD, reference and threshold of one group of ranks: all of them, or one role's. */
@@ -711,18 +381,18 @@ static void group_stats_of(const present *p, size_t n, const rs_compare_config *
 #define IN_MEDIAN(i) (MEMBER(i) && !no_data(p[i].sum) && (g->use_oom || !p[i].sum->oom))
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (IN_MEDIAN(i)) v[k++] = peak_of(p[i].sum);
+        if (IN_MEDIAN(i)) v[k++] = rs_summary_peak(p[i].sum);
     g->median = lower_median(v, k);
     k = 0;
     for (size_t i = 0; i < n; i++)
-        if (IN_MEDIAN(i)) v[k++] = abs_diff(peak_of(p[i].sum), g->median);
+        if (IN_MEDIAN(i)) v[k++] = abs_diff(rs_summary_peak(p[i].sum), g->median);
     g->mad = lower_median(v, k);
 
     /* The reference is a real rank: the one of the median's set nearest the median. */
     for (size_t i = 0; i < n; i++) {
         if (!IN_MEDIAN(i)) continue;
-        if (g->ref == n || abs_diff(peak_of(p[i].sum), g->median) <
-                               abs_diff(peak_of(p[g->ref].sum), g->median))
+        if (g->ref == n || abs_diff(rs_summary_peak(p[i].sum), g->median) <
+                               abs_diff(rs_summary_peak(p[g->ref].sum), g->median))
             g->ref = i;
     }
 #undef IN_MEDIAN
@@ -751,16 +421,16 @@ static ranksnap_status role_gap(rs_compare_result *r, const present *p, size_t n
         return RANKSNAP_OK;
     }
     const present *h = &p[gs[r->heavy_role].ref], *l = &p[gs[r->light_role].ref];
-    r->role_gap = sat_sub(rs_sat_i64(gs[r->heavy_role].median), rs_sat_i64(gs[r->light_role].median));
+    r->role_gap = rs_sat_sub_i64(rs_sat_i64(gs[r->heavy_role].median), rs_sat_i64(gs[r->light_role].median));
     int both_full = detailed(&h->d) && detailed(&l->d);
-    site_list a, b;
+    rs_site_delta_list a, b;
     memset(&b, 0, sizeof b);
     ranksnap_status st = sites_of(h->sum, both_full ? &h->d : NULL, &a);
     if (st == RANKSNAP_OK) st = sites_of(l->sum, both_full ? &l->d : NULL, &b);
     if (st == RANKSNAP_OK)
-        st = site_deltas(&a, &b, 1, cfg->max_sites, &r->role_gap_sites, &r->n_role_gap_sites);
-    site_list_free(&a);
-    site_list_free(&b);
+        st = rs_site_deltas(&a, &b, 1, cfg->max_sites, &r->role_gap_sites, &r->n_role_gap_sites);
+    rs_site_delta_list_free(&a);
+    rs_site_delta_list_free(&b);
     return st;
 }
 
@@ -790,12 +460,10 @@ static ranksnap_status role_rows(rs_compare_result *r, const present *p, size_t 
         if (k < 0 || no_data(p[i].sum)) continue;
         rs_compare_role *x = &r->roles[k];
         const rs_summary *s = p[i].sum;
-        if (x->max_rank < 0 || peak_of(s) > x->max_peak) {
+        if (x->max_rank < 0 || rs_summary_peak(s) > x->max_peak) {
             x->max_rank = s->rank;
-            x->max_peak = peak_of(s);
-            x->capacity = s->memory_limit ? s->memory_limit : s->device_total;
-            if (s->oom && !x->capacity)
-                x->capacity = s->oom_memory_limit ? s->oom_memory_limit : s->oom_device_total;
+            x->max_peak = rs_summary_peak(s);
+            x->capacity = rs_summary_capacity(s);
         }
     }
     int any_capacity = 0;
@@ -851,7 +519,7 @@ static ranksnap_status compare_present(rs_compare_result *r, present *p, size_t 
     /* Each rank against its own group: its role's when grouped, else all ranks. An OOM rank's
      * history ends early: only a peak above the median says something. */
 #define GROUP(i) (role_of(cfg, &p[i]) >= 0 ? &gs[role_of(cfg, &p[i])] : &world)
-#define DIVERGES(i)                                                                                    (!no_data(p[i].sum) && (double)abs_diff(peak_of(p[i].sum), GROUP(i)->median) > GROUP(i)->thr &&      (!p[i].sum->oom || GROUP(i)->use_oom || peak_of(p[i].sum) > GROUP(i)->median))
+#define DIVERGES(i)                                                                                    (!no_data(p[i].sum) && (double)abs_diff(rs_summary_peak(p[i].sum), GROUP(i)->median) > GROUP(i)->thr &&      (!p[i].sum->oom || GROUP(i)->use_oom || rs_summary_peak(p[i].sum) > GROUP(i)->median))
     size_t n_oom = 0, n_div = 0;
     for (size_t i = 0; i < n; i++) {
         if (p[i].sum->oom) n_oom++;

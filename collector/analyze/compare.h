@@ -17,9 +17,11 @@
 #include "ranksnap.h"
 #include "roles.h"
 #include "shared_devices.h"
+#include "site_delta.h"
 #include "sites.h"
 #include "snapshot.h"
 #include "summary.h"
+#include "notes.h"
 
 typedef struct rs_compare_config {
     double divergence_pct; /* RANKSNAP_DIVERGENCE, e.g. 5.0 */
@@ -32,13 +34,6 @@ typedef struct rs_compare_config {
 } rs_compare_config;
 
 void rs_compare_config_default(rs_compare_config *c);
-
-/* A site of a verdict: its name and where it sits (sites.h); the path is the site alone when
- * only a summary was at hand. */
-typedef struct rs_compare_site {
-    rs_site site;
-    rs_site_path path;
-} rs_compare_site;
 
 typedef struct rs_compare_divergent {
     int32_t rank;
@@ -145,10 +140,6 @@ void rs_compare_result_free(rs_compare_result *r);
 
 /* Appends a note (printf format) for things the caller knows and the comparison does not, e.g. a
  * file that could not be read. */
-ranksnap_status rs_compare_add_note(rs_compare_result *r, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+#define rs_compare_add_note(r, ...) rs_notes_add(&(r)->notes, &(r)->n_notes, __VA_ARGS__)
 
 #endif

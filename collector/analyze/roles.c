@@ -36,7 +36,9 @@ void rs_roles_free(rs_roles *r)
 {
     if (!r) return;
     free(r->role_of);
+    free(r->replica_of);
     free(r->labels);
+    free(r->keys);
     memset(r, 0, sizeof *r);
 }
 
@@ -44,6 +46,12 @@ int32_t rs_roles_of(const rs_roles *r, int32_t rank)
 {
     if (!r || !r->role_of || rank < 0 || rank >= r->world_size) return -1;
     return r->role_of[rank];
+}
+
+int32_t rs_roles_replica_of(const rs_roles *r, int32_t rank)
+{
+    if (!r || !r->replica_of || rank < 0 || rank >= r->world_size) return -1;
+    return r->replica_of[rank];
 }
 
 static ranksnap_status parse_dims(const char *spec, rs_roles *out)
@@ -133,8 +141,10 @@ ranksnap_status rs_roles_parse(const char *spec, const char *source, rs_roles *o
                         "be compared with; leave the grouping out to compare all ranks", spec);
     }
     out->role_of = malloc((size_t)out->world_size * sizeof *out->role_of);
+    out->replica_of = malloc((size_t)out->world_size * sizeof *out->replica_of);
     out->labels = calloc(n_roles, sizeof *out->labels);
-    if (!out->role_of || !out->labels) {
+    out->keys = calloc(n_roles, sizeof *out->keys);
+    if (!out->role_of || !out->replica_of || !out->labels || !out->keys) {
         rs_roles_free(out);
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu roles", n_roles);
     }
@@ -146,19 +156,25 @@ ranksnap_status rs_roles_parse(const char *spec, const char *source, rs_roles *o
             coord[d] = rest % out->sizes[d];
             rest /= out->sizes[d];
         }
-        int32_t role = 0;
+        int32_t role = 0, replica = 0;
         char label[64] = "";
         size_t used = 0;
         for (int d = 0; d < out->n_dims; d++) {
-            if (rs_roles_is_replicas(out->names[d])) continue;
+            if (rs_roles_is_replicas(out->names[d])) {
+                replica = replica * out->sizes[d] + coord[d];
+                continue;
+            }
             role = role * out->sizes[d] + coord[d];
             int k = snprintf(label + used, sizeof label - used, "%s%s=%d", used ? "," : "",
                              out->names[d], coord[d]);
             if (k > 0 && (size_t)k < sizeof label - used) used += (size_t)k;
         }
         out->role_of[rank] = role;
-        if (!out->labels[role][0])
+        out->replica_of[rank] = replica;
+        if (!out->labels[role][0]) {
             snprintf(out->labels[role], sizeof out->labels[role], "%s", used ? label : "all");
+            memcpy(out->keys[role], out->labels[role], sizeof out->keys[role]);
+        }
     }
     return RANKSNAP_OK;
 }

@@ -28,8 +28,17 @@ typedef struct rs_roles {
                                   found from and which were left out; with no roles, why none */
     char replicas[96];         /* the dimensions taken as the replicas, e.g. "dp"; "" when found */
     int32_t *role_of;          /* [world_size]: the role of each rank */
+    int32_t *replica_of;       /* [world_size]: each rank's index among the ranks of its role (its
+                                  data-parallel coordinate, or its index in its replicas'
+                                  communicator), -1 when not covered */
     size_t n_roles;
     char (*labels)[64];        /* [n_roles]: e.g. "pp=2" or "pp=1,tp=0" */
+    char (*keys)[64];          /* [n_roles]: the label without the ranks a found role lists, the
+                                  same in a job of another size where the role is the same
+                                  ("pp=2", "group 2") */
+    int keys_by_order;         /* 1: the keys number the roles by their lowest rank (their
+                                  communicators name no dimension, and no single other family of
+                                  them orders the roles), not by what they are */
 } rs_roles;
 
 /* Parses "pp=4,dp=4" into `out` (freed with rs_roles_free); `source` names where it came from. */
@@ -39,5 +48,7 @@ void rs_roles_free(rs_roles *r);
 int rs_roles_is_replicas(const char *name);
 /* The role of `rank`, -1 when the grouping does not cover it. */
 int32_t rs_roles_of(const rs_roles *r, int32_t rank);
+/* Its index among the ranks of its role, -1 when the grouping does not cover it. */
+int32_t rs_roles_replica_of(const rs_roles *r, int32_t rank);
 
 #endif

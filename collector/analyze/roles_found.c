@@ -306,8 +306,10 @@ static ranksnap_status make_roles(comm *cs, size_t n_c, const family *fs, int n_
     size_t n_roles = (size_t)(world / fs[rep].size);
     out->world_size = world;
     out->role_of = malloc((size_t)world * sizeof *out->role_of);
+    out->replica_of = malloc((size_t)world * sizeof *out->replica_of);
     out->labels = calloc(n_roles, sizeof *out->labels);
-    if (!out->role_of || !out->labels)
+    out->keys = calloc(n_roles, sizeof *out->keys);
+    if (!out->role_of || !out->replica_of || !out->labels || !out->keys)
         return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for %zu roles", n_roles);
     out->n_roles = n_roles;
     snprintf(out->source, sizeof out->source, "%s", kind_source(fs[rep].first->kind));
@@ -318,12 +320,17 @@ static ranksnap_status make_roles(comm *cs, size_t n_c, const family *fs, int n_
         other = f;
         if (fs[f].first->name[0]) named++;
     }
+    /* unnamed, with more than one other family (or none): "group K" is the K-th by lowest rank */
+    out->keys_by_order = !named && others != 1;
     /* the replica family's communicators are in order of their lowest rank (by_shape) */
     size_t role = 0;
     for (size_t i = 0; i < n_c; i++) {
         const comm *c = &cs[i];
         if (c->family != rep) continue;
-        for (int32_t k = 0; k < c->size; k++) out->role_of[c->members[k]] = (int32_t)role;
+        for (int32_t k = 0; k < c->size; k++) {
+            out->role_of[c->members[k]] = (int32_t)role;
+            out->replica_of[c->members[k]] = k;
+        }
         char *l = out->labels[role];
         size_t ln = sizeof out->labels[role], used = 0;
         for (int f = 0; named && f < n_f; f++) {
@@ -335,7 +342,10 @@ static ranksnap_status make_roles(comm *cs, size_t n_c, const family *fs, int n_
         if (!named) {
             int k = others == 1 ? index_in(cs, n_c, other, c->low) : (int)role;
             snprintf(l, ln, "group %d", k);
+            memcpy(out->keys[role], l, ln);
             label_ranks(l, ln, c, world, scratch);
+        } else {
+            memcpy(out->keys[role], l, ln);
         }
         role++;
     }

@@ -74,6 +74,28 @@ static void step_series(rs_walk *w, rs_summary *out)
     if (w->peak_reserved > out->peak_reserved) out->peak_reserved = w->peak_reserved;
 }
 
+int rs_summary_outside_only(const rs_summary *s)
+{
+    return s->peak_allocated == 0 && s->peak_reserved == 0 && s->recorded_outside_peak > 0;
+}
+
+uint64_t rs_summary_peak(const rs_summary *s)
+{
+    return rs_summary_outside_only(s) ? s->recorded_outside_peak : s->peak_allocated;
+}
+
+int rs_summary_has_data(const rs_summary *s)
+{
+    return s->oom || s->peak_allocated != 0 || s->peak_reserved != 0 || s->recorded_outside_peak != 0;
+}
+
+uint64_t rs_summary_capacity(const rs_summary *s)
+{
+    uint64_t c = s->memory_limit ? s->memory_limit : s->device_total;
+    if (s->oom && !c) c = s->oom_memory_limit ? s->oom_memory_limit : s->oom_device_total;
+    return c;
+}
+
 uint64_t rs_summary_fragmentation(const rs_summary *s)
 {
     return rs_sat_sub_u64(rs_sat_sub_u64(s->reserved_at_peak, s->peak_allocated), s->pools_free_at_peak);
@@ -185,6 +207,7 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
     out->comms_unreadable = s->comms_error[0] != '\0';
     out->end = s->end;
     out->driver = s->recorder.driver;
+    out->totals_only = s->totals_only;
     rs_text_copy_head(out->host, sizeof out->host, s->host ? s->host : "");
     rs_text_copy_head(out->job, sizeof out->job, s->job ? s->job : "");
     copy_steps_from(out->steps_from, sizeof out->steps_from, s->time.steps_from ? s->time.steps_from : "");
@@ -216,6 +239,7 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
         out->oom_step = s->oom.step;
     }
 
+    if (s->totals_only) return; /* no history, no frames: the totals are all there is */
     /* one classification of the frames for the OOM's site and the sites at the peak */
     rs_site_picker pk;
     rs_site_picker_init(&pk, s);

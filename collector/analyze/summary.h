@@ -97,6 +97,8 @@ typedef struct rs_summary {
     uint8_t device_uuid[16];     /* the device's UUID, all 0 when not known or simulated */
     uint32_t device_others_kib;
     rs_end end;                  /* how the process ended, as far as its file says (format.h) */
+    int32_t totals_only;      /* made from the file's totals alone (rs_snap.totals_only): no step
+                                 series, no sites, and reserved_at_peak is the reserved peak */
 } rs_summary;
 /* The summary is sent whole in the live gather: past MPI's eager limit (4 KiB on shared memory)
  * a send to a rank 0 that gave up on this rank could no longer be cancelled. */
@@ -126,6 +128,21 @@ typedef struct rs_summary_sites {
 /* rs_summary_of, and the sites in `sites` (freed with rs_summary_sites_free, made or not). */
 void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *sites);
 void rs_summary_sites_free(rs_summary_sites *sites);
+
+/* 1 for a rank whose memory ranksnap saw only as it was taken outside the allocator (at the CUDA
+ * driver: a program on a static runtime that was not relinked). */
+int rs_summary_outside_only(const rs_summary *s);
+/* What a rank is compared by: its allocator's peak, or for an outside-only rank the peak of what
+ * was taken outside. */
+uint64_t rs_summary_peak(const rs_summary *s);
+
+/* 0 for a rank that recorded nothing: no allocation, no reservation, no memory outside the
+ * allocator recorded as it was taken, no OOM (killed at start-up, a ring recovered before its
+ * first event). */
+int rs_summary_has_data(const rs_summary *s);
+/* What the rank could fill: its memory limit, else its device's capacity (for a rank that ran out
+ * of memory and says neither, those in force at the OOM); 0 when unknown. */
+uint64_t rs_summary_capacity(const rs_summary *s);
 
 /* How the reports name a holder of outside memory: "NCCL" for "nccl", "ncclMemAlloc" for
  * "nccl_mem", "cudaMallocFromPoolAsync" for "cuda_mempool"; other labels as they are. */

@@ -26,6 +26,12 @@ int rs_decode_is_ring_path(const char *path)
 ranksnap_status rs_decode_file_ex(const char *path, const rs_torch_opts *opts, rs_snap **out,
                                   int *is_ring, int *closed)
 {
+    return rs_decode_file_how(path, opts, 0, out, is_ring, closed);
+}
+
+ranksnap_status rs_decode_file_how(const char *path, const rs_torch_opts *opts, int totals_only,
+                                   rs_snap **out, int *is_ring, int *closed)
+{
     if (!path || !out)
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_decode_file: NULL argument");
     *out = NULL;
@@ -41,7 +47,8 @@ ranksnap_status rs_decode_file_ex(const char *path, const rs_torch_opts *opts, r
     RS_CHECK(rs_file_map(path, &m));
     rs_file_map_begin(&m);
     ranksnap_status st = rs_torch_is_pickle(m.p, m.len) ? rs_torch_decode(m.p, m.len, path, opts, out)
-                                                        : rs_rsnap_decode(m.p, m.len, path, out);
+                         : totals_only ? rs_rsnap_decode_totals(m.p, m.len, path, out)
+                                       : rs_rsnap_decode(m.p, m.len, path, out);
     if (rs_file_map_end()) {
         rs_snap_free(*out);
         *out = NULL;

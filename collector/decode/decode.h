@@ -16,6 +16,11 @@ ranksnap_status rs_decode_file(const char *path, const rs_torch_opts *opts, rs_s
  * cleanly (*closed: its .rsnap says more). Either pointer may be NULL. */
 ranksnap_status rs_decode_file_ex(const char *path, const rs_torch_opts *opts, rs_snap **out,
                                   int *is_ring, int *closed);
+/* rs_decode_file_ex; with `totals_only` a .rsnap is read without its history, segments and
+ * symbol tables (rs_rsnap_decode_totals). Pickles and rings are read whole: their peaks are
+ * known only from their histories. */
+ranksnap_status rs_decode_file_how(const char *path, const rs_torch_opts *opts, int totals_only,
+                                   rs_snap **out, int *is_ring, int *closed);
 /* Whether the first bytes of `path`'s content (`p`, `len`) are those of a file the command reads:
  * a ring's header for *.ring, else a pickle's or a snapshot's first byte. For a reader that moves
  * files without decoding them (`ranksnap collect`): an error naming the file and what it holds

@@ -770,7 +770,13 @@ static ranksnap_status read_oom(const mapv *top, rs_snap *s)
     RS_CHECK(m_u64(&m, "memory_limit", &x->memory_limit));
     RS_CHECK(m_u64(&m, "time_us", &x->time_us));
     RS_CHECK(m_index(&m, "stream", s->n_streams, "streams", 0, &x->stream));
-    RS_CHECK(m_index(&m, "stack", s->n_stacks, "stacks", 1, &x->stack));
+    if (s->totals_only) {
+        /* the stack table was not read: its id is checked as a number and not kept */
+        uint64_t stack = 0;
+        RS_CHECK(m_u64(&m, "stack", &stack));
+    } else {
+        RS_CHECK(m_index(&m, "stack", s->n_stacks, "stacks", 1, &x->stack));
+    }
     RS_CHECK(m_i64(&m, "step", &x->step));
     s->has_oom = 1;
     return RANKSNAP_OK;
@@ -878,9 +884,11 @@ static ranksnap_status read_top(const dec *d, rs_snap *s)
     RS_CHECK(read_time(&top, s));
     RS_CHECK(read_totals(&top, &s->totals));
     RS_CHECK(read_streams_strings(&top, s));
-    RS_CHECK(read_symbol_tables(&top, s));
-    RS_CHECK(read_segments(&top, s));
-    RS_CHECK(read_history(&top, s));
+    if (!s->totals_only) {
+        RS_CHECK(read_symbol_tables(&top, s));
+        RS_CHECK(read_segments(&top, s));
+        RS_CHECK(read_history(&top, s));
+    }
     RS_CHECK(read_oom(&top, s));
     RS_CHECK(read_end(&top, s));
     RS_CHECK(read_comms(&top, s));
@@ -902,8 +910,9 @@ ranksnap_status rs_rsnap_check_head(const void *buf, size_t len, const char *nam
     return RANKSNAP_OK;
 }
 
-ranksnap_status rs_rsnap_decode(const void *buf, size_t len, const char *name_for_errors,
-                           rs_snap **out)
+/* rs_rsnap_decode, or with `totals_only` rs_rsnap_decode_totals. */
+static ranksnap_status decode(const void *buf, size_t len, const char *name_for_errors,
+                              int totals_only, rs_snap **out)
 {
     dec d;
     memset(&d, 0, sizeof d);
@@ -922,6 +931,7 @@ ranksnap_status rs_rsnap_decode(const void *buf, size_t len, const char *name_fo
     rs_snap *s = NULL;
     if (st == RANKSNAP_OK) {
         s = calloc(1, sizeof *s);
+        if (s) s->totals_only = totals_only;
         st = s ? read_top(&d, s) : rs_rd_no_memory(&d, "the snapshot", 1);
     }
     if (st == RANKSNAP_OK) st = rs_snap_check(s, d.name); /* the model's one check (snap_check.h) */
@@ -934,6 +944,18 @@ ranksnap_status rs_rsnap_decode(const void *buf, size_t len, const char *name_fo
     }
     *out = s;
     return RANKSNAP_OK;
+}
+
+ranksnap_status rs_rsnap_decode(const void *buf, size_t len, const char *name_for_errors,
+                                rs_snap **out)
+{
+    return decode(buf, len, name_for_errors, 0, out);
+}
+
+ranksnap_status rs_rsnap_decode_totals(const void *buf, size_t len, const char *name_for_errors,
+                                       rs_snap **out)
+{
+    return decode(buf, len, name_for_errors, 1, out);
 }
 
 ranksnap_status rs_rsnap_decode_file(const char *path, rs_snap **out)

@@ -19,6 +19,13 @@
 ranksnap_status rs_rsnap_decode(const void *buf, size_t len, const char *name_for_errors,
                            rs_snap **out);
 
+/* The same checks of the whole file's structure and of what it reads, but only the identity,
+ * devices, settings, time, totals, the OOM record (its stack id not kept) and the communicators
+ * are read (rs_snap.totals_only): the history, the segments and the symbol tables, nearly all of
+ * a file, are skipped. What a comparison of peaks alone needs, at a third of the decode. */
+ranksnap_status rs_rsnap_decode_totals(const void *buf, size_t len, const char *name_for_errors,
+                                       rs_snap **out);
+
 /* Whether `len` bytes (at least the first) start as a snapshot does; the error names what they
  * are instead, as rs_rsnap_decode's would. */
 ranksnap_status rs_rsnap_check_head(const void *buf, size_t len, const char *name_for_errors);

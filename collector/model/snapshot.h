@@ -246,6 +246,10 @@ typedef struct rs_snap {
     /* how the process ended, as far as it saw (format.h): all zero when the file was not written
      * on its way out, and in files before the field */
     rs_end end;
+    /* 1: only the file's identity, settings, totals, OOM record (its stack not named) and
+     * communicators were read, not its history, segments or symbol tables
+     * (rs_rsnap_decode_totals): enough for the peaks, not for a step or a site */
+    int totals_only;
 
     /* The walk the decoder made of the finished snapshot, at its start (walk.h: rs_walk_keep),
      * which rs_walk_init copies instead of building the same table again; NULL: none. */

@@ -1,6 +1,10 @@
 /*
  * json_write.c — json_write.h.
  */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
 #include "json_write.h"
 #include "text.h"
 
@@ -59,4 +63,64 @@ void rs_json_string(FILE *f, const char *s, int flags)
         }
     }
     fputc('"', f);
+}
+
+void rs_json_key(FILE *f, const char *key)
+{
+    rs_json_string(f, key, RS_JSON_PLAIN);
+    fputs(": ", f);
+}
+
+void rs_json_pct(FILE *f, double x)
+{
+    if (!isfinite(x)) {
+        fputs("null", f);
+        return;
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.2f", x);
+    char *dot = strchr(buf, '.');
+    if (dot) {
+        char *end = buf + strlen(buf);
+        while (end > dot + 1 && end[-1] == '0') *--end = '\0';
+        if (end == dot + 1) *dot = '\0';
+    }
+    fputs(strcmp(buf, "-0") == 0 ? "0" : buf, f);
+}
+
+void rs_json_frame_fields(FILE *f, const char *function, const char *file, int32_t line)
+{
+    rs_json_key(f, "function");
+    rs_json_string(f, function, RS_JSON_PLAIN);
+    fputs(", ", f);
+    rs_json_key(f, "file");
+    rs_json_string(f, file, RS_JSON_PLAIN);
+    fprintf(f, ", \"line\": %" PRId32, line);
+}
+
+void rs_json_held(FILE *f, const rs_site *s)
+{
+    if (s->held) fprintf(f, ", \"held_since_before_step\": %" PRId32, s->held_step);
+}
+
+void rs_json_site_fields(FILE *f, const rs_compare_site *s)
+{
+    rs_json_frame_fields(f, s->site.function, s->site.file, s->site.line);
+    rs_json_held(f, &s->site);
+    fputs(", \"path\": [", f);
+    for (int32_t i = 0; i < s->path.n && i < RS_SITE_PATH_MAX; i++) {
+        fputs(i ? ", {" : "{", f);
+        const rs_site_frame *fr = &s->path.frames[i];
+        rs_json_frame_fields(f, fr->function, fr->file, fr->line);
+        fputc('}', f);
+    }
+    fputc(']', f);
+}
+
+void rs_json_rate(FILE *f, double x)
+{
+    if (!isfinite(x))
+        fputs("null", f);
+    else
+        fprintf(f, "%.0f", x);
 }

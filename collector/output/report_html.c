@@ -214,12 +214,13 @@ static ranksnap_status render(const rs_compare_result *r, int json, char **buf, 
     return st;
 }
 
-static void page_head(FILE *f)
+void rs_report_html_head(FILE *f, const char *title)
 {
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-          "<title>ranksnap report</title>\n<style>\n",
+          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>",
           f);
+    fputs(title, f);
+    fputs("</title>\n<style>\n", f);
     fputs(rs_report_html_css, f);
     /* Script errors are recorded in the DOM (data-errors), where a headless browser's
      * --dump-dom shows them to the tests; this must run before the page's own script. */
@@ -233,8 +234,23 @@ static void page_head(FILE *f)
           "  window.onerror = function (msg, src, line, col) { rec(String(msg) + ' at ' + line + ':' + col); };\n"
           "  window.addEventListener('unhandledrejection', function (e) { rec('unhandled rejection: ' + e.reason); });\n"
           "})();\n"
-          "</script>\n</head>\n<body>\n"
-          "<header id=\"head\"></header>\n"
+          "</script>\n</head>\n<body>\n",
+          f);
+}
+
+void rs_report_html_data(FILE *f, const char *key, const char *json, size_t json_len,
+                         const char *text)
+{
+    fprintf(f, "<script type=\"application/json\" id=\"ranksnap-data\">{\"%s\":", key);
+    rs_json_script_bytes(f, json, json_len);
+    fputs(",\"text\":", f);
+    rs_json_string(f, text, RS_JSON_SCRIPT);
+}
+
+static void page_head(FILE *f)
+{
+    rs_report_html_head(f, "ranksnap report");
+    fputs("<header id=\"head\"></header>\n"
           "<section><h2>Memory over time</h2><div id=\"timelines\"></div>\n"
           "<h2>Per rank</h2><div id=\"multiples\" class=\"multiples\"></div></section>\n"
           "<section><h2>Ranks</h2><table id=\"ranks\"></table></section>\n"
@@ -267,10 +283,7 @@ static ranksnap_status page(FILE *f, const rs_compare_result *r, const rs_timeli
         return st;
     }
     page_head(f);
-    fputs("<script type=\"application/json\" id=\"ranksnap-data\">{\"report\":", f);
-    rs_json_script_bytes(f, json, json_len);
-    fputs(",\"text\":", f);
-    rs_json_string(f, text, RS_JSON_SCRIPT);
+    rs_report_html_data(f, "report", json, json_len, text);
     free(json);
     free(text);
     fputs(",\"timelines\":[", f);
@@ -296,6 +309,7 @@ static ranksnap_status page(FILE *f, const rs_compare_result *r, const rs_timeli
     fputs("]}</script>\n", f);
     page_tail(f);
     fputs("<script>\n", f);
+    fputs(rs_report_html_common_js, f);
     fputs(rs_report_html_js, f);
     fputs("</script>\n</body>\n</html>\n", f);
     if (ferror(f) || fflush(f) != 0)

@@ -11,7 +11,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <string.h>
 
 #include "endings.h"
@@ -20,70 +19,6 @@
 #include "report_json.h"
 #include "text.h"
 
-
-static void json_key(FILE *f, const char *key)
-{
-    rs_json_string(f, key, RS_JSON_PLAIN);
-    fputs(": ", f);
-}
-
-/* Rounded to two decimals; "42", "42.5", "-3.14". */
-static void json_pct(FILE *f, double x)
-{
-    if (!isfinite(x)) {
-        fputs("null", f);
-        return;
-    }
-    char buf[64];
-    snprintf(buf, sizeof buf, "%.2f", x);
-    char *dot = strchr(buf, '.');
-    if (dot) {
-        char *end = buf + strlen(buf);
-        while (end > dot + 1 && end[-1] == '0') *--end = '\0';
-        if (end == dot + 1) *dot = '\0';
-    }
-    fputs(strcmp(buf, "-0") == 0 ? "0" : buf, f);
-}
-
-static void json_frame_fields(FILE *f, const char *function, const char *file, int32_t line)
-{
-    json_key(f, "function");
-    rs_json_string(f, function, RS_JSON_PLAIN);
-    fputs(", ", f);
-    json_key(f, "file");
-    rs_json_string(f, file, RS_JSON_PLAIN);
-    fprintf(f, ", \"line\": %" PRId32, line);
-}
-
-/* Bytes the rank held when its range began (sites.h): the step they were held since before. */
-static void json_held(FILE *f, const rs_site *s)
-{
-    if (s->held) fprintf(f, ", \"held_since_before_step\": %" PRId32, s->held_step);
-}
-
-/* The site's own frame, then "path": its frames outermost first (docs/FORMAT.md). */
-static void json_site_fields(FILE *f, const rs_compare_site *s)
-{
-    json_frame_fields(f, s->site.function, s->site.file, s->site.line);
-    json_held(f, &s->site);
-    fputs(", \"path\": [", f);
-    for (int32_t i = 0; i < s->path.n && i < RS_SITE_PATH_MAX; i++) {
-        fputs(i ? ", {" : "{", f);
-        const rs_site_frame *fr = &s->path.frames[i];
-        json_frame_fields(f, fr->function, fr->file, fr->line);
-        fputc('}', f);
-    }
-    fputc(']', f);
-}
-
-/* A JSON number for bytes per step: whole bytes, as the other byte counts. */
-static void json_rate(FILE *f, double x)
-{
-    if (!isfinite(x))
-        fputs("null", f);
-    else
-        fprintf(f, "%.0f", x);
-}
 
 static void json_role(FILE *f, const char *label);
 
@@ -124,41 +59,40 @@ static void json_shared(FILE *f, const rs_compare_result *r)
     fputs(r->n_shared ? "\n  ],\n" : "],\n", f);
 }
 
-/* `role`: its role's label in a grouped comparison, NULL otherwise; `pool`: its largest private
- * pool, named (function "" when not); `no_data`: one of the ranks with no data */
-static void json_rank(FILE *f, const rs_summary *s, const char *role, const rs_site *pool, int no_data)
+void rs_report_json_rank(FILE *f, const rs_summary *s, const char *role, const rs_site *pool,
+                         int no_data)
 {
     uint64_t frag = rs_summary_fragmentation(s);
     fprintf(f, "    {\"rank\": %" PRId32 ", ", s->rank);
     json_role(f, role);
-    json_key(f, "host");
+    rs_json_key(f, "host");
     rs_json_string(f, s->host, RS_JSON_PLAIN);
     fputs(", ", f);
-    json_key(f, "job");
+    rs_json_key(f, "job");
     rs_json_string(f, s->job, RS_JSON_PLAIN);
     if (s->pools_at_peak) { /* only with private pools: other reports stay as they were */
         fprintf(f, ", \"pools_at_peak\": %" PRIu64 ", \"pools_free_at_peak\": %" PRIu64,
                 s->pools_at_peak, s->pools_free_at_peak);
         if (pool && pool->function[0]) {
             fputs(", \"largest_pool\": {", f);
-            json_frame_fields(f, pool->function, pool->file, pool->line);
+            rs_json_frame_fields(f, pool->function, pool->file, pool->line);
             fprintf(f, ", \"bytes\": %" PRId64 "}", pool->bytes);
         }
     }
     if (s->steps_from[0]) { /* only where the file says it: older reports stay as they were */
         fputs(", ", f);
-        json_key(f, "steps_from");
+        rs_json_key(f, "steps_from");
         rs_json_string(f, s->steps_from, RS_JSON_PLAIN);
     }
     char words[1024];
     if (rs_endings_words(&s->end, words, sizeof words)) { /* only where the file says it */
         fputs(", ", f);
-        json_key(f, "ended");
+        rs_json_key(f, "ended");
         rs_json_string(f, words, RS_JSON_PLAIN);
     }
     if (no_data && rs_endings_no_data_why(s, words, sizeof words)) {
         fputs(", ", f);
-        json_key(f, "no_data_why");
+        rs_json_key(f, "no_data_why");
         rs_json_string(f, words, RS_JSON_PLAIN);
     }
     fprintf(f,
@@ -185,7 +119,7 @@ static void json_rank(FILE *f, const rs_summary *s, const char *role, const rs_s
     fputs("], \"outside_labels\": {", f);
     for (int k = 0; k < s->n_outside_labels && k < RS_SUMMARY_MAX_OUTSIDE_LABELS; k++) {
         fputs(k ? ", " : "", f);
-        json_key(f, s->outside_labels[k].label);
+        rs_json_key(f, s->outside_labels[k].label);
         fprintf(f, "%" PRIu64, s->outside_labels[k].bytes);
     }
     fputc('}', f);
@@ -197,8 +131,8 @@ static void json_rank(FILE *f, const rs_summary *s, const char *role, const rs_s
         for (int k = 0; k < s->n_outside_sites && k < RS_SUMMARY_MAX_OUTSIDE_SITES; k++) {
             const rs_site *site = &s->outside_sites[k];
             fputs(k ? ", {" : "{", f);
-            json_frame_fields(f, site->function, site->file, site->line);
-            json_held(f, site);
+            rs_json_frame_fields(f, site->function, site->file, site->line);
+            rs_json_held(f, site);
             fprintf(f, ", \"bytes\": %" PRId64, site->bytes);
             if (s->outside_site_owners[k][0]) {
                 fputs(", \"owner\": ", f);
@@ -221,7 +155,7 @@ static const char *role_label(const rs_compare_result *r, int32_t role)
 static void json_role(FILE *f, const char *label)
 {
     if (!label) return;
-    json_key(f, "role");
+    rs_json_key(f, "role");
     rs_json_string(f, label, RS_JSON_PLAIN);
     fputs(", ", f);
 }
@@ -247,7 +181,7 @@ static void json_roles(FILE *f, const rs_compare_result *r)
     for (size_t k = 0; k < r->n_roles; k++) {
         const rs_compare_role *x = &r->roles[k];
         fputs(k ? ",\n    {" : "\n    {", f);
-        json_key(f, "role");
+        rs_json_key(f, "role");
         rs_json_string(f, x->label, RS_JSON_PLAIN);
         fprintf(f, ", \"ranks\": %zu, \"median_peak\": %" PRIu64 ", \"threshold_bytes\": %" PRIu64
                    ", \"reference_rank\": %" PRId32 ", \"max_rank\": %" PRId32
@@ -273,7 +207,7 @@ static void json_roles(FILE *f, const rs_compare_result *r)
     fprintf(f, ", \"delta_bytes\": %" PRId64 ", \"sites\": [", r->role_gap);
     for (size_t i = 0; i < r->n_role_gap_sites; i++) {
         fputs(i ? ", {" : "{", f);
-        json_site_fields(f, &r->role_gap_sites[i]);
+        rs_json_site_fields(f, &r->role_gap_sites[i]);
         fprintf(f, ", \"bytes_delta\": %" PRId64 "}", r->role_gap_sites[i].site.bytes);
     }
     fputs("]},\n", f);
@@ -290,11 +224,11 @@ static void json_oom(FILE *f, const char *role, const rs_compare_oom *v)
             ", \"stack\": {",
             v->rank, v->requested, v->step, v->device_free, v->device_total, v->allocated,
             v->reserved, v->memory_limit);
-    json_site_fields(f, &v->site);
+    rs_json_site_fields(f, &v->site);
     fputs("}, \"live_sites\": [", f);
     for (size_t i = 0; i < v->n_live; i++) {
         fputs(i ? ", {" : "{", f);
-        json_site_fields(f, &v->live[i]);
+        rs_json_site_fields(f, &v->live[i]);
         fprintf(f, ", \"bytes\": %" PRId64 ", \"blocks\": %" PRId32 "}", v->live[i].site.bytes,
                 v->live[i].site.blocks);
     }
@@ -309,7 +243,7 @@ static void json_divergent(FILE *f, const char *role, const rs_compare_divergent
             "\"rank\": %" PRId32 ", \"peak_allocated\": %" PRIu64
             ", \"reference_peak\": %" PRIu64 ", \"divergence_pct\": ",
             d->rank, d->peak_allocated, d->reference_peak);
-    json_pct(f, d->divergence_pct);
+    rs_json_pct(f, d->divergence_pct);
     fputs(", \"first_divergent_step\": ", f);
     if (d->first_divergent_step >= 0)
         fprintf(f, "%" PRId64, d->first_divergent_step);
@@ -317,12 +251,12 @@ static void json_divergent(FILE *f, const char *role, const rs_compare_divergent
         fputs("null", f);
     fprintf(f, ", \"pattern\": \"%s\", \"growth_bytes_per_step\": ", d->growth ? "growth" : "offset");
     if (d->growth)
-        json_rate(f, d->growth_per_step);
+        rs_json_rate(f, d->growth_per_step);
     else
         fputs("null", f);
     fputs(", \"growth_t\": ", f);
     if (d->growth)
-        json_pct(f, d->growth_t);
+        rs_json_pct(f, d->growth_t);
     else
         fputs("null", f);
     fprintf(f, ", \"capacity\": %" PRIu64 ", \"exhaust_step\": ", d->capacity);
@@ -334,7 +268,7 @@ static void json_divergent(FILE *f, const char *role, const rs_compare_divergent
             d->delta, d->unattributed);
     for (size_t i = 0; i < d->n_sites; i++) {
         fputs(i ? ", {" : "{", f);
-        json_site_fields(f, &d->sites[i]);
+        rs_json_site_fields(f, &d->sites[i]);
         fprintf(f, ", \"bytes_delta\": %" PRId64 "}", d->sites[i].site.bytes);
     }
     fputs("]}", f);
@@ -351,14 +285,14 @@ ranksnap_status rs_report_json(FILE *f, const rs_compare_result *r)
     fprintf(f, ",\n  \"median_peak_allocated\": %" PRIu64 ",\n  \"mad\": %" PRIu64
                ",\n  \"divergence_threshold_pct\": ",
             r->median_peak, r->mad);
-    json_pct(f, r->divergence_pct);
+    rs_json_pct(f, r->divergence_pct);
     fprintf(f, ",\n  \"divergence_threshold_bytes\": %" PRIu64 ",\n  \"ranks\": [", r->threshold);
     for (size_t i = 0; i < r->n_ranks; i++) {
         fputs(i ? ",\n" : "\n", f);
         int no_data = 0;
         for (size_t k = 0; k < r->n_no_data && !no_data; k++) no_data = r->no_data[k] == r->ranks[i].rank;
-        json_rank(f, &r->ranks[i], r->rank_roles ? role_label(r, r->rank_roles[i]) : NULL,
-                  r->pools ? &r->pools[i] : NULL, no_data);
+        rs_report_json_rank(f, &r->ranks[i], r->rank_roles ? role_label(r, r->rank_roles[i]) : NULL,
+                            r->pools ? &r->pools[i] : NULL, no_data);
     }
     fputs(r->n_ranks ? "\n  ],\n  \"missing_ranks\": [" : "],\n  \"missing_ranks\": [", f);
     for (size_t i = 0; i < r->n_missing; i++)

@@ -1,6 +1,7 @@
 /*
  * report_page.js — the script of report.html: report_html.c writes it, after the style sheet
- * (report_page.css), around the data blob. The build embeds it in the binary as
+ * (report_page.css), around the data blob, after page_common.js (the helpers it shares with the
+ * diff page). The build embeds it in the binary as
  * rs_report_html_js (cmake/embed_text.cmake), and `node --check` checks its syntax (tests/html).
  *
  * The script draws from the blob only: JSON.parse of #ranksnap-data, then canvas 2D drawing and
@@ -37,16 +38,10 @@
   var state = { sel: null, showAlloc: true, showRes: true, sort: { key: 'rank', dir: 1 } };
   var charts = [];
 
-  /* ---- formatting (as the text report writes sizes: PyTorch's format_size) ---- */
-  function fmtBytes(b) {
-    if (b === null || b === undefined) return '-';
-    var a = Math.abs(b), s = b < 0 ? '-' : '';
-    if (a <= 1024) return s + a + ' bytes';
-    if (a <= 1048576) return s + (a / 1024).toFixed(2) + ' KiB';
-    if (a <= 1073741824) return s + (a / 1048576).toFixed(2) + ' MiB';
-    return s + (a / 1073741824).toFixed(2) + ' GiB';
-  }
-  function fmtSigned(b) { return (b > 0 ? '+' : b < 0 ? '-' : '\u00b1') + fmtBytes(Math.abs(b)); }
+  /* ---- formatting (as the text report writes sizes: PyTorch's format_size): page_common.js ---- */
+  var P = window.RSPage;
+  var fmtBytes = P.fmtBytes, fmtSigned = P.fmtSigned, fmtPct = P.fmtPct, siteText = P.siteText,
+    pathText = P.pathText, el = P.el, esc = P.esc;
   function fmtShort(b) {
     if (b >= 1073741824) return +(b / 1073741824).toFixed(1) + ' GiB';
     if (b >= 1048576) return +(b / 1048576).toFixed(1) + ' MiB';
@@ -60,27 +55,6 @@
     if (a >= 1e3) return (us / 1e3).toFixed(a >= 1e5 ? 1 : 3) + ' ms';
     return Math.round(us) + ' \u00b5s';
   }
-  function fmtPct(p) { var a = Math.abs(p); return (a >= 10 ? a.toFixed(0) : a.toFixed(1)) + '%'; }
-  /* a file as the text report shows it: its path inside an installed package, else its name */
-  function base(path) {
-    var m = /(?:site|dist)-packages[\/\\](.+)$/.exec(path);
-    if (m) return m[1];
-    var i = Math.max(path.lastIndexOf('/'), path.lastIndexOf('\\'));
-    return i >= 0 ? path.slice(i + 1) : path;
-  }
-  function siteText(f, file, line) {
-    if (!file || file === '??') return f;
-    return f + ' (' + base(file) + (line > 0 ? ':' + line : '') + ')';
-  }
-  /* a site of report.json with its path (outermost frame first), as the text report writes it */
-  // bytes the rank held when its range began carry the step they were held since before
-  function heldText(s) {
-    return s.held_since_before_step === undefined ? '' : ', held since before step ' + s.held_since_before_step;
-  }
-  function pathText(s) {
-    if (!s.path || !s.path.length) return siteText(s.function, s.file, s.line) + heldText(s);
-    return s.path.map(function (p) { return siteText(p.function, p.file, p.line); }).join(' \u2192 ') + heldText(s);
-  }
   /* a <details> whose summary is `text` and which opens onto stack `k` of timeline `tl` */
   function stackDetails(text, tl, k) {
     if (!tl || k === undefined || k === null || k < 0 || !tl.stacks[k]) return el('span', null, text);
@@ -92,12 +66,6 @@
     });
     det.appendChild(ol);
     return det;
-  }
-  function el(tag, attrs, text) {
-    var e = document.createElement(tag);
-    if (attrs) Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
-    if (text !== undefined && text !== null) e.textContent = text;
-    return e;
   }
   function rankClass(r) { return OOM[r] ? 'oom' : DIV[r] ? 'divergent' : ''; }
   function color(r) {
@@ -481,9 +449,6 @@
   function unhover() {
     tip.style.display = 'none';
     charts.forEach(function (o) { o.cross.style.display = 'none'; });
-  }
-  function esc(s) {
-    return String(s).replace(/[&<>"']/g, function (ch) { return '&#' + ch.charCodeAt(0) + ';'; });
   }
 
   /* ---- the page ---- */

@@ -22,7 +22,7 @@
 /* How many sites a verdict sentence names; the rest are counted (report.json has them all). */
 #define SITES_INLINE 3
 
-static void print_site(FILE *out, const rs_compare_site *s)
+void rs_report_text_site(FILE *out, const rs_compare_site *s)
 {
     char buf[RS_SITE_PATH_MAX * (RS_SITE_FUNC_LEN + RS_SITE_FILE_LEN + 16)];
     rs_site_path_format(&s->path, buf, sizeof buf);
@@ -31,21 +31,20 @@ static void print_site(FILE *out, const rs_compare_site *s)
     fputs(buf, out);
 }
 
-static void print_bytes(FILE *out, uint64_t b)
+void rs_report_text_bytes(FILE *out, uint64_t b)
 {
     char buf[32];
     rs_text_format_bytes(b, buf, sizeof buf);
     fputs(buf, out);
 }
 
-static void print_signed_bytes(FILE *out, int64_t b)
+void rs_report_text_signed_bytes(FILE *out, int64_t b)
 {
     fputc(b < 0 ? '-' : '+', out);
-    print_bytes(out, b < 0 ? (uint64_t)0 - (uint64_t)b : (uint64_t)b);
+    rs_report_text_bytes(out, b < 0 ? (uint64_t)0 - (uint64_t)b : (uint64_t)b);
 }
 
-/* 42% and 5.3%: whole percents once they are large enough to read that way. */
-static void print_pct(FILE *out, double pct)
+void rs_report_text_pct(FILE *out, double pct)
 {
     if (pct < 0) pct = -pct;
     fprintf(out, pct >= 10 ? "%.0f%%" : "%.1f%%", pct);
@@ -99,7 +98,7 @@ static void print_table(FILE *out, const rs_compare_result *r)
         if (is_no_data(r, s->rank)) fputs("  no data", out);
         if (d) {
             fprintf(out, "  %s", d->divergence_pct >= 0 ? "+" : "-");
-            print_pct(out, d->divergence_pct);
+            rs_report_text_pct(out, d->divergence_pct);
         }
         fputc('\n', out);
     }
@@ -160,16 +159,16 @@ static void print_outside_holders(FILE *out, const rs_compare_result *r)
             fputs(k ? ", " : "", out);
             rs_text_put(out, rs_summary_outside_label_name(s->outside_labels[k].label));
             fputs(" holds ", out);
-            print_bytes(out, s->outside_labels[k].bytes);
+            rs_report_text_bytes(out, s->outside_labels[k].bytes);
             held += s->outside_labels[k].bytes;
         }
         int device = s->outside_of == RS_OUTSIDE_DEVICE;
         fputs(device ? " (its device's use beyond the allocator at the end, every process's: "
                      : " (outside the allocator at the end: ", out);
-        print_bytes(out, s->outside_end);
+        rs_report_text_bytes(out, s->outside_end);
         if (s->outside_end > held) {
             fputs(", ", out);
-            print_bytes(out, s->outside_end - held);
+            rs_report_text_bytes(out, s->outside_end - held);
             fputs(device ? " of it by no holder ranksnap saw: the CUDA context, what no call shows "
                            "and the other processes"
                          : " of it by no holder ranksnap saw: the CUDA context and what no call shows",
@@ -185,7 +184,7 @@ static void print_outside_holders(FILE *out, const rs_compare_result *r)
 static void print_rank_bytes(FILE *out, int32_t rank, uint64_t bytes, const char *what)
 {
     fprintf(out, "rank %" PRId32 ": ", rank);
-    print_bytes(out, bytes);
+    rs_report_text_bytes(out, bytes);
     fputs(what, out);
 }
 
@@ -207,7 +206,7 @@ static void print_pools(FILE *out, const rs_compare_result *r)
             fputc(')', out);
         }
         fputs(", ", out);
-        print_bytes(out, s->pools_free_at_peak);
+        rs_report_text_bytes(out, s->pools_free_at_peak);
         fputs(" of it in no block: a CUDA graph keeps its pool for its replays, by design; not "
               "counted as fragmentation\n", out);
         any = 1;
@@ -264,7 +263,7 @@ static void print_device_use(FILE *out, const rs_compare_result *r)
         fputs(outside_why_sentence(s->outside_why), out);
         fputs("); outside counts its device's whole use beyond its allocator, every process on it: ",
               out);
-        print_bytes(out, s->outside_peak);
+        rs_report_text_bytes(out, s->outside_peak);
         fputs(" at the peak\n", out);
         any = 1;
     }
@@ -287,7 +286,7 @@ static void print_device_use(FILE *out, const rs_compare_result *r)
             /* a rank NVML did not find among them cannot tell which of them are the others */
             if (!s->device_processes || s->outside_why == RS_OUTSIDE_WHY_PID_NOT_LISTED) continue;
             fputs(sep++ ? ", " : "; the others held ", out);
-            print_bytes(out, (uint64_t)s->device_others_kib * 1024);
+            rs_report_text_bytes(out, (uint64_t)s->device_others_kib * 1024);
             fprintf(out, " as rank %" PRId32 " saw them", s->rank);
             if (s->device_others_unknown)
                 fprintf(out, " (%" PRIu16 " with no figure)", s->device_others_unknown);
@@ -318,7 +317,7 @@ static void print_recorded_outside(FILE *out, const rs_compare_result *r)
             char site[512];
             rs_site_format(&s->outside_sites[k], site, sizeof site);
             fputs(k ? ", " : ": ", out);
-            print_bytes(out, (uint64_t)s->outside_sites[k].bytes);
+            rs_report_text_bytes(out, (uint64_t)s->outside_sites[k].bytes);
             if (s->outside_site_owners[k][0]) {
                 fputs(" by ", out);
                 rs_text_put(out, s->outside_site_owners[k]);
@@ -338,9 +337,9 @@ static void print_sites_inline(FILE *out, const rs_compare_site *v, size_t n)
 {
     for (size_t i = 0; i < n && i < SITES_INLINE; i++) {
         fputs(i ? ", " : ": ", out);
-        print_signed_bytes(out, v[i].site.bytes);
+        rs_report_text_signed_bytes(out, v[i].site.bytes);
         fputs(" at ", out);
-        print_site(out, &v[i]);
+        rs_report_text_site(out, &v[i]);
     }
     if (n > SITES_INLINE) fprintf(out, ", and %zu more site%s", n - SITES_INLINE, n - SITES_INLINE == 1 ? "" : "s");
 }
@@ -358,35 +357,35 @@ static void print_oom(FILE *out, const rs_compare_result *r, const rs_compare_oo
     fputs(" ran out of memory", out);
     if (v->step >= 0) fprintf(out, " at step %" PRId64, v->step);
     fputs(": tried to allocate ", out);
-    print_bytes(out, v->requested);
+    rs_report_text_bytes(out, v->requested);
     /* an OOM the driver reported says nothing of the device: leave out what is not known */
     if (v->device_free || v->device_total) {
         fputs(" with ", out);
-        print_bytes(out, v->device_free);
+        rs_report_text_bytes(out, v->device_free);
         fputs(" free", out);
     }
     /* PyTorch's snapshots do not record the capacity: leave it out rather than print 0 */
     if (v->device_total) {
         fputs(" of ", out);
-        print_bytes(out, v->device_total);
+        rs_report_text_bytes(out, v->device_total);
     }
     fputs(" (allocated ", out);
-    print_bytes(out, v->allocated);
+    rs_report_text_bytes(out, v->allocated);
     fputs(", reserved ", out);
-    print_bytes(out, v->reserved);
+    rs_report_text_bytes(out, v->reserved);
     if (v->memory_limit) {
         fputs(", limit ", out);
-        print_bytes(out, v->memory_limit);
+        rs_report_text_bytes(out, v->memory_limit);
     }
     fputs(") at ", out);
-    print_site(out, &v->site);
+    rs_report_text_site(out, &v->site);
     fputc('\n', out);
     if (v->n_live) fputs("  live at that moment:\n", out);
     for (size_t i = 0; i < v->n_live; i++) {
         char b[32];
         rs_text_format_bytes(v->live[i].site.bytes < 0 ? 0 : (uint64_t)v->live[i].site.bytes, b, sizeof b);
         fprintf(out, "    %12s  ", b);
-        print_site(out, &v->live[i]);
+        rs_report_text_site(out, &v->live[i]);
         fputc('\n', out);
     }
 }
@@ -399,7 +398,7 @@ static void print_growth(FILE *out, const rs_compare_result *r, const rs_compare
     print_role(out, r, d->role);
     fputs(" grows ", out);
     fputs(d->divergence_pct >= 0 ? "+" : "-", out);
-    print_bytes(out, rate >= 1.8e19 ? UINT64_MAX : (uint64_t)(rate + 0.5));
+    rs_report_text_bytes(out, rate >= 1.8e19 ? UINT64_MAX : (uint64_t)(rate + 0.5));
     fprintf(out, " per step since step %" PRId64 " (a leak?)", d->first_divergent_step);
 }
 
@@ -407,7 +406,7 @@ static void print_exhaustion(FILE *out, const rs_compare_divergent *d)
 {
     if (!d->growth || d->exhaust_step < 0 || !d->capacity) return;
     fputs("; at that rate it would fill its ", out);
-    print_bytes(out, d->capacity);
+    rs_report_text_bytes(out, d->capacity);
     fputs(d->capacity_is_limit ? " limit" : " device", out);
     if (d->exhaust_step <= d->last_step)
         fprintf(out, " at step %" PRId64, d->exhaust_step);
@@ -426,7 +425,7 @@ static void print_unattributed(FILE *out, const rs_compare_divergent *d)
     uint64_t at = total < 0 ? (uint64_t)0 - (uint64_t)total : (uint64_t)total;
     if (d->n_sites == 0 || au == 0 || au < at / 100 || (u < 0) != (total < 0)) return;
     fputs("; ", out);
-    print_signed_bytes(out, u);
+    rs_report_text_signed_bytes(out, u);
     fputs(" not attributed to these sites", out);
 }
 
@@ -438,18 +437,18 @@ static void print_divergent(FILE *out, const rs_compare_result *r, const rs_comp
     if (d->growth) {
         print_growth(out, r, d);
         fputs(", peaking ", out);
-        print_pct(out, d->divergence_pct);
+        rs_report_text_pct(out, d->divergence_pct);
         fprintf(out, " %s the median%s (", dir, of);
     } else {
         fprintf(out, "rank %" PRId32, d->rank);
         print_role(out, r, d->role);
         fputs(" peaks ", out);
-        print_pct(out, d->divergence_pct);
+        rs_report_text_pct(out, d->divergence_pct);
         fprintf(out, " %s the median%s (", dir, of);
     }
-    print_bytes(out, d->peak_allocated);
+    rs_report_text_bytes(out, d->peak_allocated);
     fputs(" vs ", out);
-    print_bytes(out, grouped ? r->roles[d->role].median_peak : r->median_peak);
+    rs_report_text_bytes(out, grouped ? r->roles[d->role].median_peak : r->median_peak);
     fputc(')', out);
     if (!d->growth && d->first_divergent_step >= 0)
         fprintf(out, " from step %" PRId64 ", a constant offset", d->first_divergent_step);
@@ -497,12 +496,12 @@ static void print_roles(FILE *out, const rs_compare_result *r)
         const rs_compare_role *x = &r->roles[r->nearest_role];
         fprintf(out, "role %s is nearest to running out: rank %" PRId32 " peaks ", x->label,
                 x->max_rank);
-        print_bytes(out, x->max_peak);
+        rs_report_text_bytes(out, x->max_peak);
         if (x->capacity) {
             fputs(" of ", out);
-            print_bytes(out, x->capacity);
+            rs_report_text_bytes(out, x->capacity);
             fputs(", ", out);
-            print_bytes(out, x->headroom > 0 ? (uint64_t)x->headroom : 0);
+            rs_report_text_bytes(out, x->headroom > 0 ? (uint64_t)x->headroom : 0);
             fputs(" left", out);
         } else {
             fputs(" (capacity unknown: the heaviest role)", out);
@@ -512,7 +511,7 @@ static void print_roles(FILE *out, const rs_compare_result *r)
     if (r->heavy_role >= 0) {
         fprintf(out, "role %s is heavier than %s by ", r->roles[r->heavy_role].label,
                 r->roles[r->light_role].label);
-        print_bytes(out, r->role_gap > 0 ? (uint64_t)r->role_gap : 0);
+        rs_report_text_bytes(out, r->role_gap > 0 ? (uint64_t)r->role_gap : 0);
         fputs(" (median peaks)", out);
         print_sites_inline(out, r->role_gap_sites, r->n_role_gap_sites);
         fputc('\n', out);
@@ -554,7 +553,7 @@ static void print_no_data(FILE *out, const rs_compare_result *r)
         int own = s->outside_of == RS_OUTSIDE_PROCESS;
         fprintf(out, own ? "  rank %" PRId32 ": its process held "
                          : "  rank %" PRId32 ": its device showed ", s->rank);
-        print_bytes(out, s->outside_end);
+        rs_report_text_bytes(out, s->outside_end);
         fputs(own ? " on its device" : " in use (every process on it counted)", out);
         fputs(" that no call ranksnap saw accounts for (taken before ranksnap started, or "
               "through calls it does not intercept: docs/GPU.md, \"Interception\")\n", out);
@@ -568,7 +567,7 @@ ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r)
             r->world_size == 1 ? "" : "s");
     if (r->reference_rank >= 0) {
         fprintf(out, ", reference rank %" PRId32 " (median peak ", r->reference_rank);
-        print_bytes(out, r->median_peak);
+        rs_report_text_bytes(out, r->median_peak);
         fputc(')', out);
     }
     fputs("\n\n", out);

@@ -12,4 +12,12 @@
 
 ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r);
 
+/* How every text report writes its pieces (`ranksnap diff`'s too): bytes as PyTorch writes them,
+ * a signed change ("+32.00 MiB"), a share ("42%", "5.3%": whole percents once they read that
+ * way; the sign is the caller's), and a site as its path with its held note. */
+void rs_report_text_bytes(FILE *out, uint64_t b);
+void rs_report_text_signed_bytes(FILE *out, int64_t b);
+void rs_report_text_pct(FILE *out, double pct);
+void rs_report_text_site(FILE *out, const rs_compare_site *s);
+
 #endif

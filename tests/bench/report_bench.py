@@ -91,10 +91,11 @@ def dir_bytes(paths):
     return sum(os.path.getsize(p) for p in paths)
 
 
-def make_ranks(args, fmt, n, out):
-    """Writes n ranks of args.events events in out (a .rsnap or a .ring per rank)."""
+def make_ranks(args, fmt, n, out, extra=()):
+    """Writes n ranks of args.events events in out (a .rsnap or a .ring per rank); `extra` are
+    more arguments of report_bench_rank (--diverge-rank D)."""
     stamp = os.path.join(out, ".made")
-    want = "%s %d %d" % (fmt, n, args.events)
+    want = "%s %d %d %s" % (fmt, n, args.events, " ".join(extra))
     if os.path.exists(stamp) and open(stamp).read() == want:
         return
     shutil.rmtree(out, ignore_errors=True)
@@ -103,7 +104,7 @@ def make_ranks(args, fmt, n, out):
     env = dict(os.environ, RANKSNAP_DIR=out)
     procs = []
     for r in range(n):
-        cmd = [rank_bin, "--rank", str(r), "--size", str(n), "--events", str(args.events)]
+        cmd = [rank_bin, "--rank", str(r), "--size", str(n), "--events", str(args.events)] + list(extra)
         if fmt == "ring":
             cmd.append("--ring")
         procs.append(subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE))

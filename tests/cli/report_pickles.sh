@@ -19,6 +19,20 @@ assert [x["rank"] for x in r["divergent_ranks"]] == [2], r["divergent_ranks"]
 assert all(len(x["step_peaks"]) >= 4 for x in r["ranks"]), r["ranks"]'
 }
 
+# a folder of pickles named with their ranks and no rank-* file: read, each rank from its name (a
+# line says so), with the verdicts of the files given one by one; global.pickle, named with no
+# rank, is not read
+case_folder_of_pickles_named_with_their_ranks() {
+    command -v python3 >/dev/null || exit 77
+    out=$("$ranksnap" report "$dir" 2>"$dir.folder.err"); rc=$?; err=$(cat "$dir.folder.err"); echo "$err"; echo "$out"
+    test $rc -eq 0 || exit 1
+    case "$err" in *"reading its 4 PyTorch pickles, each one's rank from the number in its name"*) ;; *) exit 1;; esac
+    for s in 'rank 3 ran out of memory at step 3' 'rank 2 peaks 39% above the median' '4 of 4 ranks'; do
+        case "$out" in *"$s"*) ;; *) echo "missing: $s"; exit 1;; esac; done
+    out=$("$ranksnap" report "$dir/one" 2>/dev/null) || exit 1
+    case "$out" in *'rank 3 ran out of memory'*) ;; *) echo "one/: not rank 3's verdict"; exit 1;; esac
+}
+
 # the OOM rank's file alone, its rank from its name: the OOM verdict, what was live, the others
 # missing
 case_one_oom_pickle_gives_its_verdict() {

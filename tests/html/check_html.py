@@ -209,6 +209,57 @@ def has_color(pix, rgb, tol=24):
     return False
 
 
+def browser(page, out, window):
+    """chromium, the prefix of what it writes and the window's size; None (said) without
+    chromium."""
+    chromium = find_chromium()
+    if not chromium:
+        print("SKIPPED: chromium not found (tests/setup-deps.sh installs Debian's chromium)")
+        return None
+    w, h = (int(x) for x in window.split(","))
+    return chromium, out or os.path.splitext(page)[0], w, h
+
+
+def interact(chromium, text, script, out, w, h):
+    """The page with `script` appended (a person's session, which records what it saw in
+    <body data-interactions="k=v ...">) run in chromium: what it saw, after no script error."""
+    session = out + ".interact.html"
+    with open(session, "w", encoding="utf-8") as f:
+        f.write(text.replace("</body>", script + "</body>"))
+    idom, _ = run_chromium(chromium, ["--window-size=%d,%d" % (w, h), "--dump-dom"], session)
+    open(out + ".interact.dom.html", "w").write(idom)
+    ih, ib = first_tag(idom, "html") or {}, first_tag(idom, "body") or {}
+    ierr = ih.get("data-errors") or ib.get("data-errors")
+    if ierr:
+        fail("script errors while interacting: " + ierr)
+    seen = dict(kv.split("=", 1) for kv in ib.get("data-interactions", "").split())
+    if not seen:
+        fail("the interaction script did not finish")
+    return seen
+
+
+def screenshot(chromium, page, out, w, h, colors):
+    """chromium's screenshot of the page at w x h into OUT.png: that size, not blank, and showing
+    each (name, rgb) of `colors`."""
+    png = out + ".png"
+    if os.path.exists(png):
+        os.unlink(png)
+    run_chromium(chromium, ["--window-size=%d,%d" % (w, h), "--screenshot=" + png], page)
+    if not os.path.exists(png):
+        fail("chromium wrote no screenshot")
+    pw, ph, pix = png_pixels(png)
+    psize = os.path.getsize(png)
+    if (pw, ph) != (w, h):
+        fail("the screenshot is %dx%d, expected %dx%d" % (pw, ph, w, h))
+    # a blank page of this size compresses to a few KB; charts, tables and text are far more
+    if psize < 20000:
+        fail("the screenshot is %d bytes: blank?" % psize)
+    for name, rgb in colors:
+        if pix is not None and not has_color(pix, rgb):
+            fail("no %s in the screenshot" % name)
+    print("screenshot: %s, %dx%d, %d bytes" % (png, pw, ph, psize))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("page")
@@ -234,12 +285,10 @@ def main():
         static_check(text)
     if a.static_only:
         return 0
-    chromium = find_chromium()
-    if not chromium:
-        print("SKIPPED: chromium not found (tests/setup-deps.sh installs Debian's chromium)")
+    b = browser(a.page, a.out, a.window)
+    if not b:
         return SKIP
-    out = a.out or os.path.splitext(a.page)[0]
-    w, h = (int(x) for x in a.window.split(","))
+    chromium, out, w, h = b
 
     dom, wall = run_chromium(chromium, ["--window-size=%d,%d" % (w, h), "--dump-dom"], a.page)
     open(out + ".dom.html", "w").write(dom)
@@ -312,18 +361,7 @@ def main():
     print("dom: rendered, no script error, ranks=%s oom=%s divergent=%s as expected" % (a.ranks, ooms, a.divergent))
 
     if a.interact:
-        session = out + ".interact.html"
-        with open(session, "w", encoding="utf-8") as f:
-            f.write(text.replace("</body>", INTERACT + "</body>"))
-        idom, _ = run_chromium(chromium, ["--window-size=%d,%d" % (w, h), "--dump-dom"], session)
-        open(out + ".interact.dom.html", "w").write(idom)
-        ih, ib = first_tag(idom, "html") or {}, first_tag(idom, "body") or {}
-        ierr = ih.get("data-errors") or ib.get("data-errors")
-        if ierr:
-            fail("script errors while interacting: " + ierr)
-        seen = dict(kv.split("=", 1) for kv in ib.get("data-interactions", "").split())
-        if not seen:
-            fail("the interaction script did not finish")
+        seen = interact(chromium, text, INTERACT, out, w, h)
         flagged = (a.oom or a.divergent or [None])[0]
         if flagged is not None and seen.get("sorted-first") != str(flagged):
             fail("sorted by peak allocated, rank %s comes first, expected %d" % (seen.get("sorted-first"), flagged))
@@ -337,25 +375,12 @@ def main():
                 fail("after interacting, %s=%s, expected %s (%s)" % (k, seen.get(k), v, seen))
         print("interaction: sort, select, hover, zoom, unzoom, toggles: %s" % " ".join("%s=%s" % kv for kv in sorted(seen.items())))
 
-    png = out + ".png"
-    if os.path.exists(png):
-        os.unlink(png)
-    run_chromium(chromium, ["--window-size=%d,%d" % (w, h), "--screenshot=" + png], a.page)
-    if not os.path.exists(png):
-        fail("chromium wrote no screenshot")
-    pw, ph, pix = png_pixels(png)
-    psize = os.path.getsize(png)
-    if (pw, ph) != (w, h):
-        fail("the screenshot is %dx%d, expected %dx%d" % (pw, ph, w, h))
-    # a blank page of this size compresses to a few KB; charts, tables and text are far more
-    if psize < 20000:
-        fail("the screenshot is %d bytes: blank?" % psize)
-    if pix is not None:
-        if a.oom and not has_color(pix, (0xc6, 0x28, 0x28)):
-            fail("no OOM red in the screenshot")
-        if a.divergent and not has_color(pix, (0xd9, 0x82, 0x00)):
-            fail("no divergent orange in the screenshot")
-    print("screenshot: %s, %dx%d, %d bytes" % (png, pw, ph, psize))
+    colors = []
+    if a.oom:
+        colors.append(("OOM red", (0xc6, 0x28, 0x28)))
+    if a.divergent:
+        colors.append(("divergent orange", (0xd9, 0x82, 0x00)))
+    screenshot(chromium, a.page, out, w, h, colors)
     return 0
 
 

@@ -213,4 +213,12 @@ static char *fixture_encode(const fixture *f, size_t *len)
     return buf;
 }
 
+/* The fixture made and encoded (with its recorder): NULL, *len 0, when either fails. */
+static inline char *fixture_encoded(fixture *f, size_t *len)
+{
+    *len = 0;
+    if (fixture_init(f, 1) != 0) return NULL;
+    return fixture_encode(f, len);
+}
+
 #endif

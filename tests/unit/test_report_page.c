@@ -1,7 +1,7 @@
 /*
- * test_report_page.c — report.html's style sheet and script as the binary carries them: the
- * arrays that cmake/embed_text.cmake generates hold report_page.css and report_page.js byte for
- * byte, less each file's leading comment, and nothing in them ends the <style> or <script>
+ * test_report_page.c — report.html's style sheet and scripts as the binary carries them: the
+ * arrays that cmake/embed_text.cmake generates hold report_page.css, report_page.js and
+ * page_common.js byte for byte, less each file's leading comment, and nothing in them ends the <style> or <script>
  * element that the page puts them in.
  */
 #include <ctype.h>
@@ -89,10 +89,16 @@ TEST(embedded_script_is_report_page_js_without_its_leading_comment)
     check_embedded("report_page.js", rs_report_html_js);
 }
 
+TEST(embedded_common_script_is_page_common_js_without_its_leading_comment)
+{
+    check_embedded("page_common.js", rs_report_html_common_js);
+}
+
 TEST(nothing_in_them_closes_their_element_early)
 {
     CHECK(!contains_nocase(rs_report_html_css, "</style"));
     CHECK(!contains_nocase(rs_report_html_js, "</script"));
+    CHECK(!contains_nocase(rs_report_html_common_js, "</script"));
     CHECK(contains_nocase("a</SCRIPT>", "</script"));
 }
 
@@ -100,6 +106,7 @@ int main(void)
 {
     RUN(embedded_style_sheet_is_report_page_css_without_its_leading_comment);
     RUN(embedded_script_is_report_page_js_without_its_leading_comment);
+    RUN(embedded_common_script_is_page_common_js_without_its_leading_comment);
     RUN(nothing_in_them_closes_their_element_early);
     return check_summary();
 }

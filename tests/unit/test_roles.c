@@ -23,10 +23,15 @@ TEST(parse_gives_each_rank_its_role_in_rank_order)
     CHECK(rs_roles_of(&r, 3) == 1 && rs_roles_of(&r, 6) == 2 && rs_roles_of(&r, 11) == 3);
     CHECK(strcmp(r.labels[1], "pp=0,tp=1") == 0 && strcmp(r.labels[2], "pp=1,tp=0") == 0);
     CHECK(rs_roles_of(&r, 12) == -1 && rs_roles_of(&r, -1) == -1);
+    /* each rank's replica index is its dp coordinate; the key is the label */
+    CHECK(rs_roles_replica_of(&r, 0) == 0 && rs_roles_replica_of(&r, 5) == 2 &&
+          rs_roles_replica_of(&r, 9) == 0 && rs_roles_replica_of(&r, 12) == -1);
+    CHECK(strcmp(r.keys[2], "pp=1,tp=0") == 0 && !r.keys_by_order);
     rs_roles_free(&r);
     /* dp outermost: the replicas are far apart in rank order */
     CHECK(rs_roles_parse("dp=2,pp=2", "x", &r) == RANKSNAP_OK);
     CHECK(rs_roles_of(&r, 0) == 0 && rs_roles_of(&r, 1) == 1 && rs_roles_of(&r, 2) == 0);
+    CHECK(rs_roles_replica_of(&r, 1) == 0 && rs_roles_replica_of(&r, 3) == 1);
     rs_roles_free(&r);
 }
 

@@ -75,6 +75,36 @@ TEST(unnamed_mpi_groups_the_replicas_that_all_reduce)
     rs_roles_free(&r);
 }
 
+/* What pairs a role of this job with the same role of a job of another size: its key (the label
+ * without the ranks) and each rank's index among the replicas. */
+TEST(found_roles_key_and_replica_index_do_not_depend_on_the_ranks)
+{
+    grid("mpi", "", "", 0, 8);
+    rs_roles r;
+    CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK);
+    CHECK(strcmp(r.keys[2], "group 2") == 0 && !r.keys_by_order);
+    CHECK(rs_roles_replica_of(&r, 8) == 0 && rs_roles_replica_of(&r, 11) == 3);
+    CHECK(rs_roles_replica_of(&r, 16) == -1);
+    rs_roles_free(&r);
+    /* the strided replicas: rank 13 is the fourth of its role */
+    grid("nccl", "", "", 8, 0);
+    CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK);
+    CHECK(strcmp(r.keys[1], "group 1") == 0);
+    CHECK(rs_roles_replica_of(&r, 1) == 0 && rs_roles_replica_of(&r, 13) == 3);
+    rs_roles_free(&r);
+    /* named: the key is the label */
+    grid("torch", "pp", "dp", 50, 8);
+    CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK);
+    CHECK(strcmp(r.keys[3], "pp=3") == 0 && !r.keys_by_order);
+    rs_roles_free(&r);
+    /* one family alone: nothing but the order says which group is which */
+    reset();
+    for (int k = 0; k < W; k++) add(k, 100 + (uint64_t)(k / 8), 8, k % 8, "mpi", "", 0);
+    CHECK(rs_roles_found(ranks, W, W, &r) == RANKSNAP_OK);
+    CHECK(strcmp(r.keys[1], "group 1") == 0 && r.keys_by_order);
+    rs_roles_free(&r);
+}
+
 TEST(named_dimensions_win_over_all_reduce_counts)
 {
     /* the pp groups all-reduce more (a loss), yet dp is named the replicas' */
@@ -267,6 +297,7 @@ TEST(several_meshes_in_one_job)
 int main(void)
 {
     RUN(unnamed_mpi_groups_the_replicas_that_all_reduce);
+    RUN(found_roles_key_and_replica_index_do_not_depend_on_the_ranks);
     RUN(named_dimensions_win_over_all_reduce_counts);
     RUN(a_named_mesh_of_one_replica_gives_each_stage_its_role);
     RUN(a_single_family_is_the_replicas);

@@ -35,6 +35,9 @@
  *                     stage 0 is the heaviest by design; the gradient all-reduce runs over the
  *                     stage's data-parallel communicator (MPI_Comm_split), and each replica's
  *                     pipeline has its own communicator too, kept until the end as a real job's
+ *   --stage-activations S:F  every rank of stage S (of --pp; without it every rank is stage 0)
+ *                     keeps F times the block activations (a model change that makes one stage
+ *                     heavier, as `ranksnap diff` shows against a run without it)
  *   --lib-comms N     before the job makes its communicators, a library makes N temporary pair
  *                     communicators (rank r with rank size-1-r: MPI_Comm_split), all-reduces once
  *                     on each and frees them (MPI_Comm_free)
@@ -80,6 +83,8 @@ typedef struct demo_cfg {
     char end_how[16];
     int nccl;
     int pp;
+    int act_stage;
+    double act_factor;
     int timing;
     int no_steps;
     int app_steps_from;
@@ -129,7 +134,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: ranksnap-demo [--iters N] [--layers L] [--hidden H] [--batch B] "
                     "[--diverge R:F] [--leak R:BYTES] [--oom R] [--on-oom abort|continue] "
-                    "[--hang R:STEP:SECONDS] [--no-steps] [--pp N] [--lib-comms N] [--quiet]\n");
+                    "[--hang R:STEP:SECONDS] [--no-steps] [--pp N] [--stage-activations S:F] "
+                    "[--lib-comms N] [--quiet]\n");
 }
 
 static int bad(const char *flag, const char *v, const char *expected)
@@ -152,7 +158,8 @@ static int parse_args(int argc, char **argv, demo_cfg *c)
 {
     *c = (demo_cfg){.iters = 8, .layers = 8, .hidden = 1024, .batch = 2048, .diverge_rank = -1,
                     .diverge_factor = 1.0, .leak_rank = -1, .oom_rank = -1, .oom_abort = 1,
-                    .hang_rank = -1, .kill_rank = -1, .end_rank = -1, .app_steps_from = -1};
+                    .hang_rank = -1, .kill_rank = -1, .end_rank = -1, .app_steps_from = -1,
+                    .act_stage = -1, .act_factor = 1.0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t x, y;
@@ -198,6 +205,13 @@ static int parse_args(int argc, char **argv, demo_cfg *c)
         } else if (!strcmp(a, "--pp")) {
             if (parse_u64(v, &x) || x < 1 || x > 4096) return bad(a, v, "a number of stages");
             c->pp = (int)x;
+        } else if (!strcmp(a, "--stage-activations")) {
+            char *end;
+            long st = strtol(v, &end, 10);
+            double f = *end == ':' ? strtod(end + 1, &end) : 0;
+            if (st < 0 || st > 4095 || *end || !(f > 0) || f > 1000) return bad(a, v, "STAGE:FACTOR such as 2:1.2");
+            c->act_stage = (int)st;
+            c->act_factor = f;
         } else if (!strcmp(a, "--diverge")) {
             char *end;
             long r = strtol(v, &end, 10);
@@ -367,17 +381,19 @@ static int fail(const char *what, ranksnap_status st)
         if (st_ != RANKSNAP_OK) return fail(what, st_);                                            \
     } while (0)
 
-/* One training step. Returns 0, 1 (error) or 2 (out of memory). */
-static int train_step(const demo_cfg *c, model *m, uint64_t batch, int step)
+/* One training step; the block activations are `act_factor` times their size. Returns 0, 1
+ * (error) or 2 (out of memory). */
+static int train_step(const demo_cfg *c, model *m, uint64_t batch, double act_factor, int step)
 {
     const uint64_t act = batch * c->hidden * 4, scores = batch * c->hidden * 2;
+    const uint64_t block = (uint64_t)((double)act * act_factor);
     int rc = 0;
     ranksnap_annotate_begin("forward");
     int l = 0;
     ranksnap_status st;
     for (; l < m->layers; l++) {
         void *ws = NULL;
-        if ((st = block_activations(&m->act[l], act)) != RANKSNAP_OK) { rc = fail("block_activations", st); break; }
+        if ((st = block_activations(&m->act[l], block)) != RANKSNAP_OK) { rc = fail("block_activations", st); break; }
         if ((st = attention_scores(&m->scores[l], scores)) != RANKSNAP_OK) { rc = fail("attention_scores", st); break; }
         if ((st = matmul_workspace(&ws, act / 2 + 4096)) != RANKSNAP_OK) { rc = fail("matmul_workspace", st); break; }
         demo_free(ws);
@@ -561,7 +577,7 @@ int main(int argc, char **argv)
         if (c.pp > 1) batch *= (uint64_t)(c.pp - stage); /* microbatches in flight under 1F1B */
         if (rank_ == c.diverge_rank) batch = (uint64_t)((double)batch * c.diverge_factor);
         if (rank_ == c.oom_rank) batch = batch * (uint64_t)(s + 1);
-        int r = rc ? rc : train_step(&c, &m, batch, s);
+        int r = rc ? rc : train_step(&c, &m, batch, stage == c.act_stage ? c.act_factor : 1.0, s);
         if (r == 2 && c.oom_abort) {
             fprintf(stderr, "ranksnap-demo: rank %d ran out of memory at step %d; aborting the job\n", rank_, s);
             MPI_Abort(MPI_COMM_WORLD, 3);
