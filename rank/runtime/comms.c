@@ -179,9 +179,32 @@ void rs_comms_free(uint64_t handle)
     pthread_mutex_unlock(&rs_comm_lock);
 }
 
+/* The slots a thread counted on last, by handle: a job's collectives go to a few communicators
+ * (data-parallel, tensor-parallel, pipeline) over and over, while a library can leave hundreds
+ * alive, and the scan of find() would cost every collective call some hundreds of nanoseconds.
+ * An entry is good while its slot's live cell still holds the handle (the one live slot of it). */
+#define RS_COMM_HOT_BITS 3
+typedef struct comm_hot {
+    uint64_t handle;
+    comm_slot *slot;
+} comm_hot;
+static _Thread_local comm_hot rs_comm_hot[1u << RS_COMM_HOT_BITS];
+
+static comm_slot *find_hot(uint64_t handle)
+{
+    /* handles are aligned pointers (Open MPI, NCCL) or small tagged integers (MPICH): the
+     * product's top bits mix all of them */
+    comm_hot *h = &rs_comm_hot[(handle * 0x9e3779b97f4a7c15ull) >> (64 - RS_COMM_HOT_BITS)];
+    if (h->handle == handle && atomic_load_explicit(h->slot->live, memory_order_acquire) == handle)
+        return h->slot;
+    comm_slot *s = find(handle);
+    if (s) *h = (comm_hot){handle, s};
+    return s;
+}
+
 void rs_comms_allreduce(uint64_t handle)
 {
-    comm_slot *s = handle ? find(handle) : NULL;
+    comm_slot *s = handle ? find_hot(handle) : NULL;
     if (s) atomic_fetch_add_explicit(&s->allreduces, 1, memory_order_relaxed);
 }
 

@@ -155,6 +155,45 @@ TEST(any_number_of_communicators_is_listed)
     free(l.v);
 }
 
+TEST(all_reduces_on_many_communicators_each_count_on_their_own)
+{
+    /* a thread's recent handles are kept apart (the counter's cache): interleaved calls on handles
+     * the cache may map to one entry, among hundreds alive, and a slot freed and taken by another
+     * communicator while a thread still remembers it */
+    enum { N = 300 };
+    copy l = {0};
+    rs_comms_range_begin();
+    for (uint64_t k = 0; k < N; k++) rs_comms_add(0x7000 + 16 * k, 70000 + k, 2, 0, "mpi");
+    for (int round = 0; round < 5; round++)
+        for (uint64_t k = 0; k < N; k += 7) {
+            rs_comms_allreduce(0x7000 + 16 * k);
+            if (k % 2) rs_comms_allreduce(0x7000 + 16 * k);
+        }
+    rs_comms_moment();
+    int wrong = 0;
+    for (uint64_t k = 0; k < N; k++) {
+        const rs_snapshot_comm *c = listed(&l, 70000 + k);
+        uint64_t want = k % 7 ? 0 : k % 2 ? 10 : 5;
+        wrong += !c || c->allreduces != want;
+    }
+    CHECK_EQ_U64(wrong, 0);
+    rs_comms_range_end();
+    for (uint64_t k = 0; k < N; k++) rs_comms_free(0x7000 + 16 * k);
+    /* between ranges: freed slots are free again; one is taken by another handle */
+    rs_comms_add(0x6000, 600, 2, 0, "mpi");
+    rs_comms_allreduce(0x6000);
+    rs_comms_free(0x6000);
+    rs_comms_add(0x6010, 601, 2, 0, "mpi");
+    rs_comms_range_begin();
+    rs_comms_allreduce(0x6000); /* freed: nobody's, though this thread counted on it */
+    rs_comms_allreduce(0x6010);
+    const rs_snapshot_comm *c = listed(&l, 601);
+    CHECK_EQ_U64(c ? c->allreduces : 99, 1);
+    rs_comms_range_end();
+    rs_comms_free(0x6010);
+    free(l.v);
+}
+
 int main(void)
 {
     RUN(a_librarys_communicators_freed_before_the_range_are_not_listed);
@@ -162,5 +201,6 @@ int main(void)
     RUN(a_handle_used_again_unseen_is_a_new_communicator);
     RUN(all_reduces_are_counted_within_the_range);
     RUN(any_number_of_communicators_is_listed);
+    RUN(all_reduces_on_many_communicators_each_count_on_their_own);
     return check_summary();
 }
