@@ -41,6 +41,9 @@ reason_of() {
 }
 
 case_glue_sigterm_while_blocked_writes_the_pickle() {
+    # whether the pickle is written, not how fast: the default 800 ms, meant to fit before
+    # mpirun's SIGKILL, ran out on a loaded machine and left no pickle
+    export RANKSNAP_DUMP_TIMEOUT_MS=60000
     start_child sleep
     kill -TERM $child
     wait $child; rc=$?
