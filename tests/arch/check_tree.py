@@ -20,7 +20,8 @@ import re
 import subprocess
 import sys
 
-LAYER_DIRS = ["common", "rank", "collector", "cli"]
+# the top-level folders of the layers, from the bottom
+LAYER_DIRS = ["common", "alloc", "collector", "rank", "cli"]
 # libc's names that rank/intercept/driver.c interposes for the whole process: a file calling them
 # calls the system, not driver.c
 INTERPOSED = {"dlsym"}
