@@ -1,5 +1,5 @@
 /*
- * replay.c — rs_replay (replay.h): the history of a snapshot, again, through rank/alloc/alloc.c.
+ * replay.c — rs_replay (replay.h): the history of a snapshot, again, through alloc/alloc.c.
  *
  * The one history walk (collector/model/walk.h) says which blocks were live before the history
  * and what each event did to them; a side table keyed by the walk's slots holds the block that

@@ -1,5 +1,5 @@
 /*
- * replay.h — a rank's allocation history replayed through ranksnap's allocator (rank/alloc/)
+ * replay.h — a rank's allocation history replayed through ranksnap's allocator (alloc/)
  * on the sim backend, against the original's own numbers; under the trace's own settings (to
  * check that the replay reproduces it) or under others (what-if).
  *

@@ -294,7 +294,7 @@ static void rs_exit_path_once(int finalize)
 }
 
 /* A start that failed, or RANKSNAP_DISABLE: ranksnap passes calls through from now on —
- * ranksnap_malloc to the device (rank/alloc/passthrough.c), the interposed calls to the real
+ * ranksnap_malloc to the device (alloc/passthrough.c), the interposed calls to the real
  * runtime, the recording calls as no-ops — so that the program runs as it would without ranksnap.
  * The reason is printed once (rank 0 only: every rank reads the same environment), naming the
  * variable when a value did not parse; RANKSNAP_DISABLE asked for it and says nothing. The device

@@ -6,6 +6,9 @@ Usage: check_tree.py SOURCE_DIR [OBJECT_DIR]
 - an #include "..." names a header by its file name only (no folder, no ".."): headers are found
   through the include folders of the layers a target links, which is what refuses a cross-layer
   include (tests/arch/CMakeLists.txt shows it);
+- no include runs back up the top-level folders' order (LAYER_DIRS): a file includes headers of
+  its own top-level folder, of those below it, and include/'s, so that no target's dependency
+  can make collector/ include a header of rank/ or cli/;
 - every header's include guard is RANKSNAP_<FILE NAME>_H, so no two headers share one (two headers
   with one guard silently hide each other);
 - only the options table (common/options.c) and the launcher (rank/mpi/launcher.c) read the
@@ -20,7 +23,8 @@ import re
 import subprocess
 import sys
 
-LAYER_DIRS = ["common", "rank", "collector", "cli"]
+# the top-level folders of the layers, from the bottom
+LAYER_DIRS = ["common", "alloc", "collector", "rank", "cli"]
 # libc's names that rank/intercept/driver.c interposes for the whole process: a file calling them
 # calls the system, not driver.c
 INTERPOSED = {"dlsym"}
@@ -35,14 +39,30 @@ def sources(root):
                     yield os.path.relpath(os.path.join(dirpath, f), root)
 
 
+def top_of(rel):
+    return rel.split(os.sep, 1)[0]
+
+
 def check_sources(root):
     errors = []
     guards = {}
+    # where each header name lives: its top-level folders' places in LAYER_DIRS
+    levels = collections.defaultdict(dict)
+    for rel in sources(root):
+        if rel.endswith(".h"):
+            levels[os.path.basename(rel)].setdefault(LAYER_DIRS.index(top_of(rel)), rel)
     for rel in sources(root):
         text = open(os.path.join(root, rel), encoding="utf-8").read()
+        level = LAYER_DIRS.index(top_of(rel))
         for m in re.finditer(r'^\s*#\s*include\s+"([^"]+)"', text, re.M):
             if "/" in m.group(1):
                 errors.append(f"{rel}: #include \"{m.group(1)}\": include headers by name, not by path")
+            found = levels.get(m.group(1), {})
+            if found and min(found) > level:
+                up = found[min(found)]
+                errors.append(f"{rel}: #include \"{m.group(1)}\": {up} is in {top_of(up)}/, above "
+                              f"{top_of(rel)}/ (the top-level folders from the bottom: "
+                              f"{', '.join(LAYER_DIRS)})")
         if rel.endswith(".h"):
             g = re.search(r"^#ifndef\s+(\w+)\s*\n#define\s+\1", text, re.M)
             want = "RANKSNAP_" + re.sub(r"\W", "_", os.path.basename(rel)[:-2]).upper() + "_H"

@@ -1,5 +1,5 @@
 /*
- * alloc_struct.h — the caching allocator's state, which the files of rank/alloc share: blocks,
+ * alloc_struct.h — the caching allocator's state, which the files of alloc/ share: blocks,
  * segments, pools and the allocator itself (alloc.c's head comment says how they fit). Types
  * only: each part's functions are in its own file's header.
  */
