@@ -44,6 +44,9 @@ static int run_ending(const char *sub, ending_fn end)
         setenv("RANKSNAP_BACKEND", "sim", 1);
         setenv("RANKSNAP_REPORT", "0", 1);
         setenv("RANKSNAP_STEPS", "2:6", 1);
+        /* whether a dump is written, not how fast: the default 800 ms can run out on a loaded
+         * machine */
+        setenv("RANKSNAP_DUMP_TIMEOUT_MS", "60000", 1);
         if (ranksnap_init(NULL) != RANKSNAP_OK) _exit(90);
         for (int step = 0; step < 4; step++) {
             void *p = NULL;

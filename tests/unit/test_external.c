@@ -100,6 +100,9 @@ static int in_child(const char *sub, const char *steps, int (*body)(void))
         setenv("RANKSNAP_DIR", dir, 1);
         setenv("RANKSNAP_STEPS", steps, 1);
         setenv("RANKSNAP_REPORT", "0", 1);
+        /* whether a signal's dump is written, not how fast: the default 800 ms ran out on a
+         * loaded machine */
+        setenv("RANKSNAP_DUMP_TIMEOUT_MS", "60000", 1);
         memset(&fw, 0, sizeof fw);
         check_failures_ = 0; /* the child's own checks only, not the parent's so far */
         _exit(body());
