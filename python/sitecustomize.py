@@ -44,10 +44,12 @@ def _chain():
 
 
 def _on_torch(torch):
+    # never the reason a training script fails, but said: a failure to install is ranksnap's, and
+    # ranksnap/_off.py may be what failed to import, so this line is written here
     try:
         from ranksnap import _torch
         _torch.install(torch)
-    except Exception as e:  # never the reason a training script fails
+    except Exception as e:
         sys.stderr.write(f"ranksnap: not recording this PyTorch process: {type(e).__name__}: {e}\n")
 
 
@@ -67,7 +69,7 @@ class _TorchImportHook:
             # a wrapper that leaves no frame of its own in the traceback of an import of torch
             # that fails (ranksnap/_wrap.py)
             from ranksnap._wrap import around
-        except Exception as e:
+        except Exception as e:  # a broken install of the glue: said, torch imported as without it
             sys.stderr.write(f"ranksnap: not recording this PyTorch process: {type(e).__name__}: {e}\n")
             return spec
         spec.loader.exec_module = around(spec.loader.exec_module,
@@ -84,5 +86,5 @@ if os.environ.get("RANKSNAP_RECORDER") and \
         sys.meta_path.insert(0, _TorchImportHook())
 try:
     _chain()
-except Exception as e:
+except Exception as e:  # the site's code, not ranksnap's: said as Python's site module would
     sys.stderr.write(f"ranksnap: the site's own sitecustomize failed: {type(e).__name__}: {e}\n")

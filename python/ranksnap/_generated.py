@@ -20,6 +20,8 @@ up once per dump.
 import itertools
 import sys
 
+from . import _off
+
 # the innermost frames of a stack looked at: a wrapper's allocation is its innermost Python frame,
 # a kernel's launch or autotuning a few of torch's frames under it
 _DEPTH = 8
@@ -36,18 +38,14 @@ def _backward(frames, start):
 
 
 class Generated:
-    def __init__(self, off):
-        self.off = off       # off(why): said once (Names.off)
-
     def name_snapshot(self, snap):
         cache = getattr(sys.modules.get("torch._inductor.codecache"), "PyCodeCache", None)
         linemaps = getattr(cache, "linemaps", None)
         if not linemaps:
             return
-        try:
-            lookup = cache.stack_frames_for_code
-        except Exception as e:
-            self.off(e)
+        lookup = getattr(cache, "stack_frames_for_code", None)
+        if lookup is None:
+            _off.off("generated", "torch._inductor.codecache.PyCodeCache.stack_frames_for_code is missing")
             return
         generated = set(linemaps)
         filename = itertools.repeat("filename")
@@ -66,7 +64,7 @@ class Generated:
                     found = lookup(f.get("filename"), f.get("line") or 0) or []
                     got = [{"name": g["name"], "filename": g["filename"], "line": int(g["line"])} for g in found]
                 except Exception as e:
-                    self.off(e)
+                    _off.off("generated", e)
                 sources[id(f)] = got
             return got
 

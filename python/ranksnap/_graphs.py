@@ -16,13 +16,12 @@ are rare: the cost is nothing per step.
 import os
 import sys
 
-from . import _names, _wrap
+from . import _names, _off, _wrap
 
 
 class Graphs:
-    def __init__(self, torch, off):
+    def __init__(self, torch):
         self.torch = torch
-        self.off = off             # off(why): the names are lost, said once (Names.off)
         self.captures = {}         # pool id -> frames, innermost first
         self.pending = {}          # id of a graph being captured -> (pool given, frames)
         torch_dir = os.path.dirname(os.path.abspath(getattr(torch, "__file__", "") or "."))
@@ -33,20 +32,24 @@ class Graphs:
         cls = getattr(getattr(self.torch, "cuda", None), "CUDAGraph", None)
         begin, end = getattr(cls, "capture_begin", None), getattr(cls, "capture_end", None)
         if begin is None or end is None:
+            _off.off("graphs", "torch.cuda.CUDAGraph.capture_begin or capture_end is missing")
             return
         try:
             cls.capture_begin = _wrap.around(begin, before=self._begin)
             cls.capture_end = _wrap.around(end, after=self._end)
-        except Exception as e:
-            self.off(e)
+        except (AttributeError, TypeError) as e:  # a class that takes no new attributes
+            _off.off("graphs", e)
 
     def _begin(self, graph, pool=None, *args, **kwargs):
         """The line that captures `graph`, and the pool it was given, kept until its capture ends."""
-        user = _names._user_frame(sys._getframe(1), self.torch_dir)
-        frames = [_names._frame("capture_begin", self.capture_file, 0)]
-        if user is not None:
-            frames.append(user)
-        self.pending[id(graph)] = (pool, frames)
+        try:
+            user = _names._user_frame(sys._getframe(1), self.torch_dir)
+            frames = [_names._frame("capture_begin", self.capture_file, 0)]
+            if user is not None:
+                frames.append(user)
+            self.pending[id(graph)] = (pool, frames)
+        except Exception as e:
+            _off.off("graphs", e, ours=True)
 
     def _end(self, out, graph, *args, **kwargs):
         pool, frames = self.pending.pop(id(graph), (None, None))
@@ -55,13 +58,13 @@ class Graphs:
         try:
             pool = graph.pool()
         except Exception as e:
-            if pool is None:
-                self.off(e)
+            if pool is None:  # else the pool given to capture_begin names it as well
+                _off.off("graphs", e)
                 return
         try:
             self.captures.setdefault(tuple(int(x) for x in pool), frames)
-        except Exception as e:
-            self.off(e)
+        except Exception as e:  # a pool id of another shape than PyTorch 2.11's pair of ints
+            _off.off("graphs", e)
 
     def name_pools(self, snap):
         """Frames for the segments of a captured graph's pool that have none, and for the blocks

@@ -20,7 +20,7 @@ process groups, which take milliseconds); the dump only copies the list.
 import hashlib
 import importlib
 
-from . import _wrap
+from . import _off, _wrap
 
 
 def comm_id(name, members):
@@ -56,11 +56,9 @@ def _at(mesh, coords):
 
 
 class Groups:
-    def __init__(self, torch, on_group=None, say=None):
+    def __init__(self, torch, on_group=None):
         self.torch = torch
         self.on_group = on_group   # called once the script has a group (the glue's identify)
-        self.say = say             # the glue's one line to the user
-        self.said_off = False
         self.named = {}            # (name, sorted members) -> (members, the communicator): meshes'
         self.unnamed = {}          # sorted members -> (members, the communicator): new_group's
 
@@ -68,12 +66,14 @@ class Groups:
         """Wraps DeviceMesh.__init__ and torch.distributed.new_group; nothing where
         torch.distributed is not available."""
         dist = getattr(self.torch, "distributed", None)
-        try:
-            if dist is None or not dist.is_available():
-                return
-            dm = importlib.import_module("torch.distributed.device_mesh")
-        except Exception:
+        # a PyTorch built without torch.distributed has no groups to watch: nothing is lost
+        if dist is None or not getattr(dist, "is_available", lambda: False)():
             return
+        try:
+            dm = importlib.import_module("torch.distributed.device_mesh")
+        except ImportError as e:  # groups made with new_group still give roles
+            _off.off("roles", e)
+            dm = None
         cls = getattr(dm, "DeviceMesh", None)
         init = getattr(cls, "__init__", None) if isinstance(cls, type) else None
         if init is not None and init is not object.__init__:
@@ -109,21 +109,8 @@ class Groups:
                 name = str(names[dim]) if names and dim < len(names) else ""
                 members = tuple(sorted(set(int(r) for r in _along(ranks, coords, dim))))
                 self._add(self.named, (name, members), name, members, rank)
-        except Exception as e:  # never the reason a script fails, but said
-            self._off(e)
-
-    def _off(self, e):
-        """Once: the roles a mesh or a group would give are lost (a PyTorch release that changed
-        DeviceMesh or new_group), and the user reads which, and what to set instead."""
-        if self.said_off or self.say is None:
-            return
-        self.said_off = True
-        try:
-            self.say(f"finding the ranks' roles from torch's DeviceMesh and process groups is off: "
-                     f"{type(e).__name__}: {e} (torch {getattr(self.torch, '__version__', '?')}); "
-                     "set RANKSNAP_GROUPS (e.g. pp=2,dp=4) to compare each rank with its role")
-        except Exception:
-            pass
+        except Exception as e:  # a release that changed DeviceMesh's layout: said, never raised
+            _off.off("roles", e)
 
     def _on_new_group(self, ranks):
         try:
@@ -134,7 +121,7 @@ class Groups:
             if rank in members and len(members) < world:
                 self._add(self.unnamed, members, "", members, rank)
         except Exception as e:
-            self._off(e)
+            _off.off("roles", e)
 
     @staticmethod
     def _add(into, key, name, members, rank):

@@ -34,7 +34,7 @@ memory_viz read alike. Everything here catches its exceptions: names are never w
 But names lost are said: the private calls used here (torch._C's metadata and autograd-node calls,
 Node.metadata and register_prehook, dynamo's counters) can change in any PyTorch release, and when
 one is missing or raises, one line per capability and process says which names are off and why
-(Names.off).
+(_off.py).
 """
 import functools
 import heapq
@@ -43,7 +43,7 @@ import os
 import sys
 import weakref
 
-from . import _wrap
+from . import _off, _wrap
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -71,34 +71,10 @@ def _frame(name, filename, line):
     return {"name": name, "filename": filename, "line": int(line or 0)}
 
 
-# What each capability names, and what the report shows instead while it is off.
-_CAPS = {
-    "backward": ("naming the backward pass by the model's layers",
-                 "its allocations keep PyTorch's empty stacks"),
-    "oom": ("naming an out-of-memory in the backward pass by its layer",
-            "the request is named by its Python frames alone"),
-    "before": ("naming the blocks allocated before the range by the tensors they hold",
-               "they are named \"allocated before step N\" alone"),
-    "graphs": ("naming CUDA graphs' pools by the line that captured them",
-               "a pool with no stack is named \"CUDA graph pool\" where its id shows a capture, "
-               "else by what it cannot tell"),
-    "generated": ("naming torch.compile's generated code by the source it was compiled from",
-                  "its allocations are named by the generated file's lines"),
-    "compiled": ("telling a torch.compile'd job",
-                 "a compiled model may recompile at each range's start and end"),
-}
-
-
-def _why(e):
-    return f"{type(e).__name__}: {e}" if isinstance(e, BaseException) else str(e)
-
-
 class Names:
-    def __init__(self, torch, say=None, compiled=None):
+    def __init__(self, torch, compiled=None):
         self.torch = torch
         self.compile_called = compiled or (lambda: False)  # torch.compile was called (_steps.py)
-        self.say = say or (lambda msg: (sys.stderr.write(f"ranksnap: {msg}\n"), sys.stderr.flush()))
-        self.said_off = set()
         self._bind()
         self.torch_dir = os.path.dirname(os.path.abspath(getattr(torch, "__file__", "") or ".")) + os.sep
         self.table = {}          # key -> frames (innermost first)
@@ -124,19 +100,6 @@ class Names:
         self.get_md = getattr(c, "_cuda_getMemoryMetadata", None)
         self.current_node = getattr(c, "_current_autograd_node", None)
 
-    def off(self, cap, why):
-        """One line, once per process and capability: which names are lost and why. A hook keeps
-        the user's step alive whatever PyTorch raises; the user still hears of it."""
-        if cap in self.said_off:
-            return
-        self.said_off.add(cap)
-        what, instead = _CAPS[cap]
-        version = getattr(self.torch, "__version__", "?")
-        try:
-            self.say(f"{what} is off: {_why(why)} (torch {version}); {instead}")
-        except Exception:
-            pass
-
     # ---- the range ---------------------------------------------------------------------------
 
     def begin(self, step, optimizer):
@@ -147,21 +110,28 @@ class Names:
             return
         self._bind()
         if self.current_node is None:
-            self.off("oom", "torch._C._current_autograd_node is missing")
+            _off.off("oom", "torch._C._current_autograd_node is missing")
+        elif self.get_md is None:
+            _off.off("oom", "torch._C._cuda_getMemoryMetadata is missing")
         if self.set_md is None:
-            self.off("backward", "torch._C._cuda_setMemoryMetadata is missing")
-            return
+            _off.off("backward", "torch._C._cuda_setMemoryMetadata is missing")
         try:
+            # the models are still found without the metadata call: their parameters' names
             if not self._compiled():
                 mod = importlib.import_module("torch.nn.modules.module")
                 self.finding = mod.register_module_forward_pre_hook(self._on_call)
+        except Exception as e:  # no model is found: neither its parts nor its parameters named
+            _off.off("backward", e)
+            _off.off("before", e)
+        if self.set_md is None:
+            return
+        try:
             autograd = self.torch.autograd
-            self.real_backward = autograd.backward
-            autograd.backward = _wrap.around(self.real_backward,
-                                             before=lambda tensors, *a, **k: self._on_backward(tensors))
+            real = autograd.backward
+            autograd.backward = _wrap.around(real, before=lambda tensors, *a, **k: self._on_backward(tensors))
+            self.real_backward = real
         except Exception as e:
-            self.off("backward", e)
-            self.end()
+            _off.off("backward", e)
 
     def stepped(self):
         """At every step: the range's first step has called its models, so the search ends."""
@@ -183,8 +153,8 @@ class Names:
         try:
             if self.set_md is not None:
                 self.set_md("")
-        except Exception:
-            pass
+        except Exception as e:
+            _off.off("backward", e)
 
     # ---- hooks -------------------------------------------------------------------------------
 
@@ -206,12 +176,14 @@ class Names:
                 self.names.setdefault(m, n)
                 self.found.add(id(m))
             base = getattr(self.torch.nn.Module, "forward", None)
-            for m in _units(module, max(_MIN_UNITS, len(modules) // _SHARE), base):
+            units = _units(module, max(_MIN_UNITS, len(modules) // _SHARE), base) \
+                if self.set_md is not None else ()
+            for m in units:
                 self.handles.append(m.register_forward_hook(self._on_forward))
             for n, p in module.named_parameters():
                 self.params[id(p)] = (weakref.ref(p), n)
         except Exception as e:
-            self.off("backward", e)
+            _off.off("backward", e)
         return None
 
     def _compiled(self):
@@ -226,7 +198,7 @@ class Names:
         try:
             return dynamo is not None and dynamo.counters["stats"]["unique_graphs"] > 0
         except Exception as e:
-            self.off("compiled", e)
+            _off.off("compiled", e)
             return False
 
     def _name_of(self, module):
@@ -266,7 +238,7 @@ class Names:
             mark["ranksnap"] = key
             node.register_prehook(self._setter(key))
         except Exception as e:
-            self.off("backward", e)
+            _off.off("backward", e)
         return None
 
     def _setter(self, key):
@@ -292,7 +264,7 @@ class Names:
             node.metadata.setdefault("ranksnap", key)
             node.register_prehook(self._setter(key))
         except Exception as e:
-            self.off("backward", e)
+            _off.off("backward", e)
 
     # ---- out of memory -----------------------------------------------------------------------
 
@@ -303,7 +275,12 @@ class Names:
         node's pre-hook sets the key), else its thread's key, else the autograd node running."""
         try:
             node = self.current_node() if self.current_node is not None else None
-            frames = self.table.get(_mark(node)) if node is not None else None
+            frames = None
+            if node is not None:
+                try:
+                    frames = self.table.get(_mark(node))
+                except Exception as e:  # a node without metadata: the thread's key may still say
+                    _off.off("oom", e)
             if frames is None and self.get_md is not None:
                 frames = self.table.get(self.get_md())
             if node is None:
@@ -317,7 +294,7 @@ class Names:
             return [_frame(f"{node.name()} in {frames[0]['name']}", frames[0]["filename"],
                            frames[0]["line"])] + frames[1:]
         except Exception as e:
-            self.off("oom", e)
+            _off.off("oom", e)
             return None
 
     def oom_request(self, frames, named):
@@ -378,12 +355,15 @@ class Names:
             local = getattr(t, "_local_tensor", None)
             if local is not None:
                 t = local
+            # a tensor without a storage of its own (a meta or fake tensor, a subclass that
+            # refuses it) has no block to name: expected, and nothing is lost. Anything else
+            # reaches the callers' handlers, which say that these names are off.
             try:
                 ptr = t.untyped_storage().data_ptr()
-            except Exception:
+            except (AttributeError, NotImplementedError, RuntimeError, TypeError):
                 try:
                     ptr = t.data_ptr()
-                except Exception:
+                except (AttributeError, NotImplementedError, RuntimeError, TypeError):
                     return
             out.setdefault(ptr, what)
 
@@ -402,7 +382,7 @@ class Names:
                 for n, b in root.named_buffers():
                     put(b, f"buffer {n}")
             except Exception as e:
-                self.off("before", e)
+                _off.off("before", e)
                 continue
         for pid, (ref, n) in list(self.params.items()):
             p = ref()
@@ -412,7 +392,7 @@ class Names:
                 try:
                     param(n, p)
                 except Exception as e:
-                    self.off("before", e)
+                    _off.off("before", e)
                     continue
         opt = self.optimizer() if self.optimizer is not None else None
         state = getattr(opt, "state", None) or {}
@@ -423,7 +403,7 @@ class Names:
                     if hasattr(v, "data_ptr"):
                         put(v, f"optimizer state {k} of {n}")
         except Exception as e:
-            self.off("before", e)
+            _off.off("before", e)
         return out
 
 
@@ -467,7 +447,7 @@ def _units(root, budget, base_forward):
 def _numel(p):
     try:
         return int(p.numel())
-    except Exception:
+    except (ValueError, RuntimeError):  # a lazy module's uninitialised parameter has no size yet
         return 1
 
 
@@ -479,17 +459,18 @@ def _runs(module, base_forward):
 
 
 def _mark(node):
-    try:
-        return node.metadata.get("ranksnap")
-    except Exception:
-        return None
+    """The key the glue marked a node's backward with; None for a node it never marked (its
+    metadata dict has no "ranksnap"). A node without metadata raises to the caller, which says
+    that the OOM's names are off."""
+    return node.metadata.get("ranksnap")
 
 
 def _set(set_md, key, grad_outputs):
+    """A named node's pre-hook, on the autograd thread: the key for what its backward allocates."""
     try:
         set_md(key)
-    except Exception:  # the backward pass goes on, its allocations unnamed
-        pass
+    except Exception as e:  # the backward pass goes on, its allocations unnamed, and said
+        _off.off("backward", e)
     return None
 
 

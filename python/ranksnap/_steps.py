@@ -27,7 +27,7 @@ import importlib
 import sys
 import weakref
 
-from . import _wrap
+from . import _off, _wrap
 
 # frames looked through for a running generate: a model's forward is some tens of frames below it
 _GENERATE_DEPTH = 64
@@ -36,7 +36,7 @@ _GENERATE_DEPTH = 64
 def _has_parameters(module):
     try:
         return next(iter(module.parameters()), None) is not None
-    except Exception:
+    except (AttributeError, RuntimeError, TypeError):  # a half-built module: not the model
         return False
 
 
@@ -87,12 +87,16 @@ class Steps:
         self.how = ""
 
     def install(self):
-        importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(
-            self._on_optimizer_step)
+        try:
+            importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(
+                self._on_optimizer_step)
+        except (ImportError, AttributeError, TypeError) as e:
+            _off.off("optimizer steps", e)
         try:
             mod = importlib.import_module("torch.nn.modules.module")
             self.finder = mod.register_module_forward_pre_hook(self._find)
-        except Exception:
+        except (ImportError, AttributeError, TypeError) as e:
+            _off.off("model steps", e)
             self.finder = None
         compile_ = getattr(self.torch, "compile", None)
         if compile_ is not None:
@@ -149,8 +153,8 @@ class Steps:
                     self._say(f"optimizer steps ({name})")
             self.count += 1
             self.give(self.base + self.count)
-        except Exception:
-            pass
+        except Exception as e:
+            _off.off("optimizer steps", e, ours=True)
 
     # ---- the outermost module ----------------------------------------------------------------
 
@@ -162,8 +166,8 @@ class Steps:
                 self._adopt(module)
                 # this call is the model's first: the hook just put on it runs from the next one
                 self._on_call(module, args)
-        except Exception:
-            pass
+        except Exception as e:
+            _off.off("model steps", e, ours=True)
         return None
 
     def _stop_finding(self):
@@ -235,8 +239,8 @@ class Steps:
                     self._unit("generate", False)
                 return None
             self._unit("call", self.torch.is_grad_enabled())
-        except Exception:
-            pass
+        except Exception as e:
+            _off.off("model steps", e, ours=True)
         return None
 
     def _on_return(self, module, args, output):
@@ -248,8 +252,8 @@ class Steps:
                 self.graph = node is not None
                 if node is not None:
                     node.register_prehook(self._on_backward)
-        except Exception:
-            pass
+        except Exception as e:  # Node.register_prehook changed: no call can be told inference
+            _off.off("model steps", e)
         return None
 
     def _on_backward(self, grad_outputs):

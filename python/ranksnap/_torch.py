@@ -51,7 +51,7 @@ import threading
 import time
 import traceback
 
-from . import _dist, _generated, _graphs, _groups, _lib, _names, _steps, _wrap
+from . import _dist, _generated, _graphs, _groups, _lib, _names, _off, _steps, _wrap
 
 _glue = None
 
@@ -88,14 +88,14 @@ class Glue:
         self.at_step = None         # the step given to ranksnap_step last
         self.steps = _steps.Steps(torch, give=self.step, say_how=self._steps_from)
         # names for what has no Python frame (_names.py)
-        self.names = _names.Names(torch, self._say, compiled=lambda: self.steps.compiled)
+        self.names = _names.Names(torch, compiled=lambda: self.steps.compiled)
         # the line that captured each CUDA graph, for its pool's name (_graphs.py)
-        self.graphs = _graphs.Graphs(torch, off=lambda why: self.names.off("graphs", why))
+        self.graphs = _graphs.Graphs(torch)
         # compiled code's frames named by its source (_generated.py)
-        self.generated = _generated.Generated(off=lambda why: self.names.off("generated", why))
+        self.generated = _generated.Generated()
         # the DeviceMeshes and process groups the script makes (_groups.py); a mesh made before
         # any init_process_group call (init_device_mesh makes the group) gives the identity too
-        self.groups = _groups.Groups(torch, on_group=self.identify, say=self._say)
+        self.groups = _groups.Groups(torch, on_group=self.identify)
 
     # ---- installing --------------------------------------------------------------------------
 
@@ -137,11 +137,12 @@ class Glue:
             _watch_quitters(record)
 
         def leave(status):
-            # leaving this way skips every cleanup, the peers' included: never a collective
+            # leaving this way skips every cleanup, the peers' included: never a collective; and
+            # nothing of ranksnap's may keep the process from leaving
             try:
                 self._leave(failing=True, status=status)
-            except BaseException:
-                pass
+            except BaseException as e:
+                _off.off("exit", e, ours=True)
 
         os._exit = _wrap.around(os._exit, before=leave)
 
@@ -175,6 +176,8 @@ class Glue:
             lazy(fn)
         elif cuda.is_initialized():
             fn()
+        else:
+            _off.off("oom dump", "torch.cuda._lazy_call is missing and CUDA is not initialised yet")
 
     def _use_pluggable_allocator(self):
         cuda = self.torch.cuda
@@ -189,8 +192,8 @@ class Glue:
     def _attach_oom_observer(self):
         try:
             self.torch._C._cuda_attach_out_of_memory_observer(self._on_oom)
-        except Exception as e:  # the cudaMallocAsync backend has no observers
-            self._say(f"no snapshot at an out-of-memory: PyTorch refused the observer ({e})")
+        except Exception as e:  # missing, or refused: the cudaMallocAsync backend has no observers
+            _off.off("oom dump", e)
 
     def _say(self, msg):
         if msg in self.said:
@@ -213,7 +216,8 @@ class Glue:
             if dist is None or not dist.is_available() or not dist.is_initialized():
                 return
             rank, size = int(dist.get_rank()), int(dist.get_world_size())
-        except Exception:  # never the reason a script fails
+        except Exception as e:  # never the reason a script fails, but said
+            _off.off("identity", e)
             return
         job = None
         buf = ctypes.create_string_buffer(512)
@@ -223,8 +227,8 @@ class Glue:
                 c10d = importlib.import_module("torch.distributed.distributed_c10d")
                 got = c10d._get_default_store().compare_set("ranksnap/job", "", job.decode())
                 job = got if isinstance(got, bytes) else str(got).encode()
-            except Exception:  # no store (or an old one): this rank's own job id
-                pass
+            except Exception as e:  # no store (or an old one): this rank's own job id
+                _off.off("job id", e)
         self.identity = (rank, size, job)
         status = self.lib.ranksnap_set_identity(rank, size, job or None)
         if status != _lib.OK:
@@ -293,7 +297,7 @@ class Glue:
                 self.names.begin(self.at_step, self.steps.first)
             return 0
         except Exception as e:
-            self._say(f"torch.cuda.memory._record_memory_history failed: {e}")
+            _off.off("recorder", e)
             return -1
 
     def _stop(self, ctx):
@@ -302,7 +306,7 @@ class Glue:
             self.torch.cuda.memory._record_memory_history(enabled=None)
             return 0
         except Exception as e:
-            self._say(f"stopping torch.cuda.memory._record_memory_history failed: {e}")
+            _off.off("stopping", e)
             return -1
 
     def _dump(self, ctx, meta, arg, put):
@@ -329,13 +333,16 @@ class Glue:
             comms = self.groups.communicators()
             if comms:
                 m["communicators"] = comms
+            off = _off.said()
+            if off:
+                m["off"] = off
             snap["ranksnap"] = m
             # protocol 4, the one PyTorch's _dump_snapshot writes and MemoryViz.js reads
             data = pickle.dumps(snap, protocol=4)
             put(arg, data, len(data))
             return 0
         except Exception as e:
-            self._say(f"the snapshot failed: {type(e).__name__}: {e}")
+            _off.off("snapshot", e)
             return -1
 
     def _reserved(self, ctx):
@@ -343,7 +350,8 @@ class Glue:
             cuda = self.torch.cuda
             # never the call that initialises CUDA
             return int(cuda.memory_reserved()) if cuda.is_initialized() else 0
-        except Exception:
+        except Exception as e:
+            _off.off("reserved", e)
             return 0
 
     def _gather(self, ctx, buf, n, timeout_s, arg, take):
@@ -356,8 +364,8 @@ class Glue:
                 if got:
                     take(arg, rank, got, len(got))
             return 0
-        except Exception as e:
-            self._say(f"gather over torch.distributed failed: {e}")
+        except Exception as e:  # the group is broken from now on (_dist.py)
+            _off.off("gather", e)
             return -1
 
     def _bcast(self, ctx, buf, n, timeout_s):
@@ -368,7 +376,7 @@ class Glue:
             ctypes.memmove(buf, got, n)
             return 0
         except Exception as e:
-            self._say(f"broadcast over torch.distributed failed: {e}")
+            _off.off("gather", e)
             return -1
 
     # ---- out of memory -----------------------------------------------------------------------
@@ -394,8 +402,8 @@ class Glue:
             status = self.lib.ranksnap_dump(None)
             if status != _lib.OK:
                 self._say("out of memory: the snapshot was not written: " + _lib.error(status))
-        except BaseException:  # never in place of the OutOfMemoryError
-            pass
+        except BaseException as e:  # never in place of the OutOfMemoryError, but said
+            _off.off("oom dump", e, ours=True)
         finally:
             self.pending_oom = None
 

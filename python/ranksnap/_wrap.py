@@ -16,21 +16,24 @@ import ctypes
 import functools
 import sys
 
+from . import _off
+
 _OWN_STATE = sys.version_info < (3, 11)
 
 
 def around(real, before=None, after=None):
     """`real` with before(*args, **kwargs) ahead of it and after(result, *args, **kwargs) behind
     it, under real's name and docstring. The glue's parts never fail the call: what they raise
-    is dropped (each says what it lost itself)."""
+    is ranksnap's own failure (the parts catch what PyTorch raises and say it themselves), said
+    once per wrapped call, and the call goes on as without ranksnap."""
 
     @functools.wraps(real)
     def call(*args, **kwargs):
         if before is not None:
             try:
                 before(*args, **kwargs)
-            except Exception:
-                pass
+            except Exception as e:
+                _failed(real, e)
         try:
             out = real(*args, **kwargs)
         except BaseException as e:
@@ -39,11 +42,19 @@ def around(real, before=None, after=None):
         if after is not None:
             try:
                 after(out, *args, **kwargs)
-            except Exception:
-                pass
+            except Exception as e:
+                _failed(real, e)
         return out
 
     return call
+
+
+def _failed(real, e):
+    name = getattr(real, "__qualname__", None) or getattr(real, "__name__", "a call")
+    module = getattr(real, "__module__", None)
+    where = f"{module}.{name}" if module else name
+    _off.off("around " + where, e, ours=True, what=f"ranksnap's part of {where}",
+             instead=f"{where} itself runs as without ranksnap")
 
 
 def _hide(exc):
@@ -62,8 +73,8 @@ def _hide(exc):
             if o is not None:
                 api.Py_IncRef(ctypes.py_object(o))  # PyErr_SetExcInfo takes these references
         api.PyErr_SetExcInfo(*(ctypes.c_void_p(id(o)) if o is not None else None for o in held))
-    except Exception:  # the frame stays: a longer traceback, never another error
-        pass
+    except Exception as e:  # the frame stays: a longer traceback, never another error
+        _off.off("traceback", e, ours=True)
 
 
 def drop(handle):
@@ -72,8 +83,8 @@ def drop(handle):
     if handle is not None:
         try:
             handle.remove()
-        except Exception:
-            pass
+        except Exception as e:
+            _off.off("hooks", e)
 
 
 _CALL = around(len).__code__

@@ -663,6 +663,30 @@ def case_glue_says_names_are_off_when_a_private_call_raises():
     check(said.count(w) == 1 and "set RANKSNAP_GROUPS" in said, said)
 
 
+def case_glue_says_once_when_its_own_code_fails_in_a_hook():
+    """ranksnap's own code failing inside a hook (a bug of ranksnap's, not PyTorch's) keeps the
+    script's calls going and is said once, as ranksnap's, with where: in the hook that finds the
+    steps from the model's calls, and in a part of a call the glue wraps."""
+    from ranksnap import _wrap
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+    glue().steps._unit = broken
+    model = _model()
+    said = _said_during(lambda: [model(torch.empty(MIB)) for _ in range(3)])
+    w = ("ranksnap: finding the steps from the model's calls is off: ranksnap's own code failed "
+         "(RuntimeError: a bug at _steps.py:")
+    check(said.count(w) == 1 and "please report it" in said, said)
+
+    def add(a, b):
+        return a + b
+    wrapped = _wrap.around(add, before=broken, after=broken)
+    said = _said_during(lambda: check([wrapped(1, 2) for _ in range(3)] == [3, 3, 3], "wrong result"))
+    w = ".<locals>.add is off: ranksnap's own code failed (RuntimeError: a bug at _wrap.py:"
+    check(said.startswith("ranksnap: ranksnap's part of __main__.") and said.count(w) == 1 and
+          said.count("\n") == 1, said)
+
+
 if __name__ == "__main__":
     globals()["case_" + sys.argv[1]]()
     print("ok:", sys.argv[1])
