@@ -149,6 +149,33 @@ case_glue_pluggable_route_swaps_the_allocator_before_cuda() {
     "$run" --lib "$lib" --torch-allocator ranksnap "$py" "$src/glue_cases.py" "$name"
 }
 
+# A PyTorch without one of the private calls the glue uses (glue_cases.py's WITHOUT, taken away
+# by the stand-in's FAKE_TORCH_WITHOUT): the job ends with status 0, the other capabilities work
+# (glue_cases.py checks them), and each capability that loses the call says so on stderr in
+# exactly one line that names the call; no other capability is said off.
+goes_on_without() {
+    call=$("$py" "$src/glue_cases.py" call_of "${name#glue_goes_on_without_}") || exit 1
+    FAKE_TORCH_WITHOUT=$call "$run" --lib "$lib" --steps 2:4,6:8 "$py" "$src/glue_cases.py" "$name" \
+        > "$work/$name.out" 2> "$work/$name.err"
+    rc=$?
+    cat "$work/$name.out" "$work/$name.err"
+    test $rc -eq 0 || { echo "exit status $rc"; exit 1; }
+    grep -qx "ok: $name" "$work/$name.out" || { echo "the job did not run to its end"; exit 1; }
+    attr=$(sed -n 's/^call: //p' "$work/$name.out")
+    sed -n 's/^want: //p' "$work/$name.out" > "$work/$name.want"
+    while IFS= read -r want; do
+        n=$(grep -cF "ranksnap: $want" "$work/$name.err")
+        test "$n" -eq 1 || { echo "said $n times, not once: $want"; exit 1; }
+        grep -F "ranksnap: $want" "$work/$name.err" | grep -qF "$attr" ||
+            { echo "the line does not name $attr: $want"; exit 1; }
+    done < "$work/$name.want"
+    n=$(grep -c "^ranksnap: .* is off: " "$work/$name.err")
+    test "$n" -eq "$(wc -l < "$work/$name.want")" ||
+        { echo "$n capabilities said off, expected $(wc -l < "$work/$name.want")"; exit 1; }
+}
+
+case $name in glue_goes_on_without_*) goes_on_without; exit ;; esac
+
 if command -v "case_$name" >/dev/null 2>&1 || type "case_$name" >/dev/null 2>&1; then
     "case_$name"
 else

@@ -687,6 +687,122 @@ def case_glue_says_once_when_its_own_code_fails_in_a_hook():
           said.count("\n") == 1, said)
 
 
+# Each private call of PyTorch's that the glue uses, taken away (FAKE_TORCH_WITHOUT, set by
+# torch_glue.sh from this table): the capabilities that must then say they are off, and nothing
+# else. "nothing" takes nothing away: every capability works and none is said off.
+WITHOUT = {
+    "nothing": ("", []),
+    "set_memory_metadata": ("torch._C._cuda_setMemoryMetadata", ["backward"]),
+    "get_memory_metadata": ("torch._C._cuda_getMemoryMetadata", ["oom"]),
+    "current_autograd_node": ("torch._C._current_autograd_node", ["oom"]),
+    "oom_observer": ("torch._C._cuda_attach_out_of_memory_observer", ["oom dump"]),
+    "lazy_call": ("torch.cuda._lazy_call", ["oom dump"]),
+    "record_memory_history": ("torch.cuda.memory._record_memory_history", ["recorder"]),
+    "snapshot": ("torch.cuda.memory._snapshot", ["snapshot"]),
+    "default_store": ("torch.distributed.distributed_c10d._get_default_store", ["job id"]),
+    "dynamo_counters": ("torch._dynamo.utils.counters", ["compiled"]),
+    "stack_frames_for_code": ("torch._inductor.codecache.PyCodeCache.stack_frames_for_code",
+                              ["generated"]),
+    "node_register_prehook": ("torch.autograd.graph.Node.register_prehook",
+                              ["backward", "model steps"]),
+    "node_metadata": ("torch.autograd.graph.Node.metadata", ["backward"]),
+    "graph_capture_begin": ("torch.cuda.CUDAGraph.capture_begin", ["graphs"]),
+    "graph_pool": ("torch.cuda.CUDAGraph.pool", ["graphs"]),
+    "device_mesh_layout": ("torch.distributed.device_mesh.DeviceMesh.mesh", ["roles"]),
+    "module_forward_pre_hook": ("torch.nn.modules.module.register_module_forward_pre_hook",
+                                ["model steps", "backward", "before"]),
+    "optimizer_step_post_hook": ("torch.optim.optimizer.register_optimizer_step_post_hook",
+                                 ["optimizer steps"]),
+}
+
+
+def _every_capability():
+    """A job that uses every capability of the glue: a process group and a mesh (identity, job
+    id, roles), a CUDA graph captured before the range (its pool's name), compiled code's line
+    map, a model of four layers trained 9 steps over --steps 2:4,6:8 (steps, recorder, the
+    backward's names, the names of what came before), then an out-of-memory (its snapshot).
+    Returns the range's pickle (None when none was written) and the OOM's reason."""
+    import shutil
+    from torch.distributed import device_mesh
+    import torch._dynamo.utils  # noqa: F401  (as a compiled job has it loaded)
+    from torch._inductor.codecache import PyCodeCache
+    torch.distributed.init_process_group("gloo", init_method="file://" + os.path.join(DIR, "pg"),
+                                         rank=0, world_size=1)
+    device_mesh.init_device_mesh("cuda", (1,), mesh_dim_names=("dp",))
+    kept = []
+    if hasattr(torch.cuda.CUDAGraph, "capture_begin"):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            kept.append(torch.empty(MIB))
+    PyCodeCache.linemaps["/tmp/torchinductor_u/c2/c2abc.py"] = ([10], ['  File "/job/m.py", line 8, in f\n'])
+    _train_small_model(9)
+    path = os.path.join(DIR, "rank-00000.pickle")
+    snap = None
+    if os.path.exists(path):
+        shutil.copy(path, path + ".range")
+        snap = load(path + ".range")
+    torch.cuda.set_per_process_memory_fraction(0.001)
+    err = _oom(512 * MIB)
+    check(isinstance(err, torch.cuda.OutOfMemoryError), f"the error changed: {type(err)} {err}")
+    torch.cuda.set_per_process_memory_fraction(1.0)
+    reason = load(path)["ranksnap"].get("reason") if os.path.exists(path) else None
+    return snap, reason
+
+
+def case_glue_goes_on_without(slug):
+    """FAKE_TORCH_WITHOUT took WITHOUT[slug]'s call away: the job runs to its end (this returns),
+    the capabilities left work, and the pickles list what was said off. torch_glue.sh checks that
+    each line it prints below appears exactly once on stderr, and no other capability's."""
+    from ranksnap import _off
+    call, caps = WITHOUT[slug]
+    check(os.environ.get("FAKE_TORCH_WITHOUT", "") == call, "FAKE_TORCH_WITHOUT not set")
+    snap, oom_reason = _every_capability()
+    works = lambda cap: cap not in caps  # noqa: E731
+    if works("optimizer steps"):
+        check(glue().steps.count == 9, f"optimizer steps counted: {glue().steps.count}")
+    if works("optimizer steps") and works("snapshot"):
+        check(snap is not None, "no pickle at the range's end")
+        m = snap["ranksnap"]
+        if works("recorder"):
+            check([s[0] for s in m["steps"]] == [6, 7], m["steps"])
+        frames = [f for e in snap["device_traces"][0] for f in e["frames"]]
+        blocks = [f for s in snap["segments"] for b in s["blocks"] for f in b.get("frames", [])]
+        seg_frames = [f for s in snap["segments"] for f in s.get("frames", [])]
+        if works("recorder"):
+            check(frames, "no history recorded")
+        if works("recorder") and works("backward"):
+            check(any(f["name"].startswith("backward of l") for f in frames),
+                  sorted({f["name"] for f in frames}))
+        if works("before") and works("recorder"):
+            check(any(f["name"].startswith("parameter l") for f in blocks),
+                  sorted({f["name"] for f in blocks}))
+        if works("roles"):
+            check(m.get("communicators"), "no communicators in the pickle")
+        if works("graphs"):
+            check(any(f["name"] == "capture_begin" for f in seg_frames), "the graph's pool is unnamed")
+        # the pickle says what was off when it was written: the lines said so far
+        check(len(m.get("off", [])) == len(caps) and
+              all(any(_off.CAPS[c][0] in line for line in m["off"]) for c in caps),
+              f"the pickle's off: {m.get('off')}, expected {caps}")
+    if works("oom dump") and works("snapshot"):
+        check(oom_reason == "oom", f"the OOM's pickle has reason {oom_reason}")
+    if works("generated"):
+        snap = {"segments": [], "device_traces": [[{"action": "alloc", "frames": [
+            {"name": "call", "filename": "/tmp/torchinductor_u/c2/c2abc.py", "line": 12}]}]]}
+        glue().generated.name_snapshot(snap)
+        check(snap["device_traces"][0][0]["frames"][0]["filename"] == "/job/m.py", snap)
+    check(sorted(_off._said) == sorted(caps), f"said off: {sorted(_off._said)}, expected {sorted(caps)}")
+    for cap in caps:
+        print(f"want: {_off.CAPS[cap][0]} is off: ")
+    print(f"call: {call.rsplit('.', 1)[-1] if call else ''}")
+
+
 if __name__ == "__main__":
-    globals()["case_" + sys.argv[1]]()
+    if sys.argv[1] == "call_of":  # for torch_glue.sh, before it starts the case
+        print(WITHOUT[sys.argv[2]][0])
+        sys.exit(0)
+    if sys.argv[1].startswith("glue_goes_on_without_"):
+        case_glue_goes_on_without(sys.argv[1][len("glue_goes_on_without_"):])
+    else:
+        globals()["case_" + sys.argv[1]]()
     print("ok:", sys.argv[1])

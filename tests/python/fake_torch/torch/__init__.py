@@ -11,9 +11,15 @@ the backward pass as PyTorch runs it (torch.autograd: nodes on an autograd threa
 torch._C._cuda_setMemoryMetadata and _current_autograd_node), torch.nn.Module with its global
 forward hooks, and stand_in_op, the stand-in's operator that makes autograd nodes (none while
 gradients are off: torch.no_grad, is_grad_enabled); torch.compile (torch/_dynamo).
+
+FAKE_TORCH_WITHOUT=torch._C._cuda_setMemoryMetadata,torch.autograd.graph.Node.register_prehook
+makes it a PyTorch release without those calls: each is deleted from its module or class once
+the import is done, before the glue installs itself.
 """
 import contextlib
 import functools
+import importlib
+import os
 import threading
 
 from . import _C, cuda, distributed, optim, profiler  # noqa: F401
@@ -124,3 +130,21 @@ def manual_seed(seed):
 
 
 from . import autograd, nn  # noqa: E402,F401  (they use Tensor)
+
+
+def _without(names):
+    for name in filter(None, names.split(",")):
+        owner, attr = name.rsplit(".", 1)
+        parts = owner.split(".")
+        for i in range(len(parts), 0, -1):  # the longest prefix that is a module, then classes
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+                break
+            except ImportError:
+                continue
+        for p in parts[i:]:
+            obj = getattr(obj, p)
+        delattr(obj, attr)
+
+
+_without(os.environ.get("FAKE_TORCH_WITHOUT", ""))

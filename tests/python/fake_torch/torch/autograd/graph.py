@@ -24,7 +24,11 @@ class Node:
         self.accumulate = accumulate     # AccumulateGrad's parameter: the gradient is kept
         self._pre_hooks = []
         self._tensor_pre_hooks = []      # its output's Tensor.register_hook, run before _pre_hooks
-        self.metadata = {}
+        self._metadata = {}
+
+    @property
+    def metadata(self):
+        return self._metadata
 
     def name(self):
         return self._name
