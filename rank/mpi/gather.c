@@ -17,7 +17,6 @@
 #include "gather.h"
 #include "log.h"
 #include "mpi_call.h"
-#include "rsnap_decode.h"
 
 #define RS_TAG_GATHER0 16
 /* summary, answer, snapshot length and bytes, communicators' count and list: the highest tag
@@ -50,12 +49,11 @@ static ranksnap_status rs_result_alloc(rs_gather_result *out, size_t cap)
     return RANKSNAP_OK;
 }
 
-/* This rank's communicators, from its own snapshot (none when it could not be decoded). */
-static void rs_gather_self_comms(const rs_snap *self, rs_rank_comms *out)
+/* Moves this rank's communicators into *out; *comms is left empty. */
+static void rs_gather_take_comms(rs_rank_comms *comms, rs_rank_comms *out)
 {
-    memset(out, 0, sizeof *out);
-    if (self && rs_rank_comms_of(self, out) != RANKSNAP_OK)
-        RS_WARN(RS_SUB_MPI, "gather: %s: this rank's role is not known", ranksnap_last_error());
+    *out = *comms;
+    memset(comms, 0, sizeof *comms);
 }
 
 /* This rank's communicators (roles_found.h), after rank 0 answered its summary: a count and
@@ -123,14 +121,13 @@ static ranksnap_status rs_gather_send_with(rs_coord *c, int base, const char *sn
 
 /* Non-root side. */
 static ranksnap_status rs_gather_send(rs_coord *c, int base, const char *snap, size_t len,
-                                      const rs_summary *mine, rs_snap *self, int timeout_s)
+                                      const rs_summary *mine, rs_rank_comms *comms, rs_snap *self,
+                                      int timeout_s)
 {
-    /* the summary was made from it; its communicators and the encoding travel */
-    rs_rank_comms comms;
-    rs_gather_self_comms(self, &comms);
+    /* the summary and the communicators were made from it; they and the encoding travel */
     rs_snap_free(self);
-    ranksnap_status st = rs_gather_send_with(c, base, snap, len, mine, &comms, timeout_s);
-    rs_rank_comms_free(&comms);
+    ranksnap_status st = rs_gather_send_with(c, base, snap, len, mine, comms, timeout_s);
+    rs_rank_comms_free(comms);
     return st;
 }
 
@@ -240,8 +237,9 @@ void rs_gather_choose(const rs_summary *sums, const int *present, int size, rs_g
 }
 
 static ranksnap_status rs_gather_root(rs_coord *c, rs_gather_decode_fn decode, int base,
-                                      const rs_summary *mine, rs_snap *self, rs_gather_mode mode,
-                                      int timeout_s, double divergence_pct, rs_gather_result *out)
+                                      const rs_summary *mine, rs_rank_comms *comms, rs_snap *self,
+                                      rs_gather_mode mode, int timeout_s, double divergence_pct,
+                                      rs_gather_result *out)
 {
     const rs_mpi_ops *m = rs_coord_mpi(c);
     void *comm = rs_coord_comm(c);
@@ -255,6 +253,7 @@ static ranksnap_status rs_gather_root(rs_coord *c, rs_gather_decode_fn decode, i
     ranksnap_status st = RANKSNAP_OK;
     if (!sums || !reqs || !present || !want || !idx) {
         rs_snap_free(self);
+        rs_rank_comms_free(comms);
         st = rs_error(RANKSNAP_ERR_HOST_MEMORY, "gather: out of host memory for %d ranks", size);
         goto done;
     }
@@ -305,6 +304,7 @@ static ranksnap_status rs_gather_root(rs_coord *c, rs_gather_decode_fn decode, i
         if (present[r]) m->send(comm, &want[r], sizeof want[r], r, base + 1);
     if ((st = rs_result_alloc(out, (size_t)size)) != RANKSNAP_OK) {
         rs_snap_free(self);
+        rs_rank_comms_free(comms);
         goto done;
     }
     out->world_size = size;
@@ -314,7 +314,7 @@ static ranksnap_status rs_gather_root(rs_coord *c, rs_gather_decode_fn decode, i
         out->summaries[out->n] = sums[r];
         if (r == 0) {
             out->full[out->n] = self; /* decoded once, by the caller, for its summary */
-            rs_gather_self_comms(self, &out->comms[out->n]);
+            rs_gather_take_comms(comms, &out->comms[out->n]);
         } else {
             rs_gather_recv_comms(m, comm, base, r, deadline, &out->comms[out->n], &out->bytes_summaries);
             if (want[r])
@@ -332,43 +332,30 @@ done:
     return st;
 }
 
-/* ranksnap's own snapshots: the .rsnap decoder. */
-static ranksnap_status rs_gather_decode_rsnap(const char *buf, size_t len, const char *name, rs_snap **out)
-{
-    return rs_rsnap_decode(buf, len, name, out);
-}
-
-ranksnap_status rs_gather_run(rs_coord *c, const char *snap, size_t len, const rs_summary *mine,
+ranksnap_status rs_gather_run(rs_coord *c, rs_gather_decode_fn decode, const char *snap,
+                              size_t len, const rs_summary *mine, rs_rank_comms *comms,
                               rs_snap *self, rs_gather_mode mode, int timeout_s,
                               double divergence_pct, rs_gather_result *out)
-{
-    return rs_gather_run_with(c, rs_gather_decode_rsnap, snap, len, mine, self, mode, timeout_s,
-                              divergence_pct, out);
-}
-
-ranksnap_status rs_gather_run_with(rs_coord *c, rs_gather_decode_fn decode, const char *snap,
-                                   size_t len, const rs_summary *mine, rs_snap *self,
-                                   rs_gather_mode mode, int timeout_s, double divergence_pct,
-                                   rs_gather_result *out)
 {
     memset(out, 0, sizeof *out);
     unsigned seq = rs_coord_next_gather(c);
     if (rs_coord_comm(c) && rs_coord_size(c) > 1) {
         int base = RS_TAG_GATHER0 + (int)(seq % 4000u) * RS_TAGS_PER_GATHER;
-        if (rs_coord_rank(c) != 0) return rs_gather_send(c, base, snap, len, mine, self, timeout_s);
-        return rs_gather_root(c, decode, base, mine, self, mode, timeout_s, divergence_pct, out);
+        if (rs_coord_rank(c) != 0) return rs_gather_send(c, base, snap, len, mine, comms, self, timeout_s);
+        return rs_gather_root(c, decode, base, mine, comms, self, mode, timeout_s, divergence_pct, out);
     }
     double t0 = rs_now_mono_s();
     ranksnap_status st = rs_result_alloc(out, 1);
     if (st != RANKSNAP_OK) {
         rs_snap_free(self);
+        rs_rank_comms_free(comms);
         return st;
     }
     out->world_size = 1;
     out->summaries[0] = *mine;
     out->n = 1;
     out->full[0] = self;
-    rs_gather_self_comms(self, &out->comms[0]);
+    rs_gather_take_comms(comms, &out->comms[0]);
     out->seconds = rs_now_mono_s() - t0;
     return RANKSNAP_OK;
 }

@@ -1,10 +1,9 @@
 /*
- * external_gather.c — the end of a recorded range in a PyTorch job (external_gather.h): the
- * framework's snapshot on disk, then the two phases of the gather (coord.h) over whichever
- * transport the job has.
+ * external_gather.c — the gather of a PyTorch job without MPI (external_gather.h): the two
+ * phases of the gather (coord.h) over whichever transport the job has. Everything else at the
+ * end of the range is the pipeline both recorders share (live_report.c); under mpirun that
+ * pipeline runs gather.c's MPI gather, with the reader library's pickle decoder.
  *
- * - mpirun (ranksnap joined MPI): gather.c's MPI gather, with the reader library's pickle
- *   decoder for the bytes of phase 2.
  * - torchrun with a torch.distributed process group: the glue's gather and bcast ops, on a
  *   gloo group of their own (CPU tensors: gathering through an NCCL group would allocate on the
  *   very GPU being measured). Phase 1 gathers the summaries, each with its rank's communicators
@@ -15,8 +14,8 @@
  *   each other rank's file of this attempt (by name: the plain one or this job's qualified
  *   one, dump.c) whose metadata says this job and this range, and names the ranks that never
  *   came. The directory must be one all ranks see.
- * Every rank summarises its own pickle with the same code `ranksnap report` uses, so the live
- * report and the one from the files agree.
+ * Rank 0 summarises the other ranks' files with the same code `ranksnap report` uses, as every
+ * rank does its own pickle (live_report.c), so the live report and the one from the files agree.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -35,7 +34,6 @@
 #include "log.h"
 #include "reader_lib.h"
 #include "roles_found.h"
-#include "rsnap_decode.h"
 #include "summary.h"
 
 /* What rank 0 collects, per rank. */
@@ -281,94 +279,43 @@ static void rs_xg_files(rs_runtime *rt, int64_t begin, rs_xg *x)
     free(want);
 }
 
-/* ---- the end of the range ------------------------------------------------------------------ */
+/* ---- the gather without MPI --------------------------------------------------------------- */
 
-ranksnap_status rs_external_end_of_range(rs_runtime *rt, rs_gather_result *g, int *gathered)
+ranksnap_status rs_external_gather(rs_runtime *rt, const char *buf, size_t len,
+                                   const rs_summary *mine, rs_rank_comms *comms, rs_snap *self,
+                                   rs_gather_result *g)
 {
-    *gathered = 0;
     memset(g, 0, sizeof *g);
-    char *buf = NULL;
-    size_t len = 0;
-    ranksnap_status st = rs_external_snapshot(rt, "range_end", &buf, &len);
-    rs_external_stop(rt);
-    if (st != RANKSNAP_OK) {
-        RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
-        return st;
-    }
-    /* under this job's name for it: never over another job's pickle (dump.c) */
-    st = rs_dump_write_range_snapshot(rt, buf, len);
-    if (!rt->opts.report) {
-        free(buf);
-        return st;
-    }
-    rs_snap *self = NULL;
-    rs_summary mine;
-    memset(&mine, 0, sizeof mine);
-    ranksnap_status dst = rs_reader_lib_decode(buf, len, "this rank's snapshot", &self);
-    if (dst == RANKSNAP_ERR_UNSUPPORTED) {
-        /* no reader library: every rank of the job runs the same install, so every rank skips
-         * the gather alike, and no rank waits for another */
-        if (rt->rank == 0)
-            RS_WARN(RS_SUB_DUMP, "no live report for this range (%s); the pickles are in %s, and "
-                                 "`ranksnap report %s` compares them", ranksnap_last_error(),
-                    rt->opts.dir, rt->opts.dir);
-        free(buf);
-        return st;
-    }
-    if (dst == RANKSNAP_OK) {
-        rs_summary_of(self, &mine);
-    } else {
-        RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
-        mine.rank = rt->rank;
-        mine.world_size = rt->world_size;
-    }
     double t0 = rs_now_mono_s();
-    ranksnap_status gst = RANKSNAP_OK;
-    if (rs_coord_comm(rt->coord) || rt->world_size <= 1) {
-        /* MPI, or a process on its own: gather.c, which takes `self` over */
-        gst = rs_gather_run_with(rt->coord, rs_reader_lib_decode, buf, len, &mine, self,
-                                 rt->opts.gather, rt->opts.gather_timeout, rt->opts.divergence, g);
-        self = NULL;
-    } else {
-        rs_xg x;
-        rs_rank_comms comms;
-        memset(&comms, 0, sizeof comms);
-        if (self && rs_rank_comms_of(self, &comms) != RANKSNAP_OK)
-            RS_WARN(RS_SUB_MPI, "gather: %s: this rank's role is not known", ranksnap_last_error());
-        if ((gst = rs_xg_init(&x, rt->world_size)) == RANKSNAP_OK) {
-            if (rt->rank == 0) {
-                x.sums[0] = mine;
-                x.present[0] = 1;
-                x.full[0] = self;
-                self = NULL;
-            }
-            int rc = rs_xg_group(rt, buf, len, &mine, &comms, &x);
-            if (rt->rank == 0) { /* its own, whether the group's gather brought them or not */
-                rs_rank_comms_free(&x.comms[0]);
-                x.comms[0] = comms;
-                memset(&comms, 0, sizeof comms);
-            }
-            if (rc != 0 && rt->rank == 0) {
-                int64_t begin = 0;
-                rs_rt_lock(rt);
-                if (rt->n_ranges > 0) begin = rt->ranges[rt->n_ranges - 1].begin;
-                rs_rt_unlock(rt);
-                RS_INFO(RS_SUB_MPI, "gather: %s; waiting for the other ranks' files in %s",
-                        rc == -1 ? "no torch.distributed group" : "the process group's collective failed",
-                        rt->opts.dir);
-                rs_xg_files(rt, begin, &x);
-            }
-            if (rt->rank == 0) gst = rs_xg_result(&x, t0, g);
-            rs_xg_free(&x);
+    rs_xg x;
+    ranksnap_status gst = rs_xg_init(&x, rt->world_size);
+    if (gst == RANKSNAP_OK) {
+        if (rt->rank == 0) {
+            x.sums[0] = *mine;
+            x.present[0] = 1;
+            x.full[0] = self;
+            self = NULL;
         }
-        rs_rank_comms_free(&comms);
-        rs_snap_free(self);
+        int rc = rs_xg_group(rt, buf, len, mine, comms, &x);
+        if (rt->rank == 0) { /* its own, whether the group's gather brought them or not */
+            rs_rank_comms_free(&x.comms[0]);
+            x.comms[0] = *comms;
+            memset(comms, 0, sizeof *comms);
+        }
+        if (rc != 0 && rt->rank == 0) {
+            int64_t begin = 0;
+            rs_rt_lock(rt);
+            if (rt->n_ranges > 0) begin = rt->ranges[rt->n_ranges - 1].begin;
+            rs_rt_unlock(rt);
+            RS_INFO(RS_SUB_MPI, "gather: %s; waiting for the other ranks' files in %s",
+                    rc == -1 ? "no torch.distributed group" : "the process group's collective failed",
+                    rt->opts.dir);
+            rs_xg_files(rt, begin, &x);
+        }
+        if (rt->rank == 0) gst = rs_xg_result(&x, t0, g);
+        rs_xg_free(&x);
     }
-    free(buf);
-    if (gst != RANKSNAP_OK) {
-        RS_WARN(RS_SUB_MPI, "gather: %s", ranksnap_last_error());
-        return gst;
-    }
-    *gathered = 1;
-    return st;
+    rs_rank_comms_free(comms);
+    rs_snap_free(self);
+    return gst;
 }

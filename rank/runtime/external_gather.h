@@ -1,6 +1,6 @@
 /*
- * external_gather.h — the end of a recorded range in a PyTorch job (RANKSNAP_RECORDER=torch):
- * the framework's snapshot written as this rank's file, and the two-phase gather to rank 0.
+ * external_gather.h — the two-phase gather to rank 0 of a PyTorch job (RANKSNAP_RECORDER=torch)
+ * without MPI: over the framework's process group, else through the files.
  */
 #ifndef RANKSNAP_EXTERNAL_GATHER_H
 #define RANKSNAP_EXTERNAL_GATHER_H
@@ -9,13 +9,14 @@
 #include "ranksnap.h"
 #include "state.h"
 
-/* On every rank at the same step (live_report.c calls it instead of encoding a .rsnap): takes
- * the framework's snapshot, writes RANKSNAP_DIR/rank-RRRRR.pickle (RANKSNAP_WRITE), stops the
- * framework's recorder and, with RANKSNAP_REPORT, gathers: over MPI under mpirun; else over the
- * framework's process group (torch.distributed) when it has one; else rank 0 waits, at most
- * RANKSNAP_GATHER_TIMEOUT, for the other ranks' files of this job, attempt and range in
- * RANKSNAP_DIR. *gathered is 1 when *g was filled (rank 0 reports when g->n > 0; free it with
- * rs_gather_result_free). */
-ranksnap_status rs_external_end_of_range(rs_runtime *rt, rs_gather_result *g, int *gathered);
+/* On every rank at the same step, in a job with more than one rank that ranksnap joined no MPI
+ * world of (live_report.c's pipeline calls it, after this rank's pickle was written,
+ * summarised and its communicators taken): gathers over the framework's process group
+ * (torch.distributed) when it has one; else rank 0 waits, at most RANKSNAP_GATHER_TIMEOUT, for
+ * the other ranks' files of this job, attempt and range in RANKSNAP_DIR. Takes `self` and
+ * `comms` over, as rs_gather_run does; on rank 0 fills *g (free with rs_gather_result_free). */
+ranksnap_status rs_external_gather(rs_runtime *rt, const char *buf, size_t len,
+                                   const rs_summary *mine, rs_rank_comms *comms, rs_snap *self,
+                                   rs_gather_result *g);
 
 #endif

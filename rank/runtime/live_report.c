@@ -1,7 +1,8 @@
 /*
- * live_report.c — the end of a recorded range on every rank: this rank's file, the two-phase
- * gather to rank 0, and there the comparison printed and written as report.txt, report.json and
- * report.html.
+ * live_report.c — the end of a recorded range on every rank, one pipeline for both recorders
+ * (ranksnap's own and PyTorch's, a row each of rs_range_recorder): this rank's file, its summary,
+ * the two-phase gather to rank 0, and there the comparison printed and written as report.txt,
+ * report.json and report.html.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -21,6 +22,7 @@
 #include "gather.h"
 #include "live_report.h"
 #include "log.h"
+#include "reader_lib.h"
 #include "report_html.h"
 #include "report_json.h"
 #include "report_text.h"
@@ -111,52 +113,111 @@ static void rs_report(rs_runtime *rt, const rs_gather_result *g)
             (unsigned long long)g->bytes_full);
 }
 
-/* At the end of a recorded range (and at finalize for an open one), on every rank at the same
- * step: write this rank's file, gather to rank 0, and report there. */
-ranksnap_status rs_live_report_end_of_range(rs_runtime *rt)
+/* ---- what differs between the two recorders ------------------------------------------------ */
+
+/* A recorder's part in the end of a range; everything else is the one pipeline below. */
+typedef struct rs_range_recorder {
+    /* This rank's snapshot as the bytes of its file (malloc'ed). */
+    ranksnap_status (*take)(rs_runtime *rt, char **buf, size_t *len);
+    /* The decoder of those bytes, this rank's own and, on rank 0, the other ranks'. */
+    rs_gather_decode_fn decode;
+    /* What the files are called in the warning when the decoder cannot be loaded (its
+     * RANKSNAP_ERR_UNSUPPORTED: only the reader library's is loaded late). */
+    const char *files;
+    /* The gather of a job without MPI (ranksnap joined none, more than one rank); NULL: each
+     * rank goes through gather.c, which then keeps its own snapshot alone. */
+    ranksnap_status (*gather_without_mpi)(rs_runtime *rt, const char *buf, size_t len,
+                                          const rs_summary *mine, rs_rank_comms *comms,
+                                          rs_snap *self, rs_gather_result *g);
+    /* 1: the range counts as reported even when a step failed, since the recorder's history is
+     * gone once its snapshot was asked for (PyTorch clears it on stop); 0: ranksnap's ring still
+     * holds it, and finalize tries a time range again. */
+    int spent_on_failure;
+} rs_range_recorder;
+
+/* ranksnap's own recorder: the allocator's state, the ring and the stacks, as a .rsnap. */
+static ranksnap_status rs_own_take(rs_runtime *rt, char **buf, size_t *len)
 {
-    /* Nothing to write and nothing to report: every rank reads the same environment, so all of
-     * them skip the gather together. */
-    if (rt->opts.write == RS_WRITE_NONE && !rt->opts.report) {
-        rt->reported = 1;
-        return RANKSNAP_OK;
-    }
-    /* ranksnap torch mode: the framework's snapshot and its gather (external_gather.c) */
-    if (rs_external_mode()) {
-        rs_gather_result xg;
-        int gathered = 0;
-        ranksnap_status xst = rs_external_end_of_range(rt, &xg, &gathered);
-        if (gathered && rt->rank == 0 && xg.n > 0) rs_report(rt, &xg);
-        if (gathered) rs_gather_result_free(&xg);
-        rt->reported = 1;
-        return xst;
-    }
+    return rs_dump_encode(rt, 1, buf, len);
+}
+
+/* PyTorch's recorder (RANKSNAP_RECORDER=torch): its snapshot, as the pickle; the recorder is
+ * stopped whether the snapshot came or not. */
+static ranksnap_status rs_external_take(rs_runtime *rt, char **buf, size_t *len)
+{
+    ranksnap_status st = rs_external_snapshot(rt, "range_end", buf, len);
+    rs_external_stop(rt);
+    if (st != RANKSNAP_OK) RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
+    return st;
+}
+
+/* The .rsnap decoder, as a rs_gather_decode_fn (it takes the bytes as `const void *`). */
+static ranksnap_status rs_own_decode(const char *buf, size_t len, const char *name, rs_snap **out)
+{
+    return rs_rsnap_decode(buf, len, name, out);
+}
+
+static const rs_range_recorder rs_own_recorder = {
+    rs_own_take, rs_own_decode, "snapshots", NULL, 0,
+};
+static const rs_range_recorder rs_external_recorder = {
+    rs_external_take, rs_reader_lib_decode, "pickles", rs_external_gather, 1,
+};
+
+/* ---- the end of a range -------------------------------------------------------------------- */
+
+/* Takes this rank's snapshot, writes its file and, with RANKSNAP_REPORT, summarises it, gathers
+ * and reports on rank 0. rt->reported is set once the file's status is what is returned. */
+static ranksnap_status rs_range_end(rs_runtime *rt, const rs_range_recorder *rec)
+{
     char *buf = NULL;
     size_t len = 0;
-    RS_CHECK(rs_dump_encode(rt, 1, &buf, &len));
+    RS_CHECK(rec->take(rt, &buf, &len));
+    /* under this job's name for it: never over another job's file (dump.c) */
     ranksnap_status st = rs_dump_write_range_snapshot(rt, buf, len);
     if (!rt->opts.report) { /* RANKSNAP_REPORT=0: files only, `ranksnap report DIR` later */
         free(buf);
         rt->reported = 1;
         return st;
     }
-    /* The summary is computed by the same code that reads files afterwards, from this very
-     * encoding, so the live report and `ranksnap report` cannot disagree. The decoded snapshot
-     * goes on to the gather, which keeps it as rank 0's own: decoded once. */
+    /* The summary and the communicators (for the roles) are made by the same code that reads
+     * files afterwards, from this very encoding, so the live report and `ranksnap report`
+     * cannot disagree. The decoded snapshot goes on to the gather, which keeps it as rank 0's
+     * own: decoded once. */
     rs_snap *self = NULL;
     rs_summary mine;
+    rs_rank_comms comms;
     memset(&mine, 0, sizeof mine);
-    ranksnap_status dst = rs_rsnap_decode(buf, len, "this rank's snapshot", &self);
+    memset(&comms, 0, sizeof comms);
+    ranksnap_status dst = rec->decode(buf, len, "this rank's snapshot", &self);
+    if (dst == RANKSNAP_ERR_UNSUPPORTED) {
+        /* no reader library: every rank of the job runs the same install, so every rank skips
+         * the gather alike, and no rank waits for another */
+        if (rt->rank == 0)
+            RS_WARN(RS_SUB_DUMP, "no live report for this range (%s); the %s are in %s, and "
+                                 "`ranksnap report %s` compares them", ranksnap_last_error(),
+                    rec->files, rt->opts.dir, rt->opts.dir);
+        free(buf);
+        rt->reported = 1;
+        return st;
+    }
     if (dst == RANKSNAP_OK) {
         rs_summary_of(self, &mine);
+        if (rs_rank_comms_of(self, &comms) != RANKSNAP_OK)
+            RS_WARN(RS_SUB_MPI, "gather: %s: this rank's role is not known", ranksnap_last_error());
     } else {
         RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
         mine.rank = rt->rank;
         mine.world_size = rt->world_size;
     }
+    /* the gather takes `self` and `comms` over */
     rs_gather_result g;
-    ranksnap_status gst = rs_gather_run(rt->coord, buf, len, &mine, self, rt->opts.gather,
-                                        rt->opts.gather_timeout, rt->opts.divergence, &g);
+    ranksnap_status gst;
+    if (rec->gather_without_mpi && !rs_coord_comm(rt->coord) && rt->world_size > 1)
+        gst = rec->gather_without_mpi(rt, buf, len, &mine, &comms, self, &g);
+    else
+        gst = rs_gather_run(rt->coord, rec->decode, buf, len, &mine, &comms, self, rt->opts.gather,
+                            rt->opts.gather_timeout, rt->opts.divergence, &g);
     free(buf);
     if (gst != RANKSNAP_OK) {
         RS_WARN(RS_SUB_MPI, "gather: %s", ranksnap_last_error());
@@ -168,3 +229,16 @@ ranksnap_status rs_live_report_end_of_range(rs_runtime *rt)
     return st;
 }
 
+ranksnap_status rs_live_report_end_of_range(rs_runtime *rt)
+{
+    /* Nothing to write and nothing to report: every rank reads the same environment, so all of
+     * them skip the gather together. */
+    if (rt->opts.write == RS_WRITE_NONE && !rt->opts.report) {
+        rt->reported = 1;
+        return RANKSNAP_OK;
+    }
+    const rs_range_recorder *rec = rs_external_mode() ? &rs_external_recorder : &rs_own_recorder;
+    ranksnap_status st = rs_range_end(rt, rec);
+    if (rec->spent_on_failure) rt->reported = 1;
+    return st;
+}
