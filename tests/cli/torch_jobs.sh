@@ -289,7 +289,7 @@ case_torchrun_like_compiled_model_is_named_by_its_source_lines() {
 # made then, are the graph's, named by that line too.
 case_torchrun_like_reduce_overhead_pool_is_named_by_the_line_that_captured_it() {
     inference_job "calls of Generator (compiled), the outermost module: no optimizer, gradients off" \
-        infer_fake.py --reduce-overhead
+        infer_fake.py --reduce-overhead --diverge 1:4
     check "$dir/report.json" "all(x['pools_at_peak'] > 0 for x in r['ranks'])" \
         "all(x['largest_pool']['function'] == 'CUDA graph pool of main' and x['largest_pool']['file'].endswith('infer_fake.py') for x in r['ranks'])" \
         "all(x['fragmentation'] == x['reserved_at_peak'] - x['peak_allocated'] - x['pools_free_at_peak'] for x in r['ranks'])"
