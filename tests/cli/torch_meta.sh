@@ -105,6 +105,16 @@ assert d["sites"][0]["function"] == "CUDA graph pool of main" and d["sites"][0][
 assert r["compared_by"] == "peak_allocated + pools_free_at_peak", r
 PY
 }
+# A pool of torch.compile's CUDA graph trees ((0, 3), a MemPool's shape), its capture under the
+# code Inductor generated and the model's forward of an installed package: named by the script's
+# line that called the compiled model.
+case_report_names_a_graph_trees_pool_by_the_line_that_called_the_model() {
+    "$py" "$src/pool_pickle.py" "$dir/rank-00000.pickle" 0 trees || exit 1
+    "$py" "$src/pool_pickle.py" "$dir/rank-00001.pickle" 1 trees || exit 1
+    out=$("$ranksnap" report "$dir") || exit 1
+    echo "$out"
+    has "$out" "rank 0: 40.00 MiB of its reserved bytes at the peak in private pools (the largest: CUDA graph pool of main (infer.py:41))"
+}
 case_replay_keeps_a_cuda_graph_pool_apart_from_fragmentation() {
     pools
     out=$("$ranksnap" replay "$dir/rank-00000.pickle") || exit 1
