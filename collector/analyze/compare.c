@@ -6,7 +6,9 @@
  * - ranks with no data: a rank that recorded nothing (no allocation, no OOM; endings.h says why,
  *   as far as its file does) is listed as such and left out of everything below.
  * - median: of peak_allocated (for a rank whose memory was seen only outside the allocator, at the
- *   CUDA driver: the peak of that) over the ranks with data that did not run out of memory (an OOM
+ *   CUDA driver: the peak of that) plus the private pools' free bytes at that peak
+ *   (rs_summary_held: a CUDA graph keeps its pool for its replays, so a rank whose graphs' pools
+ *   are larger holds more though its allocated bytes are equal) over the ranks with data that did not run out of memory (an OOM
  *   cuts a rank's history short, so its peak says little about the others'); over every rank
  *   with data when all of them did. With an even count the lower middle, so that the median is
  *   the peak of a real rank; the reference rank is the one of that set nearest the median.
@@ -21,7 +23,10 @@
  *   from the snapshot, rs_site_list_at_peak), from the summaries' top sites otherwise; ordered
  *   by the difference in the direction of the divergence, those in that direction kept (when
  *   none are, the largest differences either way). What the listed sites do not account for of
- *   the peak difference is reported as unattributed.
+ *   the peak difference is reported as unattributed. When the rank's pools' free bytes differ
+ *   from the reference's in the direction of the divergence, the pool is a site of its own, its
+ *   bytes that difference, named by the line that captured the graph where known (pools.h); the
+ *   verdict is said as the pools' (by_pools) when they make at least half the difference.
  */
 #include <math.h>
 #include <stdio.h>
@@ -300,17 +305,50 @@ static ranksnap_status oom_verdict(rs_compare_result *r, const present *p, const
     return RANKSNAP_OK;
 }
 
+/* The rank's private pools as a site of its divergence: their free bytes at its peak against the
+ * reference's, named as its largest pool is (`pool`, function "" when only its summary was at
+ * hand), put among the sites by size. */
+static ranksnap_status add_pool_site(rs_compare_divergent *v, const rs_summary *s, const rs_summary *ref,
+                                     const rs_site *pool, int sign, size_t max_sites)
+{
+    rs_compare_site c;
+    memset(&c, 0, sizeof c);
+    if (pool && pool->function[0])
+        c.site = *pool;
+    else
+        snprintf(c.site.function, sizeof c.site.function, "private memory pools");
+    c.site.blocks = 0;
+    c.site.bytes = rs_sat_sub_i64(rs_sat_i64(s->pools_free_at_peak), rs_sat_i64(ref->pools_free_at_peak));
+    rs_site_path_of_site(&c.site, &c.path);
+    rs_compare_site *grown = realloc(v->sites, (v->n_sites + 1) * sizeof *grown);
+    if (!grown) return rs_error(RANKSNAP_ERR_HOST_MEMORY, "no memory for the sites of rank %d", s->rank);
+    v->sites = grown;
+    size_t at = 0;
+    while (at < v->n_sites && (double)sign * (double)v->sites[at].site.bytes >= (double)sign * (double)c.site.bytes)
+        at++;
+    memmove(&v->sites[at + 1], &v->sites[at], (v->n_sites - at) * sizeof *v->sites);
+    v->sites[at] = c;
+    v->n_sites++;
+    if (v->n_sites > max_sites && max_sites > at) v->n_sites = max_sites;
+    return RANKSNAP_OK;
+}
+
 static ranksnap_status divergent_verdict(rs_compare_result *r, const present *p, const present *ref,
-                                         uint64_t median, const rs_compare_config *cfg,
-                                         rs_compare_divergent *v)
+                                         uint64_t median, const rs_site *pool,
+                                         const rs_compare_config *cfg, rs_compare_divergent *v)
 {
     const rs_summary *s = p->sum;
     memset(v, 0, sizeof *v);
-    int sign = rs_summary_peak(s) >= median ? 1 : -1;
-    uint64_t dev = abs_diff(rs_summary_peak(s), median);
+    v->pools_graph = pool && strncmp(pool->function, "CUDA graph pool", 15) == 0;
+    v->allocated = rs_summary_peak(s);
+    v->reference_allocated = rs_summary_peak(ref->sum);
+    v->pools = s->pools_at_peak;
+    v->reference_pools = ref->sum->pools_at_peak;
+    int sign = rs_summary_held(s) >= median ? 1 : -1;
+    uint64_t dev = abs_diff(rs_summary_held(s), median);
     v->rank = s->rank;
-    v->peak_allocated = rs_summary_peak(s);
-    v->reference_peak = rs_summary_peak(ref->sum);
+    v->peak_allocated = rs_summary_held(s);
+    v->reference_peak = rs_summary_held(ref->sum);
     v->divergence_pct = sign * 100.0 * (double)dev / (double)(median ? median : 1);
     rs_step_trend t;
     rs_step_trend_of(s, ref->sum, sign, dev, cfg->divergence_pct, &t);
@@ -322,7 +360,13 @@ static ranksnap_status divergent_verdict(rs_compare_result *r, const present *p,
     v->capacity = t.capacity;
     v->capacity_is_limit = t.capacity_is_limit;
     v->exhaust_step = t.exhaust_step;
-    v->delta = rs_sat_sub_i64(rs_sat_i64(rs_summary_peak(s)), rs_sat_i64(rs_summary_peak(ref->sum)));
+    v->delta = rs_sat_sub_i64(rs_sat_i64(rs_summary_held(s)), rs_sat_i64(rs_summary_held(ref->sum)));
+    /* the pools' free bytes against the reference's, in the direction of the divergence: a site
+     * of their own; the verdict is the pools' when they make at least half the difference */
+    int64_t pools = rs_sat_sub_i64(rs_sat_i64(s->pools_free_at_peak), rs_sat_i64(ref->sum->pools_free_at_peak));
+    int pools_along = sign > 0 ? pools > 0 : pools < 0;
+    double share = (double)pools / (double)(v->delta ? v->delta : 1);
+    v->by_pools = pools_along && share >= 0.5;
 
     int both_full = detailed(&p->d) && detailed(&ref->d);
     rs_site_delta_list a, b;
@@ -332,6 +376,7 @@ static ranksnap_status divergent_verdict(rs_compare_result *r, const present *p,
     if (st == RANKSNAP_OK) st = rs_site_deltas(&a, &b, sign, cfg->max_sites, &v->sites, &v->n_sites);
     rs_site_delta_list_free(&a);
     rs_site_delta_list_free(&b);
+    if (st == RANKSNAP_OK && pools_along) st = add_pool_site(v, s, ref->sum, pool, sign, cfg->max_sites);
     int64_t listed = 0;
     for (size_t i = 0; i < v->n_sites; i++) listed = rs_sat_add_i64(listed, v->sites[i].site.bytes);
     v->unattributed = rs_sat_sub_i64(v->delta, listed);
@@ -381,18 +426,18 @@ static void group_stats_of(const present *p, size_t n, const rs_compare_config *
 #define IN_MEDIAN(i) (MEMBER(i) && !no_data(p[i].sum) && (g->use_oom || !p[i].sum->oom))
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (IN_MEDIAN(i)) v[k++] = rs_summary_peak(p[i].sum);
+        if (IN_MEDIAN(i)) v[k++] = rs_summary_held(p[i].sum);
     g->median = lower_median(v, k);
     k = 0;
     for (size_t i = 0; i < n; i++)
-        if (IN_MEDIAN(i)) v[k++] = abs_diff(rs_summary_peak(p[i].sum), g->median);
+        if (IN_MEDIAN(i)) v[k++] = abs_diff(rs_summary_held(p[i].sum), g->median);
     g->mad = lower_median(v, k);
 
     /* The reference is a real rank: the one of the median's set nearest the median. */
     for (size_t i = 0; i < n; i++) {
         if (!IN_MEDIAN(i)) continue;
-        if (g->ref == n || abs_diff(rs_summary_peak(p[i].sum), g->median) <
-                               abs_diff(rs_summary_peak(p[g->ref].sum), g->median))
+        if (g->ref == n || abs_diff(rs_summary_held(p[i].sum), g->median) <
+                               abs_diff(rs_summary_held(p[g->ref].sum), g->median))
             g->ref = i;
     }
 #undef IN_MEDIAN
@@ -460,9 +505,9 @@ static ranksnap_status role_rows(rs_compare_result *r, const present *p, size_t 
         if (k < 0 || no_data(p[i].sum)) continue;
         rs_compare_role *x = &r->roles[k];
         const rs_summary *s = p[i].sum;
-        if (x->max_rank < 0 || rs_summary_peak(s) > x->max_peak) {
+        if (x->max_rank < 0 || rs_summary_held(s) > x->max_peak) {
             x->max_rank = s->rank;
-            x->max_peak = rs_summary_peak(s);
+            x->max_peak = rs_summary_held(s);
             x->capacity = rs_summary_capacity(s);
         }
     }
@@ -512,6 +557,8 @@ static ranksnap_status compare_present(rs_compare_result *r, present *p, size_t 
         return st != RANKSNAP_OK ? st : add_notes(r, p, n, NULL);
     }
     r->median_peak = world.median;
+    for (size_t i = 0; i < n; i++)
+        if (!no_data(p[i].sum) && p[i].sum->pools_free_at_peak) r->by_held = 1;
     r->mad = world.mad;
     r->reference_rank = p[world.ref].sum->rank;
     r->threshold = world.threshold;
@@ -519,7 +566,7 @@ static ranksnap_status compare_present(rs_compare_result *r, present *p, size_t 
     /* Each rank against its own group: its role's when grouped, else all ranks. An OOM rank's
      * history ends early: only a peak above the median says something. */
 #define GROUP(i) (role_of(cfg, &p[i]) >= 0 ? &gs[role_of(cfg, &p[i])] : &world)
-#define DIVERGES(i)                                                                                    (!no_data(p[i].sum) && (double)abs_diff(rs_summary_peak(p[i].sum), GROUP(i)->median) > GROUP(i)->thr &&      (!p[i].sum->oom || GROUP(i)->use_oom || rs_summary_peak(p[i].sum) > GROUP(i)->median))
+#define DIVERGES(i)                                                                                    (!no_data(p[i].sum) && (double)abs_diff(rs_summary_held(p[i].sum), GROUP(i)->median) > GROUP(i)->thr &&      (!p[i].sum->oom || GROUP(i)->use_oom || rs_summary_held(p[i].sum) > GROUP(i)->median))
     size_t n_oom = 0, n_div = 0;
     for (size_t i = 0; i < n; i++) {
         if (p[i].sum->oom) n_oom++;
@@ -538,7 +585,7 @@ static ranksnap_status compare_present(rs_compare_result *r, present *p, size_t 
         }
         if (st == RANKSNAP_OK && DIVERGES(i)) {
             const group_stats *g = GROUP(i);
-            st = divergent_verdict(r, &p[i], &p[g->ref], g->median, cfg,
+            st = divergent_verdict(r, &p[i], &p[g->ref], g->median, &r->pools[i], cfg,
                                    &r->divergent[r->n_divergent]);
             r->divergent[r->n_divergent++].role = role_of(cfg, &p[i]);
         }

@@ -38,9 +38,18 @@ void rs_compare_config_default(rs_compare_config *c);
 typedef struct rs_compare_divergent {
     int32_t rank;
     int32_t role;                 /* its role (rs_compare_result.roles), -1 when not grouped */
-    uint64_t peak_allocated;
+    uint64_t peak_allocated;      /* what it is compared by (rs_summary_held): its peak
+                                     allocated, plus its private pools' free bytes at that peak */
     uint64_t reference_peak;
     double divergence_pct;        /* (peak - median) / median * 100, signed */
+    /* The private pools' part: by_pools when the rank's pools' free bytes at its peak, against
+     * the reference's, make at least half the difference, in its direction. */
+    int by_pools;
+    int pools_graph;              /* its largest pool is named a CUDA graph's (pools.h) */
+    uint64_t allocated;           /* its peak allocated (rs_summary_peak), and the reference's */
+    uint64_t reference_allocated;
+    uint64_t pools;               /* its private pools' reserved bytes at its peak, and the reference's */
+    uint64_t reference_pools;
     int64_t first_divergent_step; /* offset: the step it appeared; growth: the step it started;
                                      -1 when the step series cannot tell */
     int growth;                   /* 1 growth (a significant per-step slope), 0 offset */
@@ -96,8 +105,11 @@ typedef struct rs_compare_result {
     int32_t *no_data;            /* ranks present that recorded nothing (no allocation, no OOM):
                                     left out of the median and of the verdicts */
     int32_t reference_rank;      /* the median rank, -1 when none present */
-    uint64_t median_peak;        /* over the ranks with data that did not OOM (all ranks with data
-                                    when every one OOMed) */
+    uint64_t median_peak;        /* of what ranks are compared by (rs_summary_held), over the
+                                    ranks with data that did not OOM (all ranks with data when
+                                    every one OOMed) */
+    int by_held;                 /* a rank with data has private pools' free bytes at its peak:
+                                    median_peak is not of allocated bytes alone */
     uint64_t mad;
     size_t n_oom;
     rs_compare_oom *oom;

@@ -142,10 +142,23 @@ int rs_pools_site(const rs_snap *s, const rs_site_picker *pk, rs_site *out)
         size_t j = 0;
         while (j < st->n_frames && !is_capture_frame(&s->frames[st->frames[j]])) j++;
         if (j < st->n_frames) graph = 1;
-        /* the first frame of the user's outside the capture code: the line that captured it */
-        for (size_t k = j + 1; pk->info && k < st->n_frames && !named; k++) {
-            uint32_t fi = st->frames[k];
-            if (pk->info[fi].kind != RS_SITE_FRAME_PYTHON && pk->info[fi].kind != RS_SITE_FRAME_NATIVE) continue;
+        /* The line that captured it, outside the capture code: the first of the user's own Python
+         * frames, else the first frame that may be a site. torch.compile's CUDA graph trees
+         * capture under the code Inductor generated and the compiled model's forward (a
+         * transformers model's is an installed package's): the user's line is the script's that
+         * called the compiled model, further out. */
+        size_t pick = st->n_frames;
+        for (size_t k = j + 1; pk->info && j < st->n_frames && k < st->n_frames; k++) {
+            const rs_site_rules_frame *c = &pk->info[st->frames[k]];
+            if (c->kind == RS_SITE_FRAME_PYTHON && !c->installed) {
+                pick = k;
+                break;
+            }
+            if (pick == st->n_frames && (c->kind == RS_SITE_FRAME_PYTHON || c->kind == RS_SITE_FRAME_NATIVE))
+                pick = k;
+        }
+        if (pick < st->n_frames) {
+            uint32_t fi = st->frames[pick];
             rs_text_copy_head(at.function, sizeof at.function, rs_site_frame_function(pk, fi));
             rs_text_copy_head(at.file, sizeof at.file, s->frames[fi].file ? s->frames[fi].file : "");
             at.line = s->frames[fi].line;

@@ -35,8 +35,9 @@ int rs_pools_any(const rs_snap *s);
 ranksnap_status rs_pools_at(rs_walk *w, int64_t moment, rs_pools_use *out);
 
 /* Names the largest private pool at the end, as a site: "CUDA graph pool of FUNCTION" with the
- * line that captured it (the first frame of the user's outside PyTorch's capture code, else the
- * site of the stack that made its first segment), or "private memory pool of ..." for a pool no
+ * line that captured it (outside PyTorch's capture code, the first of the user's own Python
+ * frames, else the first frame that may be a site; with no capture code in the stack, the site
+ * of the stack that made its first segment), or "private memory pool of ..." for a pool no
  * capture is seen to have made (a MemPool; with no stack, saying it cannot tell); bytes = its
  * reserved bytes. 0 when there is no private pool. */
 int rs_pools_site(const rs_snap *s, const rs_site_picker *pk, rs_site *out);

@@ -84,6 +84,11 @@ uint64_t rs_summary_peak(const rs_summary *s)
     return rs_summary_outside_only(s) ? s->recorded_outside_peak : s->peak_allocated;
 }
 
+uint64_t rs_summary_held(const rs_summary *s)
+{
+    return rs_sat_add_u64(rs_summary_peak(s), s->pools_free_at_peak);
+}
+
 int rs_summary_has_data(const rs_summary *s)
 {
     return s->oom || s->peak_allocated != 0 || s->peak_reserved != 0 || s->recorded_outside_peak != 0;

@@ -135,6 +135,11 @@ int rs_summary_outside_only(const rs_summary *s);
 /* What a rank is compared by: its allocator's peak, or for an outside-only rank the peak of what
  * was taken outside. */
 uint64_t rs_summary_peak(const rs_summary *s);
+/* What the comparison weighs a rank by: rs_summary_peak plus its private pools' free bytes at
+ * that peak (pools.h). A CUDA graph keeps its pool for its replays (its intermediates live there,
+ * freed as blocks after the capture but reserved): memory the rank cannot give back, which its
+ * allocated bytes do not show. Equal to rs_summary_peak for a rank with no private pool. */
+uint64_t rs_summary_held(const rs_summary *s);
 
 /* 0 for a rank that recorded nothing: no allocation, no reservation, no memory outside the
  * allocator recorded as it was taken, no OOM (killed at start-up, a ring recovered before its

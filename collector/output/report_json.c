@@ -264,6 +264,13 @@ static void json_divergent(FILE *f, const char *role, const rs_compare_divergent
         fprintf(f, "%" PRId64, d->exhaust_step);
     else
         fputs("null", f);
+    if (d->by_pools)
+        fprintf(f,
+                ", \"by_pools\": {\"graph\": %s, \"pools_at_peak\": %" PRIu64
+                ", \"reference_pools_at_peak\": %" PRIu64 ", \"peak_allocated\": %" PRIu64
+                ", \"reference_peak_allocated\": %" PRIu64 "}",
+                d->pools_graph ? "true" : "false", d->pools, d->reference_pools, d->allocated,
+                d->reference_allocated);
     fprintf(f, ", \"delta_bytes\": %" PRId64 ", \"unattributed_bytes\": %" PRId64 ", \"sites\": [",
             d->delta, d->unattributed);
     for (size_t i = 0; i < d->n_sites; i++) {
@@ -282,9 +289,10 @@ ranksnap_status rs_report_json(FILE *f, const rs_compare_result *r)
         fprintf(f, "%" PRId32, r->reference_rank);
     else
         fputs("null", f);
-    fprintf(f, ",\n  \"median_peak_allocated\": %" PRIu64 ",\n  \"mad\": %" PRIu64
-               ",\n  \"divergence_threshold_pct\": ",
+    fprintf(f, ",\n  \"median_peak_allocated\": %" PRIu64 ",\n  \"mad\": %" PRIu64,
             r->median_peak, r->mad);
+    if (r->by_held) fputs(",\n  \"compared_by\": \"peak_allocated + pools_free_at_peak\"", f);
+    fputs(",\n  \"divergence_threshold_pct\": ", f);
     rs_json_pct(f, r->divergence_pct);
     fprintf(f, ",\n  \"divergence_threshold_bytes\": %" PRIu64 ",\n  \"ranks\": [", r->threshold);
     for (size_t i = 0; i < r->n_ranks; i++) {

@@ -456,7 +456,7 @@
     var h = document.getElementById('head');
     var job = R.ranks.length ? R.ranks[0].job : '';
     h.appendChild(el('h1', null, 'ranksnap: ' + R.ranks.length + ' of ' + R.world_size + ' ranks' + (job ? ', job ' + job : '')));
-    h.appendChild(el('div', { class: 'sub' }, (REF !== null ? 'reference rank ' + REF + ', median peak ' + fmtBytes(R.median_peak_allocated) + '; ' : '') +
+    h.appendChild(el('div', { class: 'sub' }, (REF !== null ? 'reference rank ' + REF + ', median peak ' + fmtBytes(R.median_peak_allocated) + (R.compared_by ? ' (allocated plus private pools\u2019 free bytes)' : '') + '; ' : '') +
       'a rank diverges beyond ' + R.divergence_threshold_pct + '% (' + fmtBytes(R.divergence_threshold_bytes) + ') from the median'));
     var ul = el('ul', { class: 'verdicts' });
     R.oom_ranks.forEach(function (o) {
@@ -468,7 +468,12 @@
       ul.appendChild(li);
     });
     R.divergent_ranks.forEach(function (d) {
-      var s = 'Rank ' + d.rank + ' peaks ' + fmtPct(d.divergence_pct) + (d.divergence_pct >= 0 ? ' above' : ' below') + ' the median (' +
+      var b = d.by_pools;
+      var s = b ? 'Rank ' + d.rank + ': ' + fmtSigned(b.pools_at_peak - b.reference_pools_at_peak) + (b.graph ? ' in CUDA graph pools (' : ' in private memory pools (') +
+        fmtBytes(b.pools_at_peak) + ' vs ' + fmtBytes(b.reference_pools_at_peak) + ' on the reference), allocated ' +
+        (b.peak_allocated === b.reference_peak_allocated ? 'equal (' + fmtBytes(b.peak_allocated) + ')' : fmtSigned(b.peak_allocated - b.reference_peak_allocated)) +
+        '; compared by peak allocated plus the pools\u2019 free bytes (' + fmtBytes(d.peak_allocated) + ' vs ' + fmtBytes(d.reference_peak) + ')' : null;
+      if (!b) s = 'Rank ' + d.rank + ' peaks ' + fmtPct(d.divergence_pct) + (d.divergence_pct >= 0 ? ' above' : ' below') + ' the median (' +
         fmtBytes(d.peak_allocated) + ' vs ' + fmtBytes(d.reference_peak) + ')' +
         (d.pattern === 'growth'
           ? ', growing ' + fmtSigned(Math.round(d.growth_bytes_per_step) * (d.divergence_pct >= 0 ? 1 : -1)) + ' per step since step ' + d.first_divergent_step +
@@ -560,7 +565,7 @@
       f: function (v) { return v < 0 ? 'n/a' : fmtBytes(v); } },
     { key: 'peak_step', label: 'peak step', v: function (s) { return s.peak_step; }, f: function (v) { return v >= 0 ? String(v) : '-'; } },
     { key: 'oom', label: 'OOM', v: function (s) { return s.oom ? 1 : 0; }, f: function (v) { return v ? 'yes' : 'no'; } },
-    { key: 'vs', label: 'vs median', v: function (s) { return R.median_peak_allocated ? (s.peak_allocated - R.median_peak_allocated) / R.median_peak_allocated * 100 : 0; },
+    { key: 'vs', label: 'vs median', v: function (s) { var held = s.peak_allocated + (R.compared_by ? s.pools_free_at_peak || 0 : 0); return R.median_peak_allocated ? (held - R.median_peak_allocated) / R.median_peak_allocated * 100 : 0; },
       f: function (v) { return (v > 0 ? '+' : v < 0 ? '-' : '') + fmtPct(v); } },
     { key: 'verdict', label: 'verdict', l: true, v: function (s) { return OOM[s.rank] ? 'OOM' : DIV[s.rank] ? 'divergent' : s.rank === REF ? 'reference' : R.no_data_ranks.indexOf(s.rank) >= 0 ? 'no data' : s.recovered ? 'recovered' : s.complete ? '' : 'incomplete'; } }
   ];

@@ -17,6 +17,7 @@
 #include "errors.h"
 #include "options.h"
 #include "report_text.h"
+#include "sat.h"
 #include "text.h"
 
 /* How many sites a verdict sentence names; the rest are counted (report.json has them all). */
@@ -211,6 +212,9 @@ static void print_pools(FILE *out, const rs_compare_result *r)
               "counted as fragmentation\n", out);
         any = 1;
     }
+    if (r->by_held)
+        fputs("ranks are compared by their peak allocated plus their private pools' free bytes at "
+              "that peak: memory a rank cannot give back\n", out);
     if (any) fputc('\n', out);
 }
 
@@ -390,16 +394,22 @@ static void print_oom(FILE *out, const rs_compare_result *r, const rs_compare_oo
     }
 }
 
-/* "+8.00 MiB per step since step 0 (a leak?)", and where that leads when the capacity is known. */
-static void print_growth(FILE *out, const rs_compare_result *r, const rs_compare_divergent *d)
+/* "+8.00 MiB per step since step 0 (a leak?)" */
+static void print_growth_rate(FILE *out, const rs_compare_divergent *d)
 {
     double rate = d->growth_per_step < 0 ? -d->growth_per_step : d->growth_per_step;
-    fprintf(out, "rank %" PRId32, d->rank);
-    print_role(out, r, d->role);
-    fputs(" grows ", out);
     fputs(d->divergence_pct >= 0 ? "+" : "-", out);
     rs_report_text_bytes(out, rate >= 1.8e19 ? UINT64_MAX : (uint64_t)(rate + 0.5));
     fprintf(out, " per step since step %" PRId64 " (a leak?)", d->first_divergent_step);
+}
+
+/* "rank 5 grows +8.00 MiB per step since step 0 (a leak?)" */
+static void print_growth(FILE *out, const rs_compare_result *r, const rs_compare_divergent *d)
+{
+    fprintf(out, "rank %" PRId32, d->rank);
+    print_role(out, r, d->role);
+    fputs(" grows ", out);
+    print_growth_rate(out, d);
 }
 
 static void print_exhaustion(FILE *out, const rs_compare_divergent *d)
@@ -429,11 +439,59 @@ static void print_unattributed(FILE *out, const rs_compare_divergent *d)
     fputs(" not attributed to these sites", out);
 }
 
+/* "rank 1: +64.00 MiB in CUDA graph pools (152.00 MiB vs 88.00 MiB on rank 0, the reference),
+ * allocated equal (16.00 MiB); it holds 62% more than the median (...)": a divergence its private
+ * pools make, which its allocated bytes alone do not show (compare.h, by_pools). */
+static void print_divergent_pools(FILE *out, const rs_compare_result *r, const rs_compare_divergent *d,
+                                  const char *of, uint64_t median)
+{
+    int32_t ref = d->role >= 0 && (size_t)d->role < r->n_roles ? r->roles[d->role].reference_rank
+                                                                : r->reference_rank;
+    fprintf(out, "rank %" PRId32, d->rank);
+    print_role(out, r, d->role);
+    fputs(": ", out);
+    rs_report_text_signed_bytes(out, rs_sat_sub_i64(rs_sat_i64(d->pools), rs_sat_i64(d->reference_pools)));
+    fputs(d->pools_graph ? " in CUDA graph pools (" : " in private memory pools (", out);
+    rs_report_text_bytes(out, d->pools);
+    fputs(" vs ", out);
+    rs_report_text_bytes(out, d->reference_pools);
+    fprintf(out, " on rank %" PRId32 ", the reference), allocated ", ref);
+    if (d->allocated == d->reference_allocated) {
+        fputs("equal (", out);
+        rs_report_text_bytes(out, d->allocated);
+    } else {
+        rs_report_text_signed_bytes(out, rs_sat_sub_i64(rs_sat_i64(d->allocated), rs_sat_i64(d->reference_allocated)));
+        fputs(" (", out);
+        rs_report_text_bytes(out, d->allocated);
+        fputs(" vs ", out);
+        rs_report_text_bytes(out, d->reference_allocated);
+    }
+    fputs("); it holds ", out);
+    rs_report_text_pct(out, d->divergence_pct);
+    fprintf(out, " %s than the median%s (", d->divergence_pct >= 0 ? "more" : "less", of);
+    rs_report_text_bytes(out, d->peak_allocated);
+    fputs(" vs ", out);
+    rs_report_text_bytes(out, median);
+    fputs(": peak allocated plus the pools' free bytes, which a CUDA graph keeps for its replays)", out);
+    if (d->growth) {
+        fputs(", its allocated bytes growing ", out);
+        print_growth_rate(out, d);
+    }
+    print_exhaustion(out, d);
+    print_sites_inline(out, d->sites, d->n_sites);
+    print_unattributed(out, d);
+    fputc('\n', out);
+}
+
 static void print_divergent(FILE *out, const rs_compare_result *r, const rs_compare_divergent *d)
 {
     const char *dir = d->divergence_pct >= 0 ? "above" : "below";
     int grouped = d->role >= 0 && (size_t)d->role < r->n_roles;
     const char *of = grouped ? " of its role" : "";
+    if (d->by_pools) {
+        print_divergent_pools(out, r, d, of, grouped ? r->roles[d->role].median_peak : r->median_peak);
+        return;
+    }
     if (d->growth) {
         print_growth(out, r, d);
         fputs(", peaking ", out);
@@ -449,6 +507,7 @@ static void print_divergent(FILE *out, const rs_compare_result *r, const rs_comp
     rs_report_text_bytes(out, d->peak_allocated);
     fputs(" vs ", out);
     rs_report_text_bytes(out, grouped ? r->roles[d->role].median_peak : r->median_peak);
+    if (r->by_held) fputs(", with the private pools' free bytes", out);
     fputc(')', out);
     if (!d->growth && d->first_divergent_step >= 0)
         fprintf(out, " from step %" PRId64 ", a constant offset", d->first_divergent_step);

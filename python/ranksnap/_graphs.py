@@ -6,17 +6,25 @@ of its own, reserved for its replays. Its segments carry their pool's id in the 
 (segment_pool_id), and the stack of the allocation that made them only when PyTorch's recorder
 ran then: a graph captured before the range (the usual case, at the first calls of a compiled
 model) leaves them without one. So CUDAGraph.capture_begin, which every capture goes through, is
-watched for the user's line that led to it (past torch's and installed packages' frames), and
+watched for the Python stack that led to it (up to _MAX_FRAMES frames out, ranksnap's own left
+out), and
 capture_end for the pool's id: CUDAGraph.pool() is valid only after a successful capture (before,
 PyTorch raises), and a capture given a shared pool (torch.cuda.graph_pool_handle(), as
 torch.compile's CUDA graph trees give one) names it at capture_begin already. At the dump a
-segment of that pool with no frames gets two: PyTorch's capture code, then that line. Captures
-are rare: the cost is nothing per step.
+segment of that pool with no frames gets PyTorch's capture code, then that stack, and the reader
+picks the user's line in it by its own rules (collector/analyze/pools.c): a graph of CUDA graph
+trees is captured under Inductor's generated code (cHASH.py in its cache, outside torch) and the
+compiled model's forward, which the reader looks past to the script's line that called the model;
+a line picked here by the folder alone would have been the generated code's, which the reader
+skips, leaving the pool unnamed. Captures are rare: the cost is nothing per step.
 """
 import os
 import sys
 
 from . import _names, _off, _wrap
+
+_MAX_FRAMES = 256
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 class Graphs:
@@ -41,12 +49,16 @@ class Graphs:
             _off.off("graphs", e)
 
     def _begin(self, graph, pool=None, *args, **kwargs):
-        """The line that captures `graph`, and the pool it was given, kept until its capture ends."""
+        """The stack that captures `graph`, innermost first, and the pool it was given, kept until
+        its capture ends."""
         try:
-            user = _names._user_frame(sys._getframe(1), self.torch_dir)
             frames = [_names._frame("capture_begin", self.capture_file, 0)]
-            if user is not None:
-                frames.append(user)
+            f = sys._getframe(1)
+            while f is not None and len(frames) <= _MAX_FRAMES:
+                code = f.f_code
+                if not code.co_filename.startswith(_OWN_DIR):
+                    frames.append(_names._frame(code.co_name, code.co_filename, f.f_lineno))
+                f = f.f_back
             self.pending[id(graph)] = (pool, frames)
         except Exception as e:
             _off.off("graphs", e, ours=True)

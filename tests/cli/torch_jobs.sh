@@ -289,11 +289,23 @@ case_torchrun_like_compiled_model_is_named_by_its_source_lines() {
 # made then, are the graph's, named by that line too.
 case_torchrun_like_reduce_overhead_pool_is_named_by_the_line_that_captured_it() {
     inference_job "calls of Generator (compiled), the outermost module: no optimizer, gradients off" \
-        infer_fake.py --reduce-overhead
+        infer_fake.py --reduce-overhead --diverge 1:4
     check "$dir/report.json" "all(x['pools_at_peak'] > 0 for x in r['ranks'])" \
         "all(x['largest_pool']['function'] == 'CUDA graph pool of main' and x['largest_pool']['file'].endswith('infer_fake.py') for x in r['ranks'])" \
         "all(x['fragmentation'] == x['reserved_at_peak'] - x['peak_allocated'] - x['pools_free_at_peak'] for x in r['ranks'])"
     grep -q "not counted as fragmentation" "$dir/report.txt" || { cat "$dir/report.txt"; exit 1; }
+}
+
+# The same under Inductor's graph partitions, as torch.compile's CUDA graph trees capture: under
+# the code Inductor generated (a cHASH.py of its cache, outside torch), which calls the partition
+# that captures. The pool is still named by the script's line that called the compiled model, not
+# left as "CUDA graph pool" (the generated file is no user's line).
+case_torchrun_like_graph_trees_pool_is_named_by_the_line_that_called_the_model() {
+    inference_job "calls of Generator (compiled), the outermost module: no optimizer, gradients off" \
+        infer_fake.py --reduce-overhead --graph-partition --diverge 1:4
+    check "$dir/report.json" "all(x['pools_at_peak'] > 0 for x in r['ranks'])" \
+        "all(x['largest_pool']['function'] == 'CUDA graph pool of main' and x['largest_pool']['file'].endswith('infer_fake.py') for x in r['ranks'])" \
+        "any('torchinductor_stand_in' in f['filename'] for g in snaps['rank-00000.pickle']['segments'] for f in g['frames'])"
 }
 
 case_torchrun_like_rank_that_never_writes_is_named_missing() {

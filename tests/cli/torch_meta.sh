@@ -81,6 +81,40 @@ assert r[0]["fragmentation"] == r[1]["fragmentation"] == 4 << 20, r
 assert "pools_at_peak" not in r[1], r[1]
 PY
 }
+# Two ranks whose allocated peaks are equal (16 MiB) and whose CUDA graphs' pools are not (88 MiB
+# and 152 MiB, all free as blocks but kept for the replays): rank 1 holds 64 MiB more, and is
+# flagged for it, the pool named as a site by the line that captured the graph.
+case_report_flags_a_rank_whose_cuda_graph_pools_are_larger() {
+    "$py" "$src/pool_pickle.py" "$dir/rank-00000.pickle" 0 88 || exit 1
+    "$py" "$src/pool_pickle.py" "$dir/rank-00001.pickle" 1 152 || exit 1
+    out=$("$ranksnap" report "$dir") || exit 1
+    echo "$out"
+    has "$out" "rank 1: +64.00 MiB in CUDA graph pools (152.00 MiB vs 88.00 MiB on rank 0, the reference), allocated equal (16.00 MiB)"
+    has "$out" "+64.00 MiB at CUDA graph pool of main (capture.py:7)"
+    has "$out" "ranks are compared by their peak allocated plus their private pools' free bytes"
+    if echo "$out" | grep -q "no rank diverges"; then echo "rank 1 not flagged"; exit 1; fi
+    "$ranksnap" report --json "$dir" > "$dir/report.json" || exit 1
+    "$py" - "$dir/report.json" <<'PY' || exit 1
+import json, sys
+r = json.load(open(sys.argv[1]))
+d, = r["divergent_ranks"]
+assert d["rank"] == 1 and d["by_pools"]["graph"], d
+assert d["by_pools"]["pools_at_peak"] - d["by_pools"]["reference_pools_at_peak"] == 64 << 20, d
+assert d["by_pools"]["peak_allocated"] == d["by_pools"]["reference_peak_allocated"] == 16 << 20, d
+assert d["sites"][0]["function"] == "CUDA graph pool of main" and d["sites"][0]["bytes_delta"] == 64 << 20, d
+assert r["compared_by"] == "peak_allocated + pools_free_at_peak", r
+PY
+}
+# A pool of torch.compile's CUDA graph trees ((0, 3), a MemPool's shape), its capture under the
+# code Inductor generated and the model's forward of an installed package: named by the script's
+# line that called the compiled model.
+case_report_names_a_graph_trees_pool_by_the_line_that_called_the_model() {
+    "$py" "$src/pool_pickle.py" "$dir/rank-00000.pickle" 0 trees || exit 1
+    "$py" "$src/pool_pickle.py" "$dir/rank-00001.pickle" 1 trees || exit 1
+    out=$("$ranksnap" report "$dir") || exit 1
+    echo "$out"
+    has "$out" "rank 0: 40.00 MiB of its reserved bytes at the peak in private pools (the largest: CUDA graph pool of main (infer.py:41))"
+}
 case_replay_keeps_a_cuda_graph_pool_apart_from_fragmentation() {
     pools
     out=$("$ranksnap" replay "$dir/rank-00000.pickle") || exit 1

@@ -7,6 +7,8 @@ torch.no_grad() in a loop, or through a generate that calls it once per token, o
   --compile         the model is torch.compile'd before its first call
   --reduce-overhead the same with mode="reduce-overhead": recorded into a CUDA graph at its
                     second call, replayed after
+  --graph-partition with --reduce-overhead: Inductor's graph partitions, whose generated code
+                    calls the partitions, the capture under it
   --diverge R:F     rank R's batch is F times larger (a constant offset)
 Ranks come from the launcher's variables (OMPI_COMM_WORLD_RANK or torchrun's RANK).
 """
@@ -32,6 +34,7 @@ def main():
     p.add_argument("--generate", type=int, default=0)
     p.add_argument("--compile", action="store_true")
     p.add_argument("--reduce-overhead", action="store_true")
+    p.add_argument("--graph-partition", action="store_true")
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--diverge", type=pair)
     a = p.parse_args()
@@ -43,7 +46,8 @@ def main():
     if a.compile:
         model = torch.compile(model)
     elif a.reduce_overhead:
-        model = torch.compile(model, mode="reduce-overhead")
+        options = {"graph_partition": True} if a.graph_partition else None
+        model = torch.compile(model, mode="reduce-overhead", options=options)
     for _ in range(a.calls):
         if a.generate:
             model.generate(batch, a.generate)

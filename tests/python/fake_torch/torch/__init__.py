@@ -104,7 +104,7 @@ def compile(model=None, **kwargs):
         return functools.partial(compile, **kwargs)
     from ._dynamo import eval_frame
     if isinstance(model, nn.Module):
-        return eval_frame.OptimizedModule(model, kwargs.get("mode"))
+        return eval_frame.OptimizedModule(model, kwargs.get("mode"), kwargs.get("options"))
     return model
 
 

@@ -7,14 +7,14 @@ from ..nn.modules import module as _module
 
 
 class OptimizedModule(_module.Module):
-    def __init__(self, mod, mode=None):
+    def __init__(self, mod, mode=None, options=None):
         super().__init__()
         self._orig_mod = mod
         self._compiled = {}    # input -> the wrapper Inductor wrote for it
         self._tree = None
         if mode == "reduce-overhead":
             from .._inductor import cudagraph_trees
-            self._tree = cudagraph_trees.Tree()
+            self._tree = cudagraph_trees.Tree(bool((options or {}).get("graph_partition")))
 
     def forward(self, *args, **kwargs):
         if self._tree is not None:

@@ -39,11 +39,15 @@ def compile_fx(model, args, kwargs):
         linemap.append((len(src) + 1, trace))
         src.append(f"    buf{i} = empty({nbytes}); bufs.append(buf{i})")
     src.append("    return bufs[-1] if bufs else None")
-    text = "\n".join(src) + "\n"
+    return load_generated("\n".join(src) + "\n", linemap)["call"]
+
+
+def load_generated(text, linemap=None):
+    """Generated code written where Inductor's cache is and loaded from there."""
     # named as Inductor names its code: "c" and 51 characters of the hash in lower-case base32
     key = "c" + base64.b32encode(hashlib.sha256(text.encode()).digest()).decode()[:51].lower()
     path = os.path.join(tempfile.gettempdir(), "torchinductor_stand_in", key[:2], key + ".py")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         f.write(text)
-    return codecache.PyCodeCache.load_by_key_path(key, path, linemap)["call"]
+    return codecache.PyCodeCache.load_by_key_path(key, path, linemap)
