@@ -62,6 +62,34 @@ static void rs_gather_self_comms(const rs_snap *self, rs_rank_comms *out)
         RS_WARN(RS_SUB_MPI, "gather: %s: this rank's role is not known", ranksnap_last_error());
 }
 
+/* Rank 0: which ranks send their full snapshot (over MPI, or through the files of a job without
+ * it: rank/runtime/external_gather.c). */
+void rs_gather_choose(const rs_summary *sums, const int *present, int size, rs_gather_mode mode,
+                             double divergence_pct, int *want)
+{
+    int all = mode == RS_GATHER_ALL || (mode == RS_GATHER_AUTO && size <= 16);
+    for (int r = 0; r < size; r++) want[r] = present[r] && all;
+    if (all) return;
+    size_t n = 0;
+    rs_summary *v = malloc((size_t)size * sizeof *v);
+    if (!v) return;
+    for (int r = 0; r < size; r++)
+        if (present[r]) v[n++] = sums[r];
+    rs_compare_config cfg;
+    rs_compare_config_default(&cfg);
+    cfg.divergence_pct = divergence_pct;
+    rs_compare_result *res = NULL;
+    if (rs_compare(v, NULL, n, size, &cfg, &res) == RANKSNAP_OK) {
+        if (res->reference_rank >= 0 && res->reference_rank < size) want[res->reference_rank] = 1;
+        for (size_t i = 0; i < res->n_oom; i++)
+            if (res->oom[i].rank >= 0 && res->oom[i].rank < size) want[res->oom[i].rank] = 1;
+        for (size_t i = 0; i < res->n_divergent; i++)
+            if (res->divergent[i].rank >= 0 && res->divergent[i].rank < size) want[res->divergent[i].rank] = 1;
+        rs_compare_result_free(res);
+    }
+    free(v);
+}
+
 #if defined(RANKSNAP_HAVE_MPI)
 
 /* This rank's communicators (roles_found.h), after rank 0 answered its summary: a count and
@@ -215,33 +243,6 @@ static rs_snap *rs_gather_recv_full(rs_coord *c, rs_gather_decode_fn decode, int
     }
     free(buf);
     return s;
-}
-
-/* Rank 0: which ranks send their full snapshot. */
-void rs_gather_choose(const rs_summary *sums, const int *present, int size, rs_gather_mode mode,
-                             double divergence_pct, int *want)
-{
-    int all = mode == RS_GATHER_ALL || (mode == RS_GATHER_AUTO && size <= 16);
-    for (int r = 0; r < size; r++) want[r] = present[r] && all;
-    if (all) return;
-    size_t n = 0;
-    rs_summary *v = malloc((size_t)size * sizeof *v);
-    if (!v) return;
-    for (int r = 0; r < size; r++)
-        if (present[r]) v[n++] = sums[r];
-    rs_compare_config cfg;
-    rs_compare_config_default(&cfg);
-    cfg.divergence_pct = divergence_pct;
-    rs_compare_result *res = NULL;
-    if (rs_compare(v, NULL, n, size, &cfg, &res) == RANKSNAP_OK) {
-        if (res->reference_rank >= 0 && res->reference_rank < size) want[res->reference_rank] = 1;
-        for (size_t i = 0; i < res->n_oom; i++)
-            if (res->oom[i].rank >= 0 && res->oom[i].rank < size) want[res->oom[i].rank] = 1;
-        for (size_t i = 0; i < res->n_divergent; i++)
-            if (res->divergent[i].rank >= 0 && res->divergent[i].rank < size) want[res->divergent[i].rank] = 1;
-        rs_compare_result_free(res);
-    }
-    free(v);
 }
 
 static ranksnap_status rs_gather_root(rs_coord *c, rs_gather_decode_fn decode, int base,
