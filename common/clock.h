@@ -23,10 +23,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <x86intrin.h>
-#endif
+#include "cpu.h"
 
 static inline uint64_t rs_now_ns(void)
 {
@@ -66,17 +63,10 @@ typedef struct rs_fastclock {
     uint64_t last_us;     /* the last time handed out                                     */
 } rs_fastclock;
 
-#if defined(__x86_64__)
 static inline uint64_t rs_fastclock_ticks(void)
 {
-    return (uint64_t)__rdtsc();
+    return rs_cpu_ticks();
 }
-#else
-static inline uint64_t rs_fastclock_ticks(void)
-{
-    return 0;
-}
-#endif
 
 /* CLOCK_REALTIME in ns with the TSC read right before and after it; 0 if the two reads are too
  * far apart (preempted, or an interrupt) to pair the tick count with the time. */
@@ -97,18 +87,10 @@ static inline uint64_t rs_fastclock_pair(uint64_t max_ticks, uint64_t *tsc)
 static inline void rs_fastclock_init(rs_fastclock *c)
 {
     c->use_tsc = 0;
-    c->can_tsc = 0;
+    c->can_tsc = rs_cpu_ticks_steady();
     c->last_us = 0;
     c->mult = 0;
     c->span = 0;
-#if defined(__x86_64__)
-    unsigned eax, ebx, ecx, edx;
-    /* CPUID 0x80000007 EDX bit 8: invariant TSC (constant rate, runs in every C-state, in step
-     * across cores): the only TSC that can stand in for a clock. */
-    if (__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) && eax >= 0x80000007u &&
-        __get_cpuid(0x80000007u, &eax, &ebx, &ecx, &edx) && (edx & (1u << 8)))
-        c->can_tsc = 1;
-#endif
     c->base_ns = c->can_tsc ? rs_fastclock_pair(UINT64_MAX, &c->base_tsc) : 0;
     c->anchor_ns = c->base_ns;
     c->anchor_tsc = c->base_tsc;

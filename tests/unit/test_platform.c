@@ -1,0 +1,59 @@
+/*
+ * test_platform.c — platform/: what depends on the processor and the C library, on the processor
+ * this build is for (CI also runs it on aarch64, under qemu-user).
+ *
+ * glibc gives each processor its own symbol versions. Every version that rank/intercept/driver.c
+ * may look dlsym up by must find it here, each on its own, where this glibc is as new as the
+ * version: the processor's first version everywhere (a glibc older than 2.34, as on RHEL 8 or
+ * Ubuntu 20.04, has only that one), GLIBC_2.34 from glibc 2.34 on.
+ */
+#include <dlfcn.h>
+#include <gnu/libc-version.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "symver.h"
+
+typedef void *(*dlsym_fn)(void *, const char *);
+
+/* 1 when this glibc is at least as new as `version` ("GLIBC_2.34") */
+static int glibc_has(const char *version)
+{
+    unsigned major = 0, minor = 0, have_major = 0, have_minor = 0;
+    if (sscanf(version, "GLIBC_%u.%u", &major, &minor) != 2) return 0;
+    if (sscanf(gnu_get_libc_version(), "%u.%u", &have_major, &have_minor) != 2) return 0;
+    return have_major > major || (have_major == major && have_minor >= minor);
+}
+
+TEST(dlsym_is_found_by_each_of_its_versions_alone)
+{
+    const char *const *v = rs_symver_dlsym;
+    for (; *v; v++) {
+        const char *one[] = {*v, NULL};
+        dlsym_fn f;
+        *(void **)(&f) = rs_symver_next("dlsym", one);
+        printf("dlsym@%s: %s (glibc %s)\n", *v, f ? "found" : "not found", gnu_get_libc_version());
+        /* the last is the processor's first version, which every glibc has */
+        if (!v[1] || glibc_has(*v)) CHECK(f != NULL);
+        /* and it is dlsym: it finds what the name alone finds */
+        if (f) CHECK(f(RTLD_DEFAULT, "strtoull") == (void *)(uintptr_t)strtoull);
+    }
+    CHECK(v - rs_symver_dlsym >= 2);
+}
+
+TEST(a_version_this_glibc_lacks_finds_nothing)
+{
+    const char *none[] = {"GLIBC_0.0", NULL};
+    CHECK(rs_symver_next("dlsym", none) == NULL);
+    const char *first = NULL;
+    for (const char *const *v = rs_symver_dlsym; *v; v++) first = *v;
+    const char *then[] = {"GLIBC_0.0", first, NULL};
+    CHECK(rs_symver_next("dlsym", then) != NULL);
+}
+
+int main(void)
+{
+    RUN(dlsym_is_found_by_each_of_its_versions_alone);
+    RUN(a_version_this_glibc_lacks_finds_nothing);
+    return check_summary();
+}
