@@ -1,15 +1,25 @@
 /*
  * symver.c — symver.h: the C library's functions by symbol version.
  *
- * dlsym moved from libdl into libc in glibc 2.34 (version GLIBC_2.34); before that it had only
- * the version of x86-64's first glibc (GLIBC_2.2.5), which libc keeps for programs built then.
+ * glibc's symbol versions are per processor: each port starts at the version of its first
+ * release, and a function added or moved later has the version of that release. dlsym moved from
+ * libdl into libc in glibc 2.34 (GLIBC_2.34); before, it had only the port's first version, which
+ * libc keeps for the programs built then: GLIBC_2.2.5 on x86-64, GLIBC_2.17 on aarch64. A glibc
+ * older than 2.34 (RHEL 8, Ubuntu 20.04) has only that one.
  */
 #include <dlfcn.h>
 #include <stddef.h>
 
 #include "symver.h"
 
-const char *const rs_symver_dlsym[] = {"GLIBC_2.34", "GLIBC_2.2.5", NULL};
+const char *const rs_symver_dlsym[] = {
+    "GLIBC_2.34",
+#if defined(__x86_64__)
+    "GLIBC_2.2.5",
+#elif defined(__aarch64__)
+    "GLIBC_2.17",
+#endif
+    NULL};
 
 void *rs_symver_next(const char *name, const char *const *versions)
 {

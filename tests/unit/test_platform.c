@@ -38,7 +38,9 @@ TEST(dlsym_is_found_by_each_of_its_versions_alone)
         /* and it is dlsym: it finds what the name alone finds */
         if (f) CHECK(f(RTLD_DEFAULT, "strtoull") == (void *)(uintptr_t)strtoull);
     }
+#if defined(__x86_64__) || defined(__aarch64__)
     CHECK(v - rs_symver_dlsym >= 2);
+#endif
 }
 
 TEST(a_version_this_glibc_lacks_finds_nothing)
