@@ -5,8 +5,8 @@
  * to sees the trampoline's caller as its own. rank/intercept/driver.c makes the process's dlsym
  * one, since glibc's dlsym resolves RTLD_NEXT relative to its caller's return address.
  *
- * Defined where the processor's version is written (x86-64); elsewhere RS_TRAMPOLINE is not
- * defined, and nothing is taken over. Used once per program: the labels are its own.
+ * Written for x86-64 and aarch64; elsewhere RS_TRAMPOLINE is not defined, and nothing is taken
+ * over. Used once per program: the labels are its own.
  */
 #ifndef RANKSNAP_TRAMPOLINE_H
 #define RANKSNAP_TRAMPOLINE_H
@@ -34,6 +34,34 @@
             "1:  add $24, %rsp\n"                                                                  \
             "    ret\n"                                                                            \
             "2:  ret\n"                                                                            \
+            ".size " #name ", .-" #name "\n")
+#elif defined(__aarch64__)
+/* The return address is x30 (lr), not on the stack: it is saved with the frame pointer and the
+ * arguments (x0, x1) around the calls and put back before the jump, made through x16, the
+ * register the ABI keeps for such veneers. `hint #34` is `bti c`, the landing pad of a library
+ * built with branch protection (a no-op on processors without it); the jump through x16 may land
+ * on the target's own. */
+#define RS_TRAMPOLINE(name, hook, target)                                                          \
+    __asm__(".text\n"                                                                              \
+            ".p2align 2\n"                                                                         \
+            ".globl " #name "\n"                                                                   \
+            ".type " #name ", %function\n" #name ":\n"                                             \
+            "    hint #34\n"                                                                       \
+            "    stp x29, x30, [sp, #-32]!\n"                                                      \
+            "    mov x29, sp\n"                                                                    \
+            "    stp x0, x1, [sp, #16]\n"                                                          \
+            "    bl " #hook "\n"                                                                   \
+            "    cbnz x0, 1f\n"                                                                    \
+            "    bl " #target "\n"                                                                 \
+            "    mov x16, x0\n"                                                                    \
+            "    ldp x0, x1, [sp, #16]\n"                                                          \
+            "    ldp x29, x30, [sp], #32\n"                                                        \
+            "    cbz x16, 2f\n"                                                                    \
+            "    br x16\n"                                                                         \
+            "1:  ldp x29, x30, [sp], #32\n"                                                        \
+            "    ret\n"                                                                            \
+            "2:  mov x0, xzr\n"                                                                    \
+            "    ret\n"                                                                            \
             ".size " #name ", .-" #name "\n")
 #endif
 

@@ -99,6 +99,6 @@ else
     -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
   cmake --build build-aarch64 -j "$jobs"
   runner="sh tests/emulated.sh" tests build-aarch64 -L unit --output-on-failure -j "$jobs" \
-    -R '^(test_|driver_|intercept_|cuda_backend_|nccl_|fake_driver_)' \
+    -R '^(test_|driver_|dlsym_|intercept_|cuda_backend_|nccl_|fake_driver_)' \
     -E '^(test_read_pickle|test_snapshot_bad_input|test_time_ranges|test_heap|test_atomic_file)$'
 fi
