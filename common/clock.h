@@ -3,14 +3,15 @@
  *
  * rs_now_us reads CLOCK_REALTIME: ~20-25 ns through the vDSO, which was most of the cost of
  * recording an event (three per malloc+free pair). rs_fastclock gives the same clock for
- * ~1/3 of that on x86-64 with an invariant TSC (as PyTorch's getApproximateTime does): it reads
- * the TSC and extrapolates from the last CLOCK_REALTIME anchor. The anchor is renewed every
+ * ~1/3 of that where the processor has a steady counter (x86-64's invariant TSC, aarch64's generic
+ * timer: platform/cpu.h), as PyTorch's getApproximateTime does: it reads the counter (the "TSC"
+ * below) and extrapolates from the last CLOCK_REALTIME anchor. The anchor is renewed every
  * RS_FASTCLOCK_ANCHOR_NS or so (one clock_gettime per millisecond of events), and the TSC rate
  * is measured against CLOCK_REALTIME over the whole life of the clock, so the extrapolation
  * error stays at nanoseconds; NTP slewing is followed at each anchor, and a step of the wall
  * clock is taken at the next anchor (and restarts the rate measurement). Until the rate has
- * been measured over RS_FASTCLOCK_CALIBRATE_NS, and wherever the TSC is not invariant or not
- * x86-64, every read is a plain clock_gettime, so the first events of a short run are exact.
+ * been measured over RS_FASTCLOCK_CALIBRATE_NS, and wherever there is no steady counter, every
+ * read is a plain clock_gettime, so the first events of a short run are exact.
  * Returned times never step back by less than a millisecond (a re-anchor correcting a tiny
  * extrapolation error would otherwise reorder events that the ring holds in order); a real
  * step of the wall clock backwards is passed on, as clock_gettime would.
@@ -91,6 +92,7 @@ static inline void rs_fastclock_init(rs_fastclock *c)
     c->last_us = 0;
     c->mult = 0;
     c->span = 0;
+    c->base_tsc = 0;
     c->base_ns = c->can_tsc ? rs_fastclock_pair(UINT64_MAX, &c->base_tsc) : 0;
     c->anchor_ns = c->base_ns;
     c->anchor_tsc = c->base_tsc;
