@@ -1,11 +1,12 @@
 #!/bin/bash
 # The whole test suite, as CI runs it (.ci/run): the commit subjects' length, a warnings-as-errors
-# build with the unit and MPI tests, report.html in a headless browser, an ASan/UBSan build of the unit tests, the thread test
+# build with the unit and MPI tests, jobs launched by srun on a Slurm each case starts,
+# report.html in a headless browser, an ASan/UBSan build of the unit tests, the thread test
 # under ThreadSanitizer, short libFuzzer runs of the three decoders, and an aarch64 cross build
-# whose tests run under qemu-user. GPU tests (label gpu)
-# skip with a reason where no GPU is. Every other skipped test is listed with its reason at the
-# end of its step; in CI (CI=true) it fails the suite, as tests/setup-deps.sh fails on a missing
-# prerequisite: CI must not go green having left a part of the suite out.
+# whose tests run under qemu-user. GPU tests (label gpu) skip with a reason where no GPU is.
+# Every other skipped test is listed with its reason at the end of its step; in CI (CI=true) it
+# fails the suite, as tests/setup-deps.sh fails on a missing prerequisite: CI must not go green
+# having left a part of the suite out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -47,6 +48,9 @@ cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRANKSNAP_WERROR=ON >/
 cmake --build build-ci -j "$jobs"
 step "unit, mpi and gpu tests"
 tests build-ci -L 'unit|mpi|gpu' --output-on-failure -j "$jobs"
+
+step "jobs under Slurm's srun, each on a Slurm of its own (label slurm)"
+tests build-ci -L slurm --output-on-failure
 
 step "report.html in headless chromium (label html; skipped with a reason where chromium is absent, an error in CI)"
 tests build-ci -L html --output-on-failure -j "$jobs"

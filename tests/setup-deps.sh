@@ -10,7 +10,10 @@ set -eu
 # nodejs, node-css-tree: the checks of the page's script (node --check) and style sheet (CSSTree)
 # gcc/g++-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user-static: the aarch64 cross build and
 # its tests under qemu (the static build: tests/emulated.sh registers it with binfmt_misc)
-pkgs="cmake make gcc g++ clang pkg-config libopenmpi-dev openmpi-bin libmsgpack-dev libunwind-dev python3 python3-msgpack chromium nodejs node-css-tree gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static"
+# slurmctld, slurmd, slurm-client: the jobs of label slurm, each started on a Slurm of its own
+# (tests/cli/slurm_jobs.sh: its own configuration, ports and folders); the packages' services
+# need /etc/slurm/slurm.conf to start and are left as the packages leave them
+pkgs="cmake make gcc g++ clang pkg-config libopenmpi-dev openmpi-bin libmsgpack-dev libunwind-dev python3 python3-msgpack chromium nodejs node-css-tree gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static slurmctld slurmd slurm-client"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 missing=""
