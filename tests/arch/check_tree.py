@@ -20,7 +20,7 @@ import re
 import subprocess
 import sys
 
-LAYER_DIRS = ["common", "rank", "collector", "cli"]
+LAYER_DIRS = ["platform", "common", "rank", "collector", "cli"]
 # libc's names that rank/intercept/driver.c interposes for the whole process: a file calling them
 # calls the system, not driver.c
 INTERPOSED = {"dlsym"}
