@@ -15,7 +15,12 @@ jobs=$(nproc 2>/dev/null || echo 2)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 
-step() { printf '\n=== %s\n' "$*"; }
+# Each step says its wall time as it ends, and the suite its total: the suite must stay under 20
+# minutes on 2 cores (CONTRIBUTING.md), and these say which step to trim when it does not.
+suite_t0=$SECONDS step_t0=$SECONDS step_name=""
+step_time() { [ -z "$step_name" ] || printf '=== time: %s: %d s\n' "$step_name" $((SECONDS - step_t0)); }
+step() { step_time; step_name=$1 step_t0=$SECONDS; printf '\n=== %s\n' "$*"; }
+trap 'step_time; printf "=== time: the suite: %d s\n" $((SECONDS - suite_t0))' EXIT
 
 # ctest over BUILD with ARGS (run through $runner when set), then the tests it skipped, each with
 # its SKIPPED/ERROR line; a skipped test outside label gpu fails the suite under CI=true, unless
