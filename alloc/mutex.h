@@ -18,6 +18,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cpu.h"
+
 typedef struct rs_mutex {
     atomic_int v;
 } rs_mutex;
@@ -27,15 +29,6 @@ typedef struct rs_mutex {
 static inline void rs_futex(atomic_int *addr, int op, int val)
 {
     syscall(SYS_futex, (int *)addr, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
-}
-
-static inline void rs_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __asm__ volatile("pause");
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
 }
 
 __attribute__((noinline, unused)) static void rs_mutex_lock_slow(rs_mutex *m)

@@ -3,14 +3,15 @@
  *
  * rs_now_us reads CLOCK_REALTIME: ~20-25 ns through the vDSO, which was most of the cost of
  * recording an event (three per malloc+free pair). rs_fastclock gives the same clock for
- * ~1/3 of that on x86-64 with an invariant TSC (as PyTorch's getApproximateTime does): it reads
- * the TSC and extrapolates from the last CLOCK_REALTIME anchor. The anchor is renewed every
+ * ~1/3 of that where the processor has a steady counter (x86-64's invariant TSC, aarch64's generic
+ * timer: platform/cpu.h), as PyTorch's getApproximateTime does: it reads the counter (the "TSC"
+ * below) and extrapolates from the last CLOCK_REALTIME anchor. The anchor is renewed every
  * RS_FASTCLOCK_ANCHOR_NS or so (one clock_gettime per millisecond of events), and the TSC rate
  * is measured against CLOCK_REALTIME over the whole life of the clock, so the extrapolation
  * error stays at nanoseconds; NTP slewing is followed at each anchor, and a step of the wall
  * clock is taken at the next anchor (and restarts the rate measurement). Until the rate has
- * been measured over RS_FASTCLOCK_CALIBRATE_NS, and wherever the TSC is not invariant or not
- * x86-64, every read is a plain clock_gettime, so the first events of a short run are exact.
+ * been measured over RS_FASTCLOCK_CALIBRATE_NS, and wherever there is no steady counter, every
+ * read is a plain clock_gettime, so the first events of a short run are exact.
  * Returned times never step back by less than a millisecond (a re-anchor correcting a tiny
  * extrapolation error would otherwise reorder events that the ring holds in order); a real
  * step of the wall clock backwards is passed on, as clock_gettime would.
@@ -23,10 +24,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <x86intrin.h>
-#endif
+#include "cpu.h"
 
 static inline uint64_t rs_now_ns(void)
 {
@@ -66,17 +64,10 @@ typedef struct rs_fastclock {
     uint64_t last_us;     /* the last time handed out                                     */
 } rs_fastclock;
 
-#if defined(__x86_64__)
 static inline uint64_t rs_fastclock_ticks(void)
 {
-    return (uint64_t)__rdtsc();
+    return rs_cpu_ticks();
 }
-#else
-static inline uint64_t rs_fastclock_ticks(void)
-{
-    return 0;
-}
-#endif
 
 /* CLOCK_REALTIME in ns with the TSC read right before and after it; 0 if the two reads are too
  * far apart (preempted, or an interrupt) to pair the tick count with the time. */
@@ -97,18 +88,11 @@ static inline uint64_t rs_fastclock_pair(uint64_t max_ticks, uint64_t *tsc)
 static inline void rs_fastclock_init(rs_fastclock *c)
 {
     c->use_tsc = 0;
-    c->can_tsc = 0;
+    c->can_tsc = rs_cpu_ticks_steady();
     c->last_us = 0;
     c->mult = 0;
     c->span = 0;
-#if defined(__x86_64__)
-    unsigned eax, ebx, ecx, edx;
-    /* CPUID 0x80000007 EDX bit 8: invariant TSC (constant rate, runs in every C-state, in step
-     * across cores): the only TSC that can stand in for a clock. */
-    if (__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) && eax >= 0x80000007u &&
-        __get_cpuid(0x80000007u, &eax, &ebx, &ecx, &edx) && (edx & (1u << 8)))
-        c->can_tsc = 1;
-#endif
+    c->base_tsc = 0;
     c->base_ns = c->can_tsc ? rs_fastclock_pair(UINT64_MAX, &c->base_tsc) : 0;
     c->anchor_ns = c->base_ns;
     c->anchor_tsc = c->base_tsc;

@@ -12,7 +12,12 @@ set -eu
 #   stays the system's default MPI (mpicc, mpirun: Debian's alternatives rank it first)
 # python3-build, python3-venv, patchelf: the wheel, built offline and installed in a fresh venv
 #   (tests/package/wheel.sh); patchelf gives the libraries it bundles RUNPATH $ORIGIN
-pkgs="cmake make gcc g++ clang pkg-config libopenmpi-dev openmpi-bin mpich libmpich-dev libmsgpack-dev libunwind-dev python3 python3-msgpack python3-build python3-venv patchelf chromium nodejs node-css-tree"
+# gcc/g++-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user-static: the aarch64 cross build and
+# its tests under qemu (the static build: tests/emulated.sh registers it with binfmt_misc)
+# slurmctld, slurmd, slurm-client: the jobs of label slurm, each started on a Slurm of its own
+# (tests/cli/slurm_jobs.sh: its own configuration, ports and folders); the packages' services
+# need /etc/slurm/slurm.conf to start and are left as the packages leave them
+pkgs="cmake make gcc g++ clang pkg-config libopenmpi-dev openmpi-bin mpich libmpich-dev libmsgpack-dev libunwind-dev python3 python3-msgpack python3-build python3-venv patchelf chromium nodejs node-css-tree gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static slurmctld slurmd slurm-client"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 missing=""
@@ -73,6 +78,34 @@ if [ -n "$py312" ]; then
   echo "setup-deps: Python 3.12+ is $py312"
 else
   lack "no Python 3.12 or later on PATH or in pyenv, and apt has none to install: the exit-path cases *_python_3_12 cannot run"
+fi
+
+# The libraries the aarch64 cross build links, built for arm64: Debian's own packages, installed
+# beside their amd64 twins (multiarch; each is Multi-Arch: same, so apt may have to bring the
+# amd64 one to the same version, and is told to remove nothing). Debian's archive carries every
+# architecture; elsewhere (Ubuntu's arm64 packages are on another mirror) this is left to the
+# machine's owner.
+arm64_pkgs="libmsgpack-dev:arm64 libunwind-dev:arm64"
+arm64_missing=""
+for p in $arm64_pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || arm64_missing="$arm64_missing $p"
+done
+if [ -n "$arm64_missing" ]; then
+  os=$(. /etc/os-release 2>/dev/null && echo "${ID:-}")
+  if [ "$os" = debian ]; then
+    echo "setup-deps: installing$arm64_missing (dpkg architecture arm64)"
+    dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends --no-remove $arm64_missing ||
+      lack "apt could not install$arm64_missing beside the amd64 packages: the aarch64 cross build cannot link"
+  else
+    lack "no$arm64_missing: on Debian this script installs them (dpkg --add-architecture arm64); here, add the arm64 packages of msgpack-c and libunwind another way: the aarch64 cross build cannot link"
+  fi
+fi
+# Running the cross build's tests: the kernel hands aarch64 programs to qemu, through a
+# binfmt_misc of the tests' own (tests/emulated.sh)
+if command -v qemu-aarch64-static >/dev/null 2>&1; then
+  why=$(sh "$(dirname "$0")/emulated.sh" true 2>&1) || lack "aarch64 programs cannot be run here: $why"
 fi
 
 if [ -n "$lacking" ]; then

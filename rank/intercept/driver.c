@@ -16,10 +16,11 @@
  *   driver's export of that variant; a name not wrapped, or a version older than the wrapped ABI,
  *   gets the driver's own answer;
  * - dlsym on a handle of libcuda (dlopen("libcuda.so.1") + dlsym, which is how those runtimes find
- *   cuGetProcAddress itself): the process's dlsym is taken over by a small trampoline (x86-64)
- *   that jumps to the real dlsym for everything but wrapped names looked up in libcuda, so that the
- *   real one still sees its caller's return address (RTLD_NEXT is relative to the caller). Not in
- *   a sanitizer build, whose runtime calls dlsym before it is set up.
+ *   cuGetProcAddress itself): the process's dlsym is taken over by a small trampoline
+ *   (platform/trampoline.h, where the processor has one) that jumps to the real dlsym for
+ *   everything but wrapped names looked up in libcuda, so that the real one still sees its
+ *   caller's return address (RTLD_NEXT is relative to the caller). Not in a sanitizer build,
+ *   whose runtime calls dlsym before it is set up.
  *
  * Each wrapper calls the real entry point, then records what it did as memory outside ranksnap's
  * allocators (outside.h): on the device it landed on, with the caller's stack, under the library
@@ -55,6 +56,8 @@
 #include "launcher.h"
 #include "outside.h"
 #include "ptrmap.h"
+#include "symver.h"
+#include "trampoline.h"
 
 #define RS_EXPORT __attribute__((visibility("default")))
 
@@ -66,10 +69,8 @@ static pthread_once_t rs_real_dlsym_once = PTHREAD_ONCE_INIT;
 
 static void rs_real_dlsym_load(void)
 {
-    /* the next dlsym after this library: libc's (GLIBC_2.34), or libdl's on older systems */
-    void *f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (!f) f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-    *(void **)(&rs_real_dlsym_fn) = f;
+    /* the next dlsym after this library: libc's, or libdl's on older systems */
+    *(void **)(&rs_real_dlsym_fn) = rs_symver_next("dlsym", rs_symver_dlsym);
 }
 
 static void *rs_real_dlsym(void *handle, const char *name)
@@ -863,28 +864,8 @@ void *ranksnap_drv_real_dlsym_target(void)
     return (void *)(uintptr_t)rs_real_dlsym_fn;
 }
 
-#if defined(__x86_64__) && !defined(RANKSNAP_SANITIZED)
+#if defined(RS_TRAMPOLINE) && !defined(RANKSNAP_SANITIZED)
 /* dlsym(handle, name): the hook decides; when it has nothing to say, a tail jump to the real dlsym
  * keeps the caller's return address, which glibc's dlsym uses for RTLD_NEXT. */
-__asm__(".text\n"
-        ".globl dlsym\n"
-        ".type dlsym, @function\n"
-        "dlsym:\n"
-        "    push %rdi\n"
-        "    push %rsi\n"
-        "    sub $8, %rsp\n"
-        "    call ranksnap_drv_dlsym_hook\n"
-        "    test %rax, %rax\n"
-        "    jnz 1f\n"
-        "    call ranksnap_drv_real_dlsym_target\n"
-        "    add $8, %rsp\n"
-        "    pop %rsi\n"
-        "    pop %rdi\n"
-        "    test %rax, %rax\n"
-        "    jz 2f\n"
-        "    jmp *%rax\n"
-        "1:  add $24, %rsp\n"
-        "    ret\n"
-        "2:  ret\n"
-        ".size dlsym, .-dlsym\n");
+RS_TRAMPOLINE(dlsym, ranksnap_drv_dlsym_hook, ranksnap_drv_real_dlsym_target);
 #endif

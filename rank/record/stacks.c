@@ -12,6 +12,13 @@
  * register, ends the walk early. The walk never leaves the thread's stack, so a bad chain yields
  * a short stack, never a crash.
  *
+ * Pointer authentication (aarch64): code built with -mbranch-protection saves its return address
+ * signed, a code in the bits above the address. The frame-pointer walk strips it
+ * (platform/cpu.h). libunwind's unw_backtrace does not follow it (its fast path reads the saved
+ * address as it is, and the libunwind of Debian 12 stops at the first signed frame, or crashes),
+ * so where the processor signs return addresses the compiler's _Unwind_Backtrace takes the native
+ * stacks: it reads the signing state from the unwind tables, at the cost of the slower walk.
+ *
  * Interning: an open-addressing table (linear probing, power-of-two size, rehashed above 70%
  * load) maps a hash of the pc array to an id; entries keep an offset and a length into one
  * growing pool of pcs, so that a stack seen before costs a hash, one probe and one memcmp, and
@@ -33,6 +40,7 @@
 #include <libunwind.h>
 #endif
 
+#include "cpu.h"
 #include "errors.h"
 #include "log.h"
 #include "stacks.h"
@@ -216,7 +224,7 @@ rs_fp_walk(uintptr_t fp, uintptr_t *pcs, int max, int skip)
         if (skip > 0)
             skip--;
         else
-            pcs[n++] = ret;
+            pcs[n++] = rs_cpu_strip_pc(ret);
         if (next <= fp || (next & (sizeof(uintptr_t) - 1)) != 0 || next - fp > RS_FP_MAX_FRAME)
             break;
         fp = next;
@@ -235,14 +243,16 @@ __attribute__((always_inline)) static inline int rs_capture_here(rs_stacks_mode 
     if (skip < 0) skip = 0;
     if (mode == RS_STACKS_NATIVE) {
 #if defined(RANKSNAP_HAVE_LIBUNWIND)
-        /* unw_backtrace, like the unwinder below, reports the capturing function first */
-        void *raw[RS_MAX_STACK_DEPTH + 16];
-        int want = depth + skip + 1;
-        if (want > (int)(sizeof raw / sizeof raw[0])) want = (int)(sizeof raw / sizeof raw[0]);
-        int got = unw_backtrace(raw, want);
-        int n = 0;
-        for (int i = skip + 1; i < got && n < depth; i++) pcs[n++] = (uintptr_t)raw[i];
-        return n;
+        if (!rs_cpu_signs_return_addresses()) {
+            /* unw_backtrace, like the unwinder below, reports the capturing function first */
+            void *raw[RS_MAX_STACK_DEPTH + 16];
+            int want = depth + skip + 1;
+            if (want > (int)(sizeof raw / sizeof raw[0])) want = (int)(sizeof raw / sizeof raw[0]);
+            int got = unw_backtrace(raw, want);
+            int n = 0;
+            for (int i = skip + 1; i < got && n < depth; i++) pcs[n++] = (uintptr_t)raw[i];
+            return n;
+        }
 #endif
         struct rs_native_walk w = {pcs, 0, depth, skip + 1};
         _Unwind_Backtrace(rs_native_step, &w);

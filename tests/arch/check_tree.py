@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 # the top-level folders of the layers, from the bottom
-LAYER_DIRS = ["common", "alloc", "collector", "rank", "cli"]
+LAYER_DIRS = ["platform", "common", "alloc", "collector", "rank", "cli"]
 # libc's names that rank/intercept/driver.c interposes for the whole process: a file calling them
 # calls the system, not driver.c
 INTERPOSED = {"dlsym"}

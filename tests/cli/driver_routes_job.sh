@@ -3,6 +3,7 @@
 # libranksnap.so (PRELOAD) in front of the fake CUDA driver found in FAKE_DIR: every route to the
 # driver reached ranksnap's wrappers, and each rank's snapshots hold its allocations once, on its
 # device, with their stacks, then their frees and the OOM (tests/cli/check_driver_snapshot.py).
+# MPIEXEC "none": the routes and the snapshots of one process started on its own, and no more.
 # usage: driver_routes_job.sh PROGRAM DIR MPIEXEC PRELOAD FAKE_DIR PYTHON (one with msgpack)
 set -u
 program=$1 dir=$2 mpiexec=$3 preload=$4 fake=$5 python=$6
@@ -12,6 +13,16 @@ rm -rf "$dir" && mkdir -p "$dir" || exit 1
 # NCCL's own thread
 nccl=""; nccl_flag=""
 if [ -f "$fake/libnccl.so.2" ]; then nccl="$fake/libnccl.so.2"; nccl_flag=--nccl; fi
+if [ "$mpiexec" = none ]; then
+  out=$(RANKSNAP_DIR="$dir" FAKE_NCCL_LIB="$nccl" LD_PRELOAD="$preload" LD_LIBRARY_PATH="$fake" \
+        "$program" "$dir" 2>&1); rc=$?
+  echo "$out"
+  test $rc -eq 0 || { echo "FAIL: the program exited $rc"; exit 1; }
+  echo "$out" | grep -q '^rank 0: routes ok$' || { echo "FAIL: not every route was ranksnap's"; exit 1; }
+  "$python" "$here/check_driver_snapshot.py" "$dir/live-0.rsnap" "$dir/end-0.rsnap" 0 $nccl_flag || exit 1
+  echo "driver_routes_job: ok (one process)"
+  exit 0
+fi
 out=$(RANKSNAP_DIR="$dir" FAKE_NCCL_LIB="$nccl" "$mpiexec" -np 4 --oversubscribe --allow-run-as-root \
       --mca btl self,vader -x LD_PRELOAD="$preload" -x LD_LIBRARY_PATH="$fake" -x RANKSNAP_DIR \
       -x FAKE_NCCL_LIB "$program" "$dir" 2>&1); rc=$?

@@ -51,6 +51,25 @@ case_launcher_keeps_a_recorder_given_in_the_environment() {
     expect "$(RANKSNAP_RECORDER=ranksnap "$run" --lib "$lib" "$py" -c "$show")" "ranksnap $pydir True"
 }
 
+# installed under /usr by Debian's rules, the library is in the machine's multiarch folder: on
+# aarch64 lib/aarch64-linux-gnu (uname answered by a stand-in), on x86-64 lib/x86_64-linux-gnu
+case_launcher_finds_the_library_in_the_machines_multiarch_folder() {
+    for m in aarch64 x86_64; do
+        prefix=$dir/$m/usr
+        mkdir -p "$prefix/bin" "$prefix/lib/$m-linux-gnu" "$dir/$m/uname"
+        cp "$run" "$prefix/bin/ranksnap-run"
+        cp "$lib" "$prefix/lib/$m-linux-gnu/libranksnap.so"
+        printf '#!/bin/sh\n[ "$1" = -m ] && echo %s || exec /bin/uname "$@"\n' "$m" > "$dir/$m/uname/uname"
+        chmod +x "$dir/$m/uname/uname"
+        expect "$(PATH="$dir/$m/uname:$PATH" "$prefix/bin/ranksnap-run" sh -c 'echo "$LD_PRELOAD"')" \
+            "$prefix/bin/../lib/$m-linux-gnu/libranksnap.so"
+    done
+    # another machine's folder is not this one's
+    out=$(PATH="$dir/x86_64/uname:$PATH" "$dir/aarch64/usr/bin/ranksnap-run" true 2>&1); rc=$?
+    test $rc -eq 2 || { echo "$out"; exit 1; }
+    case "$out" in *"cannot find libranksnap.so"*) ;; *) echo "$out"; exit 1 ;; esac
+}
+
 case_launcher_refuses_an_unknown_torch_allocator() {
     out=$("$run" --lib "$lib" --torch-allocator cuda "$py" -c 'print(1)' 2>&1); rc=$?
     echo "$out"

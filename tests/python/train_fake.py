@@ -42,7 +42,8 @@ ways the tests need:
                     ("forked helper PID"): one with os.fork() that ends with sys.exit(0), one a
                     multiprocessing worker (fork context), which leaves by os._exit; the rank
                     waits for each and fails if one did not end with 0
-Ranks come from the launcher's variables (OMPI_COMM_WORLD_RANK or torchrun's RANK).
+Ranks come from the launcher's variables (OMPI_COMM_WORLD_RANK, torchrun's RANK, or srun's
+SLURM_PROCID, which scripts started by srun read themselves).
 """
 import argparse
 import datetime
@@ -59,14 +60,14 @@ MIB = 1 << 20
 
 
 def launcher_rank():
-    for v in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK"):
+    for v in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK", "SLURM_PROCID"):
         if os.environ.get(v):
             return int(os.environ[v])
     return 0
 
 
 def launcher_size():
-    for v in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"):
+    for v in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE", "SLURM_NTASKS"):
         if os.environ.get(v):
             return int(os.environ[v])
     return 1

@@ -474,6 +474,43 @@ TEST(fp_mode_always_gets_the_callers_frame_and_stops_at_the_depth)
     rs_stacks_destroy(s);
 }
 
+#if defined(__aarch64__)
+/* Signs the return address it saves in its frame (pac-ret: pointer authentication, as code built
+ * with -mbranch-protection=standard does, the default of several distributions); a processor or
+ * emulator with pointer authentication then keeps a code in the address's top bits. */
+__attribute__((noinline, target("branch-protection=pac-ret"))) static int
+capture_in_a_signed_frame(rs_stacks *s, uintptr_t *pcs, uintptr_t *ret)
+{
+    *ret = (uintptr_t)__builtin_return_address(0); /* the compiler strips its code */
+    int n = capture_pcs_here(s, pcs);
+    int_sink = n;
+    return n;
+}
+#endif
+
+/* The frame of a function that signs its return address gives its caller's plain address, in
+ * both modes: the pcs are looked up as addresses of code. */
+TEST(a_signed_return_address_is_captured_as_the_callers_plain_address)
+{
+#if defined(__aarch64__)
+    rs_stacks_mode modes[] = {RS_STACKS_FP, RS_STACKS_NATIVE};
+    for (int m = 0; m < 2; m++) {
+        rs_stacks *s = new_stacks(modes[m], 16);
+        uintptr_t pcs[16] = {0}, ret = 0;
+        /* capture_pcs_here's return into capture_in_a_signed_frame, then the signed one */
+        int n = capture_in_a_signed_frame(s, pcs, &ret);
+        CHECK(n >= 3);
+        if (n >= 3 && pcs[2] != ret)
+            fprintf(stderr, "mode %d: %#lx where the caller's %#lx was expected\n", (int)modes[m],
+                    (unsigned long)pcs[2], (unsigned long)ret);
+        CHECK(n >= 3 && pcs[2] == ret);
+        rs_stacks_destroy(s);
+    }
+#else
+    printf("(no pointer authentication on this processor: nothing to strip)\n");
+#endif
+}
+
 struct thread_capture {
     rs_stacks *native, *fp;
     uint32_t native_id, fp_id;
@@ -521,5 +558,6 @@ int main(void)
     RUN(resolve_of_unknown_pcs_gives_question_marks_and_no_module);
     RUN(fp_mode_always_gets_the_callers_frame_and_stops_at_the_depth);
     RUN(capture_works_on_threads_other_than_main);
+    RUN(a_signed_return_address_is_captured_as_the_callers_plain_address);
     return check_summary();
 }
