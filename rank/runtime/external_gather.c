@@ -46,7 +46,15 @@ typedef struct rs_xg {
     int *present;
     rs_snap **full;
     uint64_t bytes_summaries, bytes_full;
+    rs_gather_decode_fn decode; /* the pickles' (reader library), or the .rsnap's */
 } rs_xg;
+
+/* A rank recorded natively (external.h) writes ranksnap's own snapshot: its decoder, in the
+ * shape of the reader library's. */
+static ranksnap_status rs_xg_decode_rsnap(const char *buf, size_t len, const char *name, rs_snap **out)
+{
+    return rs_rsnap_decode(buf, len, name, out);
+}
 
 static void rs_xg_free(rs_xg *x)
 {
@@ -163,7 +171,7 @@ static void rs_xg_take_full(void *arg, int rank, const void *buf, size_t len)
     if (rank < 0 || rank >= x->size || !len || !buf || x->full[rank]) return;
     char name[64];
     snprintf(name, sizeof name, "rank %d's gathered snapshot", rank);
-    if (rs_reader_lib_decode(buf, len, name, &x->full[rank]) != RANKSNAP_OK)
+    if (x->decode(buf, len, name, &x->full[rank]) != RANKSNAP_OK)
         RS_WARN(RS_SUB_MPI, "gather: %s", ranksnap_last_error());
     else
         x->bytes_full += len;
@@ -221,7 +229,7 @@ static rs_snap *rs_xg_read_path(rs_runtime *rt, const char *name, int qualified,
     size_t len = 0;
     rs_snap *s = NULL;
     if (rs_file_read(path, 0, &buf, &len) == RANKSNAP_OK &&
-        rs_reader_lib_decode(buf, len, path, &s) == RANKSNAP_OK) {
+        (rs_external_native() ? rs_xg_decode_rsnap : rs_reader_lib_decode)(buf, len, path, &s) == RANKSNAP_OK) {
         int same = s->rank == r && strcmp(s->job, rt->job) == 0 && s->time.n_ranges > 0 &&
                    s->time.ranges[s->time.n_ranges - 1].begin == begin;
         if (!same) {
@@ -289,7 +297,11 @@ ranksnap_status rs_external_end_of_range(rs_runtime *rt, rs_gather_result *g, in
     memset(g, 0, sizeof *g);
     char *buf = NULL;
     size_t len = 0;
-    ranksnap_status st = rs_external_snapshot(rt, "range_end", &buf, &len);
+    /* recorded natively (external.h): ranksnap's own snapshot, a .rsnap, and its decoder */
+    int native = rs_external_native();
+    rs_gather_decode_fn decode = native ? rs_xg_decode_rsnap : rs_reader_lib_decode;
+    ranksnap_status st = native ? rs_dump_encode(rt, 1, &buf, &len)
+                                : rs_external_snapshot(rt, "range_end", &buf, &len);
     rs_external_stop(rt);
     if (st != RANKSNAP_OK) {
         RS_WARN(RS_SUB_DUMP, "%s", ranksnap_last_error());
@@ -304,7 +316,7 @@ ranksnap_status rs_external_end_of_range(rs_runtime *rt, rs_gather_result *g, in
     rs_snap *self = NULL;
     rs_summary mine;
     memset(&mine, 0, sizeof mine);
-    ranksnap_status dst = rs_reader_lib_decode(buf, len, "this rank's snapshot", &self);
+    ranksnap_status dst = decode(buf, len, "this rank's snapshot", &self);
     if (dst == RANKSNAP_ERR_UNSUPPORTED) {
         /* no reader library: every rank of the job runs the same install, so every rank skips
          * the gather alike, and no rank waits for another */
@@ -326,7 +338,7 @@ ranksnap_status rs_external_end_of_range(rs_runtime *rt, rs_gather_result *g, in
     ranksnap_status gst = RANKSNAP_OK;
     if (rs_coord_comm(rt->coord) || rt->world_size <= 1) {
         /* MPI, or a process on its own: gather.c, which takes `self` over */
-        gst = rs_gather_run_with(rt->coord, rs_reader_lib_decode, buf, len, &mine, self,
+        gst = rs_gather_run_with(rt->coord, decode, buf, len, &mine, self,
                                  rt->opts.gather, rt->opts.gather_timeout, rt->opts.divergence, g);
         self = NULL;
     } else {
@@ -336,6 +348,7 @@ ranksnap_status rs_external_end_of_range(rs_runtime *rt, rs_gather_result *g, in
         if (self && rs_rank_comms_of(self, &comms) != RANKSNAP_OK)
             RS_WARN(RS_SUB_MPI, "gather: %s: this rank's role is not known", ranksnap_last_error());
         if ((gst = rs_xg_init(&x, rt->world_size)) == RANKSNAP_OK) {
+            x.decode = decode;
             if (rt->rank == 0) {
                 x.sums[0] = mine;
                 x.present[0] = 1;
