@@ -272,6 +272,36 @@ case_torchrun_like_cuda_malloc_async_ranks_are_recorded_by_ranksnap() {
     # afterwards, from the files alone: the same verdict
     "$ranksnap" report "$dir" > "$dir.after" 2>&1 || { cat "$dir.after"; exit 1; }
     grep -q "^rank 1 .*forward (train_fake.py:" "$dir.after" || { cat "$dir.after"; echo "FAIL: report DIR"; exit 1; }
+    # exported for PyTorch's viewer: each cudaMallocAsync a segment of one block, named by the
+    # script's line, and a trace the viewer's backward replay takes from the segments to the start
+    "$ranksnap" export --torch --rank 1 "$dir" -o "$dir.rank1.pickle" > /dev/null || exit 1
+    "$py" - "$dir.rank1.pickle" <<'PY' || { echo "FAIL: the exported pickle"; exit 1; }
+import pickle, sys
+s = pickle.load(open(sys.argv[1], "rb"))
+t = s["device_traces"][0]
+allocs = [e for e in t if e["action"] == "alloc"]
+assert any(f["name"] == "forward" and f["filename"].endswith("train_fake.py")
+           for e in allocs for f in e["frames"]), allocs[:3]
+assert s["segments"] and all(len(g["blocks"]) == 1 for g in s["segments"]), s["segments"][:2]
+blocks = {b["address"] for g in s["segments"] for b in g["blocks"]}
+segs = {g["address"] for g in s["segments"]}
+for e in reversed(t):
+    a, p = e["action"], e["addr"]
+    if a == "alloc":
+        assert p in blocks, e
+        blocks.discard(p)
+    elif a == "free_completed":
+        assert p not in blocks, e
+        blocks.add(p)
+    elif a == "free_requested":
+        assert p in blocks, e
+    elif a == "segment_alloc":
+        assert p in segs and p not in blocks, e
+        segs.discard(p)
+    elif a == "segment_free":
+        assert p not in segs, e
+        segs.add(p)
+PY
 }
 
 # Rank 1, which keeps 4 MiB per step, capped at 100 MiB (RANKSNAP_MEMORY_LIMIT, checked at the
