@@ -217,6 +217,14 @@ typedef struct ranksnap_recorder_ops {
  * ranksnap_init. */
 RANKSNAP_API ranksnap_status ranksnap_set_recorder(const ranksnap_recorder_ops *ops);
 
+/* The framework's recorder cannot run in this process (PyTorch's cudaMallocAsync backend has
+ * none): ranksnap records the rank itself instead, at the CUDA driver, with the framework's
+ * allocator left serving every request, and writes rank-RRRRR.rsnap, whose report says how it
+ * was recorded and `why` (at most 159 bytes kept). The registered ops still gather and broadcast;
+ * their start, stop and dump are not called. RANKSNAP_RECORDER=torch only, and before ranksnap
+ * started (the glue calls it when torch is imported): RANKSNAP_ERR_UNSUPPORTED otherwise. */
+RANKSNAP_API ranksnap_status ranksnap_record_natively(const char *why);
+
 /* This rank's identity as the framework's process group gives it (torch.distributed's
  * get_rank() and get_world_size()), and the job id all its ranks agreed on (NULL: this
  * process's own, ranksnap_job). It replaces what the launcher's environment said, for the

@@ -216,6 +216,7 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
     rs_text_copy_head(out->host, sizeof out->host, s->host ? s->host : "");
     rs_text_copy_head(out->job, sizeof out->job, s->job ? s->job : "");
     copy_steps_from(out->steps_from, sizeof out->steps_from, s->time.steps_from ? s->time.steps_from : "");
+    rs_text_copy_head(out->recorded_by, sizeof out->recorded_by, s->time.recorded_by ? s->time.recorded_by : "");
     out->peak_allocated = t->allocated_bytes_peak;
     out->peak_reserved = t->reserved_bytes_peak;
     out->reserved_at_peak = t->reserved_bytes_peak;

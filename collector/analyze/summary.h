@@ -40,6 +40,7 @@ typedef struct rs_summary {
     char host[64];
     char job[64];
     char steps_from[96];         /* how the rank numbered its steps, "" = not said */
+    char recorded_by[128];       /* how it was recorded when not the usual way, "" = usual */
     uint64_t peak_allocated;
     uint64_t peak_reserved;
     uint64_t reserved_at_peak;   /* reserved bytes when allocated peaked */

@@ -336,6 +336,12 @@ static ranksnap_status read_time(const mapv *top, rs_snap *s)
         where w = rs_rd_field_of(&t, "steps_from");
         RS_CHECK(rs_rd_as_str(d, how, &w, &s->time.steps_from));
     }
+    size_t by = 0; /* optional: only a framework's rank recorded by ranksnap itself has it */
+    RS_CHECK(rs_rd_lookup(&t, "recorded_by", 0, &by));
+    if (by) {
+        where w = rs_rd_field_of(&t, "recorded_by");
+        RS_CHECK(rs_rd_as_str(d, by, &w, &s->time.recorded_by));
+    }
     RS_CHECK(m_array(&t, "ranges", &n, &at));
     ALLOC_ARRAY(d, s->time.ranges, n, "time.ranges");
     s->time.n_ranges = (size_t)n;

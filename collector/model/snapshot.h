@@ -80,6 +80,8 @@ typedef struct rs_snap_time {
     rs_snap_range *ranges;
     int64_t current_step;
     char *steps_from;         /* how the rank numbered its steps, NULL = the file does not say */
+    char *recorded_by;        /* how a framework's rank was recorded instead of by the framework's
+                               * recorder ("recorded at the CUDA runtime: ..."), NULL = usual */
 } rs_snap_time;
 
 /* Device memory outside the allocator held by a known holder (totals.outside_labels). */

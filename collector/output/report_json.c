@@ -84,6 +84,11 @@ void rs_report_json_rank(FILE *f, const rs_summary *s, const char *role, const r
         rs_json_key(f, "steps_from");
         rs_json_string(f, s->steps_from, RS_JSON_PLAIN);
     }
+    if (s->recorded_by[0]) { /* only where the file says it */
+        fputs(", ", f);
+        rs_json_key(f, "recorded_by");
+        rs_json_string(f, s->recorded_by, RS_JSON_PLAIN);
+    }
     char words[1024];
     if (rs_endings_words(&s->end, words, sizeof words)) { /* only where the file says it */
         fputs(", ", f);

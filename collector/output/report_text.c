@@ -144,6 +144,30 @@ static void print_steps_from(FILE *out, const rs_compare_result *r)
     fputc('\n', out);
 }
 
+/* "recorded at the CUDA runtime: PyTorch's recorder does not support backend:cudaMallocAsync
+ * (every rank)": how the ranks whose files say it were recorded, each way with its ranks, so that
+ * a reader knows the history is not the framework's own. Nothing when no file says. */
+static void print_recorded_by(FILE *out, const rs_compare_result *r)
+{
+    for (size_t i = 0; i < r->n_ranks; i++) {
+        const char *by = r->ranks[i].recorded_by;
+        if (!by[0]) continue;
+        size_t j = 0, same = 0;
+        while (j < i && strcmp(r->ranks[j].recorded_by, by) != 0) j++;
+        if (j < i) continue; /* this way was listed with its first rank */
+        for (size_t k = i; k < r->n_ranks; k++) same += !strcmp(r->ranks[k].recorded_by, by);
+        rs_text_put(out, by);
+        if (same == r->n_ranks) {
+            fputs(" (every rank)\n\n", out);
+            continue;
+        }
+        fputs(" (rank", out);
+        for (size_t k = i; k < r->n_ranks; k++)
+            if (!strcmp(r->ranks[k].recorded_by, by)) fprintf(out, " %" PRId32, r->ranks[k].rank);
+        fputs(")\n\n", out);
+    }
+}
+
 /* "rank 1: NCCL holds 1.20 GiB, ncclMemAlloc holds 64.00 MiB (outside the allocator at the end:
  * 1.50 GiB, 240.00 MiB of it by no holder ranksnap saw: the CUDA context, ...)", for the ranks
  * whose outside memory has a known holder: the device's own count (total - free) set against the
@@ -634,6 +658,7 @@ ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r)
         print_table(out, r);
         fputc('\n', out);
         print_steps_from(out, r);
+        print_recorded_by(out, r);
         print_pools(out, r);
         print_device_use(out, r);
         print_outside_holders(out, r);

@@ -64,6 +64,7 @@ def lib():
         "ranksnap_annotate_begin": (ctypes.c_int, [ctypes.c_char_p]),
         "ranksnap_annotate_end": (ctypes.c_int, [ctypes.c_char_p]),
         "ranksnap_set_recorder": (ctypes.c_int, [ctypes.POINTER(RecorderOps)]),
+        "ranksnap_record_natively": (ctypes.c_int, [ctypes.c_char_p]),
         "ranksnap_set_identity": (ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.c_char_p]),
         "ranksnap_job": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t]),
         "ranksnap_last_error": (ctypes.c_char_p, []),

@@ -27,6 +27,9 @@ _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 CAPS = {
     "recorder": ("recording with PyTorch's recorder (torch.cuda.memory._record_memory_history)",
                  "this rank's ranges record no history; its pickles hold the allocator's state alone"),
+    "driver recorder": ("recording this rank at the CUDA driver, as backend:cudaMallocAsync has no "
+                        "recorder of PyTorch's (ranksnap_record_natively)",
+                        "PyTorch's recorder refuses to start: this rank's ranges record no history"),
     "stopping": ("stopping PyTorch's recorder at a range's end",
                  "it may record on past the range, at what recording costs"),
     "snapshot": ("writing this rank's snapshot (torch.cuda.memory._snapshot)",

@@ -34,6 +34,11 @@ Installed when `torch` is imported (sitecustomize.py), with no change to the tra
   before the range are labelled as such and named by the parameter or optimizer state they hold.
 - RANKSNAP_RECORDER=ranksnap (ranksnap-run --torch-allocator ranksnap): ranksnap's own allocator
   instead, as PyTorch's pluggable allocator, swapped in now, before CUDA is initialised.
+- backend:cudaMallocAsync (PYTORCH_CUDA_ALLOC_CONF), whose allocator has no recorder and no OOM
+  observer: told to the library before it starts (ranksnap_record_natively), which then records
+  the rank itself at the CUDA driver, with the Python frames of the allocating thread, and writes
+  a .rsnap; PyTorch's allocator keeps serving every request. The ops stay registered for the
+  gather over torch.distributed; start, stop and dump are not called.
 
 Every callback catches its exceptions: an exception escaping a ctypes callback is printed and
 answered with 0, which would read as success.
@@ -74,6 +79,7 @@ class Glue:
         self.torch = torch
         self.lib = _lib.lib()
         self.mode = None            # "torch" or "ranksnap" once installed
+        self.native = None          # why ranksnap records this rank itself, when it does
         self.how = None             # what the steps are based on, not yet told to the library
         self.initialised = False
         self.init_failed = False
@@ -101,11 +107,14 @@ class Glue:
 
     def install(self):
         ops = self._make_ops()
+        self._record_natively_if_no_recorder()
         status = self.lib.ranksnap_set_recorder(ctypes.byref(ops))
         if status == _lib.OK:
             self.mode = "torch"
             self.ops = ops
-            self._defer_cuda(self._attach_oom_observer)
+            # the driver's interposers see a refused request (the backend has no observers)
+            if not self.native:
+                self._defer_cuda(self._attach_oom_observer)
         elif status == _lib.ERR_UNSUPPORTED:
             self.mode = "ranksnap"
             self._use_pluggable_allocator()
@@ -121,6 +130,24 @@ class Glue:
         if self.mode == "torch":
             self.groups.install()
             self.graphs.install()
+
+    def _record_natively_if_no_recorder(self):
+        """PyTorch's cudaMallocAsync backend has no recorder (_record_memory_history raises
+        "cudaMallocAsync does not yet support recordHistory") and no snapshot: ranksnap records
+        the rank itself then, told before it starts. The backend is fixed when torch is loaded
+        (PYTORCH_CUDA_ALLOC_CONF), so asking now initialises nothing."""
+        try:
+            backend = self.torch.cuda.get_allocator_backend()
+        except Exception:  # an older torch: the recorder's own refusal says it (_start)
+            return
+        if backend != "cudaMallocAsync":
+            return
+        why = "PyTorch's recorder does not support backend:cudaMallocAsync"
+        status = self.lib.ranksnap_record_natively(why.encode())
+        if status == _lib.OK:
+            self.native = why
+        elif status != _lib.ERR_UNSUPPORTED:  # RANKSNAP_RECORDER=ranksnap needs nothing
+            _off.off("driver recorder", f"{why}, and the library refused: " + _lib.error(status))
 
     def _watch_exits(self):
         """The ways out that tell how the program ends, which _at_exit cannot see by itself: the
@@ -288,6 +315,14 @@ class Glue:
             try:
                 memory._record_memory_history(**kw)
             except RuntimeError as e:
+                if "does not yet support recordHistory" in str(e):
+                    # a backend get_allocator_backend did not name when torch was imported:
+                    # too late for ranksnap to record it itself, since it started
+                    _off.off("recorder", e,
+                             instead="this rank's ranges record no history (ranksnap records a "
+                                     "backend without a recorder itself when "
+                                     "torch.cuda.get_allocator_backend() names it at import)")
+                    return -1
                 if kw.get("stacks") != "all":
                     raise
                 self._say(f"RANKSNAP_STACKS=all: {e}; recording Python frames only")

@@ -239,7 +239,8 @@ static int rs_drv_recorded(void)
 {
     if (rs_drv_busy || rs_backend_cuda_in_call() || !rs_launcher_preloaded()) return 0;
     if (!rs_drv_enabled()) return 0;
-    if (rs_external_mode()) return 0; /* PyTorch's recorder sees its own allocations */
+    /* PyTorch's recorder sees its own allocations; where it cannot run, these are the record */
+    if (rs_external_mode() && !rs_external_native()) return 0;
     ranksnap_status st = rs_instance_ensure();
     return st == RANKSNAP_OK || (st == RANKSNAP_ERR_NOT_INITIALIZED && rs_instance_starting());
 }

@@ -264,8 +264,9 @@ static void write_time(enc *e, const rs_snapshot_src *src)
 {
     /* steps_from only where something numbered the steps: a file without it reads as before */
     int how = src->steps_from && src->steps_from[0];
+    int by = src->recorded_by && src->recorded_by[0]; /* the same: only where it is said */
     key(e, "time");
-    put_map(e, 4 + (uint32_t)how);
+    put_map(e, 4 + (uint32_t)how + (uint32_t)by);
     kv_i64(e, "clock_offset_us", src->clock_offset_us);
     kv_i64(e, "clock_uncertainty_us", src->clock_uncertainty_us);
     key(e, "ranges");
@@ -281,6 +282,7 @@ static void write_time(enc *e, const rs_snapshot_src *src)
     }
     kv_i64(e, "current_step", src->current_step);
     if (how) kv_str(e, "steps_from", src->steps_from);
+    if (by) kv_str(e, "recorded_by", src->recorded_by);
 }
 
 static void write_totals(enc *e, const rs_snapshot_src *src)

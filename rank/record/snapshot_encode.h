@@ -80,6 +80,8 @@ typedef struct rs_snapshot_src {
     const rs_step_range *ranges;
     int64_t current_step;
     const char *steps_from;         /* how the steps were numbered, NULL or "" = none  */
+    const char *recorded_by;        /* how a framework's rank was recorded when not by the
+                                     * framework's own recorder, NULL or "" = the usual way */
     ranksnap_stats stats;
     uint64_t device_used_bytes;     /* device total - free, now                       */
     uint64_t outside_bytes_peak;    /* device memory used outside the allocator        */

@@ -22,6 +22,7 @@
 #include "device_share.h"
 #include "devices.h"
 #include "errors.h"
+#include "external_mode.h"
 #include "format.h"
 #include "held.h"
 #include "launcher.h"
@@ -319,7 +320,7 @@ static void rs_early_load(void)
         rs_early.limit = rs_options_memory_limit_for_rank(&cap.memory_limit, rs_launcher_rank(0));
     if (rs_options_load_one(&mode, "RANKSNAP_STACKS", NULL) == RANKSNAP_OK &&
         rs_options_load_one(&depth, "RANKSNAP_STACK_DEPTH", NULL) == RANKSNAP_OK && mode.stacks != RS_STACKS_NONE)
-        (void)rs_stacks_create(mode.stacks, depth.stack_depth, &rs_early.stacks);
+        (void)rs_stacks_create(rs_external_stacks_mode(mode.stacks), depth.stack_depth, &rs_early.stacks);
     rs_error_clear();
 }
 
@@ -441,6 +442,7 @@ static void rs_outside_oom_locked(rs_runtime *rt, uint64_t size, int device, uin
                                   uint64_t held, uint64_t reserved, uint64_t allocated, uint64_t time_us)
 {
     rt->drv_oom.has = 1;
+    rt->drv_oom.dumped = 0;
     rt->drv_oom.count++;
     rt->drv_oom.device = device;
     rt->drv_oom.stack_id = stack_id;

@@ -126,6 +126,7 @@ typedef struct rs_runtime {
         uint32_t stack_id;
         int64_t step;
         rs_oom_info info;
+        int dumped;                  /* its snapshot was written when it happened */
     } drv_oom;
     struct rs_runtime *retired_next; /* list of retired instances (rs_instance_free_retired) */
 } rs_runtime;

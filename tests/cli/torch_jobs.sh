@@ -242,6 +242,97 @@ case_torchrun_like_ranks_meet_in_their_files() {
         "r['divergent_ranks'][0]['sites'][0]['file'].endswith('train_fake.py')" "len(r['ranks']) == 3"
 }
 
+# PyTorch's backend:cudaMallocAsync has no recorder: ranksnap records each rank itself, at the
+# CUDA driver the stand-in's cudaMallocAsync reaches (the fake runtime and driver of tests/gpu,
+# FAKE_CUDART's folder), with the Python frames of the thread that allocates, and writes a .rsnap
+# per rank. Two torchrun-like ranks meet in their files; the report says how they were recorded.
+async_job() {
+    export RANKSNAP_GATHER_TIMEOUT=${RANKSNAP_GATHER_TIMEOUT:-30} PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
+    export LD_LIBRARY_PATH="$(dirname "$FAKE_CUDART")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export FAKE_CUDART_ASYNC_VIA_DRIVER=1
+    unset RANKSNAP_BACKEND
+    torchrun_like 2 --steps 2:5 "$py" "$train" "$@"
+    for r in 0 1; do
+        test -f "$dir/rank-0000$r.rsnap" || { ls "$dir"; cat "$dir.err.$r"; echo "FAIL: rank $r wrote no .rsnap"; exit 1; }
+        ! grep -q "the framework's snapshot failed\|_record_memory_history failed" "$dir.err.$r" ||
+            { cat "$dir.err.$r"; echo "FAIL: rank $r still tried PyTorch's recorder"; exit 1; }
+    done
+    ! ls "$dir" | grep -q '\.pickle$' || { ls "$dir"; echo "FAIL: a pickle was written"; exit 1; }
+}
+
+# Rank 1 with 1.5 times the batch is flagged, by the script's Python line.
+case_torchrun_like_cuda_malloc_async_ranks_are_recorded_by_ranksnap() {
+    async_job --diverge 1:1.5
+    live
+    grep -q "^recorded at the CUDA runtime: PyTorch's recorder does not support backend:cudaMallocAsync (every rank)$" "$dir/report.txt" ||
+        { cat "$dir/report.txt"; echo "FAIL: the report does not say how the ranks were recorded"; exit 1; }
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
+        "r['divergent_ranks'][0]['sites'][0]['file'].endswith('train_fake.py')" \
+        "r['divergent_ranks'][0]['sites'][0]['function'] == 'forward'" "len(r['ranks']) == 2"
+    # afterwards, from the files alone: the same verdict
+    "$ranksnap" report "$dir" > "$dir.after" 2>&1 || { cat "$dir.after"; exit 1; }
+    grep -q "^rank 1 .*forward (train_fake.py:" "$dir.after" || { cat "$dir.after"; echo "FAIL: report DIR"; exit 1; }
+    # exported for PyTorch's viewer: each cudaMallocAsync a segment of one block, named by the
+    # script's line, and a trace the viewer's backward replay takes from the segments to the start
+    "$ranksnap" export --torch --rank 1 "$dir" -o "$dir.rank1.pickle" > /dev/null || exit 1
+    "$py" - "$dir.rank1.pickle" <<'PY' || { echo "FAIL: the exported pickle"; exit 1; }
+import pickle, sys
+s = pickle.load(open(sys.argv[1], "rb"))
+t = s["device_traces"][0]
+allocs = [e for e in t if e["action"] == "alloc"]
+assert any(f["name"] == "forward" and f["filename"].endswith("train_fake.py")
+           for e in allocs for f in e["frames"]), allocs[:3]
+assert s["segments"] and all(len(g["blocks"]) == 1 for g in s["segments"]), s["segments"][:2]
+blocks = {b["address"] for g in s["segments"] for b in g["blocks"]}
+segs = {g["address"] for g in s["segments"]}
+for e in reversed(t):
+    a, p = e["action"], e["addr"]
+    if a == "alloc":
+        assert p in blocks, e
+        blocks.discard(p)
+    elif a == "free_completed":
+        assert p not in blocks, e
+        blocks.add(p)
+    elif a == "free_requested":
+        assert p in blocks, e
+    elif a == "segment_alloc":
+        assert p in segs and p not in blocks, e
+        segs.discard(p)
+    elif a == "segment_free":
+        assert p not in segs, e
+        segs.add(p)
+PY
+}
+
+# Rank 1, which keeps 4 MiB per step, capped at 100 MiB (RANKSNAP_MEMORY_LIMIT, checked at the
+# driver) runs out of memory at step 3: PyTorch's OutOfMemoryError ends its script, its snapshot
+# is written as it leaves, and the report names the rank, its request, the script's line and
+# what was live; the live report (rank 0, which met rank 1's file) and the one from the files.
+case_torchrun_like_cuda_malloc_async_capped_rank_oom_names_its_request() {
+    export RANKSNAP_MEMORY_LIMIT=1:100MiB
+    async_job --steps 6 --leak 1
+    grep -q "OutOfMemoryError" "$dir.err.1" || { cat "$dir.err.1"; echo "FAIL: rank 1's script did not get the OOM"; exit 1; }
+    "$ranksnap" report "$dir" > "$dir.after" 2>&1
+    # the script's lines of the kept 4 MiB and of forward's first tensor
+    local keep fwd
+    keep=$(grep -n 'kept.append(torch.empty(4 \* MIB' "$train" | cut -d: -f1)
+    fwd=$(grep -n 'hidden = torch.empty(batch \* 2 \* MIB' "$train" | cut -d: -f1)
+    for f in "$dir/report.txt" "$dir.after"; do
+        grep -q "^rank 1 ran out of memory at step 3: tried to allocate 4.00 MiB (allocated 100.00 MiB, reserved 100.00 MiB, limit 100.00 MiB) at main (train_fake.py:$keep)" "$f" ||
+            { cat "$f"; echo "FAIL: $f does not name rank 1's request and line"; exit 1; }
+        grep -A4 "^  live at that moment:" "$f" | grep -q "forward (train_fake.py:$fwd)" ||
+            { cat "$f"; echo "FAIL: $f does not say what was live"; exit 1; }
+    done
+    # capped at 40 MiB it runs out before the range: its file is written as it leaves all the same
+    # (rank 0 waits for a file of the range from it at most RANKSNAP_GATHER_TIMEOUT)
+    rm -rf "$dir" && mkdir -p "$dir"
+    RANKSNAP_MEMORY_LIMIT=1:40MiB RANKSNAP_GATHER_TIMEOUT=3
+    async_job --steps 6
+    "$ranksnap" report "$dir" > "$dir.after" 2>&1
+    grep -q "^rank 1 ran out of memory: tried to allocate 16.00 MiB (allocated 32.00 MiB, reserved 32.00 MiB, limit 40.00 MiB) at forward (train_fake.py:$fwd)" "$dir.after" ||
+        { cat "$dir.after"; echo "FAIL: the OOM before the range is not named"; exit 1; }
+}
+
 # Inference with no optimizer (tests/python/infer_fake.py), two ranks, rank 1 with 1.5 times the
 # batch, --steps 2:5: the steps are the model's calls (or generate's), found with no flag, the
 # range is recorded on both ranks, and rank 1 is flagged with the model's line.

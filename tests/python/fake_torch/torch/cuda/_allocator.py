@@ -9,6 +9,12 @@ the trace (a ring of max_entries, cleared when recording stops), the stacks of a
 (context "alloc" or "all"), the OOM entry and the observers, called with PyTorch's arguments
 before the OutOfMemoryError is raised. The snapshot has the exact keys of PyTorch 2.11's
 (tests/data/*.pickle).
+
+With PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (read when torch is loaded, as PyTorch reads
+it) it is PyTorch's CUDAMallocAsyncAllocator instead: every request is a cudaMallocAsync of its
+exact size on the current stream and every free a cudaFreeAsync (the process's CUDA runtime,
+called with the GIL held: ctypes.PyDLL), a refusal is PyTorch's OutOfMemoryError; and it has
+neither a recorder, a snapshot nor OOM observers, which raise PyTorch's own messages.
 """
 import ctypes
 import os
@@ -26,6 +32,14 @@ _OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../fake_t
 # set by torch._C._cuda_setMemoryMetadata, copied into every trace entry, the OOM's included);
 # `native` on the stand-in's autograd threads, which in PyTorch run C++ with no Python frame
 TLS = threading.local()
+BACKEND = ("cudaMallocAsync" if "backend:cudaMallocAsync" in
+           os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "") else "native")
+
+
+def no_support(what):
+    """PyTorch's refusal of a call its cudaMallocAsync backend lacks."""
+    return RuntimeError(f"cudaMallocAsync does not yet support {what}. If you need it, please "
+                        "file an issue describing your use case.")
 
 
 def _now_us():
@@ -74,9 +88,20 @@ class Allocator:
         if self.cuda_malloc is not None:
             self.cuda_malloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
             self.cuda_free.argtypes = [ctypes.c_void_p]
+        self.used = {}            # backend:cudaMallocAsync: pointer -> bytes
+        if BACKEND == "cudaMallocAsync":
+            # PyDLL: the call keeps the GIL, as the thread that allocates holds it here
+            runtime = ctypes.PyDLL(None)
+            self.malloc_async = runtime.cudaMallocAsync
+            self.malloc_async.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
+                                          ctypes.c_void_p]
+            self.free_async = runtime.cudaFreeAsync
+            self.free_async.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
 
     # ---- recorder ----
     def record_history(self, enabled, context, stacks, max_entries):
+        if BACKEND == "cudaMallocAsync":
+            raise no_support("recordHistory")
         if enabled is None:
             self.recording = False
             self.context = None
@@ -120,10 +145,25 @@ class Allocator:
 
     # ---- allocation ----
     def reserved(self):
+        if BACKEND == "cudaMallocAsync":
+            return sum(self.used.values())
         return sum(s["total_size"] for s in self.segments.values())
 
     def allocated(self):
+        if BACKEND == "cudaMallocAsync":
+            return sum(self.used.values())
         return sum(s["allocated_size"] for s in self.segments.values())
+
+    def _malloc_async(self, nbytes):
+        """CUDAMallocAsyncAllocator's mallocAsync: the exact size, on the current stream."""
+        p = ctypes.c_void_p()
+        if self.malloc_async(ctypes.byref(p), nbytes, None) != 0 or not p.value:
+            raise OutOfMemoryError(
+                f"Allocation on device 0 would exceed allowed memory. (out of memory)\n"
+                f"Currently allocated     : {sum(self.used.values())} bytes\n"
+                f"Requested               : {nbytes} bytes")
+        self.used[p.value] = nbytes
+        return p.value
 
     def _release_cached(self):
         for addr in [a for a in self.cached if self.segments[a]["segment_pool_id"] == (0, 0)]:
@@ -138,6 +178,8 @@ class Allocator:
             # traces with fake tensors, which take no device memory
             tracer(nbytes, traceback.extract_stack()[:-1])
             return 0
+        if BACKEND == "cudaMallocAsync":
+            return self._malloc_async(nbytes)
         size = _round(nbytes)
         seg_size = _segment_size(size)
         frames = self._frames()
@@ -186,6 +228,10 @@ class Allocator:
         return addr
 
     def free(self, addr):
+        if BACKEND == "cudaMallocAsync":
+            if self.used.pop(addr, None) is not None:
+                self.free_async(addr, None)
+            return
         seg_addr = self.blocks.pop(addr, None)
         if seg_addr is None:
             return
@@ -200,6 +246,11 @@ class Allocator:
         self.cached.append(seg_addr)
 
     def snapshot(self):
+        if BACKEND == "cudaMallocAsync":
+            raise RuntimeError("Calling snapshot with backend:cudaMallocAsync is not meaningful. "
+                               "(For backend:native, snapshot returns a detailed summary of all "
+                               "blocks tracked by the allocator, but the cudaMallocAsync backend "
+                               "does not track individual blocks.)")
         return {
             "segments": [dict(s, blocks=[dict(b) for b in s["blocks"]])
                          for _, s in sorted(self.segments.items())],

@@ -1,0 +1,29 @@
+/*
+ * pyframes.h — the Python stack of the calling thread, taken from the running interpreter when
+ * the thread holds the GIL, as stack entries the interning and the symbols of stacks.c and
+ * symbols.c take like return addresses (pyframes.c).
+ *
+ * Each distinct (code object, line) gets a number, and a frame's entry is that number under a
+ * tag no return address has (rs_pyframes_is): the stack tables keep it as they keep a pc, and the
+ * snapshot's frame table names it by function, file and line at dump time, from the strings
+ * copied when the frame was first seen.
+ */
+#ifndef RANKSNAP_PYFRAMES_H
+#define RANKSNAP_PYFRAMES_H
+
+#include <stdint.h>
+
+/* Fills pcs[0..depth) with the calling thread's Python frames, innermost first, and returns how
+ * many; 0 when no interpreter is running in the process, the thread does not hold its GIL, the
+ * interpreter lacks a call used here (before Python 3.10), or the thread runs no Python code. Calls
+ * the interpreter only on a thread that holds the GIL. */
+int rs_pyframes_capture(uintptr_t *pcs, int depth);
+
+/* 1 when `pc` is an entry made by rs_pyframes_capture. */
+int rs_pyframes_is(uint64_t pc);
+
+/* The function, file and line of such an entry (strings owned by pyframes.c, never freed while
+ * the process runs): 1, or 0 when the entry is not known. */
+int rs_pyframes_lookup(uint64_t pc, const char **function, const char **file, int *line);
+
+#endif
