@@ -56,6 +56,11 @@ ranksnap_status rs_site_delta_list_of(const rs_summary *s, const rs_snap *full,
                                                          : s->n_outside_sites);
         return RANKSNAP_OK;
     }
+    if (s->async_pool) { /* the pool's sites at its peak (summary.c) */
+        l->v = s->sites;
+        l->n = (size_t)(s->n_sites < 0 ? 0 : s->n_sites > RS_SUMMARY_MAX_SITES ? RS_SUMMARY_MAX_SITES : s->n_sites);
+        return RANKSNAP_OK;
+    }
     if (sites && sites->ok) {
         l->v = sites->sites;
         l->paths = sites->paths;

@@ -386,6 +386,25 @@ static ranksnap_status read_outside_labels(const mapv *m, rs_snap_totals *t)
     return RANKSNAP_OK;
 }
 
+/* totals.async_pool: optional (a rank recorded natively that allocated from a stream-ordered
+ * pool; older files lack it). reserved_at_peak, when there, is never below bytes_peak. */
+static ranksnap_status read_async_pool(const mapv *m, rs_snap_totals *t)
+{
+    size_t at = 0;
+    mapv am;
+    RS_CHECK(rs_rd_lookup(m, "async_pool", 0, &at));
+    if (!at) return RANKSNAP_OK;
+    RS_CHECK(m_map(m, "async_pool", &am));
+    RS_CHECK(m_u64(&am, "bytes_peak", &t->async_bytes_peak));
+    RS_CHECK(m_u64_opt(&am, "reserved_at_peak", &t->async_reserved_at_peak));
+    if (t->async_reserved_at_peak && t->async_reserved_at_peak < t->async_bytes_peak) {
+        RS_CHECK(rs_rd_lookup(&am, "reserved_at_peak", 1, &at));
+        where w = rs_rd_field_of(&am, "reserved_at_peak");
+        return rs_rd_bad_value(m->d, &w, at, "is below bytes_peak (%" PRIu64 ")", t->async_bytes_peak);
+    }
+    return RANKSNAP_OK;
+}
+
 /* totals.outside_of, outside_why and outside_why_detail: optional (older files lack them: what
  * they measured is not said). A reason this reader does not know is "other". */
 static ranksnap_status read_outside_of(const mapv *m, rs_snap_totals *t)
@@ -443,6 +462,7 @@ static ranksnap_status read_totals(const mapv *top, rs_snap_totals *t)
     RS_CHECK(m_u64(&m, "outside_bytes_peak", &t->outside_bytes_peak));
     RS_CHECK(m_u64(&m, "outside_bytes_end", &t->outside_bytes_end));
     RS_CHECK(read_outside_of(&m, t));
+    RS_CHECK(read_async_pool(&m, t));
     RS_CHECK(read_outside_labels(&m, t));
     return RANKSNAP_OK;
 }

@@ -269,7 +269,7 @@ static int driver_events(const rs_snap *s, uint8_t *emit, live_ent **live, size_
     for (uint64_t i = 0; i < h->count; i++) {
         uint8_t a = h->action[i];
         emit[i] = 0;
-        if (a != RS_ACT_OUTSIDE_ALLOC && a != RS_ACT_OUTSIDE_FREE) continue;
+        if (!rs_action_outside_alloc(a) && !rs_action_outside_free(a)) continue;
         size_t j = hash_addr(h->addr[i]) & (cap - 1), del = cap;
         for (; slot[j]; j = (j + 1) & (cap - 1)) {
             if (slot[j] == UINT64_MAX) {
@@ -278,7 +278,7 @@ static int driver_events(const rs_snap *s, uint8_t *emit, live_ent **live, size_
             }
             if (h->addr[slot[j] - 1] == h->addr[i]) break;
         }
-        if (a == RS_ACT_OUTSIDE_ALLOC) {
+        if (rs_action_outside_alloc(a)) {
             /* an address given again without its free seen: the older one is not written */
             if (slot[j]) emit[slot[j] - 1] = 0;
             else if (del != cap) j = del;
@@ -674,7 +674,7 @@ ranksnap_status rs_export_torch(const rs_snap *s, const char *name_for_errors,
             static const uint8_t alloc[] = {RS_ACT_SEGMENT_ALLOC, RS_ACT_ALLOC};
             static const uint8_t release[] = {RS_ACT_FREE_REQUESTED, RS_ACT_FREE_COMPLETED,
                                               RS_ACT_SEGMENT_FREE};
-            int is_alloc = a == RS_ACT_OUTSIDE_ALLOC;
+            int is_alloc = rs_action_outside_alloc(a);
             const uint8_t *as = is_alloc ? alloc : release;
             for (int k = 0; k < (is_alloc ? 2 : 3); k++) {
                 rs_pickler_item(w, &trace);

@@ -168,6 +168,30 @@ static void print_recorded_by(FILE *out, const rs_compare_result *r)
     }
 }
 
+/* "rank 0 1: peak allocated is the cudaMallocAsync pool's live bytes, peak reserved the pool's
+ * reserved bytes at that peak": where the columns of the ranks whose allocator was a
+ * stream-ordered pool come from (rs_summary.async_pool), each way with its ranks. */
+static void print_async_pool(FILE *out, const rs_compare_result *r)
+{
+    static const char *const reserved[] = {
+        [RS_SUMMARY_ASYNC_POOL_RESERVED] = "the pool's reserved bytes at that peak",
+        [RS_SUMMARY_ASYNC_AS_ALLOCATED] = "equal to it (the pool's reserved bytes were not read)"};
+    int any = 0;
+    for (int kind = RS_SUMMARY_ASYNC_POOL_RESERVED; kind <= RS_SUMMARY_ASYNC_AS_ALLOCATED; kind++) {
+        int n = 0;
+        for (size_t i = 0; i < r->n_ranks; i++) {
+            if (r->ranks[i].async_pool != kind) continue;
+            fprintf(out, "%s %" PRId32, n ? "" : "rank", r->ranks[i].rank);
+            n++;
+        }
+        if (!n) continue;
+        fprintf(out, ": peak allocated is the cudaMallocAsync pool's live bytes, peak reserved %s\n",
+                reserved[kind]);
+        any = 1;
+    }
+    if (any) fputc('\n', out);
+}
+
 /* "rank 1: NCCL holds 1.20 GiB, ncclMemAlloc holds 64.00 MiB (outside the allocator at the end:
  * 1.50 GiB, 240.00 MiB of it by no holder ranksnap saw: the CUDA context, ...)", for the ranks
  * whose outside memory has a known holder: the device's own count (total - free) set against the
@@ -659,6 +683,7 @@ ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r)
         fputc('\n', out);
         print_steps_from(out, r);
         print_recorded_by(out, r);
+        print_async_pool(out, r);
         print_pools(out, r);
         print_device_use(out, r);
         print_outside_holders(out, r);

@@ -534,6 +534,7 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         src.share = use.share;
         src.n_outside_labels = rs_outside_labels_copy(labels);
         src.outside_labels = labels;
+        if (rs_external_native()) rs_outside_async(&src.async_bytes_peak, &src.async_reserved_at_peak);
         /* the driver's OOM (a request no allocator of ranksnap's served) when it is the last */
         int drv = rt->drv_oom.has && (!has_oom || rt->drv_oom.info.time_us >= oom.time_us);
         if (drv) {

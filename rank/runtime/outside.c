@@ -183,15 +183,17 @@ static uint64_t rs_outside_labelled_bytes(void)
     return sum;
 }
 
-/* The outside event with the stack pcs[0..n) (n may be 0) on `device`. */
-static void rs_outside_event(rs_runtime *rt, int is_alloc, uint64_t key, uint64_t size, int device,
-                             const uintptr_t *pcs, int n)
+/* The outside event (a pool's async one when `async`) with the stack pcs[0..n) (n may be 0) on
+ * `device`. */
+static void rs_outside_event(rs_runtime *rt, int is_alloc, int async, uint64_t key, uint64_t size,
+                             int device, const uintptr_t *pcs, int n)
 {
+    static const uint8_t actions[2][2] = {{RS_ACT_OUTSIDE_FREE, RS_ACT_OUTSIDE_ALLOC},
+                                          {RS_ACT_ASYNC_FREE, RS_ACT_ASYNC_ALLOC}};
     rs_rt_lock(rt);
     uint32_t id = n > 0 && rs_recorder_enabled(rt->recorder) ? rs_stacks_intern(rt->stacks, pcs, n) : 0;
     rs_recorder_set_device(rt->recorder, device);
-    rs_recorder_append_id(rt->recorder, is_alloc ? RS_ACT_OUTSIDE_ALLOC : RS_ACT_OUTSIDE_FREE, key,
-                          size, NULL, id);
+    rs_recorder_append_id(rt->recorder, actions[async != 0][is_alloc != 0], key, size, NULL, id);
     rs_rt_unlock(rt);
 }
 
@@ -206,8 +208,8 @@ void rs_outside_record(int is_alloc, const void *ptr, uint64_t size)
     int n = is_alloc && rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
     uint64_t key = (uint64_t)(uintptr_t)ptr;
     int device = rs_devices_current(rt);
-    rs_runtime *rec = is_alloc ? rs_held_outside_alloc(key, size, device, pcs, n) : rs_held_outside_free(key);
-    if (rec) rs_outside_event(rec, is_alloc, key, size, device, pcs, n);
+    rs_runtime *rec = is_alloc ? rs_held_outside_alloc(key, size, device, pcs, n, 0) : rs_held_outside_free(key);
+    if (rec) rs_outside_event(rec, is_alloc, 0, key, size, device, pcs, n);
 }
 
 /* ---- allocations the driver made outside ranksnap's allocators -------------------------------- */
@@ -395,6 +397,53 @@ int64_t rs_outside_driver_net_all(void)
     return atomic_load_explicit(&rs_driver_net_all, memory_order_relaxed);
 }
 
+/* The stream-ordered pool's allocations of a rank recorded natively: their live bytes, the peak,
+ * and the pool's reserved bytes read at the peak; under rs_outside_mu. */
+static uint64_t rs_async_live, rs_async_peak, rs_async_reserved;
+static _Atomic(rs_outside_reserved_fn) rs_async_reserved_fn;
+
+void rs_outside_set_async_reserved(rs_outside_reserved_fn fn)
+{
+    atomic_store_explicit(&rs_async_reserved_fn, fn, memory_order_release);
+}
+
+void rs_outside_async(uint64_t *peak, uint64_t *reserved_at_peak)
+{
+    pthread_mutex_lock(&rs_outside_mu);
+    *peak = rs_async_peak;
+    *reserved_at_peak = rs_async_reserved;
+    pthread_mutex_unlock(&rs_outside_mu);
+}
+
+/* `size` more (is_alloc) or fewer live bytes in the pool; at a new peak, its reserved bytes are
+ * read after the lock and kept when no later peak came meanwhile and they cover it. */
+static void rs_outside_async_add(uint64_t size, int is_alloc)
+{
+    pthread_mutex_lock(&rs_outside_mu);
+    uint64_t peak = 0;
+    if (!is_alloc) {
+        rs_async_live = size > rs_async_live ? 0 : rs_async_live - size;
+    } else {
+        rs_async_live += size;
+        if (rs_async_live > rs_async_peak) {
+            rs_async_peak = peak = rs_async_live;
+            rs_async_reserved = 0;
+        }
+    }
+    pthread_mutex_unlock(&rs_outside_mu);
+    rs_outside_reserved_fn fn = atomic_load_explicit(&rs_async_reserved_fn, memory_order_acquire);
+    if (!peak || !fn) return;
+    uint64_t reserved = fn();
+    pthread_mutex_lock(&rs_outside_mu);
+    if (rs_async_peak == peak && reserved >= peak) rs_async_reserved = reserved;
+    pthread_mutex_unlock(&rs_outside_mu);
+}
+
+static int rs_outside_is_async(const char *label)
+{
+    return label && !strcmp(label, RS_OUTSIDE_ASYNC_LABEL);
+}
+
 const char *rs_outside_driver_label(const char *label)
 {
     const char *prev = rs_driver_label;
@@ -406,12 +455,19 @@ const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, con
                                     uint64_t admitted)
 {
     if (!label) label = rs_driver_label;
+    int async = rs_outside_is_async(label);
+    if (async) label = NULL; /* the pool's only where the stack shows no library of its own */
     int owned = !label;
     /* the stack whether or not a range records: a range that begins while the allocation is
      * live shows it held, by its site (held.c) */
     uintptr_t pcs[RS_MAX_STACK_DEPTH];
     int n = rs_stacks_capture_pcs(rs_outside_stacks(rs_state_get()), 1, pcs);
     if (!label) label = rs_outside_owner(pcs, n);
+    if (async && strcmp(label, "program") && strcmp(label, "torch")) async = 0;
+    if (async) {
+        label = RS_OUTSIDE_ASYNC_LABEL;
+        rs_outside_async_add(size, 1);
+    }
     /* NCCL's memory on a thread that is not in a call of the user's: one of NCCL's own */
     int nccl_thread = owned && !rs_nccl_call_depth && !strcmp(label, "nccl");
     rs_outside_add(label, (int64_t)size);
@@ -421,8 +477,8 @@ const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, con
     if (size != admitted) rs_driver_hold(device, size > admitted ? size - admitted : admitted - size, size > admitted);
     atomic_fetch_add_explicit(&rs_driver_seen, 1, memory_order_relaxed);
     if (nccl_thread && n > 0) n = rs_outside_nccl_caller(pcs, n);
-    rs_runtime *rec = rs_held_outside_alloc(key, size, device, pcs, n);
-    if (rec) rs_outside_event(rec, 1, key, size, device, pcs, n);
+    rs_runtime *rec = rs_held_outside_alloc(key, size, device, pcs, n, async);
+    if (rec) rs_outside_event(rec, 1, async, key, size, device, pcs, n);
     return label;
 }
 
@@ -432,8 +488,10 @@ void rs_outside_driver_free(uint64_t key, uint64_t size, int device, const char 
     rs_driver_net -= (int64_t)size;
     atomic_fetch_sub_explicit(&rs_driver_net_all, (int64_t)size, memory_order_relaxed);
     rs_driver_hold(device, size, 0);
+    int async = rs_outside_is_async(label);
+    if (async) rs_outside_async_add(size, 0);
     rs_runtime *rec = rs_held_outside_free(key);
-    if (rec) rs_outside_event(rec, 0, key, size, device, NULL, 0);
+    if (rec) rs_outside_event(rec, 0, async, key, size, device, NULL, 0);
 }
 
 /* rt->drv_oom for an OOM of `size` on `device`, the rank then holding `held` bytes at the driver

@@ -59,6 +59,19 @@ void rs_outside_record(int is_alloc, const void *ptr, uint64_t size);
 const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, const char *label,
                                     uint64_t admitted);
 void rs_outside_driver_free(uint64_t key, uint64_t size, int device, const char *label);
+/* The label a stream-ordered pool's allocation takes in a rank recorded natively (its framework's
+ * allocator serves every request from the pool: ranksnap_record_natively): given as `label` to
+ * rs_outside_driver_alloc, it holds where the caller's stack shows the program or PyTorch (NCCL's,
+ * cuBLAS's, cuDNN's stay theirs), and the allocation and its free are recorded as async_alloc and
+ * async_free events, its bytes in the pool's live bytes and their peak (rs_outside_async). */
+#define RS_OUTSIDE_ASYNC_LABEL "async_pool"
+/* The pool's reserved bytes now (the driver's interposers read the pools' attributes), 0 when
+ * not known; called when the live bytes reach a new peak. */
+typedef uint64_t (*rs_outside_reserved_fn)(void);
+void rs_outside_set_async_reserved(rs_outside_reserved_fn fn);
+/* The pool's allocations so far: the peak of their live bytes, and the pool's reserved bytes read
+ * when it was reached (0: not read, or read below the peak). */
+void rs_outside_async(uint64_t *peak, uint64_t *reserved_at_peak);
 /* Net bytes the driver's interposers recorded on the calling thread so far: a caller that
  * measures or labels memory itself (NCCL's communicators, ncclMemAlloc, CUDA pools) takes out what
  * the driver already showed, so that nothing is counted twice. */

@@ -260,10 +260,26 @@ async_job() {
     ! ls "$dir" | grep -q '\.pickle$' || { ls "$dir"; echo "FAIL: a pickle was written"; exit 1; }
 }
 
+# The table's columns of such ranks are the pool's allocations, in report.json ($1) and in the
+# text ($2): peak allocated as the stand-in allocates (its 4 parameters of 8 MiB, the optimizer's
+# 32 MiB and forward's 3 x batch MiB: batch 8 on rank 0, 12 on rank 1), peak reserved the pool's
+# figure (the fake driver's pool answers it; never below), said under the table; none of it
+# repeated as taken outside.
+async_columns() {
+    check "$1" "[x['peak_allocated'] for x in r['ranks']] == [88 << 20, 100 << 20]" \
+        "all(x['reserved_from'] == 'async_pool' and x['peak_reserved'] >= x['peak_allocated'] for x in r['ranks'])" \
+        "all('recorded_outside_peak' not in x for x in r['ranks'])"
+    grep -q "^\*  *1  .*  100.00 MiB .*  +14%$" "$2" || { cat "$2"; echo "FAIL: $2: rank 1's columns"; exit 1; }
+    grep -q "^rank 0 1: peak allocated is the cudaMallocAsync pool's live bytes, peak reserved the pool's reserved bytes at that peak$" "$2" ||
+        { cat "$2"; echo "FAIL: $2 does not say where the columns come from"; exit 1; }
+    ! grep -q "taken outside the allocator" "$2" || { cat "$2"; echo "FAIL: $2 repeats the pool's bytes as outside"; exit 1; }
+}
+
 # Rank 1 with 1.5 times the batch is flagged, by the script's Python line.
 case_torchrun_like_cuda_malloc_async_ranks_are_recorded_by_ranksnap() {
     async_job --diverge 1:1.5
     live
+    async_columns "$dir/report.json" "$dir/report.txt"
     grep -q "^recorded at the CUDA runtime: PyTorch's recorder does not support backend:cudaMallocAsync (every rank)$" "$dir/report.txt" ||
         { cat "$dir/report.txt"; echo "FAIL: the report does not say how the ranks were recorded"; exit 1; }
     check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
@@ -272,6 +288,8 @@ case_torchrun_like_cuda_malloc_async_ranks_are_recorded_by_ranksnap() {
     # afterwards, from the files alone: the same verdict
     "$ranksnap" report "$dir" > "$dir.after" 2>&1 || { cat "$dir.after"; exit 1; }
     grep -q "^rank 1 .*forward (train_fake.py:" "$dir.after" || { cat "$dir.after"; echo "FAIL: report DIR"; exit 1; }
+    "$ranksnap" report --json "$dir" > "$dir.after.json" || exit 1
+    async_columns "$dir.after.json" "$dir.after"
     # exported for PyTorch's viewer: each cudaMallocAsync a segment of one block, named by the
     # script's line, and a trace the viewer's backward replay takes from the segments to the start
     "$ranksnap" export --torch --rank 1 "$dir" -o "$dir.rank1.pickle" > /dev/null || exit 1
@@ -322,6 +340,9 @@ case_torchrun_like_cuda_malloc_async_capped_rank_oom_names_its_request() {
             { cat "$f"; echo "FAIL: $f does not name rank 1's request and line"; exit 1; }
         grep -A4 "^  live at that moment:" "$f" | grep -q "forward (train_fake.py:$fwd)" ||
             { cat "$f"; echo "FAIL: $f does not say what was live"; exit 1; }
+        # the columns: rank 1 at its cap, taken from the pool, rank 0 as the stand-in allocates
+        grep -q "^\*  *1  .*  100.00 MiB .*  yes  " "$f" && grep -q "^  *0  .*  88.00 MiB .*  reference$" "$f" ||
+            { cat "$f"; echo "FAIL: $f: the columns are not the pool's bytes"; exit 1; }
     done
     # capped at 40 MiB it runs out before the range: its file is written as it leaves all the same
     # (rank 0 waits for a file of the range from it at most RANKSNAP_GATHER_TIMEOUT)
