@@ -220,9 +220,12 @@ RANKSNAP_API ranksnap_status ranksnap_set_recorder(const ranksnap_recorder_ops *
 /* The framework's recorder cannot run in this process (PyTorch's cudaMallocAsync backend has
  * none): ranksnap records the rank itself instead, at the CUDA driver, with the framework's
  * allocator left serving every request, and writes rank-RRRRR.rsnap, whose report says how it
- * was recorded and `why` (at most 159 bytes kept). The registered ops still gather and broadcast;
+ * was recorded and `why` (at most 119 bytes kept). The registered ops still gather and broadcast;
  * their start, stop and dump are not called. RANKSNAP_RECORDER=torch only, and before ranksnap
- * started (the glue calls it when torch is imported): RANKSNAP_ERR_UNSUPPORTED otherwise. */
+ * started (the glue calls it when torch is imported): RANKSNAP_ERR_UNSUPPORTED otherwise. Call
+ * it from Python holding the GIL (ctypes.PyDLL): allocations made by threads that released the
+ * GIL then get their Python frames too, where ranksnap can read this Python's frames without it
+ * (3.11 to 3.13, checked here against the interpreter's own walk); the file says when not. */
 RANKSNAP_API ranksnap_status ranksnap_record_natively(const char *why);
 
 /* This rank's identity as the framework's process group gives it (torch.distributed's

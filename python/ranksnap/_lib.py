@@ -30,6 +30,15 @@ class RecorderOps(ctypes.Structure):
                 ("holds_lock", ctypes.c_void_p)]
 
 
+def with_gil(name):
+    """The library's call `name`, made with the GIL held (ctypes.PyDLL), for a call that must see
+    the calling Python thread's state; its signature is lib()'s."""
+    f = getattr(ctypes.PyDLL(None), name)
+    g = getattr(lib(), name)
+    f.restype, f.argtypes = g.restype, g.argtypes
+    return f
+
+
 class NotLoaded(RuntimeError):
     pass
 

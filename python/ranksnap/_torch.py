@@ -143,7 +143,9 @@ class Glue:
         if backend != "cudaMallocAsync":
             return
         why = "PyTorch's recorder does not support backend:cudaMallocAsync"
-        status = self.lib.ranksnap_record_natively(why.encode())
+        # with the GIL held (PyDLL), so that the library can check here how to read the Python
+        # frames of the threads that allocate without it, as PyTorch's operators do
+        status = _lib.with_gil("ranksnap_record_natively")(why.encode())
         if status == _lib.OK:
             self.native = why
         elif status != _lib.ERR_UNSUPPORTED:  # RANKSNAP_RECORDER=ranksnap needs nothing

@@ -1,6 +1,6 @@
 /*
- * pyframes.h — the Python stack of the calling thread, taken from the running interpreter when
- * the thread holds the GIL, as stack entries the interning and the symbols of stacks.c and
+ * pyframes.h — the Python stack of the calling thread, taken from the running interpreter (through
+ * its C API when the thread holds the GIL, read as memory when not), as stack entries the interning and the symbols of stacks.c and
  * symbols.c take like return addresses (pyframes.c).
  *
  * Each distinct (code object, line) gets a number, and a frame's entry is that number under a
@@ -11,13 +11,21 @@
 #ifndef RANKSNAP_PYFRAMES_H
 #define RANKSNAP_PYFRAMES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Fills pcs[0..depth) with the calling thread's Python frames, innermost first, and returns how
- * many; 0 when no interpreter is running in the process, the thread does not hold its GIL, the
- * interpreter lacks a call used here (before Python 3.10), or the thread runs no Python code. Calls
- * the interpreter only on a thread that holds the GIL. */
+ * many; 0 when no interpreter is running in the process, the thread does not hold its GIL and
+ * rs_pyframes_calibrate did not succeed, the interpreter lacks a call used here (before Python
+ * 3.10), or the thread runs no Python code. Calls the interpreter only on a thread that holds the
+ * GIL. */
 int rs_pyframes_capture(uintptr_t *pcs, int depth);
+
+/* Called on a thread that holds the GIL, once the process is known to run PyTorch's allocations
+ * on threads that release it: finds how to read a thread's frames without the GIL, and checks
+ * the finding against the interpreter's own walk of the caller's frames. 0 when captures on
+ * threads without the GIL will have Python frames from now on; else -1, with why not in why[n]. */
+int rs_pyframes_calibrate(char *why, size_t n);
 
 /* 1 when `pc` is an entry made by rs_pyframes_capture. */
 int rs_pyframes_is(uint64_t pc);

@@ -9,6 +9,7 @@
 #include "errors.h"
 #include "external_mode.h"
 #include "log.h"
+#include "pyframes.h"
 #include "ranksnap.h"
 #include "state.h"
 
@@ -31,7 +32,7 @@ int rs_external_mode(void)
 /* ---- ranksnap records the rank itself (ranksnap_record_natively) ---------------------------- */
 
 static atomic_int rs_ext_native;
-static char rs_ext_native_why[192]; /* written once, before rs_ext_native is set */
+static char rs_ext_native_why[320]; /* written once, before rs_ext_native is set */
 
 int rs_external_native(void)
 {
@@ -63,9 +64,17 @@ ranksnap_status ranksnap_record_natively(const char *why)
     if (rs_state_get())
         return rs_error(RANKSNAP_ERR_UNSUPPORTED, "ranksnap_record_natively: ranksnap started already, "
                         "driving the framework's recorder; it records natively only from its start");
-    if (!rs_external_native())
-        snprintf(rs_ext_native_why, sizeof rs_ext_native_why, "recorded at the CUDA runtime%s%.159s",
-                 why && why[0] ? ": " : "", why ? why : "");
+    if (!rs_external_native()) {
+        /* PyTorch allocates on threads that released the GIL: their Python lines are read
+         * without it, once the walk is found here (the glue calls with the GIL held); where it
+         * cannot be, the file says so beside how the rank was recorded */
+        char frames[160];
+        int walk = rs_pyframes_calibrate(frames, sizeof frames) == 0;
+        snprintf(rs_ext_native_why, sizeof rs_ext_native_why, "recorded at the CUDA runtime%s%.119s%s%s",
+                 why && why[0] ? ": " : "", why ? why : "",
+                 walk ? "" : "; Python lines only where the GIL is held, native stacks elsewhere: ",
+                 walk ? "" : frames);
+    }
     atomic_store_explicit(&rs_ext_native, 1, memory_order_release);
     RS_INFO(RS_SUB_RECORD, "%s", rs_ext_native_why);
     return RANKSNAP_OK;

@@ -13,7 +13,7 @@ before the OutOfMemoryError is raised. The snapshot has the exact keys of PyTorc
 With PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (read when torch is loaded, as PyTorch reads
 it) it is PyTorch's CUDAMallocAsyncAllocator instead: every request is a cudaMallocAsync of its
 exact size on the current stream and every free a cudaFreeAsync (the process's CUDA runtime,
-called with the GIL held: ctypes.PyDLL), a refusal is PyTorch's OutOfMemoryError; and it has
+called with the GIL released, as PyTorch's operators call it: ctypes.CDLL), a refusal is PyTorch's OutOfMemoryError; and it has
 neither a recorder, a snapshot nor OOM observers, which raise PyTorch's own messages.
 """
 import ctypes
@@ -90,8 +90,8 @@ class Allocator:
             self.cuda_free.argtypes = [ctypes.c_void_p]
         self.used = {}            # backend:cudaMallocAsync: pointer -> bytes
         if BACKEND == "cudaMallocAsync":
-            # PyDLL: the call keeps the GIL, as the thread that allocates holds it here
-            runtime = ctypes.PyDLL(None)
+            # CDLL: the GIL is released around the call, as PyTorch's operators release it
+            runtime = ctypes.CDLL(None)
             self.malloc_async = runtime.cudaMallocAsync
             self.malloc_async.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
                                           ctypes.c_void_p]
