@@ -28,6 +28,7 @@
 #include "launcher.h"
 #include "options.h"
 #include "outside.h"
+#include "pyframes.h"
 #include "owners.h"
 #include "recorder.h"
 #include "stacks.h"
@@ -462,7 +463,11 @@ const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, con
      * live shows it held, by its site (held.c) */
     uintptr_t pcs[RS_MAX_STACK_DEPTH];
     int n = rs_stacks_capture_pcs(rs_outside_stacks(rs_state_get()), 1, pcs);
-    if (!label) label = rs_outside_owner(pcs, n);
+    /* a stack of Python frames (a PyTorch rank recorded natively) shows no library: the pool's
+     * allocations are PyTorch's, any other is owned by the library its native stack shows
+     * (cuBLAS's workspace, taken on the script's thread) */
+    int python = n > 0 && rs_pyframes_is(pcs[0]);
+    if (!label) label = python && async ? "torch" : rs_outside_owner(pcs, python ? 0 : n);
     if (async && strcmp(label, "program") && strcmp(label, "torch")) async = 0;
     if (async) {
         label = RS_OUTSIDE_ASYNC_LABEL;

@@ -27,6 +27,7 @@ KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
 TOTAL = 80 * GIB
+CUBLAS_WORKSPACE = 2 * MIB
 _OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../fake_torch/torch
 # per thread, as in c10/cuda/CUDACachingAllocator.cpp: the user metadata (a thread_local string
 # set by torch._C._cuda_setMemoryMetadata, copied into every trace entry, the OOM's included);
@@ -89,6 +90,7 @@ class Allocator:
             self.cuda_malloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
             self.cuda_free.argtypes = [ctypes.c_void_p]
         self.used = {}            # backend:cudaMallocAsync: pointer -> bytes
+        self.cublas_first = BACKEND == "cudaMallocAsync" and bool(os.environ.get("FAKE_TORCH_CUBLAS"))
         if BACKEND == "cudaMallocAsync":
             # CDLL: the GIL is released around the call, as PyTorch's operators release it
             runtime = ctypes.CDLL(None)
@@ -156,6 +158,12 @@ class Allocator:
 
     def _malloc_async(self, nbytes):
         """CUDAMallocAsyncAllocator's mallocAsync: the exact size, on the current stream."""
+        if self.cublas_first:
+            # cuBLAS's workspace, which that library takes from the driver itself on the
+            # script's thread, the GIL released, the first time the script's math reaches it
+            # (here: before the process's first request, when FAKE_TORCH_CUBLAS names it)
+            self.cublas_first = False
+            ctypes.CDLL(os.environ["FAKE_TORCH_CUBLAS"]).fake_cublas_workspace(ctypes.c_size_t(CUBLAS_WORKSPACE))
         p = ctypes.c_void_p()
         if self.malloc_async(ctypes.byref(p), nbytes, None) != 0 or not p.value:
             raise OutOfMemoryError(
