@@ -103,11 +103,21 @@ uint64_t rs_outside_use_beyond(const rs_outside_use *u, uint64_t reserved)
     return used > reserved ? used - reserved : 0;
 }
 
+/* Set in a rank recorded natively once its framework allocates from a stream-ordered pool: the
+ * pools' reserved bytes, which are its allocator's (rs_outside_set_async_reserved). */
+static _Atomic(rs_outside_reserved_fn) rs_async_reserved_fn;
+
 uint64_t rs_outside_sample(rs_runtime *rt, uint64_t reserved, rs_rt_device *primary, int force,
                            rs_outside_use *use)
 {
+    rs_outside_reserved_fn async = atomic_load_explicit(&rs_async_reserved_fn, memory_order_acquire);
     rs_outside_pool_fn pools = atomic_load_explicit(&rs_pool_sampler, memory_order_acquire);
-    if (pools) rs_outside_set("cuda_pool_cached", pools());
+    if (async) {
+        /* the pools are this rank's allocator: what they reserve, used or not, is not outside it */
+        reserved += async();
+    } else if (pools) {
+        rs_outside_set("cuda_pool_cached", pools());
+    }
     rs_outside_use u;
     if (!rs_outside_use_now(rt, NULL, primary, force, &u)) return 0;
     uint64_t outside = rs_outside_use_beyond(&u, reserved);
@@ -401,7 +411,6 @@ int64_t rs_outside_driver_net_all(void)
 /* The stream-ordered pool's allocations of a rank recorded natively: their live bytes, the peak,
  * and the pool's reserved bytes read at the peak; under rs_outside_mu. */
 static uint64_t rs_async_live, rs_async_peak, rs_async_reserved;
-static _Atomic(rs_outside_reserved_fn) rs_async_reserved_fn;
 
 void rs_outside_set_async_reserved(rs_outside_reserved_fn fn)
 {
