@@ -153,8 +153,12 @@ static void print_oom(FILE *out, const rs_snap *s)
         rs_text_format_bytes(o->memory_limit, lim, sizeof lim);
     else
         snprintf(lim, sizeof lim, "none");
-    fprintf(out, "OUT OF MEMORY at step %" PRId64 ": tried to allocate %s (rounded to %s)", o->step,
-            req, rnd);
+    /* a request is never of 0 bytes: 0 is a framework's error that did not say its size */
+    if (o->requested)
+        fprintf(out, "OUT OF MEMORY at step %" PRId64 ": tried to allocate %s (rounded to %s)", o->step,
+                req, rnd);
+    else
+        fprintf(out, "OUT OF MEMORY at step %" PRId64 ": tried to allocate (size not known)", o->step);
     /* which device ran out, where the rank used more than one or another than its first */
     if (s->n_devices > 1 || o->device != s->device.index) fprintf(out, " on device %d", o->device);
     fputc('\n', out);

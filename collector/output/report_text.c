@@ -409,7 +409,11 @@ static void print_oom(FILE *out, const rs_compare_result *r, const rs_compare_oo
     fputs(" ran out of memory", out);
     if (v->step >= 0) fprintf(out, " at step %" PRId64, v->step);
     fputs(": tried to allocate ", out);
-    rs_report_text_bytes(out, v->requested);
+    /* a request is never of 0 bytes: 0 is a framework's error that did not say its size */
+    if (v->requested)
+        rs_report_text_bytes(out, v->requested);
+    else
+        fputs("(size not known)", out);
     /* an OOM the driver reported says nothing of the device: leave out what is not known */
     if (v->device_free || v->device_total) {
         fputs(" with ", out);

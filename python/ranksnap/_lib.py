@@ -39,6 +39,15 @@ def with_gil(name):
     return f
 
 
+class FrameworkOom(ctypes.Structure):
+    """include/ranksnap.h, ranksnap_framework_oom_info."""
+    _fields_ = [("device", ctypes.c_int), ("requested", ctypes.c_uint64),
+                ("allocated", ctypes.c_uint64), ("limit", ctypes.c_uint64),
+                ("device_free", ctypes.c_uint64), ("device_total", ctypes.c_uint64),
+                ("rounding", ctypes.c_uint64), ("codes", ctypes.POINTER(ctypes.c_size_t)),
+                ("lines", ctypes.POINTER(ctypes.c_int)), ("n", ctypes.c_int)]
+
+
 class NotLoaded(RuntimeError):
     pass
 
@@ -86,6 +95,29 @@ def lib():
         f.argtypes = args
     _lib = handle
     return _lib
+
+
+_framework_oom = None
+
+
+def framework_oom(oom, frames):
+    """ranksnap_framework_oom(oom's figures, frames: (code object, line), innermost first),
+    through PyDLL: the call keeps the GIL, under which the library reads the frames' names."""
+    global _framework_oom
+    lib()  # the library is the preloaded one: NotLoaded otherwise
+    if _framework_oom is None:
+        f = ctypes.PyDLL(None).ranksnap_framework_oom
+        f.restype = ctypes.c_int
+        f.argtypes = [ctypes.POINTER(FrameworkOom)]
+        _framework_oom = f
+    n = len(frames)
+    codes = (ctypes.c_size_t * n)(*[id(code) for code, _ in frames])
+    lines = (ctypes.c_int * n)(*[line for _, line in frames])
+    info = FrameworkOom(oom["device"], oom["requested"], oom["allocated"], oom["limit"],
+                        oom["device_free"], oom["device_total"], oom["rounding"],
+                        ctypes.cast(codes, ctypes.POINTER(ctypes.c_size_t)),
+                        ctypes.cast(lines, ctypes.POINTER(ctypes.c_int)), n)
+    return _framework_oom(ctypes.byref(info))
 
 
 def error(status):

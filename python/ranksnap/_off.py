@@ -55,6 +55,9 @@ CAPS = {
                  "its allocations keep PyTorch's empty stacks"),
     "oom": ("naming an out-of-memory in the backward pass by its layer",
             "the request is named by its Python frames alone"),
+    "async oom": ("naming an out-of-memory error that PyTorch's own limit raised under "
+                  "backend:cudaMallocAsync (the OutOfMemoryError that ends the script)",
+                  "only a request CUDA refused is this rank's OOM"),
     "before": ("naming the blocks allocated before the range by the tensors they hold",
                "they are named \"allocated before step N\" alone"),
     "graphs": ("naming CUDA graphs' pools by the line that captured them",

@@ -38,7 +38,9 @@ Installed when `torch` is imported (sitecustomize.py), with no change to the tra
   observer: told to the library before it starts (ranksnap_record_natively), which then records
   the rank itself at the CUDA driver, with the Python frames of the allocating thread, and writes
   a .rsnap; PyTorch's allocator keeps serving every request. The ops stay registered for the
-  gather over torch.distributed; start, stop and dump are not called.
+  gather over torch.distributed; start, stop and dump are not called. A request over PyTorch's
+  own limit never reaches the driver: the OutOfMemoryError that ends the script is read instead
+  (_async_oom.py).
 
 Every callback catches its exceptions: an exception escaping a ctypes callback is printed and
 answered with 0, which would read as success.
@@ -56,7 +58,7 @@ import threading
 import time
 import traceback
 
-from . import _dist, _generated, _graphs, _groups, _lib, _names, _off, _steps, _wrap
+from . import _async_oom, _dist, _generated, _graphs, _groups, _lib, _names, _off, _steps, _wrap
 
 _glue = None
 
@@ -90,6 +92,8 @@ class Glue:
         self.ops = None             # the callbacks, kept alive as long as C may call them
         self.identity = None        # (rank, world size, job) from torch.distributed, once known
         self.exit_code = None       # what sys.exit was given last
+        self.async_oom = None       # backend:cudaMallocAsync: the OOM error that ends the script
+        self.exit_oom = None        # the OOM error in hand when sys.exit was called
         self.left = False           # _leave ran
         self.at_step = None         # the step given to ranksnap_step last
         self.steps = _steps.Steps(torch, give=self.step, say_how=self._steps_from)
@@ -126,6 +130,8 @@ class Glue:
         self.steps.install()
         atexit.register(self._at_exit)
         self._watch_exits()
+        if self.native:
+            self._watch_async_oom()
         self._watch_process_group()
         if self.mode == "torch":
             self.groups.install()
@@ -156,10 +162,14 @@ class Glue:
         status of the SystemExit that ends the program, and os._exit, which runs no atexit hook
         at all."""
 
-        def record(status=None):
+        def record(status=None, exc=None):
             # elsewhere it ends a thread, not the program
             if threading.current_thread() is threading.main_thread():
                 self.exit_code = status
+                # sys.exit called while handling an out-of-memory error (only that one is kept:
+                # an error holds its frames' tensors)
+                if self.async_oom is not None:
+                    self.exit_oom = self.async_oom.find(exc if exc is not None else sys.exc_info()[1])
 
         if not _watch_system_exit(record):
             sys.exit = _wrap.around(sys.exit, before=record)
@@ -174,6 +184,34 @@ class Glue:
                 _off.off("exit", e, ours=True)
 
         os._exit = _wrap.around(os._exit, before=leave)
+
+    def _watch_async_oom(self):
+        """backend:cudaMallocAsync refuses a request over PyTorch's own limit before it calls
+        CUDA, where the library would see it, and has no OOM observer: the OutOfMemoryError that
+        ends the script is read instead (_async_oom.py)."""
+        torch = self.torch
+        kinds = tuple({k for k in (getattr(torch, "OutOfMemoryError", None),
+                                   getattr(torch.cuda, "OutOfMemoryError", None)) if isinstance(k, type)})
+        if not kinds:
+            _off.off("async oom", "torch.OutOfMemoryError is missing")
+            return
+        self.async_oom = _async_oom.Watch(kinds, self._framework_oom, self._say)
+        self.async_oom.install()
+
+    def _framework_oom(self, oom, frames):
+        """PyTorch's cudaMallocAsync backend raised out of memory (oom: the figures of its
+        message; frames: the request's, innermost first): the library records the rank's OOM,
+        unless CUDA refused it and the driver's wrappers recorded it already, and writes the
+        rank's file at once."""
+        try:
+            # a rank that learns its rank from torch.distributed may not have started yet
+            self.identify()
+            self._ensure_init()
+            status = _lib.framework_oom(oom, frames)
+            if status != _lib.OK:
+                self._say("out of memory: not recorded: " + _lib.error(status))
+        except BaseException as e:  # the script ends with its own error, never one of ranksnap's
+            _off.off("async oom", e, ours=True)
 
     def _watch_process_group(self):
         """torch.distributed.init_process_group gives this rank its identity at once (identify),
@@ -499,6 +537,12 @@ class Glue:
         self.left = True
         try:
             self.steps.why_none()
+            if failing and self.async_oom is not None:
+                # the error that ends the script, where its hooks did not see it (the script's
+                # own sys.excepthook replaced the glue's), or the one in hand at sys.exit or
+                # os._exit
+                last = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+                self.async_oom.ended_by(last, self.exit_oom, sys.exc_info()[1])
             if failing:
                 self.lib.ranksnap_exiting(status if -2**31 <= status < 2**31 else 1)
                 self.lib.ranksnap_abandon()
@@ -528,7 +572,7 @@ def _watch_system_exit(record):
 
     def unwind(code, offset, exc):
         if isinstance(exc, SystemExit) and sys._getframe(1).f_back is None:
-            record(exc.code)
+            record(exc.code, exc)
 
     mon.register_callback(tool, mon.events.PY_UNWIND, unwind)
     mon.set_events(tool, mon.events.PY_UNWIND)

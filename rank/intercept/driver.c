@@ -371,7 +371,7 @@ static void rs_drv_oom(uint64_t bytes, int device)
     rs_outside_driver_oom(bytes, device);
     /* the snapshot now, as for the allocator's OOM: a program that dies of it (exit, abort)
      * leaves its state; from inside the shared runtime, at its finalize or fatal signal instead */
-    if (!rs_drv_from_shared_runtime()) rs_instance_driver_oom_dump(bytes, device);
+    if (!rs_drv_from_shared_runtime()) rs_instance_oom_dump("CUDA driver", bytes, device);
     rs_drv_busy = 0;
 }
 

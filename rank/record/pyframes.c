@@ -457,6 +457,18 @@ int rs_pyframes_capture(uintptr_t *pcs, int depth)
     return out;
 }
 
+int rs_pyframes_intern(const uintptr_t *codes, const int *lines, int n, uintptr_t *pcs)
+{
+    pthread_once(&rs_py_once, rs_py_load);
+    if (!rs_py_ok || !rs_py.is_initialized() || !rs_py.gil_check()) return -1;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t id = codes[i] ? rs_py_intern((void *)codes[i], lines[i], 1) : 0;
+        if (id) pcs[k++] = (uintptr_t)(RS_PY_TAG | id);
+    }
+    return k;
+}
+
 int rs_pyframes_is(uint64_t pc)
 {
     return (pc & RS_PY_TAG_MASK) == RS_PY_TAG;

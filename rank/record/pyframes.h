@@ -27,7 +27,14 @@ int rs_pyframes_capture(uintptr_t *pcs, int depth);
  * threads without the GIL will have Python frames from now on; else -1, with why not in why[n]. */
 int rs_pyframes_calibrate(char *why, size_t n);
 
-/* 1 when `pc` is an entry made by rs_pyframes_capture. */
+/* The entries of frames the caller read itself (a traceback's: codes[i] a code object, lines[i]
+ * its line, i < n, innermost first) into pcs[0..n), numbered as rs_pyframes_capture numbers
+ * them; returns how many (a NULL code is left out), or -1 when the calling thread does not hold
+ * the GIL of a running interpreter, whose code objects it reads. The code objects must stay
+ * alive through the call. */
+int rs_pyframes_intern(const uintptr_t *codes, const int *lines, int n, uintptr_t *pcs);
+
+/* 1 when `pc` is an entry made by rs_pyframes_capture or rs_pyframes_intern. */
 int rs_pyframes_is(uint64_t pc);
 
 /* The function, file and line of such an entry (strings owned by pyframes.c, never freed while

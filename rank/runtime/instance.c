@@ -648,11 +648,11 @@ int rs_instance_active(int *cuda)
     return 1;
 }
 
-void rs_instance_driver_oom_dump(uint64_t size, int device)
+void rs_instance_oom_dump(const char *by, uint64_t size, int device)
 {
     rs_runtime *rt = rs_state_get();
     if (!rt) return;
-    rs_error(RANKSNAP_ERR_OUT_OF_MEMORY, "CUDA driver: out of memory for %llu bytes on device %d",
+    rs_error(RANKSNAP_ERR_OUT_OF_MEMORY, "%s: out of memory for %llu bytes on device %d", by,
              (unsigned long long)size, device);
     rs_dump_after_oom(rt);
     rs_rt_lock(rt);

@@ -31,6 +31,7 @@
 #include "pyframes.h"
 #include "owners.h"
 #include "recorder.h"
+#include "sat.h"
 #include "stacks.h"
 #include "state.h"
 #include "text.h"
@@ -515,6 +516,8 @@ static void rs_outside_oom_locked(rs_runtime *rt, uint64_t size, int device, uin
 {
     rt->drv_oom.has = 1;
     rt->drv_oom.dumped = 0;
+    rt->drv_oom.framework = 0;
+    rt->drv_oom.reported = 0;
     rt->drv_oom.count++;
     rt->drv_oom.device = device;
     rt->drv_oom.stack_id = stack_id;
@@ -531,11 +534,29 @@ static void rs_outside_oom_locked(rs_runtime *rt, uint64_t size, int device, uin
     rt->drv_oom.info.time_us = time_us;
 }
 
+/* The oom event of a request of `size` on `device` with the stack pcs[0..n), `device_free` the
+ * device's free bytes (0: not known); its stack id. Allocator lock held. */
+static uint32_t rs_outside_oom_event_locked(rs_runtime *rt, uint64_t size, int device,
+                                            uint64_t device_free, const uintptr_t *pcs, int n)
+{
+    uint32_t id = n > 0 && rt->stacks ? rs_stacks_intern(rt->stacks, pcs, n) : 0;
+    if (rs_recorder_enabled(rt->recorder)) {
+        rs_recorder_set_device(rt->recorder, device);
+        rs_recorder_append_id(rt->recorder, RS_ACT_OOM, device_free, size, NULL, id);
+    }
+    return id;
+}
+
+static uint64_t rs_driver_held_on(int device)
+{
+    return device >= 0 && device < RS_MAX_DEVICES
+               ? atomic_load_explicit(&rs_driver_held[device], memory_order_relaxed)
+               : 0;
+}
+
 void rs_outside_driver_oom(uint64_t size, int device)
 {
-    uint64_t held = device >= 0 && device < RS_MAX_DEVICES
-                        ? atomic_load_explicit(&rs_driver_held[device], memory_order_relaxed)
-                        : 0;
+    uint64_t held = rs_driver_held_on(device);
     uintptr_t pcs[RS_MAX_STACK_DEPTH];
     int n = rs_stacks_capture_pcs(rs_outside_stacks(rs_state_get()), 1, pcs);
     /* before the instance is up, kept for it: decided under the mutex rs_outside_adopt takes after
@@ -556,16 +577,55 @@ void rs_outside_driver_oom(uint64_t size, int device)
     uint64_t reserved = 0, allocated = 0;
     rs_driver_allocator_bytes(rt, device, &reserved, &allocated);
     rs_rt_lock(rt);
-    uint32_t id = n > 0 && rt->stacks ? rs_stacks_intern(rt->stacks, pcs, n) : 0;
-    if (rs_recorder_enabled(rt->recorder)) {
-        rs_recorder_set_device(rt->recorder, device);
-        /* the driver does not say how much was free: 0 */
-        rs_recorder_append_id(rt->recorder, RS_ACT_OOM, 0, size, NULL, id);
-    }
+    /* the driver does not say how much was free: 0 */
+    uint32_t id = rs_outside_oom_event_locked(rt, size, device, 0, pcs, n);
     rs_outside_oom_locked(rt, size, device, id, held, reserved, allocated, rs_now_us());
     rs_rt_unlock(rt);
     RS_INFO(RS_SUB_ALLOC, "the driver refused %llu bytes on device %d: out of memory",
             (unsigned long long)size, device);
+}
+
+/* Whether the framework's error `said` (its figures each within `rounding` of the exact ones) is
+ * the driver's refusal recorded last: PyTorch's cudaMallocAsync backend raises the same error for
+ * a request over its own limit, which it checks before calling CUDA, and for one CUDA refused. A
+ * request over the limit beyond the rounding never reached the driver; otherwise it is the
+ * driver's when the driver's last refusal was of that size (within the rounding) on that device
+ * and no error of the framework's was matched to it yet. What this takes wrongly: a refusal of the
+ * driver's the script caught and went on from, followed by a request of the same size over the
+ * limit by less than the rounding. Allocator lock held. */
+static int rs_outside_is_drivers(const rs_runtime *rt, const rs_oom_info *said, int device, uint64_t rounding)
+{
+    uint64_t need = rs_sat_add_u64(said->allocated, said->requested);
+    uint64_t slack = rs_sat_add_u64(rs_sat_add_u64(rounding, rounding), rounding);
+    if (said->requested && said->memory_limit && need > rs_sat_add_u64(said->memory_limit, slack)) return 0;
+    if (!rt->drv_oom.has || rt->drv_oom.framework || rt->drv_oom.reported || rt->drv_oom.device != device)
+        return 0;
+    uint64_t got = rt->drv_oom.info.requested, asked = said->requested;
+    return !asked || (got > asked ? got - asked : asked - got) <= rounding;
+}
+
+int rs_outside_framework_oom(rs_runtime *rt, const rs_oom_info *said, int device, uint64_t rounding,
+                             const uintptr_t *pcs, int n)
+{
+    uint64_t held = rs_driver_held_on(device), reserved = 0, allocated = 0;
+    rs_driver_allocator_bytes(rt, device, &reserved, &allocated);
+    rs_rt_lock(rt);
+    if (rs_outside_is_drivers(rt, said, device, rounding)) {
+        rt->drv_oom.reported = 1;
+        rs_rt_unlock(rt);
+        return 0;
+    }
+    uint32_t id = rs_outside_oom_event_locked(rt, said->requested, device, said->device_free, pcs, n);
+    rs_outside_oom_locked(rt, said->requested, device, id, held, reserved, allocated, rs_now_us());
+    /* the figures of the framework's error: its allocated bytes, which its limit counts, and the
+     * device's that it asked CUDA for; the rank's reserved bytes stay those held at the driver */
+    rt->drv_oom.info.allocated = said->allocated;
+    rt->drv_oom.info.memory_limit = said->memory_limit;
+    rt->drv_oom.info.device_free = said->device_free;
+    rt->drv_oom.info.device_total = said->device_total;
+    rt->drv_oom.framework = 1;
+    rs_rt_unlock(rt);
+    return 1;
 }
 
 void rs_outside_adopt(rs_runtime *rt)

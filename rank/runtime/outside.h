@@ -105,6 +105,15 @@ void rs_outside_driver_unadmit(uint64_t size, int device);
  * history and in the snapshot's oom record when it is the last one. Before the instance is up
  * (the driver's interposers record then: instance.h, rs_instance_starting), kept for it. */
 void rs_outside_driver_oom(uint64_t size, int device);
+/* The framework's allocator refused a request itself, as its error says (`said`: requested, 0
+ * when not known; allocated, the framework's own count, which its limit counts; memory_limit, its
+ * own limit, 0 for none; device_free and device_total, 0 when not known; each within `rounding`
+ * of the exact figure), on `device`, with the stack pcs[0..n) (the Python frames of the request):
+ * the rank's OOM, in the history and in rt->drv_oom as the driver's refusal is, unless it is the
+ * driver's refusal recorded last, which PyTorch's cudaMallocAsync backend reports with the same
+ * error. 1 when recorded, 0 when it was the driver's (recorded already). */
+int rs_outside_framework_oom(rs_runtime *rt, const rs_oom_info *said, int device, uint64_t rounding,
+                             const uintptr_t *pcs, int n);
 /* After `rt` is published: the driver OOMs kept from before, into its oom record. */
 void rs_outside_adopt(rs_runtime *rt);
 /* At finalize, rank 0 of a preloaded run: says how to link when no allocation call reached

@@ -356,6 +356,9 @@ case_torchrun_like_cuda_malloc_async_capped_rank_oom_names_its_request() {
         grep -q "^\*  *1  .*  100.00 MiB .*  yes  " "$f" && grep -q "^  *0  .*  88.00 MiB .*  reference$" "$f" ||
             { cat "$f"; echo "FAIL: $f: the columns are not the pool's bytes"; exit 1; }
     done
+    # PyTorch's error for the driver's refusal, which the glue reads too, is that one OOM
+    "$ranksnap" summary "$dir/rank-00001.rsnap" | grep -q " 1 OOMs$" ||
+        { "$ranksnap" summary "$dir/rank-00001.rsnap"; echo "FAIL: the driver's refusal counted twice"; exit 1; }
     # capped at 40 MiB it runs out before the range: its file is written as it leaves all the same
     # (rank 0 waits for a file of the range from it at most RANKSNAP_GATHER_TIMEOUT)
     rm -rf "$dir" && mkdir -p "$dir"
@@ -364,6 +367,50 @@ case_torchrun_like_cuda_malloc_async_capped_rank_oom_names_its_request() {
     "$ranksnap" report "$dir" > "$dir.after" 2>&1
     grep -q "^rank 1 ran out of memory: tried to allocate 16.00 MiB (allocated 32.00 MiB, reserved 32.00 MiB, limit 40.00 MiB) at forward (train_fake.py:$fwd)" "$dir.after" ||
         { cat "$dir.after"; echo "FAIL: the OOM before the range is not named"; exit 1; }
+}
+
+# Rank 1, which keeps 4 MiB per step, capped at 100 MiB by PyTorch's own limit
+# (torch.cuda.set_per_process_memory_fraction of the fake device's 16 GiB), runs out of memory at
+# step 3: the backend refuses the request before calling cudaMallocAsync, so the driver never
+# sees it, and its OutOfMemoryError ends the script. The report names the rank, its request, the
+# script's line and what was live, as for a refusal of the driver's, with the figures of
+# PyTorch's message; the traceback the script prints has no frame of ranksnap's. The same when
+# the training runs in a thread of its own, when the script catches the error and calls
+# sys.exit(1) in its handler, and when it set a sys.excepthook of its own after importing torch;
+# a script that catches the error and goes on has no OOM.
+async_oom_named() {
+    keep=$(grep -n 'kept.append(torch.empty(4 \* MIB' "$train" | cut -d: -f1)
+    fwd=$(grep -n 'hidden = torch.empty(batch \* 2 \* MIB' "$train" | cut -d: -f1)
+    for f in "$@"; do
+        grep -q "^rank 1 ran out of memory at step 3: tried to allocate 4.00 MiB with [0-9.]* GiB free of 16.00 GiB (allocated 100.00 MiB, reserved 100.00 MiB, limit 100.00 MiB) at main (train_fake.py:$keep)$" "$f" ||
+            { cat "$f" "$dir.err.1"; echo "FAIL: $f does not name rank 1's request and line"; exit 1; }
+        grep -A6 "^  live at that moment:" "$f" | grep -q "forward (train_fake.py:$fwd)" ||
+            { cat "$f"; echo "FAIL: $f does not say what was live"; exit 1; }
+        grep -q "^\*  *1  .*  100.00 MiB .*  yes  " "$f" || { cat "$f"; echo "FAIL: $f: rank 1 is not OOM"; exit 1; }
+    done
+    "$ranksnap" summary "$dir/rank-00001.rsnap" | grep -q " 1 OOMs$" ||
+        { "$ranksnap" summary "$dir/rank-00001.rsnap"; echo "FAIL: rank 1 does not count one OOM"; exit 1; }
+}
+case_torchrun_like_cuda_malloc_async_fraction_oom_names_its_request() {
+    async_job --steps 6 --leak 1 --fraction 1:0.006103515625
+    grep -q "OutOfMemoryError: Allocation on device 0 would exceed allowed memory" "$dir.err.1" ||
+        { cat "$dir.err.1"; echo "FAIL: rank 1's script did not get PyTorch's error"; exit 1; }
+    ! grep -q "ranksnap/_" "$dir.err.1" || { cat "$dir.err.1"; echo "FAIL: a frame of ranksnap's in the traceback"; exit 1; }
+    "$ranksnap" report "$dir" > "$dir.after" 2>&1
+    async_oom_named "$dir/report.txt" "$dir.after"
+    for how in --thread "--on-oom exit" --own-hook; do
+        rm -rf "$dir" && mkdir -p "$dir"
+        async_job --steps 6 --leak 1 --fraction 1:0.006103515625 $how
+        "$ranksnap" report "$dir" > "$dir.after" 2>&1
+        echo "$how:"
+        async_oom_named "$dir.after"
+    done
+    rm -rf "$dir" && mkdir -p "$dir"
+    async_job --steps 6 --leak 1 --fraction 1:0.006103515625 --on-oom skip
+    grep -q "^step 3: out of memory: Allocation on device 0 would exceed" "$dir.err.1" || { cat "$dir.err.1"; exit 1; }
+    "$ranksnap" report "$dir" > "$dir.after" 2>&1
+    ! grep -q "ran out of memory" "$dir.after" && grep -q "^\*\?  *1  .*  no " "$dir.after" ||
+        { cat "$dir.after"; echo "FAIL: an error the script caught and went on from is named as its OOM"; exit 1; }
 }
 
 # Inference with no optimizer (tests/python/infer_fake.py), two ranks, rank 1 with 1.5 times the

@@ -108,4 +108,4 @@ def mem_get_info(device=None):
 
 def set_per_process_memory_fraction(fraction, device=None):
     _lazy_init()
-    _allocator.ALLOCATOR.limit = int(_allocator.TOTAL * fraction)
+    _allocator.ALLOCATOR.set_fraction(fraction)

@@ -13,8 +13,11 @@ before the OutOfMemoryError is raised. The snapshot has the exact keys of PyTorc
 With PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (read when torch is loaded, as PyTorch reads
 it) it is PyTorch's CUDAMallocAsyncAllocator instead: every request is a cudaMallocAsync of its
 exact size on the current stream and every free a cudaFreeAsync (the process's CUDA runtime,
-called with the GIL released, as PyTorch's operators call it: ctypes.CDLL), a refusal is PyTorch's OutOfMemoryError; and it has
-neither a recorder, a snapshot nor OOM observers, which raise PyTorch's own messages.
+called with the GIL released, as PyTorch's operators call it: ctypes.CDLL); a request that
+would take its bytes past the limit of set_per_process_memory_fraction (that fraction of
+cudaMemGetInfo's total, none before) is refused before cudaMallocAsync is called; a refusal,
+either one, is PyTorch's OutOfMemoryError with PyTorch's message; and it has neither a recorder,
+a snapshot nor OOM observers, which raise PyTorch's own messages.
 """
 import ctypes
 import os
@@ -49,6 +52,17 @@ def _now_us():
 
 def _round(n):
     return max(512, (n + 511) // 512 * 512)
+
+
+def format_size(n):
+    """c10's format_size: bytes up to 1 KiB, then two decimals of KiB, MiB or GiB."""
+    if n <= KIB:
+        return f"{n} bytes"
+    if n <= MIB:
+        return f"{n / KIB:.2f} KiB"
+    if n <= GIB:
+        return f"{n / MIB:.2f} MiB"
+    return f"{n / GIB:.2f} GiB"
 
 
 def _segment_size(n):
@@ -99,6 +113,9 @@ class Allocator:
                                           ctypes.c_void_p]
             self.free_async = runtime.cudaFreeAsync
             self.free_async.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+            self.mem_get_info = runtime.cudaMemGetInfo
+            self.mem_get_info.argtypes = [ctypes.POINTER(ctypes.c_size_t)] * 2
+            self.limit = (1 << 64) - 1  # pytorch_memory_limits before a fraction is set
 
     # ---- recorder ----
     def record_history(self, enabled, context, stacks, max_entries):
@@ -156,8 +173,20 @@ class Allocator:
             return sum(self.used.values())
         return sum(s["allocated_size"] for s in self.segments.values())
 
+    def _device_memory(self):
+        """cudaMemGetInfo's (free, total), as CUDAMallocAsyncAllocator asks it."""
+        free, total = ctypes.c_size_t(), ctypes.c_size_t()
+        self.mem_get_info(ctypes.byref(free), ctypes.byref(total))
+        return free.value, total.value
+
+    def set_fraction(self, fraction):
+        """set_per_process_memory_fraction: of the device's total, as each backend takes it."""
+        total = self._device_memory()[1] if BACKEND == "cudaMallocAsync" else TOTAL
+        self.limit = int(fraction * total)
+
     def _malloc_async(self, nbytes):
-        """CUDAMallocAsyncAllocator's mallocAsync: the exact size, on the current stream."""
+        """CUDAMallocAsyncAllocator's mallocAsync: the exact size, on the current stream, once
+        PyTorch's own limit let it through."""
         if self.cublas_first:
             # cuBLAS's workspace, which that library takes from the driver itself on the
             # script's thread, the GIL released, the first time the script's math reaches it
@@ -165,11 +194,17 @@ class Allocator:
             self.cublas_first = False
             ctypes.CDLL(os.environ["FAKE_TORCH_CUBLAS"]).fake_cublas_workspace(ctypes.c_size_t(CUBLAS_WORKSPACE))
         p = ctypes.c_void_p()
-        if self.malloc_async(ctypes.byref(p), nbytes, None) != 0 or not p.value:
+        used = sum(self.used.values())
+        if used + nbytes > self.limit or self.malloc_async(ctypes.byref(p), nbytes, None) != 0 or not p.value:
+            free, total = self._device_memory()
             raise OutOfMemoryError(
                 f"Allocation on device 0 would exceed allowed memory. (out of memory)\n"
-                f"Currently allocated     : {sum(self.used.values())} bytes\n"
-                f"Requested               : {nbytes} bytes")
+                f"Currently allocated     : {format_size(used)}\n"
+                f"Requested               : {format_size(nbytes)}\n"
+                f"Device limit            : {format_size(total)}\n"
+                f"Free (according to CUDA): {format_size(free)}\n"
+                f"PyTorch limit (set by user-supplied memory fraction)\n"
+                f"                        : {format_size(self.limit)}")
         self.used[p.value] = nbytes
         return p.value
 
