@@ -547,6 +547,22 @@ static uint32_t rs_outside_oom_event_locked(rs_runtime *rt, uint64_t size, int d
     return id;
 }
 
+/* An OOM's figures in a rank whose framework allocates from stream-ordered pools (recorded
+ * natively): its allocator's bytes are the pools' bytes, live and reserved, as its table's columns
+ * are, not every byte it holds at the driver (cuBLAS's workspace is outside the allocator there). */
+static void rs_outside_async_held(uint64_t *held, uint64_t *reserved, uint64_t *allocated)
+{
+    rs_outside_reserved_fn fn = atomic_load_explicit(&rs_async_reserved_fn, memory_order_acquire);
+    if (!fn) return;
+    pthread_mutex_lock(&rs_outside_mu);
+    uint64_t live = rs_async_live;
+    pthread_mutex_unlock(&rs_outside_mu);
+    uint64_t pools = fn();
+    *held = 0;
+    *allocated = live;
+    *reserved = pools > live ? pools : live;
+}
+
 static uint64_t rs_driver_held_on(int device)
 {
     return device >= 0 && device < RS_MAX_DEVICES
@@ -576,6 +592,7 @@ void rs_outside_driver_oom(uint64_t size, int device)
     if (!rt) return;
     uint64_t reserved = 0, allocated = 0;
     rs_driver_allocator_bytes(rt, device, &reserved, &allocated);
+    rs_outside_async_held(&held, &reserved, &allocated);
     rs_rt_lock(rt);
     /* the driver does not say how much was free: 0 */
     uint32_t id = rs_outside_oom_event_locked(rt, size, device, 0, pcs, n);
@@ -609,6 +626,7 @@ int rs_outside_framework_oom(rs_runtime *rt, const rs_oom_info *said, int device
 {
     uint64_t held = rs_driver_held_on(device), reserved = 0, allocated = 0;
     rs_driver_allocator_bytes(rt, device, &reserved, &allocated);
+    rs_outside_async_held(&held, &reserved, &allocated);
     rs_rt_lock(rt);
     if (rs_outside_is_drivers(rt, said, device, rounding)) {
         rt->drv_oom.reported = 1;
@@ -618,7 +636,8 @@ int rs_outside_framework_oom(rs_runtime *rt, const rs_oom_info *said, int device
     uint32_t id = rs_outside_oom_event_locked(rt, said->requested, device, said->device_free, pcs, n);
     rs_outside_oom_locked(rt, said->requested, device, id, held, reserved, allocated, rs_now_us());
     /* the figures of the framework's error: its allocated bytes, which its limit counts, and the
-     * device's that it asked CUDA for; the rank's reserved bytes stay those held at the driver */
+     * device's that it asked CUDA for; the rank's reserved bytes stay its pools' (or, with no
+     * pool, every byte it held at the driver) */
     rt->drv_oom.info.allocated = said->allocated;
     rt->drv_oom.info.memory_limit = said->memory_limit;
     rt->drv_oom.info.device_free = said->device_free;
