@@ -245,6 +245,17 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
     rs_text_format_bytes(t->active_bytes_peak, a, sizeof a);
     rs_text_format_bytes(t->active_bytes_current, b, sizeof b);
     fprintf(out, "  active      peak %s, now %s\n", a, b);
+    if (t->async_bytes_peak) {
+        /* a rank recorded natively: its allocator is the framework's stream-ordered pool, and
+         * the three lines above, ranksnap's own allocator's, read 0 */
+        rs_text_format_bytes(t->async_bytes_peak, a, sizeof a);
+        fprintf(out, "  pool        peak %s live in the cudaMallocAsync pool (the rank's allocator)", a);
+        if (t->async_reserved_at_peak) {
+            rs_text_format_bytes(t->async_reserved_at_peak, b, sizeof b);
+            fprintf(out, ", %s reserved then", b);
+        }
+        fputc('\n', out);
+    }
     if (t->memory_limit_bytes) {
         rs_text_format_bytes(t->memory_limit_bytes, a, sizeof a);
         fprintf(out, "  limit       %s (RANKSNAP_MEMORY_LIMIT)\n", a);
@@ -285,7 +296,8 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
     }
     int held = 0;
     for (size_t i = 0; i < t->n_outside_labels; i++) {
-        if (!t->outside_labels[i].bytes) continue;
+        /* the pool's bytes are the allocator's (the pool line), not outside it */
+        if (!t->outside_labels[i].bytes || !strcmp(t->outside_labels[i].label, "async_pool")) continue;
         rs_text_format_bytes(t->outside_labels[i].bytes, a, sizeof a);
         fputs(held ? ", " : "  held by    ", out);
         rs_text_put(out, rs_summary_outside_label_name(t->outside_labels[i].label));

@@ -289,6 +289,10 @@ case_torchrun_like_cuda_malloc_async_ranks_are_recorded_by_ranksnap() {
     # the pool's reserved bytes, used or not, are the rank's allocator's, never outside it
     ! grep -q "CUDA memory pools (reserved, unused)" "$dir/report.txt" ||
         { cat "$dir/report.txt"; echo "FAIL: the pool's unused bytes are counted outside the allocator"; exit 1; }
+    # and `ranksnap summary` of the file says the pool is the rank's allocator, not a holder outside
+    "$ranksnap" summary "$dir/rank-00001.rsnap" > "$dir.summary" || exit 1
+    grep -q "^  pool        peak 100.00 MiB live in the cudaMallocAsync pool (the rank's allocator), 100.00 MiB reserved then$" "$dir.summary" &&
+        ! grep -q "async_pool" "$dir.summary" || { cat "$dir.summary"; echo "FAIL: ranksnap summary of the pool"; exit 1; }
     grep -q "^rank 1: 2.00 MiB taken outside the allocator at its peak: 2.00 MiB at .*(train_fake.py:[0-9]*)" "$dir/report.txt" ||
         { cat "$dir/report.txt"; echo "FAIL: cuBLAS's workspace is not named by the script's line"; exit 1; }
     grep -q "^recorded at the CUDA runtime: PyTorch's recorder does not support backend:cudaMallocAsync (every rank)$" "$dir/report.txt" ||
