@@ -436,21 +436,31 @@ int rs_pyframes_calibrate(char *why, size_t n)
 
 /* ---- capture and lookup -------------------------------------------------------------------- */
 
+/* A Python stack deeper than the depth asked keeps its outermost frames too: a model's line runs
+ * under dozens of the framework's frames (a module's call is two), and the script's own line,
+ * the one the report shows above a model library's, is near the bottom. */
+#define RS_PY_WALK_FRAMES 256
+static int rs_py_outer_kept(int depth)
+{
+    return depth >= 8 ? 4 : depth / 2;
+}
+
 int rs_pyframes_capture(uintptr_t *pcs, int depth)
 {
     pthread_once(&rs_py_once, rs_py_load);
     if (!rs_py_ok || !pcs || depth <= 0 || !rs_py.is_initialized()) return 0;
-    void *codes[RS_PY_DEPTH_MAX];
-    int lines[RS_PY_DEPTH_MAX], n = 0, gil = rs_py.gil_check();
+    void *codes[RS_PY_WALK_FRAMES];
+    int lines[RS_PY_WALK_FRAMES], n = 0, gil = rs_py.gil_check();
     if (depth > RS_PY_DEPTH_MAX) depth = RS_PY_DEPTH_MAX;
     if (gil) {
-        n = rs_py_api_walk(codes, lines, depth);
+        n = rs_py_api_walk(codes, lines, RS_PY_WALK_FRAMES);
     } else if (atomic_load_explicit(&rs_pyl_ok, memory_order_acquire)) {
         void *ts = rs_py.tstate_this();
-        if (ts) n = rs_py_raw_walk(ts, codes, lines, depth);
+        if (ts) n = rs_py_raw_walk(ts, codes, lines, RS_PY_WALK_FRAMES);
     }
-    int out = 0;
-    for (int i = 0; i < n; i++) {
+    int outer = n > depth ? rs_py_outer_kept(depth) : 0, out = 0;
+    for (int i = 0; i < n && out < depth; i++) {
+        if (outer && i == depth - outer) i = n - outer; /* the middle left out */
         uint32_t id = rs_py_intern(codes[i], lines[i], gil);
         if (id) pcs[out++] = (uintptr_t)(RS_PY_TAG | id);
     }

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 /* Fills pcs[0..depth) with the calling thread's Python frames, innermost first, and returns how
- * many; 0 when no interpreter is running in the process, the thread does not hold its GIL and
+ * many; of a deeper stack, its innermost frames and its outermost few (the script's own lines); 0 when no interpreter is running in the process, the thread does not hold its GIL and
  * rs_pyframes_calibrate did not succeed, the interpreter lacks a call used here (before Python
  * 3.10), or the thread runs no Python code. Calls the interpreter only on a thread that holds the
  * GIL. */

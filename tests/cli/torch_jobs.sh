@@ -289,6 +289,14 @@ case_torchrun_like_cuda_malloc_async_ranks_are_recorded_by_ranksnap() {
     # the pool's reserved bytes, used or not, are the rank's allocator's, never outside it
     ! grep -q "CUDA memory pools (reserved, unused)" "$dir/report.txt" ||
         { cat "$dir/report.txt"; echo "FAIL: the pool's unused bytes are counted outside the allocator"; exit 1; }
+    # a Python stack deeper than RANKSNAP_STACK_DEPTH keeps its outermost frames: with 4 frames,
+    # the stand-in's two innermost (its allocator) and the script's two outermost, whose line is
+    # the site
+    deep=$dir.depth4 && rm -rf "$deep" && mkdir -p "$deep"
+    (dir=$deep; export RANKSNAP_DIR=$deep RANKSNAP_STACK_DEPTH=4; async_job --diverge 1:1.5; live) || exit 1
+    check "$deep/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
+        "r['divergent_ranks'][0]['sites'][0]['file'].endswith('train_fake.py')" \
+        "r['divergent_ranks'][0]['sites'][0]['function'] == 'main'"
     # and `ranksnap summary` of the file says the pool is the rank's allocator, not a holder outside
     "$ranksnap" summary "$dir/rank-00001.rsnap" > "$dir.summary" || exit 1
     grep -q "^  pool        peak 100.00 MiB live in the cudaMallocAsync pool (the rank's allocator), 100.00 MiB reserved then$" "$dir.summary" &&
