@@ -445,6 +445,19 @@ static int rs_py_outer_kept(int depth)
     return depth >= 8 ? 4 : depth / 2;
 }
 
+/* The entries of frames codes[0..n) (innermost first) in pcs, at most `depth` of them: of more,
+ * the innermost and the outermost few (rs_py_outer_kept); how many. */
+static int rs_py_entries_of(void *const *codes, const int *lines, int n, int depth, int gil, uintptr_t *pcs)
+{
+    int outer = n > depth ? rs_py_outer_kept(depth) : 0, out = 0;
+    for (int i = 0; i < n && out < depth; i++) {
+        if (outer && i == depth - outer) i = n - outer; /* the middle left out */
+        uint32_t id = codes[i] ? rs_py_intern(codes[i], lines[i], gil) : 0;
+        if (id) pcs[out++] = (uintptr_t)(RS_PY_TAG | id);
+    }
+    return out;
+}
+
 int rs_pyframes_capture(uintptr_t *pcs, int depth)
 {
     pthread_once(&rs_py_once, rs_py_load);
@@ -458,25 +471,18 @@ int rs_pyframes_capture(uintptr_t *pcs, int depth)
         void *ts = rs_py.tstate_this();
         if (ts) n = rs_py_raw_walk(ts, codes, lines, RS_PY_WALK_FRAMES);
     }
-    int outer = n > depth ? rs_py_outer_kept(depth) : 0, out = 0;
-    for (int i = 0; i < n && out < depth; i++) {
-        if (outer && i == depth - outer) i = n - outer; /* the middle left out */
-        uint32_t id = rs_py_intern(codes[i], lines[i], gil);
-        if (id) pcs[out++] = (uintptr_t)(RS_PY_TAG | id);
-    }
-    return out;
+    return rs_py_entries_of(codes, lines, n, depth, gil, pcs);
 }
 
-int rs_pyframes_intern(const uintptr_t *codes, const int *lines, int n, uintptr_t *pcs)
+int rs_pyframes_intern(const uintptr_t *codes, const int *lines, int n, int depth, uintptr_t *pcs)
 {
     pthread_once(&rs_py_once, rs_py_load);
     if (!rs_py_ok || !rs_py.is_initialized() || !rs_py.gil_check()) return -1;
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        uint32_t id = codes[i] ? rs_py_intern((void *)codes[i], lines[i], 1) : 0;
-        if (id) pcs[k++] = (uintptr_t)(RS_PY_TAG | id);
-    }
-    return k;
+    if (depth > RS_PY_DEPTH_MAX) depth = RS_PY_DEPTH_MAX;
+    void *objs[RS_PY_WALK_FRAMES];
+    if (n > RS_PY_WALK_FRAMES) n = RS_PY_WALK_FRAMES; /* the innermost */
+    for (int i = 0; i < n; i++) objs[i] = (void *)codes[i];
+    return depth > 0 ? rs_py_entries_of(objs, lines, n, depth, 1, pcs) : 0;
 }
 
 int rs_pyframes_is(uint64_t pc)

@@ -28,11 +28,11 @@ int rs_pyframes_capture(uintptr_t *pcs, int depth);
 int rs_pyframes_calibrate(char *why, size_t n);
 
 /* The entries of frames the caller read itself (a traceback's: codes[i] a code object, lines[i]
- * its line, i < n, innermost first) into pcs[0..n), numbered as rs_pyframes_capture numbers
- * them; returns how many (a NULL code is left out), or -1 when the calling thread does not hold
- * the GIL of a running interpreter, whose code objects it reads. The code objects must stay
- * alive through the call. */
-int rs_pyframes_intern(const uintptr_t *codes, const int *lines, int n, uintptr_t *pcs);
+ * its line, i < n, innermost first) into pcs (room for `depth`), numbered as rs_pyframes_capture
+ * numbers them and cut to `depth` as it cuts a stack; returns how many (a NULL code is left out),
+ * or -1 when the calling thread does not hold the GIL of a running interpreter, whose code
+ * objects it reads. The code objects must stay alive through the call. */
+int rs_pyframes_intern(const uintptr_t *codes, const int *lines, int n, int depth, uintptr_t *pcs);
 
 /* 1 when `pc` is an entry made by rs_pyframes_capture or rs_pyframes_intern. */
 int rs_pyframes_is(uint64_t pc);

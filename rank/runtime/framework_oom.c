@@ -30,10 +30,10 @@ ranksnap_status ranksnap_framework_oom(const ranksnap_framework_oom_info *oom)
                         "this rank itself (ranksnap_record_natively): the framework's own OOM "
                         "observer reports its OOMs");
     RS_NEED(rt);
-    /* the innermost frames, as a captured stack keeps them */
-    int n = oom->n < RS_MAX_STACK_DEPTH ? oom->n : RS_MAX_STACK_DEPTH;
+    /* the frames a captured stack keeps: the innermost, and the outermost few of a deeper one */
     uintptr_t pcs[RS_MAX_STACK_DEPTH];
-    int got = n ? rs_pyframes_intern(oom->codes, oom->lines, n, pcs) : 0;
+    int depth = rt->opts.stack_depth > 0 ? rt->opts.stack_depth : RS_MAX_STACK_DEPTH;
+    int got = oom->n ? rs_pyframes_intern(oom->codes, oom->lines, oom->n, depth, pcs) : 0;
     if (got < 0)
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "ranksnap_framework_oom: the frames' names are "
                         "read from the interpreter: call it holding the GIL (ctypes.PyDLL)");
