@@ -71,6 +71,8 @@ static uint64_t replay(const rs_snap_history *h, uint64_t end, uint8_t alloc, ui
 typedef struct owned_site {
     rs_site site;
     const char *owner;
+    uint32_t stack;      /* the stack of its largest live allocation: its path's */
+    uint64_t stack_size;
 } owned_site;
 
 static int by_bytes_desc(const void *a, const void *b)
@@ -102,7 +104,7 @@ static const char *stack_owner(const rs_snap *s, uint32_t id)
 
 void rs_outside_sites_at_peak(const rs_snap *s, const rs_site_picker *pk, int async, uint64_t *peak,
                               rs_site *sites, char (*owners)[RS_OUTSIDE_OWNER_LEN], int max,
-                              int *n_sites, int64_t *peak_step)
+                              int *n_sites, int64_t *peak_step, rs_site_path *paths)
 {
     *peak = 0;
     *n_sites = 0;
@@ -148,6 +150,10 @@ void rs_outside_sites_at_peak(const rs_snap *s, const rs_site_picker *pk, int as
         /* sizes from a crafted file can sum past the integer range */
         list[j].site.bytes = rs_sat_add_i64(list[j].site.bytes, rs_sat_i64(sl->size));
         list[j].site.blocks++;
+        if (sl->size > list[j].stack_size || !list[j].stack) {
+            list[j].stack = sl->stack;
+            list[j].stack_size = sl->size;
+        }
     }
     if (list) {
         qsort(list, (size_t)k, sizeof *list, by_bytes_desc);
@@ -155,6 +161,10 @@ void rs_outside_sites_at_peak(const rs_snap *s, const rs_site_picker *pk, int as
         for (int j = 0; j < *n_sites; j++) {
             sites[j] = list[j].site;
             if (owners) snprintf(owners[j], RS_OUTSIDE_OWNER_LEN, "%s", list[j].owner);
+            if (paths) {
+                rs_site picked;
+                rs_site_pick_path(pk, list[j].stack, &picked, &paths[j]);
+            }
         }
     }
     free(list);

@@ -214,11 +214,14 @@ static void summarize_async_pool(const rs_snap *s, const rs_site_picker *pk, rs_
     uint64_t walked = 0;
     int64_t step = -1;
     rs_site top[RS_SUMMARY_MAX_SITES];
+    rs_site_path *paths = sites && pk ? calloc(RS_SUMMARY_MAX_SITES, sizeof *paths) : NULL;
     int n = 0;
-    if (pk) rs_outside_sites_at_peak(s, pk, 1, &walked, top, NULL, RS_SUMMARY_MAX_SITES, &n, &step);
-    if (!walked && !t->async_bytes_peak) return;
+    if (pk) rs_outside_sites_at_peak(s, pk, 1, &walked, top, NULL, RS_SUMMARY_MAX_SITES, &n, &step, paths);
     /* an allocator of ranksnap's own served the rank too: not this mode, nothing to replace */
-    if (out->peak_allocated || out->peak_reserved) return;
+    if ((!walked && !t->async_bytes_peak) || out->peak_allocated || out->peak_reserved) {
+        free(paths);
+        return;
+    }
     int pool = t->async_reserved_at_peak && t->async_bytes_peak >= walked;
     out->async_pool = (int8_t)(pool ? RS_SUMMARY_ASYNC_POOL_RESERVED : RS_SUMMARY_ASYNC_AS_ALLOCATED);
     out->peak_allocated = t->async_bytes_peak > walked ? t->async_bytes_peak : walked;
@@ -231,11 +234,11 @@ static void summarize_async_pool(const rs_snap *s, const rs_site_picker *pk, rs_
     for (int k = 0; k < RS_SUMMARY_MAX_STEPS; k++) out->step_peak[k] = RS_SUMMARY_NO_DATA;
     out->n_sites = n;
     memcpy(out->sites, top, (size_t)n * sizeof *top);
-    if (sites) { /* the comparison takes the summary's sites (site_delta.c) */
+    if (sites) { /* the comparison takes the summary's sites (site_delta.c), with these paths */
         free(sites->sites);
         free(sites->paths);
         sites->sites = NULL;
-        sites->paths = NULL;
+        sites->paths = paths;
         sites->n = 0;
         sites->ok = 0;
     }
@@ -300,7 +303,7 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
     if (sites) sites->has_pool = rs_pools_site(s, &pk, &sites->pool);
     rs_outside_sites_at_peak(s, &pk, 0, &out->recorded_outside_peak, out->outside_sites,
                              out->outside_site_owners, RS_SUMMARY_MAX_OUTSIDE_SITES,
-                             &out->n_outside_sites, NULL);
+                             &out->n_outside_sites, NULL, NULL);
     /* Without memory for the walk the summary keeps the totals: still a fair summary. */
     rs_walk w;
     if (rs_walk_init(&w, s) == RANKSNAP_OK) {

@@ -447,6 +447,27 @@ case_torchrun_like_generate_steps_are_the_generate_calls() {
     inference_job "generate calls of Generator: no optimizer" train_model_fake.py --generate 3
 }
 
+# Under backend:cudaMallocAsync, the model an installed package's (a copy of train_model_fake.py
+# in a site-packages folder), as a transformers model is: rank 1 is flagged with the model's line
+# and, above it, the script's (the outermost frames a stack keeps), in the live report and in the
+# one from the files, as in a rank PyTorch records.
+case_torchrun_like_cuda_malloc_async_site_has_the_scripts_line_above_the_models() {
+    pkg=$dir.pkg
+    mkdir -p "$pkg/site-packages" && cp "$src/infer_fake.py" "$src/train_fake.py" "$pkg/" &&
+        cp "$src/train_model_fake.py" "$pkg/site-packages/" || exit 1
+    export RANKSNAP_GATHER_TIMEOUT=30 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync FAKE_CUDART_ASYNC_VIA_DRIVER=1
+    export LD_LIBRARY_PATH="$(dirname "$FAKE_CUDART")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    unset RANKSNAP_BACKEND
+    PYTHONPATH="$src/fake_torch:$pkg/site-packages" torchrun_like 2 --steps 2:5 "$py" "$pkg/infer_fake.py" --diverge 1:1.5
+    live
+    "$ranksnap" report --json "$dir" > "$dir.after.json" || exit 1
+    for j in "$dir/report.json" "$dir.after.json"; do
+        check "$j" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
+            "'site-packages' in r['divergent_ranks'][0]['sites'][0]['file']" \
+            "r['divergent_ranks'][0]['sites'][0]['path'][0]['file'].endswith('infer_fake.py')"
+    done
+}
+
 # torch.compile on the stand-in: the model runs as the wrapper Inductor wrote for it, whose lines
 # allocate. As with a transformers model, the model's code is an installed package's (a copy of
 # train_model_fake.py in a site-packages folder): each stack is then the model's lines (the
