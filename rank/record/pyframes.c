@@ -139,7 +139,9 @@ static const rs_py_layout rs_py_layouts[] = {
 #define RS_PY_STR_LENGTH 16     /* length, then the hash, then the state bits */
 #define RS_PY_STR_STATE 32
 #define RS_PY_STR_COMPACT_ASCII (3u << 5)
-#define RS_PY_SCAN 512          /* bytes of a thread state or code object searched */
+#define RS_PY_SCAN_TSTATE 192  /* bytes of a thread state searched: its frame link is in the
+                                   first words (3.11 to 3.13), and the struct is longer */
+#define RS_PY_SCAN 512          /* bytes of a code object searched, within its basic size */
 #define RS_PY_WALK_MAX 512      /* frames followed at most, however deep the stack asked */
 
 static rs_py_layout rs_pyl;
@@ -360,13 +362,13 @@ static int rs_py_find_layout(char *why, size_t n)
     const void *top = rs_py_word(fobj, RS_PY_FRAMEOBJ_FRAME);
     L.tstate_frame = (size_t)-1;
     if (!L.via_cframe) {
-        L.tstate_frame = rs_py_find_word(ts, RS_PY_SCAN, top);
+        L.tstate_frame = rs_py_find_word(ts, RS_PY_SCAN_TSTATE, top);
     } else {
         /* the current _PyCFrame lives on this thread's stack, in the interpreter's loop that
          * called here: only a word pointing there is followed */
         uintptr_t lo, hi;
         if (rs_py_own_stack(&lo, &hi) == 0)
-            for (size_t off = 0; off + sizeof(void *) <= RS_PY_SCAN && L.tstate_frame == (size_t)-1; off += sizeof(void *)) {
+            for (size_t off = 0; off + sizeof(void *) <= RS_PY_SCAN_TSTATE && L.tstate_frame == (size_t)-1; off += sizeof(void *)) {
                 uintptr_t w = (uintptr_t)rs_py_word(ts, off);
                 if (w >= lo && w + L.cframe_current + sizeof(void *) <= hi &&
                     rs_py_word((const void *)w, L.cframe_current) == top)
