@@ -142,7 +142,6 @@ static int run_export(const rs_cli_verb *verb, int argc, char **argv)
     unsigned char *buf = NULL;
     size_t len = 0;
     st = rs_export_torch(snap, path, &opt, &buf, &len, &info);
-    size_t n_segments = snap->n_segments;
     int rank = snap->rank;
     rs_snap_free(snap);
     if (st == RANKSNAP_OK) st = rs_atomic_file_write(out, buf, len);
@@ -154,7 +153,7 @@ static int run_export(const rs_cli_verb *verb, int argc, char **argv)
     }
     printf("wrote %s: rank %d, %zu segments, %llu trace entries (%llu allocations), %llu "
            "annotations, %zu bytes\n",
-           out, rank, n_segments, (unsigned long long)info.trace_entries,
+           out, rank, (size_t)info.segments, (unsigned long long)info.trace_entries,
            (unsigned long long)info.allocs, (unsigned long long)info.annotations, len);
     if (info.left_out)
         printf("left out %llu events that do not fit the blocks and segments alive at their "

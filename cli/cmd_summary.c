@@ -153,8 +153,12 @@ static void print_oom(FILE *out, const rs_snap *s)
         rs_text_format_bytes(o->memory_limit, lim, sizeof lim);
     else
         snprintf(lim, sizeof lim, "none");
-    fprintf(out, "OUT OF MEMORY at step %" PRId64 ": tried to allocate %s (rounded to %s)", o->step,
-            req, rnd);
+    /* a request is never of 0 bytes: 0 is a framework's error that did not say its size */
+    if (o->requested)
+        fprintf(out, "OUT OF MEMORY at step %" PRId64 ": tried to allocate %s (rounded to %s)", o->step,
+                req, rnd);
+    else
+        fprintf(out, "OUT OF MEMORY at step %" PRId64 ": tried to allocate (size not known)", o->step);
     /* which device ran out, where the rank used more than one or another than its first */
     if (s->n_devices > 1 || o->device != s->device.index) fprintf(out, " on device %d", o->device);
     fputc('\n', out);
@@ -241,6 +245,17 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
     rs_text_format_bytes(t->active_bytes_peak, a, sizeof a);
     rs_text_format_bytes(t->active_bytes_current, b, sizeof b);
     fprintf(out, "  active      peak %s, now %s\n", a, b);
+    if (t->async_bytes_peak) {
+        /* a rank recorded natively: its allocator is the framework's stream-ordered pool, and
+         * the three lines above, ranksnap's own allocator's, read 0 */
+        rs_text_format_bytes(t->async_bytes_peak, a, sizeof a);
+        fprintf(out, "  pool        peak %s live in the cudaMallocAsync pool (the rank's allocator)", a);
+        if (t->async_reserved_at_peak) {
+            rs_text_format_bytes(t->async_reserved_at_peak, b, sizeof b);
+            fprintf(out, ", %s reserved then", b);
+        }
+        fputc('\n', out);
+    }
     if (t->memory_limit_bytes) {
         rs_text_format_bytes(t->memory_limit_bytes, a, sizeof a);
         fprintf(out, "  limit       %s (RANKSNAP_MEMORY_LIMIT)\n", a);
@@ -281,7 +296,8 @@ ranksnap_status rs_cmd_summary_print(FILE *out, const rs_snap *s, const char *pa
     }
     int held = 0;
     for (size_t i = 0; i < t->n_outside_labels; i++) {
-        if (!t->outside_labels[i].bytes) continue;
+        /* the pool's bytes are the allocator's (the pool line), not outside it */
+        if (!t->outside_labels[i].bytes || !strcmp(t->outside_labels[i].label, "async_pool")) continue;
         rs_text_format_bytes(t->outside_labels[i].bytes, a, sizeof a);
         fputs(held ? ", " : "  held by    ", out);
         rs_text_put(out, rs_summary_outside_label_name(t->outside_labels[i].label));

@@ -35,6 +35,12 @@ typedef enum rs_action {
      * size = bytes. Not part of the allocator's state: replays and the torch export skip them. */
     RS_ACT_OUTSIDE_ALLOC = 9,
     RS_ACT_OUTSIDE_FREE = 10,
+    /* The same for an allocation of a stream-ordered pool (cuMemAllocAsync,
+     * cuMemAllocFromPoolAsync and their frees) in a rank that its framework's allocator serves
+     * from that pool (ranksnap_record_natively): its allocator's own allocations, which the
+     * summary counts as the rank's allocated bytes, not as memory outside. */
+    RS_ACT_ASYNC_ALLOC = 11,
+    RS_ACT_ASYNC_FREE = 12,
     RS_ACT_COUNT_
 } rs_action;
 
@@ -43,8 +49,20 @@ static inline const char *rs_action_name(unsigned a)
 {
     static const char *const names[RS_ACT_COUNT_] = {
         "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-        "oom", "step", "annotation_begin", "annotation_end", "outside_alloc", "outside_free"};
+        "oom", "step", "annotation_begin", "annotation_end", "outside_alloc", "outside_free",
+        "async_alloc", "async_free"};
     return a < RS_ACT_COUNT_ ? names[a] : "unknown";
+}
+
+/* 1 for an allocation (a free) taken outside ranksnap's allocators, a pool's async one or not. */
+static inline int rs_action_outside_alloc(unsigned a)
+{
+    return a == RS_ACT_OUTSIDE_ALLOC || a == RS_ACT_ASYNC_ALLOC;
+}
+
+static inline int rs_action_outside_free(unsigned a)
+{
+    return a == RS_ACT_OUTSIDE_FREE || a == RS_ACT_ASYNC_FREE;
 }
 
 /* Block states, as PyTorch names them. */

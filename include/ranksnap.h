@@ -217,6 +217,49 @@ typedef struct ranksnap_recorder_ops {
  * ranksnap_init. */
 RANKSNAP_API ranksnap_status ranksnap_set_recorder(const ranksnap_recorder_ops *ops);
 
+/* The framework's recorder cannot run in this process (PyTorch's cudaMallocAsync backend has
+ * none): ranksnap records the rank itself instead, at the CUDA driver, with the framework's
+ * allocator left serving every request, and writes rank-RRRRR.rsnap, whose report says how it
+ * was recorded and `why` (at most 119 bytes kept). The registered ops still gather and broadcast;
+ * their start, stop and dump are not called. RANKSNAP_RECORDER=torch only, and before ranksnap
+ * started (the glue calls it when torch is imported): RANKSNAP_ERR_UNSUPPORTED otherwise. Call
+ * it from Python holding the GIL (ctypes.PyDLL): allocations made by threads that released the
+ * GIL then get their Python frames too, where ranksnap can read this Python's frames without it
+ * (3.11 to 3.13, checked here against the interpreter's own walk); the file says when not. */
+RANKSNAP_API ranksnap_status ranksnap_record_natively(const char *why);
+
+/* An out-of-memory error the framework's allocator raised in a rank ranksnap records natively
+ * (ranksnap_record_natively), as the error gives it: PyTorch's cudaMallocAsync backend checks
+ * its own limit (torch.cuda.set_per_process_memory_fraction) before it calls CUDA, so a request
+ * over that limit never reaches the driver, where ranksnap sees the others refused. The Python
+ * glue reads the figures from the error's message and the frames from its traceback. */
+typedef struct ranksnap_framework_oom_info {
+    int device;
+    uint64_t requested;      /* bytes asked for; 0: the error did not say */
+    uint64_t allocated;      /* the framework's allocated bytes then, which its limit counts */
+    uint64_t limit;          /* the framework's own limit; 0: none */
+    uint64_t device_free;    /* the device's free and total bytes; 0: not known */
+    uint64_t device_total;
+    uint64_t rounding;       /* how far each figure above may be from the exact one (PyTorch's
+                              * message gives two decimals of KiB, MiB or GiB) */
+    const uintptr_t *codes;  /* the request's Python frames, innermost first: code objects
+                              * (id(frame.f_code)), alive through the call */
+    const int *lines;        /* the line of each */
+    int n;
+} ranksnap_framework_oom_info;
+
+/* Records that error as the rank's OOM, with those frames as the request's stack, as a refusal of
+ * the CUDA driver is recorded (the history's oom event, the snapshot's oom record; the rank's
+ * reserved bytes are those it holds at the driver), and writes the snapshot now
+ * (RANKSNAP_ON_OOM). PyTorch raises the same error when CUDA refused the request: when the
+ * figures keep the request within the limit (or are too close to it to tell) and the driver's
+ * last refusal on that device was of that size, it is that refusal, recorded already, and
+ * nothing is added. Call it holding the Python interpreter's lock (ctypes.PyDLL), which the
+ * frames' names are read under. RANKSNAP_ERR_UNSUPPORTED in a rank not recorded natively (the
+ * framework's OOM observer serves there), RANKSNAP_ERR_NOT_INITIALIZED before ranksnap started,
+ * RANKSNAP_ERR_INVALID_ARGUMENT for frames without that lock. */
+RANKSNAP_API ranksnap_status ranksnap_framework_oom(const ranksnap_framework_oom_info *oom);
+
 /* This rank's identity as the framework's process group gives it (torch.distributed's
  * get_rank() and get_world_size()), and the job id all its ranks agreed on (NULL: this
  * process's own, ranksnap_job). It replaces what the launcher's environment said, for the

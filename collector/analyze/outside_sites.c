@@ -37,16 +37,17 @@ static live_slot *live_find(live_table *t, uint64_t addr)
         if (t->slots[i].key == key || t->slots[i].key == 0) return &t->slots[i];
 }
 
-/* Replays the outside events [0, end): the live bytes after each, the highest level and the
- * index just after it in *peak_end. */
-static uint64_t replay(const rs_snap_history *h, uint64_t end, live_table *t, uint64_t *peak_end)
+/* Replays the events [0, end) of actions `alloc` and `free`: the live bytes after each, the
+ * highest level and the index just after it in *peak_end. */
+static uint64_t replay(const rs_snap_history *h, uint64_t end, uint8_t alloc, uint8_t free_,
+                       live_table *t, uint64_t *peak_end)
 {
     uint64_t level = 0, peak = 0;
     for (uint64_t i = 0; i < end; i++) {
         uint8_t a = h->action[i];
-        if (a != RS_ACT_OUTSIDE_ALLOC && a != RS_ACT_OUTSIDE_FREE) continue;
+        if (a != alloc && a != free_) continue;
         live_slot *sl = live_find(t, h->addr[i]);
-        if (a == RS_ACT_OUTSIDE_ALLOC) {
+        if (a == alloc) {
             if (sl->key && !sl->gone) level = rs_sat_sub_u64(level, sl->size); /* seen twice: the later one counts */
             sl->key = h->addr[i] + 1;
             sl->size = h->size[i];
@@ -70,6 +71,8 @@ static uint64_t replay(const rs_snap_history *h, uint64_t end, live_table *t, ui
 typedef struct owned_site {
     rs_site site;
     const char *owner;
+    uint32_t stack;      /* the stack of its largest live allocation: its path's */
+    uint64_t stack_size;
 } owned_site;
 
 static int by_bytes_desc(const void *a, const void *b)
@@ -99,24 +102,32 @@ static const char *stack_owner(const rs_snap *s, uint32_t id)
     return "";
 }
 
-void rs_outside_sites_at_peak(const rs_snap *s, const rs_site_picker *pk, uint64_t *peak,
+void rs_outside_sites_at_peak(const rs_snap *s, const rs_site_picker *pk, int async, uint64_t *peak,
                               rs_site *sites, char (*owners)[RS_OUTSIDE_OWNER_LEN], int max,
-                              int *n_sites)
+                              int *n_sites, int64_t *peak_step, rs_site_path *paths)
 {
     *peak = 0;
     *n_sites = 0;
+    if (peak_step) *peak_step = -1;
     const rs_snap_history *h = &s->history;
+    uint8_t alloc = async ? RS_ACT_ASYNC_ALLOC : RS_ACT_OUTSIDE_ALLOC;
+    uint8_t free_ = async ? RS_ACT_ASYNC_FREE : RS_ACT_OUTSIDE_FREE;
     size_t n = 0;
-    for (uint64_t i = 0; i < h->count; i++) n += h->action[i] == RS_ACT_OUTSIDE_ALLOC;
+    for (uint64_t i = 0; i < h->count; i++) n += h->action[i] == alloc;
     if (!n) return;
     size_t cap = 16;
     while (cap < 2 * n) cap *= 2;
     live_table t = {calloc(cap, sizeof(live_slot)), cap - 1};
     if (!t.slots) return;
     uint64_t end = 0;
-    *peak = replay(h, h->count, &t, &end);
+    *peak = replay(h, h->count, alloc, free_, &t, &end);
     memset(t.slots, 0, cap * sizeof(live_slot));
-    replay(h, end, &t, NULL);
+    replay(h, end, alloc, free_, &t, NULL);
+    for (uint64_t i = end; peak_step && i-- > 0;)
+        if (h->action[i] == RS_ACT_STEP) {
+            *peak_step = (int64_t)h->size[i];
+            break;
+        }
     owned_site *list = calloc(n, sizeof *list);
     int k = 0;
     for (size_t i = 0; list && i < cap; i++) {
@@ -139,6 +150,10 @@ void rs_outside_sites_at_peak(const rs_snap *s, const rs_site_picker *pk, uint64
         /* sizes from a crafted file can sum past the integer range */
         list[j].site.bytes = rs_sat_add_i64(list[j].site.bytes, rs_sat_i64(sl->size));
         list[j].site.blocks++;
+        if (sl->size > list[j].stack_size || !list[j].stack) {
+            list[j].stack = sl->stack;
+            list[j].stack_size = sl->size;
+        }
     }
     if (list) {
         qsort(list, (size_t)k, sizeof *list, by_bytes_desc);
@@ -146,6 +161,10 @@ void rs_outside_sites_at_peak(const rs_snap *s, const rs_site_picker *pk, uint64
         for (int j = 0; j < *n_sites; j++) {
             sites[j] = list[j].site;
             if (owners) snprintf(owners[j], RS_OUTSIDE_OWNER_LEN, "%s", list[j].owner);
+            if (paths) {
+                rs_site picked;
+                rs_site_pick_path(pk, list[j].stack, &picked, &paths[j]);
+            }
         }
     }
     free(list);

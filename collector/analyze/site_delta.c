@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "outside_sites.h"
 #include "sat.h"
 #include "site_delta.h"
 
@@ -54,6 +55,26 @@ ranksnap_status rs_site_delta_list_of(const rs_summary *s, const rs_snap *full,
         l->n = (size_t)(s->n_outside_sites < 0 ? 0 : s->n_outside_sites > RS_SUMMARY_MAX_OUTSIDE_SITES
                                                          ? RS_SUMMARY_MAX_OUTSIDE_SITES
                                                          : s->n_outside_sites);
+        return RANKSNAP_OK;
+    }
+    if (s->async_pool) { /* the pool's sites at its peak (summary.c), with their paths from the file */
+        l->v = s->sites;
+        l->paths = sites ? sites->paths : NULL;
+        l->n = (size_t)(s->n_sites < 0 ? 0 : s->n_sites > RS_SUMMARY_MAX_SITES ? RS_SUMMARY_MAX_SITES : s->n_sites);
+        if (!l->paths && full && l->n) {
+            /* the same walk as the summary's: the same sites in the same order */
+            rs_site top[RS_SUMMARY_MAX_SITES];
+            rs_site_picker pk;
+            uint64_t peak = 0;
+            int n = 0;
+            l->own_paths = calloc(RS_SUMMARY_MAX_SITES, sizeof *l->own_paths);
+            if (l->own_paths) {
+                rs_site_picker_init(&pk, full);
+                rs_outside_sites_at_peak(full, &pk, 1, &peak, top, NULL, RS_SUMMARY_MAX_SITES, &n, NULL, l->own_paths);
+                rs_site_picker_free(&pk);
+                if ((size_t)n == l->n) l->paths = l->own_paths;
+            }
+        }
         return RANKSNAP_OK;
     }
     if (sites && sites->ok) {

@@ -132,13 +132,15 @@ const char *rs_summary_outside_label_name(const char *label)
     return label;
 }
 
-/* The holders that hold something, largest first (a few: insertion sort). */
+/* The holders that hold something, largest first (a few: insertion sort). A stream-ordered
+ * pool's allocations in a rank recorded natively ("async_pool") are its allocator's, not
+ * outside it (summarize_async_pool). */
 static void summarize_outside_labels(const rs_snap_totals *t, rs_summary *out)
 {
     int n = 0;
     for (size_t i = 0; i < t->n_outside_labels; i++) {
         const rs_snap_outside_label *l = &t->outside_labels[i];
-        if (!l->bytes) continue;
+        if (!l->bytes || !strcmp(l->label, "async_pool")) continue;
         int at = n < RS_SUMMARY_MAX_OUTSIDE_LABELS ? n : RS_SUMMARY_MAX_OUTSIDE_LABELS - 1;
         if (n == RS_SUMMARY_MAX_OUTSIDE_LABELS && out->outside_labels[at].bytes >= l->bytes) continue;
         while (at > 0 && out->outside_labels[at - 1].bytes < l->bytes) {
@@ -198,6 +200,50 @@ static void summarize_device_share(const rs_snap *s, rs_summary *out)
     out->device_others_kib = (uint32_t)(kib < UINT32_MAX ? kib : UINT32_MAX);
 }
 
+/* A rank recorded natively whose framework's allocator served it from a stream-ordered pool
+ * (PyTorch's backend:cudaMallocAsync): that pool is its allocator. Its peak allocated is the
+ * pool's peak of live bytes (the rank's totals, else the history's async events), its sites and
+ * step those of the history's peak, its peak reserved the pool's reserved bytes read at that
+ * peak, else (not read, or the history's peak is the higher) its peak allocated, as async_pool
+ * says. NCCL's and other driver memory stay outside. The per-step series, the allocator's, is
+ * dropped: it would read 0 at every step. */
+static void summarize_async_pool(const rs_snap *s, const rs_site_picker *pk, rs_summary *out,
+                                 rs_summary_sites *sites)
+{
+    const rs_snap_totals *t = &s->totals;
+    uint64_t walked = 0;
+    int64_t step = -1;
+    rs_site top[RS_SUMMARY_MAX_SITES];
+    rs_site_path *paths = sites && pk ? calloc(RS_SUMMARY_MAX_SITES, sizeof *paths) : NULL;
+    int n = 0;
+    if (pk) rs_outside_sites_at_peak(s, pk, 1, &walked, top, NULL, RS_SUMMARY_MAX_SITES, &n, &step, paths);
+    /* an allocator of ranksnap's own served the rank too: not this mode, nothing to replace */
+    if ((!walked && !t->async_bytes_peak) || out->peak_allocated || out->peak_reserved) {
+        free(paths);
+        return;
+    }
+    int pool = t->async_reserved_at_peak && t->async_bytes_peak >= walked;
+    out->async_pool = (int8_t)(pool ? RS_SUMMARY_ASYNC_POOL_RESERVED : RS_SUMMARY_ASYNC_AS_ALLOCATED);
+    out->peak_allocated = t->async_bytes_peak > walked ? t->async_bytes_peak : walked;
+    out->peak_reserved = pool ? t->async_reserved_at_peak : out->peak_allocated;
+    out->reserved_at_peak = out->peak_reserved;
+    /* the totals' peak came before the history: its step and time are not known */
+    out->peak_step = walked == out->peak_allocated ? step : -1;
+    out->peak_time_us = 0;
+    out->n_steps = 0;
+    for (int k = 0; k < RS_SUMMARY_MAX_STEPS; k++) out->step_peak[k] = RS_SUMMARY_NO_DATA;
+    out->n_sites = n;
+    memcpy(out->sites, top, (size_t)n * sizeof *top);
+    if (sites) { /* the comparison takes the summary's sites (site_delta.c), with these paths */
+        free(sites->sites);
+        free(sites->paths);
+        sites->sites = NULL;
+        sites->paths = paths;
+        sites->n = 0;
+        sites->ok = 0;
+    }
+}
+
 void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *sites)
 {
     memset(out, 0, sizeof *out);
@@ -216,6 +262,7 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
     rs_text_copy_head(out->host, sizeof out->host, s->host ? s->host : "");
     rs_text_copy_head(out->job, sizeof out->job, s->job ? s->job : "");
     copy_steps_from(out->steps_from, sizeof out->steps_from, s->time.steps_from ? s->time.steps_from : "");
+    rs_text_copy_head(out->recorded_by, sizeof out->recorded_by, s->time.recorded_by ? s->time.recorded_by : "");
     out->peak_allocated = t->allocated_bytes_peak;
     out->peak_reserved = t->reserved_bytes_peak;
     out->reserved_at_peak = t->reserved_bytes_peak;
@@ -244,16 +291,19 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
         out->oom_step = s->oom.step;
     }
 
-    if (s->totals_only) return; /* no history, no frames: the totals are all there is */
+    if (s->totals_only) { /* no history, no frames: the totals are all there is */
+        summarize_async_pool(s, NULL, out, sites);
+        return;
+    }
     /* one classification of the frames for the OOM's site and the sites at the peak */
     rs_site_picker pk;
     rs_site_picker_init(&pk, s);
     if (s->has_oom)
         rs_site_pick_path(&pk, s->oom.stack, &out->oom_site, sites ? &sites->oom_path : NULL);
     if (sites) sites->has_pool = rs_pools_site(s, &pk, &sites->pool);
-    rs_outside_sites_at_peak(s, &pk, &out->recorded_outside_peak, out->outside_sites,
+    rs_outside_sites_at_peak(s, &pk, 0, &out->recorded_outside_peak, out->outside_sites,
                              out->outside_site_owners, RS_SUMMARY_MAX_OUTSIDE_SITES,
-                             &out->n_outside_sites);
+                             &out->n_outside_sites, NULL, NULL);
     /* Without memory for the walk the summary keeps the totals: still a fair summary. */
     rs_walk w;
     if (rs_walk_init(&w, s) == RANKSNAP_OK) {
@@ -276,5 +326,6 @@ void rs_summary_of_sites(const rs_snap *s, rs_summary *out, rs_summary_sites *si
         free(list);
         rs_walk_free(&w);
     }
+    summarize_async_pool(s, &pk, out, sites);
     rs_site_picker_free(&pk);
 }

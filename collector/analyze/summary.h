@@ -24,6 +24,12 @@
  * as 10:15,100:105 leave gaps). */
 #define RS_SUMMARY_NO_DATA UINT64_MAX
 
+/* rs_summary.async_pool: not such a rank; such a rank whose peak reserved is the pool's reserved
+ * bytes read at its peak (totals.async_pool.reserved_at_peak); or, not read, its peak allocated. */
+#define RS_SUMMARY_ASYNC_NONE 0
+#define RS_SUMMARY_ASYNC_POOL_RESERVED 1
+#define RS_SUMMARY_ASYNC_AS_ALLOCATED 2
+
 /* Device memory outside the allocator held by a known holder (totals.outside_labels). */
 typedef struct rs_summary_outside_label {
     char label[RS_SUMMARY_LABEL_LEN]; /* "nccl", "nccl_mem", "cuda_mempool", ... */
@@ -40,6 +46,7 @@ typedef struct rs_summary {
     char host[64];
     char job[64];
     char steps_from[96];         /* how the rank numbered its steps, "" = not said */
+    char recorded_by[128];       /* how it was recorded when not the usual way, "" = usual */
     uint64_t peak_allocated;
     uint64_t peak_reserved;
     uint64_t reserved_at_peak;   /* reserved bytes when allocated peaked */
@@ -92,6 +99,9 @@ typedef struct rs_summary {
      * are packed, the summary is at MPI's eager limit. */
     int8_t outside_of;
     uint8_t outside_why;
+    /* RS_SUMMARY_ASYNC_*: a rank recorded natively whose allocator served it from a
+     * stream-ordered pool: its peaks, step and sites are the pool's allocations' */
+    int8_t async_pool;
     uint16_t device_processes;
     uint16_t device_others_unknown;
     uint8_t device_uuid[16];     /* the device's UUID, all 0 when not known or simulated */

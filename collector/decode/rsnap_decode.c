@@ -336,6 +336,12 @@ static ranksnap_status read_time(const mapv *top, rs_snap *s)
         where w = rs_rd_field_of(&t, "steps_from");
         RS_CHECK(rs_rd_as_str(d, how, &w, &s->time.steps_from));
     }
+    size_t by = 0; /* optional: only a framework's rank recorded by ranksnap itself has it */
+    RS_CHECK(rs_rd_lookup(&t, "recorded_by", 0, &by));
+    if (by) {
+        where w = rs_rd_field_of(&t, "recorded_by");
+        RS_CHECK(rs_rd_as_str(d, by, &w, &s->time.recorded_by));
+    }
     RS_CHECK(m_array(&t, "ranges", &n, &at));
     ALLOC_ARRAY(d, s->time.ranges, n, "time.ranges");
     s->time.n_ranges = (size_t)n;
@@ -376,6 +382,25 @@ static ranksnap_status read_outside_labels(const mapv *m, rs_snap_totals *t)
         RS_CHECK(rs_rd_as_str(d, d->ents[lm.m->first + 2 * (size_t)i], &e, &l->label));
         t->n_outside_labels = (size_t)i + 1; /* owned from here on, for rs_snap_free */
         RS_CHECK(rs_rd_as_u64(d, d->ents[lm.m->first + 2 * (size_t)i + 1], &e, &l->bytes));
+    }
+    return RANKSNAP_OK;
+}
+
+/* totals.async_pool: optional (a rank recorded natively that allocated from a stream-ordered
+ * pool; older files lack it). reserved_at_peak, when there, is never below bytes_peak. */
+static ranksnap_status read_async_pool(const mapv *m, rs_snap_totals *t)
+{
+    size_t at = 0;
+    mapv am;
+    RS_CHECK(rs_rd_lookup(m, "async_pool", 0, &at));
+    if (!at) return RANKSNAP_OK;
+    RS_CHECK(m_map(m, "async_pool", &am));
+    RS_CHECK(m_u64(&am, "bytes_peak", &t->async_bytes_peak));
+    RS_CHECK(m_u64_opt(&am, "reserved_at_peak", &t->async_reserved_at_peak));
+    if (t->async_reserved_at_peak && t->async_reserved_at_peak < t->async_bytes_peak) {
+        RS_CHECK(rs_rd_lookup(&am, "reserved_at_peak", 1, &at));
+        where w = rs_rd_field_of(&am, "reserved_at_peak");
+        return rs_rd_bad_value(m->d, &w, at, "is below bytes_peak (%" PRIu64 ")", t->async_bytes_peak);
     }
     return RANKSNAP_OK;
 }
@@ -437,6 +462,7 @@ static ranksnap_status read_totals(const mapv *top, rs_snap_totals *t)
     RS_CHECK(m_u64(&m, "outside_bytes_peak", &t->outside_bytes_peak));
     RS_CHECK(m_u64(&m, "outside_bytes_end", &t->outside_bytes_end));
     RS_CHECK(read_outside_of(&m, t));
+    RS_CHECK(read_async_pool(&m, t));
     RS_CHECK(read_outside_labels(&m, t));
     return RANKSNAP_OK;
 }

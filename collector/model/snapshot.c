@@ -39,6 +39,7 @@ void rs_snap_free(rs_snap *s)
     free(s->recorder.stacks);
     free(s->time.ranges);
     free(s->time.steps_from);
+    free(s->time.recorded_by);
     free(s->totals.outside_why_detail);
     for (size_t i = 0; i < s->totals.n_outside_labels; i++) free(s->totals.outside_labels[i].label);
     free(s->totals.outside_labels);

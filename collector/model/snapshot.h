@@ -80,6 +80,8 @@ typedef struct rs_snap_time {
     rs_snap_range *ranges;
     int64_t current_step;
     char *steps_from;         /* how the rank numbered its steps, NULL = the file does not say */
+    char *recorded_by;        /* how a framework's rank was recorded instead of by the framework's
+                               * recorder ("recorded at the CUDA runtime: ..."), NULL = usual */
 } rs_snap_time;
 
 /* Device memory outside the allocator held by a known holder (totals.outside_labels). */
@@ -107,6 +109,9 @@ typedef struct rs_snap_totals {
     int outside_why;          /* of RS_OUTSIDE_DEVICE: why the process's own figure was not known
                                  (rs_outside_why; UNSAID when the file does not say) */
     char *outside_why_detail; /* the same in NVML's words, NULL when not said */
+    /* totals.async_pool of a rank recorded natively: its stream-ordered pool's peak of live
+     * bytes (0: not written) and the pool's reserved bytes then (0: not read) */
+    uint64_t async_bytes_peak, async_reserved_at_peak;
     size_t n_outside_labels;  /* 0 for files written before the field existed */
     rs_snap_outside_label *outside_labels;
 } rs_snap_totals;

@@ -18,6 +18,12 @@
  * (recording paused between step ranges) need not be. consistent_events() runs the viewer's
  * backward replay first and leaves out exactly the events that would break it, counting them.
  *
+ * A PyTorch rank recorded at the CUDA driver (time.recorded_by: its backend:cudaMallocAsync has no
+ * recorder) has its allocator's memory in the driver's outside_alloc/outside_free events: there
+ * each allocation is what PyTorch's cudaMallocAsync backend makes of it, one cudaMallocAsync, so
+ * it is written as a segment of one block (segment_alloc + alloc, free_requested +
+ * free_completed + segment_free), and those alive at the end as such segments (driver_segments).
+ *
  * Size: frame dicts and stack lists are memoized (each written once, then a 2-5 byte memo
  * reference), as are repeated strings; PyTorch's own pickles share them the same way.
  */
@@ -236,6 +242,66 @@ static int64_t consistent_events(const rs_snap *s, uint8_t *keep)
     return left_out;
 }
 
+/* ---- a rank recorded at the CUDA driver ----------------------------------------------------- */
+
+typedef struct live_ent {
+    uint64_t addr, event;
+} live_ent;
+
+static int cmp_live(const void *pa, const void *pb)
+{
+    const live_ent *a = pa, *b = pb;
+    return (a->addr > b->addr) - (a->addr < b->addr);
+}
+
+/* emit[i] = 1 for each outside event to write (an allocation, or the free of one the history
+ * allocated), and the allocations alive at the end in *live (malloc'ed, address order), *n_live
+ * of them. -1 when out of memory. */
+static int driver_events(const rs_snap *s, uint8_t *emit, live_ent **live, size_t *n_live)
+{
+    const rs_snap_history *h = &s->history;
+    size_t cap = 16;
+    while (cap < 2 * h->count + 2) cap <<= 1;
+    uint64_t *slot = calloc(cap, sizeof *slot); /* event index + 1; 0 empty, UINT64_MAX deleted */
+    *live = NULL;
+    *n_live = 0;
+    if (!slot) return -1;
+    for (uint64_t i = 0; i < h->count; i++) {
+        uint8_t a = h->action[i];
+        emit[i] = 0;
+        if (!rs_action_outside_alloc(a) && !rs_action_outside_free(a)) continue;
+        size_t j = hash_addr(h->addr[i]) & (cap - 1), del = cap;
+        for (; slot[j]; j = (j + 1) & (cap - 1)) {
+            if (slot[j] == UINT64_MAX) {
+                if (del == cap) del = j;
+                continue;
+            }
+            if (h->addr[slot[j] - 1] == h->addr[i]) break;
+        }
+        if (rs_action_outside_alloc(a)) {
+            /* an address given again without its free seen: the older one is not written */
+            if (slot[j]) emit[slot[j] - 1] = 0;
+            else if (del != cap) j = del;
+            slot[j] = i + 1;
+            emit[i] = 1;
+        } else if (slot[j]) {
+            slot[j] = UINT64_MAX;
+            emit[i] = 1;
+        }
+    }
+    size_t n = 0;
+    for (size_t j = 0; j < cap; j++) n += slot[j] && slot[j] != UINT64_MAX;
+    live_ent *v = malloc((n ? n : 1) * sizeof *v);
+    if (v) {
+        for (size_t j = 0; j < cap; j++)
+            if (slot[j] && slot[j] != UINT64_MAX) v[(*n_live)++] = (live_ent){h->addr[slot[j] - 1], slot[j] - 1};
+        qsort(v, *n_live, sizeof *v, cmp_live); /* address order, as segments are listed */
+    }
+    free(slot);
+    *live = v;
+    return v ? 0 : -1;
+}
+
 /* ---- writing ---------------------------------------------------------------------------- */
 
 typedef struct exporter {
@@ -374,12 +440,12 @@ static void write_segment(exporter *x, const rs_snap_segment *sg)
     rs_pickler_close(w, &d);
 }
 
-static void write_entry(exporter *x, uint64_t i)
+/* History event i as a trace entry of action `a` (its own, or what a driver event stands for). */
+static void write_entry_as(exporter *x, uint64_t i, uint8_t a)
 {
     const rs_snap_history *h = &x->s->history;
     rs_pickler *w = &x->w;
     rs_pickler_seq d;
-    uint8_t a = h->action[i];
     rs_pickler_dict_open(w, &d);
     key(x, &d, "action");
     rs_pickler_str_shared(w, rs_action_name(a));
@@ -399,6 +465,27 @@ static void write_entry(exporter *x, uint64_t i)
     key(x, &d, "frames");
     write_frames(x, h->stack[i]);
     rs_pickler_close(w, &d);
+}
+
+static void write_entry(exporter *x, uint64_t i)
+{
+    write_entry_as(x, i, x->s->history.action[i]);
+}
+
+/* A driver allocation alive at the end (history event i): a segment of one block. */
+static void write_driver_segment(exporter *x, uint64_t i)
+{
+    const rs_snap_history *h = &x->s->history;
+    rs_snap_block bl = {h->addr[i], h->size[i], h->size[i], h->stack[i], RS_BLOCK_ACTIVE_ALLOCATED};
+    rs_snap_segment sg;
+    memset(&sg, 0, sizeof sg);
+    sg.addr = bl.addr;
+    sg.total_size = sg.allocated_size = sg.active_size = sg.requested_size = bl.size;
+    sg.stream = h->stream[i];
+    sg.stack = bl.stack;
+    sg.n_blocks = 1;
+    sg.blocks = &bl;
+    write_segment(x, &sg);
 }
 
 static int is_trace_action(uint8_t a)
@@ -538,6 +625,19 @@ ranksnap_status rs_export_torch(const rs_snap *s, const char *name_for_errors,
     for (size_t i = 0; i <= s->n_stacks; i++) x.stack_memo[i] = -1;
     for (size_t i = 0; i < s->n_frames; i++) x.frame_memo[i] = -1;
     info->left_out = (uint64_t)left_out;
+    /* a PyTorch rank recorded at the driver: its allocator's memory is the driver's events */
+    int driver = s->time.recorded_by != NULL;
+    uint8_t *emit = driver ? malloc(h->count ? h->count : 1) : NULL;
+    live_ent *live = NULL;
+    size_t n_live = 0;
+    if (driver && (!emit || driver_events(s, emit, &live, &n_live) != 0)) {
+        free(emit);
+        free(keep);
+        free(x.stack_memo);
+        free(x.frame_memo);
+        return rs_error(RANKSNAP_ERR_HOST_MEMORY, "%s: no memory to export %llu events", name,
+                        (unsigned long long)h->count);
+    }
 
     rs_pickler *w = &x.w;
     rs_pickler_seq top, segs, traces, trace;
@@ -551,6 +651,11 @@ ranksnap_status rs_export_torch(const rs_snap *s, const char *name_for_errors,
         rs_pickler_item(w, &segs);
         write_segment(&x, &s->segments[i]);
     }
+    for (size_t i = 0; i < n_live; i++) {
+        rs_pickler_item(w, &segs);
+        write_driver_segment(&x, live[i].event);
+    }
+    info->segments = s->n_segments + n_live;
     rs_pickler_close(w, &segs);
 
     key(&x, &top, "device_traces");
@@ -565,6 +670,20 @@ ranksnap_status rs_export_torch(const rs_snap *s, const char *name_for_errors,
     rs_pickler_list_open(w, &trace);
     for (uint64_t i = 0; i < h->count; i++) {
         uint8_t a = h->action[i];
+        if (driver && emit[i]) {
+            static const uint8_t alloc[] = {RS_ACT_SEGMENT_ALLOC, RS_ACT_ALLOC};
+            static const uint8_t release[] = {RS_ACT_FREE_REQUESTED, RS_ACT_FREE_COMPLETED,
+                                              RS_ACT_SEGMENT_FREE};
+            int is_alloc = rs_action_outside_alloc(a);
+            const uint8_t *as = is_alloc ? alloc : release;
+            for (int k = 0; k < (is_alloc ? 2 : 3); k++) {
+                rs_pickler_item(w, &trace);
+                write_entry_as(&x, i, as[k]);
+                info->trace_entries++;
+            }
+            info->allocs += (uint64_t)is_alloc;
+            continue;
+        }
         if (!is_trace_action(a)) {
             if (a >= RS_ACT_COUNT_) info->unknown_actions++;
             continue;
@@ -585,6 +704,8 @@ ranksnap_status rs_export_torch(const rs_snap *s, const char *name_for_errors,
 
     rs_pickler_close(w, &top);
     rs_pickler_stop(w);
+    free(emit);
+    free(live);
     free(keep);
     free(x.stack_memo);
     free(x.frame_memo);

@@ -22,6 +22,7 @@ typedef struct rs_export_torch_options {
 
 /* What the export did with the history. */
 typedef struct rs_export_torch_info {
+    uint64_t segments;           /* written to segments (a driver-recorded rank's included) */
     uint64_t trace_entries;      /* written to device_traces                               */
     uint64_t allocs;             /* of which `alloc`                                        */
     uint64_t annotations;        /* external_annotations (step markers and annotations)     */

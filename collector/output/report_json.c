@@ -84,6 +84,14 @@ void rs_report_json_rank(FILE *f, const rs_summary *s, const char *role, const r
         rs_json_key(f, "steps_from");
         rs_json_string(f, s->steps_from, RS_JSON_PLAIN);
     }
+    if (s->recorded_by[0]) { /* only where the file says it */
+        fputs(", ", f);
+        rs_json_key(f, "recorded_by");
+        rs_json_string(f, s->recorded_by, RS_JSON_PLAIN);
+    }
+    if (s->async_pool) /* only for a rank whose allocator was a stream-ordered pool */
+        fprintf(f, ", \"reserved_from\": \"%s\"",
+                s->async_pool == RS_SUMMARY_ASYNC_POOL_RESERVED ? "async_pool" : "async_allocated");
     char words[1024];
     if (rs_endings_words(&s->end, words, sizeof words)) { /* only where the file says it */
         fputs(", ", f);

@@ -144,6 +144,54 @@ static void print_steps_from(FILE *out, const rs_compare_result *r)
     fputc('\n', out);
 }
 
+/* "recorded at the CUDA runtime: PyTorch's recorder does not support backend:cudaMallocAsync
+ * (every rank)": how the ranks whose files say it were recorded, each way with its ranks, so that
+ * a reader knows the history is not the framework's own. Nothing when no file says. */
+static void print_recorded_by(FILE *out, const rs_compare_result *r)
+{
+    for (size_t i = 0; i < r->n_ranks; i++) {
+        const char *by = r->ranks[i].recorded_by;
+        if (!by[0]) continue;
+        size_t j = 0, same = 0;
+        while (j < i && strcmp(r->ranks[j].recorded_by, by) != 0) j++;
+        if (j < i) continue; /* this way was listed with its first rank */
+        for (size_t k = i; k < r->n_ranks; k++) same += !strcmp(r->ranks[k].recorded_by, by);
+        rs_text_put(out, by);
+        if (same == r->n_ranks) {
+            fputs(" (every rank)\n\n", out);
+            continue;
+        }
+        fputs(" (rank", out);
+        for (size_t k = i; k < r->n_ranks; k++)
+            if (!strcmp(r->ranks[k].recorded_by, by)) fprintf(out, " %" PRId32, r->ranks[k].rank);
+        fputs(")\n\n", out);
+    }
+}
+
+/* "rank 0 1: peak allocated is the cudaMallocAsync pool's live bytes, peak reserved the pool's
+ * reserved bytes at that peak": where the columns of the ranks whose allocator was a
+ * stream-ordered pool come from (rs_summary.async_pool), each way with its ranks. */
+static void print_async_pool(FILE *out, const rs_compare_result *r)
+{
+    static const char *const reserved[] = {
+        [RS_SUMMARY_ASYNC_POOL_RESERVED] = "the pool's reserved bytes at that peak",
+        [RS_SUMMARY_ASYNC_AS_ALLOCATED] = "equal to it (the pool's reserved bytes were not read)"};
+    int any = 0;
+    for (int kind = RS_SUMMARY_ASYNC_POOL_RESERVED; kind <= RS_SUMMARY_ASYNC_AS_ALLOCATED; kind++) {
+        int n = 0;
+        for (size_t i = 0; i < r->n_ranks; i++) {
+            if (r->ranks[i].async_pool != kind) continue;
+            fprintf(out, "%s %" PRId32, n ? "" : "rank", r->ranks[i].rank);
+            n++;
+        }
+        if (!n) continue;
+        fprintf(out, ": peak allocated is the cudaMallocAsync pool's live bytes, peak reserved %s\n",
+                reserved[kind]);
+        any = 1;
+    }
+    if (any) fputc('\n', out);
+}
+
 /* "rank 1: NCCL holds 1.20 GiB, ncclMemAlloc holds 64.00 MiB (outside the allocator at the end:
  * 1.50 GiB, 240.00 MiB of it by no holder ranksnap saw: the CUDA context, ...)", for the ranks
  * whose outside memory has a known holder: the device's own count (total - free) set against the
@@ -361,7 +409,11 @@ static void print_oom(FILE *out, const rs_compare_result *r, const rs_compare_oo
     fputs(" ran out of memory", out);
     if (v->step >= 0) fprintf(out, " at step %" PRId64, v->step);
     fputs(": tried to allocate ", out);
-    rs_report_text_bytes(out, v->requested);
+    /* a request is never of 0 bytes: 0 is a framework's error that did not say its size */
+    if (v->requested)
+        rs_report_text_bytes(out, v->requested);
+    else
+        fputs("(size not known)", out);
     /* an OOM the driver reported says nothing of the device: leave out what is not known */
     if (v->device_free || v->device_total) {
         fputs(" with ", out);
@@ -634,6 +686,8 @@ ranksnap_status rs_report_text(FILE *out, const rs_compare_result *r)
         print_table(out, r);
         fputc('\n', out);
         print_steps_from(out, r);
+        print_recorded_by(out, r);
+        print_async_pool(out, r);
         print_pools(out, r);
         print_device_use(out, r);
         print_outside_holders(out, r);

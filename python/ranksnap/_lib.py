@@ -30,6 +30,24 @@ class RecorderOps(ctypes.Structure):
                 ("holds_lock", ctypes.c_void_p)]
 
 
+def with_gil(name):
+    """The library's call `name`, made with the GIL held (ctypes.PyDLL), for a call that must see
+    the calling Python thread's state; its signature is lib()'s."""
+    f = getattr(ctypes.PyDLL(None), name)
+    g = getattr(lib(), name)
+    f.restype, f.argtypes = g.restype, g.argtypes
+    return f
+
+
+class FrameworkOom(ctypes.Structure):
+    """include/ranksnap.h, ranksnap_framework_oom_info."""
+    _fields_ = [("device", ctypes.c_int), ("requested", ctypes.c_uint64),
+                ("allocated", ctypes.c_uint64), ("limit", ctypes.c_uint64),
+                ("device_free", ctypes.c_uint64), ("device_total", ctypes.c_uint64),
+                ("rounding", ctypes.c_uint64), ("codes", ctypes.POINTER(ctypes.c_size_t)),
+                ("lines", ctypes.POINTER(ctypes.c_int)), ("n", ctypes.c_int)]
+
+
 class NotLoaded(RuntimeError):
     pass
 
@@ -64,6 +82,7 @@ def lib():
         "ranksnap_annotate_begin": (ctypes.c_int, [ctypes.c_char_p]),
         "ranksnap_annotate_end": (ctypes.c_int, [ctypes.c_char_p]),
         "ranksnap_set_recorder": (ctypes.c_int, [ctypes.POINTER(RecorderOps)]),
+        "ranksnap_record_natively": (ctypes.c_int, [ctypes.c_char_p]),
         "ranksnap_set_identity": (ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.c_char_p]),
         "ranksnap_job": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t]),
         "ranksnap_last_error": (ctypes.c_char_p, []),
@@ -76,6 +95,29 @@ def lib():
         f.argtypes = args
     _lib = handle
     return _lib
+
+
+_framework_oom = None
+
+
+def framework_oom(oom, frames):
+    """ranksnap_framework_oom(oom's figures, frames: (code object, line), innermost first),
+    through PyDLL: the call keeps the GIL, under which the library reads the frames' names."""
+    global _framework_oom
+    lib()  # the library is the preloaded one: NotLoaded otherwise
+    if _framework_oom is None:
+        f = ctypes.PyDLL(None).ranksnap_framework_oom
+        f.restype = ctypes.c_int
+        f.argtypes = [ctypes.POINTER(FrameworkOom)]
+        _framework_oom = f
+    n = len(frames)
+    codes = (ctypes.c_size_t * n)(*[id(code) for code, _ in frames])
+    lines = (ctypes.c_int * n)(*[line for _, line in frames])
+    info = FrameworkOom(oom["device"], oom["requested"], oom["allocated"], oom["limit"],
+                        oom["device_free"], oom["device_total"], oom["rounding"],
+                        ctypes.cast(codes, ctypes.POINTER(ctypes.c_size_t)),
+                        ctypes.cast(lines, ctypes.POINTER(ctypes.c_int)), n)
+    return _framework_oom(ctypes.byref(info))
 
 
 def error(status):

@@ -27,6 +27,9 @@ _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 CAPS = {
     "recorder": ("recording with PyTorch's recorder (torch.cuda.memory._record_memory_history)",
                  "this rank's ranges record no history; its pickles hold the allocator's state alone"),
+    "driver recorder": ("recording this rank at the CUDA driver, as backend:cudaMallocAsync has no "
+                        "recorder of PyTorch's (ranksnap_record_natively)",
+                        "PyTorch's recorder refuses to start: this rank's ranges record no history"),
     "stopping": ("stopping PyTorch's recorder at a range's end",
                  "it may record on past the range, at what recording costs"),
     "snapshot": ("writing this rank's snapshot (torch.cuda.memory._snapshot)",
@@ -52,6 +55,9 @@ CAPS = {
                  "its allocations keep PyTorch's empty stacks"),
     "oom": ("naming an out-of-memory in the backward pass by its layer",
             "the request is named by its Python frames alone"),
+    "async oom": ("naming an out-of-memory error that PyTorch's own limit raised under "
+                  "backend:cudaMallocAsync (the OutOfMemoryError that ends the script)",
+                  "only a request CUDA refused is this rank's OOM"),
     "before": ("naming the blocks allocated before the range by the tensors they hold",
                "they are named \"allocated before step N\" alone"),
     "graphs": ("naming CUDA graphs' pools by the line that captured them",

@@ -34,6 +34,13 @@ Installed when `torch` is imported (sitecustomize.py), with no change to the tra
   before the range are labelled as such and named by the parameter or optimizer state they hold.
 - RANKSNAP_RECORDER=ranksnap (ranksnap-run --torch-allocator ranksnap): ranksnap's own allocator
   instead, as PyTorch's pluggable allocator, swapped in now, before CUDA is initialised.
+- backend:cudaMallocAsync (PYTORCH_CUDA_ALLOC_CONF), whose allocator has no recorder and no OOM
+  observer: told to the library before it starts (ranksnap_record_natively), which then records
+  the rank itself at the CUDA driver, with the Python frames of the allocating thread, and writes
+  a .rsnap; PyTorch's allocator keeps serving every request. The ops stay registered for the
+  gather over torch.distributed; start, stop and dump are not called. A request over PyTorch's
+  own limit never reaches the driver: the OutOfMemoryError that ends the script is read instead
+  (_async_oom.py).
 
 Every callback catches its exceptions: an exception escaping a ctypes callback is printed and
 answered with 0, which would read as success.
@@ -51,7 +58,7 @@ import threading
 import time
 import traceback
 
-from . import _dist, _generated, _graphs, _groups, _lib, _names, _off, _steps, _wrap
+from . import _async_oom, _dist, _generated, _graphs, _groups, _lib, _names, _off, _steps, _wrap
 
 _glue = None
 
@@ -74,6 +81,7 @@ class Glue:
         self.torch = torch
         self.lib = _lib.lib()
         self.mode = None            # "torch" or "ranksnap" once installed
+        self.native = None          # why ranksnap records this rank itself, when it does
         self.how = None             # what the steps are based on, not yet told to the library
         self.initialised = False
         self.init_failed = False
@@ -84,6 +92,8 @@ class Glue:
         self.ops = None             # the callbacks, kept alive as long as C may call them
         self.identity = None        # (rank, world size, job) from torch.distributed, once known
         self.exit_code = None       # what sys.exit was given last
+        self.async_oom = None       # backend:cudaMallocAsync: the OOM error that ends the script
+        self.exit_oom = None        # the OOM error in hand when sys.exit was called
         self.left = False           # _leave ran
         self.at_step = None         # the step given to ranksnap_step last
         self.steps = _steps.Steps(torch, give=self.step, say_how=self._steps_from)
@@ -101,11 +111,14 @@ class Glue:
 
     def install(self):
         ops = self._make_ops()
+        self._record_natively_if_no_recorder()
         status = self.lib.ranksnap_set_recorder(ctypes.byref(ops))
         if status == _lib.OK:
             self.mode = "torch"
             self.ops = ops
-            self._defer_cuda(self._attach_oom_observer)
+            # the driver's interposers see a refused request (the backend has no observers)
+            if not self.native:
+                self._defer_cuda(self._attach_oom_observer)
         elif status == _lib.ERR_UNSUPPORTED:
             self.mode = "ranksnap"
             self._use_pluggable_allocator()
@@ -117,20 +130,46 @@ class Glue:
         self.steps.install()
         atexit.register(self._at_exit)
         self._watch_exits()
+        if self.native:
+            self._watch_async_oom()
         self._watch_process_group()
         if self.mode == "torch":
             self.groups.install()
             self.graphs.install()
+
+    def _record_natively_if_no_recorder(self):
+        """PyTorch's cudaMallocAsync backend has no recorder (_record_memory_history raises
+        "cudaMallocAsync does not yet support recordHistory") and no snapshot: ranksnap records
+        the rank itself then, told before it starts. The backend is fixed when torch is loaded
+        (PYTORCH_CUDA_ALLOC_CONF), so asking now initialises nothing."""
+        try:
+            backend = self.torch.cuda.get_allocator_backend()
+        except Exception:  # an older torch: the recorder's own refusal says it (_start)
+            return
+        if backend != "cudaMallocAsync":
+            return
+        why = "PyTorch's recorder does not support backend:cudaMallocAsync"
+        # with the GIL held (PyDLL), so that the library can check here how to read the Python
+        # frames of the threads that allocate without it, as PyTorch's operators do
+        status = _lib.with_gil("ranksnap_record_natively")(why.encode())
+        if status == _lib.OK:
+            self.native = why
+        elif status != _lib.ERR_UNSUPPORTED:  # RANKSNAP_RECORDER=ranksnap needs nothing
+            _off.off("driver recorder", f"{why}, and the library refused: " + _lib.error(status))
 
     def _watch_exits(self):
         """The ways out that tell how the program ends, which _at_exit cannot see by itself: the
         status of the SystemExit that ends the program, and os._exit, which runs no atexit hook
         at all."""
 
-        def record(status=None):
+        def record(status=None, exc=None):
             # elsewhere it ends a thread, not the program
             if threading.current_thread() is threading.main_thread():
                 self.exit_code = status
+                # sys.exit called while handling an out-of-memory error (only that one is kept:
+                # an error holds its frames' tensors)
+                if self.async_oom is not None:
+                    self.exit_oom = self.async_oom.find(exc if exc is not None else sys.exc_info()[1])
 
         if not _watch_system_exit(record):
             sys.exit = _wrap.around(sys.exit, before=record)
@@ -145,6 +184,34 @@ class Glue:
                 _off.off("exit", e, ours=True)
 
         os._exit = _wrap.around(os._exit, before=leave)
+
+    def _watch_async_oom(self):
+        """backend:cudaMallocAsync refuses a request over PyTorch's own limit before it calls
+        CUDA, where the library would see it, and has no OOM observer: the OutOfMemoryError that
+        ends the script is read instead (_async_oom.py)."""
+        torch = self.torch
+        kinds = tuple({k for k in (getattr(torch, "OutOfMemoryError", None),
+                                   getattr(torch.cuda, "OutOfMemoryError", None)) if isinstance(k, type)})
+        if not kinds:
+            _off.off("async oom", "torch.OutOfMemoryError is missing")
+            return
+        self.async_oom = _async_oom.Watch(kinds, self._framework_oom, self._say)
+        self.async_oom.install()
+
+    def _framework_oom(self, oom, frames):
+        """PyTorch's cudaMallocAsync backend raised out of memory (oom: the figures of its
+        message; frames: the request's, innermost first): the library records the rank's OOM,
+        unless CUDA refused it and the driver's wrappers recorded it already, and writes the
+        rank's file at once."""
+        try:
+            # a rank that learns its rank from torch.distributed may not have started yet
+            self.identify()
+            self._ensure_init()
+            status = _lib.framework_oom(oom, frames)
+            if status != _lib.OK:
+                self._say("out of memory: not recorded: " + _lib.error(status))
+        except BaseException as e:  # the script ends with its own error, never one of ranksnap's
+            _off.off("async oom", e, ours=True)
 
     def _watch_process_group(self):
         """torch.distributed.init_process_group gives this rank its identity at once (identify),
@@ -288,6 +355,14 @@ class Glue:
             try:
                 memory._record_memory_history(**kw)
             except RuntimeError as e:
+                if "does not yet support recordHistory" in str(e):
+                    # a backend get_allocator_backend did not name when torch was imported:
+                    # too late for ranksnap to record it itself, since it started
+                    _off.off("recorder", e,
+                             instead="this rank's ranges record no history (ranksnap records a "
+                                     "backend without a recorder itself when "
+                                     "torch.cuda.get_allocator_backend() names it at import)")
+                    return -1
                 if kw.get("stacks") != "all":
                     raise
                 self._say(f"RANKSNAP_STACKS=all: {e}; recording Python frames only")
@@ -462,6 +537,12 @@ class Glue:
         self.left = True
         try:
             self.steps.why_none()
+            if failing and self.async_oom is not None:
+                # the error that ends the script, where its hooks did not see it (the script's
+                # own sys.excepthook replaced the glue's), or the one in hand at sys.exit or
+                # os._exit
+                last = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+                self.async_oom.ended_by(last, self.exit_oom, sys.exc_info()[1])
             if failing:
                 self.lib.ranksnap_exiting(status if -2**31 <= status < 2**31 else 1)
                 self.lib.ranksnap_abandon()
@@ -491,7 +572,7 @@ def _watch_system_exit(record):
 
     def unwind(code, offset, exc):
         if isinstance(exc, SystemExit) and sys._getframe(1).f_back is None:
-            record(exc.code)
+            record(exc.code, exc)
 
     mon.register_callback(tool, mon.events.PY_UNWIND, unwind)
     mon.set_events(tool, mon.events.PY_UNWIND)

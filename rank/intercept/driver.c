@@ -239,7 +239,8 @@ static int rs_drv_recorded(void)
 {
     if (rs_drv_busy || rs_backend_cuda_in_call() || !rs_launcher_preloaded()) return 0;
     if (!rs_drv_enabled()) return 0;
-    if (rs_external_mode()) return 0; /* PyTorch's recorder sees its own allocations */
+    /* PyTorch's recorder sees its own allocations; where it cannot run, these are the record */
+    if (rs_external_mode() && !rs_external_native()) return 0;
     ranksnap_status st = rs_instance_ensure();
     return st == RANKSNAP_OK || (st == RANKSNAP_ERR_NOT_INITIALIZED && rs_instance_starting());
 }
@@ -255,7 +256,8 @@ static int rs_drv_device(void)
 /* Pointer (or handle) -> its bytes, device and label: bytes in the low 48 bits, the device in
  * the next 8, the label's index in the top 8. */
 static const char *const rs_drv_labels[] = {"program", "nccl",  "nccl_mem", "cuda_mempool",
-                                            "cublas",  "cudnn", "torch",    "managed"};
+                                            "cublas",  "cudnn", "torch",    "managed",
+                                            RS_OUTSIDE_ASYNC_LABEL};
 #define RS_N_LABELS (sizeof rs_drv_labels / sizeof rs_drv_labels[0])
 #define RS_BYTES_MASK ((UINT64_C(1) << 48) - 1)
 
@@ -369,17 +371,18 @@ static void rs_drv_oom(uint64_t bytes, int device)
     rs_outside_driver_oom(bytes, device);
     /* the snapshot now, as for the allocator's OOM: a program that dies of it (exit, abort)
      * leaves its state; from inside the shared runtime, at its finalize or fatal signal instead */
-    if (!rs_drv_from_shared_runtime()) rs_instance_driver_oom_dump(bytes, device);
+    if (!rs_drv_from_shared_runtime()) rs_instance_oom_dump("CUDA driver", bytes, device);
     rs_drv_busy = 0;
 }
 
 /* The outcome of an allocation call that was to be recorded, `admitted` bytes of it counted
- * already (rs_drv_admit). */
-static CUresult rs_drv_allocated(CUresult r, const CUdeviceptr *dptr, uint64_t bytes, uint64_t admitted)
+ * already (rs_drv_admit), under `label` (NULL: its owner's). */
+static CUresult rs_drv_allocated(CUresult r, const CUdeviceptr *dptr, uint64_t bytes, uint64_t admitted,
+                                 const char *label)
 {
     int device = rs_drv_device();
     if (r == CUDA_SUCCESS && dptr && *dptr && bytes) {
-        rs_drv_alloc(&rs_drv_ptrs, (uint64_t)*dptr, bytes, device, NULL, admitted);
+        rs_drv_alloc(&rs_drv_ptrs, (uint64_t)*dptr, bytes, device, label, admitted);
         return r;
     }
     rs_outside_driver_unadmit(admitted, device);
@@ -419,21 +422,46 @@ static int rs_drv_capturing(CUstream s, int ptsz)
 #define RS_MAX_POOLS 32
 static _Atomic(CUmemoryPool) rs_drv_pools[RS_MAX_POOLS];
 
-static uint64_t rs_drv_pools_cached(void)
+/* The pools' reserved bytes together, or with `cached` only what they keep beyond their
+ * allocations. */
+static uint64_t rs_drv_pools_sum(int cached)
 {
     CUresult (*get)(CUmemoryPool, CUmemPool_attribute, void *);
     *(void **)(&get) = rs_real(RS_D_POOL_GET_ATTRIBUTE);
-    uint64_t cached = 0;
+    uint64_t sum = 0;
     for (int i = 0; get && i < RS_MAX_POOLS; i++) {
         CUmemoryPool p = atomic_load_explicit(&rs_drv_pools[i], memory_order_acquire);
         if (!p) break;
         cuuint64_t reserved = 0, used = 0;
         /* a pool destroyed since answers an error, and holds nothing */
-        if (get(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS &&
-            get(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS && reserved > used)
-            cached += reserved - used;
+        if (get(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS) continue;
+        if (!cached)
+            sum += reserved;
+        else if (get(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS && reserved > used)
+            sum += reserved - used;
     }
-    return cached;
+    return sum;
+}
+
+static uint64_t rs_drv_pools_cached(void)
+{
+    return rs_drv_pools_sum(1);
+}
+
+/* What a rank recorded natively allocates from: its pools' reserved bytes. */
+static uint64_t rs_drv_pools_reserved(void)
+{
+    return rs_drv_pools_sum(0);
+}
+
+/* The label of a stream-ordered allocation: in a rank recorded natively its framework's
+ * allocator serves every request from the pool (outside.h, RS_OUTSIDE_ASYNC_LABEL); elsewhere
+ * its owner's. Not on the path of a call that is not recorded. */
+static const char *rs_drv_async_label(void)
+{
+    if (!rs_external_native()) return NULL;
+    rs_outside_set_async_reserved(rs_drv_pools_reserved);
+    return RS_OUTSIDE_ASYNC_LABEL;
 }
 
 /* Remembers `pool` (NULL: the current pool of the current device) for rs_drv_pools_cached. */
@@ -463,7 +491,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     RS_REAL(RS_D_MEM_ALLOC, rs_alloc_fn, real);
     if (!rs_drv_recorded()) return real(dptr, bytes);
     if (!rs_drv_admit(bytes)) return rs_drv_refused(dptr, bytes);
-    return rs_drv_allocated(real(dptr, bytes), dptr, bytes, bytes);
+    return rs_drv_allocated(real(dptr, bytes), dptr, bytes, bytes, NULL);
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
@@ -474,7 +502,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size
     if (!rs_drv_admit((uint64_t)width * height)) return rs_drv_refused(dptr, (uint64_t)width * height);
     CUresult r = real(dptr, pitch, width, height, elem);
     uint64_t bytes = r == CUDA_SUCCESS && pitch ? (uint64_t)*pitch * height : (uint64_t)width * height;
-    return rs_drv_allocated(r, dptr, bytes, (uint64_t)width * height);
+    return rs_drv_allocated(r, dptr, bytes, (uint64_t)width * height, NULL);
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
@@ -482,7 +510,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
     RS_REAL(RS_D_MEM_ALLOC_MANAGED, rs_managed_fn, real);
     if (!rs_drv_recorded()) return real(dptr, bytes, flags);
     const char *prev = rs_outside_driver_label("managed");
-    CUresult r = rs_drv_allocated(real(dptr, bytes, flags), dptr, bytes, 0);
+    CUresult r = rs_drv_allocated(real(dptr, bytes, flags), dptr, bytes, 0, NULL);
     rs_outside_driver_label(prev);
     return r;
 }
@@ -501,7 +529,7 @@ static CUresult rs_alloc_async(int i, CUdeviceptr *dptr, size_t bytes, CUstream 
     if (!rs_drv_recorded() || rs_drv_capturing(s, ptsz)) return real(dptr, bytes, s);
     if (!rs_drv_admit(bytes)) return rs_drv_refused(dptr, bytes);
     rs_drv_pool_seen(NULL);
-    return rs_drv_allocated(real(dptr, bytes, s), dptr, bytes, bytes);
+    return rs_drv_allocated(real(dptr, bytes, s), dptr, bytes, bytes, rs_drv_async_label());
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s)
@@ -521,7 +549,7 @@ static CUresult rs_pool_async(int i, CUdeviceptr *dptr, size_t bytes, CUmemoryPo
     if (!rs_drv_recorded() || rs_drv_capturing(s, ptsz)) return real(dptr, bytes, pool, s);
     if (!rs_drv_admit(bytes)) return rs_drv_refused(dptr, bytes);
     rs_drv_pool_seen(pool);
-    return rs_drv_allocated(real(dptr, bytes, pool, s), dptr, bytes, bytes);
+    return rs_drv_allocated(real(dptr, bytes, pool, s), dptr, bytes, bytes, rs_drv_async_label());
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s)

@@ -264,8 +264,9 @@ static void write_time(enc *e, const rs_snapshot_src *src)
 {
     /* steps_from only where something numbered the steps: a file without it reads as before */
     int how = src->steps_from && src->steps_from[0];
+    int by = src->recorded_by && src->recorded_by[0]; /* the same: only where it is said */
     key(e, "time");
-    put_map(e, 4 + (uint32_t)how);
+    put_map(e, 4 + (uint32_t)how + (uint32_t)by);
     kv_i64(e, "clock_offset_us", src->clock_offset_us);
     kv_i64(e, "clock_uncertainty_us", src->clock_uncertainty_us);
     key(e, "ranges");
@@ -281,6 +282,7 @@ static void write_time(enc *e, const rs_snapshot_src *src)
     }
     kv_i64(e, "current_step", src->current_step);
     if (how) kv_str(e, "steps_from", src->steps_from);
+    if (by) kv_str(e, "recorded_by", src->recorded_by);
 }
 
 static void write_totals(enc *e, const rs_snapshot_src *src)
@@ -290,7 +292,7 @@ static void write_totals(enc *e, const rs_snapshot_src *src)
     int why = src->outside_of == RS_OUTSIDE_DEVICE && src->outside_why != RS_OUTSIDE_WHY_UNSAID;
     int detail = why && src->outside_why_detail && src->outside_why_detail[0];
     key(e, "totals");
-    put_map(e, 26 + (of != NULL) + why + detail);
+    put_map(e, 26 + (of != NULL) + why + detail + (src->async_bytes_peak != 0));
     kv_u64(e, "allocated_bytes_current", s->allocated_bytes);
     kv_u64(e, "allocated_bytes_peak", s->allocated_bytes_peak);
     kv_u64(e, "reserved_bytes_current", s->reserved_bytes);
@@ -319,6 +321,12 @@ static void write_totals(enc *e, const rs_snapshot_src *src)
     if (of) kv_str(e, "outside_of", of);
     if (why) kv_str(e, "outside_why", rs_outside_why_name((unsigned)src->outside_why));
     if (detail) kv_str(e, "outside_why_detail", src->outside_why_detail);
+    if (src->async_bytes_peak) {
+        key(e, "async_pool");
+        put_map(e, 1 + (src->async_reserved_at_peak != 0));
+        kv_u64(e, "bytes_peak", src->async_bytes_peak);
+        if (src->async_reserved_at_peak) kv_u64(e, "reserved_at_peak", src->async_reserved_at_peak);
+    }
     key(e, "outside_labels");
     put_map(e, src->n_outside_labels);
     for (size_t i = 0; i < src->n_outside_labels; i++)

@@ -80,6 +80,8 @@ typedef struct rs_snapshot_src {
     const rs_step_range *ranges;
     int64_t current_step;
     const char *steps_from;         /* how the steps were numbered, NULL or "" = none  */
+    const char *recorded_by;        /* how a framework's rank was recorded when not by the
+                                     * framework's own recorder, NULL or "" = the usual way */
     ranksnap_stats stats;
     uint64_t device_used_bytes;     /* device total - free, now                       */
     uint64_t outside_bytes_peak;    /* device memory used outside the allocator        */
@@ -90,6 +92,9 @@ typedef struct rs_snapshot_src {
     rs_device_share share;          /* what NVML listed on the primary device          */
     size_t n_outside_labels;        /* the part of the outside bytes whose holder is known */
     const rs_outside_label *outside_labels;
+    uint64_t async_bytes_peak;      /* a rank recorded natively: its stream-ordered pool's peak
+                                     * of live bytes (0: none, totals.async_pool not written) */
+    uint64_t async_reserved_at_peak; /* ... and the pool's reserved bytes then, 0: not read */
     int has_oom;
     rs_oom_info oom;                /* the last OOM, of any device                   */
     int oom_device;

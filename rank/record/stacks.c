@@ -43,6 +43,7 @@
 #include "cpu.h"
 #include "errors.h"
 #include "log.h"
+#include "pyframes.h"
 #include "stacks.h"
 
 /* A frame bigger than this is taken as a broken chain rather than a real frame. */
@@ -91,9 +92,10 @@ ranksnap_status rs_stacks_create(rs_stacks_mode mode, int depth, rs_stacks **out
 {
     if (!out) return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT, "rs_stacks_create: out is NULL");
     *out = NULL;
-    if (mode != RS_STACKS_NATIVE && mode != RS_STACKS_FP && mode != RS_STACKS_NONE)
+    if (mode != RS_STACKS_NATIVE && mode != RS_STACKS_FP && mode != RS_STACKS_NONE &&
+        mode != RS_STACKS_PYTHON)
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
-                        "rs_stacks_create: mode %d: expected native, fp or none", (int)mode);
+                        "rs_stacks_create: mode %d: expected native, fp, python or none", (int)mode);
     if (depth < 1 || depth > RS_MAX_STACK_DEPTH)
         return rs_error(RANKSNAP_ERR_INVALID_ARGUMENT,
                         "RANKSNAP_STACK_DEPTH=%d: expected a depth from 1 to %d", depth,
@@ -106,7 +108,8 @@ ranksnap_status rs_stacks_create(rs_stacks_mode mode, int depth, rs_stacks **out
     s->depth = depth;
     s->grow_budget = UINT64_MAX;
 #if defined(RANKSNAP_HAVE_LIBUNWIND)
-    if (mode == RS_STACKS_NATIVE) pthread_once(&rs_unwind_policy_once, rs_unwind_policy);
+    if (mode == RS_STACKS_NATIVE || mode == RS_STACKS_PYTHON)
+        pthread_once(&rs_unwind_policy_once, rs_unwind_policy);
 #endif
     *out = s;
     return RANKSNAP_OK;
@@ -237,29 +240,39 @@ rs_fp_walk(uintptr_t fp, uintptr_t *pcs, int max, int skip)
  * unwinder reports the capturing function itself first (hence skip + 1), while the capturing
  * function's frame pointer already leads to its caller's return address. Using
  * __builtin_frame_address(0) also makes the capturing function keep a frame pointer. */
+__attribute__((always_inline)) static inline int rs_native_here(int depth, int skip, uintptr_t *pcs)
+{
+#if defined(RANKSNAP_HAVE_LIBUNWIND)
+    if (!rs_cpu_signs_return_addresses()) {
+        /* unw_backtrace, like the unwinder below, reports the capturing function first */
+        void *raw[RS_MAX_STACK_DEPTH + 16];
+        int want = depth + skip + 1;
+        if (want > (int)(sizeof raw / sizeof raw[0])) want = (int)(sizeof raw / sizeof raw[0]);
+        int got = unw_backtrace(raw, want);
+        int n = 0;
+        for (int i = skip + 1; i < got && n < depth; i++) pcs[n++] = (uintptr_t)raw[i];
+        return n;
+    }
+#endif
+    struct rs_native_walk w = {pcs, 0, depth, skip + 1};
+    _Unwind_Backtrace(rs_native_step, &w);
+    return w.n;
+}
+
+/* RS_STACKS_PYTHON (a PyTorch rank ranksnap records itself): the thread's Python frames when it
+ * holds the GIL (pyframes.c), else its native stack, the nearest there is. Tested after the C
+ * modes, which it costs nothing. */
 __attribute__((always_inline)) static inline int rs_capture_here(rs_stacks_mode mode, int depth,
                                                                 int skip, uintptr_t *pcs)
 {
     if (skip < 0) skip = 0;
-    if (mode == RS_STACKS_NATIVE) {
-#if defined(RANKSNAP_HAVE_LIBUNWIND)
-        if (!rs_cpu_signs_return_addresses()) {
-            /* unw_backtrace, like the unwinder below, reports the capturing function first */
-            void *raw[RS_MAX_STACK_DEPTH + 16];
-            int want = depth + skip + 1;
-            if (want > (int)(sizeof raw / sizeof raw[0])) want = (int)(sizeof raw / sizeof raw[0]);
-            int got = unw_backtrace(raw, want);
-            int n = 0;
-            for (int i = skip + 1; i < got && n < depth; i++) pcs[n++] = (uintptr_t)raw[i];
-            return n;
-        }
-#endif
-        struct rs_native_walk w = {pcs, 0, depth, skip + 1};
-        _Unwind_Backtrace(rs_native_step, &w);
-        return w.n;
-    }
+    if (mode == RS_STACKS_NATIVE) return rs_native_here(depth, skip, pcs);
     if (mode == RS_STACKS_FP)
         return rs_fp_walk((uintptr_t)__builtin_frame_address(0), pcs, depth, skip);
+    if (mode == RS_STACKS_PYTHON) {
+        int n = rs_pyframes_capture(pcs, depth);
+        return n > 0 ? n : rs_native_here(depth, skip, pcs);
+    }
     return 0;
 }
 

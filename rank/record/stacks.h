@@ -29,7 +29,6 @@ uint32_t rs_stacks_capture(rs_stacks *s, int skip);
 /* Captures return addresses only, without interning, into pcs[0..depth) and returns how many.
  * Needs no lock: the caller unwinds outside the allocator lock and interns under it. */
 int rs_stacks_capture_pcs(const rs_stacks *s, int skip, uintptr_t *pcs);
-int rs_stacks_depth(const rs_stacks *s);
 
 /* Interns an already captured stack (innermost first). */
 uint32_t rs_stacks_intern(rs_stacks *s, const uintptr_t *pcs, int n);

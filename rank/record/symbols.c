@@ -22,6 +22,7 @@
 
 #include "errors.h"
 #include "log.h"
+#include "pyframes.h"
 #include "stacks.h"
 #include "symbols.h"
 
@@ -256,7 +257,10 @@ static ranksnap_status rs_resolve_frame(rs_frame_info *f, int *n)
     int line[RS_MAX_INLINE] = {0};
     int levels = 1;
     *n = 0;
-    if (f->pc != 0) {
+    /* a Python frame (pyframes.h): its function, file and line as copied when it was seen */
+    if (rs_pyframes_lookup(f->pc, &function[0], &file[0], &line[0])) {
+        /* nothing to resolve */
+    } else if (f->pc != 0) {
         uintptr_t at = (uintptr_t)f->pc - 1;
 #if defined(RANKSNAP_HAVE_LIBBACKTRACE)
         pthread_once(&rs_bt_once, rs_bt_init);

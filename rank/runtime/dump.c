@@ -217,7 +217,7 @@ ranksnap_status rs_dump_claim(rs_runtime *rt)
         const char *n = k ? snap : name;
         if (rs_dump_path_of(rt, n, 0, path, sizeof path) != 0 || lstat(path, &sb) != 0) continue;
         char *job = NULL;
-        if (rs_dump_snapshot_job(path, k, &job) && strcmp(job, rt->job) == 0)
+        if (rs_dump_snapshot_job(path, k && rs_external_pickles(), &job) && strcmp(job, rt->job) == 0)
             rt->plain_snap_ours |= strcmp(n, snap) == 0;
         else if (!other[0])
             snprintf(other, sizeof other, "%s (%s%s)", path,
@@ -229,7 +229,7 @@ ranksnap_status rs_dump_claim(rs_runtime *rt)
         if (rs_dump_path_of(rt, snap, 1, path, sizeof path) != 0) snprintf(path, sizeof path, "%s", snap);
         RS_WARN(RS_SUB_DUMP, "RANKSNAP_DIR=%s holds another job's file, %s; this job (%s) leaves "
                 "it alone and writes %s%s instead", rt->opts.dir, other, rt->job,
-                rs_text_basename(path), rs_external_mode() ? "" : " (and .ring)");
+                rs_text_basename(path), rs_external_pickles() ? "" : " (and .ring)");
     }
     /* what a SIGKILL of this job left mid-write on this host (only those: atomic_file.h) */
     static const char *const exts[] = {"rsnap", "ring", NULL};
@@ -507,6 +507,7 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         src.pid = (int64_t)getpid();
         src.job = rt->job;
         src.steps_from = rs_steps_how(rt);
+        src.recorded_by = rs_external_native_why();
         if (primary) {
             src.device = primary->info;
         } else {
@@ -533,6 +534,7 @@ ranksnap_status rs_dump_encode(rs_runtime *rt, int complete, char **out, size_t 
         src.share = use.share;
         src.n_outside_labels = rs_outside_labels_copy(labels);
         src.outside_labels = labels;
+        if (rs_external_native()) rs_outside_async(&src.async_bytes_peak, &src.async_reserved_at_peak);
         /* the driver's OOM (a request no allocator of ranksnap's served) when it is the last */
         int drv = rt->drv_oom.has && (!has_oom || rt->drv_oom.info.time_us >= oom.time_us);
         if (drv) {
@@ -592,7 +594,7 @@ ranksnap_status rs_dump_write(const char *path, int complete)
     char *buf = NULL;
     size_t len = 0;
     /* PyTorch jobs: the framework's snapshot, a pickle (external.c), under the same names' rule */
-    if (rs_external_mode()) RS_CHECK(rs_external_dump_snapshot(rt, complete, &buf, &len));
+    if (rs_external_pickles()) RS_CHECK(rs_external_dump_snapshot(rt, complete, &buf, &len));
     else RS_CHECK(rs_dump_encode(rt, complete, &buf, &len));
     /* the crash path (complete = 0) skips the fsyncs: see rs_atomic_file_write_ex */
     ranksnap_status st = path ? rs_atomic_file_write_ex(path, buf, len, complete)

@@ -57,22 +57,6 @@ static size_t rs_ext_n_steps;                     /* steps logged in this range 
 /* the highest sample of each kind (rs_outside_of): the process's own, or the device's */
 static uint64_t rs_ext_outside_peak[3];
 
-/* ---- the mode ------------------------------------------------------------------------------ */
-
-static atomic_int rs_ext_mode = -1; /* -1: not read yet */
-
-int rs_external_mode(void)
-{
-    int m = atomic_load_explicit(&rs_ext_mode, memory_order_relaxed);
-    if (m >= 0) return m;
-    rs_options o;
-    m = rs_options_load_one(&o, "RANKSNAP_RECORDER", NULL) == RANKSNAP_OK &&
-        o.recorder == RS_RECORDER_TORCH;
-    rs_error_clear();
-    atomic_store_explicit(&rs_ext_mode, m, memory_order_relaxed);
-    return m;
-}
-
 ranksnap_status rs_external_check_options(const rs_options *o)
 {
     int torch = o->recorder == RS_RECORDER_TORCH;
@@ -119,7 +103,8 @@ ranksnap_status ranksnap_set_recorder(const ranksnap_recorder_ops *ops)
     if (!ops) rs_ext_recording = 0;
     atomic_store(&rs_ext_holds_lock, ops ? ops->holds_lock : NULL);
     pthread_mutex_unlock(&rs_ext_mu);
-    rs_postmortem_set_gate(ops && ops->holds_lock ? rs_ext_signal_gate : NULL);
+    /* recorded natively, a dump needs no lock of the framework's: nothing to wait for */
+    rs_postmortem_set_gate(ops && ops->holds_lock && !rs_external_native() ? rs_ext_signal_gate : NULL);
     return RANKSNAP_OK;
 }
 
@@ -152,7 +137,8 @@ static uint64_t rs_ext_outside_locked(rs_runtime *rt, int force, rs_outside_use 
 
 void rs_external_step(rs_runtime *rt, int64_t step)
 {
-    if (!rs_external_mode() || !atomic_load_explicit(&rt->recording, memory_order_relaxed)) return;
+    /* recorded natively: the recorder and the outside samples of C programs (steps.c) */
+    if (!rs_external_pickles() || !atomic_load_explicit(&rt->recording, memory_order_relaxed)) return;
     pthread_mutex_lock(&rs_ext_mu);
     if (rs_ext_have_ops && !rs_ext_recording) {
         int stacks = rt->opts.stacks == RS_STACKS_ALL ? 1 : rt->opts.stacks == RS_STACKS_NONE ? -1 : 0;
@@ -370,8 +356,9 @@ ranksnap_status rs_external_snapshot(rs_runtime *rt, const char *reason, char **
 int rs_external_file_name(int rank, char *buf, size_t n)
 {
     int attempt = rs_launcher_attempt();
-    int w = attempt > 0 ? snprintf(buf, n, "rank-%05d.a%d.pickle", rank, attempt)
-                        : snprintf(buf, n, "rank-%05d.pickle", rank);
+    const char *ext = rs_external_native() ? "rsnap" : "pickle";
+    int w = attempt > 0 ? snprintf(buf, n, "rank-%05d.a%d.%s", rank, attempt, ext)
+                        : snprintf(buf, n, "rank-%05d.%s", rank, ext);
     return w < 0 || (size_t)w >= n ? -1 : 0;
 }
 

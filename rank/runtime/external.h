@@ -14,13 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "external_mode.h"
 #include "options.h"
 #include "ranksnap.h"
 #include "state.h"
-
-/* 1 when RANKSNAP_RECORDER=torch (read once per process; a value that does not parse is 0, and
- * ranksnap_init reports it). Cheap: the CUDA interposers ask it on every call. */
-int rs_external_mode(void);
 
 /* At init: RANKSNAP_STACKS=python|all belong to torch mode, native|fp to C programs (in torch
  * mode native stands for python). An error naming the variable otherwise. */
@@ -38,8 +35,8 @@ ranksnap_status rs_external_snapshot(rs_runtime *rt, const char *reason, char **
 /* Stops the framework's recorder (after its snapshot: PyTorch clears the history on stop). */
 void rs_external_stop(rs_runtime *rt);
 
-/* rank-RRRRR.pickle, or rank-RRRRR.aK.pickle for attempt K > 0: the plain name of `rank`'s
- * file in RANKSNAP_DIR (dump.c qualifies it with the job when another job's file holds it, and
+/* rank-RRRRR.pickle, or rank-RRRRR.aK.pickle for attempt K > 0 (rank-RRRRR.rsnap when recorded
+ * natively, as a C program's): the plain name of `rank`'s file in RANKSNAP_DIR (dump.c qualifies it with the job when another job's file holds it, and
  * the file rendezvous of external_gather.c looks for both). -1 when it does not fit. */
 int rs_external_file_name(int rank, char *buf, size_t n);
 

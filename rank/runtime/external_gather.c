@@ -44,6 +44,7 @@ typedef struct rs_xg {
     int *present;
     rs_snap **full;
     uint64_t bytes_summaries, bytes_full;
+    rs_gather_decode_fn decode; /* the recorder's (live_report.c): pickles, or .rsnap files */
 } rs_xg;
 
 static void rs_xg_free(rs_xg *x)
@@ -161,7 +162,7 @@ static void rs_xg_take_full(void *arg, int rank, const void *buf, size_t len)
     if (rank < 0 || rank >= x->size || !len || !buf || x->full[rank]) return;
     char name[64];
     snprintf(name, sizeof name, "rank %d's gathered snapshot", rank);
-    if (rs_reader_lib_decode(buf, len, name, &x->full[rank]) != RANKSNAP_OK)
+    if (x->decode(buf, len, name, &x->full[rank]) != RANKSNAP_OK)
         RS_WARN(RS_SUB_MPI, "gather: %s", ranksnap_last_error());
     else
         x->bytes_full += len;
@@ -207,8 +208,8 @@ static int rs_xg_group(rs_runtime *rt, const char *buf, size_t len, const rs_sum
 
 /* RANKSNAP_DIR/`name` (job-qualified or not), decoded, when it is rank r's of this job and of
  * the range that began at `begin`. */
-static rs_snap *rs_xg_read_path(rs_runtime *rt, const char *name, int qualified, int r, int64_t begin,
-                                uint64_t *bytes)
+static rs_snap *rs_xg_read_path(rs_runtime *rt, rs_gather_decode_fn decode, const char *name,
+                                int qualified, int r, int64_t begin, uint64_t *bytes)
 {
     char path[RS_PATH_MAX + 128];
     struct stat sb;
@@ -219,7 +220,7 @@ static rs_snap *rs_xg_read_path(rs_runtime *rt, const char *name, int qualified,
     size_t len = 0;
     rs_snap *s = NULL;
     if (rs_file_read(path, 0, &buf, &len) == RANKSNAP_OK &&
-        rs_reader_lib_decode(buf, len, path, &s) == RANKSNAP_OK) {
+        decode(buf, len, path, &s) == RANKSNAP_OK) {
         int same = s->rank == r && strcmp(s->job, rt->job) == 0 && s->time.n_ranges > 0 &&
                    s->time.ranges[s->time.n_ranges - 1].begin == begin;
         if (!same) {
@@ -236,12 +237,13 @@ static rs_snap *rs_xg_read_path(rs_runtime *rt, const char *name, int qualified,
 /* Rank r's file, decoded, when it is of this job and of the range that began at `begin`. It
  * has the plain name, or the job-qualified one when rank r found another job's file there
  * (dump.c): the qualified name is looked at first, as it can only be this job's. */
-static rs_snap *rs_xg_read_file(rs_runtime *rt, int r, int64_t begin, uint64_t *bytes)
+static rs_snap *rs_xg_read_file(rs_runtime *rt, rs_gather_decode_fn decode, int r, int64_t begin,
+                                uint64_t *bytes)
 {
     char name[64];
     if (rs_external_file_name(r, name, sizeof name) != 0) return NULL;
     for (int q = 1; q >= 0; q--) {
-        rs_snap *s = rs_xg_read_path(rt, name, q, r, begin, bytes);
+        rs_snap *s = rs_xg_read_path(rt, decode, name, q, r, begin, bytes);
         if (s) return s;
     }
     return NULL;
@@ -258,7 +260,7 @@ static void rs_xg_files(rs_runtime *rt, int64_t begin, rs_xg *x)
         for (int r = 0; r < size; r++) {
             if (x->present[r]) continue;
             uint64_t bytes = 0;
-            rs_snap *s = rs_xg_read_file(rt, r, begin, &bytes);
+            rs_snap *s = rs_xg_read_file(rt, x->decode, r, begin, &bytes);
             if (!s) continue;
             rs_xg_take_snap(x, r, s);
             x->bytes_summaries += bytes;
@@ -275,21 +277,22 @@ static void rs_xg_files(rs_runtime *rt, int64_t begin, rs_xg *x)
     if (!want) return;
     rs_gather_choose(x->sums, x->present, size, rt->opts.gather, rt->opts.divergence, want);
     for (int r = 0; r < size; r++)
-        if (want[r] && x->present[r] && !x->full[r]) x->full[r] = rs_xg_read_file(rt, r, begin, &x->bytes_full);
+        if (want[r] && x->present[r] && !x->full[r]) x->full[r] = rs_xg_read_file(rt, x->decode, r, begin, &x->bytes_full);
     free(want);
 }
 
 /* ---- the gather without MPI --------------------------------------------------------------- */
 
-ranksnap_status rs_external_gather(rs_runtime *rt, const char *buf, size_t len,
-                                   const rs_summary *mine, rs_rank_comms *comms, rs_snap *self,
-                                   rs_gather_result *g)
+ranksnap_status rs_external_gather(rs_runtime *rt, rs_gather_decode_fn decode, const char *buf,
+                                   size_t len, const rs_summary *mine, rs_rank_comms *comms,
+                                   rs_snap *self, rs_gather_result *g)
 {
     memset(g, 0, sizeof *g);
     double t0 = rs_now_mono_s();
     rs_xg x;
     ranksnap_status gst = rs_xg_init(&x, rt->world_size);
     if (gst == RANKSNAP_OK) {
+        x.decode = decode;
         if (rt->rank == 0) {
             x.sums[0] = *mine;
             x.present[0] = 1;

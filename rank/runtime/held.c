@@ -36,6 +36,7 @@ typedef struct held_slot {
     uint64_t size;
     int device;
     int n;
+    int async; /* a pool's async allocation (rs_held_outside_alloc) */
     uintptr_t *pcs;
 } held_slot;
 
@@ -93,7 +94,8 @@ static rs_runtime *held_recording_locked(void)
     return rt && atomic_load_explicit(&rt->recording, memory_order_relaxed) ? rt : NULL;
 }
 
-rs_runtime *rs_held_outside_alloc(uint64_t key, uint64_t size, int device, const uintptr_t *pcs, int n)
+rs_runtime *rs_held_outside_alloc(uint64_t key, uint64_t size, int device, const uintptr_t *pcs, int n,
+                                  int async)
 {
     uintptr_t *copy = n > 0 ? malloc((size_t)n * sizeof *copy) : NULL;
     if (copy) memcpy(copy, pcs, (size_t)n * sizeof *copy);
@@ -110,7 +112,7 @@ rs_runtime *rs_held_outside_alloc(uint64_t key, uint64_t size, int device, const
     if (sl) {
         /* an allocation at a key whose free was not seen replaces it */
         free(sl->pcs);
-        *sl = (held_slot){key + 1, size, device, copy ? n : 0, copy};
+        *sl = (held_slot){key + 1, size, device, copy ? n : 0, async != 0, copy};
         copy = NULL;
     }
     rs_runtime *rt = held_recording_locked();
@@ -165,7 +167,8 @@ static void held_begin(rs_runtime *rt, int range, int publish)
         if (sl->key == 0 || sl->key == HELD_DELETED) continue;
         uint32_t id = sl->n > 0 && rt->stacks ? rs_stacks_intern(rt->stacks, sl->pcs, sl->n) : 0;
         rs_recorder_set_device(rt->recorder, sl->device);
-        rs_recorder_append_id(rt->recorder, RS_ACT_OUTSIDE_ALLOC, sl->key - 1, sl->size, NULL, id);
+        rs_recorder_append_id(rt->recorder, sl->async ? RS_ACT_ASYNC_ALLOC : RS_ACT_OUTSIDE_ALLOC,
+                              sl->key - 1, sl->size, NULL, id);
     }
     if (publish)
         rs_state_publish(rt);

@@ -179,10 +179,13 @@ static ranksnap_status rs_runtime_create(const void *mpi_comm, rs_runtime **out)
     /* the backend is checked now; each device is opened at its first allocation (devices.h) */
     if ((st = rs_devices_init(rt, rs_alloc_api_observe)) != RANKSNAP_OK) goto fail;
 
-    /* ranksnap torch mode: the framework records, with its own stacks and no ring file */
-    int external = rt->opts.recorder == RS_RECORDER_TORCH;
+    /* ranksnap torch mode: the framework records, with its own stacks and no ring file; unless
+     * it cannot, and ranksnap records the rank itself (external.h, rs_external_native), with the
+     * Python frames of the allocating thread */
+    int external = rt->opts.recorder == RS_RECORDER_TORCH && !rs_external_native();
     if (!external && rt->opts.stacks != RS_STACKS_NONE) {
-        st = rs_stacks_create(rt->opts.stacks, rt->opts.stack_depth, &rt->stacks);
+        st = rs_stacks_create(rs_external_stacks_mode(rt->opts.stacks), rt->opts.stack_depth,
+                              &rt->stacks);
         if (st != RANKSNAP_OK) goto fail;
     }
     rt->memory_limit = rs_options_memory_limit_for_rank(&rt->opts.memory_limit, rt->rank);
@@ -469,7 +472,7 @@ static void rs_warn_unreached(rs_runtime *rt)
     const rs_schedule *sc = &rt->sched;
     if (rt->rank != 0 || !rt->opts.record || rt->n_ranges >= RS_MAX_RANGES) return;
     if (sc->whole_run) {
-        if (rs_external_mode() && rt->step < 0) {
+        if (rs_external_pickles() && rt->step < 0) {
             const char *how = rs_steps_how(rt);
             RS_WARN(RS_SUB_RECORD, "no step was ever marked or found%s%s%s, so PyTorch's recorder never "
                     "started: the snapshots hold the memory at the end, not its history: %s",
@@ -543,17 +546,20 @@ ranksnap_status ranksnap_finalize(void)
         }
         /* Abandoned inside a range (an uncaught exception ends the rank: a peer's OOM closed the
          * connection of the collective it waited in, say): no gather, but this rank's data stays
-         * on disk for `ranksnap report DIR`, unless its own OOM dump already put it there. */
+         * on disk for `ranksnap report DIR`, unless its own OOM dump already put it there. The
+         * same, in or out of a range, for the driver's OOM whose snapshot waited for this moment
+         * (refused inside the shared CUDA runtime, driver.c): the rank dies of it. */
         if (rs_state_abandoned()) {
             rs_rt_lock(rt);
-            int open_range = rt->in_range;
+            int open_range = rt->in_range, oom = rt->drv_oom.has && !rt->drv_oom.dumped;
             rs_rt_unlock(rt);
-            if (open_range && !atomic_load(&rt->range_dumped)) {
+            if (oom || (open_range && !atomic_load(&rt->range_dumped))) {
                 if (rs_dump_write(NULL, 1) != RANKSNAP_OK)
                     RS_WARN(RS_SUB_DUMP, "the rank ends in a recorded range, and its snapshot could "
                                          "not be written: %s", ranksnap_last_error());
                 else
-                    RS_INFO(RS_SUB_DUMP, "the rank ends in a recorded range: its snapshot is written");
+                    RS_INFO(RS_SUB_DUMP, "the rank ends %s: its snapshot is written",
+                            oom ? "after the driver's out-of-memory answer" : "in a recorded range");
             }
         }
     }
@@ -642,13 +648,16 @@ int rs_instance_active(int *cuda)
     return 1;
 }
 
-void rs_instance_driver_oom_dump(uint64_t size, int device)
+void rs_instance_oom_dump(const char *by, uint64_t size, int device)
 {
     rs_runtime *rt = rs_state_get();
     if (!rt) return;
-    rs_error(RANKSNAP_ERR_OUT_OF_MEMORY, "CUDA driver: out of memory for %llu bytes on device %d",
+    rs_error(RANKSNAP_ERR_OUT_OF_MEMORY, "%s: out of memory for %llu bytes on device %d", by,
              (unsigned long long)size, device);
     rs_dump_after_oom(rt);
+    rs_rt_lock(rt);
+    rt->drv_oom.dumped = 1;
+    rs_rt_unlock(rt);
 }
 
 int rs_instance_current_device(void)

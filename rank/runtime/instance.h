@@ -37,10 +37,11 @@ ranksnap_status rs_instance_ensure_wait(void);
 /* 1 when ranksnap is running, with 1 in *cuda when its backend is the CUDA one (0 for the sim
  * device). */
 int rs_instance_active(int *cuda);
-/* After the driver refused `size` bytes on `device` (recorded as the rank's OOM): the snapshot is
- * written now (RANKSNAP_ON_OOM), as for the allocator's own OOM. The caller makes sure the CUDA
- * runtime the dump may ask is not the one inside whose call the driver refused. */
-void rs_instance_driver_oom_dump(uint64_t size, int device);
+/* After `by` (the CUDA driver, a framework's own limit) refused `size` bytes on `device`, recorded
+ * as the rank's OOM (rt->drv_oom): the snapshot is written now (RANKSNAP_ON_OOM), as for the
+ * allocator's own OOM. The caller makes sure the CUDA runtime the dump may ask is not the one
+ * inside whose call the driver refused. */
+void rs_instance_oom_dump(const char *by, uint64_t size, int device);
 /* The calling thread's current device as ranksnap's backend sees it, -1 when not running. */
 int rs_instance_current_device(void);
 /* rs_devices_current_known of the running instance: 0 when there is none. */

@@ -1,8 +1,8 @@
 /*
- * live_report.c — the end of a recorded range on every rank, one pipeline for both recorders
- * (ranksnap's own and PyTorch's, a row each of rs_range_recorder): this rank's file, its summary,
- * the two-phase gather to rank 0, and there the comparison printed and written as report.txt,
- * report.json and report.html.
+ * live_report.c — the end of a recorded range on every rank, one pipeline for every recorder
+ * (ranksnap's own, PyTorch's, and ranksnap's own in a PyTorch rank recorded at the driver: a
+ * row each of rs_range_recorder): this rank's file, its summary, the two-phase gather to rank
+ * 0, and there the comparison printed and written as report.txt, report.json and report.html.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -126,9 +126,9 @@ typedef struct rs_range_recorder {
     const char *files;
     /* The gather of a job without MPI (ranksnap joined none, more than one rank); NULL: each
      * rank goes through gather.c, which then keeps its own snapshot alone. */
-    ranksnap_status (*gather_without_mpi)(rs_runtime *rt, const char *buf, size_t len,
-                                          const rs_summary *mine, rs_rank_comms *comms,
-                                          rs_snap *self, rs_gather_result *g);
+    ranksnap_status (*gather_without_mpi)(rs_runtime *rt, rs_gather_decode_fn decode,
+                                          const char *buf, size_t len, const rs_summary *mine,
+                                          rs_rank_comms *comms, rs_snap *self, rs_gather_result *g);
     /* 1: the range counts as reported even when a step failed, since the recorder's history is
      * gone once its snapshot was asked for (PyTorch clears it on stop); 0: ranksnap's ring still
      * holds it, and finalize tries a time range again. */
@@ -162,6 +162,11 @@ static const rs_range_recorder rs_own_recorder = {
 };
 static const rs_range_recorder rs_external_recorder = {
     rs_external_take, rs_reader_lib_decode, "pickles", rs_external_gather, 1,
+};
+/* A PyTorch rank that ranksnap records itself at the CUDA driver (external_mode.h): its own
+ * recorder's snapshot and decoder, gathered as a PyTorch job's (its ring still holds the range). */
+static const rs_range_recorder rs_native_torch_recorder = {
+    rs_own_take, rs_own_decode, "snapshots", rs_external_gather, 0,
 };
 
 /* ---- the end of a range -------------------------------------------------------------------- */
@@ -214,7 +219,7 @@ static ranksnap_status rs_range_end(rs_runtime *rt, const rs_range_recorder *rec
     rs_gather_result g;
     ranksnap_status gst;
     if (rec->gather_without_mpi && !rs_coord_comm(rt->coord) && rt->world_size > 1)
-        gst = rec->gather_without_mpi(rt, buf, len, &mine, &comms, self, &g);
+        gst = rec->gather_without_mpi(rt, rec->decode, buf, len, &mine, &comms, self, &g);
     else
         gst = rs_gather_run(rt->coord, rec->decode, buf, len, &mine, &comms, self, rt->opts.gather,
                             rt->opts.gather_timeout, rt->opts.divergence, &g);
@@ -237,7 +242,9 @@ ranksnap_status rs_live_report_end_of_range(rs_runtime *rt)
         rt->reported = 1;
         return RANKSNAP_OK;
     }
-    const rs_range_recorder *rec = rs_external_mode() ? &rs_external_recorder : &rs_own_recorder;
+    const rs_range_recorder *rec = !rs_external_mode()  ? &rs_own_recorder
+                                   : rs_external_native() ? &rs_native_torch_recorder
+                                                          : &rs_external_recorder;
     ranksnap_status st = rs_range_end(rt, rec);
     if (rec->spent_on_failure) rt->reported = 1;
     return st;

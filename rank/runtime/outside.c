@@ -22,13 +22,16 @@
 #include "device_share.h"
 #include "devices.h"
 #include "errors.h"
+#include "external_mode.h"
 #include "format.h"
 #include "held.h"
 #include "launcher.h"
 #include "options.h"
 #include "outside.h"
+#include "pyframes.h"
 #include "owners.h"
 #include "recorder.h"
+#include "sat.h"
 #include "stacks.h"
 #include "state.h"
 #include "text.h"
@@ -101,11 +104,21 @@ uint64_t rs_outside_use_beyond(const rs_outside_use *u, uint64_t reserved)
     return used > reserved ? used - reserved : 0;
 }
 
+/* Set in a rank recorded natively once its framework allocates from a stream-ordered pool: the
+ * pools' reserved bytes, which are its allocator's (rs_outside_set_async_reserved). */
+static _Atomic(rs_outside_reserved_fn) rs_async_reserved_fn;
+
 uint64_t rs_outside_sample(rs_runtime *rt, uint64_t reserved, rs_rt_device *primary, int force,
                            rs_outside_use *use)
 {
+    rs_outside_reserved_fn async = atomic_load_explicit(&rs_async_reserved_fn, memory_order_acquire);
     rs_outside_pool_fn pools = atomic_load_explicit(&rs_pool_sampler, memory_order_acquire);
-    if (pools) rs_outside_set("cuda_pool_cached", pools());
+    if (async) {
+        /* the pools are this rank's allocator: what they reserve, used or not, is not outside it */
+        reserved += async();
+    } else if (pools) {
+        rs_outside_set("cuda_pool_cached", pools());
+    }
     rs_outside_use u;
     if (!rs_outside_use_now(rt, NULL, primary, force, &u)) return 0;
     uint64_t outside = rs_outside_use_beyond(&u, reserved);
@@ -182,15 +195,17 @@ static uint64_t rs_outside_labelled_bytes(void)
     return sum;
 }
 
-/* The outside event with the stack pcs[0..n) (n may be 0) on `device`. */
-static void rs_outside_event(rs_runtime *rt, int is_alloc, uint64_t key, uint64_t size, int device,
-                             const uintptr_t *pcs, int n)
+/* The outside event (a pool's async one when `async`) with the stack pcs[0..n) (n may be 0) on
+ * `device`. */
+static void rs_outside_event(rs_runtime *rt, int is_alloc, int async, uint64_t key, uint64_t size,
+                             int device, const uintptr_t *pcs, int n)
 {
+    static const uint8_t actions[2][2] = {{RS_ACT_OUTSIDE_FREE, RS_ACT_OUTSIDE_ALLOC},
+                                          {RS_ACT_ASYNC_FREE, RS_ACT_ASYNC_ALLOC}};
     rs_rt_lock(rt);
     uint32_t id = n > 0 && rs_recorder_enabled(rt->recorder) ? rs_stacks_intern(rt->stacks, pcs, n) : 0;
     rs_recorder_set_device(rt->recorder, device);
-    rs_recorder_append_id(rt->recorder, is_alloc ? RS_ACT_OUTSIDE_ALLOC : RS_ACT_OUTSIDE_FREE, key,
-                          size, NULL, id);
+    rs_recorder_append_id(rt->recorder, actions[async != 0][is_alloc != 0], key, size, NULL, id);
     rs_rt_unlock(rt);
 }
 
@@ -205,8 +220,8 @@ void rs_outside_record(int is_alloc, const void *ptr, uint64_t size)
     int n = is_alloc && rt->stacks ? rs_stacks_capture_pcs(rt->stacks, 1, pcs) : 0;
     uint64_t key = (uint64_t)(uintptr_t)ptr;
     int device = rs_devices_current(rt);
-    rs_runtime *rec = is_alloc ? rs_held_outside_alloc(key, size, device, pcs, n) : rs_held_outside_free(key);
-    if (rec) rs_outside_event(rec, is_alloc, key, size, device, pcs, n);
+    rs_runtime *rec = is_alloc ? rs_held_outside_alloc(key, size, device, pcs, n, 0) : rs_held_outside_free(key);
+    if (rec) rs_outside_event(rec, is_alloc, 0, key, size, device, pcs, n);
 }
 
 /* ---- allocations the driver made outside ranksnap's allocators -------------------------------- */
@@ -319,7 +334,7 @@ static void rs_early_load(void)
         rs_early.limit = rs_options_memory_limit_for_rank(&cap.memory_limit, rs_launcher_rank(0));
     if (rs_options_load_one(&mode, "RANKSNAP_STACKS", NULL) == RANKSNAP_OK &&
         rs_options_load_one(&depth, "RANKSNAP_STACK_DEPTH", NULL) == RANKSNAP_OK && mode.stacks != RS_STACKS_NONE)
-        (void)rs_stacks_create(mode.stacks, depth.stack_depth, &rs_early.stacks);
+        (void)rs_stacks_create(rs_external_stacks_mode(mode.stacks), depth.stack_depth, &rs_early.stacks);
     rs_error_clear();
 }
 
@@ -394,6 +409,52 @@ int64_t rs_outside_driver_net_all(void)
     return atomic_load_explicit(&rs_driver_net_all, memory_order_relaxed);
 }
 
+/* The stream-ordered pool's allocations of a rank recorded natively: their live bytes, the peak,
+ * and the pool's reserved bytes read at the peak; under rs_outside_mu. */
+static uint64_t rs_async_live, rs_async_peak, rs_async_reserved;
+
+void rs_outside_set_async_reserved(rs_outside_reserved_fn fn)
+{
+    atomic_store_explicit(&rs_async_reserved_fn, fn, memory_order_release);
+}
+
+void rs_outside_async(uint64_t *peak, uint64_t *reserved_at_peak)
+{
+    pthread_mutex_lock(&rs_outside_mu);
+    *peak = rs_async_peak;
+    *reserved_at_peak = rs_async_reserved;
+    pthread_mutex_unlock(&rs_outside_mu);
+}
+
+/* `size` more (is_alloc) or fewer live bytes in the pool; at a new peak, its reserved bytes are
+ * read after the lock and kept when no later peak came meanwhile and they cover it. */
+static void rs_outside_async_add(uint64_t size, int is_alloc)
+{
+    pthread_mutex_lock(&rs_outside_mu);
+    uint64_t peak = 0;
+    if (!is_alloc) {
+        rs_async_live = size > rs_async_live ? 0 : rs_async_live - size;
+    } else {
+        rs_async_live += size;
+        if (rs_async_live > rs_async_peak) {
+            rs_async_peak = peak = rs_async_live;
+            rs_async_reserved = 0;
+        }
+    }
+    pthread_mutex_unlock(&rs_outside_mu);
+    rs_outside_reserved_fn fn = atomic_load_explicit(&rs_async_reserved_fn, memory_order_acquire);
+    if (!peak || !fn) return;
+    uint64_t reserved = fn();
+    pthread_mutex_lock(&rs_outside_mu);
+    if (rs_async_peak == peak && reserved >= peak) rs_async_reserved = reserved;
+    pthread_mutex_unlock(&rs_outside_mu);
+}
+
+static int rs_outside_is_async(const char *label)
+{
+    return label && !strcmp(label, RS_OUTSIDE_ASYNC_LABEL);
+}
+
 const char *rs_outside_driver_label(const char *label)
 {
     const char *prev = rs_driver_label;
@@ -405,12 +466,23 @@ const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, con
                                     uint64_t admitted)
 {
     if (!label) label = rs_driver_label;
+    int async = rs_outside_is_async(label);
+    if (async) label = NULL; /* the pool's only where the stack shows no library of its own */
     int owned = !label;
     /* the stack whether or not a range records: a range that begins while the allocation is
      * live shows it held, by its site (held.c) */
     uintptr_t pcs[RS_MAX_STACK_DEPTH];
     int n = rs_stacks_capture_pcs(rs_outside_stacks(rs_state_get()), 1, pcs);
-    if (!label) label = rs_outside_owner(pcs, n);
+    /* a stack of Python frames (a PyTorch rank recorded natively) shows no library: the pool's
+     * allocations are PyTorch's, any other is owned by the library its native stack shows
+     * (cuBLAS's workspace, taken on the script's thread) */
+    int python = n > 0 && rs_pyframes_is(pcs[0]);
+    if (!label) label = python && async ? "torch" : rs_outside_owner(pcs, python ? 0 : n);
+    if (async && strcmp(label, "program") && strcmp(label, "torch")) async = 0;
+    if (async) {
+        label = RS_OUTSIDE_ASYNC_LABEL;
+        rs_outside_async_add(size, 1);
+    }
     /* NCCL's memory on a thread that is not in a call of the user's: one of NCCL's own */
     int nccl_thread = owned && !rs_nccl_call_depth && !strcmp(label, "nccl");
     rs_outside_add(label, (int64_t)size);
@@ -420,8 +492,8 @@ const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, con
     if (size != admitted) rs_driver_hold(device, size > admitted ? size - admitted : admitted - size, size > admitted);
     atomic_fetch_add_explicit(&rs_driver_seen, 1, memory_order_relaxed);
     if (nccl_thread && n > 0) n = rs_outside_nccl_caller(pcs, n);
-    rs_runtime *rec = rs_held_outside_alloc(key, size, device, pcs, n);
-    if (rec) rs_outside_event(rec, 1, key, size, device, pcs, n);
+    rs_runtime *rec = rs_held_outside_alloc(key, size, device, pcs, n, async);
+    if (rec) rs_outside_event(rec, 1, async, key, size, device, pcs, n);
     return label;
 }
 
@@ -431,8 +503,10 @@ void rs_outside_driver_free(uint64_t key, uint64_t size, int device, const char 
     rs_driver_net -= (int64_t)size;
     atomic_fetch_sub_explicit(&rs_driver_net_all, (int64_t)size, memory_order_relaxed);
     rs_driver_hold(device, size, 0);
+    int async = rs_outside_is_async(label);
+    if (async) rs_outside_async_add(size, 0);
     rs_runtime *rec = rs_held_outside_free(key);
-    if (rec) rs_outside_event(rec, 0, key, size, device, NULL, 0);
+    if (rec) rs_outside_event(rec, 0, async, key, size, device, NULL, 0);
 }
 
 /* rt->drv_oom for an OOM of `size` on `device`, the rank then holding `held` bytes at the driver
@@ -441,6 +515,9 @@ static void rs_outside_oom_locked(rs_runtime *rt, uint64_t size, int device, uin
                                   uint64_t held, uint64_t reserved, uint64_t allocated, uint64_t time_us)
 {
     rt->drv_oom.has = 1;
+    rt->drv_oom.dumped = 0;
+    rt->drv_oom.framework = 0;
+    rt->drv_oom.reported = 0;
     rt->drv_oom.count++;
     rt->drv_oom.device = device;
     rt->drv_oom.stack_id = stack_id;
@@ -457,11 +534,45 @@ static void rs_outside_oom_locked(rs_runtime *rt, uint64_t size, int device, uin
     rt->drv_oom.info.time_us = time_us;
 }
 
+/* The oom event of a request of `size` on `device` with the stack pcs[0..n), `device_free` the
+ * device's free bytes (0: not known); its stack id. Allocator lock held. */
+static uint32_t rs_outside_oom_event_locked(rs_runtime *rt, uint64_t size, int device,
+                                            uint64_t device_free, const uintptr_t *pcs, int n)
+{
+    uint32_t id = n > 0 && rt->stacks ? rs_stacks_intern(rt->stacks, pcs, n) : 0;
+    if (rs_recorder_enabled(rt->recorder)) {
+        rs_recorder_set_device(rt->recorder, device);
+        rs_recorder_append_id(rt->recorder, RS_ACT_OOM, device_free, size, NULL, id);
+    }
+    return id;
+}
+
+/* An OOM's figures in a rank whose framework allocates from stream-ordered pools (recorded
+ * natively): its allocator's bytes are the pools' bytes, live and reserved, as its table's columns
+ * are, not every byte it holds at the driver (cuBLAS's workspace is outside the allocator there). */
+static void rs_outside_async_held(uint64_t *held, uint64_t *reserved, uint64_t *allocated)
+{
+    rs_outside_reserved_fn fn = atomic_load_explicit(&rs_async_reserved_fn, memory_order_acquire);
+    if (!fn) return;
+    pthread_mutex_lock(&rs_outside_mu);
+    uint64_t live = rs_async_live;
+    pthread_mutex_unlock(&rs_outside_mu);
+    uint64_t pools = fn();
+    *held = 0;
+    *allocated = live;
+    *reserved = pools > live ? pools : live;
+}
+
+static uint64_t rs_driver_held_on(int device)
+{
+    return device >= 0 && device < RS_MAX_DEVICES
+               ? atomic_load_explicit(&rs_driver_held[device], memory_order_relaxed)
+               : 0;
+}
+
 void rs_outside_driver_oom(uint64_t size, int device)
 {
-    uint64_t held = device >= 0 && device < RS_MAX_DEVICES
-                        ? atomic_load_explicit(&rs_driver_held[device], memory_order_relaxed)
-                        : 0;
+    uint64_t held = rs_driver_held_on(device);
     uintptr_t pcs[RS_MAX_STACK_DEPTH];
     int n = rs_stacks_capture_pcs(rs_outside_stacks(rs_state_get()), 1, pcs);
     /* before the instance is up, kept for it: decided under the mutex rs_outside_adopt takes after
@@ -481,17 +592,59 @@ void rs_outside_driver_oom(uint64_t size, int device)
     if (!rt) return;
     uint64_t reserved = 0, allocated = 0;
     rs_driver_allocator_bytes(rt, device, &reserved, &allocated);
+    rs_outside_async_held(&held, &reserved, &allocated);
     rs_rt_lock(rt);
-    uint32_t id = n > 0 && rt->stacks ? rs_stacks_intern(rt->stacks, pcs, n) : 0;
-    if (rs_recorder_enabled(rt->recorder)) {
-        rs_recorder_set_device(rt->recorder, device);
-        /* the driver does not say how much was free: 0 */
-        rs_recorder_append_id(rt->recorder, RS_ACT_OOM, 0, size, NULL, id);
-    }
+    /* the driver does not say how much was free: 0 */
+    uint32_t id = rs_outside_oom_event_locked(rt, size, device, 0, pcs, n);
     rs_outside_oom_locked(rt, size, device, id, held, reserved, allocated, rs_now_us());
     rs_rt_unlock(rt);
     RS_INFO(RS_SUB_ALLOC, "the driver refused %llu bytes on device %d: out of memory",
             (unsigned long long)size, device);
+}
+
+/* Whether the framework's error `said` (its figures each within `rounding` of the exact ones) is
+ * the driver's refusal recorded last: PyTorch's cudaMallocAsync backend raises the same error for
+ * a request over its own limit, which it checks before calling CUDA, and for one CUDA refused. A
+ * request over the limit beyond the rounding never reached the driver; otherwise it is the
+ * driver's when the driver's last refusal was of that size (within the rounding) on that device
+ * and no error of the framework's was matched to it yet. What this takes wrongly: a refusal of the
+ * driver's the script caught and went on from, followed by a request of the same size over the
+ * limit by less than the rounding. Allocator lock held. */
+static int rs_outside_is_drivers(const rs_runtime *rt, const rs_oom_info *said, int device, uint64_t rounding)
+{
+    uint64_t need = rs_sat_add_u64(said->allocated, said->requested);
+    uint64_t slack = rs_sat_add_u64(rs_sat_add_u64(rounding, rounding), rounding);
+    if (said->requested && said->memory_limit && need > rs_sat_add_u64(said->memory_limit, slack)) return 0;
+    if (!rt->drv_oom.has || rt->drv_oom.framework || rt->drv_oom.reported || rt->drv_oom.device != device)
+        return 0;
+    uint64_t got = rt->drv_oom.info.requested, asked = said->requested;
+    return !asked || (got > asked ? got - asked : asked - got) <= rounding;
+}
+
+int rs_outside_framework_oom(rs_runtime *rt, const rs_oom_info *said, int device, uint64_t rounding,
+                             const uintptr_t *pcs, int n)
+{
+    uint64_t held = rs_driver_held_on(device), reserved = 0, allocated = 0;
+    rs_driver_allocator_bytes(rt, device, &reserved, &allocated);
+    rs_outside_async_held(&held, &reserved, &allocated);
+    rs_rt_lock(rt);
+    if (rs_outside_is_drivers(rt, said, device, rounding)) {
+        rt->drv_oom.reported = 1;
+        rs_rt_unlock(rt);
+        return 0;
+    }
+    uint32_t id = rs_outside_oom_event_locked(rt, said->requested, device, said->device_free, pcs, n);
+    rs_outside_oom_locked(rt, said->requested, device, id, held, reserved, allocated, rs_now_us());
+    /* the figures of the framework's error: its allocated bytes, which its limit counts, and the
+     * device's that it asked CUDA for; the rank's reserved bytes stay its pools' (or, with no
+     * pool, every byte it held at the driver) */
+    rt->drv_oom.info.allocated = said->allocated;
+    rt->drv_oom.info.memory_limit = said->memory_limit;
+    rt->drv_oom.info.device_free = said->device_free;
+    rt->drv_oom.info.device_total = said->device_total;
+    rt->drv_oom.framework = 1;
+    rs_rt_unlock(rt);
+    return 1;
 }
 
 void rs_outside_adopt(rs_runtime *rt)

@@ -59,6 +59,19 @@ void rs_outside_record(int is_alloc, const void *ptr, uint64_t size);
 const char *rs_outside_driver_alloc(uint64_t key, uint64_t size, int device, const char *label,
                                     uint64_t admitted);
 void rs_outside_driver_free(uint64_t key, uint64_t size, int device, const char *label);
+/* The label a stream-ordered pool's allocation takes in a rank recorded natively (its framework's
+ * allocator serves every request from the pool: ranksnap_record_natively): given as `label` to
+ * rs_outside_driver_alloc, it holds where the caller's stack shows the program or PyTorch (NCCL's,
+ * cuBLAS's, cuDNN's stay theirs), and the allocation and its free are recorded as async_alloc and
+ * async_free events, its bytes in the pool's live bytes and their peak (rs_outside_async). */
+#define RS_OUTSIDE_ASYNC_LABEL "async_pool"
+/* The pool's reserved bytes now (the driver's interposers read the pools' attributes), 0 when
+ * not known; called when the live bytes reach a new peak. */
+typedef uint64_t (*rs_outside_reserved_fn)(void);
+void rs_outside_set_async_reserved(rs_outside_reserved_fn fn);
+/* The pool's allocations so far: the peak of their live bytes, and the pool's reserved bytes read
+ * when it was reached (0: not read, or read below the peak). */
+void rs_outside_async(uint64_t *peak, uint64_t *reserved_at_peak);
 /* Net bytes the driver's interposers recorded on the calling thread so far: a caller that
  * measures or labels memory itself (NCCL's communicators, ncclMemAlloc, CUDA pools) takes out what
  * the driver already showed, so that nothing is counted twice. */
@@ -92,6 +105,15 @@ void rs_outside_driver_unadmit(uint64_t size, int device);
  * history and in the snapshot's oom record when it is the last one. Before the instance is up
  * (the driver's interposers record then: instance.h, rs_instance_starting), kept for it. */
 void rs_outside_driver_oom(uint64_t size, int device);
+/* The framework's allocator refused a request itself, as its error says (`said`: requested, 0
+ * when not known; allocated, the framework's own count, which its limit counts; memory_limit, its
+ * own limit, 0 for none; device_free and device_total, 0 when not known; each within `rounding`
+ * of the exact figure), on `device`, with the stack pcs[0..n) (the Python frames of the request):
+ * the rank's OOM, in the history and in rt->drv_oom as the driver's refusal is, unless it is the
+ * driver's refusal recorded last, which PyTorch's cudaMallocAsync backend reports with the same
+ * error. 1 when recorded, 0 when it was the driver's (recorded already). */
+int rs_outside_framework_oom(rs_runtime *rt, const rs_oom_info *said, int device, uint64_t rounding,
+                             const uintptr_t *pcs, int n);
 /* After `rt` is published: the driver OOMs kept from before, into its oom record. */
 void rs_outside_adopt(rs_runtime *rt);
 /* At finalize, rank 0 of a preloaded run: says how to link when no allocation call reached

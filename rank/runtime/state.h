@@ -119,13 +119,18 @@ typedef struct rs_runtime {
     rs_dump_name written[RS_DUMP_MAX_NAMES];
     int postmortem;          /* signal handlers installed */
     int is_cuda;                     /* the backend is the CUDA one (the interposers serve only it) */
-    struct {                         /* the last OOM the driver reported (outside.c), under `lock` */
+    struct {                         /* the last OOM of a request no allocator of ranksnap's
+                                      * served (outside.c), under `lock`: the driver refused it,
+                                      * or the framework's own limit did (ranksnap_framework_oom) */
         int has;
         uint64_t count;
         int device;
         uint32_t stack_id;
         int64_t step;
         rs_oom_info info;
+        int dumped;                  /* its snapshot was written when it happened */
+        int framework;               /* the framework's limit refused it, not the driver */
+        int reported;                /* the framework reported it too (its error's message) */
     } drv_oom;
     struct rs_runtime *retired_next; /* list of retired instances (rs_instance_free_retired) */
 } rs_runtime;

@@ -16,6 +16,7 @@
 #include "comms.h"
 #include "coord.h"
 #include "errors.h"
+#include "external_mode.h"
 #include "external.h"
 #include "held.h"
 #include "live_report.h"
@@ -98,6 +99,11 @@ static ranksnap_status rs_steps_at(rs_runtime *rt, int64_t step)
     rs_devices_set_step(rt, step);
     if (want && !rt->in_range) rs_devices_reset_peak_stats(rt);
     ranksnap_stats s;
+    /* a rank recorded natively (its framework allocates, not ranksnap) opened no device: the
+     * framework's current one is the device its outside bytes are measured on; opened here,
+     * before the runtime's lock, which opening takes */
+    rs_rt_device *opened = NULL;
+    if (rs_external_native() && rs_devices_count(rt) == 0) (void)rs_devices_get_current(rt, &opened);
     rs_devices_stats(rt, &s);
     rs_rt_lock(rt);
     rt->step = step;

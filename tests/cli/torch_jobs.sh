@@ -242,6 +242,191 @@ case_torchrun_like_ranks_meet_in_their_files() {
         "r['divergent_ranks'][0]['sites'][0]['file'].endswith('train_fake.py')" "len(r['ranks']) == 3"
 }
 
+# PyTorch's backend:cudaMallocAsync has no recorder: ranksnap records each rank itself, at the
+# CUDA driver the stand-in's cudaMallocAsync reaches (the fake runtime and driver of tests/gpu,
+# FAKE_CUDART's folder), with the Python frames of the thread that allocates, and writes a .rsnap
+# per rank. Two torchrun-like ranks meet in their files; the report says how they were recorded.
+async_job() {
+    export RANKSNAP_GATHER_TIMEOUT=${RANKSNAP_GATHER_TIMEOUT:-30} PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
+    export LD_LIBRARY_PATH="$(dirname "$FAKE_CUDART")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export FAKE_CUDART_ASYNC_VIA_DRIVER=1
+    unset RANKSNAP_BACKEND
+    torchrun_like 2 --steps 2:5 "$py" "$train" "$@"
+    for r in 0 1; do
+        test -f "$dir/rank-0000$r.rsnap" || { ls "$dir"; cat "$dir.err.$r"; echo "FAIL: rank $r wrote no .rsnap"; exit 1; }
+        ! grep -q "the framework's snapshot failed\|_record_memory_history failed" "$dir.err.$r" ||
+            { cat "$dir.err.$r"; echo "FAIL: rank $r still tried PyTorch's recorder"; exit 1; }
+    done
+    ! ls "$dir" | grep -q '\.pickle$' || { ls "$dir"; echo "FAIL: a pickle was written"; exit 1; }
+}
+
+# The table's columns of such ranks are the pool's allocations, in report.json ($1) and in the
+# text ($2): peak allocated as the stand-in allocates (its 4 parameters of 8 MiB, the optimizer's
+# 32 MiB and forward's 3 x batch MiB: batch 8 on rank 0, 12 on rank 1), peak reserved the pool's
+# figure (the fake driver's pool answers it; never below), said under the table; none of it
+# repeated as taken outside, where only what $3 says is (nothing by default).
+async_columns() {
+    check "$1" "[x['peak_allocated'] for x in r['ranks']] == [88 << 20, 100 << 20]" \
+        "all(x['reserved_from'] == 'async_pool' and x['peak_reserved'] >= x['peak_allocated'] for x in r['ranks'])" \
+        "all(x.get('recorded_outside_peak', 0) == ${3:-0} for x in r['ranks'])"
+    grep -q "^\*  *1  .*  100.00 MiB .*  +14%$" "$2" || { cat "$2"; echo "FAIL: $2: rank 1's columns"; exit 1; }
+    grep -q "^rank 0 1: peak allocated is the cudaMallocAsync pool's live bytes, peak reserved the pool's reserved bytes at that peak$" "$2" ||
+        { cat "$2"; echo "FAIL: $2 does not say where the columns come from"; exit 1; }
+    [ -n "${3:-}" ] || ! grep -q "taken outside the allocator" "$2" || { cat "$2"; echo "FAIL: $2 repeats the pool's bytes as outside"; exit 1; }
+}
+
+# Rank 1 with 1.5 times the batch is flagged, by the script's Python line, though the stand-in
+# allocates with the GIL released, as PyTorch's operators do. cuBLAS's workspace (FAKE_TORCH_CUBLAS:
+# 2 MiB from the driver on the script's thread before the first request) is cuBLAS's, by its
+# native stack, taken outside the pool and named by the script's line; the pool's bytes are not
+# outside.
+case_torchrun_like_cuda_malloc_async_ranks_are_recorded_by_ranksnap() {
+    async_job --diverge 1:1.5
+    live
+    async_columns "$dir/report.json" "$dir/report.txt" "2 << 20"
+    grep -q "^rank 1: cuBLAS holds 2.00 MiB " "$dir/report.txt" ||
+        { cat "$dir/report.txt"; echo "FAIL: cuBLAS's workspace is not said to be cuBLAS's"; exit 1; }
+    # the pool's reserved bytes, used or not, are the rank's allocator's, never outside it
+    ! grep -q "CUDA memory pools (reserved, unused)" "$dir/report.txt" ||
+        { cat "$dir/report.txt"; echo "FAIL: the pool's unused bytes are counted outside the allocator"; exit 1; }
+    # a Python stack deeper than RANKSNAP_STACK_DEPTH keeps its outermost frames: with 4 frames,
+    # the stand-in's two innermost (its allocator) and the script's two outermost, whose line is
+    # the site
+    deep=$dir.depth4 && rm -rf "$deep" && mkdir -p "$deep"
+    (dir=$deep; export RANKSNAP_DIR=$deep RANKSNAP_STACK_DEPTH=4; async_job --diverge 1:1.5; live) || exit 1
+    check "$deep/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
+        "r['divergent_ranks'][0]['sites'][0]['file'].endswith('train_fake.py')" \
+        "r['divergent_ranks'][0]['sites'][0]['function'] == 'main'"
+    # and `ranksnap summary` of the file says the pool is the rank's allocator, not a holder outside
+    "$ranksnap" summary "$dir/rank-00001.rsnap" > "$dir.summary" || exit 1
+    grep -q "^  pool        peak 100.00 MiB live in the cudaMallocAsync pool (the rank's allocator), 100.00 MiB reserved then$" "$dir.summary" &&
+        ! grep -q "async_pool" "$dir.summary" || { cat "$dir.summary"; echo "FAIL: ranksnap summary of the pool"; exit 1; }
+    grep -q "^rank 1: 2.00 MiB taken outside the allocator at its peak: 2.00 MiB at .*(train_fake.py:[0-9]*)" "$dir/report.txt" ||
+        { cat "$dir/report.txt"; echo "FAIL: cuBLAS's workspace is not named by the script's line"; exit 1; }
+    grep -q "^recorded at the CUDA runtime: PyTorch's recorder does not support backend:cudaMallocAsync (every rank)$" "$dir/report.txt" ||
+        { cat "$dir/report.txt"; echo "FAIL: the report does not say how the ranks were recorded"; exit 1; }
+    check "$dir/report.json" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
+        "r['divergent_ranks'][0]['sites'][0]['file'].endswith('train_fake.py')" \
+        "r['divergent_ranks'][0]['sites'][0]['function'] == 'forward'" "len(r['ranks']) == 2"
+    # afterwards, from the files alone: the same verdict
+    "$ranksnap" report "$dir" > "$dir.after" 2>&1 || { cat "$dir.after"; exit 1; }
+    grep -q "^rank 1 .*forward (train_fake.py:" "$dir.after" || { cat "$dir.after"; echo "FAIL: report DIR"; exit 1; }
+    "$ranksnap" report --json "$dir" > "$dir.after.json" || exit 1
+    async_columns "$dir.after.json" "$dir.after" "2 << 20"
+    # exported for PyTorch's viewer: each cudaMallocAsync a segment of one block, named by the
+    # script's line, and a trace the viewer's backward replay takes from the segments to the start
+    "$ranksnap" export --torch --rank 1 "$dir" -o "$dir.rank1.pickle" > /dev/null || exit 1
+    "$py" - "$dir.rank1.pickle" <<'PY' || { echo "FAIL: the exported pickle"; exit 1; }
+import pickle, sys
+s = pickle.load(open(sys.argv[1], "rb"))
+t = s["device_traces"][0]
+allocs = [e for e in t if e["action"] == "alloc"]
+assert any(f["name"] == "forward" and f["filename"].endswith("train_fake.py")
+           for e in allocs for f in e["frames"]), allocs[:3]
+assert s["segments"] and all(len(g["blocks"]) == 1 for g in s["segments"]), s["segments"][:2]
+blocks = {b["address"] for g in s["segments"] for b in g["blocks"]}
+segs = {g["address"] for g in s["segments"]}
+for e in reversed(t):
+    a, p = e["action"], e["addr"]
+    if a == "alloc":
+        assert p in blocks, e
+        blocks.discard(p)
+    elif a == "free_completed":
+        assert p not in blocks, e
+        blocks.add(p)
+    elif a == "free_requested":
+        assert p in blocks, e
+    elif a == "segment_alloc":
+        assert p in segs and p not in blocks, e
+        segs.discard(p)
+    elif a == "segment_free":
+        assert p not in segs, e
+        segs.add(p)
+PY
+}
+
+# Rank 1, which keeps 4 MiB per step, capped at 100 MiB (RANKSNAP_MEMORY_LIMIT, checked at the
+# driver) runs out of memory at step 3: PyTorch's OutOfMemoryError ends its script, its snapshot
+# is written as it leaves, and the report names the rank, its request, the script's line and
+# what was live; the live report (rank 0, which met rank 1's file) and the one from the files.
+case_torchrun_like_cuda_malloc_async_capped_rank_oom_names_its_request() {
+    unset FAKE_TORCH_CUBLAS
+    export RANKSNAP_MEMORY_LIMIT=1:100MiB
+    async_job --steps 6 --leak 1
+    grep -q "OutOfMemoryError" "$dir.err.1" || { cat "$dir.err.1"; echo "FAIL: rank 1's script did not get the OOM"; exit 1; }
+    "$ranksnap" report "$dir" > "$dir.after" 2>&1
+    # the script's lines of the kept 4 MiB and of forward's first tensor
+    local keep fwd
+    keep=$(grep -n 'kept.append(torch.empty(4 \* MIB' "$train" | cut -d: -f1)
+    fwd=$(grep -n 'hidden = torch.empty(batch \* 2 \* MIB' "$train" | cut -d: -f1)
+    for f in "$dir/report.txt" "$dir.after"; do
+        grep -q "^rank 1 ran out of memory at step 3: tried to allocate 4.00 MiB (allocated 100.00 MiB, reserved 100.00 MiB, limit 100.00 MiB) at main (train_fake.py:$keep)" "$f" ||
+            { cat "$f"; echo "FAIL: $f does not name rank 1's request and line"; exit 1; }
+        grep -A4 "^  live at that moment:" "$f" | grep -q "forward (train_fake.py:$fwd)" ||
+            { cat "$f"; echo "FAIL: $f does not say what was live"; exit 1; }
+        # the columns: rank 1 at its cap, taken from the pool, rank 0 as the stand-in allocates
+        grep -q "^\*  *1  .*  100.00 MiB .*  yes  " "$f" && grep -q "^  *0  .*  88.00 MiB .*  reference$" "$f" ||
+            { cat "$f"; echo "FAIL: $f: the columns are not the pool's bytes"; exit 1; }
+    done
+    # PyTorch's error for the driver's refusal, which the glue reads too, is that one OOM
+    "$ranksnap" summary "$dir/rank-00001.rsnap" | grep -q " 1 OOMs$" ||
+        { "$ranksnap" summary "$dir/rank-00001.rsnap"; echo "FAIL: the driver's refusal counted twice"; exit 1; }
+    # capped at 40 MiB it runs out before the range: its file is written as it leaves all the same
+    # (rank 0 waits for a file of the range from it at most RANKSNAP_GATHER_TIMEOUT)
+    rm -rf "$dir" && mkdir -p "$dir"
+    RANKSNAP_MEMORY_LIMIT=1:40MiB RANKSNAP_GATHER_TIMEOUT=3
+    async_job --steps 6
+    "$ranksnap" report "$dir" > "$dir.after" 2>&1
+    grep -q "^rank 1 ran out of memory: tried to allocate 16.00 MiB (allocated 32.00 MiB, reserved 32.00 MiB, limit 40.00 MiB) at forward (train_fake.py:$fwd)" "$dir.after" ||
+        { cat "$dir.after"; echo "FAIL: the OOM before the range is not named"; exit 1; }
+}
+
+# Rank 1, which keeps 4 MiB per step, capped at 100 MiB by PyTorch's own limit
+# (torch.cuda.set_per_process_memory_fraction of the fake device's 16 GiB), runs out of memory at
+# step 3: the backend refuses the request before calling cudaMallocAsync, so the driver never
+# sees it, and its OutOfMemoryError ends the script. The report names the rank, its request, the
+# script's line and what was live, as for a refusal of the driver's, with the figures of
+# PyTorch's message; the traceback the script prints has no frame of ranksnap's. The same when
+# the training runs in a thread of its own, when the script catches the error and calls
+# sys.exit(1) in its handler, and when it set a sys.excepthook of its own after importing torch;
+# a script that catches the error and goes on has no OOM. The reserved bytes are the pool's, as
+# in the table: not cuBLAS's workspace (FAKE_TORCH_CUBLAS), which the rank also holds at the
+# driver.
+async_oom_named() {
+    keep=$(grep -n 'kept.append(torch.empty(4 \* MIB' "$train" | cut -d: -f1)
+    fwd=$(grep -n 'hidden = torch.empty(batch \* 2 \* MIB' "$train" | cut -d: -f1)
+    for f in "$@"; do
+        grep -q "^rank 1 ran out of memory at step 3: tried to allocate 4.00 MiB with [0-9.]* GiB free of 16.00 GiB (allocated 100.00 MiB, reserved 100.00 MiB, limit 100.00 MiB) at main (train_fake.py:$keep)$" "$f" ||
+            { cat "$f" "$dir.err.1"; echo "FAIL: $f does not name rank 1's request and line"; exit 1; }
+        grep -A6 "^  live at that moment:" "$f" | grep -q "forward (train_fake.py:$fwd)" ||
+            { cat "$f"; echo "FAIL: $f does not say what was live"; exit 1; }
+        grep -q "^\*  *1  .*  100.00 MiB .*  yes  " "$f" || { cat "$f"; echo "FAIL: $f: rank 1 is not OOM"; exit 1; }
+    done
+    "$ranksnap" summary "$dir/rank-00001.rsnap" | grep -q " 1 OOMs$" ||
+        { "$ranksnap" summary "$dir/rank-00001.rsnap"; echo "FAIL: rank 1 does not count one OOM"; exit 1; }
+}
+case_torchrun_like_cuda_malloc_async_fraction_oom_names_its_request() {
+    async_job --steps 6 --leak 1 --fraction 1:0.006103515625
+    grep -q "OutOfMemoryError: Allocation on device 0 would exceed allowed memory" "$dir.err.1" ||
+        { cat "$dir.err.1"; echo "FAIL: rank 1's script did not get PyTorch's error"; exit 1; }
+    ! grep -q "ranksnap/_" "$dir.err.1" || { cat "$dir.err.1"; echo "FAIL: a frame of ranksnap's in the traceback"; exit 1; }
+    "$ranksnap" report "$dir" > "$dir.after" 2>&1
+    async_oom_named "$dir/report.txt" "$dir.after"
+    for how in --thread "--on-oom exit" --own-hook; do
+        rm -rf "$dir" && mkdir -p "$dir"
+        async_job --steps 6 --leak 1 --fraction 1:0.006103515625 $how
+        "$ranksnap" report "$dir" > "$dir.after" 2>&1
+        echo "$how:"
+        async_oom_named "$dir.after"
+    done
+    rm -rf "$dir" && mkdir -p "$dir"
+    async_job --steps 6 --leak 1 --fraction 1:0.006103515625 --on-oom skip
+    grep -q "^step 3: out of memory: Allocation on device 0 would exceed" "$dir.err.1" || { cat "$dir.err.1"; exit 1; }
+    "$ranksnap" report "$dir" > "$dir.after" 2>&1
+    ! grep -q "ran out of memory" "$dir.after" && grep -q "^\*\?  *1  .*  no " "$dir.after" ||
+        { cat "$dir.after"; echo "FAIL: an error the script caught and went on from is named as its OOM"; exit 1; }
+}
+
 # Inference with no optimizer (tests/python/infer_fake.py), two ranks, rank 1 with 1.5 times the
 # batch, --steps 2:5: the steps are the model's calls (or generate's), found with no flag, the
 # range is recorded on both ranks, and rank 1 is flagged with the model's line.
@@ -260,6 +445,27 @@ case_torchrun_like_inference_steps_are_the_models_calls() {
 }
 case_torchrun_like_generate_steps_are_the_generate_calls() {
     inference_job "generate calls of Generator: no optimizer" train_model_fake.py --generate 3
+}
+
+# Under backend:cudaMallocAsync, the model an installed package's (a copy of train_model_fake.py
+# in a site-packages folder), as a transformers model is: rank 1 is flagged with the model's line
+# and, above it, the script's (the outermost frames a stack keeps), in the live report and in the
+# one from the files, as in a rank PyTorch records.
+case_torchrun_like_cuda_malloc_async_site_has_the_scripts_line_above_the_models() {
+    pkg=$dir.pkg
+    mkdir -p "$pkg/site-packages" && cp "$src/infer_fake.py" "$src/train_fake.py" "$pkg/" &&
+        cp "$src/train_model_fake.py" "$pkg/site-packages/" || exit 1
+    export RANKSNAP_GATHER_TIMEOUT=30 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync FAKE_CUDART_ASYNC_VIA_DRIVER=1
+    export LD_LIBRARY_PATH="$(dirname "$FAKE_CUDART")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    unset RANKSNAP_BACKEND
+    PYTHONPATH="$src/fake_torch:$pkg/site-packages" torchrun_like 2 --steps 2:5 "$py" "$pkg/infer_fake.py" --diverge 1:1.5
+    live
+    "$ranksnap" report --json "$dir" > "$dir.after.json" || exit 1
+    for j in "$dir/report.json" "$dir.after.json"; do
+        check "$j" "[d['rank'] for d in r['divergent_ranks']] == [1]" \
+            "'site-packages' in r['divergent_ranks'][0]['sites'][0]['file']" \
+            "r['divergent_ranks'][0]['sites'][0]['path'][0]['file'].endswith('infer_fake.py')"
+    done
 }
 
 # torch.compile on the stand-in: the model runs as the wrapper Inductor wrote for it, whose lines

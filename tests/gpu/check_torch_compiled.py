@@ -39,7 +39,7 @@ def main():
     r = json.load(open(d + ".report.json"))
     text = open(d + ".report.txt").read()
     err = open(d + ".stderr", errors="replace").read()
-    files = sorted(glob.glob(os.path.join(d, "rank-*.pickle")))
+    files = sorted(glob.glob(os.path.join(d, "rank-*.pickle")) + glob.glob(os.path.join(d, "rank-*.rsnap")))
     world = 1 if case.endswith("-1") else 2
     ranks = {x["rank"]: x for x in r.get("ranks", [])}
     div = [x.get("rank") for x in r.get("divergent_ranks", [])]
@@ -74,6 +74,20 @@ def main():
     if case == "generate":
         checks += [(f"steps are generate's calls ({how})", how == {"generate calls of GPT2LMHeadModel: no optimizer"}),
                    ("the range was recorded on every rank", all(x.get("events", 0) > 0 for x in ranks.values()))]
+    if case.startswith("async"):
+        checks += [("recorded at the CUDA runtime, and said so", "recorded at the CUDA runtime" in text),
+                   ("the columns are the cudaMallocAsync pool's",
+                    all(x.get("reserved_from") == "async_pool" for x in ranks.values()))]
+    if case == "async-longer":
+        checks += [("rank 1 diverges", div == [1]),
+                   ("its first site is the model's or the script's line, and so is its path",
+                    bool(div) and model_line(r["divergent_ranks"][0]["sites"][0]))]
+    if case == "async-oom":
+        oom = r.get("oom_ranks", [])
+        checks += [("rank 1 ran out of memory", [o.get("rank") for o in oom] == [1]),
+                   ("the script got PyTorch's error", "OutOfMemoryError" in err),
+                   ("its request is named by the model's or the script's line",
+                    bool(oom) and model_line(oom[0].get("stack") or {}))]
     if case == "checkpointing-oom":
         checks += [("rank 1 ran out of memory", [o.get("rank") for o in r.get("oom_ranks", [])] == [1]),
                    ("the script got PyTorch's error", "OutOfMemoryError" in err)]

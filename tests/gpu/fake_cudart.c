@@ -22,6 +22,12 @@
  * driver's cuMemAlloc_v2, found by name as a static runtime finds it, for the same size, and fails
  * as the driver does: so a runtime call ranksnap makes on its own behalf reaches the driver's
  * interposers, as it does in a program on the static runtime linked with ranksnap::wrap.
+ *
+ * With FAKE_CUDART_ASYNC_VIA_DRIVER=1 the stream-ordered calls are the driver's, as the real
+ * runtime's are: cudaMallocAsync is cuMemAllocAsync, cudaFreeAsync cuMemFreeAsync (found by name,
+ * the preloaded interposers first), so that the memory of a program that allocates only through
+ * them (PyTorch's backend:cudaMallocAsync) is the driver's pool's, seen by the driver's
+ * interposers; a refusal is cudaErrorMemoryAllocation.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -197,28 +203,52 @@ FAKE_EXPORT cudaError_t cudaFree(void *p)
     return fake_give(p);
 }
 
+/* FAKE_CUDART_ASYNC_VIA_DRIVER=1: the driver's entry point `name`, else NULL. */
+static void *fake_async_driver(const char *name)
+{
+    const char *v = getenv("FAKE_CUDART_ASYNC_VIA_DRIVER");
+    return v && !strcmp(v, "1") ? dlsym(RTLD_DEFAULT, name) : NULL;
+}
+
+static cudaError_t fake_malloc_async(void **p, size_t n, cudaStream_t s)
+{
+    int (*alloc)(unsigned long long *, size_t, void *);
+    *(void **)&alloc = fake_async_driver("cuMemAllocAsync");
+    if (!alloc) return cudaMalloc(p, n);
+    if (!p) return fake_err(cudaErrorInvalidValue);
+    unsigned long long d = 0;
+    int e = alloc(&d, n, (void *)s);
+    *p = e == 0 ? (void *)(uintptr_t)d : NULL;
+    return e == 0 ? cudaSuccess : fake_err(e == 2 ? cudaErrorMemoryAllocation : cudaErrorUnknown);
+}
+
+static cudaError_t fake_free_async(void *p, cudaStream_t s)
+{
+    int (*release)(unsigned long long, void *);
+    *(void **)&release = fake_async_driver("cuMemFreeAsync");
+    if (!release) return fake_give(p);
+    return release((unsigned long long)(uintptr_t)p, (void *)s) == 0 ? cudaSuccess
+                                                                      : fake_err(cudaErrorInvalidValue);
+}
+
 FAKE_EXPORT cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s)
 {
-    (void)s;
-    return cudaMalloc(p, n);
+    return fake_malloc_async(p, n, s);
 }
 
 FAKE_EXPORT cudaError_t cudaMallocAsync_ptsz(void **p, size_t n, cudaStream_t s)
 {
-    (void)s;
-    return cudaMalloc(p, n);
+    return fake_malloc_async(p, n, s);
 }
 
 FAKE_EXPORT cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
 {
-    (void)s;
-    return fake_give(p);
+    return fake_free_async(p, s);
 }
 
 FAKE_EXPORT cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s)
 {
-    (void)s;
-    return fake_give(p);
+    return fake_free_async(p, s);
 }
 
 FAKE_EXPORT cudaError_t cudaMallocFromPoolAsync(void **p, size_t n, cudaMemPool_t m, cudaStream_t s)

@@ -12,20 +12,25 @@
 #   generate             torch_infer.py --generate 16: each generate call a step
 #   checkpointing-oom    torch_ddp_train.py --checkpointing --oom-backward 1:3: rank 1 runs out
 #                        of memory in the backward pass; no frame of ranksnap's in what it prints
+#   async-longer         torch_ddp_train.py under PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync,
+#                        rank 1's sequences 1.5x longer: recorded at the CUDA runtime, flagged
+#                        with the model's lines
+#   async-oom            the same backend, rank 1 capped by torch.cuda.set_per_process_memory_fraction
+#                        (--oom 1:4): its OOM named with the request and the script's line
 # Each job's files go to $OUT/compiled/CASE, beside them what it printed (CASE.stdout, CASE.stderr)
 # and `ranksnap report`'s CASE.report.txt, CASE.report.json and CASE.report/ (report.html);
 # tests/gpu/check_torch_compiled.py prints PASS or FAIL for each, and
-# the summary is in $OUT/compiled/summary.txt. About 5 minutes. Without a GPU, torch or
+# the summary is in $OUT/compiled/summary.txt. About 6 minutes. Without a GPU, torch or
 # transformers it says which and exits 77.
 #
-# CASES="compiled-longer reduce-overhead-2" runs only the jobs named (all six by default).
+# CASES="compiled-longer reduce-overhead-2" runs only the jobs named (all eight by default).
 #
 #   source .device-deps/setup.sh && bash tests/gpu/torch-compiled.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/ranksnap-out}
 R=$OUT/compiled
 BUDGET=${BUDGET:-420}
-ALL="compiled-longer reduce-overhead-1 reduce-overhead-2 eval-longer generate checkpointing-oom"
+ALL="compiled-longer reduce-overhead-1 reduce-overhead-2 eval-longer generate checkpointing-oom async-longer async-oom"
 for c in ${CASES:-}; do
     case " $ALL " in *" $c "*) ;; *) echo "unknown case $c (the cases: $ALL)" >&2; exit 2 ;; esac
 done
@@ -71,4 +76,6 @@ job reduce-overhead-2 2 2:8 tests/gpu/torch_infer.py $small --calls 10 --compile
 job eval-longer 2 2:6 tests/gpu/torch_infer.py $small --calls 8 --longer 1:1.5
 job generate 2 1:4 tests/gpu/torch_infer.py $small --calls 6 --generate 16
 job checkpointing-oom 2 2:6 tests/gpu/torch_ddp_train.py $small --steps 6 --checkpointing --oom-backward 1:3
+PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync job async-longer 2 2:5 tests/gpu/torch_ddp_train.py $small --steps 6 --longer 1:1.5
+PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync job async-oom 2 2:6 tests/gpu/torch_ddp_train.py $small --steps 6 --oom 1:4
 cat "$summary"

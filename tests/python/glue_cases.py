@@ -533,6 +533,59 @@ def case_glue_leaves_no_frame_in_the_scripts_tracebacks():
         check(not ours, f"{what}: ranksnap's frames in the script's traceback: {ours}")
 
 
+def case_glue_reads_the_out_of_memory_error_of_cuda_malloc_async():
+    """backend:cudaMallocAsync's OutOfMemoryError (_async_oom.py): its figures read from the
+    message as PyTorch's format_size writes them, with how far each may be from the exact one;
+    the limit PyTorch has before a fraction is set read as none; a message without the request's
+    line read with its size unknown, and another error not read at all; the error found behind a
+    SystemExit raised while handling it, handed over once, innermost frame first."""
+    from ranksnap import _async_oom
+    msg = ("Allocation on device 1 would exceed allowed memory. (out of memory)\n"
+           "Currently allocated     : 200.50 MiB\n"
+           "Requested               : 64.00 MiB\n"
+           "Device limit            : 139.80 GiB\n"
+           "Free (according to CUDA): 138.12 GiB\n"
+           "PyTorch limit (set by user-supplied memory fraction)\n"
+           "                        : 250.00 MiB")
+    got = _async_oom.parse(msg)
+    want = {"device": 1, "allocated": 200 * MIB + MIB // 2, "requested": 64 * MIB,
+            "device_total": round(139.80 * 1024 * MIB), "device_free": round(138.12 * 1024 * MIB),
+            "limit": 250 * MIB, "rounding": 5243, "unread": []}
+    check(got == want, f"{got} is not {want}")
+    small = msg.replace("64.00 MiB", "512 bytes").replace("200.50 MiB", "1.50 KiB")
+    got = _async_oom.parse(small.replace("250.00 MiB", "17179869184.00 GiB"))
+    check(got["requested"] == 512 and got["allocated"] == 1536 and got["limit"] == 0 and
+          got["rounding"] == 6, got)
+    got = _async_oom.parse(msg.replace("Requested               : 64.00 MiB\n", ""))
+    check(got["requested"] == 0 and got["unread"] == ["requested"], got)
+    check(_async_oom.parse("CUDA out of memory. Tried to allocate more than 1EB memory.") is None,
+          "another error read as the backend's")
+
+    reported, said = [], []
+    watch = _async_oom.Watch((torch.OutOfMemoryError,), lambda o, f: reported.append((o, f)),
+                             said.append)
+
+    def request():
+        raise torch.OutOfMemoryError(msg)
+
+    try:
+        try:
+            request()
+        except torch.OutOfMemoryError:
+            sys.exit(1)
+    except SystemExit as e:
+        ended = e
+    watch.ended_by(None, ended, ended.__context__)
+    check(len(reported) == 1 and reported[0][0]["requested"] == 64 * MIB, reported)
+    frames = reported[0][1]
+    check(frames[0][0] is request.__code__ and frames[0][1] == request.__code__.co_firstlineno + 1,
+          f"the innermost frame is not where the request raised: {frames[:2]}")
+    check(frames[-1][0].co_name == "case_glue_reads_the_out_of_memory_error_of_cuda_malloc_async",
+          frames)
+    watch.ended_by(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate more than 1EB memory."))
+    check(len(reported) == 1 and len(said) == 1 and "not the one" in said[0], said)
+
+
 def case_sigterm_child():
     """For torch_glue.sh: records (steps 2:...), then either sleeps (GIL released, as in a
     collective) or spins in Python (GIL held), until the driver's SIGTERM."""

@@ -10,6 +10,15 @@ ways the tests need:
   --oom R:S         rank R caps its memory at step S, where its batch grows 8 times, and runs
                     out in the forward pass; the OutOfMemoryError propagates (the script
                     fails, as an unmodified one would)
+  --fraction R:F    rank R caps its memory with torch.cuda.set_per_process_memory_fraction(F)
+                    before it allocates (PyTorch's own limit: under backend:cudaMallocAsync a
+                    request over it is refused before cudaMallocAsync is called)
+  --on-oom HOW      the loop catches torch.OutOfMemoryError: skip (goes on with the next step,
+                    as loops that skip a batch do) or exit (prints it and calls sys.exit(1));
+                    without it the error propagates
+  --thread          the training runs in a thread of its own, the main thread waiting for it
+  --own-hook        the script installs its own sys.excepthook (as rich.traceback.install()
+                    does), which prints the error's type and message only
   --block-at S:T    every rank but the OOM one sleeps T seconds at step S, as ranks blocked in a
                     collective with a dead peer do (the GIL released)
   --killed R:S      rank R is SIGKILLed at step S (the kernel's OOM killer, a node lost)
@@ -52,6 +61,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -137,6 +147,10 @@ def main():
     p.add_argument("--diverge", type=pair)
     p.add_argument("--leak", type=int, default=-1)
     p.add_argument("--oom", type=pair)
+    p.add_argument("--fraction", type=pair)
+    p.add_argument("--on-oom", choices=("skip", "exit"))
+    p.add_argument("--thread", action="store_true")
+    p.add_argument("--own-hook", action="store_true")
     p.add_argument("--block-at", type=pair)
     p.add_argument("--killed", type=pair)
     p.add_argument("--raise-at", type=pair)
@@ -152,7 +166,7 @@ def main():
     a = p.parse_args()
     rank = launcher_rank()
     fail_rank, fail_step, fail_how = (a.fail_at.split(":") if a.fail_at else (-1, -1, ""))
-    if fail_how == "hook":
+    if fail_how == "hook" or a.own_hook:
         sys.excepthook = lambda kind, value, tb: print(f"[own hook] {kind.__name__}: {value}",
                                                        file=sys.stderr)
     pg = {"timeout": datetime.timedelta(seconds=a.pg_timeout)} if a.pg_timeout else {}
@@ -170,6 +184,8 @@ def main():
         torch.distributed.new_group(ranks=[int(r) for r in a.group.split(",")])
     if a.manual:
         import ranksnap
+    if a.fraction and int(a.fraction[0]) == rank:
+        torch.cuda.set_per_process_memory_fraction(a.fraction[1])
     params = [torch.empty(8 * MIB, device="cuda") for _ in range(4)]
     opt = torch.optim.SGD(params, lr=0.1)
     kept = []
@@ -201,9 +217,17 @@ def main():
             if way == "return":
                 return
             leave(way, 0)
-        acts = forward(batch)
-        if rank == a.leak:
-            kept.append(torch.empty(4 * MIB, device="cuda"))
+        try:
+            acts = forward(batch)
+            if rank == a.leak:
+                kept.append(torch.empty(4 * MIB, device="cuda"))
+        except torch.OutOfMemoryError as e:
+            if a.on_oom is None:
+                raise
+            print(f"step {step}: out of memory: {str(e).splitlines()[0]}", file=sys.stderr)
+            if a.on_oom == "exit":
+                sys.exit(1)
+            continue
         del acts
         opt.step()
         opt.zero_grad()
@@ -214,4 +238,9 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if "--thread" in sys.argv:
+        t = threading.Thread(target=main, name="train")
+        t.start()
+        t.join()
+    else:
+        main()

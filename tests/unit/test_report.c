@@ -117,6 +117,20 @@ TEST(text_report_explains_an_oom_with_the_request_and_the_memory_state)
     rs_compare_result_free(r);
 }
 
+/* A framework's error that did not say the request's size (ranksnap_framework_oom): never "0
+ * bytes", which no request is. */
+TEST(text_report_says_when_the_size_of_the_oom_request_is_not_known)
+{
+    train_cfg c = train_default();
+    c.oom_step = 5;
+    c.oom_request = 0;
+    rs_compare_result *r = compare_four(3, &c);
+    char *t = r ? render_text(r) : NULL;
+    CHECK_STR_CONTAINS(t, "rank 3 ran out of memory at step 5: tried to allocate (size not known) with ");
+    free(t);
+    rs_compare_result_free(r);
+}
+
 TEST(text_report_of_identical_ranks_has_no_verdict)
 {
     train_cfg c = train_default();
@@ -454,6 +468,7 @@ int main(int argc, char **argv)
     RUN(text_report_says_which_rank_peaks_above_the_median_from_when_and_where);
     RUN(text_report_calls_a_growing_rank_a_leak);
     RUN(text_report_explains_an_oom_with_the_request_and_the_memory_state);
+    RUN(text_report_says_when_the_size_of_the_oom_request_is_not_known);
     RUN(text_report_of_identical_ranks_has_no_verdict);
     RUN(text_report_lists_missing_ranks_as_ranges);
     RUN(json_report_has_the_schema_fields_with_integer_bytes);

@@ -120,7 +120,7 @@ TEST(create_rejects_depth_outside_1_to_64_and_unknown_modes)
     CHECK_EQ_U64(rs_stacks_create(RS_STACKS_NATIVE, RS_MAX_STACK_DEPTH + 1, &s),
                  RANKSNAP_ERR_INVALID_ARGUMENT);
     CHECK_EQ_U64(rs_stacks_create((rs_stacks_mode)7, 16, &s), RANKSNAP_ERR_INVALID_ARGUMENT);
-    CHECK_STR_CONTAINS(ranksnap_last_error(), "expected native, fp or none");
+    CHECK_STR_CONTAINS(ranksnap_last_error(), "expected native, fp, python or none");
     CHECK(s == NULL);
     CHECK_EQ_U64(rs_stacks_create(RS_STACKS_FP, RS_MAX_STACK_DEPTH, &s), RANKSNAP_OK);
     CHECK(s != NULL);

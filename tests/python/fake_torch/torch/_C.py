@@ -6,6 +6,8 @@ from .cuda import _allocator
 def _cuda_attach_out_of_memory_observer(observer):
     from . import cuda
     cuda._lazy_init()  # PyTorch initialises CUDA here too
+    if _allocator.BACKEND == "cudaMallocAsync":
+        raise _allocator.no_support("attachOutOfMemoryObserver")
     _allocator.ALLOCATOR.observers.append(observer)
 
 

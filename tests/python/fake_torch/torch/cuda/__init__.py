@@ -92,6 +92,11 @@ def memory_reserved(device=None):
     return _allocator.ALLOCATOR.reserved()
 
 
+def get_allocator_backend():
+    """"native" or "cudaMallocAsync", as PYTORCH_CUDA_ALLOC_CONF chose it when torch was loaded."""
+    return _allocator.BACKEND
+
+
 def memory_allocated(device=None):
     return _allocator.ALLOCATOR.allocated()
 
@@ -103,4 +108,4 @@ def mem_get_info(device=None):
 
 def set_per_process_memory_fraction(fraction, device=None):
     _lazy_init()
-    _allocator.ALLOCATOR.limit = int(_allocator.TOTAL * fraction)
+    _allocator.ALLOCATOR.set_fraction(fraction)

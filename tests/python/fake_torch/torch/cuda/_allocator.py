@@ -9,6 +9,15 @@ the trace (a ring of max_entries, cleared when recording stops), the stacks of a
 (context "alloc" or "all"), the OOM entry and the observers, called with PyTorch's arguments
 before the OutOfMemoryError is raised. The snapshot has the exact keys of PyTorch 2.11's
 (tests/data/*.pickle).
+
+With PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (read when torch is loaded, as PyTorch reads
+it) it is PyTorch's CUDAMallocAsyncAllocator instead: every request is a cudaMallocAsync of its
+exact size on the current stream and every free a cudaFreeAsync (the process's CUDA runtime,
+called with the GIL released, as PyTorch's operators call it: ctypes.CDLL); a request that
+would take its bytes past the limit of set_per_process_memory_fraction (that fraction of
+cudaMemGetInfo's total, none before) is refused before cudaMallocAsync is called; a refusal,
+either one, is PyTorch's OutOfMemoryError with PyTorch's message; and it has neither a recorder,
+a snapshot nor OOM observers, which raise PyTorch's own messages.
 """
 import ctypes
 import os
@@ -21,11 +30,20 @@ KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
 TOTAL = 80 * GIB
+CUBLAS_WORKSPACE = 2 * MIB
 _OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../fake_torch/torch
 # per thread, as in c10/cuda/CUDACachingAllocator.cpp: the user metadata (a thread_local string
 # set by torch._C._cuda_setMemoryMetadata, copied into every trace entry, the OOM's included);
 # `native` on the stand-in's autograd threads, which in PyTorch run C++ with no Python frame
 TLS = threading.local()
+BACKEND = ("cudaMallocAsync" if "backend:cudaMallocAsync" in
+           os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "") else "native")
+
+
+def no_support(what):
+    """PyTorch's refusal of a call its cudaMallocAsync backend lacks."""
+    return RuntimeError(f"cudaMallocAsync does not yet support {what}. If you need it, please "
+                        "file an issue describing your use case.")
 
 
 def _now_us():
@@ -34,6 +52,17 @@ def _now_us():
 
 def _round(n):
     return max(512, (n + 511) // 512 * 512)
+
+
+def format_size(n):
+    """c10's format_size: bytes up to 1 KiB, then two decimals of KiB, MiB or GiB."""
+    if n <= KIB:
+        return f"{n} bytes"
+    if n <= MIB:
+        return f"{n / KIB:.2f} KiB"
+    if n <= GIB:
+        return f"{n / MIB:.2f} MiB"
+    return f"{n / GIB:.2f} GiB"
 
 
 def _segment_size(n):
@@ -74,9 +103,24 @@ class Allocator:
         if self.cuda_malloc is not None:
             self.cuda_malloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
             self.cuda_free.argtypes = [ctypes.c_void_p]
+        self.used = {}            # backend:cudaMallocAsync: pointer -> bytes
+        self.cublas_first = BACKEND == "cudaMallocAsync" and bool(os.environ.get("FAKE_TORCH_CUBLAS"))
+        if BACKEND == "cudaMallocAsync":
+            # CDLL: the GIL is released around the call, as PyTorch's operators release it
+            runtime = ctypes.CDLL(None)
+            self.malloc_async = runtime.cudaMallocAsync
+            self.malloc_async.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
+                                          ctypes.c_void_p]
+            self.free_async = runtime.cudaFreeAsync
+            self.free_async.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+            self.mem_get_info = runtime.cudaMemGetInfo
+            self.mem_get_info.argtypes = [ctypes.POINTER(ctypes.c_size_t)] * 2
+            self.limit = (1 << 64) - 1  # pytorch_memory_limits before a fraction is set
 
     # ---- recorder ----
     def record_history(self, enabled, context, stacks, max_entries):
+        if BACKEND == "cudaMallocAsync":
+            raise no_support("recordHistory")
         if enabled is None:
             self.recording = False
             self.context = None
@@ -120,10 +164,49 @@ class Allocator:
 
     # ---- allocation ----
     def reserved(self):
+        if BACKEND == "cudaMallocAsync":
+            return sum(self.used.values())
         return sum(s["total_size"] for s in self.segments.values())
 
     def allocated(self):
+        if BACKEND == "cudaMallocAsync":
+            return sum(self.used.values())
         return sum(s["allocated_size"] for s in self.segments.values())
+
+    def _device_memory(self):
+        """cudaMemGetInfo's (free, total), as CUDAMallocAsyncAllocator asks it."""
+        free, total = ctypes.c_size_t(), ctypes.c_size_t()
+        self.mem_get_info(ctypes.byref(free), ctypes.byref(total))
+        return free.value, total.value
+
+    def set_fraction(self, fraction):
+        """set_per_process_memory_fraction: of the device's total, as each backend takes it."""
+        total = self._device_memory()[1] if BACKEND == "cudaMallocAsync" else TOTAL
+        self.limit = int(fraction * total)
+
+    def _malloc_async(self, nbytes):
+        """CUDAMallocAsyncAllocator's mallocAsync: the exact size, on the current stream, once
+        PyTorch's own limit let it through."""
+        if self.cublas_first:
+            # cuBLAS's workspace, which that library takes from the driver itself on the
+            # script's thread, the GIL released, the first time the script's math reaches it
+            # (here: before the process's first request, when FAKE_TORCH_CUBLAS names it)
+            self.cublas_first = False
+            ctypes.CDLL(os.environ["FAKE_TORCH_CUBLAS"]).fake_cublas_workspace(ctypes.c_size_t(CUBLAS_WORKSPACE))
+        p = ctypes.c_void_p()
+        used = sum(self.used.values())
+        if used + nbytes > self.limit or self.malloc_async(ctypes.byref(p), nbytes, None) != 0 or not p.value:
+            free, total = self._device_memory()
+            raise OutOfMemoryError(
+                f"Allocation on device 0 would exceed allowed memory. (out of memory)\n"
+                f"Currently allocated     : {format_size(used)}\n"
+                f"Requested               : {format_size(nbytes)}\n"
+                f"Device limit            : {format_size(total)}\n"
+                f"Free (according to CUDA): {format_size(free)}\n"
+                f"PyTorch limit (set by user-supplied memory fraction)\n"
+                f"                        : {format_size(self.limit)}")
+        self.used[p.value] = nbytes
+        return p.value
 
     def _release_cached(self):
         for addr in [a for a in self.cached if self.segments[a]["segment_pool_id"] == (0, 0)]:
@@ -138,6 +221,8 @@ class Allocator:
             # traces with fake tensors, which take no device memory
             tracer(nbytes, traceback.extract_stack()[:-1])
             return 0
+        if BACKEND == "cudaMallocAsync":
+            return self._malloc_async(nbytes)
         size = _round(nbytes)
         seg_size = _segment_size(size)
         frames = self._frames()
@@ -186,6 +271,10 @@ class Allocator:
         return addr
 
     def free(self, addr):
+        if BACKEND == "cudaMallocAsync":
+            if self.used.pop(addr, None) is not None:
+                self.free_async(addr, None)
+            return
         seg_addr = self.blocks.pop(addr, None)
         if seg_addr is None:
             return
@@ -200,6 +289,11 @@ class Allocator:
         self.cached.append(seg_addr)
 
     def snapshot(self):
+        if BACKEND == "cudaMallocAsync":
+            raise RuntimeError("Calling snapshot with backend:cudaMallocAsync is not meaningful. "
+                               "(For backend:native, snapshot returns a detailed summary of all "
+                               "blocks tracked by the allocator, but the cudaMallocAsync backend "
+                               "does not track individual blocks.)")
         return {
             "segments": [dict(s, blocks=[dict(b) for b in s["blocks"]])
                          for _, s in sorted(self.segments.items())],
